@@ -1,0 +1,222 @@
+//! One call that runs every idleness analysis on a trace and gathers the
+//! results in a [`Characterization`], the data behind `fallow analyze`, its
+//! JSON and HTML report, and `fallow.characterize` in Python.
+//!
+//! The JSON keys are a stable interface: renaming a field here is a breaking
+//! change for users' scripts.
+
+use crate::device::ServiceModel;
+use crate::error::Result;
+use crate::period::{periods_of, CompletionSource, Periods};
+use crate::stats;
+use crate::trace::{DeviceCount, Format, Trace};
+use serde::Serialize;
+
+/// Options of [`characterize`].
+#[derive(Debug, Clone)]
+pub struct CharacterizeOptions {
+    /// Service model for traces without completion times (required for them).
+    /// When given for a trace with completions, it replaces them.
+    pub service: Option<ServiceModel>,
+    /// Seed of the service model's random stream.
+    pub seed: u64,
+    /// Largest lag of the idle-interval ACF.
+    pub acf_max_lag: usize,
+    /// Largest AR order tried by AIC.
+    pub ar_max_order: usize,
+    /// Bin width of the request-rate series, ns (0 = choose from the span).
+    pub rate_bin_ns: u64,
+    /// Points kept in curves (CDF, remaining idle time, concentration).
+    pub curve_points: usize,
+}
+
+impl Default for CharacterizeOptions {
+    fn default() -> Self {
+        CharacterizeOptions {
+            service: None,
+            seed: 1,
+            acf_max_lag: 50,
+            ar_max_order: 10,
+            rate_bin_ns: 0,
+            curve_points: 200,
+        }
+    }
+}
+
+/// Everything `fallow analyze` reports about one device's trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct Characterization {
+    /// The input.
+    pub trace: TraceSummary,
+    /// Idle intervals: summary statistics.
+    pub idle: stats::Summary,
+    /// Busy periods: summary statistics.
+    pub busy: BusySummary,
+    /// Fraction of `[first arrival, last completion]` the device was busy.
+    pub utilization: f64,
+    /// Empirical CDF of idle interval lengths.
+    pub idle_cdf: stats::Cdf,
+    /// Expected and 1st-percentile remaining idle time, and usable idle
+    /// fraction, after having waited x (Practical Scrubbing Figs. 11–13).
+    pub remaining: stats::Remaining,
+    /// Share of idle time in the longest k % of intervals (Practical Scrubbing Fig. 10).
+    pub concentration: stats::Concentration,
+    /// Small/large split at (CV+1)·mean and lag-pair probabilities (Mi et al. §3.2, Fig. 2).
+    pub lag_pairs: stats::LagPairs,
+    /// Autocorrelation of the idle-interval sequence.
+    pub acf: stats::Acf,
+    /// AR(p) model of idle intervals, p by AIC (Practical Scrubbing §V-B).
+    pub ar: Option<stats::ArFit>,
+    /// One-way ANOVA periodicity of hourly request counts (Practical Scrubbing §V-A, Fig. 9).
+    pub periodicity: Option<stats::Periodicity>,
+    /// Request rate over time.
+    pub rate: stats::RateSeries,
+}
+
+/// What was analysed.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceSummary {
+    /// Path of the trace file (empty for in-memory data).
+    pub path: String,
+    /// Format read.
+    pub format: Option<Format>,
+    /// Requests analysed (of the selected device).
+    pub requests: u64,
+    /// Every device in the file with its request count.
+    pub devices: Vec<DeviceCount>,
+    /// Device analysed, when one was selected.
+    pub device: Option<u32>,
+    /// From first arrival to last arrival or completion, seconds.
+    pub span_s: f64,
+    /// Where completion times came from.
+    pub completions: CompletionSource,
+    /// Records skipped as malformed (`--skip-bad`).
+    pub skipped: u64,
+    /// Records sorted into place because they arrived out of order.
+    pub reordered: u64,
+    /// Reads and writes.
+    pub reads: u64,
+    /// Writes.
+    pub writes: u64,
+}
+
+/// Busy periods: time and request statistics plus Busy Bee's Threshold,
+/// P_lag and CWS (Busy Bee §4, Eq. 1).
+#[derive(Debug, Clone, Serialize)]
+pub struct BusySummary {
+    /// Number of busy periods.
+    pub count: u64,
+    /// Mean length, seconds.
+    pub mean_s: f64,
+    /// CV of the length in time.
+    pub cv: f64,
+    /// Median length, seconds.
+    pub p50_s: f64,
+    /// 90th percentile length, seconds.
+    pub p90_s: f64,
+    /// 99th percentile length, seconds.
+    pub p99_s: f64,
+    /// Longest, seconds.
+    pub max_s: f64,
+    /// Mean length in requests.
+    pub mean_requests: f64,
+    /// Longest in requests.
+    pub max_requests: u64,
+    /// Busy Bee's Threshold: p90 of length in requests; periods at or above it are long.
+    pub threshold_requests: u64,
+    /// Fraction of busy periods that are long.
+    pub long_fraction: f64,
+    /// P_lag = P(period k+lag is long | period k is long), lags 1..=20.
+    pub p_lag: Vec<f64>,
+    /// Cluster Window Size: smallest lag with Σ P_1..P_lag ≥ 0.8 (Eq. 1);
+    /// 20 when the sum stays below 0.8.
+    pub cws: u32,
+    /// False when CWS hit the cap of 20 lags without reaching 0.8.
+    pub cws_reached: bool,
+    /// Histogram of lengths in requests: `[requests, count]` pairs.
+    pub length_histogram: Vec<(u64, u64)>,
+}
+
+/// Characterise one device's trace (select the device first for multi-device files).
+pub fn characterize(
+    trace: &Trace,
+    devices: Vec<DeviceCount>,
+    device: Option<u32>,
+    opts: &CharacterizeOptions,
+) -> Result<Characterization> {
+    let (periods, completions) = periods_of(trace, opts.service.as_ref(), opts.seed)?;
+    let summary = trace_summary(trace, devices, device, completions);
+    Ok(characterize_periods(trace, &periods, summary, opts))
+}
+
+fn trace_summary(
+    trace: &Trace,
+    devices: Vec<DeviceCount>,
+    device: Option<u32>,
+    completions: CompletionSource,
+) -> TraceSummary {
+    let writes = trace
+        .op()
+        .iter()
+        .filter(|&&o| o == crate::trace::Op::Write)
+        .count() as u64;
+    let r = trace.report();
+    TraceSummary {
+        path: r.path.display().to_string(),
+        format: r.format,
+        requests: trace.len() as u64,
+        devices,
+        device,
+        span_s: trace.span_ns() as f64 / 1e9,
+        completions,
+        skipped: r.skipped,
+        reordered: r.reordered,
+        reads: trace.len() as u64 - writes,
+        writes,
+    }
+}
+
+/// The analyses proper, on already extracted periods.
+pub fn characterize_periods(
+    trace: &Trace,
+    periods: &Periods,
+    summary: TraceSummary,
+    opts: &CharacterizeOptions,
+) -> Characterization {
+    let idle_s: Vec<f64> = periods.idle_len_ns.iter().map(|&x| x as f64 / 1e9).collect();
+    let busy_s: Vec<f64> = periods.busy_len_ns.iter().map(|&x| x as f64 / 1e9).collect();
+    let idle = stats::Summary::of(&idle_s);
+    let busy_time = stats::Summary::of(&busy_s);
+    let bb = stats::busy_clusters(&periods.busy_requests, 20);
+    let busy = BusySummary {
+        count: busy_time.count,
+        mean_s: busy_time.mean_s,
+        cv: busy_time.cv,
+        p50_s: busy_time.p50_s,
+        p90_s: busy_time.p90_s,
+        p99_s: busy_time.p99_s,
+        max_s: busy_time.max_s,
+        mean_requests: bb.mean_requests,
+        max_requests: bb.max_requests,
+        threshold_requests: bb.threshold_requests,
+        long_fraction: bb.long_fraction,
+        p_lag: bb.p_lag,
+        cws: bb.cws,
+        cws_reached: bb.cws_reached,
+        length_histogram: bb.length_histogram,
+    };
+    Characterization {
+        trace: summary,
+        idle,
+        busy,
+        utilization: periods.utilization(),
+        idle_cdf: stats::Cdf::of(&idle_s, opts.curve_points),
+        remaining: stats::Remaining::of(&idle_s, opts.curve_points),
+        concentration: stats::Concentration::of(&idle_s, opts.curve_points),
+        lag_pairs: stats::LagPairs::of(&idle_s, 9),
+        acf: stats::Acf::of(&idle_s, opts.acf_max_lag),
+        ar: stats::ArFit::by_aic(&idle_s, opts.ar_max_order),
+        periodicity: stats::Periodicity::of(trace.arrival_ns()),
+        rate: stats::RateSeries::of(trace.arrival_ns(), trace.size_bytes(), opts.rate_bin_ns),
+    }
+}

@@ -1,0 +1,252 @@
+//! Service-time models of a device, for traces without completion times and
+//! for synthetic workloads.
+//!
+//! Written as `const:5ms`, `exp:5ms` (exponential with that mean) or
+//! `disk[:rpm=7200,seek=0.6ms..16ms,rate=150MB,capacity=1TB]`: a simple
+//! disk whose service time is seek by distance (track-to-track plus
+//! full-stroke scaled by the square root of the distance, the classic
+//! Ruemmler–Wilkes shape) + rotational latency (uniform over one
+//! revolution) + transfer (size / media rate).
+
+use crate::error::{Error, Result};
+use crate::units::{parse_bytes, parse_duration_ns};
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Exp};
+use rand_pcg::Pcg64Mcg;
+use std::fmt;
+use std::str::FromStr;
+
+/// A service-time model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServiceModel {
+    /// Every request takes the same time.
+    Constant {
+        /// Service time, ns.
+        ns: u64,
+    },
+    /// Exponentially distributed service times.
+    Exponential {
+        /// Mean service time, ns.
+        mean_ns: u64,
+    },
+    /// Seek + rotation + transfer.
+    Disk(DiskModel),
+}
+
+/// Parameters of the simple disk model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DiskModel {
+    /// Spindle speed, revolutions per minute.
+    pub rpm: f64,
+    /// Seek time for a distance of one track (any non-zero distance), ns.
+    pub track_to_track_ns: f64,
+    /// Seek time across the whole capacity, ns.
+    pub full_stroke_ns: f64,
+    /// Media transfer rate, bytes per second.
+    pub transfer_bytes_per_s: f64,
+    /// Capacity over which seek distance is normalised, bytes.
+    pub capacity_bytes: f64,
+}
+
+impl Default for DiskModel {
+    /// A 7200 rpm SATA disk: 0.6 ms track-to-track, 16 ms full stroke,
+    /// 150 MB/s, 1 TB.
+    fn default() -> Self {
+        DiskModel {
+            rpm: 7200.0,
+            track_to_track_ns: 0.6e6,
+            full_stroke_ns: 16e6,
+            transfer_bytes_per_s: 150e6,
+            capacity_bytes: 1e12,
+        }
+    }
+}
+
+impl DiskModel {
+    /// Time of one revolution, ns.
+    pub fn revolution_ns(&self) -> f64 {
+        60e9 / self.rpm
+    }
+
+    /// Seek time for a head movement of `distance_bytes`, ns.
+    pub fn seek_ns(&self, distance_bytes: u64) -> f64 {
+        if distance_bytes == 0 {
+            return 0.0;
+        }
+        let frac = (distance_bytes as f64 / self.capacity_bytes).min(1.0);
+        self.track_to_track_ns + (self.full_stroke_ns - self.track_to_track_ns) * frac.sqrt()
+    }
+
+    /// Transfer time of `size_bytes`, ns.
+    pub fn transfer_ns(&self, size_bytes: u64) -> f64 {
+        size_bytes as f64 / self.transfer_bytes_per_s * 1e9
+    }
+}
+
+impl ServiceModel {
+    /// A sampler with its own seeded random stream.
+    pub fn sampler(&self, seed: u64) -> ServiceSampler {
+        ServiceSampler {
+            model: self.clone(),
+            rng: Pcg64Mcg::seed_from_u64(seed),
+            head_bytes: 0,
+        }
+    }
+
+    /// Mean service time for requests of `size_bytes` at random positions, ns
+    /// (for the disk model: mean seek over uniform distance + half a turn + transfer).
+    pub fn mean_ns(&self, size_bytes: u64) -> f64 {
+        match self {
+            ServiceModel::Constant { ns } => *ns as f64,
+            ServiceModel::Exponential { mean_ns } => *mean_ns as f64,
+            ServiceModel::Disk(d) => {
+                // distance between two uniform points on [0,1] has density
+                // 2(1-x); E[sqrt(X)] = ∫ 2(1-x) sqrt(x) dx = 8/15.
+                d.track_to_track_ns
+                    + (d.full_stroke_ns - d.track_to_track_ns) * 8.0 / 15.0
+                    + d.revolution_ns() / 2.0
+                    + d.transfer_ns(size_bytes)
+            }
+        }
+    }
+}
+
+/// Draws service times for successive requests.
+#[derive(Debug, Clone)]
+pub struct ServiceSampler {
+    model: ServiceModel,
+    rng: Pcg64Mcg,
+    head_bytes: u64,
+}
+
+impl ServiceSampler {
+    /// Service time of the next request, ns (at least 1).
+    pub fn service_ns(&mut self, offset_bytes: u64, size_bytes: u32) -> u64 {
+        let ns = match &self.model {
+            ServiceModel::Constant { ns } => *ns as f64,
+            ServiceModel::Exponential { mean_ns } => {
+                Exp::new(1.0 / *mean_ns as f64)
+                    .expect("mean checked positive at parse")
+                    .sample(&mut self.rng)
+            }
+            ServiceModel::Disk(d) => {
+                let seek = d.seek_ns(offset_bytes.abs_diff(self.head_bytes));
+                let rotation = self.rng.random::<f64>() * d.revolution_ns();
+                self.head_bytes = offset_bytes.saturating_add(size_bytes as u64);
+                seek + rotation + d.transfer_ns(size_bytes as u64)
+            }
+        };
+        (ns.round() as u64).max(1)
+    }
+}
+
+impl fmt::Display for ServiceModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServiceModel::Constant { ns } => write!(f, "const:{ns}ns"),
+            ServiceModel::Exponential { mean_ns } => write!(f, "exp:{mean_ns}ns"),
+            ServiceModel::Disk(d) => write!(
+                f,
+                "disk:rpm={},seek={}ns..{}ns,rate={}B,capacity={}B",
+                d.rpm, d.track_to_track_ns, d.full_stroke_ns, d.transfer_bytes_per_s, d.capacity_bytes
+            ),
+        }
+    }
+}
+
+impl FromStr for ServiceModel {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = |m: String| Error::invalid("service model", format!("`{s}`: {m}"));
+        let (kind, arg) = s.split_once(':').unwrap_or((s, ""));
+        match kind.trim() {
+            "const" | "constant" => {
+                let ns = parse_duration_ns(arg)?;
+                if ns == 0 {
+                    return Err(bad("service time must be positive".into()));
+                }
+                Ok(ServiceModel::Constant { ns })
+            }
+            "exp" | "exponential" => {
+                let mean_ns = parse_duration_ns(arg)?;
+                if mean_ns == 0 {
+                    return Err(bad("mean must be positive".into()));
+                }
+                Ok(ServiceModel::Exponential { mean_ns })
+            }
+            "disk" => {
+                let mut d = DiskModel::default();
+                for kv in arg.split(',').map(str::trim).filter(|kv| !kv.is_empty()) {
+                    let (k, v) = kv
+                        .split_once('=')
+                        .ok_or_else(|| bad(format!("`{kv}` is not key=value")))?;
+                    match k {
+                        "rpm" => {
+                            d.rpm = v.parse().map_err(|_| bad(format!("rpm `{v}` is not a number")))?
+                        }
+                        "seek" => {
+                            let (lo, hi) = v
+                                .split_once("..")
+                                .ok_or_else(|| bad("seek is `track-to-track..full-stroke`, e.g. 0.6ms..16ms".into()))?;
+                            d.track_to_track_ns = parse_duration_ns(lo)? as f64;
+                            d.full_stroke_ns = parse_duration_ns(hi)? as f64;
+                        }
+                        "rate" => d.transfer_bytes_per_s = parse_bytes(v)? as f64,
+                        "capacity" => d.capacity_bytes = parse_bytes(v)? as f64,
+                        _ => return Err(bad(format!("unknown disk parameter `{k}` (rpm, seek, rate, capacity)"))),
+                    }
+                }
+                if !(d.rpm > 0.0 && d.transfer_bytes_per_s > 0.0 && d.capacity_bytes > 0.0) {
+                    return Err(bad("rpm, rate and capacity must be positive".into()));
+                }
+                if d.full_stroke_ns < d.track_to_track_ns {
+                    return Err(bad("full-stroke seek is shorter than track-to-track".into()));
+                }
+                Ok(ServiceModel::Disk(d))
+            }
+            other => Err(bad(format!("unknown model `{other}` (const:T, exp:MEAN, disk[:k=v,…])"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_models() {
+        assert_eq!("exp:5ms".parse::<ServiceModel>().unwrap(), ServiceModel::Exponential { mean_ns: 5_000_000 });
+        assert_eq!("const:1s".parse::<ServiceModel>().unwrap(), ServiceModel::Constant { ns: 1_000_000_000 });
+        let ServiceModel::Disk(d) = "disk:rpm=5400,seek=1ms..20ms".parse().unwrap() else { panic!() };
+        assert_eq!((d.rpm, d.track_to_track_ns, d.full_stroke_ns), (5400.0, 1e6, 20e6));
+        assert!("exp:0".parse::<ServiceModel>().is_err());
+        assert!("disk:rpm=x".parse::<ServiceModel>().unwrap_err().to_string().contains("rpm"));
+        assert!("warp".parse::<ServiceModel>().is_err());
+    }
+
+    #[test]
+    fn exponential_sample_mean() {
+        let mut s = ServiceModel::Exponential { mean_ns: 1_000_000 }.sampler(7);
+        let n = 200_000;
+        let mean = (0..n).map(|_| s.service_ns(0, 4096) as f64).sum::<f64>() / n as f64;
+        // standard error of the mean = 1e6/sqrt(2e5) ≈ 2236 ns; allow 5 sigma
+        assert!((mean - 1e6).abs() < 5.0 * 2236.0, "{mean}");
+    }
+
+    #[test]
+    fn disk_mean_matches_closed_form() {
+        let d = DiskModel::default();
+        let m = ServiceModel::Disk(d);
+        let mut s = m.sampler(3);
+        let mut rng = Pcg64Mcg::seed_from_u64(9);
+        let n = 200_000;
+        let mut sum = 0.0;
+        for _ in 0..n {
+            let off = (rng.random::<f64>() * d.capacity_bytes) as u64;
+            sum += s.service_ns(off, 4096) as f64;
+        }
+        let mean = sum / n as f64;
+        let expect = m.mean_ns(4096);
+        assert!((mean / expect - 1.0).abs() < 0.01, "{mean} vs {expect}");
+    }
+}

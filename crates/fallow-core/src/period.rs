@@ -1,0 +1,204 @@
+//! Busy periods and idle intervals.
+//!
+//! The device is busy while at least one request is outstanding, so busy
+//! periods are the union of the `[arrival, completion]` intervals and idle
+//! intervals are the gaps between them (DESIGN.md, "Busy and idle periods").
+//! A request arriving exactly when the device falls idle continues the busy
+//! period: idle intervals are strictly positive. Time before the first
+//! arrival and after the last completion is not an idle interval: nothing
+//! bounds it.
+//!
+//! Traces without completion times get them from a [`ServiceModel`] and a
+//! FCFS single-server queue ([`fcfs_completions`]).
+
+use crate::device::ServiceModel;
+use crate::error::{Error, Result};
+use crate::trace::Trace;
+use serde::Serialize;
+
+/// Busy periods and the idle intervals between them, in time order.
+///
+/// `idle_len_ns[i]` is the gap between busy period `i` and busy period `i+1`,
+/// so there is one idle interval fewer than busy periods.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Periods {
+    /// Start of each busy period (arrival of its first request), ns.
+    pub busy_start_ns: Vec<u64>,
+    /// Length of each busy period, ns.
+    pub busy_len_ns: Vec<u64>,
+    /// Requests that arrived during each busy period.
+    pub busy_requests: Vec<u32>,
+    /// Start of each idle interval (end of the busy period before it), ns.
+    pub idle_start_ns: Vec<u64>,
+    /// Length of each idle interval, ns (always > 0).
+    pub idle_len_ns: Vec<u64>,
+}
+
+impl Periods {
+    /// Total busy time, ns.
+    pub fn busy_total_ns(&self) -> u64 {
+        self.busy_len_ns.iter().sum()
+    }
+    /// Total idle time between the first arrival and the last completion, ns.
+    pub fn idle_total_ns(&self) -> u64 {
+        self.idle_len_ns.iter().sum()
+    }
+    /// Fraction of the observed window `[first arrival, last completion]`
+    /// during which the device was busy.
+    pub fn utilization(&self) -> f64 {
+        let busy = self.busy_total_ns() as f64;
+        let total = busy + self.idle_total_ns() as f64;
+        if total > 0.0 {
+            busy / total
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Extract periods from arrival and completion columns. `arrival_ns` must be
+/// sorted (a [`Trace`] always is); completions may be in any order.
+pub fn extract(arrival_ns: &[u64], completion_ns: &[u64]) -> Periods {
+    assert_eq!(arrival_ns.len(), completion_ns.len());
+    let n = arrival_ns.len();
+    let mut p = Periods::default();
+    if n == 0 {
+        return p;
+    }
+    // Typical traces have ~1-2 requests per busy period.
+    let est = n / 2 + 1;
+    p.busy_start_ns.reserve(est);
+    p.busy_len_ns.reserve(est);
+    p.busy_requests.reserve(est);
+    p.idle_start_ns.reserve(est);
+    p.idle_len_ns.reserve(est);
+
+    let mut start = arrival_ns[0];
+    let mut end = completion_ns[0].max(start);
+    let mut count: u32 = 1;
+    for i in 1..n {
+        let a = arrival_ns[i];
+        let c = completion_ns[i];
+        if a > end {
+            p.busy_start_ns.push(start);
+            p.busy_len_ns.push(end - start);
+            p.busy_requests.push(count);
+            p.idle_start_ns.push(end);
+            p.idle_len_ns.push(a - end);
+            start = a;
+            end = c.max(a);
+            count = 1;
+        } else {
+            end = end.max(c);
+            count = count.saturating_add(1);
+        }
+    }
+    p.busy_start_ns.push(start);
+    p.busy_len_ns.push(end - start);
+    p.busy_requests.push(count);
+    p
+}
+
+/// Completion times of a FCFS single-server queue: each request starts when
+/// it arrives or when the one before it completes, whichever is later.
+pub fn fcfs_completions(
+    arrival_ns: &[u64],
+    offset_bytes: &[u64],
+    size_bytes: &[u32],
+    model: &ServiceModel,
+    seed: u64,
+) -> Vec<u64> {
+    let mut sampler = model.sampler(seed);
+    let mut free_at = 0u64;
+    let mut out = Vec::with_capacity(arrival_ns.len());
+    for i in 0..arrival_ns.len() {
+        let service = sampler.service_ns(offset_bytes[i], size_bytes[i]);
+        free_at = arrival_ns[i].max(free_at) + service;
+        out.push(free_at);
+    }
+    out
+}
+
+/// Where a trace's completion times come from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum CompletionSource {
+    /// Recorded in the trace.
+    Recorded,
+    /// Modelled with a service model and a FCFS queue.
+    Modelled {
+        /// The model, as given (`exp:5ms`, `disk`, …).
+        model: String,
+        /// Seed of its random stream.
+        seed: u64,
+    },
+}
+
+/// Periods of a trace: exact when it has completions; otherwise through
+/// `model` (an error if there is none).
+pub fn periods_of(
+    trace: &Trace,
+    model: Option<&ServiceModel>,
+    seed: u64,
+) -> Result<(Periods, CompletionSource)> {
+    match (trace.completion_ns(), model) {
+        (_, Some(m)) => {
+            let c = fcfs_completions(
+                trace.arrival_ns(),
+                trace.offset_bytes(),
+                trace.size_bytes(),
+                m,
+                seed,
+            );
+            Ok((
+                extract(trace.arrival_ns(), &c),
+                CompletionSource::Modelled {
+                    model: m.to_string(),
+                    seed,
+                },
+            ))
+        }
+        (Some(c), None) => Ok((extract(trace.arrival_ns(), c), CompletionSource::Recorded)),
+        (None, None) => Err(Error::Unsupported(format!(
+            "{}: the trace has no completion times; give a service model (e.g. --service disk or --service exp:5ms) to derive busy and idle periods",
+            trace.report().path.display()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn union_of_overlapping_requests() {
+        // [0,10] [5,12] | gap 3 | [15,20] | gap 0 -> same period [20,25] | gap 5 | [30,31]
+        let a = [0, 5, 15, 20, 30];
+        let c = [10, 12, 20, 25, 31];
+        let p = extract(&a, &c);
+        assert_eq!(p.busy_start_ns, vec![0, 15, 30]);
+        assert_eq!(p.busy_len_ns, vec![12, 10, 1]);
+        assert_eq!(p.busy_requests, vec![2, 2, 1]);
+        assert_eq!(p.idle_start_ns, vec![12, 25]);
+        assert_eq!(p.idle_len_ns, vec![3, 5]);
+        assert_eq!(p.busy_total_ns() + p.idle_total_ns(), 31);
+    }
+
+    #[test]
+    fn long_request_covers_later_ones() {
+        // request 0 outlasts 1 and 2 (completions out of order)
+        let p = extract(&[0, 1, 2, 50], &[40, 3, 4, 60]);
+        assert_eq!(p.busy_len_ns, vec![40, 10]);
+        assert_eq!(p.busy_requests, vec![3, 1]);
+        assert_eq!(p.idle_len_ns, vec![10]);
+    }
+
+    #[test]
+    fn empty_and_single() {
+        assert_eq!(extract(&[], &[]), Periods::default());
+        let p = extract(&[7], &[9]);
+        assert_eq!(p.busy_len_ns, vec![2]);
+        assert!(p.idle_len_ns.is_empty());
+        assert_eq!(p.utilization(), 1.0);
+    }
+}

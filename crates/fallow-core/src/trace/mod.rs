@@ -1,0 +1,555 @@
+//! Block traces: the [`Trace`] columns, the [`Format`]s fallow reads, and
+//! [`read_trace`], which detects the format, decompresses gzip transparently
+//! and streams records into a [`TraceBuilder`].
+//!
+//! Each format is one small reader file (libCacheSim style) with a single
+//! `read(input, ctx)` entry point; everything shared (line splitting, number
+//! parsing, bad-record policy) lives in [`ReadContext`] and `lines.rs`.
+
+mod blkparse;
+mod builder;
+mod detect;
+mod fallow_bin;
+mod hp_srt;
+mod lines;
+mod msr;
+mod plain;
+mod spc;
+mod vscsi;
+
+pub use builder::{RawRequest, TraceBuilder};
+pub use fallow_bin::write_fallow_bin;
+
+use crate::error::{Error, Location, Result};
+use serde::Serialize;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// Request direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[repr(u8)]
+pub enum Op {
+    /// A read.
+    Read = 0,
+    /// A write.
+    Write = 1,
+}
+
+/// The trace formats fallow reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// MSR Cambridge / SNIA CSV: `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`
+    /// with Timestamp and ResponseTime in Windows 100-ns ticks.
+    Msr,
+    /// UMass / SPC: `ASU,LBA,Size,Opcode,Timestamp[,...]`, seconds, 512-byte LBAs.
+    Spc,
+    /// HP SRT binary (HP Cello and workstation traces).
+    HpSrt,
+    /// `blkparse` default text output (D = issue, C = completion).
+    Blkparse,
+    /// VMware vscsi v1 binary (CloudPhysics).
+    Vscsi,
+    /// Whitespace or comma separated `time dev offset size op`, units from [`PlainOptions`].
+    Plain,
+    /// fallow's own compact binary columns (`fallow convert`).
+    Fallow,
+}
+
+impl Format {
+    /// Every format, in the order detection tries them.
+    pub const ALL: [Format; 7] = [
+        Format::Fallow,
+        Format::HpSrt,
+        Format::Vscsi,
+        Format::Blkparse,
+        Format::Msr,
+        Format::Spc,
+        Format::Plain,
+    ];
+
+    /// The name used on the command line and in Python.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Msr => "msr",
+            Format::Spc => "spc",
+            Format::HpSrt => "hp-srt",
+            Format::Blkparse => "blkparse",
+            Format::Vscsi => "vscsi",
+            Format::Plain => "plain",
+            Format::Fallow => "fallow",
+        }
+    }
+
+    /// Comma-separated list of all format names, for messages.
+    pub fn names() -> String {
+        Format::ALL
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Format {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let s = s.to_ascii_lowercase();
+        let s = s.as_str();
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .or(match s {
+                "snia" | "msr-csv" => Some(Format::Msr),
+                "umass" => Some(Format::Spc),
+                "srt" | "hp" => Some(Format::HpSrt),
+                "text" | "txt" => Some(Format::Plain),
+                _ => None,
+            })
+            .ok_or_else(|| {
+                Error::invalid(
+                    "format",
+                    format!("unknown format `{s}` (known: {})", Format::names()),
+                )
+            })
+    }
+}
+
+/// A time unit for text formats whose unit is not fixed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum TimeUnit {
+    /// Nanoseconds.
+    Ns,
+    /// Microseconds.
+    Us,
+    /// Milliseconds.
+    Ms,
+    /// Seconds.
+    S,
+}
+
+impl TimeUnit {
+    /// Nanoseconds in one unit.
+    pub fn ns(self) -> f64 {
+        match self {
+            TimeUnit::Ns => 1.0,
+            TimeUnit::Us => 1e3,
+            TimeUnit::Ms => 1e6,
+            TimeUnit::S => 1e9,
+        }
+    }
+}
+
+impl FromStr for TimeUnit {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "ns" => Ok(TimeUnit::Ns),
+            "us" | "µs" => Ok(TimeUnit::Us),
+            "ms" => Ok(TimeUnit::Ms),
+            "s" => Ok(TimeUnit::S),
+            _ => Err(Error::invalid(
+                "time unit",
+                format!("`{s}` is not one of ns, us, ms, s"),
+            )),
+        }
+    }
+}
+
+/// Units of the `plain` format's columns.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PlainOptions {
+    /// Unit of the time column (default ms, as in the MSR cuts).
+    pub time_unit: TimeUnit,
+    /// Bytes per unit of the offset column (1 = bytes, 512 = sectors).
+    pub offset_unit_bytes: u64,
+    /// Bytes per unit of the size column.
+    pub size_unit_bytes: u64,
+}
+
+impl Default for PlainOptions {
+    fn default() -> Self {
+        PlainOptions {
+            time_unit: TimeUnit::Ms,
+            offset_unit_bytes: 1,
+            size_unit_bytes: 1,
+        }
+    }
+}
+
+/// How to read a trace.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// Force a format instead of detecting it.
+    pub format: Option<Format>,
+    /// Count and skip malformed records instead of failing on the first.
+    pub skip_bad: bool,
+    /// Units for the `plain` format.
+    pub plain: PlainOptions,
+}
+
+/// Requests per device, as listed in summaries (`trace.devices`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DeviceCount {
+    /// Device id as in the trace (HP SRT: physical disk number).
+    pub id: u32,
+    /// Requests on that device.
+    pub requests: u64,
+}
+
+/// What reading a trace noticed, for reports.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReadReport {
+    /// Path read (empty for in-memory traces).
+    pub path: PathBuf,
+    /// Format used.
+    pub format: Option<Format>,
+    /// Records skipped as malformed (only with `skip_bad`).
+    pub skipped: u64,
+    /// The first few skip reasons, for the user.
+    pub skip_examples: Vec<String>,
+    /// Records that arrived earlier than a record before them and were sorted into place.
+    pub reordered: u64,
+    /// Records ignored by design (blkparse events other than D/C, unmatched completions, …).
+    pub ignored: u64,
+    /// Absolute time of the first arrival in the source's clock, ns (time zero of the columns).
+    pub origin_ns: u64,
+}
+
+/// A block trace as columns (struct of arrays), sorted by arrival.
+///
+/// Times are integer nanoseconds since the first arrival. `completion_ns`
+/// is present when the source recorded completions (or response times).
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub(crate) arrival_ns: Vec<u64>,
+    pub(crate) completion_ns: Option<Vec<u64>>,
+    pub(crate) offset_bytes: Vec<u64>,
+    pub(crate) size_bytes: Vec<u32>,
+    pub(crate) op: Vec<Op>,
+    pub(crate) device: Vec<u32>,
+    pub(crate) report: ReadReport,
+}
+
+impl Trace {
+    /// Number of requests.
+    pub fn len(&self) -> usize {
+        self.arrival_ns.len()
+    }
+    /// True when the trace has no requests.
+    pub fn is_empty(&self) -> bool {
+        self.arrival_ns.is_empty()
+    }
+    /// Arrival (enqueue/issue) times, ns since the first arrival, non-decreasing.
+    pub fn arrival_ns(&self) -> &[u64] {
+        &self.arrival_ns
+    }
+    /// Completion times, ns on the same clock, if the source had them.
+    pub fn completion_ns(&self) -> Option<&[u64]> {
+        self.completion_ns.as_deref()
+    }
+    /// Byte offsets.
+    pub fn offset_bytes(&self) -> &[u64] {
+        &self.offset_bytes
+    }
+    /// Request sizes in bytes.
+    pub fn size_bytes(&self) -> &[u32] {
+        &self.size_bytes
+    }
+    /// Directions.
+    pub fn op(&self) -> &[Op] {
+        &self.op
+    }
+    /// Device ids.
+    pub fn device(&self) -> &[u32] {
+        &self.device
+    }
+    /// What reading noticed (path, format, skipped and reordered records).
+    pub fn report(&self) -> &ReadReport {
+        &self.report
+    }
+    /// Time from the first arrival to the last arrival or completion, ns.
+    pub fn span_ns(&self) -> u64 {
+        let last_arrival = self.arrival_ns.last().copied().unwrap_or(0);
+        let last_completion = self
+            .completion_ns
+            .as_ref()
+            .and_then(|c| c.iter().copied().max())
+            .unwrap_or(0);
+        last_arrival.max(last_completion)
+    }
+
+    /// Devices in the trace with their request counts, by id.
+    pub fn devices(&self) -> Vec<DeviceCount> {
+        let mut counts: std::collections::BTreeMap<u32, u64> = Default::default();
+        for &d in &self.device {
+            *counts.entry(d).or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .map(|(id, requests)| DeviceCount { id, requests })
+            .collect()
+    }
+
+    /// The requests of one device, as a trace of their own (time zero kept).
+    pub fn select_device(&self, id: u32) -> Result<Trace> {
+        let keep: Vec<usize> = (0..self.len()).filter(|&i| self.device[i] == id).collect();
+        if keep.is_empty() {
+            let available = self
+                .devices()
+                .iter()
+                .map(|d| format!("{} ({} requests)", d.id, d.requests))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(Error::NoSuchDevice {
+                path: self.report.path.clone(),
+                device: id,
+                available,
+            });
+        }
+        Ok(self.take(&keep))
+    }
+
+    /// A new trace of the rows at `idx` (in that order).
+    pub(crate) fn take(&self, idx: &[usize]) -> Trace {
+        fn pick<T: Copy>(v: &[T], idx: &[usize]) -> Vec<T> {
+            idx.iter().map(|&i| v[i]).collect()
+        }
+        Trace {
+            arrival_ns: pick(&self.arrival_ns, idx),
+            completion_ns: self.completion_ns.as_ref().map(|c| pick(c, idx)),
+            offset_bytes: pick(&self.offset_bytes, idx),
+            size_bytes: pick(&self.size_bytes, idx),
+            op: pick(&self.op, idx),
+            device: pick(&self.device, idx),
+            report: self.report.clone(),
+        }
+    }
+
+    /// A trace from columns (Python, synthetic workloads). Arrivals need not
+    /// be sorted; they are sorted like a file's would be.
+    pub fn from_columns(
+        arrival_ns: Vec<u64>,
+        completion_ns: Option<Vec<u64>>,
+        offset_bytes: Vec<u64>,
+        size_bytes: Vec<u32>,
+        op: Vec<Op>,
+        device: Vec<u32>,
+    ) -> Result<Trace> {
+        let n = arrival_ns.len();
+        let lens = [
+            ("offset_bytes", offset_bytes.len()),
+            ("size_bytes", size_bytes.len()),
+            ("op", op.len()),
+            ("device", device.len()),
+            ("completion_ns", completion_ns.as_ref().map_or(n, |c| c.len())),
+        ];
+        for (name, len) in lens {
+            if len != n {
+                return Err(Error::invalid(
+                    name,
+                    format!("has {len} values but arrival_ns has {n}"),
+                ));
+            }
+        }
+        let mut b = TraceBuilder::new(completion_ns.is_some());
+        for i in 0..n {
+            b.push(RawRequest {
+                arrival_ns: arrival_ns[i],
+                completion_ns: completion_ns.as_ref().map(|c| c[i]),
+                offset_bytes: offset_bytes[i],
+                size_bytes: size_bytes[i],
+                op: op[i],
+                device: device[i],
+            })
+            .map_err(|(field, message)| Error::Record {
+                path: PathBuf::from("<columns>"),
+                location: Location::Record(i as u64),
+                field,
+                message,
+            })?;
+        }
+        b.finish(ReadReport::default())
+    }
+}
+
+/// Per-read state handed to every format reader: the builder, the path for
+/// messages and the bad-record policy.
+pub(crate) struct ReadContext<'a> {
+    pub builder: TraceBuilder,
+    pub path: &'a Path,
+    pub opts: &'a ReadOptions,
+    pub report: ReadReport,
+}
+
+impl ReadContext<'_> {
+    /// A malformed record: an error, or (with `skip_bad`) a counted skip.
+    pub fn bad(
+        &mut self,
+        location: Location,
+        field: &'static str,
+        message: impl Into<String>,
+    ) -> Result<()> {
+        let err = Error::Record {
+            path: self.path.to_path_buf(),
+            location,
+            field,
+            message: message.into(),
+        };
+        if self.opts.skip_bad {
+            self.report.skipped += 1;
+            if self.report.skip_examples.len() < 5 {
+                self.report.skip_examples.push(err.to_string());
+            }
+            Ok(())
+        } else {
+            Err(err)
+        }
+    }
+
+    /// Push a request; inconsistencies become [`ReadContext::bad`].
+    pub fn push(&mut self, location: Location, req: RawRequest) -> Result<()> {
+        match self.builder.push(req) {
+            Ok(()) => Ok(()),
+            Err((field, message)) => self.bad(location, field, message),
+        }
+    }
+
+    /// An I/O error on this file.
+    pub fn io(&self, source: std::io::Error) -> Error {
+        Error::Io {
+            path: self.path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Read a whole trace file: detect (or take) the format, decompress gzip,
+/// stream records, sort out-of-order arrivals.
+///
+/// ```no_run
+/// use fallow_core::trace::{read_trace, ReadOptions};
+/// let trace = read_trace("disk.csv.gz", &ReadOptions::default())?;
+/// println!("{} requests on {} devices", trace.len(), trace.devices().len());
+/// # Ok::<(), fallow_core::Error>(())
+/// ```
+pub fn read_trace(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<Trace> {
+    read_trace_with_progress(path, opts, &mut |_| {})
+}
+
+/// [`read_trace`] calling `progress(bytes_read_from_disk)` as it goes, for progress bars.
+pub fn read_trace_with_progress(
+    path: impl AsRef<Path>,
+    opts: &ReadOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Trace> {
+    let path = path.as_ref();
+    let io_err = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io_err)?;
+    let counted = CountingReader {
+        inner: file,
+        count: 0,
+        progress,
+    };
+    let mut raw = BufReader::with_capacity(1 << 16, counted);
+    let gz = raw.fill_buf().map_err(io_err)?.starts_with(&[0x1f, 0x8b]);
+    let mut input: Box<dyn BufRead + '_> = if gz {
+        Box::new(BufReader::with_capacity(
+            1 << 18,
+            flate2::bufread::MultiGzDecoder::new(raw),
+        ))
+    } else {
+        Box::new(raw)
+    };
+    read_from(&mut input, path, opts)
+}
+
+/// Read a trace from any buffered input; `path` is only used in messages
+/// and for extension-based format hints.
+pub fn read_from(input: &mut dyn BufRead, path: &Path, opts: &ReadOptions) -> Result<Trace> {
+    let io_err = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let format = match opts.format {
+        Some(f) => f,
+        None => {
+            let head = input.fill_buf().map_err(io_err)?;
+            if head.is_empty() {
+                return Err(Error::Empty {
+                    path: path.to_path_buf(),
+                    detail: " (the file is empty)".into(),
+                });
+            }
+            detect::detect(head, path)?
+        }
+    };
+    let has_completion = matches!(
+        format,
+        Format::Msr | Format::HpSrt | Format::Blkparse | Format::Fallow
+    );
+    let mut ctx = ReadContext {
+        builder: TraceBuilder::new(has_completion),
+        path,
+        opts,
+        report: ReadReport {
+            path: path.to_path_buf(),
+            format: Some(format),
+            ..Default::default()
+        },
+    };
+    match format {
+        Format::Msr => msr::read(input, &mut ctx)?,
+        Format::Spc => spc::read(input, &mut ctx)?,
+        Format::HpSrt => hp_srt::read(input, &mut ctx)?,
+        Format::Blkparse => blkparse::read(input, &mut ctx)?,
+        Format::Vscsi => vscsi::read(input, &mut ctx)?,
+        Format::Plain => plain::read(input, &mut ctx)?,
+        Format::Fallow => fallow_bin::read(input, &mut ctx)?,
+    }
+    let ReadContext {
+        builder, report, ..
+    } = ctx;
+    if builder.is_empty() {
+        let detail = if report.skipped > 0 {
+            format!(
+                " ({} malformed records skipped; first: {})",
+                report.skipped,
+                report.skip_examples.first().cloned().unwrap_or_default()
+            )
+        } else {
+            String::new()
+        };
+        return Err(Error::Empty {
+            path: path.to_path_buf(),
+            detail,
+        });
+    }
+    builder.finish(report)
+}
+
+struct CountingReader<'p, R> {
+    inner: R,
+    count: u64,
+    progress: &'p mut dyn FnMut(u64),
+}
+
+impl<R: Read> Read for CountingReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count += n as u64;
+        (self.progress)(self.count);
+        Ok(n)
+    }
+}
