@@ -97,7 +97,26 @@ pub(crate) fn show(field: &[u8]) -> String {
 }
 
 /// Parse an unsigned decimal integer (surrounding blanks allowed).
+#[inline]
 pub(crate) fn parse_u64(field: &[u8]) -> std::result::Result<u64, String> {
+    // Fast path: 1..=19 plain digits cannot overflow u64.
+    if !field.is_empty() && field.len() <= 19 {
+        let mut v: u64 = 0;
+        let mut ok = true;
+        for &b in field {
+            let d = b.wrapping_sub(b'0');
+            ok &= d < 10;
+            v = v.wrapping_mul(10).wrapping_add(d as u64);
+        }
+        if ok {
+            return Ok(v);
+        }
+    }
+    parse_u64_slow(field)
+}
+
+#[cold]
+fn parse_u64_slow(field: &[u8]) -> std::result::Result<u64, String> {
     let t = trim(field);
     if t.is_empty() {
         return Err("empty field".into());
@@ -230,7 +249,9 @@ mod tests {
     fn integers() {
         assert_eq!(parse_u64(b" 42 "), Ok(42));
         assert!(parse_u64(b"-3").unwrap_err().contains("negative"));
-        assert!(parse_u64(b"99999999999999999999").unwrap_err().contains("too large"));
+        assert!(parse_u64(b"99999999999999999999")
+            .unwrap_err()
+            .contains("too large"));
         assert!(parse_u64(b"4x").is_err());
         assert!(parse_u64(b"+").is_err());
     }

@@ -19,6 +19,9 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
         if line_no == 1 && line.starts_with(b"Timestamp") {
             return Ok(()); // header
         }
+        if let Some(r) = parse_record_fast(line) {
+            return ctx.push(loc, r);
+        }
         match parse_record(line) {
             Ok(r) => ctx.push(loc, r),
             Err((field, msg)) => ctx.bad(loc, field, msg),
@@ -28,11 +31,79 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
 
 type FieldError = (&'static str, String);
 
+/// Digits from `*i` up to the next comma (or the end when `end_ok`), at most
+/// 19 so they cannot overflow; leaves `*i` after the comma.
+#[inline(always)]
+fn number(line: &[u8], i: &mut usize, end_ok: bool) -> Option<u64> {
+    let start = *i;
+    let mut v: u64 = 0;
+    while *i < line.len() && line[*i] != b',' {
+        let d = line[*i].wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v * 10 + d as u64;
+        *i += 1;
+        if *i - start > 19 {
+            return None;
+        }
+    }
+    if *i == start || (*i == line.len() && !end_ok) {
+        return None;
+    }
+    *i += 1; // the comma
+    Some(v)
+}
+
+/// One pass over a well-formed line, no allocation; `None` sends the line
+/// to [`parse_record`], which says exactly what is wrong with it.
+#[inline]
+fn parse_record_fast(line: &[u8]) -> Option<RawRequest> {
+    let mut i = 0usize;
+    let ticks = number(line, &mut i, false)?;
+    // hostname: anything up to the next comma
+    let host_end = memchr::memchr(b',', &line[i..])?;
+    i += host_end + 1;
+    let device = number(line, &mut i, false)?;
+    let op = match line.get(i..i + 5) {
+        Some(b"Read,") => {
+            i += 5;
+            Op::Read
+        }
+        _ => match line.get(i..i + 6) {
+            Some(b"Write,") => {
+                i += 6;
+                Op::Write
+            }
+            _ => return None,
+        },
+    };
+    let offset_bytes = number(line, &mut i, false)?;
+    let size = number(line, &mut i, false)?;
+    let resp = number(line, &mut i, true)?;
+    if i < line.len() {
+        return None;
+    }
+    let arrival_ns = ticks.checked_mul(NS_PER_TICK)?;
+    Some(RawRequest {
+        arrival_ns,
+        completion_ns: Some(resp.checked_mul(NS_PER_TICK)?.checked_add(arrival_ns)?),
+        offset_bytes,
+        size_bytes: u32::try_from(size).ok()?,
+        op,
+        device: u32::try_from(device).ok()?,
+    })
+}
+
 fn parse_record(line: &[u8]) -> std::result::Result<RawRequest, FieldError> {
     let mut f = split(line, b',');
     let mut next = |name: &'static str| {
-        f.next()
-            .ok_or((name, "missing field (expected 7 comma-separated fields)".to_string()))
+        f.next().ok_or_else(|| {
+            (
+                name,
+                "missing field (expected 7 comma-separated fields)".to_string(),
+            )
+        })
     };
     let ts = next("timestamp")?;
     let _host = next("hostname")?;
@@ -44,19 +115,24 @@ fn parse_record(line: &[u8]) -> std::result::Result<RawRequest, FieldError> {
     let ticks = parse_u64(ts).map_err(|m| ("timestamp", m))?;
     let arrival_ns = ticks
         .checked_mul(NS_PER_TICK)
-        .ok_or(("timestamp", format!("`{}` is too large", show(ts))))?;
+        .ok_or_else(|| ("timestamp", format!("`{}` is too large", show(ts))))?;
     let device = parse_u64(disk).map_err(|m| ("disk_number", m))?;
     let device = u32::try_from(device).map_err(|_| ("disk_number", "too large".to_string()))?;
-    let op = parse_op(ty).ok_or_else(|| ("type", format!("`{}` is neither Read nor Write", show(ty))))?;
+    let op = parse_op(ty)
+        .ok_or_else(|| ("type", format!("`{}` is neither Read nor Write", show(ty))))?;
     let offset_bytes = parse_u64(offset).map_err(|m| ("offset", m))?;
     let size_bytes = parse_u64(size).map_err(|m| ("size", m))?;
-    let size_bytes = u32::try_from(size_bytes)
-        .map_err(|_| ("size", format!("{size_bytes} bytes is too large for one request")))?;
+    let size_bytes = u32::try_from(size_bytes).map_err(|_| {
+        (
+            "size",
+            format!("{size_bytes} bytes is too large for one request"),
+        )
+    })?;
     let resp_ticks = parse_u64(resp).map_err(|m| ("response_time", m))?;
     let completion_ns = resp_ticks
         .checked_mul(NS_PER_TICK)
         .and_then(|r| r.checked_add(arrival_ns))
-        .ok_or(("response_time", format!("`{}` is too large", show(resp))))?;
+        .ok_or_else(|| ("response_time", format!("`{}` is too large", show(resp))))?;
     Ok(RawRequest {
         arrival_ns,
         completion_ns: Some(completion_ns),
@@ -87,14 +163,49 @@ mod tests {
         let r = parse_record(b"134085312000008510,pgbench,0,Read,138620928,16384,5120").unwrap();
         assert_eq!(r.arrival_ns, 134085312000008510 * 100);
         assert_eq!(r.completion_ns, Some(134085312000008510 * 100 + 512_000));
-        assert_eq!((r.offset_bytes, r.size_bytes, r.op, r.device), (138620928, 16384, Op::Read, 0));
+        assert_eq!(
+            (r.offset_bytes, r.size_bytes, r.op, r.device),
+            (138620928, 16384, Op::Read, 0)
+        );
+    }
+
+    #[test]
+    fn fast_path_agrees_with_general_parser() {
+        for line in [
+            &b"134085312000008510,pgbench,0,Read,138620928,16384,5120"[..],
+            b"1,h,3,Write,0,512,0",
+            b"128166372003061629,usr,0,Write,3154132992,4096,1412",
+        ] {
+            assert_eq!(parse_record_fast(line), Some(parse_record(line).unwrap()));
+        }
+        // anything unusual goes to the general parser
+        for line in [
+            &b"1,h,0,read,0,1,1"[..],
+            b"1,h,0,Read,0,1,1,extra",
+            b"1,h,0,Read,0,1,",
+            b"1,h,0,Read,0,99999999999,1",
+            b" 1,h,0,Read,0,1,1",
+        ] {
+            assert_eq!(
+                parse_record_fast(line),
+                None,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
     }
 
     #[test]
     fn names_the_bad_field() {
         assert_eq!(parse_record(b"1,h,0,Erase,0,1,1").unwrap_err().0, "type");
-        assert_eq!(parse_record(b"1,h,0,Read,0,1").unwrap_err().0, "response_time");
-        assert_eq!(parse_record(b"x,h,0,Read,0,1,1").unwrap_err().0, "timestamp");
+        assert_eq!(
+            parse_record(b"1,h,0,Read,0,1").unwrap_err().0,
+            "response_time"
+        );
+        assert_eq!(
+            parse_record(b"x,h,0,Read,0,1,1").unwrap_err().0,
+            "timestamp"
+        );
         assert_eq!(parse_record(b"1,h,0,Read,-5,1,1").unwrap_err().0, "offset");
     }
 }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Sets up everything and runs every test: Rust (unit, integration, doc, CLI),
+# Python (pytest + doctests), lints, and short benchmark smoke runs.
+# Usage: bash scripts/test.sh        (from anywhere in the repo)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "rust: format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "rust: tests"
+# fallow-py is a Python extension (no libpython link); pytest tests it below.
+cargo test --workspace --exclude fallow-py --locked
+
+step "python: set up .venv and build the extension"
+bash scripts/dev-python.sh
+
+step "python: tests"
+.venv/bin/python -m pytest -q tests/python python/fallow --doctest-modules
+
+step "bench smoke runs (figures in docs come from the full runs)"
+.venv/bin/python bench/parse_bench.py --requests 200000
