@@ -137,13 +137,29 @@ pub struct BusySummary {
     pub length_histogram: Vec<(u64, u64)>,
 }
 
-/// Characterise one device's trace (select the device first for multi-device files).
+/// Characterise one device's trace. A trace holding several devices is
+/// refused: select one first ([`Trace::select_device`]). `devices` is the
+/// file's device list, kept for the report.
 pub fn characterize(
     trace: &Trace,
     devices: Vec<DeviceCount>,
     device: Option<u32>,
     opts: &CharacterizeOptions,
 ) -> Result<Characterization> {
+    let present = trace.devices();
+    if present.len() > 1 {
+        let list: Vec<String> = present
+            .iter()
+            .map(|d| format!("{} ({} requests)", d.id, d.requests))
+            .collect();
+        // Busy and idle periods are per device: merging disks would invent overlap.
+        return Err(crate::Error::Unsupported(format!(
+            "{}: the trace holds {} devices ({}); select one to analyse (--device ID)",
+            trace.report().path.display(),
+            present.len(),
+            list.join(", ")
+        )));
+    }
     let (periods, completions) = periods_of(trace, opts.service.as_ref(), opts.seed)?;
     let summary = trace_summary(trace, devices, device, completions);
     Ok(characterize_periods(trace, &periods, summary, opts))
@@ -183,8 +199,16 @@ pub fn characterize_periods(
     summary: TraceSummary,
     opts: &CharacterizeOptions,
 ) -> Characterization {
-    let idle_s: Vec<f64> = periods.idle_len_ns.iter().map(|&x| x as f64 / 1e9).collect();
-    let busy_s: Vec<f64> = periods.busy_len_ns.iter().map(|&x| x as f64 / 1e9).collect();
+    let idle_s: Vec<f64> = periods
+        .idle_len_ns
+        .iter()
+        .map(|&x| x as f64 / 1e9)
+        .collect();
+    let busy_s: Vec<f64> = periods
+        .busy_len_ns
+        .iter()
+        .map(|&x| x as f64 / 1e9)
+        .collect();
     let idle = stats::Summary::of(&idle_s);
     let busy_time = stats::Summary::of(&busy_s);
     let bb = stats::busy_clusters(&periods.busy_requests, 20);

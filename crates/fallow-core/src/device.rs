@@ -124,11 +124,9 @@ impl ServiceSampler {
     pub fn service_ns(&mut self, offset_bytes: u64, size_bytes: u32) -> u64 {
         let ns = match &self.model {
             ServiceModel::Constant { ns } => *ns as f64,
-            ServiceModel::Exponential { mean_ns } => {
-                Exp::new(1.0 / *mean_ns as f64)
-                    .expect("mean checked positive at parse")
-                    .sample(&mut self.rng)
-            }
+            ServiceModel::Exponential { mean_ns } => Exp::new(1.0 / *mean_ns as f64)
+                .expect("mean checked positive at parse")
+                .sample(&mut self.rng),
             ServiceModel::Disk(d) => {
                 let seek = d.seek_ns(offset_bytes.abs_diff(self.head_bytes));
                 let rotation = self.rng.random::<f64>() * d.revolution_ns();
@@ -148,7 +146,11 @@ impl fmt::Display for ServiceModel {
             ServiceModel::Disk(d) => write!(
                 f,
                 "disk:rpm={},seek={}ns..{}ns,rate={}B,capacity={}B",
-                d.rpm, d.track_to_track_ns, d.full_stroke_ns, d.transfer_bytes_per_s, d.capacity_bytes
+                d.rpm,
+                d.track_to_track_ns,
+                d.full_stroke_ns,
+                d.transfer_bytes_per_s,
+                d.capacity_bytes
             ),
         }
     }
@@ -182,18 +184,25 @@ impl FromStr for ServiceModel {
                         .ok_or_else(|| bad(format!("`{kv}` is not key=value")))?;
                     match k {
                         "rpm" => {
-                            d.rpm = v.parse().map_err(|_| bad(format!("rpm `{v}` is not a number")))?
+                            d.rpm = v
+                                .parse()
+                                .map_err(|_| bad(format!("rpm `{v}` is not a number")))?
                         }
                         "seek" => {
-                            let (lo, hi) = v
-                                .split_once("..")
-                                .ok_or_else(|| bad("seek is `track-to-track..full-stroke`, e.g. 0.6ms..16ms".into()))?;
+                            let (lo, hi) = v.split_once("..").ok_or_else(|| {
+                                bad("seek is `track-to-track..full-stroke`, e.g. 0.6ms..16ms"
+                                    .into())
+                            })?;
                             d.track_to_track_ns = parse_duration_ns(lo)? as f64;
                             d.full_stroke_ns = parse_duration_ns(hi)? as f64;
                         }
                         "rate" => d.transfer_bytes_per_s = parse_bytes(v)? as f64,
                         "capacity" => d.capacity_bytes = parse_bytes(v)? as f64,
-                        _ => return Err(bad(format!("unknown disk parameter `{k}` (rpm, seek, rate, capacity)"))),
+                        _ => {
+                            return Err(bad(format!(
+                                "unknown disk parameter `{k}` (rpm, seek, rate, capacity)"
+                            )))
+                        }
                     }
                 }
                 if !(d.rpm > 0.0 && d.transfer_bytes_per_s > 0.0 && d.capacity_bytes > 0.0) {
@@ -204,7 +213,9 @@ impl FromStr for ServiceModel {
                 }
                 Ok(ServiceModel::Disk(d))
             }
-            other => Err(bad(format!("unknown model `{other}` (const:T, exp:MEAN, disk[:k=v,…])"))),
+            other => Err(bad(format!(
+                "unknown model `{other}` (const:T, exp:MEAN, disk[:k=v,…])"
+            ))),
         }
     }
 }
@@ -215,12 +226,27 @@ mod tests {
 
     #[test]
     fn parses_models() {
-        assert_eq!("exp:5ms".parse::<ServiceModel>().unwrap(), ServiceModel::Exponential { mean_ns: 5_000_000 });
-        assert_eq!("const:1s".parse::<ServiceModel>().unwrap(), ServiceModel::Constant { ns: 1_000_000_000 });
-        let ServiceModel::Disk(d) = "disk:rpm=5400,seek=1ms..20ms".parse().unwrap() else { panic!() };
-        assert_eq!((d.rpm, d.track_to_track_ns, d.full_stroke_ns), (5400.0, 1e6, 20e6));
+        assert_eq!(
+            "exp:5ms".parse::<ServiceModel>().unwrap(),
+            ServiceModel::Exponential { mean_ns: 5_000_000 }
+        );
+        assert_eq!(
+            "const:1s".parse::<ServiceModel>().unwrap(),
+            ServiceModel::Constant { ns: 1_000_000_000 }
+        );
+        let ServiceModel::Disk(d) = "disk:rpm=5400,seek=1ms..20ms".parse().unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (d.rpm, d.track_to_track_ns, d.full_stroke_ns),
+            (5400.0, 1e6, 20e6)
+        );
         assert!("exp:0".parse::<ServiceModel>().is_err());
-        assert!("disk:rpm=x".parse::<ServiceModel>().unwrap_err().to_string().contains("rpm"));
+        assert!("disk:rpm=x"
+            .parse::<ServiceModel>()
+            .unwrap_err()
+            .to_string()
+            .contains("rpm"));
         assert!("warp".parse::<ServiceModel>().is_err());
     }
 

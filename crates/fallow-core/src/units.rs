@@ -7,7 +7,9 @@ use crate::error::{Error, Result};
 pub fn parse_duration_ns(s: &str) -> Result<u64> {
     let t = s.trim();
     let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'))
+        .find(|c: char| {
+            !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-')
+        })
         .unwrap_or(t.len());
     // `e` inside a unit name is not an exponent: only treat it as such if digits follow.
     let (num, unit) = t.split_at(split);
@@ -29,7 +31,10 @@ pub fn parse_duration_ns(s: &str) -> Result<u64> {
         .parse()
         .map_err(|_| Error::invalid("duration", format!("`{s}` is not a number with a unit")))?;
     if !v.is_finite() || v < 0.0 {
-        return Err(Error::invalid("duration", format!("`{s}` must be a non-negative duration")));
+        return Err(Error::invalid(
+            "duration",
+            format!("`{s}` must be a non-negative duration"),
+        ));
     }
     let ns = v * unit_ns;
     if ns > 1e19 {
@@ -58,7 +63,9 @@ pub fn parse_bytes(s: &str) -> Result<u64> {
         other => {
             return Err(Error::invalid(
                 "size",
-                format!("`{s}`: unknown unit `{other}` (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"),
+                format!(
+                    "`{s}`: unknown unit `{other}` (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+                ),
             ))
         }
     };
@@ -101,7 +108,10 @@ mod tests {
         assert_eq!(parse_duration_ns("250us").unwrap(), 250_000);
         assert_eq!(parse_duration_ns("2 min").unwrap(), 120_000_000_000);
         assert_eq!(parse_duration_ns("100ns").unwrap(), 100);
-        assert!(parse_duration_ns("5 parsecs").unwrap_err().to_string().contains("unknown unit"));
+        assert!(parse_duration_ns("5 parsecs")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown unit"));
         assert!(parse_duration_ns("-1s").is_err());
         assert!(parse_duration_ns("ms").is_err());
     }

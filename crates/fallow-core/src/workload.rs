@@ -75,7 +75,10 @@ impl ArrivalProcess {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(Error::invalid(name, format!("must be positive and finite, got {v}")))
+                Err(Error::invalid(
+                    name,
+                    format!("must be positive and finite, got {v}"),
+                ))
             }
         };
         match *self {
@@ -94,7 +97,10 @@ impl ArrivalProcess {
             ArrivalProcess::Hyperexponential { rate_per_s, cv } => {
                 pos("arrival rate", rate_per_s)?;
                 if !(cv >= 1.0 && cv.is_finite()) {
-                    return Err(Error::invalid("cv", format!("hyperexponential needs cv >= 1, got {cv}")));
+                    return Err(Error::invalid(
+                        "cv",
+                        format!("hyperexponential needs cv >= 1, got {cv}"),
+                    ));
                 }
                 Ok(())
             }
@@ -104,7 +110,10 @@ impl ArrivalProcess {
             } => {
                 for v in rate_per_s {
                     if !(v.is_finite() && v >= 0.0) {
-                        return Err(Error::invalid("mmpp rate", format!("must be non-negative, got {v}")));
+                        return Err(Error::invalid(
+                            "mmpp rate",
+                            format!("must be non-negative, got {v}"),
+                        ));
                     }
                 }
                 pos("mmpp switch rate", switch_per_s[0])?;
@@ -158,7 +167,8 @@ impl ArrivalProcess {
             }
             ArrivalProcess::Erlang { rate_per_s, k } => {
                 // sum of k exponentials of rate k·λ: Gamma(k, 1/(kλ))
-                let d = Gamma::new(k as f64, 1.0 / (k as f64 * rate_per_s)).map_err(|e| bad(e.to_string()))?;
+                let d = Gamma::new(k as f64, 1.0 / (k as f64 * rate_per_s))
+                    .map_err(|e| bad(e.to_string()))?;
                 Box::new(move |r| d.sample(r))
             }
             ArrivalProcess::Lognormal { rate_per_s, cv } => {
@@ -219,7 +229,7 @@ impl SyntheticWorkload {
         }
         // Separate streams so changing the service model keeps the arrivals.
         let mut arrival_rng = Pcg64Mcg::seed_from_u64(self.seed);
-        let mut shape_rng = Pcg64Mcg::seed_from_u64(self.seed ^ 0x5eed_0f_5a9e);
+        let mut shape_rng = Pcg64Mcg::seed_from_u64(self.seed ^ 0x5eed_0f5a_9e00);
         let arrival_ns = self.arrivals.arrivals_ns(self.requests, &mut arrival_rng)?;
         let slots = (self.capacity_bytes / self.request_size_bytes as u64).max(1);
         let n = arrival_ns.len();
@@ -242,7 +252,14 @@ impl SyntheticWorkload {
             self.seed.wrapping_add(1),
         );
         let device = vec![0u32; n];
-        Trace::from_columns(arrival_ns, Some(completion_ns), offset_bytes, size_bytes, op, device)
+        Trace::from_columns(
+            arrival_ns,
+            Some(completion_ns),
+            offset_bytes,
+            size_bytes,
+            op,
+            device,
+        )
     }
 }
 
@@ -275,9 +292,27 @@ mod tests {
         let n = 400_000;
         for (p, cv) in [
             (ArrivalProcess::Poisson { rate_per_s: 10.0 }, 1.0),
-            (ArrivalProcess::Erlang { rate_per_s: 10.0, k: 9 }, 1.0 / 3.0),
-            (ArrivalProcess::Lognormal { rate_per_s: 10.0, cv: 2.0 }, 2.0),
-            (ArrivalProcess::Hyperexponential { rate_per_s: 10.0, cv: 3.0 }, 3.0),
+            (
+                ArrivalProcess::Erlang {
+                    rate_per_s: 10.0,
+                    k: 9,
+                },
+                1.0 / 3.0,
+            ),
+            (
+                ArrivalProcess::Lognormal {
+                    rate_per_s: 10.0,
+                    cv: 2.0,
+                },
+                2.0,
+            ),
+            (
+                ArrivalProcess::Hyperexponential {
+                    rate_per_s: 10.0,
+                    cv: 3.0,
+                },
+                3.0,
+            ),
         ] {
             let (m, c) = mean_cv(&gaps(&p, n));
             assert!((m - 0.1).abs() < 0.1 * 0.02, "{p:?}: mean {m}");

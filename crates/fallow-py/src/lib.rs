@@ -1,4 +1,34 @@
-//! PLACEHOLDER
+//! # fallow-py
+//!
+//! The `fallow._fallow` extension module: PyO3 bindings of `fallow-core`
+//! and nothing else. The `fallow` Python package (python/fallow) wraps it
+//! with pandas frames, plots and Parquet interop.
+//!
+//! One file per area, mirroring the core: [`trace`] (the `Trace` class and
+//! `read_trace`), [`stats`] (`characterize`), [`workload`] (`synthetic`).
+//! [`errors`] is the one place where core errors become Python exceptions
+//! and holds the one helper that releases the GIL around long calls.
+//! Methods are thin: they convert arguments, call the core, convert results.
+#![deny(missing_docs)]
+
+pub mod errors;
+mod json;
+pub mod stats;
+pub mod trace;
+pub mod workload;
+
 use pyo3::prelude::*;
+
+/// The compiled core of fallow (use the `fallow` package instead).
 #[pymodule]
-fn _fallow(_m: &Bound<'_, PyModule>) -> PyResult<()> { Ok(()) }
+fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // Benchmarks refuse to time a debug build by mistake.
+    m.add("_debug_build", cfg!(debug_assertions))?;
+    errors::register(m)?;
+    m.add_class::<trace::PyTrace>()?;
+    m.add_function(wrap_pyfunction!(trace::read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::characterize, m)?)?;
+    m.add_function(wrap_pyfunction!(workload::synthetic, m)?)?;
+    Ok(())
+}

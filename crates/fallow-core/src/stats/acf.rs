@@ -23,7 +23,14 @@ pub(crate) fn autocovariance(x: &[f64], max_lag: usize) -> Vec<f64> {
     let mean = x.iter().sum::<f64>() / n as f64;
     let d: Vec<f64> = x.iter().map(|v| v - mean).collect();
     (0..=max_lag.min(n - 1))
-        .map(|k| d[..n - k].iter().zip(&d[k..]).map(|(a, b)| a * b).sum::<f64>() / n as f64)
+        .map(|k| {
+            d[..n - k]
+                .iter()
+                .zip(&d[k..])
+                .map(|(a, b)| a * b)
+                .sum::<f64>()
+                / n as f64
+        })
         .collect()
 }
 
@@ -49,7 +56,9 @@ mod tests {
     #[test]
     fn alternating_sequence() {
         // 1,-1,1,-1,... : r_k = (n-k)/n * (-1)^k
-        let x: Vec<f64> = (0..10).map(|i| if i % 2 == 0 { 1.0 } else { -1.0 }).collect();
+        let x: Vec<f64> = (0..10)
+            .map(|i| if i % 2 == 0 { 1.0 } else { -1.0 })
+            .collect();
         let a = Acf::of(&x, 3);
         assert!((a.values[0] + 0.9).abs() < 1e-12);
         assert!((a.values[1] - 0.8).abs() < 1e-12);
@@ -69,7 +78,11 @@ mod tests {
         }
         let a = Acf::of(&x, 3);
         for (k, v) in a.values.iter().enumerate() {
-            assert!((v - 0.7f64.powi(k as i32 + 1)).abs() < 0.02, "lag {}: {v}", k + 1);
+            assert!(
+                (v - 0.7f64.powi(k as i32 + 1)).abs() < 0.02,
+                "lag {}: {v}",
+                k + 1
+            );
         }
     }
 }

@@ -47,7 +47,11 @@ pub fn anova_period(counts: &[u64], period: usize) -> Option<PeriodTest> {
         cnt[i % period] += 1;
     }
     let means: Vec<f64> = sum.iter().zip(&cnt).map(|(s, &c)| s / c as f64).collect();
-    let ssb: f64 = means.iter().zip(&cnt).map(|(m, &c)| c as f64 * (m - grand).powi(2)).sum();
+    let ssb: f64 = means
+        .iter()
+        .zip(&cnt)
+        .map(|(m, &c)| c as f64 * (m - grand).powi(2))
+        .sum();
     let ssw: f64 = counts
         .iter()
         .enumerate()
@@ -116,7 +120,11 @@ mod tests {
         // grand 4; ssb = 2*(4)+2*(4) = 16; ssw = 1+1+1+1 = 4; F = (16/1)/(4/2) = 8
         assert!((t.f - 8.0).abs() < 1e-12);
         // F(1,2) survival at 8: 1 - 2/pi*atan... use closed form: p = 1 - sqrt(8/(8+2)) = 0.1056
-        assert!((t.p_value - (1.0 - (8.0f64 / 10.0).sqrt())).abs() < 1e-9, "{}", t.p_value);
+        assert!(
+            (t.p_value - (1.0 - (8.0f64 / 10.0).sqrt())).abs() < 1e-9,
+            "{}",
+            t.p_value
+        );
     }
 
     #[test]
@@ -125,7 +133,11 @@ mod tests {
         let mut arrivals = vec![];
         for h in 0..(7 * 24u64) {
             let busy = (9..17).contains(&(h % 24));
-            let n = if busy { 200 + (h * 37 % 20) } else { 10 + (h * 13 % 7) };
+            let n = if busy {
+                200 + (h * 37 % 20)
+            } else {
+                10 + (h * 13 % 7)
+            };
             for i in 0..n {
                 arrivals.push(h * HOUR_NS + i * (HOUR_NS / n));
             }

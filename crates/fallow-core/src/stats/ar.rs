@@ -93,8 +93,16 @@ mod tests {
         }
         let fit = ArFit::by_aic(&x, 8).unwrap();
         assert!(fit.order >= 2, "order {}", fit.order);
-        assert!((fit.coefficients[0] - 0.5).abs() < 0.03, "{:?}", fit.coefficients);
-        assert!((fit.coefficients[1] + 0.3).abs() < 0.03, "{:?}", fit.coefficients);
+        assert!(
+            (fit.coefficients[0] - 0.5).abs() < 0.03,
+            "{:?}",
+            fit.coefficients
+        );
+        assert!(
+            (fit.coefficients[1] + 0.3).abs() < 0.03,
+            "{:?}",
+            fit.coefficients
+        );
         assert!((fit.noise_variance - 1.0).abs() < 0.05);
     }
 

@@ -1,9 +1,15 @@
 //! Busy-period clustering as in Busy Bee §3–§4: Threshold is the 90th
-//! percentile of busy-period length in requests (periods at or above it are
-//! long, as in Fig. 4 line iv), P_lag is the probability that the busy
+//! percentile of busy-period length in requests and periods at or above it
+//! are long (Fig. 4 line iv: `BP_length >= Threshold`), P_lag is the probability that the busy
 //! period `lag` places later is long given that the current one is long,
 //! and the Cluster Window Size is the smallest lag with Σ_{l ≤ lag} P_l ≥ 0.8
 //! (Eq. 1), over lags up to 20.
+//!
+//! Lengths are integers, so "the 90th percentile" needs a tie rule. We take
+//! the smallest length T with P(length ≥ T) ≤ 10 %: the long periods are
+//! the top decile. The nearest-rank p90 would make *every* period long on
+//! traces where over 90 % of busy periods have one request (pgbench: 1.28
+//! requests on average), and Busy Bee's long/short split would say nothing.
 
 use serde::Serialize;
 
@@ -14,7 +20,7 @@ pub struct BusyClusters {
     pub mean_requests: f64,
     /// Longest, in requests.
     pub max_requests: u64,
-    /// p90 of length in requests (nearest rank).
+    /// Smallest length T with P(length ≥ T) ≤ 10 %: the top decile is long.
     pub threshold_requests: u64,
     /// Fraction of periods with length ≥ threshold.
     pub long_fraction: f64,
@@ -51,16 +57,17 @@ pub fn busy_clusters(lengths: &[u32], max_lag: usize) -> BusyClusters {
     for &l in lengths {
         *hist.entry(l as u64).or_default() += 1;
     }
-    // nearest-rank p90: smallest length whose cumulative count ≥ 0.9 n
-    let rank = ((0.9 * n as f64).ceil() as u64).max(1);
-    let mut cum = 0;
+    // smallest T with #(length >= T) <= 10 % of n (see the module comment)
+    let allowed_long = (0.1 * n as f64).floor() as u64;
+    let mut at_or_above = n as u64;
     let mut threshold = 0;
     for (&len, &c) in &hist {
-        cum += c;
-        if cum >= rank {
+        if at_or_above <= allowed_long {
             threshold = len;
             break;
         }
+        at_or_above -= c;
+        threshold = len + 1;
     }
     let long: Vec<bool> = lengths.iter().map(|&l| l as u64 >= threshold).collect();
     let long_count = long.iter().filter(|&&l| l).count();
@@ -99,16 +106,31 @@ mod tests {
 
     #[test]
     fn threshold_and_p_lag_by_hand() {
-        // 10 periods: lengths 1..=10 -> p90 nearest rank = 9th value = 9
-        let l: Vec<u32> = vec![1, 2, 9, 10, 3, 4, 5, 6, 7, 8];
+        // 20 periods: lengths 1..=10 twice. At most 2 may be long: T = 10.
+        let l: Vec<u32> = vec![1, 2, 9, 10, 3, 4, 5, 6, 7, 8, 10, 1, 2, 3, 4, 5, 6, 7, 8, 9];
         let b = busy_clusters(&l, 3);
-        assert_eq!(b.threshold_requests, 9);
-        // long at indices 2, 3. lag 1: from 2 -> 3 long, from 3 -> 4 short: 1/2
-        assert_eq!(b.p_lag[0], 0.5);
-        // lag 2: 2->4 short, 3->5 short: 0
-        assert_eq!(b.p_lag[1], 0.0);
-        assert_eq!(b.long_fraction, 0.2);
+        assert_eq!(b.threshold_requests, 10);
+        // long at indices 3 and 10. lag 1: 3->4 short, 10->11 short: 0
+        assert_eq!(b.p_lag[0], 0.0);
+        // lag 7: 3->10 long, 10->17 short: 1/2
+        let b7 = busy_clusters(&l, 7);
+        assert_eq!(b7.p_lag[6], 0.5);
+        assert_eq!(b.long_fraction, 0.1);
         assert_eq!(b.max_requests, 10);
+    }
+
+    #[test]
+    fn mostly_single_request_periods_still_split() {
+        // 95 % of periods have one request: nearest-rank p90 would be 1 and
+        // make everything long; the top decile rule gives T = 2.
+        let mut l = vec![1u32; 95];
+        l.extend([2, 2, 3, 2, 5]);
+        let b = busy_clusters(&l, 2);
+        assert_eq!(b.threshold_requests, 2);
+        assert!((b.long_fraction - 0.05).abs() < 1e-12);
+        // all equal: nothing is long
+        let b = busy_clusters(&[3, 3, 3], 2);
+        assert_eq!((b.threshold_requests, b.long_fraction), (4, 0.0));
     }
 
     #[test]

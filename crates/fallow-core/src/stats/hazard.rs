@@ -51,7 +51,8 @@ impl Remaining {
                 let rest = tail[k] - w * m as f64;
                 r.expected_s.push(Some(rest / m as f64));
                 r.p1_s.push(Some(percentile_sorted(&s[k..], 1.0) - w));
-                r.usable_fraction.push(if total > 0.0 { rest / total } else { 0.0 });
+                r.usable_fraction
+                    .push(if total > 0.0 { rest / total } else { 0.0 });
             }
             r.surviving_fraction.push(m as f64 / n);
         }

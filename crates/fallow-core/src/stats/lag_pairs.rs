@@ -67,7 +67,11 @@ impl LagPairs {
             .collect();
         LagPairs {
             split_s,
-            small_fraction: if n > 0 { small_count as f64 / n as f64 } else { 0.0 },
+            small_fraction: if n > 0 {
+                small_count as f64 / n as f64
+            } else {
+                0.0
+            },
             lags,
         }
     }

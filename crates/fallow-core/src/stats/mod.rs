@@ -14,7 +14,7 @@ mod rate;
 mod summary;
 
 pub use acf::Acf;
-pub use anova::{Periodicity, PeriodTest};
+pub use anova::{PeriodTest, Periodicity};
 pub use ar::ArFit;
 pub use busy::{busy_clusters, BusyClusters};
 pub use concentration::Concentration;
@@ -25,7 +25,8 @@ pub use summary::{mean_cv, percentile_sorted, Cdf, Summary};
 
 /// `n` points spaced evenly in log scale over `[lo, hi]` (both > 0).
 pub(crate) fn log_grid(lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    if n == 0 || !(lo > 0.0) || !(hi >= lo) {
+    // written to also reject NaN
+    if n == 0 || lo.is_nan() || hi.is_nan() || lo <= 0.0 || hi < lo {
         return Vec::new();
     }
     if n == 1 || hi == lo {

@@ -36,7 +36,11 @@ impl RateSeries {
         let Some(&last) = arrival_ns.last() else {
             return RateSeries::default();
         };
-        let bin = if bin_ns == 0 { nice_bin_ns(last + 1, 300) } else { bin_ns };
+        let bin = if bin_ns == 0 {
+            nice_bin_ns(last + 1, 300)
+        } else {
+            bin_ns
+        };
         let bins = (last / bin) as usize + 1;
         let mut req = vec![0u64; bins];
         let mut bytes = vec![0u64; bins];
@@ -61,7 +65,11 @@ mod tests {
 
     #[test]
     fn bins_by_hand() {
-        let r = RateSeries::of(&[0, 500_000_000, 1_500_000_000], &[100, 100, 50], 1_000_000_000);
+        let r = RateSeries::of(
+            &[0, 500_000_000, 1_500_000_000],
+            &[100, 100, 50],
+            1_000_000_000,
+        );
         assert_eq!(r.requests_per_s, vec![2.0, 1.0]);
         assert_eq!(r.bytes_per_s, vec![200.0, 50.0]);
         assert_eq!(nice_bin_ns(3000, 300), 10);

@@ -10,7 +10,7 @@ pub(crate) fn detect(head: &[u8], path: &Path) -> Result<Format> {
     if head.starts_with(super::fallow_bin::MAGIC) {
         return Ok(Format::Fallow);
     }
-    if head.starts_with(b"$$TR_IOREC") || head.starts_with(b"$$TR") {
+    if super::hp_srt::looks_like(head) {
         return Ok(Format::HpSrt);
     }
     let name = path

@@ -4,10 +4,11 @@
 //!
 //! Each format is one small reader file (libCacheSim style) with a single
 //! `read(input, ctx)` entry point; everything shared (line splitting, number
-//! parsing, bad-record policy) lives in [`ReadContext`] and `lines.rs`.
+//! parsing, bad-record policy) lives in `ReadContext` and `lines.rs`.
 
 mod blkparse;
 mod builder;
+mod bytes;
 mod detect;
 mod fallow_bin;
 mod hp_srt;
@@ -222,6 +223,9 @@ pub struct ReadReport {
     pub ignored: u64,
     /// Absolute time of the first arrival in the source's clock, ns (time zero of the columns).
     pub origin_ns: u64,
+    /// Format of the original source when this trace was read from a fallow
+    /// binary cache (`fallow convert`); `None` otherwise or when unknown.
+    pub source_format: Option<Format>,
 }
 
 /// A block trace as columns (struct of arrays), sorted by arrival.
@@ -350,7 +354,10 @@ impl Trace {
             ("size_bytes", size_bytes.len()),
             ("op", op.len()),
             ("device", device.len()),
-            ("completion_ns", completion_ns.as_ref().map_or(n, |c| c.len())),
+            (
+                "completion_ns",
+                completion_ns.as_ref().map_or(n, |c| c.len()),
+            ),
         ];
         for (name, len) in lens {
             if len != n {

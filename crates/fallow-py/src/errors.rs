@@ -1,0 +1,137 @@
+//! The one place where Rust errors become Python exceptions.
+//!
+//! ```text
+//! FallowError                 any fallow failure (also: analysis unsupported for this trace)
+//! ├── TraceFormatError        malformed record, empty trace, unknown format
+//! │                           (.path, .line / .offset / .record, .field where known)
+//! └── ParameterError          an argument out of range or unparsable (.name), unknown device
+//! OSError (and subclasses)    the file could not be opened or read (.filename, .errno)
+//! ```
+//!
+//! Every exception carries the core's lowercase message, which already names
+//! the file, the place in it and the field.
+
+use fallow_core::error::Location;
+use fallow_core::Error;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyOSError};
+use pyo3::prelude::*;
+use pyo3::types::PyNone;
+
+create_exception!(
+    fallow,
+    FallowError,
+    PyException,
+    "Base class of every error fallow raises (except OSError for unreadable files)."
+);
+create_exception!(
+    fallow,
+    TraceFormatError,
+    FallowError,
+    "A trace file is malformed, empty or of an unknown format.\n\n\
+     Attributes: path (str), line (int, 1-based, text formats), offset (int, byte offset, \
+     binary formats), record (int, 0-based, arrays), field (str); None where unknown."
+);
+create_exception!(
+    fallow,
+    ParameterError,
+    FallowError,
+    "An argument is out of range or cannot be parsed (a service model, a unit, a device id).\n\n\
+     Attributes: name (str or None): the parameter at fault."
+);
+
+/// Register the exception classes in the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("FallowError", py.get_type::<FallowError>())?;
+    m.add("TraceFormatError", py.get_type::<TraceFormatError>())?;
+    m.add("ParameterError", py.get_type::<ParameterError>())?;
+    Ok(())
+}
+
+/// Convert a core error into the matching Python exception.
+pub fn to_py(err: Error) -> PyErr {
+    Python::with_gil(|py| convert(py, err).unwrap_or_else(|e| e))
+}
+
+/// Building the exception can itself fail (setting an attribute); that
+/// failure is returned as the error in `Err`.
+fn convert(py: Python<'_>, err: Error) -> Result<PyErr, PyErr> {
+    let msg = err.to_string();
+    let pyerr = match err {
+        Error::Io { path, source } => {
+            // OSError(errno, strerror, filename) picks the right subclass
+            // (FileNotFoundError, PermissionError, …) from errno.
+            let filename = path.display().to_string();
+            return Ok(match source.raw_os_error() {
+                Some(code) => PyOSError::new_err((code, source.to_string(), filename)),
+                None => PyOSError::new_err(msg),
+            });
+        }
+        Error::Record {
+            path,
+            location,
+            field,
+            ..
+        } => {
+            let e = TraceFormatError::new_err(msg);
+            let (line, offset, record) = match location {
+                Location::Line(n) => (Some(n), None, None),
+                Location::Offset(n) => (None, Some(n), None),
+                Location::Record(n) => (None, None, Some(n)),
+            };
+            set(py, &e, "path", path.display().to_string())?;
+            set(py, &e, "line", line)?;
+            set(py, &e, "offset", offset)?;
+            set(py, &e, "record", record)?;
+            set(py, &e, "field", field)?;
+            e
+        }
+        Error::Empty { path, .. } | Error::UnknownFormat { path, .. } => {
+            let e = TraceFormatError::new_err(msg);
+            set(py, &e, "path", path.display().to_string())?;
+            for attr in ["line", "offset", "record", "field"] {
+                set(py, &e, attr, PyNone::get(py))?;
+            }
+            e
+        }
+        Error::NoSuchDevice { device, .. } => {
+            let e = ParameterError::new_err(msg);
+            set(py, &e, "name", "device")?;
+            set(py, &e, "device", device)?;
+            e
+        }
+        Error::InvalidParameter { name, .. } => {
+            let e = ParameterError::new_err(msg);
+            set(py, &e, "name", name)?;
+            e
+        }
+        Error::Unsupported(_) => FallowError::new_err(msg),
+    };
+    Ok(pyerr)
+}
+
+fn set<'py, V: IntoPyObject<'py>>(
+    py: Python<'py>,
+    err: &PyErr,
+    name: &str,
+    value: V,
+) -> PyResult<()> {
+    err.value(py).setattr(name, value)
+}
+
+/// A `ParameterError` raised by the bindings themselves (argument conversion).
+pub fn parameter(name: &str, message: impl Into<String>) -> PyErr {
+    to_py(Error::invalid(name, message))
+}
+
+/// Run `f` with the GIL released and convert its error: the one helper
+/// around every long call into the core (reading, period extraction,
+/// characterisation, generation), so other Python threads keep running.
+pub fn without_gil<T, F>(py: Python<'_>, f: F) -> PyResult<T>
+where
+    F: FnOnce() -> fallow_core::Result<T> + Send,
+    T: Send,
+{
+    py.allow_threads(f).map_err(to_py)
+}

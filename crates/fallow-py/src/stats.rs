@@ -1,0 +1,58 @@
+//! `characterize`: every idleness analysis of one device's trace, as the
+//! plain data behind `fallow analyze --json`.
+
+use crate::errors::{parameter, without_gil};
+use crate::json::to_python;
+use crate::trace::{service_model, PyTrace};
+use fallow_core::CharacterizeOptions;
+use pyo3::prelude::*;
+
+/// Characterise a trace: idle and busy summaries, CDF, remaining idle time,
+/// concentration, lag pairs, Busy Bee's P_lag and CWS, ACF, AR fit,
+/// periodicity and request rate. Returns a plain dict (the JSON of
+/// `fallow analyze`); `fallow.characterize` wraps it with pandas frames.
+///
+/// `device` selects one device (required when the trace has several);
+/// `service` (`exp:5ms`, `const:1ms`, `disk`) models completions for traces
+/// without them (or replaces recorded ones), seeded by `seed`.
+#[pyfunction]
+#[pyo3(signature = (trace, device=None, service=None, seed=1, acf_max_lag=50, ar_max_order=10, rate_bin_s=None, curve_points=200))]
+#[allow(clippy::too_many_arguments)]
+pub fn characterize<'py>(
+    py: Python<'py>,
+    trace: &PyTrace,
+    device: Option<u32>,
+    service: Option<&str>,
+    seed: u64,
+    acf_max_lag: usize,
+    ar_max_order: usize,
+    rate_bin_s: Option<f64>,
+    curve_points: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let opts = CharacterizeOptions {
+        service: service_model(service)?,
+        seed,
+        acf_max_lag,
+        ar_max_order,
+        rate_bin_ns: rate_bin_s.map_or(0, |s| (s * 1e9).round() as u64),
+        curve_points,
+    };
+    let t = &trace.inner;
+    let devices = t.devices();
+    if device.is_none() && devices.len() > 1 {
+        let ids: Vec<String> = devices.iter().map(|d| d.id.to_string()).collect();
+        return Err(parameter(
+            "device",
+            format!(
+                "the trace holds {} devices ({}); choose one with device=",
+                devices.len(),
+                ids.join(", ")
+            ),
+        ));
+    }
+    let c = without_gil(py, || match device {
+        Some(id) => fallow_core::characterize(&t.select_device(id)?, devices, device, &opts),
+        None => fallow_core::characterize(t, devices, None, &opts),
+    })?;
+    to_python(py, &c)
+}

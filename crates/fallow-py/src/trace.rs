@@ -1,0 +1,291 @@
+//! `fallow._fallow.Trace`: a block trace as columns, wrapping
+//! [`fallow_core::Trace`], plus `read_trace`.
+
+use crate::errors::{to_py, without_gil};
+use crate::json::to_python;
+use fallow_core::period::{periods_of, Periods};
+use fallow_core::trace::{Op, PlainOptions, ReadOptions, TimeUnit};
+use fallow_core::ServiceModel;
+use numpy::{AllowTypeChange, IntoPyArray, PyArray1, PyArrayLike1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::PathBuf;
+
+/// A block trace: requests as columns (struct of arrays), sorted by
+/// arrival, times in integer nanoseconds since the first arrival.
+///
+/// Build one with `fallow.read_trace(path)`, `fallow.synthetic(...)` or
+/// `Trace.from_columns(...)`. Column properties return fresh numpy arrays.
+#[pyclass(module = "fallow._fallow", name = "Trace", frozen)]
+pub struct PyTrace {
+    pub(crate) inner: fallow_core::Trace,
+}
+
+impl From<fallow_core::Trace> for PyTrace {
+    fn from(inner: fallow_core::Trace) -> Self {
+        PyTrace { inner }
+    }
+}
+
+/// Parse an optional service model given as a string (`exp:5ms`, `const:1ms`, `disk`).
+pub(crate) fn service_model(service: Option<&str>) -> PyResult<Option<ServiceModel>> {
+    service.map(|s| s.parse().map_err(to_py)).transpose()
+}
+
+impl PyTrace {
+    /// Busy periods and idle intervals, exact or through a service model.
+    fn periods(&self, py: Python<'_>, service: Option<&str>, seed: u64) -> PyResult<Periods> {
+        let model = service_model(service)?;
+        without_gil(py, || {
+            periods_of(&self.inner, model.as_ref(), seed).map(|(p, _)| p)
+        })
+    }
+}
+
+fn ns_to_s(v: &[u64]) -> Vec<f64> {
+    v.iter().map(|&x| x as f64 / 1e9).collect()
+}
+
+#[pymethods]
+impl PyTrace {
+    /// Build a trace from columns (any array-likes, cast by numpy).
+    ///
+    /// `arrival_ns` is required; the others default to zeros (reads on
+    /// device 0). Rows need not be sorted: they are sorted by arrival and
+    /// times are rebased so the first arrival is at 0.
+    #[staticmethod]
+    #[pyo3(signature = (arrival_ns, completion_ns=None, offset_bytes=None, size_bytes=None, is_write=None, device=None))]
+    fn from_columns(
+        py: Python<'_>,
+        arrival_ns: PyArrayLike1<'_, u64, AllowTypeChange>,
+        completion_ns: Option<PyArrayLike1<'_, u64, AllowTypeChange>>,
+        offset_bytes: Option<PyArrayLike1<'_, u64, AllowTypeChange>>,
+        size_bytes: Option<PyArrayLike1<'_, u32, AllowTypeChange>>,
+        is_write: Option<PyArrayLike1<'_, bool, AllowTypeChange>>,
+        device: Option<PyArrayLike1<'_, u32, AllowTypeChange>>,
+    ) -> PyResult<Self> {
+        let n = arrival_ns.len()?;
+        let arrival = arrival_ns.as_array().to_vec();
+        let completion = completion_ns.map(|c| c.as_array().to_vec());
+        let offset = offset_bytes.map_or_else(|| vec![0; n], |c| c.as_array().to_vec());
+        let size = size_bytes.map_or_else(|| vec![0; n], |c| c.as_array().to_vec());
+        let op = is_write.map_or_else(
+            || vec![Op::Read; n],
+            |c| {
+                c.as_array()
+                    .iter()
+                    .map(|&w| if w { Op::Write } else { Op::Read })
+                    .collect()
+            },
+        );
+        let device = device.map_or_else(|| vec![0; n], |c| c.as_array().to_vec());
+        without_gil(py, move || {
+            fallow_core::Trace::from_columns(arrival, completion, offset, size, op, device)
+        })
+        .map(PyTrace::from)
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __repr__(&self) -> String {
+        let r = self.inner.report();
+        let format = r.format.map_or("columns".to_string(), |f| f.to_string());
+        format!(
+            "<fallow.Trace {} requests, {} devices, {:.3} s, {}{}>",
+            self.inner.len(),
+            self.inner.devices().len(),
+            self.inner.span_ns() as f64 / 1e9,
+            format,
+            if self.inner.completion_ns().is_some() {
+                ", with completions"
+            } else {
+                ""
+            },
+        )
+    }
+
+    /// Arrival times, ns since the first arrival (uint64, non-decreasing).
+    #[getter]
+    fn arrival_ns<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        PyArray1::from_slice(py, self.inner.arrival_ns())
+    }
+
+    /// Completion times, ns on the same clock (uint64), or None when the source had none.
+    #[getter]
+    fn completion_ns<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyArray1<u64>>> {
+        self.inner
+            .completion_ns()
+            .map(|c| PyArray1::from_slice(py, c))
+    }
+
+    /// Byte offsets (uint64).
+    #[getter]
+    fn offset_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        PyArray1::from_slice(py, self.inner.offset_bytes())
+    }
+
+    /// Request sizes in bytes (uint32).
+    #[getter]
+    fn size_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
+        PyArray1::from_slice(py, self.inner.size_bytes())
+    }
+
+    /// True for writes (bool).
+    #[getter]
+    fn is_write<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<bool>> {
+        self.inner
+            .op()
+            .iter()
+            .map(|&o| o == Op::Write)
+            .collect::<Vec<_>>()
+            .into_pyarray(py)
+    }
+
+    /// Device ids (uint32).
+    #[getter]
+    fn device<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
+        PyArray1::from_slice(py, self.inner.device())
+    }
+
+    /// All columns as a dict of numpy arrays (`completion_ns` is None without completions).
+    fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("arrival_ns", self.arrival_ns(py))?;
+        d.set_item("completion_ns", self.completion_ns(py))?;
+        d.set_item("offset_bytes", self.offset_bytes(py))?;
+        d.set_item("size_bytes", self.size_bytes(py))?;
+        d.set_item("is_write", self.is_write(py))?;
+        d.set_item("device", self.device(py))?;
+        Ok(d)
+    }
+
+    /// True when the trace has completion times.
+    #[getter]
+    fn has_completions(&self) -> bool {
+        self.inner.completion_ns().is_some()
+    }
+
+    /// Devices with their request counts: `[{"id": 0, "requests": 24708}, ...]`.
+    fn devices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, &self.inner.devices())
+    }
+
+    /// The requests of one device as a trace of their own (time zero kept).
+    fn select_device(&self, py: Python<'_>, id: u32) -> PyResult<Self> {
+        without_gil(py, || self.inner.select_device(id)).map(PyTrace::from)
+    }
+
+    /// From the first arrival to the last arrival or completion, seconds.
+    #[getter]
+    fn span_s(&self) -> f64 {
+        self.inner.span_ns() as f64 / 1e9
+    }
+
+    /// From the first arrival to the last arrival or completion, ns.
+    #[getter]
+    fn span_ns(&self) -> u64 {
+        self.inner.span_ns()
+    }
+
+    /// What reading noticed: path, format, skipped and reordered records, origin.
+    #[getter]
+    fn report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, self.inner.report())
+    }
+
+    /// Idle interval lengths in seconds (float64), in time order.
+    ///
+    /// Exact from the recorded completions; with `service` (`exp:5ms`,
+    /// `const:1ms`, `disk`) completions come from that model and a FCFS
+    /// queue seeded by `seed` (required for traces without completions).
+    #[pyo3(signature = (service=None, seed=1))]
+    fn idle_intervals<'py>(
+        &self,
+        py: Python<'py>,
+        service: Option<&str>,
+        seed: u64,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let p = self.periods(py, service, seed)?;
+        Ok(ns_to_s(&p.idle_len_ns).into_pyarray(py))
+    }
+
+    /// Idle interval lengths in ns (uint64); see `idle_intervals`.
+    #[pyo3(signature = (service=None, seed=1))]
+    fn idle_intervals_ns<'py>(
+        &self,
+        py: Python<'py>,
+        service: Option<&str>,
+        seed: u64,
+    ) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        Ok(self
+            .periods(py, service, seed)?
+            .idle_len_ns
+            .into_pyarray(py))
+    }
+
+    /// Busy periods as a dict of arrays: `start_s`, `length_s` (float64)
+    /// and `requests` (uint32, requests arriving in each). See `idle_intervals`.
+    #[pyo3(signature = (service=None, seed=1))]
+    fn busy_periods<'py>(
+        &self,
+        py: Python<'py>,
+        service: Option<&str>,
+        seed: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let p = self.periods(py, service, seed)?;
+        let d = PyDict::new(py);
+        d.set_item("start_s", ns_to_s(&p.busy_start_ns).into_pyarray(py))?;
+        d.set_item("length_s", ns_to_s(&p.busy_len_ns).into_pyarray(py))?;
+        d.set_item("requests", p.busy_requests.into_pyarray(py))?;
+        Ok(d)
+    }
+
+    /// Busy periods as a dict of arrays: `start_ns`, `length_ns` (uint64)
+    /// and `requests` (uint32). See `idle_intervals`.
+    #[pyo3(signature = (service=None, seed=1))]
+    fn busy_periods_ns<'py>(
+        &self,
+        py: Python<'py>,
+        service: Option<&str>,
+        seed: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let p = self.periods(py, service, seed)?;
+        let d = PyDict::new(py);
+        d.set_item("start_ns", p.busy_start_ns.into_pyarray(py))?;
+        d.set_item("length_ns", p.busy_len_ns.into_pyarray(py))?;
+        d.set_item("requests", p.busy_requests.into_pyarray(py))?;
+        Ok(d)
+    }
+}
+
+/// Read a trace file (format detected unless given; gzip is transparent).
+///
+/// The file is read and parsed with the GIL released.
+#[pyfunction]
+#[pyo3(signature = (path, format=None, skip_bad=false, time_unit=None, offset_unit_bytes=None, size_unit_bytes=None))]
+pub fn read_trace(
+    py: Python<'_>,
+    path: PathBuf,
+    format: Option<&str>,
+    skip_bad: bool,
+    time_unit: Option<&str>,
+    offset_unit_bytes: Option<u64>,
+    size_unit_bytes: Option<u64>,
+) -> PyResult<PyTrace> {
+    let defaults = PlainOptions::default();
+    let opts = ReadOptions {
+        format: format.map(|f| f.parse().map_err(to_py)).transpose()?,
+        skip_bad,
+        plain: PlainOptions {
+            time_unit: time_unit
+                .map(|u| u.parse::<TimeUnit>().map_err(to_py))
+                .transpose()?
+                .unwrap_or(defaults.time_unit),
+            offset_unit_bytes: offset_unit_bytes.unwrap_or(defaults.offset_unit_bytes),
+            size_unit_bytes: size_unit_bytes.unwrap_or(defaults.size_unit_bytes),
+        },
+    };
+    without_gil(py, || fallow_core::read_trace(&path, &opts)).map(PyTrace::from)
+}

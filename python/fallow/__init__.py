@@ -1,0 +1,132 @@
+"""fallow: put a storage device's idle time to work.
+
+Read a block trace, find its busy periods and idle intervals, and
+characterise idleness the way the idle-time scheduling literature does.
+Traces are columns of numpy arrays; results are plain data plus pandas
+frames; plots (``fallow.plots``) need matplotlib.
+
+>>> import fallow
+>>> trace = fallow.synthetic(arrival="poisson", rate=50, requests=10_000,
+...                          service="exp:5ms", seed=7)
+>>> len(trace), trace.has_completions
+(10000, True)
+>>> idle = trace.idle_intervals()          # seconds, float64
+>>> bool(abs(idle.mean() - 1 / 50) < 0.002)  # M/M/1: idle ~ Exp(λ)
+True
+>>> c = fallow.characterize(trace)
+>>> round(c.data["utilization"], 2)
+0.25
+
+Reading a file (format detected, gzip transparent):
+
+>>> import os, tempfile
+>>> path = os.path.join(tempfile.mkdtemp(), "tiny.csv")
+>>> with open(path, "w") as f:
+...     _ = f.write("128166372003061629,hm,0,Read,3154152960,32768,1500\\n"
+...                 "128166372016382155,hm,0,Write,3154152960,4096,500\\n")
+>>> t = fallow.read_trace(path)
+>>> t.report["format"], len(t), t.idle_intervals_ns().tolist()  # (16382155-3061629-1500)*100 ns
+('msr', 2, [1331902600])
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from fallow import io
+from fallow._fallow import FallowError, ParameterError, Trace, TraceFormatError, synthetic
+from fallow._fallow import __version__ as __version__
+from fallow._fallow import characterize as _characterize
+from fallow._fallow import read_trace as _read_trace
+from fallow.analysis import Characterization
+from fallow.errors import MissingExtraError
+
+__all__ = [
+    "Characterization",
+    "FallowError",
+    "MissingExtraError",
+    "ParameterError",
+    "Trace",
+    "TraceFormatError",
+    "characterize",
+    "from_columns",
+    "read_trace",
+    "synthetic",
+    "to_parquet",
+]
+
+from_columns = Trace.from_columns
+to_parquet = io.to_parquet
+
+
+def read_trace(
+    path: str | os.PathLike,
+    format: str | None = None,
+    skip_bad: bool = False,
+    time_unit: str | None = None,
+    offset_unit_bytes: int | None = None,
+    size_unit_bytes: int | None = None,
+) -> Trace:
+    """Read a block trace file into a :class:`Trace`.
+
+    Args:
+        path: the file; gzip-compressed files are read transparently. A
+            ``.parquet`` file (see :func:`fallow.io.to_parquet`) is read
+            through polars.
+        format: force a format instead of detecting it: ``msr``, ``spc``,
+            ``hp-srt``, ``blkparse``, ``vscsi``, ``plain``, ``fallow`` or
+            ``parquet``.
+        skip_bad: count and skip malformed records (see ``trace.report``)
+            instead of raising :class:`TraceFormatError` on the first.
+        time_unit: unit of the ``plain`` format's time column
+            (``ns``, ``us``, ``ms`` (default), ``s``).
+        offset_unit_bytes: bytes per unit of the ``plain`` offset column (1, or 512 for sectors).
+        size_unit_bytes: bytes per unit of the ``plain`` size column.
+
+    Raises:
+        TraceFormatError: a malformed record (with ``.path``, ``.line`` or
+            ``.offset``, ``.field``), an empty file or an unknown format.
+        ParameterError: an unknown format or unit name.
+        OSError: the file cannot be opened or read.
+
+    The file is parsed in Rust with the GIL released.
+    """
+    if format == "parquet" or (format is None and os.fspath(path).endswith(".parquet")):
+        return io.read_parquet(path)
+    return _read_trace(
+        path,
+        format=format,
+        skip_bad=skip_bad,
+        time_unit=time_unit,
+        offset_unit_bytes=offset_unit_bytes,
+        size_unit_bytes=size_unit_bytes,
+    )
+
+
+def characterize(
+    trace: Trace,
+    device: int | None = None,
+    service: str | None = None,
+    seed: int = 1,
+    **options: Any,
+) -> Characterization:
+    """Characterise the idleness of one device's trace.
+
+    Args:
+        trace: the trace.
+        device: the device to analyse (required when the trace holds several).
+        service: a service model (``exp:5ms``, ``const:1ms``, ``disk``) to
+            derive completions for traces without them (or to replace
+            recorded ones).
+        seed: seed of the service model's random stream.
+        **options: ``acf_max_lag`` (50), ``ar_max_order`` (10),
+            ``rate_bin_s`` (chosen from the span), ``curve_points`` (200).
+
+    Returns:
+        A :class:`Characterization`: ``.data`` holds the plain result (the
+        JSON of ``fallow analyze``), its properties the curves as DataFrames.
+
+    The analysis runs in Rust with the GIL released.
+    """
+    return Characterization(_characterize(trace, device, service, seed, **options))

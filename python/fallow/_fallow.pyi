@@ -1,0 +1,131 @@
+"""Type stubs of the compiled core ``fallow._fallow`` (crates/fallow-py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, TypedDict
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+ArrayLike = npt.ArrayLike | Sequence[int]
+
+class FallowError(Exception):
+    """Base class of every error fallow raises (except OSError for unreadable files)."""
+
+class TraceFormatError(FallowError):
+    """A trace file is malformed, empty or of an unknown format."""
+
+    path: str | None
+    line: int | None
+    offset: int | None
+    record: int | None
+    field: str | None
+
+class ParameterError(FallowError):
+    """An argument is out of range or cannot be parsed."""
+
+    name: str | None
+
+class DeviceCount(TypedDict):
+    id: int
+    requests: int
+
+class Columns(TypedDict):
+    arrival_ns: npt.NDArray[np.uint64]
+    completion_ns: npt.NDArray[np.uint64] | None
+    offset_bytes: npt.NDArray[np.uint64]
+    size_bytes: npt.NDArray[np.uint32]
+    is_write: npt.NDArray[np.bool_]
+    device: npt.NDArray[np.uint32]
+
+class BusyPeriods(TypedDict):
+    start_s: npt.NDArray[np.float64]
+    length_s: npt.NDArray[np.float64]
+    requests: npt.NDArray[np.uint32]
+
+class BusyPeriodsNs(TypedDict):
+    start_ns: npt.NDArray[np.uint64]
+    length_ns: npt.NDArray[np.uint64]
+    requests: npt.NDArray[np.uint32]
+
+class Trace:
+    """A block trace as columns, sorted by arrival, integer ns since the first arrival."""
+
+    @staticmethod
+    def from_columns(
+        arrival_ns: ArrayLike,
+        completion_ns: ArrayLike | None = None,
+        offset_bytes: ArrayLike | None = None,
+        size_bytes: ArrayLike | None = None,
+        is_write: ArrayLike | None = None,
+        device: ArrayLike | None = None,
+    ) -> Trace: ...
+    def __len__(self) -> int: ...
+    @property
+    def arrival_ns(self) -> npt.NDArray[np.uint64]: ...
+    @property
+    def completion_ns(self) -> npt.NDArray[np.uint64] | None: ...
+    @property
+    def offset_bytes(self) -> npt.NDArray[np.uint64]: ...
+    @property
+    def size_bytes(self) -> npt.NDArray[np.uint32]: ...
+    @property
+    def is_write(self) -> npt.NDArray[np.bool_]: ...
+    @property
+    def device(self) -> npt.NDArray[np.uint32]: ...
+    @property
+    def has_completions(self) -> bool: ...
+    @property
+    def span_s(self) -> float: ...
+    @property
+    def span_ns(self) -> int: ...
+    @property
+    def report(self) -> dict[str, Any]: ...
+    def columns(self) -> Columns: ...
+    def devices(self) -> list[DeviceCount]: ...
+    def select_device(self, id: int) -> Trace: ...
+    def idle_intervals(
+        self, service: str | None = None, seed: int = 1
+    ) -> npt.NDArray[np.float64]: ...
+    def idle_intervals_ns(
+        self, service: str | None = None, seed: int = 1
+    ) -> npt.NDArray[np.uint64]: ...
+    def busy_periods(self, service: str | None = None, seed: int = 1) -> BusyPeriods: ...
+    def busy_periods_ns(self, service: str | None = None, seed: int = 1) -> BusyPeriodsNs: ...
+
+def read_trace(
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    skip_bad: bool = False,
+    time_unit: str | None = None,
+    offset_unit_bytes: int | None = None,
+    size_unit_bytes: int | None = None,
+) -> Trace: ...
+def characterize(
+    trace: Trace,
+    device: int | None = None,
+    service: str | None = None,
+    seed: int = 1,
+    acf_max_lag: int = 50,
+    ar_max_order: int = 10,
+    rate_bin_s: float | None = None,
+    curve_points: int = 200,
+) -> dict[str, Any]: ...
+def synthetic(
+    arrival: str = "poisson",
+    rate: float | None = None,
+    requests: int = 100_000,
+    service: str = "exp:5ms",
+    seed: int = 1,
+    k: int | None = None,
+    cv: float | None = None,
+    mmpp_rates: tuple[float, float] | None = None,
+    mmpp_switch: tuple[float, float] | None = None,
+    request_size_bytes: int = 4096,
+    capacity_bytes: int = 1_000_000_000_000,
+    write_fraction: float = 0.5,
+) -> Trace: ...

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Set up the Python development environment of fallow:
+#   .venv/ with maturin, numpy, pandas, matplotlib, polars, pytest and ruff,
+#   and the `fallow` package built in release mode and installed into it.
+#
+# Idempotent: packages are installed only when the list below changed (a
+# stamp file in .venv remembers it), and cargo rebuilds the extension only
+# when Rust sources changed. Re-runs take a few seconds.
+#
+# Usage: scripts/dev-python.sh            # set up / refresh, then build
+#        scripts/dev-python.sh --no-build # only the packages
+# Then:  .venv/bin/python -m pytest tests/python python/fallow --doctest-modules
+#
+# Environment:
+#   PYTHON            interpreter to create the venv with (default python3)
+#   FALLOW_VENV       venv location (default <repo>/.venv)
+#   FALLOW_FORCE_BUILD=1  rebuild even when the extension looks up to date
+#   CARGO_TARGET_DIR  cargo target dir (default <repo>/target/py, kept apart
+#                     from the workspace's target/ so the extension's
+#                     release build does not evict the CLI's)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${FALLOW_VENV:-$root/.venv}"
+python="${PYTHON:-python3}"
+build=1
+[[ "${1:-}" == "--no-build" ]] && build=0
+
+# Keep in step with pyproject.toml ([project] dependencies and the `test` extra).
+packages=(
+  "maturin>=1.5,<2"
+  "numpy>=1.21"
+  "pandas>=1.5"
+  "matplotlib>=3.5"
+  "polars>=0.20"
+  "pytest>=7"
+  "ruff"
+)
+
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "dev-python: creating $venv" >&2
+  "$python" -m venv "$venv"
+fi
+
+stamp="$venv/.fallow-packages"
+want="$(printf '%s\n' "${packages[@]}")"
+if [[ ! -f "$stamp" ]] || [[ "$(cat "$stamp")" != "$want" ]]; then
+  echo "dev-python: installing ${packages[*]}" >&2
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  "$venv/bin/python" -m pip install --quiet "${packages[@]}"
+  printf '%s\n' "$want" >"$stamp"
+fi
+
+# Skip the build when the installed extension is newer than every input of
+# it (Rust sources, manifests, lock file) and the venv imports it.
+if [[ $build -eq 1 && "${FALLOW_FORCE_BUILD:-0}" != 1 ]]; then
+  so="$(ls "$root"/python/fallow/_fallow*.so 2>/dev/null | head -n1 || true)"
+  if [[ -n "$so" ]] \
+    && [[ -z "$(find "$root/crates/fallow-core" "$root/crates/fallow-py" "$root/Cargo.toml" \
+                     "$root/Cargo.lock" "$root/pyproject.toml" -newer "$so" -print -quit)" ]] \
+    && (cd / && "$venv/bin/python" -c 'import fallow._fallow' 2>/dev/null); then
+    echo "dev-python: extension up to date ($so)" >&2
+    build=0
+  fi
+fi
+
+if [[ $build -eq 1 ]]; then
+  export VIRTUAL_ENV="$venv"
+  export PATH="$venv/bin:$PATH"
+  export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/py}"
+  echo "dev-python: building the extension (release) into $venv" >&2
+  # `maturin develop` builds with cargo (incremental) and installs the
+  # package in editable form: python/fallow is used in place, so Python
+  # edits need no rebuild.
+  (cd "$root" && maturin develop --release --quiet)
+  "$venv/bin/python" -c 'import fallow, sys; sys.stderr.write("dev-python: fallow %s ready\n" % fallow.__version__)'
+fi
