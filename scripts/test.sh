@@ -19,7 +19,7 @@ step "python: set up .venv and build the extension"
 bash scripts/dev-python.sh
 
 step "python: tests"
-.venv/bin/python -m pytest -q tests/python python/fallow --doctest-modules
+.venv/bin/python -m pytest -q   # tests/python + doctests (pyproject.toml)
 
 step "bench smoke runs (figures in docs come from the full runs)"
-.venv/bin/python bench/parse_bench.py --requests 200000
+.venv/bin/python bench/parse_bench.py --requests 200000 --cli none

@@ -1,1 +1,169 @@
-fn main() {}
+//! `fallow`: put a storage device's idle time to work.
+//!
+//! One file per subcommand ([`analyze`], [`convert`], [`demo`]); shared
+//! pieces are trace input ([`input`]), the terminal summary ([`output`]),
+//! the headline findings ([`findings`]), atomic file writes ([`atomic`]) and
+//! the HTML report with its own SVG plotting ([`report`]).
+//!
+//! Errors are `anyhow` here and only here. The exit code says whose fault a
+//! failure was: 2 for bad input or usage (a malformed trace, an unknown
+//! format, a device that is not in the trace, a bad flag value), 1 for
+//! anything else (a report that cannot be written, an I/O failure).
+
+mod analyze;
+mod atomic;
+mod convert;
+mod demo;
+mod findings;
+mod human;
+mod input;
+mod output;
+mod report;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+const EXAMPLES: &str = "\
+Examples:
+  fallow demo
+      analyse a built-in bursty workload; writes ./fallow-demo/report.html
+  fallow analyze disk0.csv.gz --html report.html
+      summary of an MSR Cambridge / SNIA trace, plus an HTML report with plots
+  fallow analyze ajw.1week.srt --device 1 --json
+      one device of an HP SRT trace, as JSON
+  fallow analyze cut.trace --format plain --time-unit ms --service disk
+      a trace without completion times, served by a simple disk model
+  fallow convert disk0.csv.gz -o disk0.fbt
+      cache a trace in fallow's binary format, which loads much faster
+
+Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
+
+/// Put a storage device's idle time to work: characterise idleness in block
+/// traces, and plan background work (scrubbing, backups, spin-down) around it.
+#[derive(Debug, Parser)]
+#[command(name = "fallow", version, after_help = EXAMPLES, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Characterise a trace's idle intervals and busy periods (summary, JSON, HTML report).
+    Analyze(analyze::AnalyzeArgs),
+    /// Convert a trace to fallow's binary format, which loads much faster.
+    Convert(convert::ConvertArgs),
+    /// Run `analyze` on a built-in synthetic bursty workload and write its HTML report.
+    Demo(demo::DemoArgs),
+}
+
+/// A failure caused by the user's input or flags: exit code 2.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+/// Exit code for an error chain: 2 when the input or usage is at fault.
+fn exit_code_of(err: &anyhow::Error) -> u8 {
+    use fallow_core::Error as E;
+    for cause in err.chain() {
+        if cause.is::<BadInput>() {
+            return 2;
+        }
+        if let Some(e) = cause.downcast_ref::<E>() {
+            return match e {
+                E::Io { source, .. } => match source.kind() {
+                    // a path that does not exist or cannot be read, or a
+                    // corrupt (gzip) stream: the input is at fault
+                    std::io::ErrorKind::NotFound
+                    | std::io::ErrorKind::PermissionDenied
+                    | std::io::ErrorKind::IsADirectory
+                    | std::io::ErrorKind::InvalidData
+                    | std::io::ErrorKind::InvalidInput
+                    | std::io::ErrorKind::UnexpectedEof => 2,
+                    _ => 1,
+                },
+                E::Record { .. }
+                | E::Empty { .. }
+                | E::UnknownFormat { .. }
+                | E::NoSuchDevice { .. }
+                | E::InvalidParameter { .. }
+                | E::Unsupported(_) => 2,
+            };
+        }
+    }
+    1
+}
+
+/// The error and its causes on one line, without repeating a cause that
+/// the message before it already quotes (the core's I/O errors include
+/// their OS error in their own message).
+fn message(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Analyze(args) => analyze::run(args),
+        Command::Convert(args) => convert::run(args),
+        Command::Demo(args) => demo::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) if output::is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("fallow: error: {}", message(&err));
+            ExitCode::from(exit_code_of(&err))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn messages_do_not_repeat_causes() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let err = anyhow::Error::from(fallow_core::Error::Io {
+            path: "/x".into(),
+            source: io,
+        })
+        .context("reading the trace");
+        assert_eq!(message(&err), "reading the trace: /x: No such file");
+    }
+
+    #[test]
+    fn exit_codes() {
+        let bad: anyhow::Error = BadInput("x".into()).into();
+        assert_eq!(exit_code_of(&bad), 2);
+        let rec = anyhow::Error::from(fallow_core::Error::invalid("format", "nope"));
+        assert_eq!(exit_code_of(&rec.context("reading")), 2);
+        let other = anyhow::anyhow!("disk full");
+        assert_eq!(exit_code_of(&other), 1);
+    }
+}

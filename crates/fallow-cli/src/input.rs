@@ -1,0 +1,194 @@
+//! Reading a trace from the command line: the flags every trace-reading
+//! subcommand shares, a progress bar for large files, notes on stderr about
+//! skipped and reordered records, and device selection.
+
+use crate::human::count;
+use anyhow::Result;
+use clap::Args;
+use fallow_core::trace::{
+    read_trace_with_progress, DeviceCount, Format, PlainOptions, ReadOptions, TimeUnit,
+};
+use fallow_core::Trace;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::Duration;
+
+/// Files smaller than this load in well under a second: no progress bar.
+const PROGRESS_MIN_BYTES: u64 = 16 << 20;
+
+/// How to read the input trace.
+#[derive(Debug, Clone, Args)]
+pub struct ReadArgs {
+    /// Trace format: msr (MSR Cambridge/SNIA CSV), spc (UMass/SPC), hp-srt,
+    /// blkparse, vscsi, plain (`time dev offset size op`) or fallow (fallow's
+    /// binary cache). [default: detected from the first bytes and the file name]
+    #[arg(long, short = 'f', value_name = "FORMAT")]
+    pub format: Option<Format>,
+
+    /// Skip malformed records instead of stopping at the first one; how many
+    /// were skipped, and why, is reported on stderr.
+    #[arg(long)]
+    pub skip_bad: bool,
+
+    /// Unit of the time column of `plain` traces: ns, us, ms or s.
+    #[arg(long, value_name = "UNIT", default_value = "ms")]
+    pub time_unit: TimeUnit,
+
+    /// Bytes per unit of the offset column of `plain` traces: 1 for bytes,
+    /// 512 for sectors; suffixes such as 4KiB are accepted.
+    #[arg(long, value_name = "BYTES", default_value = "1", value_parser = parse_unit_bytes)]
+    pub offset_unit: u64,
+
+    /// Bytes per unit of the size column of `plain` traces: 1 for bytes,
+    /// 512 for sectors; suffixes such as 4KiB are accepted.
+    #[arg(long, value_name = "BYTES", default_value = "1", value_parser = parse_unit_bytes)]
+    pub size_unit: u64,
+}
+
+fn parse_unit_bytes(s: &str) -> Result<u64, String> {
+    match fallow_core::units::parse_bytes(s) {
+        Ok(0) => Err("must be at least 1 byte".into()),
+        Ok(b) => Ok(b),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+impl ReadArgs {
+    /// The core's read options.
+    pub fn options(&self) -> ReadOptions {
+        ReadOptions {
+            format: self.format,
+            skip_bad: self.skip_bad,
+            plain: PlainOptions {
+                time_unit: self.time_unit,
+                offset_unit_bytes: self.offset_unit,
+                size_unit_bytes: self.size_unit,
+            },
+        }
+    }
+}
+
+/// Read a trace, with a byte-based progress bar on an interactive stderr for
+/// large files, then report skipped and reordered records on stderr.
+pub fn read(path: &Path, args: &ReadArgs) -> Result<Trace> {
+    let opts = args.options();
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let bar = (size >= PROGRESS_MIN_BYTES && std::io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::new(size);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{msg} [{wide_bar}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        bar.set_message(format!("reading {name}"));
+        bar
+    });
+    let result = read_trace_with_progress(path, &opts, &mut |bytes| {
+        if let Some(bar) = &bar {
+            bar.set_position(bytes);
+        }
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let trace = result?;
+    report_read(&trace);
+    Ok(trace)
+}
+
+/// Notes on stderr about what reading had to do to the input.
+fn report_read(trace: &Trace) {
+    let r = trace.report();
+    if r.skipped > 0 {
+        eprintln!(
+            "fallow: skipped {} malformed record{} (--skip-bad); the first:",
+            count(r.skipped),
+            if r.skipped == 1 { "" } else { "s" }
+        );
+        for e in r.skip_examples.iter().take(3) {
+            eprintln!("  {e}");
+        }
+    }
+    if r.reordered > 0 {
+        eprintln!(
+            "fallow: {} record{} arrived earlier than a record before {} in the file and {} sorted into place by arrival time",
+            count(r.reordered),
+            if r.reordered == 1 { "" } else { "s" },
+            if r.reordered == 1 { "it" } else { "them" },
+            if r.reordered == 1 { "was" } else { "were" },
+        );
+    }
+    if r.ignored > 0 {
+        eprintln!(
+            "fallow: ignored {} record{} that carry no request (such as unmatched events)",
+            count(r.ignored),
+            if r.ignored == 1 { "" } else { "s" }
+        );
+    }
+}
+
+/// The device to analyse and the trace restricted to it.
+pub struct Selected {
+    /// Requests of the analysed device only.
+    pub trace: Trace,
+    /// Every device in the file with its request count.
+    pub devices: Vec<DeviceCount>,
+    /// The analysed device.
+    pub device: u32,
+}
+
+/// Select `device`, or the busiest one (saying so on stderr) when the trace
+/// has several and none was asked for.
+pub fn select_device(trace: Trace, device: Option<u32>) -> Result<Selected> {
+    let devices = trace.devices();
+    let id = match device {
+        Some(id) => id,
+        None => {
+            // busiest first; the lowest id wins a tie so the choice is stable
+            let busiest = devices
+                .iter()
+                .max_by(|a, b| a.requests.cmp(&b.requests).then(b.id.cmp(&a.id)))
+                .map(|d| d.id)
+                .unwrap_or(0);
+            if devices.len() > 1 {
+                let list = devices
+                    .iter()
+                    .map(|d| format!("{}: {}", d.id, count(d.requests)))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                eprintln!(
+                    "fallow: the trace has {} devices (requests per device: {list}); analysing the busiest, device {busiest} (choose with --device)",
+                    devices.len()
+                );
+            }
+            busiest
+        }
+    };
+    let trace = if devices.len() == 1 && devices[0].id == id {
+        trace
+    } else {
+        trace.select_device(id)?
+    };
+    Ok(Selected {
+        trace,
+        devices,
+        device: id,
+    })
+}
+
+/// A spinner on an interactive stderr while a long step runs on a big trace.
+pub fn spinner(message: &str, requests: usize) -> Option<ProgressBar> {
+    (requests >= 2_000_000 && std::io::stderr().is_terminal()).then(|| {
+        let s = ProgressBar::new_spinner();
+        s.set_message(message.to_string());
+        s.enable_steady_tick(Duration::from_millis(120));
+        s
+    })
+}

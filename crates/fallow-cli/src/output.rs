@@ -1,0 +1,257 @@
+//! The terminal summary of a characterisation, and writing to stdout
+//! without panicking when the reader goes away (`fallow analyze | head`).
+
+use crate::findings::Finding;
+use crate::human::{count, num, pct, requests, secs};
+use fallow_core::period::CompletionSource;
+use fallow_core::{Characterization, ServiceModel};
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
+
+const WIDTH: usize = 100;
+
+/// Bold on a terminal that wants colour, plain otherwise.
+struct Style {
+    color: bool,
+}
+
+impl Style {
+    fn for_stdout() -> Style {
+        Style {
+            color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        }
+    }
+    fn bold(&self, s: &str) -> String {
+        if self.color {
+            format!("\x1b[1m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+    fn dim(&self, s: &str) -> String {
+        if self.color {
+            format!("\x1b[2m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+}
+
+/// What was analysed, when it is not a file (the demo's generated workload).
+pub struct Source {
+    /// Short name, used as the heading.
+    pub title: String,
+    /// One sentence on what the data is.
+    pub detail: String,
+}
+
+/// The one-line description of the input: file, format, device, completions.
+pub fn describe_input(c: &Characterization) -> String {
+    let t = &c.trace;
+    let mut parts = Vec::new();
+    if let Some(f) = t.format {
+        parts.push(format!("format {f}"));
+    }
+    match (t.device, t.devices.len()) {
+        (Some(d), 1) => parts.push(format!("device {d}")),
+        (Some(d), n) => parts.push(format!("device {d} of {n}")),
+        (None, _) => {}
+    }
+    parts.push(match &t.completions {
+        CompletionSource::Recorded => "completion times recorded".to_string(),
+        CompletionSource::Modelled { model, seed } => {
+            format!(
+                "completion times modelled: {}, seed {seed}",
+                describe_model(model)
+            )
+        }
+    });
+    parts.join(" · ")
+}
+
+/// A service model in words (`disk model: 7200 rpm, seek 0.6–16 ms, 150 MB/s`);
+/// the core's canonical string when it does not parse.
+pub fn describe_model(model: &str) -> String {
+    match model.parse::<ServiceModel>() {
+        Ok(ServiceModel::Constant { ns }) => {
+            format!("constant {} per request", secs(ns as f64 / 1e9))
+        }
+        Ok(ServiceModel::Exponential { mean_ns }) => {
+            format!("exponential service, mean {}", secs(mean_ns as f64 / 1e9))
+        }
+        Ok(ServiceModel::Disk(d)) => format!(
+            "disk model ({} rpm, seek {}–{}, {} MB/s)",
+            num(d.rpm),
+            secs(d.track_to_track_ns / 1e9),
+            secs(d.full_stroke_ns / 1e9),
+            num(d.transfer_bytes_per_s / 1e6)
+        ),
+        Err(_) => model.to_string(),
+    }
+}
+
+/// The summary printed by `fallow analyze` and `fallow demo`.
+pub fn summary(c: &Characterization, findings: &[Finding], source: Option<&Source>) -> String {
+    let st = Style::for_stdout();
+    let t = &c.trace;
+    let mut s = String::new();
+    match source {
+        Some(src) => {
+            let _ = writeln!(s, "{}", st.bold(&src.title));
+            for line in wrap(&src.detail, WIDTH - 2) {
+                let _ = writeln!(s, "  {line}");
+            }
+        }
+        None => {
+            let _ = writeln!(s, "{}", st.bold(&t.path));
+        }
+    }
+    let _ = writeln!(s, "  {}", st.dim(&describe_input(c)));
+    let _ = writeln!(
+        s,
+        "  {} requests ({} reads, {} writes) over {}; utilisation {}",
+        count(t.requests),
+        count(t.reads),
+        count(t.writes),
+        secs(t.span_s),
+        pct(c.utilization)
+    );
+    if t.skipped > 0 {
+        let _ = writeln!(s, "  {} malformed records skipped", count(t.skipped));
+    }
+    let _ = writeln!(s);
+
+    let i = &c.idle;
+    let b = &c.busy;
+    let left: Vec<(&str, String)> = vec![
+        ("count", count(i.count)),
+        ("total", secs(i.total_s)),
+        ("mean", secs(i.mean_s)),
+        ("CV", num(i.cv)),
+        ("p50", secs(i.p50_s)),
+        ("p90", secs(i.p90_s)),
+        ("p99", secs(i.p99_s)),
+        ("max", secs(i.max_s)),
+    ];
+    let right: Vec<(&str, String)> = vec![
+        ("count", count(b.count)),
+        (
+            "mean",
+            format!("{} = {} requests", secs(b.mean_s), num(b.mean_requests)),
+        ),
+        ("p90", secs(b.p90_s)),
+        (
+            "longest",
+            format!("{} = {}", secs(b.max_s), requests(b.max_requests)),
+        ),
+        (
+            "Threshold",
+            format!("{} (the longest 10 %)", requests(b.threshold_requests)),
+        ),
+        ("long", format!("{} of busy periods", pct(b.long_fraction))),
+        (
+            "CWS",
+            if b.cws_reached {
+                format!("{} (Σ P_lag ≥ 0.8)", b.cws)
+            } else {
+                format!("{} (capped: Σ P_lag < 0.8)", b.cws)
+            },
+        ),
+    ];
+    let col = 44;
+    let _ = writeln!(
+        s,
+        "{}{}",
+        pad(&st.bold("Idle intervals"), "Idle intervals", col),
+        st.bold("Busy periods")
+    );
+    for k in 0..left.len().max(right.len()) {
+        let l = left
+            .get(k)
+            .map(|(key, v)| format!("  {key:<10} {v}"))
+            .unwrap_or_default();
+        let r = right
+            .get(k)
+            .map(|(key, v)| format!("  {key:<10} {v}"))
+            .unwrap_or_default();
+        let _ = writeln!(s, "{}{}", pad(&l, &l, col), r.trim_end());
+    }
+    if !findings.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "{}", st.bold("Findings"));
+        for f in findings {
+            for (k, line) in wrap(&f.text, WIDTH - 4).iter().enumerate() {
+                let bullet = if k == 0 { "  • " } else { "    " };
+                let _ = writeln!(s, "{bullet}{line}");
+            }
+        }
+    }
+    s
+}
+
+/// `styled` padded to `width` columns, measuring the unstyled `plain` text.
+fn pad(styled: &str, plain: &str, width: usize) -> String {
+    let n = plain.chars().count();
+    format!("{styled}{}", " ".repeat(width.saturating_sub(n).max(1)))
+}
+
+/// Greedy word wrap.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        if !cur.is_empty() && cur.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    if !cur.is_empty() {
+        lines.push(cur);
+    }
+    lines
+}
+
+/// Write to stdout; a closed pipe surfaces as an error [`is_broken_pipe`] recognises.
+pub fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// True when `err` is stdout's reader having gone away: not worth a message.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describes_models() {
+        let d = describe_model(
+            "disk:rpm=7200,seek=600000ns..16000000ns,rate=150000000B,capacity=1000000000000B",
+        )
+        .replace('\u{a0}', " ");
+        assert_eq!(d, "disk model (7200 rpm, seek 600 µs–16.0 ms, 150 MB/s)");
+        assert_eq!(
+            describe_model("exp:5000000ns").replace('\u{a0}', " "),
+            "exponential service, mean 5.00 ms"
+        );
+        assert_eq!(describe_model("???"), "???");
+    }
+
+    #[test]
+    fn wraps_words() {
+        assert_eq!(wrap("aa bb cc dd", 5), vec!["aa bb", "cc dd"]);
+        assert_eq!(wrap("", 5), Vec::<String>::new());
+        assert_eq!(wrap("longword x", 3), vec!["longword", "x"]);
+    }
+}

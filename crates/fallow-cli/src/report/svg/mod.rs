@@ -1,0 +1,713 @@
+//! A small SVG plotting module: one [`Chart`] type with linear or log axes
+//! and layers (lines, bars, reference rules, shaded bands). Output is a
+//! string of inline SVG whose colours and fonts come from the page's CSS
+//! (classes `s-cN` / `f-cN` for stroke / fill of palette colour N), so the
+//! report restyles every plot, dark mode included, from one stylesheet.
+//!
+//! Written here rather than pulled in as a dependency because the report
+//! must be one self-contained file and the plots need only a few kinds of
+//! marks; everything is in a fixed `viewBox`, so plots scale with the page.
+
+mod axis;
+mod layers;
+
+pub use axis::{Scale, Unit};
+
+use axis::{linear_ticks, log_ticks, time_unit_for, Tick};
+use layers::Map;
+use std::fmt::Write as _;
+
+/// A palette colour (index into the page's `--c0`… variables) or the muted grey.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Color {
+    /// Palette colour N (0–5).
+    C(u8),
+    /// Grey for references and de-emphasised marks.
+    Muted,
+}
+
+impl Color {
+    fn class(self) -> String {
+        match self {
+            Color::C(n) => format!("c{n}"),
+            Color::Muted => "muted".into(),
+        }
+    }
+}
+
+/// Line dash pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dash {
+    /// Solid.
+    Solid,
+    /// Dashed.
+    Dashed,
+    /// Dotted.
+    Dotted,
+}
+
+impl Dash {
+    fn attr(self) -> &'static str {
+        match self {
+            Dash::Solid => "",
+            Dash::Dashed => r#" stroke-dasharray="6 4""#,
+            Dash::Dotted => r#" stroke-dasharray="2 3""#,
+        }
+    }
+}
+
+/// One axis.
+#[derive(Debug, Clone)]
+pub struct Axis {
+    /// Label under (x) or beside (y) the axis.
+    pub label: String,
+    /// Linear or log.
+    pub scale: Scale,
+    /// Unit of the values, for tick labels.
+    pub unit: Unit,
+    /// Fixed range; `None` = from the data, expanded to ticks.
+    pub range: Option<(f64, f64)>,
+    /// Custom ticks (categorical axes); `None` = automatic.
+    pub ticks: Option<Vec<(f64, String)>>,
+}
+
+impl Axis {
+    /// An automatic axis.
+    pub fn new(label: impl Into<String>, scale: Scale, unit: Unit) -> Axis {
+        Axis {
+            label: label.into(),
+            scale,
+            unit,
+            range: None,
+            ticks: None,
+        }
+    }
+    /// With a fixed range.
+    pub fn range(mut self, lo: f64, hi: f64) -> Axis {
+        self.range = Some((lo, hi));
+        self
+    }
+    /// Categorical: labels at 0, 1, 2, … (every `every`-th labelled).
+    pub fn categories(mut self, labels: &[String], every: usize) -> Axis {
+        let every = every.max(1);
+        self.ticks = Some(
+            labels
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    let label = if i % every == 0 {
+                        l.clone()
+                    } else {
+                        String::new()
+                    };
+                    (i as f64, label)
+                })
+                .collect(),
+        );
+        self.range = Some((-0.5, labels.len() as f64 - 0.5));
+        self
+    }
+}
+
+/// One stacked segment series of a bar layer.
+#[derive(Debug, Clone)]
+pub struct BarSeries {
+    /// Heights (stacked on the series before).
+    pub values: Vec<f64>,
+    /// Colour of each bar (one per value, or one for all).
+    pub colors: Vec<Color>,
+    /// Hover text of each bar (may be empty).
+    pub titles: Vec<String>,
+}
+
+/// Something drawn in the plot area.
+#[derive(Debug, Clone)]
+pub enum Layer {
+    /// A polyline; points with a non-finite coordinate (or non-positive on a
+    /// log axis) break the line.
+    Line {
+        /// (x, y) points in data units.
+        points: Vec<(f64, f64)>,
+        /// Colour.
+        color: Color,
+        /// Dash pattern.
+        dash: Dash,
+        /// Stroke width.
+        width: f64,
+        /// Draw a dot at each point.
+        markers: bool,
+    },
+    /// Bars centred at `x` of width `width` (data units); series stack.
+    Bars {
+        /// Bar centres.
+        x: Vec<f64>,
+        /// Bar width, data units.
+        width: f64,
+        /// Stacked series, bottom first.
+        series: Vec<BarSeries>,
+    },
+    /// A horizontal reference line across the plot.
+    HRule {
+        /// Height, data units.
+        y: f64,
+        /// Colour.
+        color: Color,
+        /// Dash.
+        dash: Dash,
+        /// Label above the line.
+        label: String,
+        /// Put the label at the left end instead of the right.
+        label_left: bool,
+    },
+    /// A vertical reference line.
+    VRule {
+        /// Position, data units.
+        x: f64,
+        /// Colour.
+        color: Color,
+        /// Dash.
+        dash: Dash,
+        /// Label at the top, right of the line.
+        label: String,
+    },
+    /// A shaded horizontal band between two heights.
+    HBand {
+        /// Bottom, data units.
+        y0: f64,
+        /// Top, data units.
+        y1: f64,
+        /// Colour.
+        color: Color,
+    },
+}
+
+/// A legend entry.
+#[derive(Debug, Clone)]
+pub struct Legend {
+    /// Text.
+    pub label: String,
+    /// Colour.
+    pub color: Color,
+    /// Line (with dash) or box swatch.
+    pub swatch: Swatch,
+}
+
+/// Legend swatch shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Swatch {
+    /// A short line.
+    Line(Dash),
+    /// A filled square.
+    Box,
+}
+
+/// A chart: axes, layers and a legend, rendered to inline SVG.
+#[derive(Debug, Clone)]
+pub struct Chart {
+    /// Width of the viewBox (the SVG scales to its container).
+    pub width: f64,
+    /// Height of the viewBox.
+    pub height: f64,
+    /// X axis.
+    pub x: Axis,
+    /// Y axis.
+    pub y: Axis,
+    /// Layers, drawn in order.
+    pub layers: Vec<Layer>,
+    /// Legend entries, shown above the plot area.
+    pub legend: Vec<Legend>,
+    /// Accessible description (the SVG's `<title>`).
+    pub title: String,
+}
+
+const FONT: f64 = 12.0;
+const CHAR_W: f64 = 6.7; // average glyph width at FONT, for margins
+
+impl Chart {
+    /// A chart of the default size (560 × 320).
+    pub fn new(title: impl Into<String>, x: Axis, y: Axis) -> Chart {
+        Chart {
+            width: 560.0,
+            height: 320.0,
+            x,
+            y,
+            layers: Vec::new(),
+            legend: Vec::new(),
+            title: title.into(),
+        }
+    }
+
+    /// A wide chart (1100 × 300) for time series.
+    pub fn wide(mut self) -> Chart {
+        self.width = 1100.0;
+        self.height = 300.0;
+        self
+    }
+
+    /// Add a layer.
+    pub fn layer(mut self, l: Layer) -> Chart {
+        self.layers.push(l);
+        self
+    }
+
+    /// Add a legend entry.
+    pub fn legend(mut self, label: impl Into<String>, color: Color, swatch: Swatch) -> Chart {
+        self.legend.push(Legend {
+            label: label.into(),
+            color,
+            swatch,
+        });
+        self
+    }
+
+    /// Data extent along x (`true`) or y (`false`), honouring log scales.
+    fn extent(&self, along_x: bool) -> Option<(f64, f64)> {
+        let axis = if along_x { &self.x } else { &self.y };
+        let log = axis.scale == Scale::Log;
+        let mut lo = f64::INFINITY;
+        let mut hi = f64::NEG_INFINITY;
+        let mut see = |v: f64| {
+            if v.is_finite() && (!log || v > 0.0) {
+                lo = lo.min(v);
+                hi = hi.max(v);
+            }
+        };
+        for l in &self.layers {
+            match l {
+                Layer::Line { points, .. } => {
+                    for &(x, y) in points {
+                        see(if along_x { x } else { y });
+                    }
+                }
+                Layer::Bars { x, width, series } => {
+                    if along_x {
+                        for &c in x {
+                            see(c - width / 2.0);
+                            see(c + width / 2.0);
+                        }
+                    } else {
+                        let n = x.len();
+                        let mut top = vec![0.0f64; n];
+                        let mut bottom = vec![0.0f64; n];
+                        for s in series {
+                            for (i, &v) in s.values.iter().enumerate().take(n) {
+                                if v.is_finite() {
+                                    if v >= 0.0 {
+                                        top[i] += v;
+                                    } else {
+                                        bottom[i] += v;
+                                    }
+                                }
+                            }
+                        }
+                        for i in 0..n {
+                            see(top[i]);
+                            if !log {
+                                see(bottom[i]);
+                                see(0.0);
+                            }
+                        }
+                    }
+                }
+                Layer::HRule { y, .. } if !along_x => see(*y),
+                Layer::VRule { x, .. } if along_x => see(*x),
+                Layer::HBand { y0, y1, .. } if !along_x => {
+                    see(*y0);
+                    see(*y1);
+                }
+                _ => {}
+            }
+        }
+        (lo <= hi).then_some((lo, hi))
+    }
+
+    /// Range, ticks and label (with the display unit of linear time axes) of one axis.
+    fn resolve(&self, along_x: bool, target: usize) -> (f64, f64, Vec<Tick>, String) {
+        let axis = if along_x { &self.x } else { &self.y };
+        let data = axis.range.or_else(|| self.extent(along_x));
+        let (lo, hi) = data.unwrap_or(match axis.scale {
+            Scale::Linear => (0.0, 1.0),
+            Scale::Log => (1.0, 10.0),
+        });
+        let (mut lo2, mut hi2, mut ticks) = match axis.scale {
+            Scale::Linear => linear_ticks(lo, hi, axis.unit, target),
+            Scale::Log => log_ticks(lo, hi, axis.unit),
+        };
+        if let Some((flo, fhi)) = axis.range {
+            // a fixed range wins over tick expansion; drop ticks outside it
+            lo2 = flo;
+            hi2 = fhi;
+            let (a, b) = (flo.min(fhi), flo.max(fhi));
+            let eps = (b - a).abs() * 1e-9;
+            ticks.retain(|t| t.value >= a - eps && t.value <= b + eps);
+        }
+        if let Some(custom) = &axis.ticks {
+            ticks = custom
+                .iter()
+                .map(|(v, l)| Tick {
+                    value: *v,
+                    label: l.clone(),
+                    major: false,
+                })
+                .collect();
+        }
+        // the same unit linear_ticks chose, from the range before expansion
+        let label = Self::axis_label(axis, lo, hi);
+        (lo2, hi2, ticks, label)
+    }
+
+    /// The axis label, with the display unit of linear time axes appended.
+    fn axis_label(axis: &Axis, lo: f64, hi: f64) -> String {
+        if axis.unit == Unit::Seconds && axis.scale == Scale::Linear && axis.ticks.is_none() {
+            let (_, u) = time_unit_for(lo.abs().max(hi.abs()));
+            format!("{} ({u})", axis.label)
+        } else if axis.unit == Unit::Hours && axis.ticks.is_none() {
+            format!("{} (h)", axis.label)
+        } else {
+            axis.label.clone()
+        }
+    }
+
+    /// Render to an `<svg>` element. `id` must be unique in the page (clip path).
+    pub fn render(&self, id: &str) -> String {
+        let (ylo, yhi, yticks, ylabel) = self.resolve(false, 5);
+        let (xlo, xhi, xticks, xlabel) =
+            self.resolve(true, if self.width > 800.0 { 10 } else { 6 });
+        let widest = yticks
+            .iter()
+            .map(|t| t.label.chars().count())
+            .max()
+            .unwrap_or(1) as f64;
+        let legend_h = if self.legend.is_empty() { 8.0 } else { 28.0 };
+        let left = 30.0 + widest * CHAR_W;
+        let right = 18.0;
+        let top = legend_h + 6.0;
+        // crowded category labels are turned 40° instead of being dropped
+        let widest_x = xticks
+            .iter()
+            .map(|t| t.label.chars().count())
+            .max()
+            .unwrap_or(0) as f64
+            * CHAR_W;
+        let rotate = self.x.ticks.is_some() && {
+            let spacing = (self.width - right - left) / (xhi - xlo).abs().max(1.0);
+            widest_x + 6.0 > spacing
+        };
+        let bottom = if rotate {
+            36.0 + widest_x * 0.643 + FONT * 0.766
+        } else {
+            50.0
+        };
+        let (w, h) = (self.width, self.height);
+        let xm = Map {
+            scale: self.x.scale,
+            lo: xlo,
+            hi: xhi,
+            p0: left,
+            p1: w - right,
+        };
+        let ym = Map {
+            scale: self.y.scale,
+            lo: ylo,
+            hi: yhi,
+            p0: h - bottom,
+            p1: top,
+        };
+        let mut s = String::with_capacity(16 << 10);
+        let _ = write!(
+            s,
+            r#"<svg class="chart" viewBox="0 0 {w} {h}" role="img" aria-label="{t}" xmlns="http://www.w3.org/2000/svg"><title>{t}</title>"#,
+            t = esc(&self.title)
+        );
+        let _ = write!(
+            s,
+            r#"<defs><clipPath id="{id}-clip"><rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}"/></clipPath></defs>"#,
+            left,
+            top - 1.0,
+            (w - right - left).max(0.0),
+            (h - bottom - top + 2.0).max(0.0)
+        );
+        // grid
+        s.push_str(r#"<g class="grid">"#);
+        for t in yticks.iter().filter(|t| t.major || !t.label.is_empty()) {
+            if let Some(y) = ym.px(t.value) {
+                let _ = write!(
+                    s,
+                    r#"<line x1="{left:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}"/>"#,
+                    w - right
+                );
+            }
+        }
+        if self.x.ticks.is_none() {
+            for t in xticks.iter().filter(|t| t.major) {
+                if let Some(x) = xm.px(t.value) {
+                    let _ = write!(
+                        s,
+                        r#"<line x1="{x:.1}" x2="{x:.1}" y1="{top:.1}" y2="{:.1}"/>"#,
+                        h - bottom
+                    );
+                }
+            }
+        }
+        s.push_str("</g>");
+
+        // data
+        let _ = write!(s, r#"<g clip-path="url(#{id}-clip)">"#);
+        let mut labels = String::new();
+        for l in &self.layers {
+            self.render_layer(&mut s, &mut labels, l, &xm, &ym);
+        }
+        s.push_str("</g>");
+        let has_data = self.layers.iter().any(|l| match l {
+            Layer::Line { points, .. } => points.iter().any(|p| p.0.is_finite() && p.1.is_finite()),
+            Layer::Bars { series, .. } => series
+                .iter()
+                .any(|s| s.values.iter().any(|v| v.is_finite() && *v != 0.0)),
+            _ => false,
+        });
+        if !has_data {
+            let _ = write!(
+                s,
+                r#"<text class="note" x="{:.1}" y="{:.1}" text-anchor="middle">no data</text>"#,
+                (left + w - right) / 2.0,
+                (top + h - bottom) / 2.0
+            );
+        }
+
+        // axes and ticks
+        let _ = write!(
+            s,
+            r#"<g class="axis"><line x1="{left:.1}" x2="{left:.1}" y1="{top:.1}" y2="{:.1}"/><line x1="{left:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}"/>"#,
+            h - bottom,
+            w - right,
+            h - bottom,
+            h - bottom
+        );
+        for t in &yticks {
+            let Some(y) = ym.px(t.value) else { continue };
+            let len = if t.major || !t.label.is_empty() {
+                5.0
+            } else {
+                3.0
+            };
+            let _ = write!(
+                s,
+                r#"<line x1="{:.1}" x2="{left:.1}" y1="{y:.1}" y2="{y:.1}"/>"#,
+                left - len
+            );
+            if !t.label.is_empty() {
+                let _ = write!(
+                    s,
+                    r#"<text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+                    left - 8.0,
+                    y + FONT * 0.35,
+                    esc(&t.label)
+                );
+            }
+        }
+        // x tick labels: skip any that would overlap the previous one
+        let mut last_end = f64::NEG_INFINITY;
+        for t in &xticks {
+            let Some(x) = xm.px(t.value) else { continue };
+            let len = if t.major || !t.label.is_empty() {
+                5.0
+            } else {
+                3.0
+            };
+            let _ = write!(
+                s,
+                r#"<line x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}"/>"#,
+                h - bottom,
+                h - bottom + len
+            );
+            if !t.label.is_empty() && rotate {
+                if x < last_end + FONT * 1.2 {
+                    continue;
+                }
+                last_end = x;
+                let _ = write!(
+                    s,
+                    r#"<text class="tick" transform="translate({:.1} {:.1}) rotate(-40)" text-anchor="end">{}</text>"#,
+                    x + FONT * 0.3,
+                    h - bottom + 10.0,
+                    esc(&t.label)
+                );
+            } else if !t.label.is_empty() {
+                let half = t.label.chars().count() as f64 * CHAR_W / 2.0;
+                if x - half < last_end + 4.0 {
+                    continue;
+                }
+                last_end = x + half;
+                let _ = write!(
+                    s,
+                    r#"<text class="tick" x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                    h - bottom + 8.0 + FONT,
+                    esc(&t.label)
+                );
+            }
+        }
+        s.push_str("</g>");
+        let _ = write!(
+            s,
+            r#"<text class="label" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            (left + w - right) / 2.0,
+            h - 10.0,
+            esc(&xlabel)
+        );
+        let _ = write!(
+            s,
+            r#"<text class="label" transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+            (top + h - bottom) / 2.0,
+            esc(&ylabel)
+        );
+        s.push_str(&labels);
+        self.render_legend(&mut s, left, w - right);
+        s.push_str("</svg>");
+        s
+    }
+
+    fn render_legend(&self, s: &mut String, left: f64, right_edge: f64) {
+        if self.legend.is_empty() {
+            return;
+        }
+        let widths: Vec<f64> = self
+            .legend
+            .iter()
+            .map(|l| 26.0 + l.label.chars().count() as f64 * CHAR_W + 16.0)
+            .collect();
+        let total: f64 = widths.iter().sum();
+        // right-aligned when it fits, else from the left edge
+        let mut x = if total < right_edge - left {
+            right_edge - total
+        } else {
+            left
+        };
+        let y = 14.0;
+        s.push_str(r#"<g class="legend">"#);
+        for (l, wdt) in self.legend.iter().zip(widths) {
+            match l.swatch {
+                Swatch::Line(d) => {
+                    let _ = write!(
+                        s,
+                        r#"<line class="s-{}" x1="{x:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke-width="2.5"{}/>"#,
+                        l.color.class(),
+                        x + 20.0,
+                        d.attr()
+                    );
+                }
+                Swatch::Box => {
+                    let _ = write!(
+                        s,
+                        r#"<rect class="f-{}" x="{:.1}" y="{:.1}" width="12" height="12" rx="2"/>"#,
+                        l.color.class(),
+                        x + 4.0,
+                        y - 6.0
+                    );
+                }
+            }
+            let _ = write!(
+                s,
+                r#"<text class="tick" x="{:.1}" y="{:.1}">{}</text>"#,
+                x + 26.0,
+                y + FONT * 0.35,
+                esc(&l.label)
+            );
+            x += wdt;
+        }
+        s.push_str("</g>");
+    }
+}
+
+/// Escape text for XML/HTML content and attributes.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_lines_bars_and_rules() {
+        let c = Chart::new(
+            "t <&>",
+            Axis::new("x", Scale::Log, Unit::Seconds),
+            Axis::new("y", Scale::Linear, Unit::Fraction).range(0.0, 1.0),
+        )
+        .layer(Layer::Line {
+            points: vec![(0.001, 0.1), (0.0, 0.5), (0.1, 0.9), (1.0, f64::NAN)],
+            color: Color::C(0),
+            dash: Dash::Solid,
+            width: 2.0,
+            markers: false,
+        })
+        .layer(Layer::VRule {
+            x: 0.01,
+            color: Color::Muted,
+            dash: Dash::Dashed,
+            label: "mean".into(),
+        })
+        .legend("cdf", Color::C(0), Swatch::Line(Dash::Solid));
+        let s = c.render("p1");
+        assert!(s.starts_with("<svg"));
+        assert!(s.ends_with("</svg>"));
+        assert!(s.contains("t &lt;&amp;&gt;"));
+        assert!(s.contains("1 ms") && s.contains("100 ms"));
+        // x = 0 cannot sit on a log axis and y = NaN nowhere: the path
+        // restarts after the gap and has no segment joining across it
+        let d = s.split(" d=\"").nth(1).unwrap().split('"').next().unwrap();
+        assert_eq!(d.matches('M').count(), 2, "{d}");
+        assert_eq!(d.matches('L').count(), 0, "{d}");
+        assert!(s.contains("mean"));
+    }
+
+    #[test]
+    fn categorical_stacked_bars() {
+        let labels: Vec<String> = (1..=3).map(|i| i.to_string()).collect();
+        let c = Chart::new(
+            "bars",
+            Axis::new("lag", Scale::Linear, Unit::Number).categories(&labels, 1),
+            Axis::new("p", Scale::Linear, Unit::Fraction).range(0.0, 1.0),
+        )
+        .layer(Layer::Bars {
+            x: vec![0.0, 1.0, 2.0],
+            width: 0.7,
+            series: vec![
+                BarSeries {
+                    values: vec![0.5, 0.6, 0.7],
+                    colors: vec![Color::C(0)],
+                    titles: vec!["a".into(), "b".into(), "c".into()],
+                },
+                BarSeries {
+                    values: vec![0.5, 0.4, 0.3],
+                    colors: vec![Color::C(1)],
+                    titles: vec![],
+                },
+            ],
+        });
+        let s = c.render("p2");
+        assert_eq!(s.matches("<rect class=\"bar").count(), 6);
+        assert!(s.contains("<title>b</title>"));
+    }
+
+    #[test]
+    fn empty_chart_says_no_data() {
+        let c = Chart::new(
+            "empty",
+            Axis::new("x", Scale::Log, Unit::Seconds),
+            Axis::new("y", Scale::Log, Unit::Seconds),
+        );
+        assert!(c.render("p3").contains("no data"));
+    }
+}
