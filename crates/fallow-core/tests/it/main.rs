@@ -1,4 +1,4 @@
 //! Integration tests of `fallow-core`, one module per area.
 
-mod readers;
 mod queueing;
+mod readers;
