@@ -223,46 +223,48 @@ fn busy(c: &Characterization) -> Option<Finding> {
     if b.count < 2 {
         return None;
     }
-    let t = b.threshold_requests;
+    let t = b.clusters.threshold_requests;
     let plural = |n: u64| if n == 1 { "request" } else { "requests" };
-    if b.long_fraction == 0.0 {
+    if b.clusters.long_fraction == 0.0 {
         return Some(finding(
             "busy periods",
             format!(
                 "Busy periods are too uniform for Busy Bee's Threshold to single out long ones: none reaches it ({t} {}; mean {} requests).",
                 plural(t),
-                num(b.mean_requests)
+                num(b.clusters.mean_requests)
             ),
         ));
     }
-    if b.long_fraction >= 0.5 {
+    if b.clusters.long_fraction >= 0.5 {
         return Some(finding(
             "busy periods",
             format!(
                 "Busy periods are too uniform for Busy Bee's Threshold to single out long ones: their p90 is just {t} {}, so {} of them count as long (mean {} requests).",
                 plural(t),
-                pct(b.long_fraction),
-                num(b.mean_requests)
+                pct(b.clusters.long_fraction),
+                num(b.clusters.mean_requests)
             ),
         ));
     }
-    let p1 = b.p_lag.first().copied().unwrap_or(0.0);
-    let from_long = b.long_fraction * b.count.saturating_sub(1) as f64;
-    let verb = if p1 >= 1.5 * b.long_fraction && z_score(p1, b.long_fraction, from_long) >= 3.0 {
+    let p1 = b.clusters.p_lag.first().copied().unwrap_or(0.0);
+    let from_long = b.clusters.long_fraction * b.count.saturating_sub(1) as f64;
+    let verb = if p1 >= 1.5 * b.clusters.long_fraction
+        && z_score(p1, b.clusters.long_fraction, from_long) >= 3.0
+    {
         "cluster"
     } else {
         "do not clearly cluster"
     };
-    let cws = if b.cws_reached {
+    let cws = if b.clusters.cws_reached {
         format!(
             "Σ P_lag reaches 0.8 at lag {}, Busy Bee's cluster window size",
-            b.cws
+            b.clusters.cws
         )
     } else {
         format!(
             "Σ P_lag stays below 0.8 over {} lags, so the cluster window size is capped at {}",
-            b.p_lag.len(),
-            b.cws
+            b.clusters.p_lag.len(),
+            b.clusters.cws
         )
     };
     Some(finding(
@@ -271,7 +273,7 @@ fn busy(c: &Characterization) -> Option<Finding> {
             "Long busy periods (≥ {t} {}, Busy Bee's Threshold) {verb}: after a long one the next is long with probability {} vs {} overall; {cws}.",
             plural(t),
             prob(p1),
-            prob(b.long_fraction)
+            prob(b.clusters.long_fraction)
         ),
     ))
 }

@@ -137,24 +137,34 @@ pub fn summary(c: &Characterization, findings: &[Finding], source: Option<&Sourc
         ("count", count(b.count)),
         (
             "mean",
-            format!("{} = {} requests", secs(b.mean_s), num(b.mean_requests)),
+            format!(
+                "{} = {} requests",
+                secs(b.mean_s),
+                num(b.clusters.mean_requests)
+            ),
         ),
         ("p90", secs(b.p90_s)),
         (
             "longest",
-            format!("{} = {}", secs(b.max_s), requests(b.max_requests)),
+            format!("{} = {}", secs(b.max_s), requests(b.clusters.max_requests)),
         ),
         (
             "Threshold",
-            format!("{} (the longest 10 %)", requests(b.threshold_requests)),
+            format!(
+                "{} (the longest 10 %)",
+                requests(b.clusters.threshold_requests)
+            ),
         ),
-        ("long", format!("{} of busy periods", pct(b.long_fraction))),
+        (
+            "long",
+            format!("{} of busy periods", pct(b.clusters.long_fraction)),
+        ),
         (
             "CWS",
-            if b.cws_reached {
-                format!("{} (Σ P_lag ≥ 0.8)", b.cws)
+            if b.clusters.cws_reached {
+                format!("{} (Σ P_lag ≥ 0.8)", b.clusters.cws)
             } else {
-                format!("{} (capped: Σ P_lag < 0.8)", b.cws)
+                format!("{} (capped: Σ P_lag < 0.8)", b.clusters.cws)
             },
         ),
     ];

@@ -100,8 +100,9 @@ pub struct TraceSummary {
     pub writes: u64,
 }
 
-/// Busy periods: time and request statistics plus Busy Bee's Threshold,
-/// P_lag and CWS (Busy Bee §4, Eq. 1).
+/// Busy periods: statistics of their length in time, plus Busy Bee's
+/// request-count statistics (Threshold, P_lag, CWS; Busy Bee §4, Eq. 1),
+/// flattened into one JSON object.
 #[derive(Debug, Clone, Serialize)]
 pub struct BusySummary {
     /// Number of busy periods.
@@ -118,23 +119,9 @@ pub struct BusySummary {
     pub p99_s: f64,
     /// Longest, seconds.
     pub max_s: f64,
-    /// Mean length in requests.
-    pub mean_requests: f64,
-    /// Longest in requests.
-    pub max_requests: u64,
-    /// Busy Bee's Threshold: p90 of length in requests; periods at or above it are long.
-    pub threshold_requests: u64,
-    /// Fraction of busy periods that are long.
-    pub long_fraction: f64,
-    /// P_lag = P(period k+lag is long | period k is long), lags 1..=20.
-    pub p_lag: Vec<f64>,
-    /// Cluster Window Size: smallest lag with Σ P_1..P_lag ≥ 0.8 (Eq. 1);
-    /// 20 when the sum stays below 0.8.
-    pub cws: u32,
-    /// False when CWS hit the cap of 20 lags without reaching 0.8.
-    pub cws_reached: bool,
-    /// Histogram of lengths in requests: `[requests, count]` pairs.
-    pub length_histogram: Vec<(u64, u64)>,
+    /// Lengths in requests and their clustering.
+    #[serde(flatten)]
+    pub clusters: stats::BusyClusters,
 }
 
 /// Characterise one device's trace. A trace holding several devices is
@@ -211,7 +198,6 @@ pub fn characterize_periods(
         .collect();
     let idle = stats::Summary::of(&idle_s);
     let busy_time = stats::Summary::of(&busy_s);
-    let bb = stats::busy_clusters(&periods.busy_requests, 20);
     let busy = BusySummary {
         count: busy_time.count,
         mean_s: busy_time.mean_s,
@@ -220,14 +206,7 @@ pub fn characterize_periods(
         p90_s: busy_time.p90_s,
         p99_s: busy_time.p99_s,
         max_s: busy_time.max_s,
-        mean_requests: bb.mean_requests,
-        max_requests: bb.max_requests,
-        threshold_requests: bb.threshold_requests,
-        long_fraction: bb.long_fraction,
-        p_lag: bb.p_lag,
-        cws: bb.cws,
-        cws_reached: bb.cws_reached,
-        length_histogram: bb.length_histogram,
+        clusters: stats::busy_clusters(&periods.busy_requests, 20),
     };
     Characterization {
         trace: summary,

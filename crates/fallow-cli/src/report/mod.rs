@@ -173,7 +173,7 @@ fn cards(c: &Characterization) -> String {
         ),
         (
             "mean busy period",
-            format!("{} req", num(c.busy.mean_requests)),
+            format!("{} req", num(c.busy.clusters.mean_requests)),
             secs(c.busy.mean_s),
         ),
     ];
@@ -223,22 +223,29 @@ fn tables(c: &Characterization) -> String {
             ("count", count(b.count)),
             (
                 "mean",
-                format!("{} · {} requests", secs(b.mean_s), num(b.mean_requests)),
+                format!(
+                    "{} · {} requests",
+                    secs(b.mean_s),
+                    num(b.clusters.mean_requests)
+                ),
             ),
             ("CV (time)", num(b.cv)),
             ("p90 (time)", secs(b.p90_s)),
             (
                 "longest",
-                format!("{} · {}", secs(b.max_s), requests(b.max_requests)),
+                format!("{} · {}", secs(b.max_s), requests(b.clusters.max_requests)),
             ),
-            ("Threshold (longest 10 %)", requests(b.threshold_requests)),
-            ("long periods", pct(b.long_fraction)),
+            (
+                "Threshold (longest 10 %)",
+                requests(b.clusters.threshold_requests),
+            ),
+            ("long periods", pct(b.clusters.long_fraction)),
             (
                 "Cluster Window Size",
-                if b.cws_reached {
-                    b.cws.to_string()
+                if b.clusters.cws_reached {
+                    b.clusters.cws.to_string()
                 } else {
-                    format!("{} (cap: Σ P_lag < 0.8)", b.cws)
+                    format!("{} (cap: Σ P_lag < 0.8)", b.clusters.cws)
                 },
             ),
         ],

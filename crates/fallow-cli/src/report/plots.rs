@@ -408,11 +408,13 @@ pub fn acf(c: &Characterization) -> Figure {
 /// Busy Bee's P_lag with the Cluster Window Size marked.
 pub fn p_lag(c: &Characterization) -> Figure {
     let b = &c.busy;
-    let labels: Vec<String> = (1..=b.p_lag.len()).map(|l| l.to_string()).collect();
+    let labels: Vec<String> = (1..=b.clusters.p_lag.len())
+        .map(|l| l.to_string())
+        .collect();
     let x: Vec<f64> = (0..labels.len()).map(|i| i as f64).collect();
-    let colors = (1..=b.p_lag.len())
+    let colors = (1..=b.clusters.p_lag.len())
         .map(|lag| {
-            if lag as u32 <= b.cws {
+            if lag as u32 <= b.clusters.cws {
                 Color::C(2)
             } else {
                 Color::Muted
@@ -420,15 +422,16 @@ pub fn p_lag(c: &Characterization) -> Figure {
         })
         .collect();
     let titles = b
+        .clusters
         .p_lag
         .iter()
         .enumerate()
         .map(|(i, p)| format!("lag {}: P = {}", i + 1, prob(*p)))
         .collect();
-    let cws_label = if b.cws_reached {
-        format!("CWS = {}", b.cws)
+    let cws_label = if b.clusters.cws_reached {
+        format!("CWS = {}", b.clusters.cws)
     } else {
-        format!("CWS = {} (cap)", b.cws)
+        format!("CWS = {} (cap)", b.clusters.cws)
     };
     let chart = Chart::new(
         "P_lag of long busy periods",
@@ -439,21 +442,21 @@ pub fn p_lag(c: &Characterization) -> Figure {
         x,
         width: 0.7,
         series: vec![BarSeries {
-            values: b.p_lag.clone(),
+            values: b.clusters.p_lag.clone(),
             colors,
             titles,
         }],
     })
-    .layer(hrule(b.long_fraction, "", false))
+    .layer(hrule(b.clusters.long_fraction, "", false))
     .layer(Layer::VRule {
-        x: b.cws as f64 - 0.5,
+        x: b.clusters.cws as f64 - 0.5,
         color: Color::C(2),
         dash: Dash::Dashed,
         label: cws_label,
     })
     .legend("lags within the CWS", Color::C(2), Swatch::Box)
     .legend(
-        format!("base rate {}", prob(b.long_fraction)),
+        format!("base rate {}", prob(b.clusters.long_fraction)),
         Color::Muted,
         Swatch::Line(Dash::Dashed),
     );
@@ -462,7 +465,7 @@ pub fn p_lag(c: &Characterization) -> Figure {
         "Do long busy periods cluster?".into(),
         format!(
             "P_lag: the probability that the busy period lag places later is long (≥ {}, Busy Bee's Threshold) given that the current one is. Bars well above the dashed base rate mean clustering; green bars run up to the Cluster Window Size, where their sum first reaches 0.8 (Busy Bee Eq. 1).",
-            requests(b.threshold_requests)
+            requests(b.clusters.threshold_requests)
         ),
         chart,
     )
@@ -499,13 +502,19 @@ fn length_bins(max: u64, threshold: u64) -> Vec<(u64, u64)> {
 /// Histogram of busy-period lengths in requests.
 pub fn busy_histogram(c: &Characterization) -> Figure {
     let b = &c.busy;
-    let max = b.length_histogram.last().map(|&(l, _)| l).unwrap_or(0);
-    let bins = length_bins(max, b.threshold_requests);
-    let total: u64 = b.length_histogram.iter().map(|&(_, n)| n).sum();
+    let max = b
+        .clusters
+        .length_histogram
+        .last()
+        .map(|&(l, _)| l)
+        .unwrap_or(0);
+    let bins = length_bins(max, b.clusters.threshold_requests);
+    let total: u64 = b.clusters.length_histogram.iter().map(|&(_, n)| n).sum();
     let counts: Vec<u64> = bins
         .iter()
         .map(|&(lo, hi)| {
-            b.length_histogram
+            b.clusters
+                .length_histogram
                 .iter()
                 .filter(|&&(l, _)| l >= lo && l <= hi)
                 .map(|&(_, n)| n)
@@ -525,7 +534,7 @@ pub fn busy_histogram(c: &Characterization) -> Figure {
     let colors = bins
         .iter()
         .map(|&(lo, _)| {
-            if lo >= b.threshold_requests {
+            if lo >= b.clusters.threshold_requests {
                 Color::C(1)
             } else {
                 Color::C(0)
@@ -561,7 +570,7 @@ pub fn busy_histogram(c: &Characterization) -> Figure {
     })
     .legend("short", Color::C(0), Swatch::Box)
     .legend(
-        format!("long (≥ Threshold {})", b.threshold_requests),
+        format!("long (≥ Threshold {})", b.clusters.threshold_requests),
         Color::C(1),
         Swatch::Box,
     );
@@ -570,8 +579,8 @@ pub fn busy_histogram(c: &Characterization) -> Figure {
         "Busy period lengths".into(),
         format!(
             "How many busy periods served each number of requests (log scale). Orange bars are long periods, at or above Busy Bee's Threshold ({}, where the longest 10 % begin); the mean is {} requests.",
-            requests(b.threshold_requests),
-            num(b.mean_requests)
+            requests(b.clusters.threshold_requests),
+            num(b.clusters.mean_requests)
         ),
         chart,
     )
