@@ -110,7 +110,12 @@ def test_characterize_matches_numpy(trace, reference):
     assert b["p90_s"] == pytest.approx(np.percentile(busy_s, 90), rel=rel)
     assert b["mean_requests"] == pytest.approx(reference["busy_requests"].mean(), rel=rel)
     assert b["max_requests"] == reference["busy_requests"].max()
-    assert b["threshold_requests"] == int(np.percentile(reference["busy_requests"], 90))
+    # Threshold: smallest length T with at most 10 % of busy periods at or above it
+    reqs = reference["busy_requests"]
+    t = next(t for t in range(1, reqs.max() + 2) if (reqs >= t).sum() <= 0.1 * len(reqs))
+    assert b["threshold_requests"] == t
+    assert b["long_fraction"] == pytest.approx((reqs >= t).mean(), rel=1e-12)
+    assert 0 < b["long_fraction"] <= 0.1
     util = busy_s.sum() / (busy_s.sum() + idle.sum())
     assert c.data["utilization"] == pytest.approx(util, rel=1e-12)
 
