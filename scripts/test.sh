@@ -18,6 +18,10 @@ cargo test --workspace --exclude fallow-py --locked
 step "python: set up .venv and build the extension"
 bash scripts/dev-python.sh
 
+step "python: lints"
+.venv/bin/ruff check python tests/python bench
+.venv/bin/ruff format --check python tests/python bench
+
 step "python: tests"
 .venv/bin/python -m pytest -q   # tests/python + doctests (pyproject.toml)
 
