@@ -7,7 +7,9 @@ temporary directory, warms the page cache, then times each contender in its
 own fresh subprocess:
 
   fallow           fallow.read_trace(path) + trace.idle_intervals_ns()
-                   (Rust reader through Python, GIL released)
+                   (Rust reader through Python, GIL released; a large
+                   uncompressed trace is read on one thread per core)
+  fallow-1thread   the same with FALLOW_THREADS=1 (one reading thread)
   polars-1thread   POLARS_MAX_THREADS=1; scan_csv with a schema, the trace
                    columns collected, idle intervals with expressions
                    (cum_max of completions, gap to the previous running max)
@@ -168,6 +170,13 @@ def _digest(idle: np.ndarray) -> dict:
     }
 
 
+def _cores() -> int:
+    """Cores this process may run on (what Rust's available_parallelism sees)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def work_fallow(path: str) -> dict:
     import fallow
 
@@ -179,7 +188,10 @@ def work_fallow(path: str) -> dict:
     idle = trace.idle_intervals_ns()
     secs = time.perf_counter() - t0
     assert len(trace) > 0
-    return {"seconds": secs, "base_rss_mb": base, **_digest(idle)}
+    threads = int(os.environ.get("FALLOW_THREADS") or 0) or _cores()
+    if os.path.getsize(path) < 32 << 20:  # Parallelism::MIN_FILE_BYTES in fallow-core
+        threads = 1  # smaller files are read sequentially
+    return {"seconds": secs, "base_rss_mb": base, "threads": threads, **_digest(idle)}
 
 
 def work_polars(path: str) -> dict:
@@ -246,7 +258,8 @@ def work_pandas(path: str) -> dict:
     gap = arrival[1:] - run_max[:-1]
     idle = gap[gap > 0]
     secs = time.perf_counter() - t0
-    return {"seconds": secs, "base_rss_mb": base, **_digest(idle)}
+    # pandas' C parser and numpy's accumulate run on one thread
+    return {"seconds": secs, "base_rss_mb": base, "threads": 1, **_digest(idle)}
 
 
 def work_cli(path: str) -> dict:
@@ -268,6 +281,7 @@ def work_cli(path: str) -> dict:
 
 WORKERS = {
     "fallow": work_fallow,
+    "fallow-1thread": work_fallow,
     "polars-1thread": work_polars,
     "polars": work_polars,
     "pandas+numpy": work_pandas,
@@ -286,7 +300,11 @@ def run_worker(name: str, path: str) -> None:
 
 def spawn(name: str, path: Path, cli: str | None) -> dict:
     env = dict(os.environ)
-    if name == "polars-1thread":
+    if name == "fallow-1thread":
+        env["FALLOW_THREADS"] = "1"  # read by the reader at each read
+    elif name == "fallow":
+        env.pop("FALLOW_THREADS", None)
+    elif name == "polars-1thread":
         env["POLARS_MAX_THREADS"] = "1"  # read by polars at import
     elif name == "polars":
         env.pop("POLARS_MAX_THREADS", None)
@@ -363,7 +381,7 @@ def main() -> int:
         )
 
         cli = find_cli(args.cli)
-        names = ["fallow", "polars-1thread", "polars", "pandas+numpy"] + (
+        names = ["fallow", "fallow-1thread", "polars-1thread", "polars", "pandas+numpy"] + (
             ["fallow-cli"] if cli else []
         )
         if args.only:
@@ -398,15 +416,17 @@ def main() -> int:
 
     print()
     head = (
-        f"{'contender':<16}{'seconds':>9}{'MB/s':>9}{'Mreq/s':>9}{'× fallow':>10}"
+        f"{'contender':<16}{'threads':>8}{'seconds':>9}{'MB/s':>9}{'Mreq/s':>9}{'× fallow':>10}"
         f"{'peak RSS':>10}{'after import':>14}{'idle intervals':>16}"
     )
     print(head)
     print("-" * len(head))
     for name, r in results.items():
         ratio = f"{r['ratio_vs_fallow']:.2f}" if r["ratio_vs_fallow"] else "-"
+        threads = r.get("threads", "-")
         print(
-            f"{name:<16}{r['seconds']:>9.3f}{r['mb_per_s']:>9.1f}{r['requests_per_s'] / 1e6:>9.2f}"
+            f"{name:<16}{threads:>8}{r['seconds']:>9.3f}{r['mb_per_s']:>9.1f}"
+            f"{r['requests_per_s'] / 1e6:>9.2f}"
             f"{ratio:>10}{r['peak_rss_mb']:>7.0f}MiB{r['base_rss_mb']:>11.0f}MiB"
             f"{format(r['idle_count'], ',') if 'idle_count' in r else '-':>16}"
         )

@@ -3,7 +3,9 @@
 //! The engine of fallow, which puts a storage device's idle time to work.
 //! This crate reads block traces, finds busy periods and idle intervals,
 //! and characterises idleness the way the source papers do. It does no I/O
-//! beyond reading files, spawns no threads and has no async.
+//! beyond reading files and has no async; its only threads are scoped ones
+//! that read a large uncompressed text trace in parallel (one per core, or
+//! `FALLOW_THREADS`), gone when [`read_trace`] returns.
 //!
 //! Data flows one way:
 //!
@@ -13,7 +15,8 @@
 //!
 //! ## Tour
 //! - [`trace`]: [`Trace`] (struct of arrays, integer ns), [`trace::Format`],
-//!   [`trace::read_trace`] with format detection and transparent gzip.
+//!   [`trace::read_trace`] with format detection, transparent gzip and
+//!   parallel reading of large text traces.
 //! - [`period`]: [`Periods`] — busy periods as the union of
 //!   `[arrival, completion]`, idle intervals as the gaps.
 //! - [`device`]: [`ServiceModel`] (constant, exponential, disk) for traces

@@ -64,6 +64,81 @@ impl TraceBuilder {
         self.completion_ns.is_some()
     }
 
+    /// Make room for `additional` more requests in every column, so a reader
+    /// that can estimate the count (from a file's size) fills the columns
+    /// without regrowing them. Best effort: if the memory cannot be had up
+    /// front, the columns grow as usual.
+    pub fn reserve(&mut self, additional: usize) {
+        fn room<T>(v: &mut Vec<T>, n: usize) {
+            // `try_reserve`: an overestimate must not abort the process.
+            let _ = v.try_reserve(n);
+        }
+        room(&mut self.arrival_ns, additional);
+        if let Some(c) = &mut self.completion_ns {
+            room(c, additional);
+        }
+        room(&mut self.offset_bytes, additional);
+        room(&mut self.size_bytes, additional);
+        room(&mut self.op, additional);
+        room(&mut self.device, additional);
+    }
+
+    /// Move the requests of `other`, which were read after this builder's,
+    /// to the end of this one, as if they had been pushed here one by one: a
+    /// request of `other` that arrives before the latest arrival so far
+    /// counts as reordered, exactly as in a sequential read. Like
+    /// [`Vec::append`], `other` is left empty with its capacity, ready for
+    /// reuse.
+    ///
+    /// # Panics
+    ///
+    /// If one builder keeps completion times and the other does not.
+    pub fn append(&mut self, other: &mut TraceBuilder) {
+        assert_eq!(
+            self.has_completion(),
+            other.has_completion(),
+            "appending builders with and without completion times"
+        );
+        // `other` counted a request as reordered when it arrived before the
+        // latest arrival *within other*. Pushed here, the requests that
+        // arrived before our latest arrival count too, until other's own
+        // running maximum passes ours; from then on the counts agree. In a
+        // sorted file that is the first request, so this loop is short.
+        let mut extra = 0;
+        let mut running = 0;
+        for &a in &other.arrival_ns {
+            if running >= self.max_arrival_ns {
+                break;
+            }
+            if a < self.max_arrival_ns && a >= running {
+                extra += 1;
+            }
+            running = running.max(a);
+        }
+        self.reordered += other.reordered + extra;
+        self.max_arrival_ns = self.max_arrival_ns.max(other.max_arrival_ns);
+        other.reordered = 0;
+        other.max_arrival_ns = 0;
+        if self.is_empty() && self.arrival_ns.capacity() <= other.arrival_ns.capacity() {
+            // Take the columns (and their room) rather than copy them.
+            std::mem::swap(&mut self.arrival_ns, &mut other.arrival_ns);
+            std::mem::swap(&mut self.completion_ns, &mut other.completion_ns);
+            std::mem::swap(&mut self.offset_bytes, &mut other.offset_bytes);
+            std::mem::swap(&mut self.size_bytes, &mut other.size_bytes);
+            std::mem::swap(&mut self.op, &mut other.op);
+            std::mem::swap(&mut self.device, &mut other.device);
+            return;
+        }
+        self.arrival_ns.append(&mut other.arrival_ns);
+        if let (Some(c), Some(o)) = (&mut self.completion_ns, &mut other.completion_ns) {
+            c.append(o);
+        }
+        self.offset_bytes.append(&mut other.offset_bytes);
+        self.size_bytes.append(&mut other.size_bytes);
+        self.op.append(&mut other.op);
+        self.device.append(&mut other.device);
+    }
+
     /// Add a request. An inconsistent one is refused with `(field, message)`
     /// so the reader can say where it was.
     pub fn push(&mut self, r: RawRequest) -> std::result::Result<(), (&'static str, String)> {
@@ -184,6 +259,64 @@ mod tests {
         assert_eq!(t.offset_bytes(), &[90, 100, 105, 120]);
         assert_eq!(t.report().reordered, 2);
         assert_eq!(t.report().origin_ns, 90);
+    }
+
+    fn built(arrivals: &[u64]) -> TraceBuilder {
+        let mut b = TraceBuilder::new(true);
+        for &a in arrivals {
+            b.push(req(a, Some(a + 1))).unwrap();
+        }
+        b
+    }
+
+    #[test]
+    fn append_counts_reordered_across_the_seam() {
+        // Pushed one by one, 7, 3 and 11 arrive before a request already
+        // seen (10, 10 and 12): three reordered. Within the second part only
+        // 3 and 11 are; 7 is late only with respect to the first part.
+        let mut a = built(&[5, 10]);
+        let mut b = built(&[7, 3, 12, 11]);
+        assert_eq!(b.reordered, 2);
+        a.append(&mut b);
+        assert_eq!(a.reordered, 3);
+        assert_eq!(a.arrival_ns, [5, 10, 7, 3, 12, 11]);
+        assert_eq!(a.completion_ns.as_deref(), Some(&[6, 11, 8, 4, 13, 12][..]));
+        assert!(b.is_empty());
+        assert_eq!((b.reordered, b.max_arrival_ns), (0, 0));
+        let t = a.finish(ReadReport::default()).unwrap();
+        assert_eq!(t.arrival_ns(), &[0, 2, 4, 7, 8, 9]);
+        assert_eq!(t.report().reordered, 3);
+    }
+
+    #[test]
+    fn append_at_any_seam_equals_pushing() {
+        let mut x: u64 = 3;
+        let arrivals: Vec<u64> = (0..200u64)
+            .map(|i| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                // mostly increasing, with jumps back of up to 40
+                (i * 10 + 500).saturating_sub((x >> 58) * 10 * u64::from(x & 1 == 0))
+            })
+            .collect();
+        let whole = built(&arrivals);
+        assert!(whole.reordered > 20, "{}", whole.reordered);
+        for seam in 0..=arrivals.len() {
+            let mut a = built(&arrivals[..seam]);
+            a.append(&mut built(&arrivals[seam..]));
+            assert_eq!(a.reordered, whole.reordered, "seam {seam}");
+            assert_eq!(a.max_arrival_ns, whole.max_arrival_ns);
+            assert_eq!(a.arrival_ns, whole.arrival_ns);
+        }
+        // three parts, and a reused (emptied) builder
+        let mut a = built(&arrivals[..50]);
+        let mut b = built(&arrivals[50..120]);
+        a.append(&mut b);
+        for &v in &arrivals[120..] {
+            b.push(req(v, Some(v + 1))).unwrap();
+        }
+        a.append(&mut b);
+        assert_eq!(a.reordered, whole.reordered);
+        assert_eq!(a.arrival_ns, whole.arrival_ns);
     }
 
     #[test]

@@ -9,7 +9,8 @@ use super::ReadContext;
 use crate::error::Result;
 use std::io::BufRead;
 
-/// Call `f(line_number, line)` for every line (1-based, without `\n`/`\r\n`).
+/// Call `f(line_number, line)` for every line (1-based, without `\n`/`\r\n`);
+/// the number of lines ends up in `ctx.lines`.
 pub(crate) fn for_each_line(
     input: &mut dyn BufRead,
     ctx: &mut ReadContext<'_>,
@@ -59,6 +60,7 @@ pub(crate) fn for_each_line(
         line_no += 1;
         f(ctx, line_no, trim_cr(&carry))?;
     }
+    ctx.lines = line_no;
     Ok(())
 }
 

@@ -14,12 +14,15 @@ mod fallow_bin;
 mod hp_srt;
 mod lines;
 mod msr;
+mod parallel;
 mod plain;
 mod spc;
 mod vscsi;
 
 pub use builder::{RawRequest, TraceBuilder};
 pub use fallow_bin::write_fallow_bin;
+#[doc(hidden)]
+pub use parallel::Parallelism;
 
 use crate::error::{Error, Location, Result};
 use serde::Serialize;
@@ -395,9 +398,44 @@ pub(crate) struct ReadContext<'a> {
     pub path: &'a Path,
     pub opts: &'a ReadOptions,
     pub report: ReadReport,
+    /// Whether the input starts at the start of the file. False for the
+    /// chunks after the first of a parallel read, whose line numbers are
+    /// relative to the chunk (made absolute when the chunks are joined) and
+    /// whose line 1 is not the file's (so no header may be skipped there).
+    pub at_file_start: bool,
+    /// Lines seen, set by `for_each_line` at the end of the input.
+    pub lines: u64,
+    /// The first skipped records' errors, kept as errors rather than text
+    /// until [`ReadContext::finish`] so a chunk's line numbers can still be
+    /// shifted; they become `report.skip_examples`.
+    pub skip_errors: Vec<Error>,
 }
 
-impl ReadContext<'_> {
+/// Skip reasons kept for the report.
+const SKIP_EXAMPLES: usize = 5;
+
+impl<'a> ReadContext<'a> {
+    /// A fresh context for reading `format` from `path`.
+    pub fn new(path: &'a Path, opts: &'a ReadOptions, format: Format) -> Self {
+        let has_completion = matches!(
+            format,
+            Format::Msr | Format::HpSrt | Format::Blkparse | Format::Fallow
+        );
+        ReadContext {
+            builder: TraceBuilder::new(has_completion),
+            path,
+            opts,
+            report: ReadReport {
+                path: path.to_path_buf(),
+                format: Some(format),
+                ..Default::default()
+            },
+            at_file_start: true,
+            lines: 0,
+            skip_errors: Vec::new(),
+        }
+    }
+
     /// A malformed record: an error, or (with `skip_bad`) a counted skip.
     pub fn bad(
         &mut self,
@@ -413,8 +451,8 @@ impl ReadContext<'_> {
         };
         if self.opts.skip_bad {
             self.report.skipped += 1;
-            if self.report.skip_examples.len() < 5 {
-                self.report.skip_examples.push(err.to_string());
+            if self.skip_errors.len() < SKIP_EXAMPLES {
+                self.skip_errors.push(err);
             }
             Ok(())
         } else {
@@ -437,10 +475,39 @@ impl ReadContext<'_> {
             source,
         }
     }
+
+    /// The trace read, or [`Error::Empty`] when no record was usable.
+    pub fn finish(self) -> Result<Trace> {
+        let ReadContext {
+            builder,
+            mut report,
+            skip_errors,
+            path,
+            ..
+        } = self;
+        report.skip_examples = skip_errors.iter().map(Error::to_string).collect();
+        if builder.is_empty() {
+            let detail = if report.skipped > 0 {
+                format!(
+                    " ({} malformed records skipped; first: {})",
+                    report.skipped,
+                    report.skip_examples.first().cloned().unwrap_or_default()
+                )
+            } else {
+                String::new()
+            };
+            return Err(Error::Empty {
+                path: path.to_path_buf(),
+                detail,
+            });
+        }
+        builder.finish(report)
+    }
 }
 
 /// Read a whole trace file: detect (or take) the format, decompress gzip,
-/// stream records, sort out-of-order arrivals.
+/// stream records, sort out-of-order arrivals. A large uncompressed text
+/// trace is read on several threads; see [`read_trace_with_progress`].
 ///
 /// ```no_run
 /// use fallow_core::trace::{read_trace, ReadOptions};
@@ -453,10 +520,30 @@ pub fn read_trace(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<Trace> {
 }
 
 /// [`read_trace`] calling `progress(bytes_read_from_disk)` as it goes, for progress bars.
+///
+/// A large uncompressed text trace whose records are independent lines
+/// (MSR, SPC, plain) is read by several threads, one byte range each; the
+/// result, including errors and the report, is the same as a sequential
+/// read's. Threads: one per core, or `FALLOW_THREADS` if that environment
+/// variable is set to a positive integer (`FALLOW_THREADS=1` reads
+/// sequentially). Files under 32 MiB are always read sequentially.
 pub fn read_trace_with_progress(
     path: impl AsRef<Path>,
     opts: &ReadOptions,
     progress: &mut dyn FnMut(u64),
+) -> Result<Trace> {
+    read_trace_tuned(path, opts, progress, Parallelism::from_env())
+}
+
+/// [`read_trace_with_progress`] with explicit parallelism, so tests can
+/// force the parallel reader onto small files and compare it with the
+/// sequential one. Not a stable interface.
+#[doc(hidden)]
+pub fn read_trace_tuned(
+    path: impl AsRef<Path>,
+    opts: &ReadOptions,
+    progress: &mut dyn FnMut(u64),
+    par: Parallelism,
 ) -> Result<Trace> {
     let path = path.as_ref();
     let io_err = |source| Error::Io {
@@ -464,6 +551,12 @@ pub fn read_trace_with_progress(
         source,
     };
     let file = File::open(path).map_err(io_err)?;
+    // Only a regular file has a size worth trusting (not a pipe or a device).
+    let size = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
     let counted = CountingReader {
         inner: file,
         count: 0,
@@ -471,20 +564,52 @@ pub fn read_trace_with_progress(
     };
     let mut raw = BufReader::with_capacity(1 << 16, counted);
     let gz = raw.fill_buf().map_err(io_err)?.starts_with(&[0x1f, 0x8b]);
-    let mut input: Box<dyn BufRead + '_> = if gz {
-        Box::new(BufReader::with_capacity(
-            1 << 18,
-            flate2::bufread::MultiGzDecoder::new(raw),
-        ))
-    } else {
-        Box::new(raw)
-    };
-    read_from(&mut input, path, opts)
+    if gz {
+        let mut input =
+            BufReader::with_capacity(1 << 18, flate2::bufread::MultiGzDecoder::new(raw));
+        return read_input(&mut input, path, opts, None);
+    }
+    if let Some(size) = size.filter(|&s| par.splits(s)) {
+        let head = raw.buffer();
+        let format = match opts.format {
+            Some(f) => Some(f),
+            None => detect::detect(head, path).ok(),
+        };
+        if let Some(format) = format.filter(|&f| parallel::splittable(f)) {
+            let bytes_per_line = bytes_per_line(head);
+            let CountingReader {
+                inner: file,
+                count,
+                progress,
+            } = raw.into_inner();
+            let job = parallel::Job {
+                file: &file,
+                size,
+                path,
+                opts,
+                format,
+                bytes_per_line,
+            };
+            return parallel::read(&job, par, &mut |n| progress(n.max(count)));
+        }
+    }
+    read_input(&mut raw, path, opts, size)
 }
 
 /// Read a trace from any buffered input; `path` is only used in messages
 /// and for extension-based format hints.
 pub fn read_from(input: &mut dyn BufRead, path: &Path, opts: &ReadOptions) -> Result<Trace> {
+    read_input(input, path, opts, None)
+}
+
+/// [`read_from`] knowing the input's size in bytes, if it is a plain file,
+/// to size the columns once instead of growing them.
+fn read_input(
+    input: &mut dyn BufRead,
+    path: &Path,
+    opts: &ReadOptions,
+    size: Option<u64>,
+) -> Result<Trace> {
     let io_err = |source| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -502,48 +627,44 @@ pub fn read_from(input: &mut dyn BufRead, path: &Path, opts: &ReadOptions) -> Re
             detect::detect(head, path)?
         }
     };
-    let has_completion = matches!(
-        format,
-        Format::Msr | Format::HpSrt | Format::Blkparse | Format::Fallow
-    );
-    let mut ctx = ReadContext {
-        builder: TraceBuilder::new(has_completion),
-        path,
-        opts,
-        report: ReadReport {
-            path: path.to_path_buf(),
-            format: Some(format),
-            ..Default::default()
-        },
-    };
+    let mut ctx = ReadContext::new(path, opts, format);
+    if let Some(size) = size.filter(|_| parallel::splittable(format)) {
+        // Best effort: a read error here is the reader's to report.
+        if let Ok(head) = input.fill_buf() {
+            ctx.builder.reserve(lines_in(size, bytes_per_line(head)));
+        }
+    }
+    read_format(format, input, &mut ctx)?;
+    ctx.finish()
+}
+
+/// Run the reader of `format` over `input`.
+fn read_format(format: Format, input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     match format {
-        Format::Msr => msr::read(input, &mut ctx)?,
-        Format::Spc => spc::read(input, &mut ctx)?,
-        Format::HpSrt => hp_srt::read(input, &mut ctx)?,
-        Format::Blkparse => blkparse::read(input, &mut ctx)?,
-        Format::Vscsi => vscsi::read(input, &mut ctx)?,
-        Format::Plain => plain::read(input, &mut ctx)?,
-        Format::Fallow => fallow_bin::read(input, &mut ctx)?,
+        Format::Msr => msr::read(input, ctx),
+        Format::Spc => spc::read(input, ctx),
+        Format::HpSrt => hp_srt::read(input, ctx),
+        Format::Blkparse => blkparse::read(input, ctx),
+        Format::Vscsi => vscsi::read(input, ctx),
+        Format::Plain => plain::read(input, ctx),
+        Format::Fallow => fallow_bin::read(input, ctx),
     }
-    let ReadContext {
-        builder, report, ..
-    } = ctx;
-    if builder.is_empty() {
-        let detail = if report.skipped > 0 {
-            format!(
-                " ({} malformed records skipped; first: {})",
-                report.skipped,
-                report.skip_examples.first().cloned().unwrap_or_default()
-            )
-        } else {
-            String::new()
-        };
-        return Err(Error::Empty {
-            path: path.to_path_buf(),
-            detail,
-        });
-    }
-    builder.finish(report)
+}
+
+/// Average bytes per line of a text head, as a basis for guessing how many
+/// records a file holds. Never below 16 (a short MSR record), so a head of
+/// blank lines cannot make us reserve columns for billions of records.
+fn bytes_per_line(head: &[u8]) -> u64 {
+    let lines = memchr::memchr_iter(b'\n', head).count() as u64;
+    (head.len() as u64 / lines.max(1)).max(16)
+}
+
+/// Records to reserve room for in `bytes` of text: a 1/16 margin over the
+/// estimate, since running short costs a copy of every column and running
+/// over only address space.
+fn lines_in(bytes: u64, bytes_per_line: u64) -> usize {
+    let lines = bytes / bytes_per_line.max(1);
+    usize::try_from(lines + lines / 16).unwrap_or(usize::MAX)
 }
 
 struct CountingReader<'p, R> {

@@ -1,10 +1,12 @@
 //! Trace readers: hand-made fixtures (`tests/data/traces`, binaries written
 //! by `make_fixtures.py` there), the real traces in `../shared/traces`,
-//! an independent HP SRT decoder for the idle-period facts, and fuzzing.
+//! an independent HP SRT decoder for the idle-period facts, fuzzing, and
+//! the parallel text reader against the sequential one.
 
 mod fixtures;
 mod fuzz;
 mod hp_periods;
+mod parallel;
 mod real;
 
 use fallow_core::trace::{read_trace, ReadOptions};
