@@ -99,6 +99,27 @@ pub fn extract(arrival_ns: &[u64], completion_ns: &[u64]) -> Periods {
     p
 }
 
+/// Only the idle interval lengths, ns: the same gaps as
+/// [`extract`]`(..).idle_len_ns`, without building the other four columns
+/// (a third of the memory traffic when only idleness is wanted).
+pub fn idle_lengths_ns(arrival_ns: &[u64], completion_ns: &[u64]) -> Vec<u64> {
+    assert_eq!(arrival_ns.len(), completion_ns.len());
+    let Some((&a0, _)) = arrival_ns.split_first() else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(arrival_ns.len() / 2 + 1);
+    let mut end = completion_ns[0].max(a0);
+    for (&a, &c) in arrival_ns[1..].iter().zip(&completion_ns[1..]) {
+        if a > end {
+            out.push(a - end);
+            end = c.max(a);
+        } else {
+            end = end.max(c);
+        }
+    }
+    out
+}
+
 /// Completion times of a FCFS single-server queue: each request starts when
 /// it arrives or when the one before it completes, whichever is later.
 pub fn fcfs_completions(
@@ -191,6 +212,14 @@ mod tests {
         assert_eq!(p.busy_len_ns, vec![40, 10]);
         assert_eq!(p.busy_requests, vec![3, 1]);
         assert_eq!(p.idle_len_ns, vec![10]);
+    }
+
+    #[test]
+    fn idle_lengths_equal_extract() {
+        let a = [0, 5, 15, 20, 30, 31, 100];
+        let c = [10, 12, 20, 25, 31, 40, 101];
+        assert_eq!(idle_lengths_ns(&a, &c), extract(&a, &c).idle_len_ns);
+        assert!(idle_lengths_ns(&[], &[]).is_empty());
     }
 
     #[test]

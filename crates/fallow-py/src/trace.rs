@@ -219,10 +219,17 @@ impl PyTrace {
         service: Option<&str>,
         seed: u64,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
-        Ok(self
-            .periods(py, service, seed)?
-            .idle_len_ns
-            .into_pyarray(py))
+        let lengths = match (service, self.inner.completion_ns()) {
+            // Recorded completions: the lean path, no busy-period columns.
+            (None, Some(c)) => without_gil(py, || {
+                Ok(fallow_core::period::idle_lengths_ns(
+                    self.inner.arrival_ns(),
+                    c,
+                ))
+            })?,
+            _ => self.periods(py, service, seed)?.idle_len_ns,
+        };
+        Ok(lengths.into_pyarray(py))
     }
 
     /// Busy periods as a dict of arrays: `start_s`, `length_s` (float64)
