@@ -22,8 +22,9 @@ step "python: lints"
 .venv/bin/ruff check python tests/python bench
 .venv/bin/ruff format --check python tests/python bench
 
-step "python: tests"
-.venv/bin/python -m pytest -q   # tests/python + doctests (pyproject.toml)
-
 step "bench smoke runs (figures in docs come from the full runs)"
 .venv/bin/python bench/parse_bench.py --requests 200000 --cli none
+
+step "python: tests (last, so the closing line is the test summary)"
+.venv/bin/python -m pytest -q   # tests/python + doctests (pyproject.toml)
+

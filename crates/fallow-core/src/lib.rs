@@ -52,6 +52,8 @@ pub mod characterize;
 pub mod device;
 pub mod error;
 pub mod period;
+pub mod policy;
+pub mod sim;
 pub mod stats;
 pub mod trace;
 pub mod units;

@@ -2,3 +2,4 @@
 
 mod queueing;
 mod readers;
+mod sim;

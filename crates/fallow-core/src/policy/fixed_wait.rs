@@ -1,0 +1,61 @@
+//! `fixed-wait(t)`: stay idle for `t` after the last FG completion; if no FG
+//! request arrived by then, run BG requests back to back until one does.
+//! This is Practical Scrubbing's *Waiting* policy (§V-B2: "no requests are
+//! issued unless the system has remained idle for some time t … requests
+//! stop being issued only upon the arrival of a foreground request"),
+//! Busy Bee's conservative mode and Eggert & Touch's preemption interval
+//! started at FG completion with one interval per burst.
+
+use super::{Ctx, Decision, Params, Policy, Start};
+use crate::error::Result;
+
+/// Parameters of [`FixedWait`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedWaitConfig {
+    /// Idle wait before BG work starts, ns.
+    pub wait_ns: u64,
+    /// BG request size, bytes (`None`: the run's size).
+    pub size_bytes: Option<u64>,
+}
+
+impl Default for FixedWaitConfig {
+    fn default() -> Self {
+        FixedWaitConfig {
+            wait_ns: 100_000_000,
+            size_bytes: None,
+        }
+    }
+}
+
+/// The fixed-wait policy.
+#[derive(Debug, Clone, Default)]
+pub struct FixedWait {
+    /// Its parameters.
+    pub config: FixedWaitConfig,
+}
+
+impl FixedWait {
+    /// Build from `t=` and `size=`.
+    pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
+        let d = FixedWaitConfig::default();
+        let config = FixedWaitConfig {
+            wait_ns: p.duration_ns("t", d.wait_ns)?,
+            size_bytes: p.bytes("size", None)?,
+        };
+        p.finish(&["t", "size"])?;
+        Ok(Box::new(FixedWait { config }))
+    }
+}
+
+impl Policy for FixedWait {
+    fn name(&self) -> &str {
+        "fixed-wait"
+    }
+
+    fn on_idle(&mut self, ctx: &mut Ctx<'_>) -> Decision {
+        Decision::Start(Start::until_fg(
+            self.config.wait_ns,
+            self.config.size_bytes.unwrap_or(ctx.bg_size_bytes),
+        ))
+    }
+}

@@ -1,0 +1,386 @@
+//! Background work: how much there is ([`BgWork`]) and how long one BG
+//! request takes ([`BgService`]).
+//!
+//! Service models: exponential with a mean (Mi et al. §4.1), constant, and
+//! size-based — flat up to a knee (64 KiB by default) and linear in size
+//! beyond it, the shape of Practical Scrubbing Fig. 4.
+
+use crate::error::{Error, Result};
+use crate::units::{parse_bytes, parse_duration_ns};
+use rand_distr::{Distribution, Exp, Poisson};
+use rand_pcg::Pcg64Mcg;
+use std::fmt;
+use std::str::FromStr;
+
+/// Service time of one BG request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BgService {
+    /// Exponential with this mean, whatever the size.
+    Exponential {
+        /// Mean, ns.
+        mean_ns: u64,
+    },
+    /// Always this long, whatever the size.
+    Constant {
+        /// Service time, ns.
+        ns: u64,
+    },
+    /// `base_ns` up to `knee_bytes`, then `base_ns + (size − knee)/rate`.
+    SizeBased {
+        /// Service time of requests up to the knee, ns.
+        base_ns: u64,
+        /// Size up to which service time is flat, bytes.
+        knee_bytes: u64,
+        /// Transfer rate beyond the knee, bytes per second.
+        rate_bytes_per_s: f64,
+    },
+}
+
+impl BgService {
+    /// Mean service time of a request of `size_bytes`, ns.
+    pub fn mean_ns(&self, size_bytes: u64) -> f64 {
+        match *self {
+            BgService::Exponential { mean_ns } => mean_ns as f64,
+            BgService::Constant { ns } => ns as f64,
+            BgService::SizeBased {
+                base_ns,
+                knee_bytes,
+                rate_bytes_per_s,
+            } => {
+                base_ns as f64
+                    + size_bytes.saturating_sub(knee_bytes) as f64 / rate_bytes_per_s * 1e9
+            }
+        }
+    }
+
+    /// True when every request of a size takes the same time.
+    pub fn is_deterministic(&self) -> bool {
+        !matches!(self, BgService::Exponential { .. })
+    }
+
+    /// Draw one service time, ns (at least 1).
+    pub fn sample_ns(&self, size_bytes: u64, rng: &mut Pcg64Mcg) -> u64 {
+        match *self {
+            BgService::Exponential { mean_ns } => {
+                let x: f64 = Exp::new(1.0).expect("rate 1").sample(rng);
+                ((x * mean_ns as f64).round() as u64).max(1)
+            }
+            _ => (self.mean_ns(size_bytes).round() as u64).max(1),
+        }
+    }
+
+    /// Back-to-back requests of `size_bytes` starting at time 0 with `spacing_ns`
+    /// of idle between them, at most `max` of them, and an FG arrival at
+    /// `available_ns`: how many complete, and how long the one in service
+    /// when FG arrives still has to run (0 if none). Closed form where the
+    /// model allows it, `None` otherwise (the engine then steps).
+    ///
+    /// Exponential service with no spacing: completions form a Poisson
+    /// process while BG runs, so N ~ Poisson(available/mean) truncated at
+    /// `max`, and the residual of the interrupted request is again
+    /// exponential (memorylessness).
+    pub fn burst(
+        &self,
+        size_bytes: u64,
+        available_ns: u64,
+        max: u64,
+        spacing_ns: u64,
+        rng: &mut Pcg64Mcg,
+    ) -> Option<Burst> {
+        if max == 0 || available_ns == 0 {
+            return Some(Burst::default());
+        }
+        match *self {
+            BgService::Exponential { mean_ns } => {
+                if spacing_ns != 0 {
+                    return None;
+                }
+                if max != u64::MAX {
+                    // the time of the max-th completion is needed exactly: step
+                    return None;
+                }
+                let lambda = available_ns as f64 / mean_ns as f64;
+                let n = if lambda < 1e-12 {
+                    0
+                } else {
+                    let p: f64 = Poisson::new(lambda).ok()?.sample(rng);
+                    p as u64
+                };
+                // Unbounded: the burst ends only at the FG arrival, which
+                // finds the (n+1)-th request in service.
+                Some(Burst {
+                    completed: n,
+                    residual_ns: self.sample_ns(size_bytes, rng),
+                    busy_ns: available_ns,
+                    end_ns: available_ns,
+                })
+            }
+            _ => {
+                let s = (self.mean_ns(size_bytes).round() as u64).max(1);
+                let cycle = s + spacing_ns;
+                // requests start at k·cycle for k = 0, 1, …; those starting before
+                // `available` run; the last of them may be cut by the FG arrival.
+                let started = (available_ns - 1) / cycle + 1;
+                if started > max {
+                    return Some(Burst {
+                        completed: max,
+                        residual_ns: 0,
+                        busy_ns: max.saturating_mul(s),
+                        end_ns: (max - 1) * cycle + s,
+                    });
+                }
+                let last_start = (started - 1) * cycle;
+                let last_end = last_start + s;
+                if last_end <= available_ns {
+                    Some(Burst {
+                        completed: started,
+                        residual_ns: 0,
+                        busy_ns: started * s,
+                        end_ns: last_end,
+                    })
+                } else {
+                    Some(Burst {
+                        completed: started - 1,
+                        residual_ns: last_end - available_ns,
+                        busy_ns: (started - 1) * s + (available_ns - last_start),
+                        end_ns: available_ns,
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// Outcome of a burst of BG requests in one idle interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Burst {
+    /// BG requests that completed before the FG arrival (or the burst's end).
+    pub completed: u64,
+    /// Remaining service of the request in progress at the FG arrival, ns (0: none).
+    pub residual_ns: u64,
+    /// Device time spent on BG work in the interval, ns.
+    pub busy_ns: u64,
+    /// When the burst ended, ns from its start: the last completion, or
+    /// the FG arrival when one cut it.
+    pub end_ns: u64,
+}
+
+impl fmt::Display for BgService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            BgService::Exponential { mean_ns } => write!(f, "exp:{mean_ns}ns"),
+            BgService::Constant { ns } => write!(f, "const:{ns}ns"),
+            BgService::SizeBased {
+                base_ns,
+                knee_bytes,
+                rate_bytes_per_s,
+            } => write!(
+                f,
+                "size:base={base_ns}ns,knee={knee_bytes}B,rate={rate_bytes_per_s}B"
+            ),
+        }
+    }
+}
+
+impl FromStr for BgService {
+    type Err = Error;
+    /// `exp:2s`, `const:5ms`, `size[:base=8ms,knee=64KiB,rate=100MB]`.
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = |m: String| Error::invalid("bg service", format!("`{s}`: {m}"));
+        let (kind, arg) = s.split_once(':').unwrap_or((s, ""));
+        match kind.trim() {
+            "exp" | "exponential" => {
+                let mean_ns = parse_duration_ns(arg)?;
+                if mean_ns == 0 {
+                    return Err(bad("mean must be positive".into()));
+                }
+                Ok(BgService::Exponential { mean_ns })
+            }
+            "const" | "constant" => {
+                let ns = parse_duration_ns(arg)?;
+                if ns == 0 {
+                    return Err(bad("service time must be positive".into()));
+                }
+                Ok(BgService::Constant { ns })
+            }
+            "size" => {
+                // Practical Scrubbing Fig. 4: ~8 ms flat to 64 KiB on their disks,
+                // then bandwidth-bound.
+                let (mut base_ns, mut knee_bytes, mut rate) = (8_000_000u64, 65_536u64, 100e6);
+                for kv in arg.split(',').map(str::trim).filter(|kv| !kv.is_empty()) {
+                    let (k, v) = kv
+                        .split_once('=')
+                        .ok_or_else(|| bad(format!("`{kv}` is not key=value")))?;
+                    match k {
+                        "base" => base_ns = parse_duration_ns(v)?,
+                        "knee" => knee_bytes = parse_bytes(v)?,
+                        "rate" => rate = parse_bytes(v)? as f64,
+                        _ => {
+                            return Err(bad(format!("unknown parameter `{k}` (base, knee, rate)")))
+                        }
+                    }
+                }
+                if base_ns == 0 || rate.is_nan() || rate <= 0.0 {
+                    return Err(bad("base and rate must be positive".into()));
+                }
+                Ok(BgService::SizeBased {
+                    base_ns,
+                    knee_bytes,
+                    rate_bytes_per_s: rate,
+                })
+            }
+            other => Err(bad(format!(
+                "unknown model `{other}` (exp:MEAN, const:T, size[:base=,knee=,rate=])"
+            ))),
+        }
+    }
+}
+
+/// How much BG work there is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BgWork {
+    /// Always more (scrubbing a disk that is never done).
+    Endless,
+    /// A fixed number of requests, then nothing.
+    Requests(u64),
+    /// A fixed number of bytes, then nothing.
+    Bytes(u64),
+    /// Busy Bee §5: every FG write spawns BG work; in all, BG work is
+    /// `ratio` × FG work (1.0 = 100 %, 10.0 = 1000 %). BG response time is
+    /// measured from the spawning write's arrival.
+    PerFgWrite {
+        /// BG work per unit of FG work.
+        ratio: f64,
+    },
+}
+
+impl FromStr for BgWork {
+    type Err = Error;
+    /// `endless`, `requests:1000`, `bytes:10GiB`, `writes:100%` / `writes:10`.
+    fn from_str(s: &str) -> Result<Self> {
+        let (kind, arg) = s.split_once(':').unwrap_or((s, ""));
+        let bad = |m: &str| Error::invalid("bg work", format!("`{s}`: {m}"));
+        match kind.trim() {
+            "endless" | "" => Ok(BgWork::Endless),
+            "requests" => arg
+                .trim()
+                .parse()
+                .map(BgWork::Requests)
+                .map_err(|_| bad("requests:N needs a whole number")),
+            "bytes" => Ok(BgWork::Bytes(parse_bytes(arg)?)),
+            "writes" => {
+                let a = arg.trim();
+                let ratio = match a.strip_suffix('%') {
+                    Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+                    None => a.parse::<f64>(),
+                }
+                .map_err(|_| bad("writes:R needs a ratio such as 100% or 10"))?;
+                if !(ratio > 0.0 && ratio.is_finite()) {
+                    return Err(bad("the ratio must be positive"));
+                }
+                Ok(BgWork::PerFgWrite { ratio })
+            }
+            _ => Err(bad("use endless, requests:N, bytes:SIZE or writes:RATIO")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn constant_bursts_by_hand() {
+        let c = BgService::Constant { ns: 10 };
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        // 35 ns available: requests at 0,10,20,30; the last is cut, 5 ns left
+        assert_eq!(
+            c.burst(4096, 35, u64::MAX, 0, &mut rng),
+            Some(Burst {
+                completed: 3,
+                residual_ns: 5,
+                busy_ns: 35,
+                end_ns: 35
+            })
+        );
+        // exactly 30: three complete, none cut
+        assert_eq!(
+            c.burst(4096, 30, u64::MAX, 0, &mut rng),
+            Some(Burst {
+                completed: 3,
+                residual_ns: 0,
+                busy_ns: 30,
+                end_ns: 30
+            })
+        );
+        // at most 2
+        assert_eq!(
+            c.burst(4096, 35, 2, 0, &mut rng),
+            Some(Burst {
+                completed: 2,
+                residual_ns: 0,
+                busy_ns: 20,
+                end_ns: 20
+            })
+        );
+        // spacing 5: starts at 0, 15, 30; the one at 30 is cut with 5 left
+        assert_eq!(
+            c.burst(4096, 35, u64::MAX, 5, &mut rng),
+            Some(Burst {
+                completed: 2,
+                residual_ns: 5,
+                busy_ns: 25,
+                end_ns: 35
+            })
+        );
+    }
+
+    #[test]
+    fn exponential_burst_matches_stepping_in_distribution() {
+        // mean completions in T with back-to-back Exp(m) service is T/m
+        let e = BgService::Exponential { mean_ns: 1000 };
+        let mut rng = Pcg64Mcg::seed_from_u64(2);
+        let n = 100_000;
+        let mut sum = 0u64;
+        let mut res = 0u64;
+        for _ in 0..n {
+            let b = e.burst(4096, 5000, u64::MAX, 0, &mut rng).unwrap();
+            sum += b.completed;
+            res += b.residual_ns;
+        }
+        let mean = sum as f64 / n as f64;
+        assert!(
+            (mean - 5.0).abs() < 5.0 * (5.0f64 / n as f64).sqrt(),
+            "{mean}"
+        );
+        let mres = res as f64 / n as f64;
+        assert!(
+            (mres - 1000.0).abs() < 5.0 * 1000.0 / (n as f64).sqrt(),
+            "{mres}"
+        );
+    }
+
+    #[test]
+    fn size_based_is_flat_then_linear() {
+        let s: BgService = "size:base=8ms,knee=64KiB,rate=100MB".parse().unwrap();
+        assert_eq!(s.mean_ns(4096), 8e6);
+        assert_eq!(s.mean_ns(65536), 8e6);
+        // 1 MiB: 8 ms + (1048576-65536)/1e8 s = 8 ms + 9.8304 ms
+        assert!((s.mean_ns(1 << 20) - (8e6 + 9.8304e6)).abs() < 1.0);
+    }
+
+    #[test]
+    fn parses_work() {
+        assert_eq!(
+            "writes:100%".parse::<BgWork>().unwrap(),
+            BgWork::PerFgWrite { ratio: 1.0 }
+        );
+        assert_eq!(
+            "writes:10".parse::<BgWork>().unwrap(),
+            BgWork::PerFgWrite { ratio: 10.0 }
+        );
+        assert_eq!("requests:5".parse::<BgWork>().unwrap(), BgWork::Requests(5));
+        assert!("writes:-1".parse::<BgWork>().is_err());
+    }
+}

@@ -1,0 +1,100 @@
+//! What a simulation run reports (DESIGN.md, Simulation model: metrics).
+//! Field names are the stable JSON keys of `fallow simulate --json`.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Metrics of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimResult {
+    /// Policy name.
+    pub policy: String,
+    /// True for clairvoyant references (upper bounds, not deployable).
+    pub clairvoyant: bool,
+    /// Foreground metrics.
+    pub fg: FgMetrics,
+    /// Background metrics.
+    pub bg: BgMetrics,
+    /// Fraction of the span the device served FG or BG work.
+    pub utilization: f64,
+    /// Idle time the device had (after shifts), seconds.
+    pub idle_total_s: f64,
+    /// Fraction of that idle time spent serving BG work.
+    pub idle_used_fraction: f64,
+    /// Idle intervals the device had.
+    pub idle_intervals: u64,
+    /// From the first FG arrival to the last FG completion (baseline), seconds.
+    pub span_s: f64,
+}
+
+/// Foreground metrics.
+#[derive(Debug, Clone, Serialize)]
+pub struct FgMetrics {
+    /// FG requests.
+    pub requests: u64,
+    /// Mean response time with BG work, seconds.
+    pub mean_response_s: f64,
+    /// Mean response time without BG work, seconds.
+    pub baseline_mean_response_s: f64,
+    /// Relative slowdown: mean with BG / mean without − 1.
+    pub slowdown: f64,
+    /// Mean delay added per FG request, seconds.
+    pub mean_added_delay_s: f64,
+    /// Median response time, seconds (3 significant digits).
+    pub p50_response_s: f64,
+    /// 90th percentile response time, seconds.
+    pub p90_response_s: f64,
+    /// 99th percentile response time, seconds.
+    pub p99_response_s: f64,
+    /// 99.9th percentile response time, seconds.
+    pub p999_response_s: f64,
+    /// 99th percentile without BG work, seconds.
+    pub baseline_p99_response_s: f64,
+    /// Fraction of FG requests delayed by BG work.
+    pub collision_rate: f64,
+    /// FG requests delayed.
+    pub delayed_requests: u64,
+    /// Idle intervals whose ending FG arrival found BG work in service.
+    pub collisions: u64,
+    /// CCDF of response time: `[seconds, P(RT > seconds)]`.
+    pub ccdf: Vec<(f64, f64)>,
+    /// The same without BG work.
+    pub baseline_ccdf: Vec<(f64, f64)>,
+}
+
+/// Background metrics.
+#[derive(Debug, Clone, Serialize)]
+pub struct BgMetrics {
+    /// BG requests completed (including those that collided: they finish).
+    pub completed: u64,
+    /// BG bytes completed.
+    pub bytes: u64,
+    /// Bytes per second over the trace span.
+    pub throughput_bytes_per_s: f64,
+    /// Mean BG response time from arrival, seconds (arrival-driven BG work only).
+    pub mean_response_s: Option<f64>,
+    /// BG requests spawned by FG writes (arrival-driven BG work only).
+    pub spawned: Option<u64>,
+    /// Device time spent on BG work, seconds.
+    pub busy_s: f64,
+}
+
+/// CCDF points at log-spaced response times from the histogram.
+pub(crate) fn ccdf(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    let total = h.len();
+    if total == 0 {
+        return Vec::new();
+    }
+    let lo = h.min().max(1) as f64;
+    let hi = h.max().max(1) as f64;
+    crate::stats::log_grid(lo, hi, 100)
+        .into_iter()
+        .map(|x| {
+            let at_or_below = h.count_between(0, x as u64);
+            (
+                x / 1e9,
+                (total - at_or_below.min(total)) as f64 / total as f64,
+            )
+        })
+        .collect()
+}

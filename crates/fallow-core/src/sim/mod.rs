@@ -1,0 +1,526 @@
+//! The trace-driven FG/BG simulator.
+//!
+//! One non-preemptive server. FG requests keep their trace arrival times; a
+//! [`Policy`] decides when BG work runs in the idle intervals. An FG request
+//! that arrives while a BG request is in service waits for it to finish
+//! (plus an optional switch penalty): a *collision*.
+//!
+//! The simulator works on busy periods, not requests (DESIGN.md, Simulation
+//! model): a collision delays the first request of a busy period by `d`, and
+//! the whole busy period shifts by `d`; the shift eats into the following
+//! idle interval and, when that interval is shorter, carries into the next
+//! busy period. For a FCFS single server (every synthetic workload) this is
+//! exact: within a busy period each request starts when the one before it
+//! completes, so all of them move by `d`. For traces recorded with several
+//! requests in flight it is the standard approximation.
+//!
+//! Cost grows with busy periods and with collided requests, not with BG
+//! work: where the BG service model allows (constant or size-based service;
+//! exponential service run until FG arrives) the number of BG requests that
+//! fit an idle interval is computed, not stepped ([`BgService::burst`]).
+//!
+//! Randomness comes from one seeded stream owned by the run, so a run is
+//! reproducible to the byte; the baseline (no BG work) is the trace itself.
+
+mod bg;
+mod metrics;
+
+pub use bg::{BgService, BgWork, Burst};
+pub use metrics::{BgMetrics, FgMetrics, SimResult};
+
+use crate::error::{Error, Result};
+use crate::period::{periods_of, Periods};
+use crate::policy::{Ctx, Decision, Policy};
+use crate::trace::{Op, Trace};
+use crate::ServiceModel;
+use hdrhistogram::Histogram;
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+use std::collections::VecDeque;
+
+/// Settings of a run besides the policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// BG service time model.
+    pub bg_service: BgService,
+    /// How much BG work there is.
+    pub bg_work: BgWork,
+    /// BG request size when the policy does not choose, bytes.
+    pub bg_size_bytes: u64,
+    /// Extra delay added to every collision (repositioning), ns.
+    pub switch_penalty_ns: u64,
+    /// Seed of the run's random stream.
+    pub seed: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            bg_service: BgService::Exponential {
+                mean_ns: 10_000_000,
+            },
+            bg_work: BgWork::Endless,
+            bg_size_bytes: 65_536,
+            switch_penalty_ns: 0,
+            seed: 1,
+        }
+    }
+}
+
+/// A trace prepared once for many runs (compare, tune): its busy periods,
+/// baseline response times and their histogram.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    periods: Periods,
+    /// Baseline response time of each FG request, ns, in arrival order.
+    baseline_rt_ns: Vec<u64>,
+    /// Arrival and write flag of each FG request (for arrival-driven BG work).
+    arrival_ns: Vec<u64>,
+    is_write: Vec<bool>,
+    baseline_hist: Histogram<u64>,
+    baseline_sum_ns: u128,
+    span_ns: u64,
+}
+
+impl Prepared {
+    /// Prepare a trace: its completions (recorded, or from `service` through
+    /// a FCFS queue), busy periods and baseline response times.
+    pub fn new(trace: &Trace, service: Option<&ServiceModel>, seed: u64) -> Result<Prepared> {
+        if trace.devices().len() > 1 {
+            return Err(Error::Unsupported(format!(
+                "{}: the trace holds several devices; select one to simulate (--device ID)",
+                trace.report().path.display()
+            )));
+        }
+        let completion = match (service, trace.completion_ns()) {
+            (Some(m), _) => crate::period::fcfs_completions(
+                trace.arrival_ns(),
+                trace.offset_bytes(),
+                trace.size_bytes(),
+                m,
+                seed,
+            ),
+            (None, Some(c)) => c.to_vec(),
+            (None, None) => {
+                // periods_of gives the standard message
+                periods_of(trace, None, seed)?;
+                unreachable!("periods_of fails without completions or a model")
+            }
+        };
+        let periods = crate::period::extract(trace.arrival_ns(), &completion);
+        let baseline_rt_ns: Vec<u64> = trace
+            .arrival_ns()
+            .iter()
+            .zip(&completion)
+            .map(|(&a, &c)| c - a)
+            .collect();
+        let mut baseline_hist = new_histogram();
+        let mut baseline_sum_ns = 0u128;
+        for &rt in &baseline_rt_ns {
+            baseline_hist.saturating_record(rt);
+            baseline_sum_ns += rt as u128;
+        }
+        let span_ns = completion
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(trace.arrival_ns().last().copied().unwrap_or(0));
+        Ok(Prepared {
+            periods,
+            baseline_rt_ns,
+            arrival_ns: trace.arrival_ns().to_vec(),
+            is_write: trace.op().iter().map(|&o| o == Op::Write).collect(),
+            baseline_hist,
+            baseline_sum_ns,
+            span_ns,
+        })
+    }
+
+    /// The busy periods and idle intervals of the baseline.
+    pub fn periods(&self) -> &Periods {
+        &self.periods
+    }
+
+    /// Number of FG requests.
+    pub fn requests(&self) -> usize {
+        self.baseline_rt_ns.len()
+    }
+
+    /// Mean FG response time without BG work, ns.
+    pub fn baseline_mean_ns(&self) -> f64 {
+        self.baseline_sum_ns as f64 / self.requests().max(1) as f64
+    }
+
+    /// From the first arrival to the last completion, ns.
+    pub fn span_ns(&self) -> u64 {
+        self.span_ns
+    }
+}
+
+fn new_histogram() -> Histogram<u64> {
+    // 3 significant digits, auto-resizing: ns to hours.
+    let mut h = Histogram::new(3).expect("3 significant figures is valid");
+    h.auto(true);
+    h
+}
+
+/// Run `policy` over a prepared trace.
+pub fn simulate(prep: &Prepared, policy: &mut dyn Policy, cfg: &SimConfig) -> Result<SimResult> {
+    if cfg.bg_size_bytes == 0 {
+        return Err(Error::invalid("bg size", "must be positive"));
+    }
+    let mut run = Run::new(prep, cfg);
+    run.go(policy);
+    Ok(run.finish(policy))
+}
+
+/// BG work left to do.
+enum Supply {
+    Endless,
+    Requests(u64),
+    Bytes(u64),
+    /// FIFO of arrival times of spawned BG requests, and the spawn accumulator.
+    Queue {
+        arrivals: VecDeque<u64>,
+        per_write: f64,
+        credit: f64,
+    },
+}
+
+struct Run<'a> {
+    prep: &'a Prepared,
+    cfg: &'a SimConfig,
+    rng: Pcg64Mcg,
+    supply: Supply,
+    // FG accounting
+    added_ns: u128,
+    delayed_requests: u64,
+    delayed_old: Histogram<u64>,
+    delayed_new: Histogram<u64>,
+    collisions: u64,
+    idle_intervals_seen: u64,
+    // BG accounting
+    bg_completed: u64,
+    bg_bytes: u64,
+    bg_busy_ns: u64,
+    bg_response_sum_ns: u128,
+    bg_response_count: u64,
+    bg_spawned: u64,
+    idle_total_ns: u64,
+}
+
+impl<'a> Run<'a> {
+    fn new(prep: &'a Prepared, cfg: &'a SimConfig) -> Self {
+        let supply = match cfg.bg_work {
+            BgWork::Endless => Supply::Endless,
+            BgWork::Requests(n) => Supply::Requests(n),
+            BgWork::Bytes(b) => Supply::Bytes(b),
+            BgWork::PerFgWrite { ratio } => {
+                // BG work totals `ratio` × FG work (Busy Bee §5), carried by the
+                // writes: each write spawns ratio · N_fg / N_writes requests.
+                let writes = prep.is_write.iter().filter(|&&w| w).count();
+                let per_write = if writes == 0 {
+                    0.0
+                } else {
+                    ratio * prep.requests() as f64 / writes as f64
+                };
+                Supply::Queue {
+                    arrivals: VecDeque::new(),
+                    per_write,
+                    credit: 0.0,
+                }
+            }
+        };
+        Run {
+            prep,
+            cfg,
+            rng: Pcg64Mcg::seed_from_u64(cfg.seed),
+            supply,
+            added_ns: 0,
+            delayed_requests: 0,
+            delayed_old: new_histogram(),
+            delayed_new: new_histogram(),
+            collisions: 0,
+            idle_intervals_seen: 0,
+            bg_completed: 0,
+            bg_bytes: 0,
+            bg_busy_ns: 0,
+            bg_response_sum_ns: 0,
+            bg_response_count: 0,
+            bg_spawned: 0,
+            idle_total_ns: 0,
+        }
+    }
+
+    fn go(&mut self, policy: &mut dyn Policy) {
+        let p = &self.prep.periods;
+        let clairvoyant = policy.clairvoyant();
+        let mut shift: u64 = 0; // delay of the current busy period
+        let mut first_req = 0usize;
+        for j in 0..p.busy_len_ns.len() {
+            let n = p.busy_requests[j] as usize;
+            let reqs = first_req..first_req + n;
+            first_req += n;
+            if shift > 0 {
+                self.delay(reqs.clone(), shift);
+            }
+            if let Supply::Queue { .. } = self.supply {
+                self.spawn(reqs);
+            }
+            policy.on_busy_end(p.busy_len_ns[j], p.busy_requests[j]);
+            let Some(&gap) = p.idle_len_ns.get(j) else {
+                break;
+            };
+            if gap <= shift {
+                // the shifted busy period runs into the next one: no idle time
+                shift -= gap;
+                continue;
+            }
+            let idle = gap - shift;
+            let idle_start = p.busy_start_ns[j] + p.busy_len_ns[j] + shift;
+            self.idle_total_ns += idle;
+            self.idle_intervals_seen += 1;
+            let last_arrival = self.prep.arrival_ns[first_req - 1];
+            let residual = self.idle_interval(policy, idle_start, idle, last_arrival, clairvoyant);
+            policy.on_idle_end(idle, residual > 0);
+            shift = if residual > 0 {
+                self.collisions += 1;
+                residual + self.cfg.switch_penalty_ns
+            } else {
+                0
+            };
+        }
+    }
+
+    /// FG requests `reqs` are delayed by `d`.
+    fn delay(&mut self, reqs: std::ops::Range<usize>, d: u64) {
+        self.delayed_requests += reqs.len() as u64;
+        self.added_ns += d as u128 * reqs.len() as u128;
+        for &rt in &self.prep.baseline_rt_ns[reqs] {
+            self.delayed_old.saturating_record(rt);
+            self.delayed_new.saturating_record(rt + d);
+        }
+    }
+
+    /// Writes among `reqs` spawn BG requests (arrival-driven BG work).
+    fn spawn(&mut self, reqs: std::ops::Range<usize>) {
+        let Supply::Queue {
+            arrivals,
+            per_write,
+            credit,
+        } = &mut self.supply
+        else {
+            return;
+        };
+        for i in reqs {
+            if self.prep.is_write[i] {
+                *credit += *per_write;
+                while *credit >= 1.0 {
+                    *credit -= 1.0;
+                    arrivals.push_back(self.prep.arrival_ns[i]);
+                    self.bg_spawned += 1;
+                }
+            }
+        }
+    }
+
+    /// BG requests of `size` that may still start.
+    fn available(&self, size: u64) -> u64 {
+        match &self.supply {
+            Supply::Endless => u64::MAX,
+            Supply::Requests(n) => *n,
+            Supply::Bytes(b) => b.div_ceil(size),
+            Supply::Queue { arrivals, .. } => arrivals.len() as u64,
+        }
+    }
+
+    /// `count` BG requests of `size` completed at `at_ns` (absolute; the
+    /// last one's completion, used for arrival-driven response times).
+    fn complete(&mut self, count: u64, size: u64, at_ns: u64) {
+        if count == 0 {
+            return;
+        }
+        self.bg_completed += count;
+        match &mut self.supply {
+            Supply::Endless => self.bg_bytes += count * size,
+            Supply::Requests(n) => {
+                *n -= count.min(*n);
+                self.bg_bytes += count * size;
+            }
+            Supply::Bytes(b) => {
+                let done = (count * size).min(*b);
+                *b -= done;
+                self.bg_bytes += done;
+            }
+            Supply::Queue { arrivals, .. } => {
+                for _ in 0..count {
+                    if let Some(a) = arrivals.pop_front() {
+                        self.bg_response_sum_ns += (at_ns - a.min(at_ns)) as u128;
+                        self.bg_response_count += 1;
+                    }
+                }
+                self.bg_bytes += count * size;
+            }
+        }
+    }
+
+    /// Run one idle interval of `idle` ns starting at `t0`; returns the
+    /// residual BG service the next FG arrival finds (0: no collision).
+    fn idle_interval(
+        &mut self,
+        policy: &mut dyn Policy,
+        t0: u64,
+        idle: u64,
+        last_fg_arrival_ns: u64,
+        clairvoyant: bool,
+    ) -> u64 {
+        let mut now = 0u64; // relative to t0
+        let mut done = 0u64;
+        let mut decision = {
+            let mut ctx = Ctx {
+                now_ns: t0,
+                idle_start_ns: t0,
+                last_fg_arrival_ns,
+                rng: &mut self.rng,
+                bg_service: &self.cfg.bg_service,
+                bg_size_bytes: self.cfg.bg_size_bytes,
+                future_idle_ns: clairvoyant.then_some(idle),
+            };
+            policy.on_idle(&mut ctx)
+        };
+        let stepping_only = matches!(self.supply, Supply::Queue { .. });
+        loop {
+            let Decision::Start(mut s) = decision else {
+                return 0;
+            };
+            let begin = now.saturating_add(s.after_ns);
+            if begin >= idle {
+                return 0;
+            }
+            let size = s.size_bytes.max(1);
+            let max = s.max_requests.min(self.available(size));
+            if max == 0 {
+                return 0;
+            }
+            let fast = if s.consult_each || stepping_only {
+                None
+            } else {
+                self.cfg
+                    .bg_service
+                    .burst(size, idle - begin, max, s.spacing_ns, &mut self.rng)
+            };
+            if let Some(b) = fast {
+                self.bg_busy_ns += b.busy_ns;
+                if b.residual_ns > 0 {
+                    // the interrupted request completes too, after the FG arrival
+                    self.complete(b.completed + 1, size, t0 + idle + b.residual_ns);
+                    return b.residual_ns;
+                }
+                self.complete(b.completed, size, t0 + begin + b.end_ns);
+                done += b.completed;
+                now = begin + b.end_ns;
+            } else {
+                // one request at a time
+                let service = self.cfg.bg_service.sample_ns(size, &mut self.rng);
+                let end = begin + service;
+                if end > idle {
+                    self.bg_busy_ns += idle - begin;
+                    self.complete(1, size, t0 + end);
+                    return end - idle;
+                }
+                self.bg_busy_ns += service;
+                self.complete(1, size, t0 + end);
+                done += 1;
+                now = end;
+                if !s.consult_each && s.max_requests > 1 && now < idle {
+                    // continue the same burst
+                    s.max_requests = s.max_requests.saturating_sub(1);
+                    s.after_ns = s.spacing_ns;
+                    decision = Decision::Start(s);
+                    continue;
+                }
+            }
+            if now >= idle {
+                return 0;
+            }
+            let mut ctx = Ctx {
+                now_ns: t0 + now,
+                idle_start_ns: t0,
+                last_fg_arrival_ns,
+                rng: &mut self.rng,
+                bg_service: &self.cfg.bg_service,
+                bg_size_bytes: self.cfg.bg_size_bytes,
+                future_idle_ns: clairvoyant.then_some(idle - now),
+            };
+            decision = policy.on_bg_done(&mut ctx, done);
+        }
+    }
+
+    fn finish(self, policy: &dyn Policy) -> SimResult {
+        let prep = self.prep;
+        let n = prep.requests().max(1) as f64;
+        let mut hist = prep.baseline_hist.clone();
+        // with-BG histogram = baseline − delayed requests' old values + their new values
+        hist.subtract(&self.delayed_old)
+            .expect("delayed requests are a subset of the baseline");
+        hist.add(&self.delayed_new)
+            .expect("auto-resizing histogram");
+        let baseline_mean = prep.baseline_mean_ns();
+        let mean = baseline_mean + self.added_ns as f64 / n;
+        let span_s = prep.span_ns as f64 / 1e9;
+        let fg_busy = prep.periods.busy_total_ns() as f64;
+        let q = |h: &Histogram<u64>, p: f64| h.value_at_quantile(p) as f64 / 1e9;
+        SimResult {
+            policy: policy.name().to_string(),
+            clairvoyant: policy.clairvoyant(),
+            fg: FgMetrics {
+                requests: prep.requests() as u64,
+                mean_response_s: mean / 1e9,
+                baseline_mean_response_s: baseline_mean / 1e9,
+                slowdown: if baseline_mean > 0.0 {
+                    mean / baseline_mean - 1.0
+                } else {
+                    0.0
+                },
+                mean_added_delay_s: self.added_ns as f64 / n / 1e9,
+                p50_response_s: q(&hist, 0.5),
+                p90_response_s: q(&hist, 0.9),
+                p99_response_s: q(&hist, 0.99),
+                p999_response_s: q(&hist, 0.999),
+                baseline_p99_response_s: q(&prep.baseline_hist, 0.99),
+                collision_rate: self.delayed_requests as f64 / n,
+                delayed_requests: self.delayed_requests,
+                collisions: self.collisions,
+                ccdf: metrics::ccdf(&hist),
+                baseline_ccdf: metrics::ccdf(&prep.baseline_hist),
+            },
+            bg: BgMetrics {
+                completed: self.bg_completed,
+                bytes: self.bg_bytes,
+                throughput_bytes_per_s: if span_s > 0.0 {
+                    self.bg_bytes as f64 / span_s
+                } else {
+                    0.0
+                },
+                mean_response_s: (self.bg_response_count > 0)
+                    .then(|| self.bg_response_sum_ns as f64 / self.bg_response_count as f64 / 1e9),
+                spawned: matches!(self.supply, Supply::Queue { .. }).then_some(self.bg_spawned),
+                busy_s: self.bg_busy_ns as f64 / 1e9,
+            },
+            utilization: if prep.span_ns > 0 {
+                ((fg_busy + self.bg_busy_ns as f64) / prep.span_ns as f64).min(1.0)
+            } else {
+                0.0
+            },
+            idle_total_s: self.idle_total_ns as f64 / 1e9,
+            idle_used_fraction: if self.idle_total_ns > 0 {
+                self.bg_busy_ns as f64 / self.idle_total_ns as f64
+            } else {
+                0.0
+            },
+            idle_intervals: self.idle_intervals_seen,
+            span_s,
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The simulator against queueing theory we derive here.
+//!
+//! Poisson FG arrivals (rate λ), exponential FG service (mean 1/μ, ρ = λ/μ),
+//! endless BG work with exponential service (mean m). Under `aggressive`
+//! BG runs whenever the device is idle, so every FG arrival that ends an
+//! idle interval finds a BG request in service and waits for its residual,
+//! which is again Exp(m) (memorylessness). That is an M/G/1 queue whose
+//! first customer in each busy period has an extra *setup* time D. For that
+//! queue (Welch 1964; Takagi, Queueing Analysis vol. 1, §2.5):
+//!
+//!   E[W] = λE[S²] / (2(1−ρ)) + (2E[D] + λE[D²]) / (2(1 + λE[D]))
+//!
+//! The first term is M/G/1's own wait, so the mean delay BG work adds per FG
+//! request is the second term. Under `fixed-wait(t)` BG runs only in idle
+//! intervals longer than t; idle intervals are Exp(λ), so D = Exp(m) with
+//! probability e^{−λt} and 0 otherwise: E[D] = e^{−λt}m, E[D²] = 2e^{−λt}m².
+//! A switch penalty c adds c to every non-zero D.
+//!
+//! The simulator shifts busy periods as blocks; for a FCFS server this is
+//! the queue above exactly (the extra work D is consumed only while the
+//! baseline server would be idle). Each check averages independent seeds
+//! and allows 4 standard errors of that average.
+
+use fallow_core::policy;
+use fallow_core::sim::{simulate, BgService, BgWork, Prepared, SimConfig};
+use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
+use fallow_core::ServiceModel;
+
+fn mm1(lambda: f64, mean_service_s: f64, requests: usize, seed: u64) -> Prepared {
+    let t = SyntheticWorkload {
+        arrivals: ArrivalProcess::Poisson { rate_per_s: lambda },
+        requests,
+        service: ServiceModel::Exponential {
+            mean_ns: (mean_service_s * 1e9) as u64,
+        },
+        request_size_bytes: 4096,
+        capacity_bytes: 1 << 30,
+        write_fraction: 0.5,
+        seed,
+    }
+    .generate()
+    .unwrap();
+    Prepared::new(&t, None, 0).unwrap()
+}
+
+fn setup_delay(lambda: f64, p_setup: f64, m: f64, c: f64) -> f64 {
+    // D = Exp(m) + c with probability p_setup, else 0
+    let ed = p_setup * (m + c);
+    let ed2 = p_setup * (2.0 * m * m + 2.0 * m * c + c * c);
+    (2.0 * ed + lambda * ed2) / (2.0 * (1.0 + lambda * ed))
+}
+
+fn mean_se(x: &[f64]) -> (f64, f64) {
+    let n = x.len() as f64;
+    let m = x.iter().sum::<f64>() / n;
+    let v = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0);
+    (m, (v / n).sqrt())
+}
+
+fn check(spec: &str, lambda: f64, p_setup: f64, m: f64, c: f64) {
+    let seeds = 12;
+    let mut added = vec![];
+    for seed in 0..seeds {
+        let prep = mm1(lambda, 0.010, 100_000, 100 + seed);
+        let mut pol = policy::build(spec).unwrap();
+        let cfg = SimConfig {
+            bg_service: BgService::Exponential {
+                mean_ns: (m * 1e9) as u64,
+            },
+            bg_work: BgWork::Endless,
+            switch_penalty_ns: (c * 1e9) as u64,
+            seed: 7 + seed,
+            ..SimConfig::default()
+        };
+        let r = simulate(&prep, pol.as_mut(), &cfg).unwrap();
+        added.push(r.fg.mean_added_delay_s);
+    }
+    let (got, se) = mean_se(&added);
+    let want = setup_delay(lambda, p_setup, m, c);
+    assert!(
+        (got - want).abs() <= 4.0 * se,
+        "{spec}: added delay {got:.6} s, theory {want:.6} s, 4·SE {:.6}",
+        4.0 * se
+    );
+}
+
+#[test]
+fn aggressive_matches_mg1_with_setup_times() {
+    check("aggressive", 50.0, 1.0, 0.005, 0.0);
+    check("aggressive", 50.0, 1.0, 0.005, 0.002);
+}
+
+#[test]
+fn fixed_wait_matches_mg1_with_setup_times() {
+    let lambda = 50.0;
+    for t in [0.005, 0.020, 0.060] {
+        check(
+            &format!("fixed-wait:t={}ms", t * 1e3),
+            lambda,
+            (-lambda * t).exp(),
+            0.005,
+            0.0,
+        );
+    }
+}
+
+#[test]
+fn no_bg_work_equals_baseline_exactly() {
+    let prep = mm1(30.0, 0.01, 20_000, 3);
+    let mut pol = policy::build("aggressive").unwrap();
+    let cfg = SimConfig {
+        bg_work: BgWork::Requests(0),
+        ..SimConfig::default()
+    };
+    let r = simulate(&prep, pol.as_mut(), &cfg).unwrap();
+    assert_eq!(r.fg.mean_response_s, r.fg.baseline_mean_response_s);
+    assert_eq!(r.fg.slowdown, 0.0);
+    assert_eq!(r.fg.delayed_requests, 0);
+    assert_eq!(r.bg.completed, 0);
+    assert_eq!(r.fg.ccdf, r.fg.baseline_ccdf);
+}
+
+#[test]
+fn larger_waits_never_collide_more() {
+    // On one trace with deterministic BG service, a longer wait can only
+    // skip intervals (and the shifts they cause), never add collisions.
+    let prep = mm1(40.0, 0.01, 50_000, 4);
+    let mut last = u64::MAX;
+    for t_ms in [0, 1, 2, 5, 10, 20, 50, 100, 500] {
+        let mut pol = policy::build(&format!("fixed-wait:t={t_ms}ms")).unwrap();
+        let cfg = SimConfig {
+            bg_service: BgService::Constant { ns: 3_000_000 },
+            ..SimConfig::default()
+        };
+        let r = simulate(&prep, pol.as_mut(), &cfg).unwrap();
+        assert!(
+            r.fg.collisions <= last,
+            "t={t_ms}ms: {} > {last}",
+            r.fg.collisions
+        );
+        assert!(r.idle_used_fraction <= 1.0 && r.bg.busy_s <= r.idle_total_s + 1e-9);
+        last = r.fg.collisions;
+    }
+}
+
+#[test]
+fn finite_work_stops_and_arrival_driven_work_is_served() {
+    let prep = mm1(30.0, 0.01, 20_000, 5);
+    let mut pol = policy::build("aggressive").unwrap();
+    let cfg = SimConfig {
+        bg_service: BgService::Constant { ns: 1_000_000 },
+        bg_work: BgWork::Requests(500),
+        ..SimConfig::default()
+    };
+    let r = simulate(&prep, pol.as_mut(), &cfg).unwrap();
+    assert_eq!(r.bg.completed, 500);
+    assert_eq!(r.bg.bytes, 500 * 65_536);
+
+    let mut pol = policy::build("aggressive").unwrap();
+    let cfg = SimConfig {
+        bg_service: BgService::Constant { ns: 1_000_000 },
+        bg_work: "writes:100%".parse().unwrap(),
+        ..SimConfig::default()
+    };
+    let r = simulate(&prep, pol.as_mut(), &cfg).unwrap();
+    // 100 % of FG work: as many BG requests as FG requests, all served
+    // (utilisation stays far below 1), each answered after it arrived.
+    let spawned = r.bg.spawned.unwrap();
+    assert!((spawned as f64 - 20_000.0).abs() <= 1.0, "{spawned}");
+    assert!(r.bg.completed + 10 >= spawned);
+    assert!(r.bg.mean_response_s.unwrap() > 0.0);
+}
