@@ -19,7 +19,8 @@ pub struct SimResult {
     pub utilization: f64,
     /// Idle time the device had (after shifts), seconds.
     pub idle_total_s: f64,
-    /// Fraction of that idle time spent serving BG work.
+    /// Fraction of that idle time spent serving BG work (collided requests
+    /// count only up to the FG arrival).
     pub idle_used_fraction: f64,
     /// Idle intervals the device had.
     pub idle_intervals: u64,
@@ -75,7 +76,8 @@ pub struct BgMetrics {
     pub mean_response_s: Option<f64>,
     /// BG requests spawned by FG writes (arrival-driven BG work only).
     pub spawned: Option<u64>,
-    /// Device time spent on BG work, seconds.
+    /// Device time spent on BG work, seconds: in idle time, plus the part of
+    /// collided requests that ran on after the FG arrival.
     pub busy_s: f64,
 }
 

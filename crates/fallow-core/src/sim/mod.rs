@@ -204,6 +204,8 @@ struct Run<'a> {
     bg_completed: u64,
     bg_bytes: u64,
     bg_busy_ns: u64,
+    /// BG service that ran past an FG arrival (the collisions' residuals).
+    bg_overrun_ns: u64,
     bg_response_sum_ns: u128,
     bg_response_count: u64,
     bg_spawned: u64,
@@ -246,6 +248,7 @@ impl<'a> Run<'a> {
             bg_completed: 0,
             bg_bytes: 0,
             bg_busy_ns: 0,
+            bg_overrun_ns: 0,
             bg_response_sum_ns: 0,
             bg_response_count: 0,
             bg_spawned: 0,
@@ -286,6 +289,7 @@ impl<'a> Run<'a> {
             policy.on_idle_end(idle, residual > 0);
             shift = if residual > 0 {
                 self.collisions += 1;
+                self.bg_overrun_ns += residual;
                 residual + self.cfg.switch_penalty_ns
             } else {
                 0
@@ -506,10 +510,11 @@ impl<'a> Run<'a> {
                 mean_response_s: (self.bg_response_count > 0)
                     .then(|| self.bg_response_sum_ns as f64 / self.bg_response_count as f64 / 1e9),
                 spawned: matches!(self.supply, Supply::Queue { .. }).then_some(self.bg_spawned),
-                busy_s: self.bg_busy_ns as f64 / 1e9,
+                busy_s: (self.bg_busy_ns + self.bg_overrun_ns) as f64 / 1e9,
             },
             utilization: if prep.span_ns > 0 {
-                ((fg_busy + self.bg_busy_ns as f64) / prep.span_ns as f64).min(1.0)
+                ((fg_busy + (self.bg_busy_ns + self.bg_overrun_ns) as f64) / prep.span_ns as f64)
+                    .min(1.0)
             } else {
                 0.0
             },
