@@ -17,6 +17,12 @@ True
 >>> round(c.data["utilization"], 2)
 0.25
 
+Simulating background work in the idle time (``fallow.sim``):
+
+>>> r = fallow.simulate(trace, policy="fixed-wait:t=20ms", bg="exp:5ms")
+>>> r["fg"]["requests"], 0 < r.slowdown < 1
+(10000, True)
+
 Reading a file (format detected, gzip transparent):
 
 >>> import os, tempfile
@@ -41,17 +47,22 @@ from fallow._fallow import characterize as _characterize
 from fallow._fallow import read_trace as _read_trace
 from fallow.analysis import Characterization
 from fallow.errors import MissingExtraError
+from fallow.sim import SimulationResult, compare, policies, simulate
 
 __all__ = [
     "Characterization",
     "FallowError",
     "MissingExtraError",
     "ParameterError",
+    "SimulationResult",
     "Trace",
     "TraceFormatError",
     "characterize",
+    "compare",
     "from_columns",
+    "policies",
     "read_trace",
+    "simulate",
     "synthetic",
     "to_parquet",
 ]

@@ -115,6 +115,50 @@ def characterize(
     rate_bin_s: float | None = None,
     curve_points: int = 200,
 ) -> dict[str, Any]: ...
+def simulate(
+    trace: Trace | None = None,
+    policy: str = "",
+    *,
+    device: int | None = None,
+    service: str | None = None,
+    workload: str | None = None,
+    arrival_rate: float | None = None,
+    utilization: float | None = None,
+    requests: int = 100_000,
+    request_size: int | str | None = None,
+    write_fraction: float = 0.5,
+    bg: str = "exp:10ms",
+    bg_size: int | str | None = None,
+    bg_work: str = "endless",
+    switch_penalty: float | str | None = None,
+    seed: int = 1,
+) -> dict[str, Any]: ...
+def compare(
+    trace: Trace | None = None,
+    policies: Sequence[str] | None = None,
+    *,
+    device: int | None = None,
+    service: str | None = None,
+    workload: str | None = None,
+    arrival_rate: float | None = None,
+    utilization: float | None = None,
+    requests: int = 100_000,
+    request_size: int | str | None = None,
+    write_fraction: float = 0.5,
+    bg: str = "exp:10ms",
+    bg_size: int | str | None = None,
+    bg_work: str = "endless",
+    switch_penalty: float | str | None = None,
+    seed: int = 1,
+) -> list[dict[str, Any]]: ...
+
+class PolicyInfo(TypedDict):
+    name: str
+    summary: str
+    params: str
+    clairvoyant: bool
+
+def policies() -> list[PolicyInfo]: ...
 def synthetic(
     arrival: str = "poisson",
     rate: float | None = None,
@@ -128,4 +172,5 @@ def synthetic(
     request_size_bytes: int = 4096,
     capacity_bytes: int = 1_000_000_000_000,
     write_fraction: float = 0.5,
+    burst: float | None = None,
 ) -> Trace: ...

@@ -1,6 +1,7 @@
 //! `fallow`: put a storage device's idle time to work.
 //!
-//! One file per subcommand ([`analyze`], [`convert`], [`demo`]); shared
+//! One file per subcommand ([`analyze`], [`compare`], [`convert`], [`demo`],
+//! [`policies`], [`simulate`]); shared
 //! pieces are trace input ([`input`]), the terminal summary ([`output`]),
 //! the headline findings ([`findings`]), atomic file writes ([`atomic`]) and
 //! the HTML report with its own SVG plotting ([`report`]).
@@ -12,13 +13,16 @@
 
 mod analyze;
 mod atomic;
+mod compare;
 mod convert;
 mod demo;
 mod findings;
 mod human;
 mod input;
 mod output;
+mod policies;
 mod report;
+mod simulate;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -35,6 +39,14 @@ Examples:
       a trace without completion times, served by a simple disk model
   fallow convert disk0.csv.gz -o disk0.fbt
       cache a trace in fallow's binary format, which loads much faster
+  fallow simulate ajw.1week.srt --device 0 --policy fixed-wait:t=1s --bg exp:10ms
+      what waiting 1 s before background work costs the foreground, and what it gets done
+  fallow simulate --workload poisson --utilization 0.3 --service exp:10ms --policy aggressive --json
+      the same on a synthetic M/M/1 workload at 30 % utilisation
+  fallow compare ajw.1week.srt --device 0 --html compare.html
+      every policy side by side, with plots
+  fallow policies
+      the policies and their parameters
 
 Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
 
@@ -51,10 +63,16 @@ struct Cli {
 enum Command {
     /// Characterise a trace's idle intervals and busy periods (summary, JSON, HTML report).
     Analyze(analyze::AnalyzeArgs),
+    /// Run several BG policies on one trace or workload and compare them (table, JSON, HTML).
+    Compare(compare::CompareArgs),
     /// Convert a trace to fallow's binary format, which loads much faster.
     Convert(convert::ConvertArgs),
     /// Run `analyze` on a built-in synthetic bursty workload and write its HTML report.
     Demo(demo::DemoArgs),
+    /// List the BG scheduling policies and their parameters.
+    Policies(policies::PoliciesArgs),
+    /// Simulate one BG policy on a trace or a synthetic workload: FG slowdown and BG work done.
+    Simulate(simulate::SimulateArgs),
 }
 
 /// A failure caused by the user's input or flags: exit code 2.
@@ -125,6 +143,9 @@ fn main() -> ExitCode {
         Command::Analyze(args) => analyze::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Compare(args) => compare::run(args),
+        Command::Policies(args) => policies::run(args),
+        Command::Simulate(args) => simulate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,24 +11,27 @@ use std::io::{IsTerminal, Write};
 const WIDTH: usize = 100;
 
 /// Bold on a terminal that wants colour, plain otherwise.
-struct Style {
+pub struct Style {
     color: bool,
 }
 
 impl Style {
-    fn for_stdout() -> Style {
+    /// Styling for stdout: colour only on a terminal without `NO_COLOR`.
+    pub fn for_stdout() -> Style {
         Style {
             color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
         }
     }
-    fn bold(&self, s: &str) -> String {
+    /// Bold text.
+    pub fn bold(&self, s: &str) -> String {
         if self.color {
             format!("\x1b[1m{s}\x1b[0m")
         } else {
             s.to_string()
         }
     }
-    fn dim(&self, s: &str) -> String {
+    /// Dimmed text.
+    pub fn dim(&self, s: &str) -> String {
         if self.color {
             format!("\x1b[2m{s}\x1b[0m")
         } else {
@@ -79,6 +82,16 @@ pub fn describe_model(model: &str) -> String {
         Ok(ServiceModel::Exponential { mean_ns }) => {
             format!("exponential service, mean {}", secs(mean_ns as f64 / 1e9))
         }
+        Ok(ServiceModel::Lognormal { mean_ns, cv }) => format!(
+            "lognormal service, mean {}, CV {}",
+            secs(mean_ns as f64 / 1e9),
+            num(cv)
+        ),
+        Ok(ServiceModel::Hyperexponential { mean_ns, cv }) => format!(
+            "hyperexponential service, mean {}, CV {}",
+            secs(mean_ns as f64 / 1e9),
+            num(cv)
+        ),
         Ok(ServiceModel::Disk(d)) => format!(
             "disk model ({} rpm, seek {}–{}, {} MB/s)",
             num(d.rpm),
@@ -200,7 +213,7 @@ pub fn summary(c: &Characterization, findings: &[Finding], source: Option<&Sourc
 }
 
 /// `styled` padded to `width` columns, measuring the unstyled `plain` text.
-fn pad(styled: &str, plain: &str, width: usize) -> String {
+pub fn pad(styled: &str, plain: &str, width: usize) -> String {
     let n = plain.chars().count();
     format!("{styled}{}", " ".repeat(width.saturating_sub(n).max(1)))
 }

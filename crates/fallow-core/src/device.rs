@@ -1,7 +1,9 @@
 //! Service-time models of a device, for traces without completion times and
 //! for synthetic workloads.
 //!
-//! Written as `const:5ms`, `exp:5ms` (exponential with that mean) or
+//! Written as `const:5ms`, `exp:5ms` (exponential with that mean),
+//! `lognormal:5ms,cv=2` and `hyperexp:5ms,cv=4` (heavier tails, CV given;
+//! the hyperexponential has balanced means), or
 //! `disk[:rpm=7200,seek=0.6ms..16ms,rate=150MB,capacity=1TB]`: a simple
 //! disk whose service time is seek by distance (track-to-track plus
 //! full-stroke scaled by the square root of the distance, the classic
@@ -28,6 +30,20 @@ pub enum ServiceModel {
     Exponential {
         /// Mean service time, ns.
         mean_ns: u64,
+    },
+    /// Lognormal service times with this mean and CV.
+    Lognormal {
+        /// Mean service time, ns.
+        mean_ns: u64,
+        /// Coefficient of variation.
+        cv: f64,
+    },
+    /// Two-phase hyperexponential service times (balanced means), CV ≥ 1.
+    Hyperexponential {
+        /// Mean service time, ns.
+        mean_ns: u64,
+        /// Coefficient of variation.
+        cv: f64,
     },
     /// Seek + rotation + transfer.
     Disk(DiskModel),
@@ -98,7 +114,9 @@ impl ServiceModel {
     pub fn mean_ns(&self, size_bytes: u64) -> f64 {
         match self {
             ServiceModel::Constant { ns } => *ns as f64,
-            ServiceModel::Exponential { mean_ns } => *mean_ns as f64,
+            ServiceModel::Exponential { mean_ns }
+            | ServiceModel::Lognormal { mean_ns, .. }
+            | ServiceModel::Hyperexponential { mean_ns, .. } => *mean_ns as f64,
             ServiceModel::Disk(d) => {
                 // distance between two uniform points on [0,1] has density
                 // 2(1-x); E[sqrt(X)] = ∫ 2(1-x) sqrt(x) dx = 8/15.
@@ -127,6 +145,16 @@ impl ServiceSampler {
             ServiceModel::Exponential { mean_ns } => Exp::new(1.0 / *mean_ns as f64)
                 .expect("mean checked positive at parse")
                 .sample(&mut self.rng),
+            ServiceModel::Lognormal { mean_ns, cv } => {
+                crate::workload::lognormal(*mean_ns as f64, *cv)
+                    .expect("mean and cv checked positive at parse")
+                    .sample(&mut self.rng)
+            }
+            ServiceModel::Hyperexponential { mean_ns, cv } => {
+                let (p, m1, m2) = crate::workload::h2_balanced(*mean_ns as f64, *cv);
+                let m = if self.rng.random::<f64>() < p { m1 } else { m2 };
+                m * Exp::new(1.0).expect("rate 1").sample(&mut self.rng)
+            }
             ServiceModel::Disk(d) => {
                 let seek = d.seek_ns(offset_bytes.abs_diff(self.head_bytes));
                 let rotation = self.rng.random::<f64>() * d.revolution_ns();
@@ -143,6 +171,10 @@ impl fmt::Display for ServiceModel {
         match self {
             ServiceModel::Constant { ns } => write!(f, "const:{ns}ns"),
             ServiceModel::Exponential { mean_ns } => write!(f, "exp:{mean_ns}ns"),
+            ServiceModel::Lognormal { mean_ns, cv } => write!(f, "lognormal:{mean_ns}ns,cv={cv}"),
+            ServiceModel::Hyperexponential { mean_ns, cv } => {
+                write!(f, "hyperexp:{mean_ns}ns,cv={cv}")
+            }
             ServiceModel::Disk(d) => write!(
                 f,
                 "disk:rpm={},seek={}ns..{}ns,rate={}B,capacity={}B",
@@ -175,6 +207,41 @@ impl FromStr for ServiceModel {
                     return Err(bad("mean must be positive".into()));
                 }
                 Ok(ServiceModel::Exponential { mean_ns })
+            }
+            "lognormal" | "lognorm" | "hyperexp" | "hyperexponential" | "h2" => {
+                // `lognormal:5ms,cv=2` or `lognormal:mean=5ms,cv=2`
+                let (mut mean_ns, mut cv) = (None, None);
+                for item in arg.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+                    match item.split_once('=') {
+                        None | Some(("mean", _)) => {
+                            let v = item.strip_prefix("mean=").unwrap_or(item);
+                            mean_ns = Some(parse_duration_ns(v)?);
+                        }
+                        Some(("cv", v)) => {
+                            cv = Some(
+                                v.trim()
+                                    .parse::<f64>()
+                                    .ok()
+                                    .filter(|c| c.is_finite() && *c > 0.0)
+                                    .ok_or_else(|| bad(format!("cv `{v}` is not a positive number")))?,
+                            )
+                        }
+                        Some((k, _)) => {
+                            return Err(bad(format!("unknown parameter `{k}` (MEAN, cv=C)")))
+                        }
+                    }
+                }
+                let mean_ns = mean_ns
+                    .filter(|&m| m > 0)
+                    .ok_or_else(|| bad("needs a positive mean, e.g. lognormal:5ms,cv=2".into()))?;
+                let cv = cv.ok_or_else(|| bad("needs cv=, e.g. lognormal:5ms,cv=2".into()))?;
+                if kind.trim().starts_with('l') {
+                    Ok(ServiceModel::Lognormal { mean_ns, cv })
+                } else if cv < 1.0 {
+                    Err(bad(format!("a hyperexponential has cv >= 1, got {cv}")))
+                } else {
+                    Ok(ServiceModel::Hyperexponential { mean_ns, cv })
+                }
             }
             "disk" => {
                 let mut d = DiskModel::default();
@@ -214,7 +281,7 @@ impl FromStr for ServiceModel {
                 Ok(ServiceModel::Disk(d))
             }
             other => Err(bad(format!(
-                "unknown model `{other}` (const:T, exp:MEAN, disk[:k=v,…])"
+                "unknown model `{other}` (const:T, exp:MEAN, lognormal:MEAN,cv=C, hyperexp:MEAN,cv=C, disk[:k=v,…])"
             ))),
         }
     }
@@ -257,6 +324,30 @@ mod tests {
         let mean = (0..n).map(|_| s.service_ns(0, 4096) as f64).sum::<f64>() / n as f64;
         // standard error of the mean = 1e6/sqrt(2e5) ≈ 2236 ns; allow 5 sigma
         assert!((mean - 1e6).abs() < 5.0 * 2236.0, "{mean}");
+    }
+
+    #[test]
+    fn heavy_tailed_models_have_their_mean_and_cv() {
+        for (spec, cv) in [("lognormal:2ms,cv=2", 2.0), ("hyperexp:mean=2ms,cv=3", 3.0)] {
+            let m: ServiceModel = spec.parse().unwrap();
+            assert_eq!(m.mean_ns(4096), 2e6);
+            assert_eq!(m.to_string().parse::<ServiceModel>().unwrap(), m);
+            let mut s = m.sampler(5);
+            let n = 400_000;
+            let x: Vec<f64> = (0..n).map(|_| s.service_ns(0, 4096) as f64).collect();
+            let mean = x.iter().sum::<f64>() / n as f64;
+            let sd = (x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
+            // SE of the mean is cv·mean/√n ≈ 0.5 % at cv 3; allow 2 %
+            assert!((mean / 2e6 - 1.0).abs() < 0.02, "{spec}: mean {mean}");
+            assert!(
+                (sd / mean / cv - 1.0).abs() < 0.08,
+                "{spec}: cv {}",
+                sd / mean
+            );
+        }
+        assert!("hyperexp:2ms,cv=0.5".parse::<ServiceModel>().is_err());
+        assert!("lognormal:2ms".parse::<ServiceModel>().is_err());
+        assert!("lognormal:cv=2".parse::<ServiceModel>().is_err());
     }
 
     #[test]

@@ -19,9 +19,13 @@
 //!   parallel reading of large text traces.
 //! - [`period`]: [`Periods`] — busy periods as the union of
 //!   `[arrival, completion]`, idle intervals as the gaps.
-//! - [`device`]: [`ServiceModel`] (constant, exponential, disk) for traces
-//!   without completion times and for synthetic workloads.
-//! - [`workload`]: seeded synthetic arrival processes.
+//! - [`device`]: [`ServiceModel`] (constant, exponential, lognormal,
+//!   hyperexponential, disk) for traces without completion times and for
+//!   synthetic workloads.
+//! - [`workload`]: seeded synthetic arrival processes (Poisson, Erlang,
+//!   lognormal, hyperexponential, two-state MMPP fitted to a CV and a burst
+//!   length), written as text (`mmpp:cv=9,burst=1000`), with the arrival
+//!   rate for a target utilisation.
 //! - [`stats`]: one analysis per file; [`characterize()`] runs them all.
 //!
 //! ## Example

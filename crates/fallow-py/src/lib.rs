@@ -5,7 +5,8 @@
 //! with pandas frames, plots and Parquet interop.
 //!
 //! One file per area, mirroring the core: [`trace`] (the `Trace` class and
-//! `read_trace`), [`stats`] (`characterize`), [`workload`] (`synthetic`).
+//! `read_trace`), [`stats`] (`characterize`), [`workload`] (`synthetic`),
+//! [`sim`] (`simulate`, `compare`, `policies`).
 //! [`errors`] is the one place where core errors become Python exceptions
 //! and holds the one helper that releases the GIL around long calls.
 //! Methods are thin: they convert arguments, call the core, convert results.
@@ -13,6 +14,7 @@
 
 pub mod errors;
 mod json;
+pub mod sim;
 pub mod stats;
 pub mod trace;
 pub mod workload;
@@ -30,5 +32,8 @@ fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace::read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(stats::characterize, m)?)?;
     m.add_function(wrap_pyfunction!(workload::synthetic, m)?)?;
+    m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(sim::compare, m)?)?;
+    m.add_function(wrap_pyfunction!(sim::policies, m)?)?;
     Ok(())
 }

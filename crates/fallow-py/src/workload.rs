@@ -1,20 +1,23 @@
 //! `synthetic`: seeded synthetic FG workloads (arrival process + service
 //! model through a FCFS queue), as a `Trace` with completion times.
 
-use crate::errors::{parameter, without_gil};
+use crate::errors::{parameter, to_py, without_gil};
 use crate::trace::{service_model, PyTrace};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use pyo3::prelude::*;
 
 /// Generate a synthetic trace.
 ///
-/// `arrival` is `poisson`, `erlang` (needs `k`), `lognormal` or
-/// `hyperexponential` (need `cv` of inter-arrival times) with mean `rate`
-/// requests/s, or `mmpp2` with `mmpp_rates=(r0, r1)` and
-/// `mmpp_switch=(s01, s10)` (rates of leaving state 0 and 1, 1/s).
-/// `service` is a service model (`exp:5ms`, `const:1ms`, `disk`).
+/// `arrival` is an arrival process in the grammar of `fallow simulate
+/// --workload` (`poisson`, `erlang:k=4`, `lognormal:cv=3`, `hyperexp:cv=4`,
+/// `mmpp:cv=9,burst=1000`, `mmpp:rates=40/1,sojourn=20s/60s`); `k`, `cv` and
+/// `burst` may be given as arguments instead, and `rate` (mean requests/s)
+/// sets or overrides the spec's rate. `mmpp_rates=(r0, r1)` with
+/// `mmpp_switch=(s01, s10)` (rates of leaving state 0 and 1, 1/s) give a
+/// two-state MMPP explicitly. `service` is a service model (`exp:5ms`,
+/// `const:1ms`, `lognormal:5ms,cv=2`, `disk`).
 #[pyfunction]
-#[pyo3(signature = (arrival="poisson", rate=None, requests=100_000, service="exp:5ms", seed=1, k=None, cv=None, mmpp_rates=None, mmpp_switch=None, request_size_bytes=4096, capacity_bytes=1_000_000_000_000, write_fraction=0.5))]
+#[pyo3(signature = (arrival="poisson", rate=None, requests=100_000, service="exp:5ms", seed=1, k=None, cv=None, mmpp_rates=None, mmpp_switch=None, request_size_bytes=4096, capacity_bytes=1_000_000_000_000, write_fraction=0.5, burst=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn synthetic(
     py: Python<'_>,
@@ -30,30 +33,41 @@ pub fn synthetic(
     request_size_bytes: u32,
     capacity_bytes: u64,
     write_fraction: f64,
+    burst: Option<f64>,
 ) -> PyResult<PyTrace> {
-    let need = |name: &str, v: Option<f64>| {
-        v.ok_or_else(|| parameter(name, format!("arrival `{arrival}` needs {name}=")))
-    };
-    let arrivals = match arrival {
-        "poisson" => ArrivalProcess::Poisson { rate_per_s: need("rate", rate)? },
-        "erlang" => ArrivalProcess::Erlang {
-            rate_per_s: need("rate", rate)?,
-            k: k.ok_or_else(|| parameter("k", "arrival `erlang` needs k= (number of phases)"))?,
-        },
-        "lognormal" => ArrivalProcess::Lognormal { rate_per_s: need("rate", rate)?, cv: need("cv", cv)? },
-        "hyperexponential" | "hyperexp" => {
-            ArrivalProcess::Hyperexponential { rate_per_s: need("rate", rate)?, cv: need("cv", cv)? }
+    let arrivals = match (mmpp_rates, mmpp_switch) {
+        (Some(rate_per_s), Some(switch_per_s)) => {
+            let p = ArrivalProcess::Mmpp2 {
+                rate_per_s,
+                switch_per_s,
+            };
+            match rate {
+                Some(r) => p.with_mean_rate(r).map_err(to_py)?,
+                None => p,
+            }
         }
-        "mmpp2" | "mmpp" => ArrivalProcess::Mmpp2 {
-            rate_per_s: mmpp_rates.ok_or_else(|| parameter("mmpp_rates", "arrival `mmpp2` needs mmpp_rates=(r0, r1)"))?,
-            switch_per_s: mmpp_switch
-                .ok_or_else(|| parameter("mmpp_switch", "arrival `mmpp2` needs mmpp_switch=(s01, s10)"))?,
-        },
-        other => {
+        (Some(_), None) | (None, Some(_)) => {
             return Err(parameter(
-                "arrival",
-                format!("unknown arrival process `{other}` (poisson, erlang, lognormal, hyperexponential, mmpp2)"),
+                "mmpp_switch",
+                "an explicit MMPP needs both mmpp_rates=(r0, r1) and mmpp_switch=(s01, s10)",
             ))
+        }
+        (None, None) => {
+            // keyword arguments join the spec's parameters
+            let mut spec = arrival.to_string();
+            let extra: Vec<String> = [
+                k.map(|k| format!("k={k}")),
+                cv.map(|c| format!("cv={c}")),
+                burst.map(|b| format!("burst={b}")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if !extra.is_empty() {
+                spec.push(if spec.contains(':') { ',' } else { ':' });
+                spec.push_str(&extra.join(","));
+            }
+            ArrivalProcess::parse_with_rate(&spec, rate).map_err(to_py)?
         }
     };
     let workload = SyntheticWorkload {

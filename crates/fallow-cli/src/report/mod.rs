@@ -3,8 +3,11 @@
 //! with a summary, the headline findings and the plots of the source
 //! papers, each with a caption saying how to read it.
 
+mod compare;
 mod plots;
 mod svg;
+
+pub use compare::write as write_compare;
 
 use crate::findings::Finding;
 use crate::human::{count, num, pct, requests, secs};

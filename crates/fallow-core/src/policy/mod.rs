@@ -10,13 +10,51 @@
 //! simulator and live. Clairvoyant reference policies say so
 //! ([`Policy::clairvoyant`]) and are the only ones shown the future.
 
+mod adaptive_preemption_interval;
+mod adaptive_size;
 mod aggressive;
+mod ar_waiting;
+mod autoregressive;
+mod bursty_cdf_estimates;
+mod busy_bee;
+mod cdf_based;
+mod cdf_estimates;
+mod credit_skip;
+mod deadline;
+mod fixed_rate;
 mod fixed_wait;
+mod kernel_idle_class;
+mod lossless_waiting;
+mod mean_based;
+mod oracle;
+mod preemption_interval;
 
+pub use adaptive_preemption_interval::{
+    AdaptivePreemptionInterval, AdaptivePreemptionIntervalConfig,
+};
+pub use adaptive_size::{AdaptiveSize, AdaptiveSizeConfig, SizeMode};
 pub use aggressive::Aggressive;
+pub use ar_waiting::{ArWaiting, ArWaitingConfig};
+pub use autoregressive::{Autoregressive, AutoregressiveConfig, IdlePredictor, PredictorConfig};
+pub use bursty_cdf_estimates::{BurstyCdfEstimates, BurstyCdfEstimatesConfig};
+pub use busy_bee::{BusyBee, BusyBeeConfig, Window as BusyBeeWindow};
+pub use cdf_based::{CdfBased, CdfBasedConfig, IdleCdf, IdleEstimate};
+pub use cdf_estimates::{CdfEstimates, CdfEstimatesConfig};
+pub use credit_skip::{CreditSkip, CreditSkipConfig, CreditUnit};
+pub use deadline::{Deadline, DeadlineConfig, Work as DeadlineWork};
+pub use fixed_rate::{FixedRate, FixedRateConfig};
 pub use fixed_wait::{FixedWait, FixedWaitConfig};
+pub use kernel_idle_class::{IoScheduler, KernelIdleClass, KernelIdleClassConfig};
+pub use lossless_waiting::{LosslessWaiting, LosslessWaitingConfig};
+pub use mean_based::MeanBased;
+pub use oracle::{Oracle, OracleChoice, OracleConfig};
+pub use preemption_interval::{
+    next_state, IntervalCounters, IntervalEvent, IntervalStart, IntervalState, IntervalVariant,
+    PreemptionInterval, PreemptionIntervalConfig,
+};
 
 use crate::error::{Error, Result};
+use crate::period::Periods;
 use crate::sim::BgService;
 use rand_pcg::Pcg64Mcg;
 use std::collections::BTreeMap;
@@ -115,6 +153,14 @@ pub trait Policy: Send {
     /// A busy period of `busy_ns` serving `requests` FG requests ended.
     fn on_busy_end(&mut self, busy_ns: u64, requests: u32) {
         let _ = (busy_ns, requests);
+    }
+
+    /// Called once by [`crate::sim::simulate`] before the run with the
+    /// trace's baseline busy periods and idle intervals. Only clairvoyant
+    /// references may use it (`oracle` learns how long the x % longest
+    /// intervals are); the live runtime never calls it. Default: nothing.
+    fn prepare(&mut self, periods: &Periods) {
+        let _ = periods;
     }
 }
 
@@ -221,6 +267,20 @@ pub struct Entry {
 pub fn registry() -> &'static [Entry] {
     &[
         Entry {
+            name: "adaptive-preemption-interval",
+            summary: "preemption interval that doubles on a B[f] event (FG found BG in service) and shrinks by 1/32 otherwise (Eggert & Touch §5.2)",
+            params: "p=DURATION (start, default 10ms), min=DURATION (1ms), max=DURATION (10s), grow=FACTOR (2), shrink=FRACTION (1/32), variant=, start=, batch=, size= as preemption-interval",
+            clairvoyant: false,
+            build: AdaptivePreemptionInterval::build,
+        },
+        Entry {
+            name: "adaptive-size",
+            summary: "Waiting with a request size that grows within each idle interval (exponential, linear, swapping)",
+            params: "mode=exponential|linear|swapping (default exponential), t=DURATION (wait, default 100ms), s=BYTES (start, 64KiB), a=FACTOR (2), b=BYTES (0), max=BYTES (4MiB), swap-after=DURATION|inf (1s)",
+            clairvoyant: false,
+            build: AdaptiveSize::build,
+        },
+        Entry {
             name: "aggressive",
             summary: "start BG work the moment the device is idle; stop when FG arrives",
             params: "size=BYTES (default: the run's BG size)",
@@ -228,11 +288,109 @@ pub fn registry() -> &'static [Entry] {
             build: Aggressive::build,
         },
         Entry {
+            name: "ar-waiting",
+            summary: "wait t, then BG until FG arrives, if the AR(p) prediction of the idle length exceeds c (AR+Waiting)",
+            params: "t=DURATION (default 100ms), c=DURATION (default 100ms), history=N (2000 intervals), max-order=N (8), refit=N (100 intervals), size=BYTES",
+            clairvoyant: false,
+            build: ArWaiting::build,
+        },
+        Entry {
+            name: "autoregressive",
+            summary: "BG from the start of an idle interval until FG arrives if its AR(p) predicted length exceeds c (AR)",
+            params: "c=DURATION (default 100ms), history=N (2000 intervals), max-order=N (8), refit=N (100 intervals), size=BYTES",
+            clairvoyant: false,
+            build: Autoregressive::build,
+        },
+        Entry {
+            name: "bursty-cdf-estimates",
+            summary: "cdf-estimates, but after a large idle interval, when P(large→large) ≥ rho, run Eq. 2's T·((CV+1)·mean − wait)/mean BG (Bursty+CDF/w-estimates)",
+            params: "T=FACTOR (default 1), rho=PROBABILITY (default 0.5), angle=DEGREES (30), warmup=N (32 intervals), size=BYTES",
+            clairvoyant: false,
+            build: BurstyCdfEstimates::build,
+        },
+        Entry {
+            name: "busy-bee",
+            summary: "conservative (idle wait) for CWS idle intervals after a long busy period, aggressive otherwise; Threshold and CWS relearned every window",
+            params: "idle-wait=DURATION (default 100ms), window=DURATION|Nbp (default 5h), max-lag=N (20), threshold=N and cws=N (fix instead of learning), size=BYTES",
+            clairvoyant: false,
+            build: BusyBee::build,
+        },
+        Entry {
+            name: "cdf-based",
+            summary: "no wait when idle CV < 1, else wait until the idle CDF's slope falls to tan(angle); then BG until FG arrives",
+            params: "angle=DEGREES (default 30), warmup=N (32 intervals: no wait before), size=BYTES",
+            clairvoyant: false,
+            build: CdfBased::build,
+        },
+        Entry {
+            name: "cdf-estimates",
+            summary: "wait as cdf-based, then at most Eq. 1's T·(p90(idle) − wait)/mean BG requests (CDF/w-estimates)",
+            params: "T=FACTOR (default 1), angle=DEGREES (30), warmup=N (32 intervals: quiet before), size=BYTES",
+            clairvoyant: false,
+            build: CdfEstimates::build,
+        },
+        Entry {
+            name: "credit-skip",
+            summary: "preemption interval skipped when n credits (undisturbed FG requests) are saved; a collision costs n; leaky bucket capped (Eggert & Touch §5.1)",
+            params: "n=N (credits per skip and per collision, default 10), cap=N (bucket size, 100), unit=request|interval (what earns a credit, request), p=, variant=, start=, batch=, size= as preemption-interval",
+            clairvoyant: false,
+            build: CreditSkip::build,
+        },
+        Entry {
+            name: "deadline",
+            summary: "finite BG work by a deadline: Waiting whose wait shrinks as remaining work nears the idle time left",
+            params: "work=N|BYTES (requests or bytes, default 1GiB), by=DURATION (default 1h, from the first decision), t=DURATION (wait without urgency, 100ms), size=BYTES",
+            clairvoyant: false,
+            build: Deadline::build,
+        },
+        Entry {
+            name: "fixed-rate",
+            summary: "a BG request due every r whatever FG does; due requests wait for idle time (FG first) and run back to back when backlogged (commercial scrubbers)",
+            params: "r=DURATION (default 100ms), size=BYTES",
+            clairvoyant: false,
+            build: FixedRate::build,
+        },
+        Entry {
             name: "fixed-wait",
             summary: "wait t after the last FG completion, then BG back to back until FG arrives (Waiting, conservative)",
             params: "t=DURATION (default 100ms), size=BYTES",
             clairvoyant: false,
             build: FixedWait::build,
+        },
+        Entry {
+            name: "kernel-idle-class",
+            summary: "Linux idle I/O class: CFQ (100 ms grace after the last FG completion, 8 ms slice idle between requests) or BFQ (one request after 200 ms idle)",
+            params: "scheduler=cfq|bfq (default cfq); cfq: grace=DURATION (100ms), slice-idle=DURATION (8ms); bfq: timeout=DURATION (200ms); size=BYTES",
+            clairvoyant: false,
+            build: KernelIdleClass::build,
+        },
+        Entry {
+            name: "lossless-waiting",
+            summary: "CLAIRVOYANT upper bound: the intervals fixed-wait(t) uses, used from their start until FG arrives",
+            params: "t=DURATION (default 100ms), size=BYTES",
+            clairvoyant: true,
+            build: LosslessWaiting::build,
+        },
+        Entry {
+            name: "mean-based",
+            summary: "wait the mean BG service time, then BG until FG arrives (Mi et al. baseline)",
+            params: "size=BYTES (default: the run's BG size)",
+            clairvoyant: false,
+            build: MeanBased::build,
+        },
+        Entry {
+            name: "oracle",
+            summary: "CLAIRVOYANT upper bound: only the x % longest idle intervals, each used whole (one collision each)",
+            params: "x=PERCENT (default 10) or min=DURATION, size=BYTES",
+            clairvoyant: true,
+            build: Oracle::build,
+        },
+        Entry {
+            name: "preemption-interval",
+            summary: "Eggert & Touch's I/F/B/P machine: no BG request starts within p of FG work; four Appendix-A variants; per state×event counters",
+            params: "p=DURATION (default 100ms), variant=burst-idle|burst-preempt|request-idle|request-preempt (or tl|tr|bl|br; default burst-idle), start=fg-end|fg-start (default fg-end), batch=N (BG requests queued at a time, default unbounded), size=BYTES",
+            clairvoyant: false,
+            build: PreemptionInterval::build,
         },
     ]
 }

@@ -65,6 +65,8 @@ impl BgService {
                 let x: f64 = Exp::new(1.0).expect("rate 1").sample(rng);
                 ((x * mean_ns as f64).round() as u64).max(1)
             }
+            // integer already: skip the float round trip (a libm call in the hot loop)
+            BgService::Constant { ns } => ns.max(1),
             _ => (self.mean_ns(size_bytes).round() as u64).max(1),
         }
     }
@@ -116,7 +118,7 @@ impl BgService {
                 })
             }
             _ => {
-                let s = (self.mean_ns(size_bytes).round() as u64).max(1);
+                let s = self.sample_ns(size_bytes, rng); // deterministic here: no draw
                 let cycle = s + spacing_ns;
                 // requests start at k·cycle for k = 0, 1, …; those starting before
                 // `available` run; the last of them may be cut by the FG arrival.

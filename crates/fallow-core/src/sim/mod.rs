@@ -117,7 +117,7 @@ impl Prepared {
         let mut baseline_hist = new_histogram();
         let mut baseline_sum_ns = 0u128;
         for &rt in &baseline_rt_ns {
-            baseline_hist.saturating_record(rt);
+            record(&mut baseline_hist, rt);
             baseline_sum_ns += rt as u128;
         }
         let span_ns = completion
@@ -159,10 +159,21 @@ impl Prepared {
 }
 
 fn new_histogram() -> Histogram<u64> {
-    // 3 significant digits, auto-resizing: ns to hours.
-    let mut h = Histogram::new(3).expect("3 significant figures is valid");
+    // 3 significant digits from 1 ns to ~41 days, sized up front (about
+    // 350 KB) and auto-resizing beyond. Values must go through `record`:
+    // `saturating_record` clamps to the current bounds and never resizes,
+    // so an auto-sized `Histogram::new(3)` (bounds 1..2) would hold only 2s.
+    let mut h = Histogram::new_with_bounds(1, 1 << 52, 3).expect("valid bounds");
     h.auto(true);
     h
+}
+
+/// Record `v`, growing the histogram if needed.
+fn record(h: &mut Histogram<u64>, v: u64) {
+    if h.record(v).is_err() {
+        // only past u64's range: clamp
+        h.saturating_record(v);
+    }
 }
 
 /// Run `policy` over a prepared trace.
@@ -171,6 +182,7 @@ pub fn simulate(prep: &Prepared, policy: &mut dyn Policy, cfg: &SimConfig) -> Re
         return Err(Error::invalid("bg size", "must be positive"));
     }
     let mut run = Run::new(prep, cfg);
+    policy.prepare(&prep.periods);
     run.go(policy);
     Ok(run.finish(policy))
 }
@@ -302,8 +314,8 @@ impl<'a> Run<'a> {
         self.delayed_requests += reqs.len() as u64;
         self.added_ns += d as u128 * reqs.len() as u128;
         for &rt in &self.prep.baseline_rt_ns[reqs] {
-            self.delayed_old.saturating_record(rt);
-            self.delayed_new.saturating_record(rt + d);
+            record(&mut self.delayed_old, rt);
+            record(&mut self.delayed_new, rt + d);
         }
     }
 

@@ -1,5 +1,8 @@
 //! Integration tests of `fallow-core`, one module per area.
 
+mod policies_bb;
+mod policies_et;
+mod policies_mi;
 mod queueing;
 mod readers;
 mod sim;

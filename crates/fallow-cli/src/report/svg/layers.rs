@@ -210,6 +210,61 @@ impl Chart {
                     }
                 }
             }
+            Layer::Points(points) => {
+                // label boxes placed so far: (x0, x1, y0, y1) in pixels
+                let mut placed: Vec<(f64, f64, f64, f64)> = Vec::new();
+                for p in points {
+                    let (Some(px), Some(py)) = (xm.px(p.x), ym.px(p.y)) else {
+                        continue;
+                    };
+                    let fill = if p.hollow {
+                        format!(
+                            r#"class="point s-{}" fill="none" stroke-width="2""#,
+                            p.color.class()
+                        )
+                    } else {
+                        format!(r#"class="point f-{}""#, p.color.class())
+                    };
+                    let _ = write!(
+                        s,
+                        r#"<circle {fill} cx="{px:.1}" cy="{py:.1}" r="4.5"><title>{}</title></circle>"#,
+                        esc(&p.label)
+                    );
+                    if p.label.is_empty() {
+                        continue;
+                    }
+                    let w = p.label.chars().count() as f64 * CHAR_W * 0.92;
+                    let h = 13.0;
+                    // right, left, above-right, below-right of the marker
+                    let candidates = [
+                        (px + 8.0, py + 4.0, "start"),
+                        (px - 8.0, py + 4.0, "end"),
+                        (px + 6.0, py - 9.0, "start"),
+                        (px + 6.0, py + 17.0, "start"),
+                    ];
+                    for (tx, ty, anchor) in candidates {
+                        let x0 = if anchor == "start" { tx } else { tx - w };
+                        let bx = (x0, x0 + w, ty - h + 3.0, ty + 3.0);
+                        let inside = bx.0 >= xm.p0.min(xm.p1) - 2.0
+                            && bx.1 <= xm.p1.max(xm.p0) + 2.0
+                            && bx.2 >= ym.p1.min(ym.p0) - 2.0
+                            && bx.3 <= ym.p0.max(ym.p1) + 2.0;
+                        let clash = placed
+                            .iter()
+                            .any(|o| bx.0 < o.1 && o.0 < bx.1 && bx.2 < o.3 && o.2 < bx.3);
+                        if inside && !clash {
+                            placed.push(bx);
+                            let _ = write!(
+                                labels,
+                                r#"<text class="annot t-{}" x="{tx:.1}" y="{ty:.1}" text-anchor="{anchor}">{}</text>"#,
+                                p.color.class(),
+                                esc(&p.label)
+                            );
+                            break;
+                        }
+                    }
+                }
+            }
             Layer::HBand { y0, y1, color } => {
                 let a = ym.px_clamped(*y0);
                 let b = ym.px_clamped(*y1);

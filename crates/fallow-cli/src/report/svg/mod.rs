@@ -170,6 +170,10 @@ pub enum Layer {
         /// Label at the top, right of the line.
         label: String,
     },
+    /// Labelled markers (a scatter plot), one per point; labels that would
+    /// overlap an earlier one move to the other side or are left to the
+    /// marker's hover text.
+    Points(Vec<Point>),
     /// A shaded horizontal band between two heights.
     HBand {
         /// Bottom, data units.
@@ -179,6 +183,21 @@ pub enum Layer {
         /// Colour.
         color: Color,
     },
+}
+
+/// One marker of a [`Layer::Points`].
+#[derive(Debug, Clone)]
+pub struct Point {
+    /// Position, data units.
+    pub x: f64,
+    /// Position, data units.
+    pub y: f64,
+    /// Text beside the marker (and its hover text).
+    pub label: String,
+    /// Colour.
+    pub color: Color,
+    /// An open ring instead of a filled dot (reference points).
+    pub hollow: bool,
 }
 
 /// A legend entry.
@@ -309,6 +328,11 @@ impl Chart {
                         }
                     }
                 }
+                Layer::Points(points) => {
+                    for p in points {
+                        see(if along_x { p.x } else { p.y });
+                    }
+                }
                 Layer::HRule { y, .. } if !along_x => see(*y),
                 Layer::VRule { x, .. } if along_x => see(*x),
                 Layer::HBand { y0, y1, .. } if !along_x => {
@@ -378,9 +402,13 @@ impl Chart {
             .map(|t| t.label.chars().count())
             .max()
             .unwrap_or(1) as f64;
-        let legend_h = if self.legend.is_empty() { 8.0 } else { 28.0 };
         let left = 30.0 + widest * CHAR_W;
         let right = 18.0;
+        let legend = self.legend_layout(left, self.width - right);
+        let legend_h = match legend.last() {
+            None => 8.0,
+            Some(&(_, _, y)) => y + 14.0,
+        };
         let top = legend_h + 6.0;
         // crowded category labels are turned 40° instead of being dropped
         let widest_x = xticks
@@ -463,6 +491,7 @@ impl Chart {
             Layer::Bars { series, .. } => series
                 .iter()
                 .any(|s| s.values.iter().any(|v| v.is_finite() && *v != 0.0)),
+            Layer::Points(points) => points.iter().any(|p| p.x.is_finite() && p.y.is_finite()),
             _ => false,
         });
         if !has_data {
@@ -561,30 +590,49 @@ impl Chart {
             esc(&ylabel)
         );
         s.push_str(&labels);
-        self.render_legend(&mut s, left, w - right);
+        self.render_legend(&mut s, &legend);
         s.push_str("</svg>");
         s
     }
 
-    fn render_legend(&self, s: &mut String, left: f64, right_edge: f64) {
-        if self.legend.is_empty() {
-            return;
-        }
+    /// Where each legend entry goes: (entry, x, y of its row's centre).
+    /// One right-aligned row when it fits; otherwise rows filled from the
+    /// left edge, as many as needed.
+    fn legend_layout(&self, left: f64, right_edge: f64) -> Vec<(usize, f64, f64)> {
         let widths: Vec<f64> = self
             .legend
             .iter()
             .map(|l| 26.0 + l.label.chars().count() as f64 * CHAR_W + 16.0)
             .collect();
         let total: f64 = widths.iter().sum();
-        // right-aligned when it fits, else from the left edge
-        let mut x = if total < right_edge - left {
-            right_edge - total
-        } else {
-            left
-        };
-        let y = 14.0;
+        let mut out = Vec::with_capacity(widths.len());
+        if total < right_edge - left {
+            let mut x = right_edge - total;
+            for (i, w) in widths.iter().enumerate() {
+                out.push((i, x, 14.0));
+                x += w;
+            }
+            return out;
+        }
+        let (mut x, mut y) = (left, 14.0);
+        for (i, w) in widths.iter().enumerate() {
+            if x > left && x + w > right_edge {
+                x = left;
+                y += 20.0;
+            }
+            out.push((i, x, y));
+            x += w;
+        }
+        out
+    }
+
+    fn render_legend(&self, s: &mut String, layout: &[(usize, f64, f64)]) {
+        if layout.is_empty() {
+            return;
+        }
         s.push_str(r#"<g class="legend">"#);
-        for (l, wdt) in self.legend.iter().zip(widths) {
+        for &(i, x, y) in layout {
+            let l = &self.legend[i];
             match l.swatch {
                 Swatch::Line(d) => {
                     let _ = write!(
@@ -612,7 +660,6 @@ impl Chart {
                 y + FONT * 0.35,
                 esc(&l.label)
             );
-            x += wdt;
         }
         s.push_str("</g>");
     }
@@ -699,6 +746,52 @@ mod tests {
         let s = c.render("p2");
         assert_eq!(s.matches("<rect class=\"bar").count(), 6);
         assert!(s.contains("<title>b</title>"));
+    }
+
+    #[test]
+    fn labelled_points_and_a_legend_of_several_rows() {
+        let pts = |x: f64, y: f64, label: &str| Point {
+            x,
+            y,
+            label: label.into(),
+            color: Color::C(1),
+            hollow: label == "ref",
+        };
+        let mut c = Chart::new(
+            "scatter",
+            Axis::new("x", Scale::Linear, Unit::Number),
+            Axis::new("y", Scale::Linear, Unit::Fraction),
+        )
+        .layer(Layer::Points(vec![
+            pts(1.0, 0.1, "a"),
+            pts(1.0, 0.1, "b"), // same place: its label moves or is left to hover
+            pts(2.0, 0.2, "ref"),
+        ]));
+        for i in 0..12 {
+            c = c.legend(
+                format!("a rather long legend entry {i}"),
+                Color::C(0),
+                Swatch::Line(Dash::Solid),
+            );
+        }
+        let s = c.render("p4");
+        assert_eq!(s.matches("<circle").count(), 3);
+        assert!(
+            s.contains(r#"fill="none""#),
+            "the reference is an open ring"
+        );
+        // every marker keeps its name as hover text
+        for l in ["a", "b", "ref"] {
+            assert!(s.contains(&format!("<title>{l}</title>")));
+        }
+        // 12 entries of ~230 px cannot share one 560 px row: several rows
+        let legend = s.split(r#"<g class="legend">"#).nth(1).unwrap();
+        let ys: std::collections::BTreeSet<String> = legend
+            .split("y1=\"")
+            .skip(1)
+            .map(|t| t.split('"').next().unwrap().to_string())
+            .collect();
+        assert!(ys.len() >= 3, "{ys:?}");
     }
 
     #[test]

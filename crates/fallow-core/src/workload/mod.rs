@@ -4,7 +4,22 @@
 //!
 //! Arrival processes follow Mi et al. §4.1 (Erlang for low-CV idle times,
 //! MMPP for bursty ones) plus Poisson, lognormal and hyperexponential
-//! inter-arrival times.
+//! inter-arrival times. Each is written the same way on the command line,
+//! in Python and in configs (`poisson`, `erlang:k=4`, `lognormal:cv=3`,
+//! `hyperexp:cv=4`, `mmpp:cv=9,burst=1000`, `mmpp:rates=40/1,sojourn=20s/60s`;
+//! any of them with `rate=R`), parsed by one [`FromStr`](std::str::FromStr)
+//! (see [`ArrivalProcess::parse_with_rate`]). The two-state MMPP can be
+//! given by its rates and mean sojourn times, or fitted to a mean rate, a
+//! CV and a burst length ([`fit_mmpp2`], whose documentation explains the
+//! fit).
+//!
+//! Utilisation as an input: [`rate_for_utilization`] gives the arrival rate
+//! that keeps a device with a service model busy a given share of the time.
+
+mod mmpp;
+mod parse;
+
+pub use mmpp::{fit_mmpp2, mmpp2_stats, Mmpp2Stats};
 
 use crate::device::ServiceModel;
 use crate::error::{Error, Result};
@@ -12,6 +27,40 @@ use crate::trace::{Op, Trace};
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, Gamma, LogNormal};
 use rand_pcg::Pcg64Mcg;
+
+/// The lognormal distribution with this mean and CV (σ² = ln(1 + CV²),
+/// μ = ln(mean) − σ²/2).
+pub(crate) fn lognormal(mean: f64, cv: f64) -> Result<LogNormal<f64>> {
+    let sigma2 = (1.0 + cv * cv).ln();
+    let mu = mean.ln() - sigma2 / 2.0;
+    LogNormal::new(mu, sigma2.sqrt()).map_err(|e| Error::invalid("lognormal", e.to_string()))
+}
+
+/// Two-phase hyperexponential with balanced means and this CV (≥ 1): phase
+/// 1 is taken with probability p and has mean `mean/(2p)`, phase 2 has mean
+/// `mean/(2(1−p))`, where p = (1 + √((c²−1)/(c²+1)))/2 (balanced means:
+/// p·mean₁ = (1−p)·mean₂). Returns (p, mean₁, mean₂).
+pub(crate) fn h2_balanced(mean: f64, cv: f64) -> (f64, f64, f64) {
+    let c2 = cv * cv;
+    let p = 0.5 * (1.0 + ((c2 - 1.0) / (c2 + 1.0)).sqrt());
+    (p, mean / (2.0 * p), mean / (2.0 * (1.0 - p)))
+}
+
+/// Arrival rate (1/s) that keeps a FCFS device with `service` busy a share
+/// `utilization` of the time for requests of `size_bytes`: ρ = λ·E[S].
+pub fn rate_for_utilization(
+    utilization: f64,
+    service: &ServiceModel,
+    size_bytes: u64,
+) -> Result<f64> {
+    if !(utilization.is_finite() && utilization > 0.0 && utilization < 1.0) {
+        return Err(Error::invalid(
+            "utilization",
+            format!("must be a fraction between 0 and 1 (0.3 = 30 %), got {utilization}"),
+        ));
+    }
+    Ok(utilization / (service.mean_ns(size_bytes) / 1e9))
+}
 
 /// An arrival process, rates in requests per second.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +117,59 @@ impl ArrivalProcess {
                 p0 * rate_per_s[0] + (1.0 - p0) * rate_per_s[1]
             }
         }
+    }
+
+    /// The same process with its time axis stretched so its mean rate is
+    /// `rate_per_s`: CVs, burst lengths (in arrivals) and correlations stay.
+    pub fn with_mean_rate(&self, rate_per_s: f64) -> Result<ArrivalProcess> {
+        if !(rate_per_s.is_finite() && rate_per_s > 0.0) {
+            return Err(Error::invalid(
+                "arrival rate",
+                format!("must be positive and finite, got {rate_per_s}"),
+            ));
+        }
+        self.validate()?;
+        let f = rate_per_s / self.mean_rate_per_s();
+        Ok(match *self {
+            ArrivalProcess::Poisson { .. } => ArrivalProcess::Poisson { rate_per_s },
+            ArrivalProcess::Erlang { k, .. } => ArrivalProcess::Erlang { rate_per_s, k },
+            ArrivalProcess::Lognormal { cv, .. } => ArrivalProcess::Lognormal { rate_per_s, cv },
+            ArrivalProcess::Hyperexponential { cv, .. } => {
+                ArrivalProcess::Hyperexponential { rate_per_s, cv }
+            }
+            ArrivalProcess::Mmpp2 {
+                rate_per_s: r,
+                switch_per_s: s,
+            } => ArrivalProcess::Mmpp2 {
+                rate_per_s: [r[0] * f, r[1] * f],
+                switch_per_s: [s[0] * f, s[1] * f],
+            },
+        })
+    }
+
+    /// Coefficient of variation of the inter-arrival times.
+    pub fn interarrival_cv(&self) -> f64 {
+        match *self {
+            ArrivalProcess::Poisson { .. } => 1.0,
+            ArrivalProcess::Erlang { k, .. } => 1.0 / (k.max(1) as f64).sqrt(),
+            ArrivalProcess::Lognormal { cv, .. } | ArrivalProcess::Hyperexponential { cv, .. } => {
+                cv
+            }
+            ArrivalProcess::Mmpp2 {
+                rate_per_s,
+                switch_per_s,
+            } => mmpp2_stats(rate_per_s, switch_per_s).cv,
+        }
+    }
+
+    /// Fit a two-state MMPP to a mean rate, an inter-arrival CV and a burst
+    /// length in arrivals ([`fit_mmpp2`]).
+    pub fn mmpp2_fitted(mean_rate_per_s: f64, cv: f64, burst: f64) -> Result<ArrivalProcess> {
+        let (rate_per_s, switch_per_s) = fit_mmpp2(mean_rate_per_s, cv, burst)?;
+        Ok(ArrivalProcess::Mmpp2 {
+            rate_per_s,
+            switch_per_s,
+        })
     }
 
     fn validate(&self) -> Result<()> {
@@ -172,20 +274,14 @@ impl ArrivalProcess {
                 Box::new(move |r| d.sample(r))
             }
             ArrivalProcess::Lognormal { rate_per_s, cv } => {
-                let mean = 1.0 / rate_per_s;
-                let sigma2 = (1.0 + cv * cv).ln();
-                let mu = mean.ln() - sigma2 / 2.0;
-                let d = LogNormal::new(mu, sigma2.sqrt()).map_err(|e| bad(e.to_string()))?;
+                let d = lognormal(1.0 / rate_per_s, cv)?;
                 Box::new(move |r| d.sample(r))
             }
             ArrivalProcess::Hyperexponential { rate_per_s, cv } => {
-                // balanced means: p/λ1 = (1-p)/λ2; p = (1 + sqrt((c²-1)/(c²+1)))/2
-                let c2 = cv * cv;
-                let p = 0.5 * (1.0 + ((c2 - 1.0) / (c2 + 1.0)).sqrt());
-                let l1 = 2.0 * p * rate_per_s;
-                let l2 = 2.0 * (1.0 - p) * rate_per_s;
-                let d1 = Exp::new(l1).map_err(|e| bad(e.to_string()))?;
-                let d2 = Exp::new(l2.max(f64::MIN_POSITIVE)).map_err(|e| bad(e.to_string()))?;
+                let (p, m1, m2) = h2_balanced(1.0 / rate_per_s, cv);
+                let d1 = Exp::new(1.0 / m1).map_err(|e| bad(e.to_string()))?;
+                let d2 =
+                    Exp::new((1.0 / m2).max(f64::MIN_POSITIVE)).map_err(|e| bad(e.to_string()))?;
                 Box::new(move |r| {
                     if r.random::<f64>() < p {
                         d1.sample(r)
@@ -331,6 +427,68 @@ mod tests {
         let (m, c) = mean_cv(&gaps(&p, 400_000));
         assert!((1.0 / m / 20.8 - 1.0).abs() < 0.03, "rate {}", 1.0 / m);
         assert!(c > 1.5, "mmpp should be bursty, cv {c}");
+    }
+
+    #[test]
+    fn fitted_mmpp_gaps_have_the_fitted_cv_and_correlation() {
+        // cv 3, bursts of 48 arrivals: theory (mmpp2_stats) gives lag-1
+        // autocorrelation ≈ 0.28 decaying by ≈ 0.63 per lag.
+        let p = ArrivalProcess::mmpp2_fitted(10.0, 3.0, 48.0).unwrap();
+        let ArrivalProcess::Mmpp2 {
+            rate_per_s,
+            switch_per_s,
+        } = p
+        else {
+            panic!()
+        };
+        let want = mmpp2_stats(rate_per_s, switch_per_s);
+        let g = gaps(&p, 1_000_000);
+        let (m, c) = mean_cv(&g);
+        let n = g.len();
+        let lag1 = g.windows(2).map(|w| (w[0] - m) * (w[1] - m)).sum::<f64>()
+            / (n - 1) as f64
+            / (c * m).powi(2);
+        // correlated, heavy-ish tailed gaps: the effective sample is a few
+        // times smaller than n, so tolerances are a few times the iid SEs
+        assert!((m - 0.1).abs() < 0.1 * 0.03, "mean {m}");
+        assert!((c / 3.0 - 1.0).abs() < 0.06, "cv {c}");
+        assert!(
+            (lag1 - want.lag1).abs() < 0.04,
+            "lag1 {lag1} vs {}",
+            want.lag1
+        );
+        assert!(want.lag1 > 0.25, "{want:?}");
+    }
+
+    #[test]
+    fn utilization_sets_the_rate() {
+        let exp = ServiceModel::Exponential {
+            mean_ns: 1_000_000_000,
+        };
+        assert_eq!(rate_for_utilization(0.3, &exp, 4096).unwrap(), 0.3);
+        assert!(rate_for_utilization(30.0, &exp, 4096).is_err());
+        // a Poisson workload at the rate for 40 % keeps the queue 40 % busy
+        let w = SyntheticWorkload {
+            arrivals: ArrivalProcess::Poisson {
+                rate_per_s: rate_for_utilization(
+                    0.4,
+                    &ServiceModel::Constant { ns: 2_000_000 },
+                    4096,
+                )
+                .unwrap(),
+            },
+            requests: 200_000,
+            service: ServiceModel::Constant { ns: 2_000_000 },
+            request_size_bytes: 4096,
+            capacity_bytes: 1 << 30,
+            write_fraction: 0.0,
+            seed: 3,
+        };
+        let t = w.generate().unwrap();
+        let p = crate::period::extract(t.arrival_ns(), t.completion_ns().unwrap());
+        let busy: u64 = p.busy_len_ns.iter().sum();
+        let u = busy as f64 / *t.completion_ns().unwrap().last().unwrap() as f64;
+        assert!((u - 0.4).abs() < 0.01, "{u}");
     }
 
     #[test]

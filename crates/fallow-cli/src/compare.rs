@@ -1,0 +1,297 @@
+//! `fallow compare`: run several policies on one prepared input (a trace or
+//! a synthetic workload, prepared once) and compare what each costs the
+//! foreground with what it gets done: a table, `--json` (a list of
+//! results) and `--html` (slowdown against BG throughput, FG response-time
+//! CCDFs).
+//!
+//! Policies run in parallel, one per thread, each with the same seed, so a
+//! policy's row is the same whatever else is compared with it.
+
+use crate::human::{count, num, pct, secs};
+use crate::output::{self, Style};
+use crate::simulate::{build_policy, prepare, signed_pct, BgArgs, Input, InputArgs, Run};
+use anyhow::Result;
+use clap::Args;
+use fallow_core::policy::{self, Policy};
+use fallow_core::sim::{simulate, Prepared, SimConfig, SimResult};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Arguments of `fallow compare`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow compare ajw.1week.srt --device 0 --bg exp:10ms --html compare.html
+      every policy with its default parameters, plus the clairvoyant references
+  fallow compare --workload lognormal:cv=3 --utilization 0.3 --requests 200000 \\
+      --policy aggressive --policy fixed-wait:t=50ms --policy fixed-wait:t=200ms --json
+
+--json prints a list with one object per policy: its spec and the keys of `fallow simulate --json`.")]
+pub struct CompareArgs {
+    /// A policy to run, `NAME[:k=v,…]`; repeat for several. [default: every
+    /// policy in `fallow policies` with its default parameters, the
+    /// clairvoyant references last]
+    #[arg(long = "policy", short = 'p', value_name = "POLICY")]
+    pub policies: Vec<String>,
+
+    /// Print the results as a JSON list instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write a self-contained HTML page with the table and plots.
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
+
+    /// Policies simulated at once. [default: the number of cores, or FALLOW_THREADS]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: Option<u64>,
+
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    #[command(flatten)]
+    pub bg: BgArgs,
+}
+
+/// The default line-up: every registered policy with default parameters,
+/// deployable ones first, clairvoyant references (upper bounds) last.
+pub fn default_specs() -> Vec<String> {
+    let reg = policy::registry();
+    reg.iter()
+        .filter(|e| !e.clairvoyant)
+        .chain(reg.iter().filter(|e| e.clairvoyant))
+        .map(|e| e.name.to_string())
+        .collect()
+}
+
+/// Run `fallow compare`.
+pub fn run(args: CompareArgs) -> Result<()> {
+    let explicit = !args.policies.is_empty();
+    let specs = if explicit {
+        args.policies.clone()
+    } else {
+        default_specs()
+    };
+    // Build every policy before reading anything: a typo fails at once.
+    let mut policies: Vec<(String, Box<dyn Policy>)> = Vec::new();
+    for spec in specs {
+        match build_policy(&spec) {
+            Ok(p) => policies.push((spec, p)),
+            Err(e) if !explicit => {
+                eprintln!("fallow: skipping {spec}: it has no default parameters ({e:#})")
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let input = prepare(&args.input)?;
+    let cfg = args.bg.config(args.input.seed);
+    let threads = args
+        .threads
+        .map(|t| t as usize)
+        .unwrap_or_else(default_threads);
+    let bar = progress(policies.len(), input.prep.requests());
+    let results = run_all(&input.prep, policies, &cfg, threads, bar.as_ref());
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let runs: Vec<(String, SimResult)> = results
+        .into_iter()
+        .map(|(spec, r)| r.map(|r| (spec, r)))
+        .collect::<Result<_, _>>()?;
+
+    if let Some(path) = &args.html {
+        crate::report::write_compare(path, &input, &args.bg.describe(), &runs)?;
+    }
+    if args.json {
+        let list: Vec<Run<'_>> = runs
+            .iter()
+            .map(|(spec, result)| Run { spec, result })
+            .collect();
+        let mut text = serde_json::to_string_pretty(&list)?;
+        text.push('\n');
+        output::print(&text)?;
+        if let Some(path) = &args.html {
+            eprintln!("fallow: wrote the HTML page to {}", path.display());
+        }
+    } else {
+        let mut text = table(&input, &args.bg, &runs);
+        if let Some(path) = &args.html {
+            let _ = writeln!(text, "\nHTML: {}", path.display());
+        }
+        output::print(&text)?;
+    }
+    Ok(())
+}
+
+/// One thread per core, or `FALLOW_THREADS`.
+fn default_threads() -> usize {
+    std::env::var("FALLOW_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// A bar over policies, on an interactive stderr, when runs take a while.
+fn progress(policies: usize, requests: usize) -> Option<ProgressBar> {
+    (requests.saturating_mul(policies) >= 2_000_000 && std::io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::new(policies as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "simulating [{wide_bar}] {pos}/{len} policies {elapsed} {msg}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar
+    })
+}
+
+/// Simulate every policy on `prep`, `threads` at a time; results in input order.
+pub fn run_all(
+    prep: &Prepared,
+    policies: Vec<(String, Box<dyn Policy>)>,
+    cfg: &SimConfig,
+    threads: usize,
+    bar: Option<&ProgressBar>,
+) -> Vec<(String, fallow_core::Result<SimResult>)> {
+    /// A policy waiting to run, then its result.
+    type Slot = (
+        String,
+        Option<Box<dyn Policy>>,
+        Option<fallow_core::Result<SimResult>>,
+    );
+    let n = policies.len();
+    let slots: Vec<Mutex<Slot>> = policies
+        .into_iter()
+        .map(|(spec, p)| Mutex::new((spec, Some(p), None)))
+        .collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, n.max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(slot) = slots.get(i) else { break };
+                let (spec, mut pol) = {
+                    let mut g = slot.lock().expect("no panics while locked");
+                    (g.0.clone(), g.1.take().expect("each policy runs once"))
+                };
+                if let Some(b) = bar {
+                    b.set_message(spec.clone());
+                }
+                let r = simulate(prep, pol.as_mut(), cfg);
+                slot.lock().expect("no panics while locked").2 = Some(r);
+                if let Some(b) = bar {
+                    b.inc(1);
+                }
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| {
+            let (spec, _, r) = m.into_inner().expect("no panics while locked");
+            (spec, r.expect("every slot ran"))
+        })
+        .collect()
+}
+
+/// The comparison table, the baseline first.
+fn table(input: &Input, bg: &BgArgs, runs: &[(String, SimResult)]) -> String {
+    let st = Style::for_stdout();
+    let mut s = String::new();
+    let _ = writeln!(s, "{}", st.bold(&input.title));
+    for line in output::wrap(&input.detail, 96) {
+        let _ = writeln!(s, "  {}", st.dim(&line));
+    }
+    let _ = writeln!(s, "  {}", st.dim(&bg.describe()));
+    let _ = writeln!(s);
+    let header = [
+        "policy",
+        "slowdown",
+        "added delay",
+        "p99",
+        "delayed",
+        "BG MB/s",
+        "idle used",
+    ];
+    let mut rows: Vec<[String; 7]> = Vec::new();
+    if let Some((_, first)) = runs.first() {
+        rows.push([
+            "(no BG work)".into(),
+            "0".into(),
+            "0".into(),
+            secs(first.fg.baseline_p99_response_s),
+            "0".into(),
+            "0".into(),
+            "0".into(),
+        ]);
+    }
+    let mut clairvoyant = false;
+    for (spec, r) in runs {
+        clairvoyant |= r.clairvoyant;
+        rows.push([
+            if r.clairvoyant {
+                format!("{spec} *")
+            } else {
+                spec.clone()
+            },
+            signed_pct(r.fg.slowdown),
+            secs(r.fg.mean_added_delay_s),
+            secs(r.fg.p99_response_s),
+            pct(r.fg.collision_rate),
+            num(r.bg.throughput_bytes_per_s / 1e6),
+            pct(r.idle_used_fraction),
+        ]);
+    }
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .chain(std::iter::once(header[i].chars().count()))
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..header.len()).map(width).collect();
+    let line = |cells: &[String]| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let pad = widths[i] - c.chars().count();
+            if i == 0 {
+                let _ = write!(l, "{c}{}", " ".repeat(pad));
+            } else {
+                let _ = write!(l, "  {}{c}", " ".repeat(pad));
+            }
+        }
+        l.trim_end().to_string()
+    };
+    let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let _ = writeln!(s, "{}", st.bold(&line(&head)));
+    for r in &rows {
+        let _ = writeln!(s, "{}", line(r));
+    }
+    let _ = writeln!(
+        s,
+        "\nslowdown: mean FG response time with BG work over without, − 1; added delay: per FG request;\n\
+         delayed: FG requests that waited for BG work; idle used: share of idle time spent on BG work."
+    );
+    if clairvoyant {
+        let _ = writeln!(
+            s,
+            "* clairvoyant reference: sees the future, an upper bound rather than a deployable policy."
+        );
+    }
+    if let Some((_, r)) = runs.first() {
+        let _ = writeln!(
+            s,
+            "Baseline: mean FG response {} over {} requests, FG utilisation {}.",
+            secs(r.fg.baseline_mean_response_s),
+            count(r.fg.requests),
+            pct(input.fg_utilization())
+        );
+    }
+    s
+}

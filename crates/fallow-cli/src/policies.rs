@@ -1,0 +1,81 @@
+//! `fallow policies`: the policy registry — each policy's name, what it
+//! does and its parameters — as text or `--json`.
+
+use crate::output::{self, Style};
+use anyhow::Result;
+use clap::Args;
+use fallow_core::policy::registry;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// Arguments of `fallow policies`.
+#[derive(Debug, Args)]
+pub struct PoliciesArgs {
+    /// Print the registry as JSON (a list of {name, summary, params, clairvoyant}).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One registry entry as JSON.
+#[derive(Debug, Serialize)]
+struct Item {
+    name: &'static str,
+    summary: &'static str,
+    params: &'static str,
+    clairvoyant: bool,
+}
+
+/// Run `fallow policies`.
+pub fn run(args: PoliciesArgs) -> Result<()> {
+    let items: Vec<Item> = registry()
+        .iter()
+        .map(|e| Item {
+            name: e.name,
+            summary: e.summary,
+            params: e.params,
+            clairvoyant: e.clairvoyant,
+        })
+        .collect();
+    if args.json {
+        let mut text = serde_json::to_string_pretty(&items)?;
+        text.push('\n');
+        return output::print(&text);
+    }
+    let st = Style::for_stdout();
+    let width = items
+        .iter()
+        .map(|i| i.name.len() + if i.clairvoyant { 2 } else { 0 })
+        .max()
+        .unwrap_or(0)
+        + 2;
+    let mut s = String::new();
+    for i in &items {
+        let name = if i.clairvoyant {
+            format!("{} *", i.name)
+        } else {
+            i.name.to_string()
+        };
+        let indent = " ".repeat(width);
+        for (k, line) in output::wrap(i.summary, 98 - width).iter().enumerate() {
+            if k == 0 {
+                let _ = writeln!(s, "{}{line}", output::pad(&st.bold(&name), &name, width));
+            } else {
+                let _ = writeln!(s, "{indent}{line}");
+            }
+        }
+        for line in output::wrap(&format!("params: {}", i.params), 98 - width) {
+            let _ = writeln!(s, "{indent}{}", st.dim(&line));
+        }
+    }
+    if items.iter().any(|i| i.clairvoyant) {
+        let _ = writeln!(
+            s,
+            "\n* clairvoyant reference: sees the future, an upper bound rather than a deployable policy."
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nUse as --policy NAME:k=v,… (durations take ns, us, ms, s; sizes B, KiB, MiB, …)."
+    );
+    output::print(&s)
+}

@@ -1,0 +1,583 @@
+//! `fallow simulate`: run one BG scheduling policy over a trace or a
+//! synthetic workload and report what it costs the foreground and what it
+//! gets done (terminal summary or `--json`).
+//!
+//! The input and BG flags ([`InputArgs`], [`BgArgs`]) and the preparation
+//! of the input ([`prepare`]) are shared with `fallow compare`.
+
+use crate::human::{bytes, count, num, pct, secs};
+use crate::input::{self, ReadArgs};
+use crate::output::{self, describe_model, Style};
+use crate::BadInput;
+use anyhow::{Context, Result};
+use clap::Args;
+use fallow_core::policy;
+use fallow_core::sim::{simulate, BgService, BgWork, Prepared, SimConfig, SimResult};
+use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
+use fallow_core::ServiceModel;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// FG service of synthetic workloads when `--service` is not given.
+pub const DEFAULT_WORKLOAD_SERVICE: &str = "exp:10ms";
+
+/// Where the FG requests come from: a trace, or a synthetic workload.
+#[derive(Debug, Clone, Args)]
+pub struct InputArgs {
+    /// The trace file (gzip is read transparently); or give --workload instead.
+    #[arg(value_name = "TRACE", required_unless_present = "workload")]
+    pub trace: Option<PathBuf>,
+
+    /// Device to simulate, by its id in the trace. [default: the device with the most requests]
+    #[arg(long, short = 'd', value_name = "ID", conflicts_with = "workload")]
+    pub device: Option<u32>,
+
+    /// A synthetic FG workload instead of a trace, by its arrival process:
+    /// `poisson`, `erlang:k=4` (or `erlang:cv=0.5`), `lognormal:cv=3`,
+    /// `hyperexp:cv=4`, `mmpp:cv=9,burst=1000` (two-state MMPP fitted to the
+    /// CV of inter-arrival times and the mean number of arrivals per burst)
+    /// or `mmpp:rates=40/1,sojourn=20s/60s`. The mean rate comes from
+    /// --arrival-rate, --utilization or `rate=R` in the spec.
+    #[arg(long, value_name = "ARRIVALS", conflicts_with = "trace")]
+    pub workload: Option<String>,
+
+    /// Mean arrival rate of the synthetic workload, requests per second.
+    #[arg(
+        long,
+        value_name = "PER_S",
+        requires = "workload",
+        conflicts_with = "utilization"
+    )]
+    pub arrival_rate: Option<f64>,
+
+    /// FG utilisation of the synthetic workload (0.3 = 30 %): sets the
+    /// arrival rate to FRACTION / mean service time.
+    #[arg(long, value_name = "FRACTION", requires = "workload")]
+    pub utilization: Option<f64>,
+
+    /// Number of synthetic FG requests.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub requests: usize,
+
+    /// Size of every synthetic FG request (B, KiB, MiB, …).
+    #[arg(long, value_name = "SIZE", default_value = "4KiB", value_parser = parse_size)]
+    pub request_size: u64,
+
+    /// Fraction of synthetic FG requests that are writes (they spawn BG
+    /// work with --bg-work writes:R).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.5)]
+    pub write_fraction: f64,
+
+    /// FG service-time model. For a trace: turns arrivals into completions
+    /// through a FCFS queue (needed when the trace has no completion times;
+    /// replaces recorded ones if given). For a synthetic workload: its
+    /// service times [default: exp:10ms]. `const:5ms`, `exp:5ms`,
+    /// `lognormal:5ms,cv=2`, `hyperexp:5ms,cv=4` or
+    /// `disk[:rpm=7200,seek=0.6ms..16ms,rate=150MB,capacity=1TB]`.
+    #[arg(long, value_name = "MODEL")]
+    pub service: Option<ServiceModel>,
+
+    /// Seed of every random stream (workload, service model, BG service):
+    /// the same seed gives the same result, byte for byte.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// The BG work and its device model.
+#[derive(Debug, Clone, Args)]
+pub struct BgArgs {
+    /// BG service-time model: `exp:MEAN` (exponential), `const:T`, or
+    /// `size[:base=8ms,knee=64KiB,rate=100MB]` (flat up to the knee, then
+    /// linear in size, as in Practical Scrubbing Fig. 4).
+    #[arg(long, value_name = "MODEL", default_value = "exp:10ms")]
+    pub bg: BgService,
+
+    /// BG request size when the policy does not choose one.
+    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = parse_size)]
+    pub bg_size: u64,
+
+    /// How much BG work there is: `endless` (scrubbing), `requests:N`,
+    /// `bytes:SIZE`, or `writes:R` (every FG write spawns BG work, in all R
+    /// times the FG work, e.g. writes:100%; BG response time is measured).
+    #[arg(long, value_name = "WORK", default_value = "endless")]
+    pub bg_work: BgWork,
+
+    /// Extra delay of an FG request that finds BG work in service
+    /// (repositioning): ns, us, ms, s; a bare number is seconds.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_duration)]
+    pub switch_penalty: u64,
+}
+
+impl BgArgs {
+    /// The run's settings.
+    pub fn config(&self, seed: u64) -> SimConfig {
+        SimConfig {
+            bg_service: self.bg,
+            bg_work: self.bg_work,
+            bg_size_bytes: self.bg_size,
+            switch_penalty_ns: self.switch_penalty,
+            seed,
+        }
+    }
+
+    /// One line: `exp:10ms BG service, 64 KiB requests, endless`.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "BG service {}, {} requests, {}",
+            describe_bg(&self.bg),
+            bytes(self.bg_size),
+            describe_work(&self.bg_work)
+        );
+        if self.switch_penalty > 0 {
+            let _ = write!(
+                s,
+                ", switch penalty {}",
+                secs(self.switch_penalty as f64 / 1e9)
+            );
+        }
+        s
+    }
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    match fallow_core::units::parse_bytes(s) {
+        Ok(0) => Err("must be at least 1 byte".into()),
+        Ok(b) => Ok(b),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn parse_duration(s: &str) -> Result<u64, String> {
+    fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string())
+}
+
+/// A BG service model in words.
+pub fn describe_bg(m: &BgService) -> String {
+    match *m {
+        BgService::Exponential { mean_ns } => {
+            format!("exponential, mean {}", secs(mean_ns as f64 / 1e9))
+        }
+        BgService::Constant { ns } => format!("constant {}", secs(ns as f64 / 1e9)),
+        BgService::SizeBased {
+            base_ns,
+            knee_bytes,
+            rate_bytes_per_s,
+        } => format!(
+            "{} up to {}, then {} MB/s",
+            secs(base_ns as f64 / 1e9),
+            bytes(knee_bytes),
+            num(rate_bytes_per_s / 1e6)
+        ),
+    }
+}
+
+/// How much BG work, in words.
+pub fn describe_work(w: &BgWork) -> String {
+    match *w {
+        BgWork::Endless => "endless work".into(),
+        BgWork::Requests(n) => format!("{} requests of work", count(n)),
+        BgWork::Bytes(b) => format!("{} of work", bytes(b)),
+        BgWork::PerFgWrite { ratio } => {
+            format!("work spawned by FG writes ({} of FG work)", pct(ratio))
+        }
+    }
+}
+
+/// A prepared input and how to describe it.
+pub struct Input {
+    /// Busy periods and baseline response times, ready for many runs.
+    pub prep: Prepared,
+    /// File name, or `synthetic workload`.
+    pub title: String,
+    /// One line on what the input is.
+    pub detail: String,
+    /// The path of a trace, or the workload spec.
+    pub source: String,
+    /// The synthetic arrival process, exactly (parses back).
+    pub arrivals: Option<String>,
+}
+
+impl Input {
+    /// Share of the span the device serves FG requests (no BG work).
+    pub fn fg_utilization(&self) -> f64 {
+        let span = self.prep.span_ns() as f64;
+        if span > 0.0 {
+            self.prep.periods().busy_total_ns() as f64 / span
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Read (or generate) the FG requests and prepare them for simulation.
+pub fn prepare(a: &InputArgs) -> Result<Input> {
+    if let Some(spec) = &a.workload {
+        return prepare_workload(a, spec);
+    }
+    let path = a.trace.as_ref().expect("clap requires TRACE or --workload");
+    let trace = input::read(path, &a.read)?;
+    let selected = input::select_device(trace, a.device)?;
+    let spinner = input::spinner("preparing", selected.trace.len());
+    let prep = Prepared::new(&selected.trace, a.service.as_ref(), a.seed);
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    let prep = prep?;
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let mut parts = vec![format!(
+        "device {}{}",
+        selected.device,
+        if selected.devices.len() > 1 {
+            format!(" of {}", selected.devices.len())
+        } else {
+            String::new()
+        }
+    )];
+    parts.push(format!(
+        "{} requests over {}",
+        count(prep.requests() as u64),
+        secs(prep.span_ns() as f64 / 1e9)
+    ));
+    parts.push(match &a.service {
+        Some(m) => format!(
+            "completions modelled: {}, seed {}",
+            describe_model(&m.to_string()),
+            a.seed
+        ),
+        None => "completion times recorded".into(),
+    });
+    Ok(Input {
+        prep,
+        title: name,
+        detail: parts.join(" · "),
+        source: path.display().to_string(),
+        arrivals: None,
+    })
+}
+
+fn prepare_workload(a: &InputArgs, spec: &str) -> Result<Input> {
+    let service = match &a.service {
+        Some(m) => m.clone(),
+        None => DEFAULT_WORKLOAD_SERVICE.parse()?,
+    };
+    if !(0.0..=1.0).contains(&a.write_fraction) {
+        return Err(BadInput(format!(
+            "--write-fraction must be between 0 and 1, got {}",
+            a.write_fraction
+        ))
+        .into());
+    }
+    let size = u32::try_from(a.request_size)
+        .map_err(|_| BadInput(format!("--request-size {} is too large", a.request_size)))?;
+    let arrivals = ArrivalProcess::from_spec(
+        spec,
+        a.arrival_rate,
+        a.utilization,
+        &service,
+        a.request_size,
+    )?;
+    let workload = SyntheticWorkload {
+        arrivals: arrivals.clone(),
+        requests: a.requests,
+        service: service.clone(),
+        request_size_bytes: size,
+        capacity_bytes: 1_000_000_000_000,
+        write_fraction: a.write_fraction,
+        seed: a.seed,
+    };
+    let spinner = input::spinner("generating the workload", a.requests);
+    let prep = workload
+        .generate()
+        .and_then(|t| Prepared::new(&t, None, a.seed));
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    let prep = prep?;
+    let detail = format!(
+        "{} requests of {}, {} ({} req/s, inter-arrival CV {}), {}, {} writes, seed {}",
+        count(a.requests as u64),
+        bytes(a.request_size),
+        describe_arrivals(&arrivals),
+        num(arrivals.mean_rate_per_s()),
+        num(arrivals.interarrival_cv()),
+        describe_model(&service.to_string()),
+        pct(a.write_fraction),
+        a.seed
+    );
+    Ok(Input {
+        prep,
+        title: "synthetic workload".into(),
+        detail,
+        source: spec.to_string(),
+        arrivals: Some(arrivals.to_string()),
+    })
+}
+
+/// An arrival process in words: `two-state MMPP arrivals (59.7/s for ~16.8 s,
+/// 0.309/s for ~16.8 s)`.
+pub fn describe_arrivals(p: &ArrivalProcess) -> String {
+    match *p {
+        ArrivalProcess::Poisson { .. } => "Poisson arrivals".into(),
+        ArrivalProcess::Erlang { k, .. } => format!("Erlang-{k} inter-arrival times"),
+        ArrivalProcess::Lognormal { .. } => "lognormal inter-arrival times".into(),
+        ArrivalProcess::Hyperexponential { .. } => "hyperexponential inter-arrival times".into(),
+        ArrivalProcess::Mmpp2 {
+            rate_per_s,
+            switch_per_s,
+        } => format!(
+            "two-state MMPP arrivals ({}/s for ~{}, {}/s for ~{})",
+            num(rate_per_s[0]),
+            secs(1.0 / switch_per_s[0]),
+            num(rate_per_s[1]),
+            secs(1.0 / switch_per_s[1])
+        ),
+    }
+}
+
+/// Build a policy from its spec; a bad spec is the user's fault (exit 2).
+pub fn build_policy(spec: &str) -> Result<Box<dyn policy::Policy>> {
+    policy::build(spec).with_context(|| format!("--policy {spec}"))
+}
+
+/// Arguments of `fallow simulate`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow simulate --workload poisson --arrival-rate 0.3 --service exp:1s --requests 1000000 \\
+      --bg exp:2s --policy fixed-wait:t=1s --seed 1 --json
+  fallow simulate ajw.1week.srt --device 0 --policy fixed-wait:t=100ms --bg size --bg-size 64KiB
+  fallow simulate --workload mmpp:cv=9,burst=1000 --utilization 0.3 --policy aggressive
+
+`fallow policies` lists the policies and their parameters. The JSON document (--json) has the
+keys spec, input, fg (mean_response_s, baseline_mean_response_s, slowdown, mean_added_delay_s,
+p50/p90/p99/p999_response_s, collision_rate, delayed_requests, collisions, ccdf, baseline_ccdf),
+bg (completed, bytes, throughput_bytes_per_s, mean_response_s, spawned, busy_s), utilization,
+idle_total_s, idle_used_fraction, idle_intervals, span_s. Times are in seconds.")]
+pub struct SimulateArgs {
+    /// The policy and its parameters, `NAME[:k=v,…]`, e.g. `fixed-wait:t=1s`.
+    #[arg(long, short = 'p', value_name = "POLICY")]
+    pub policy: String,
+
+    /// Print the result as JSON on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    #[command(flatten)]
+    pub bg: BgArgs,
+}
+
+/// What was run on what, in the JSON of `simulate` and `compare`.
+#[derive(Debug, Serialize)]
+pub struct InputInfo {
+    /// Trace path or workload spec.
+    pub source: String,
+    /// One line on the input.
+    pub description: String,
+    /// A synthetic workload's arrival process, exactly (parses back), or null.
+    pub arrivals: Option<String>,
+    /// FG requests.
+    pub requests: u64,
+    /// FG utilisation without BG work.
+    pub fg_utilization: f64,
+    /// The BG settings in words.
+    pub bg: String,
+    /// BG request size, bytes.
+    pub bg_size_bytes: u64,
+    /// Switch penalty, seconds.
+    pub switch_penalty_s: f64,
+    /// Seed of the run.
+    pub seed: u64,
+}
+
+impl InputInfo {
+    /// Describe `input` run with `bg`.
+    pub fn new(input: &Input, bg: &BgArgs, seed: u64) -> InputInfo {
+        InputInfo {
+            source: input.source.clone(),
+            description: input.detail.clone(),
+            arrivals: input.arrivals.clone(),
+            requests: input.prep.requests() as u64,
+            fg_utilization: input.fg_utilization(),
+            bg: bg.describe(),
+            bg_size_bytes: bg.bg_size,
+            switch_penalty_s: bg.switch_penalty as f64 / 1e9,
+            seed,
+        }
+    }
+}
+
+/// One run: the policy as given and its result (the result's keys at the top level).
+#[derive(Debug, Serialize)]
+pub struct Run<'a> {
+    /// The policy spec as given (`fixed-wait:t=1s`).
+    pub spec: &'a str,
+    /// The result.
+    #[serde(flatten)]
+    pub result: &'a SimResult,
+}
+
+/// Run `fallow simulate`.
+pub fn run(args: SimulateArgs) -> Result<()> {
+    // a bad policy fails before any reading
+    let mut pol = build_policy(&args.policy)?;
+    let input = prepare(&args.input)?;
+    let cfg = args.bg.config(args.input.seed);
+    let spinner = input::spinner("simulating", input.prep.requests());
+    let result = simulate(&input.prep, pol.as_mut(), &cfg);
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    let r = result?;
+    if args.json {
+        #[derive(Serialize)]
+        struct Doc<'a> {
+            input: InputInfo,
+            #[serde(flatten)]
+            run: Run<'a>,
+        }
+        let doc = Doc {
+            input: InputInfo::new(&input, &args.bg, args.input.seed),
+            run: Run {
+                spec: &args.policy,
+                result: &r,
+            },
+        };
+        let mut text = serde_json::to_string_pretty(&doc)?;
+        text.push('\n');
+        output::print(&text)
+    } else {
+        output::print(&summary(&args.policy, &input, &args.bg, &r))
+    }
+}
+
+/// The terminal summary of one run.
+fn summary(spec: &str, input: &Input, bg: &BgArgs, r: &SimResult) -> String {
+    let st = Style::for_stdout();
+    let f = &r.fg;
+    let b = &r.bg;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}{}",
+        st.bold(&format!("{} · {spec}", input.title)),
+        if r.clairvoyant {
+            "  (clairvoyant reference: an upper bound, not deployable)"
+        } else {
+            ""
+        }
+    );
+    for line in output::wrap(&input.detail, 96) {
+        let _ = writeln!(s, "  {}", st.dim(&line));
+    }
+    let _ = writeln!(s, "  {}", st.dim(&bg.describe()));
+    let _ = writeln!(s);
+    let fg_rows = [
+        (
+            "mean response",
+            format!(
+                "{} (baseline {})",
+                secs(f.mean_response_s),
+                secs(f.baseline_mean_response_s)
+            ),
+        ),
+        ("slowdown", signed_pct(f.slowdown)),
+        (
+            "added delay",
+            format!("{} per request", secs(f.mean_added_delay_s)),
+        ),
+        (
+            "p50 / p90",
+            format!("{} / {}", secs(f.p50_response_s), secs(f.p90_response_s)),
+        ),
+        (
+            "p99",
+            format!(
+                "{} (baseline {})",
+                secs(f.p99_response_s),
+                secs(f.baseline_p99_response_s)
+            ),
+        ),
+        ("p99.9", secs(f.p999_response_s)),
+        (
+            "delayed",
+            format!(
+                "{} of requests ({})",
+                pct(f.collision_rate),
+                count(f.delayed_requests)
+            ),
+        ),
+    ];
+    let mut bg_rows = vec![
+        (
+            "completed",
+            format!("{} ({})", count(b.completed), bytes(b.bytes)),
+        ),
+        (
+            "throughput",
+            format!("{} MB/s", num(b.throughput_bytes_per_s / 1e6)),
+        ),
+        ("device time", secs(b.busy_s)),
+        (
+            "idle used",
+            format!("{} of {}", pct(r.idle_used_fraction), secs(r.idle_total_s)),
+        ),
+        (
+            "collisions",
+            format!(
+                "{} of {} idle intervals",
+                count(f.collisions),
+                count(r.idle_intervals)
+            ),
+        ),
+    ];
+    if let Some(spawned) = b.spawned {
+        bg_rows.push(("spawned", count(spawned)));
+    }
+    if let Some(m) = b.mean_response_s {
+        bg_rows.push(("mean response", secs(m)));
+    }
+    let _ = writeln!(
+        s,
+        "{}{}",
+        output::pad(&st.bold("Foreground"), "Foreground", 46),
+        st.bold("Background")
+    );
+    for i in 0..fg_rows.len().max(bg_rows.len()) {
+        let left = fg_rows
+            .get(i)
+            .map(|(k, v)| format!("  {k:<14}{v}"))
+            .unwrap_or_default();
+        let right = bg_rows
+            .get(i)
+            .map(|(k, v)| format!("  {k:<14}{v}"))
+            .unwrap_or_default();
+        let _ = writeln!(s, "{}{right}", output::pad(&left, &left, 46));
+    }
+    let _ = writeln!(
+        s,
+        "\nDevice utilisation {} with BG work ({} FG only), over {}.",
+        pct(r.utilization),
+        pct(input.fg_utilization()),
+        secs(r.span_s)
+    );
+    s.lines().map(|l| l.trim_end().to_string() + "\n").collect()
+}
+
+/// `+21.8 %`, `−0.3 %`, `0 %`.
+pub fn signed_pct(f: f64) -> String {
+    if f > 0.0 {
+        format!("+{}", pct(f))
+    } else {
+        pct(f)
+    }
+}

@@ -1,0 +1,263 @@
+//! `cdf-estimates(T)` (CDF/w-estimates): idle-wait as `cdf-based`, then run
+//! at most
+//!
+//! ```text
+//! T · (90th percentile of idle intervals − idle wait) / mean BG service time
+//! ```
+//!
+//! BG requests in the interval (Mi et al. §4, Eq. 1). The count assumes the
+//! interval is long (as long as the 90th percentile) and `0 < T ≤ 1` scales
+//! it down; T is the knob that holds the FG slowdown to its target (§4.1:
+//! 7 %), "close to 1 under idle intervals of high variability and less than
+//! 1 for low-variability intervals" (§4). The paper's only stated value is
+//! T = 1 (§4.3, Fig. 5(I)), which is the default here; `fallow tune` finds
+//! the T that meets a given budget.
+//!
+//! Eq. 1 is a real number, and with long BG requests (7× FG, §4.1) it is
+//! often below 1, where rounding down would starve BG work — which §4.2
+//! says this policy avoids. The fractional part is therefore carried to the
+//! next interval: over many intervals the policy runs Eq. 1's value on
+//! average (0.4 gives 0, 0, 1, 0, 1, …), deterministically, and T acts as a
+//! continuous knob. The mean BG service time is the model's at the request
+//! size the policy uses.
+//!
+//! Warm-up: Eq. 1 needs the 90th percentile, so until `warmup` idle
+//! intervals have been seen the policy starts no BG work at all — it exists
+//! to protect the FG target, so it errs on the quiet side (unlike
+//! `cdf-based`, which does not wait while warming up).
+
+use super::cdf_based::{CdfBasedConfig, IdleCdf};
+use super::{Ctx, Decision, Params, Policy, Start};
+use crate::error::{Error, Result};
+
+/// Parameters of [`CdfEstimates`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CdfEstimatesConfig {
+    /// Eq. 1's factor T, in (0, 1] in the paper (any positive value allowed).
+    pub t: f64,
+    /// Angle, warm-up and request size, as for `cdf-based`.
+    pub cdf: CdfBasedConfig,
+}
+
+impl Default for CdfEstimatesConfig {
+    fn default() -> Self {
+        CdfEstimatesConfig {
+            t: 1.0,
+            cdf: CdfBasedConfig::default(),
+        }
+    }
+}
+
+/// Take `T=` (a positive number).
+pub(crate) fn take_t(p: &mut Params, default: f64) -> Result<f64> {
+    let t = p.number("T", default)?;
+    if t > 0.0 {
+        Ok(t)
+    } else {
+        Err(Error::invalid(
+            "policy T",
+            format!("must be positive, got {t}"),
+        ))
+    }
+}
+
+/// Turns the real-valued request counts of Eq. 1/Eq. 2 into whole requests,
+/// carrying the fraction to the next interval (see the module doc).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Budget {
+    carry: f64,
+}
+
+impl Budget {
+    /// Whole requests for an interval whose equation gives `x`.
+    pub(crate) fn take(&mut self, x: f64) -> u64 {
+        if x.is_nan() || x <= 0.0 {
+            return 0;
+        }
+        // 1e15 requests is beyond any trace; the cap keeps the cast exact
+        let total = (self.carry + x).min(1e15);
+        let whole = total.floor();
+        self.carry = total - whole;
+        whole as u64
+    }
+}
+
+/// Start `n` requests after `wait_ns`, or nothing.
+pub(crate) fn burst(wait_ns: u64, size: u64, n: u64) -> Decision {
+    if n == 0 {
+        return Decision::Quiet;
+    }
+    Decision::Start(Start {
+        max_requests: n,
+        ..Start::until_fg(wait_ns, size)
+    })
+}
+
+/// The CDF/w-estimates policy.
+#[derive(Debug, Clone)]
+pub struct CdfEstimates {
+    /// Its parameters.
+    pub config: CdfEstimatesConfig,
+    cdf: IdleCdf,
+    budget: Budget,
+}
+
+impl CdfEstimates {
+    /// A policy with these parameters and no history.
+    pub fn new(config: CdfEstimatesConfig) -> Self {
+        CdfEstimates {
+            cdf: IdleCdf::new(config.cdf.angle_deg),
+            budget: Budget::default(),
+            config,
+        }
+    }
+
+    /// Build from `T=`, `angle=`, `warmup=` and `size=`.
+    pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
+        let t = take_t(&mut p, CdfEstimatesConfig::default().t)?;
+        let cdf = CdfBasedConfig::take(&mut p)?;
+        p.finish(&["T", "angle", "warmup", "size"])?;
+        Ok(Box::new(CdfEstimates::new(CdfEstimatesConfig { t, cdf })))
+    }
+}
+
+impl Policy for CdfEstimates {
+    fn name(&self) -> &str {
+        "cdf-estimates"
+    }
+
+    fn on_idle(&mut self, ctx: &mut Ctx<'_>) -> Decision {
+        if self.cdf.count() < self.config.cdf.warmup.max(1) {
+            return Decision::Quiet;
+        }
+        let size = self.config.cdf.size_bytes.unwrap_or(ctx.bg_size_bytes);
+        let e = self.cdf.estimate();
+        // Eq. 1
+        let x = self.config.t * (e.p90_ns - e.wait_ns as f64) / ctx.bg_service.mean_ns(size);
+        burst(e.wait_ns, size, self.budget.take(x))
+    }
+
+    fn on_idle_end(&mut self, idle_ns: u64, _collided: bool) {
+        self.cdf.observe(idle_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::BgService;
+    use rand::SeedableRng;
+    use rand_pcg::Pcg64Mcg;
+
+    fn decide(p: &mut dyn Policy, mean_bg_ns: u64) -> Decision {
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let svc = BgService::Exponential {
+            mean_ns: mean_bg_ns,
+        };
+        let mut ctx = Ctx {
+            now_ns: 0,
+            idle_start_ns: 0,
+            last_fg_arrival_ns: 0,
+            rng: &mut rng,
+            bg_service: &svc,
+            bg_size_bytes: 4096,
+            future_idle_ns: None,
+        };
+        p.on_idle(&mut ctx)
+    }
+
+    #[test]
+    fn budget_carries_the_fraction() {
+        let mut b = Budget::default();
+        let got: Vec<u64> = (0..5).map(|_| b.take(0.4)).collect();
+        // running sums 0.4, 0.8, 1.2, 1.6, 2.0
+        assert_eq!(got, [0, 0, 1, 0, 1]);
+        assert_eq!(b.take(2.5), 2);
+        assert_eq!(b.take(0.5), 1);
+        assert_eq!(b.take(-3.0), 0);
+        assert_eq!(b.take(f64::NAN), 0);
+    }
+
+    #[test]
+    fn low_cv_no_wait_and_eq1_budget_by_hand() {
+        // 1..=1000 ms (CV 0.58 < 1): wait 0, p90 = 900 ms to within a bin
+        // (≤ 1/32 relative). T = 0.5, mean BG 10 ms: Eq. 1 gives
+        // 0.5 · 900 / 10 = 45 requests (44 or 46 at the bin's edges).
+        let mut p = CdfEstimates::new(CdfEstimatesConfig {
+            t: 0.5,
+            ..CdfEstimatesConfig::default()
+        });
+        for i in 1..=1000u64 {
+            p.on_idle_end(i * 1_000_000, false);
+        }
+        let Decision::Start(s) = decide(&mut p, 10_000_000) else {
+            panic!("should start")
+        };
+        assert_eq!(s.after_ns, 0);
+        assert!((44..=46).contains(&s.max_requests), "{}", s.max_requests);
+        // exactly Eq. 1 on the histogram's own p90 (no carry yet)
+        let e = p.cdf.compute();
+        assert_eq!(s.max_requests, (0.5 * e.p90_ns / 10e6).floor() as u64);
+        assert!(!s.consult_each && s.spacing_ns == 0);
+    }
+
+    #[test]
+    fn high_cv_waits_and_counts_from_the_wait() {
+        // Lomax idle intervals (shape 3, scale 200 ms: mean 100 ms, CV √3):
+        // wait = 200·((1.5/tan 30°)^¼ − 1) ms ≈ 53.92 ms and p90 =
+        // 200·(10^⅓ − 1) ms ≈ 230.9 ms; with T = 1 and 5 ms BG requests
+        // Eq. 1 gives (230.9 − 53.92)/5 ≈ 35.4.
+        let lambda = 200e6;
+        let mut p = CdfEstimates::new(CdfEstimatesConfig::default());
+        for x in crate::policy::cdf_based::tests::lomax3(100_000, lambda) {
+            p.on_idle_end(x, false);
+        }
+        let Decision::Start(s) = decide(&mut p, 5_000_000) else {
+            panic!("should start")
+        };
+        let wait = crate::policy::cdf_based::tests::lomax3_wait(lambda);
+        assert!(
+            (s.after_ns as f64 - wait).abs() < 0.02 * wait,
+            "{}",
+            s.after_ns
+        );
+        let p90 = lambda * (10f64.powf(1.0 / 3.0) - 1.0);
+        let x = (p90 - wait) / 5e6;
+        assert!((x - 35.4).abs() < 0.05, "hand value {x}");
+        assert!((34..=36).contains(&s.max_requests), "{}", s.max_requests);
+    }
+
+    #[test]
+    fn quiet_while_warming_up_and_when_eq1_is_zero() {
+        let mut p = CdfEstimates::new(CdfEstimatesConfig {
+            cdf: CdfBasedConfig {
+                warmup: 10,
+                ..CdfBasedConfig::default()
+            },
+            ..CdfEstimatesConfig::default()
+        });
+        for _ in 0..9 {
+            p.on_idle_end(1_000_000, false);
+            assert_eq!(decide(&mut p, 1_000), Decision::Quiet);
+        }
+        p.on_idle_end(1_000_000, false);
+        // all intervals 1 ms: p90 ≈ 1 ms, wait 0; 1 ms / 10 ms = 0.1 per
+        // interval: the 10th interval gets the first request
+        let got: Vec<u64> = (0..20)
+            .map(|_| match decide(&mut p, 10_000_000) {
+                Decision::Quiet => 0,
+                Decision::Start(s) => s.max_requests,
+            })
+            .collect();
+        assert_eq!(got.iter().sum::<u64>(), 2, "{got:?}");
+    }
+
+    #[test]
+    fn parameters_are_checked() {
+        let b = |s: &str| CdfEstimates::build(Params::parse(s).unwrap().1);
+        assert!(b("cdf-estimates:T=0.3,angle=20,warmup=50,size=64KiB").is_ok());
+        assert!(b("cdf-estimates:T=0").is_err());
+        assert!(b("cdf-estimates:T=-1").is_err());
+        assert!(b("cdf-estimates:rho=0.5").is_err());
+    }
+}

@@ -1,0 +1,229 @@
+//! `fixed-rate(r)`: a BG request every `r`, whatever the FG workload does —
+//! what commercial scrubbers do, and the "Default priority with a delay
+//! between scrub requests" baseline of Practical Scrubbing (§IV-B, Fig. 6:
+//! delays of 0–256 ms).
+//!
+//! The engine runs BG work only in idle intervals and never preempts FG, so
+//! the rate is a schedule of *due times*: request k is due at `t0 + k·r`,
+//! `t0` being the start of the first idle interval the policy sees. A
+//! request that falls due while FG work is in service waits (FG first, no
+//! preemption) and starts as soon as the device falls idle; requests that
+//! are overdue (backlogged behind FG work, or behind BG requests longer
+//! than `r`) are issued back to back; otherwise the next request starts at
+//! its due time. The policy asks for one request at a time
+//! (`max_requests = 1`, `consult_each`) and learns from `on_bg_done` and
+//! `on_idle_end` whether the request it asked for started: a due time is
+//! used up once its request starts (or, with finite BG work run dry, once
+//! the device was idle at that time and had nothing to do).
+//!
+//! On a lightly loaded device every due time is served, close to it, so
+//! BG requests completed ≈ span / `r`. When `r` asks for more than the idle
+//! time can hold the backlog grows without bound and the policy degenerates
+//! into `aggressive`.
+
+use super::{Ctx, Decision, Params, Policy, Start};
+use crate::error::{Error, Result};
+
+/// Parameters of [`FixedRate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedRateConfig {
+    /// Time between due times of successive BG requests, ns (> 0).
+    pub period_ns: u64,
+    /// BG request size, bytes (`None`: the run's size).
+    pub size_bytes: Option<u64>,
+}
+
+impl Default for FixedRateConfig {
+    fn default() -> Self {
+        FixedRateConfig {
+            period_ns: 100_000_000,
+            size_bytes: None,
+        }
+    }
+}
+
+/// The fixed-rate policy.
+#[derive(Debug, Clone, Default)]
+pub struct FixedRate {
+    config: FixedRateConfig,
+    /// Due time of the next request not yet started, ns (`None` before the
+    /// first idle interval fixes `t0`).
+    next_due_ns: Option<u64>,
+    /// Start time of the request asked of the engine, ns.
+    pending_start_ns: Option<u64>,
+    idle_start_ns: u64,
+    /// Requests started (due times used up).
+    issued: u64,
+}
+
+impl FixedRate {
+    /// A schedule that starts at the first idle interval.
+    pub fn new(config: FixedRateConfig) -> Self {
+        FixedRate {
+            config,
+            ..FixedRate::default()
+        }
+    }
+
+    /// Build from `r=` and `size=`.
+    pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
+        let d = FixedRateConfig::default();
+        let config = FixedRateConfig {
+            period_ns: p.duration_ns("r", d.period_ns)?,
+            size_bytes: p.bytes("size", None)?,
+        };
+        p.finish(&["r", "size"])?;
+        if config.period_ns == 0 {
+            return Err(Error::invalid("fixed-rate:r", "must be positive"));
+        }
+        Ok(Box::new(FixedRate::new(config)))
+    }
+
+    /// Its parameters.
+    pub fn config(&self) -> &FixedRateConfig {
+        &self.config
+    }
+
+    /// Due times used up so far.
+    pub fn issued(&self) -> u64 {
+        self.issued
+    }
+
+    /// Due time of the next request, ns (`None` before the first idle interval).
+    pub fn next_due_ns(&self) -> Option<u64> {
+        self.next_due_ns
+    }
+
+    fn used(&mut self) {
+        self.issued += 1;
+        if let Some(d) = self.next_due_ns.as_mut() {
+            *d = d.saturating_add(self.config.period_ns);
+        }
+    }
+
+    fn ask(&mut self, ctx: &mut Ctx<'_>) -> Decision {
+        let now = ctx.now_ns;
+        let start = self.next_due_ns.unwrap_or(now).max(now);
+        self.pending_start_ns = Some(start);
+        Decision::Start(Start {
+            max_requests: 1,
+            consult_each: true,
+            ..Start::until_fg(
+                start - now,
+                self.config.size_bytes.unwrap_or(ctx.bg_size_bytes),
+            )
+        })
+    }
+}
+
+impl Policy for FixedRate {
+    fn name(&self) -> &str {
+        "fixed-rate"
+    }
+
+    fn on_idle(&mut self, ctx: &mut Ctx<'_>) -> Decision {
+        self.idle_start_ns = ctx.now_ns;
+        self.next_due_ns.get_or_insert(ctx.now_ns);
+        self.ask(ctx)
+    }
+
+    fn on_bg_done(&mut self, ctx: &mut Ctx<'_>, _done: u64) -> Decision {
+        if self.pending_start_ns.take().is_some() {
+            self.used();
+        }
+        self.ask(ctx)
+    }
+
+    fn on_idle_end(&mut self, idle_ns: u64, collided: bool) {
+        let end = self.idle_start_ns.saturating_add(idle_ns);
+        if let Some(start) = self.pending_start_ns.take() {
+            // the engine starts a request whose start lies inside the interval
+            if collided || start < end {
+                self.used();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::BgService;
+    use rand::SeedableRng;
+    use rand_pcg::Pcg64Mcg;
+
+    const MS: u64 = 1_000_000;
+
+    fn after(pol: &mut FixedRate, at: u64, done: Option<u64>) -> u64 {
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let svc = BgService::Constant { ns: 2 * MS };
+        let mut ctx = Ctx {
+            now_ns: at,
+            idle_start_ns: at,
+            last_fg_arrival_ns: 0,
+            rng: &mut rng,
+            bg_service: &svc,
+            bg_size_bytes: 65_536,
+            future_idle_ns: None,
+        };
+        let d = match done {
+            None => pol.on_idle(&mut ctx),
+            Some(n) => pol.on_bg_done(&mut ctx, n),
+        };
+        match d {
+            Decision::Start(s) => {
+                assert_eq!((s.max_requests, s.consult_each), (1, true));
+                s.after_ns
+            }
+            Decision::Quiet => panic!("quiet"),
+        }
+    }
+
+    #[test]
+    fn requests_at_due_times_and_backlog_back_to_back() {
+        // r = 100 ms, BG 2 ms; idle 0..150, busy 150..400, idle 400..1000
+        let mut pol = FixedRate::new(FixedRateConfig {
+            period_ns: 100 * MS,
+            size_bytes: None,
+        });
+        assert_eq!(after(&mut pol, 0, None), 0, "due at t0");
+        assert_eq!(after(&mut pol, 2 * MS, Some(1)), 98 * MS, "next due at 100");
+        assert_eq!(
+            after(&mut pol, 102 * MS, Some(2)),
+            98 * MS,
+            "next due at 200"
+        );
+        pol.on_idle_end(150 * MS, false); // FG at 150: the request due at 200 did not start
+        assert_eq!(pol.issued(), 2);
+        // due at 200, 300, 400 by the time the device falls idle at 400
+        assert_eq!(after(&mut pol, 400 * MS, None), 0);
+        assert_eq!(after(&mut pol, 402 * MS, Some(1)), 0);
+        assert_eq!(after(&mut pol, 404 * MS, Some(2)), 0);
+        assert_eq!(
+            after(&mut pol, 406 * MS, Some(3)),
+            94 * MS,
+            "caught up: 500"
+        );
+        assert_eq!(pol.issued(), 5);
+        assert_eq!(pol.next_due_ns(), Some(500 * MS));
+    }
+
+    #[test]
+    fn a_request_cut_by_fg_used_its_due_time() {
+        let mut pol = FixedRate::new(FixedRateConfig::default());
+        assert_eq!(after(&mut pol, 0, None), 0);
+        pol.on_idle_end(MS, true); // FG at 1 ms found it in service
+        assert_eq!(pol.issued(), 1);
+        assert_eq!(after(&mut pol, 10 * MS, None), 90 * MS);
+        pol.on_idle_end(90 * MS, false); // FG exactly at the due time: not started
+        assert_eq!(pol.issued(), 1);
+    }
+
+    #[test]
+    fn builds_from_params() {
+        let pol = super::super::build("fixed-rate:r=50ms,size=1MiB").unwrap();
+        assert_eq!(pol.name(), "fixed-rate");
+        assert!(super::super::build("fixed-rate:r=0").is_err());
+        assert!(super::super::build("fixed-rate:rate=1").is_err());
+    }
+}

@@ -1,0 +1,217 @@
+"""Simulating background-work policies: :func:`simulate`, :func:`compare`, :func:`policies`.
+
+The simulator runs in Rust with the GIL released. A run takes FG requests
+from a trace (one device) or from a synthetic workload, and a policy that
+decides when BG work runs in idle time; it reports what the BG work cost
+the foreground and what it got done, with the keys of ``fallow simulate
+--json``.
+
+>>> import fallow
+>>> r = fallow.simulate(workload="poisson", arrival_rate=30, service="exp:10ms",
+...                     requests=20_000, policy="fixed-wait:t=50ms", bg="exp:5ms")
+>>> r["policy"], r["fg"]["requests"]
+('fixed-wait', 20000)
+>>> 0 < r.slowdown < 1
+True
+>>> frame = fallow.compare(workload="poisson", arrival_rate=30, requests=20_000,
+...                        policies=["aggressive", "fixed-wait:t=50ms"])
+>>> list(frame["policy"])
+['aggressive', 'fixed-wait:t=50ms']
+>>> bool(frame.loc[0, "slowdown"] > frame.loc[1, "slowdown"])  # waiting delays FG less
+True
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from fallow import _fallow
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from fallow._fallow import Trace
+
+__all__ = ["SimulationResult", "compare", "policies", "simulate"]
+
+#: Columns of :func:`compare`'s frame, in order: (column, path in the result).
+COLUMNS: list[tuple[str, str]] = [
+    ("policy", "spec"),
+    ("name", "policy"),
+    ("clairvoyant", "clairvoyant"),
+    ("slowdown", "fg.slowdown"),
+    ("mean_added_delay_s", "fg.mean_added_delay_s"),
+    ("mean_response_s", "fg.mean_response_s"),
+    ("baseline_mean_response_s", "fg.baseline_mean_response_s"),
+    ("p50_response_s", "fg.p50_response_s"),
+    ("p90_response_s", "fg.p90_response_s"),
+    ("p99_response_s", "fg.p99_response_s"),
+    ("p999_response_s", "fg.p999_response_s"),
+    ("collision_rate", "fg.collision_rate"),
+    ("delayed_requests", "fg.delayed_requests"),
+    ("collisions", "fg.collisions"),
+    ("bg_completed", "bg.completed"),
+    ("bg_bytes", "bg.bytes"),
+    ("bg_throughput_bytes_per_s", "bg.throughput_bytes_per_s"),
+    ("bg_mean_response_s", "bg.mean_response_s"),
+    ("bg_busy_s", "bg.busy_s"),
+    ("utilization", "utilization"),
+    ("idle_used_fraction", "idle_used_fraction"),
+    ("idle_total_s", "idle_total_s"),
+    ("idle_intervals", "idle_intervals"),
+]
+
+
+def _get(data: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        data = data[key]
+    return data
+
+
+def _pd():
+    import pandas
+
+    return pandas
+
+
+class SimulationResult:
+    """The result of one run (the JSON of ``fallow simulate``).
+
+    Attributes:
+        data: the plain result: ``spec``, ``policy``, ``clairvoyant``, ``fg``
+            (response times, slowdown, collisions, CCDFs), ``bg`` (requests,
+            bytes, throughput, response time), ``utilization``,
+            ``idle_used_fraction``, ``idle_total_s``, ``idle_intervals``, ``span_s``.
+    """
+
+    def __init__(self, data: dict[str, Any]):
+        self.data = data
+
+    def __repr__(self) -> str:
+        fg, bg = self.data["fg"], self.data["bg"]
+        return (
+            f"<fallow.SimulationResult {self.data['spec']}: slowdown {fg['slowdown']:.3g}, "
+            f"added delay {fg['mean_added_delay_s']:.3g} s, "
+            f"BG {bg['throughput_bytes_per_s'] / 1e6:.3g} MB/s>"
+        )
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    @property
+    def slowdown(self) -> float:
+        """Relative FG slowdown: mean response time with BG work over without, minus one."""
+        return self.data["fg"]["slowdown"]
+
+    @property
+    def mean_added_delay_s(self) -> float:
+        """Mean delay BG work added to each FG request, seconds."""
+        return self.data["fg"]["mean_added_delay_s"]
+
+    @property
+    def bg_throughput_bytes_per_s(self) -> float:
+        """BG bytes completed per second of the trace."""
+        return self.data["bg"]["throughput_bytes_per_s"]
+
+    def row(self) -> dict[str, Any]:
+        """The headline numbers as one flat dict (a row of :func:`compare`)."""
+        return {col: _get(self.data, path) for col, path in COLUMNS}
+
+    @property
+    def ccdf(self) -> pd.DataFrame:
+        """FG response-time CCDF with BG work: ``response_s``, ``p_greater``."""
+        return _pd().DataFrame(self.data["fg"]["ccdf"], columns=["response_s", "p_greater"])
+
+    @property
+    def baseline_ccdf(self) -> pd.DataFrame:
+        """The same without BG work."""
+        return _pd().DataFrame(
+            self.data["fg"]["baseline_ccdf"], columns=["response_s", "p_greater"]
+        )
+
+    def to_json(self, **kwargs: Any) -> str:
+        """The result as JSON text (the schema of ``fallow simulate --json``)."""
+        return json.dumps(self.data, **kwargs)
+
+
+def simulate(
+    trace: Trace | None = None,
+    policy: str = "",
+    *,
+    workload: str | None = None,
+    **options: Any,
+) -> SimulationResult:
+    """Simulate one BG policy on a trace or a synthetic workload.
+
+    Args:
+        trace: a :class:`fallow.Trace` (one device is simulated: pass
+            ``device=`` when it holds several), or None with ``workload=``.
+        policy: the policy and its parameters, ``"NAME[:k=v,...]"``
+            (``"fixed-wait:t=100ms"``); :func:`policies` lists them.
+        workload: a synthetic FG workload instead of a trace, by its arrival
+            process: ``"poisson"``, ``"erlang:k=4"``, ``"lognormal:cv=3"``,
+            ``"hyperexp:cv=4"``, ``"mmpp:cv=9,burst=1000"`` (two-state MMPP
+            fitted to the inter-arrival CV and the mean arrivals per burst) or
+            ``"mmpp:rates=40/1,sojourn=20s/60s"``.
+        **options: the input: ``device``; ``service`` (FG service model: for
+            a trace, models completions; for a workload, its service times,
+            default ``"exp:10ms"``); ``arrival_rate`` (requests/s) or
+            ``utilization`` (FG utilisation, sets the rate), ``requests``
+            (100000), ``request_size`` (4096 or ``"4KiB"``),
+            ``write_fraction`` (0.5). The BG work: ``bg`` (service model,
+            ``"exp:10ms"``, ``"const:5ms"``, ``"size[:base=8ms,knee=64KiB,rate=100MB]"``),
+            ``bg_size`` (65536 or ``"64KiB"``), ``bg_work`` (``"endless"``,
+            ``"requests:N"``, ``"bytes:SIZE"``, ``"writes:100%"``),
+            ``switch_penalty`` (seconds or ``"2ms"``), ``seed`` (1).
+
+    Returns:
+        A :class:`SimulationResult`.
+
+    Raises:
+        ParameterError: an unknown policy, a bad parameter or workload spec.
+    """
+    return SimulationResult(_fallow.simulate(trace, policy, workload=workload, **options))
+
+
+def compare(
+    trace: Trace | None = None,
+    policies: list[str] | None = None,
+    *,
+    workload: str | None = None,
+    **options: Any,
+) -> pd.DataFrame:
+    """Run several policies on one input (prepared once) and tabulate them.
+
+    Args:
+        trace: as for :func:`simulate`.
+        policies: policy specs; default: every registered policy with its
+            default parameters, clairvoyant references last.
+        workload: as for :func:`simulate`.
+        **options: as for :func:`simulate`.
+
+    Returns:
+        A pandas DataFrame with one row per policy, in the order given, and
+        the columns of ``fallow.sim.COLUMNS``: ``policy`` (the spec),
+        ``name``, ``clairvoyant``, ``slowdown``, ``mean_added_delay_s``,
+        response-time means and percentiles, ``collision_rate``, BG
+        ``bg_completed``, ``bg_bytes``, ``bg_throughput_bytes_per_s``,
+        ``bg_mean_response_s``, ``utilization``, ``idle_used_fraction``, ….
+    """
+    runs = _fallow.compare(trace, policies, workload=workload, **options)
+    rows = [SimulationResult(r).row() for r in runs]
+    return _pd().DataFrame(rows, columns=[c for c, _ in COLUMNS])
+
+
+def policies() -> pd.DataFrame:
+    """The policy registry: one row per policy with ``name``, ``summary``,
+    ``params`` (with units and defaults) and ``clairvoyant``.
+
+    >>> import fallow
+    >>> p = fallow.policies()
+    >>> list(p.columns)
+    ['name', 'summary', 'params', 'clairvoyant']
+    >>> "fixed-wait" in set(p["name"])
+    True
+    """
+    return _pd().DataFrame(_fallow.policies(), columns=["name", "summary", "params", "clairvoyant"])
