@@ -7,7 +7,8 @@
 
 use crate::error::{Error, Result};
 use crate::units::{parse_bytes, parse_duration_ns};
-use rand_distr::{Distribution, Exp, Poisson};
+use rand::Rng;
+use rand_distr::{Binomial, Distribution, Exp, Gamma, Poisson};
 use rand_pcg::Pcg64Mcg;
 use std::fmt;
 use std::str::FromStr;
@@ -78,9 +79,10 @@ impl BgService {
     /// model allows it, `None` otherwise (the engine then steps).
     ///
     /// Exponential service with no spacing: completions form a Poisson
-    /// process while BG runs, so N ~ Poisson(available/mean) truncated at
-    /// `max`, and the residual of the interrupted request is again
-    /// exponential (memorylessness).
+    /// process while BG runs, so an unbounded burst completes
+    /// N ~ Poisson(available/mean) requests and the interrupted one has an
+    /// exponential residual (memorylessness); a bounded burst is drawn
+    /// exactly in O(1) too (see `bounded_exponential_burst`).
     pub fn burst(
         &self,
         size_bytes: u64,
@@ -98,8 +100,7 @@ impl BgService {
                     return None;
                 }
                 if max != u64::MAX {
-                    // the time of the max-th completion is needed exactly: step
-                    return None;
+                    return Some(self.bounded_exponential_burst(mean_ns, available_ns, max, rng));
                 }
                 let lambda = available_ns as f64 / mean_ns as f64;
                 let n = if lambda < 1e-12 {
@@ -149,6 +150,55 @@ impl BgService {
                     })
                 }
             }
+        }
+    }
+
+    /// At most `max` back-to-back exponential requests before `available_ns`.
+    ///
+    /// The max-th completion of a Poisson process of rate 1/mean comes at
+    /// τ ~ Gamma(max, mean). If τ ≤ available the burst ends there. Otherwise,
+    /// given τ, the first max − 1 completions are uniform on [0, τ] (order
+    /// statistics of a Poisson process), so N ~ Binomial(max − 1, available/τ)
+    /// complete before the FG arrival, and the request in service ends at the
+    /// smallest of the k = max − 1 − N remaining points, i.e. after
+    /// (τ − available)·(1 − U^{1/k}), or at τ itself when k = 0. Exact, O(1),
+    /// so the engine's cost does not grow with the BG work a budget allows.
+    fn bounded_exponential_burst(
+        &self,
+        mean_ns: u64,
+        available_ns: u64,
+        max: u64,
+        rng: &mut Pcg64Mcg,
+    ) -> Burst {
+        let available = available_ns as f64;
+        let tau = Gamma::new(max as f64, mean_ns as f64)
+            .map(|g| g.sample(rng))
+            .unwrap_or(f64::INFINITY);
+        if tau <= available {
+            let end = (tau.round() as u64).clamp(1, available_ns);
+            return Burst {
+                completed: max,
+                residual_ns: 0,
+                busy_ns: end,
+                end_ns: end,
+            };
+        }
+        let n = Binomial::new(max - 1, (available / tau).clamp(0.0, 1.0))
+            .map(|b| b.sample(rng))
+            .unwrap_or(0);
+        let k = max - 1 - n;
+        let gap = tau - available;
+        let residual = if k == 0 {
+            gap
+        } else {
+            let u: f64 = rng.random();
+            gap * (1.0 - u.powf(1.0 / k as f64))
+        };
+        Burst {
+            completed: n,
+            residual_ns: (residual.round() as u64).max(1),
+            busy_ns: available_ns,
+            end_ns: available_ns,
         }
     }
 }
@@ -360,6 +410,57 @@ mod tests {
         assert!(
             (mres - 1000.0).abs() < 5.0 * 1000.0 / (n as f64).sqrt(),
             "{mres}"
+        );
+    }
+
+    #[test]
+    fn bounded_exponential_burst_matches_stepping() {
+        // Compare the O(1) draw with stepping request by request: the
+        // distribution of completions, of the end time when the budget is
+        // reached, and of the residual when FG cuts the burst.
+        let e = BgService::Exponential { mean_ns: 1000 };
+        let mut rng = Pcg64Mcg::seed_from_u64(5);
+        let (avail, max, n) = (4000u64, 5u64, 200_000);
+        let (mut fast_done, mut step_done) = (0u64, 0u64);
+        let (mut fast_res, mut step_res) = (0u64, 0u64);
+        let (mut fast_full, mut step_full) = (0u64, 0u64);
+        for _ in 0..n {
+            let b = e.burst(4096, avail, max, 0, &mut rng).unwrap();
+            fast_done += b.completed;
+            fast_res += b.residual_ns;
+            fast_full += (b.completed == max) as u64;
+            // stepping
+            let (mut t, mut done) = (0u64, 0u64);
+            loop {
+                let end = t + e.sample_ns(4096, &mut rng);
+                if end > avail {
+                    step_res += end - avail;
+                    break;
+                }
+                done += 1;
+                t = end;
+                if done == max {
+                    break;
+                }
+            }
+            step_done += done;
+            step_full += (done == max) as u64;
+        }
+        let f = |x: u64| x as f64 / n as f64;
+        // P(full) = P(Poisson(4) >= 5) = 0.3711; means agree within 5 SE
+        assert!((f(fast_full) - 0.3711).abs() < 5.0 * (0.3711f64 * 0.6289 / n as f64).sqrt());
+        assert!((f(step_full) - 0.3711).abs() < 5.0 * (0.3711f64 * 0.6289 / n as f64).sqrt());
+        assert!(
+            (f(fast_done) - f(step_done)).abs() < 0.03,
+            "{} vs {}",
+            f(fast_done),
+            f(step_done)
+        );
+        assert!(
+            (f(fast_res) - f(step_res)).abs() < 15.0,
+            "{} vs {}",
+            f(fast_res),
+            f(step_res)
         );
     }
 
