@@ -1,7 +1,7 @@
 //! `fallow`: put a storage device's idle time to work.
 //!
 //! One file per subcommand ([`analyze`], [`compare`], [`convert`], [`demo`],
-//! [`policies`], [`simulate`]); shared
+//! [`policies`], [`simulate`], [`tune`]); shared
 //! pieces are trace input ([`input`]), the terminal summary ([`output`]),
 //! the headline findings ([`findings`]), atomic file writes ([`atomic`]) and
 //! the HTML report with its own SVG plotting ([`report`]).
@@ -23,6 +23,7 @@ mod output;
 mod policies;
 mod report;
 mod simulate;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -45,6 +46,8 @@ Examples:
       the same on a synthetic M/M/1 workload at 30 % utilisation
   fallow compare ajw.1week.srt --device 0 --html compare.html
       every policy side by side, with plots
+  fallow tune ajw.1week.srt --device 0 --policy waiting --budget 1ms,2ms,4ms --bg size
+      the wait threshold and request size with the most BG throughput per FG budget
   fallow policies
       the policies and their parameters
 
@@ -73,6 +76,8 @@ enum Command {
     Policies(policies::PoliciesArgs),
     /// Simulate one BG policy on a trace or a synthetic workload: FG slowdown and BG work done.
     Simulate(simulate::SimulateArgs),
+    /// Find the policy setting and request size with the most BG throughput within an FG budget.
+    Tune(tune::TuneArgs),
 }
 
 /// A failure caused by the user's input or flags: exit code 2.
@@ -146,6 +151,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => compare::run(args),
         Command::Policies(args) => policies::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Tune(args) => tune::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

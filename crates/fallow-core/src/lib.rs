@@ -60,6 +60,7 @@ pub mod policy;
 pub mod sim;
 pub mod stats;
 pub mod trace;
+pub mod tune;
 pub mod units;
 pub mod workload;
 

@@ -192,6 +192,11 @@ impl Params {
         ))
     }
 
+    /// True if the parameter was given.
+    pub fn contains(&self, key: &str) -> bool {
+        self.values.contains_key(key)
+    }
+
     /// Take a parameter (removing it, so leftovers can be reported).
     pub fn take(&mut self, key: &str) -> Option<String> {
         self.values.remove(key)
@@ -260,18 +265,89 @@ pub struct Entry {
     pub clairvoyant: bool,
     /// Build from parameters.
     pub build: fn(Params) -> Result<Box<dyn Policy>>,
+    /// The parameter `tune` searches to make the policy more or less
+    /// aggressive (`None`: the policy has none; only its request size is tuned).
+    pub knob: Option<Knob>,
+    /// The parameter that sets the policy's request size when it does not
+    /// take the run's BG size (`None`: the run's BG size, `--bg-size`).
+    pub size_param: Option<&'static str>,
+}
+
+/// What a knob's values are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KnobKind {
+    /// A duration; the range is in ns and values are written `205ms`.
+    Duration,
+    /// A plain number (factor, degrees, percent).
+    Number,
+}
+
+/// Which way a knob makes a policy more aggressive (more BG work, more
+/// FG slowdown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoreAggressive {
+    /// Smaller values are more aggressive (a shorter wait).
+    Smaller,
+    /// Larger values are more aggressive (a larger factor).
+    Larger,
+}
+
+/// A policy's aggressiveness parameter, as `tune` searches it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Knob {
+    /// Parameter name in `NAME:k=v` (`t`, `T`, `idle-wait`).
+    pub name: &'static str,
+    /// Duration or number.
+    pub kind: KnobKind,
+    /// Least value searched (ns for durations).
+    pub min: f64,
+    /// Largest value searched (ns for durations).
+    pub max: f64,
+    /// Which way is more aggressive.
+    pub more_aggressive: MoreAggressive,
+    /// The policy's default, as written on the command line.
+    pub default: &'static str,
+}
+
+impl Knob {
+    /// A duration knob searched from 100 µs to 100 s.
+    const fn wait(name: &'static str, default: &'static str) -> Knob {
+        Knob {
+            name,
+            kind: KnobKind::Duration,
+            min: 1e5,
+            max: 1e11,
+            more_aggressive: MoreAggressive::Smaller,
+            default,
+        }
+    }
+
+    /// A number knob from `min` to `max`, larger = more aggressive.
+    const fn factor(name: &'static str, min: f64, max: f64, default: &'static str) -> Knob {
+        Knob {
+            name,
+            kind: KnobKind::Number,
+            min,
+            max,
+            more_aggressive: MoreAggressive::Larger,
+            default,
+        }
+    }
 }
 
 /// Every policy, alphabetically. Adding a policy is its file, its `mod`
 /// line above and one entry here.
 pub fn registry() -> &'static [Entry] {
-    &[
+    // a static, not a promoted temporary: the knobs come from const fns
+    static REGISTRY: &[Entry] = &[
         Entry {
             name: "adaptive-preemption-interval",
             summary: "preemption interval that doubles on a B[f] event (FG found BG in service) and shrinks by 1/32 otherwise (Eggert & Touch §5.2)",
             params: "p=DURATION (start, default 10ms), min=DURATION (1ms), max=DURATION (10s), grow=FACTOR (2), shrink=FRACTION (1/32), variant=, start=, batch=, size= as preemption-interval",
             clairvoyant: false,
             build: AdaptivePreemptionInterval::build,
+            knob: Some(Knob::wait("p", "10ms")),
+            size_param: None,
         },
         Entry {
             name: "adaptive-size",
@@ -279,6 +355,8 @@ pub fn registry() -> &'static [Entry] {
             params: "mode=exponential|linear|swapping (default exponential), t=DURATION (wait, default 100ms), s=BYTES (start, 64KiB), a=FACTOR (2), b=BYTES (0), max=BYTES (4MiB), swap-after=DURATION|inf (1s)",
             clairvoyant: false,
             build: AdaptiveSize::build,
+            knob: Some(Knob::wait("t", "100ms")),
+            size_param: Some("s"),
         },
         Entry {
             name: "aggressive",
@@ -286,6 +364,8 @@ pub fn registry() -> &'static [Entry] {
             params: "size=BYTES (default: the run's BG size)",
             clairvoyant: false,
             build: Aggressive::build,
+            knob: None,
+            size_param: None,
         },
         Entry {
             name: "ar-waiting",
@@ -293,6 +373,8 @@ pub fn registry() -> &'static [Entry] {
             params: "t=DURATION (default 100ms), c=DURATION (default 100ms), history=N (2000 intervals), max-order=N (8), refit=N (100 intervals), size=BYTES",
             clairvoyant: false,
             build: ArWaiting::build,
+            knob: Some(Knob::wait("t", "100ms")),
+            size_param: None,
         },
         Entry {
             name: "autoregressive",
@@ -300,6 +382,8 @@ pub fn registry() -> &'static [Entry] {
             params: "c=DURATION (default 100ms), history=N (2000 intervals), max-order=N (8), refit=N (100 intervals), size=BYTES",
             clairvoyant: false,
             build: Autoregressive::build,
+            knob: Some(Knob::wait("c", "100ms")),
+            size_param: None,
         },
         Entry {
             name: "bursty-cdf-estimates",
@@ -307,6 +391,8 @@ pub fn registry() -> &'static [Entry] {
             params: "T=FACTOR (default 1), rho=PROBABILITY (default 0.5), angle=DEGREES (30), warmup=N (32 intervals), size=BYTES",
             clairvoyant: false,
             build: BurstyCdfEstimates::build,
+            knob: Some(Knob::factor("T", 0.01, 100.0, "1")),
+            size_param: None,
         },
         Entry {
             name: "busy-bee",
@@ -314,6 +400,8 @@ pub fn registry() -> &'static [Entry] {
             params: "idle-wait=DURATION (default 100ms), window=DURATION|Nbp (default 5h), max-lag=N (20), threshold=N and cws=N (fix instead of learning), size=BYTES",
             clairvoyant: false,
             build: BusyBee::build,
+            knob: Some(Knob::wait("idle-wait", "100ms")),
+            size_param: None,
         },
         Entry {
             name: "cdf-based",
@@ -321,6 +409,8 @@ pub fn registry() -> &'static [Entry] {
             params: "angle=DEGREES (default 30), warmup=N (32 intervals: no wait before), size=BYTES",
             clairvoyant: false,
             build: CdfBased::build,
+            knob: Some(Knob::factor("angle", 1.0, 89.0, "30")),
+            size_param: None,
         },
         Entry {
             name: "cdf-estimates",
@@ -328,6 +418,8 @@ pub fn registry() -> &'static [Entry] {
             params: "T=FACTOR (default 1), angle=DEGREES (30), warmup=N (32 intervals: quiet before), size=BYTES",
             clairvoyant: false,
             build: CdfEstimates::build,
+            knob: Some(Knob::factor("T", 0.01, 100.0, "1")),
+            size_param: None,
         },
         Entry {
             name: "credit-skip",
@@ -335,6 +427,8 @@ pub fn registry() -> &'static [Entry] {
             params: "n=N (credits per skip and per collision, default 10), cap=N (bucket size, 100), unit=request|interval (what earns a credit, request), p=, variant=, start=, batch=, size= as preemption-interval",
             clairvoyant: false,
             build: CreditSkip::build,
+            knob: Some(Knob::wait("p", "100ms")),
+            size_param: None,
         },
         Entry {
             name: "deadline",
@@ -342,6 +436,8 @@ pub fn registry() -> &'static [Entry] {
             params: "work=N|BYTES (requests or bytes, default 1GiB), by=DURATION (default 1h, from the first decision), t=DURATION (wait without urgency, 100ms), size=BYTES",
             clairvoyant: false,
             build: Deadline::build,
+            knob: Some(Knob::wait("t", "100ms")),
+            size_param: None,
         },
         Entry {
             name: "fixed-rate",
@@ -349,6 +445,8 @@ pub fn registry() -> &'static [Entry] {
             params: "r=DURATION (default 100ms), size=BYTES",
             clairvoyant: false,
             build: FixedRate::build,
+            knob: Some(Knob::wait("r", "100ms")),
+            size_param: None,
         },
         Entry {
             name: "fixed-wait",
@@ -356,6 +454,8 @@ pub fn registry() -> &'static [Entry] {
             params: "t=DURATION (default 100ms), size=BYTES",
             clairvoyant: false,
             build: FixedWait::build,
+            knob: Some(Knob::wait("t", "100ms")),
+            size_param: None,
         },
         Entry {
             name: "kernel-idle-class",
@@ -363,6 +463,8 @@ pub fn registry() -> &'static [Entry] {
             params: "scheduler=cfq|bfq (default cfq); cfq: grace=DURATION (100ms), slice-idle=DURATION (8ms); bfq: timeout=DURATION (200ms); size=BYTES",
             clairvoyant: false,
             build: KernelIdleClass::build,
+            knob: Some(Knob::wait("grace", "100ms")),
+            size_param: None,
         },
         Entry {
             name: "lossless-waiting",
@@ -370,6 +472,8 @@ pub fn registry() -> &'static [Entry] {
             params: "t=DURATION (default 100ms), size=BYTES",
             clairvoyant: true,
             build: LosslessWaiting::build,
+            knob: Some(Knob::wait("t", "100ms")),
+            size_param: None,
         },
         Entry {
             name: "mean-based",
@@ -377,6 +481,8 @@ pub fn registry() -> &'static [Entry] {
             params: "size=BYTES (default: the run's BG size)",
             clairvoyant: false,
             build: MeanBased::build,
+            knob: None,
+            size_param: None,
         },
         Entry {
             name: "oracle",
@@ -384,6 +490,8 @@ pub fn registry() -> &'static [Entry] {
             params: "x=PERCENT (default 10) or min=DURATION, size=BYTES",
             clairvoyant: true,
             build: Oracle::build,
+            knob: Some(Knob::factor("x", 0.01, 100.0, "10")),
+            size_param: None,
         },
         Entry {
             name: "preemption-interval",
@@ -391,18 +499,32 @@ pub fn registry() -> &'static [Entry] {
             params: "p=DURATION (default 100ms), variant=burst-idle|burst-preempt|request-idle|request-preempt (or tl|tr|bl|br; default burst-idle), start=fg-end|fg-start (default fg-end), batch=N (BG requests queued at a time, default unbounded), size=BYTES",
             clairvoyant: false,
             build: PreemptionInterval::build,
+            knob: Some(Knob::wait("p", "100ms")),
+            size_param: None,
         },
-    ]
+    ];
+    REGISTRY
 }
+
+/// The policy the OS offers out of the box (Linux's idle I/O class), the
+/// baseline `tune` reports beside its results, as Practical Scrubbing
+/// Table III reports CFQ, at 64 KiB and its default parameters.
+pub const BASELINE: &str = "kernel-idle-class";
 
 /// Build a policy from `name[:k=v,…]`.
 pub fn build(spec: &str) -> Result<Box<dyn Policy>> {
     let (name, params) = Params::parse(spec)?;
-    let name = match name.as_str() {
-        "waiting" | "conservative" => "fixed-wait".to_string(),
-        _ => name,
+    (entry(&name)?.build)(params)
+}
+
+/// The registry entry of `name`, or of an alias (`waiting` and
+/// `conservative` are `fixed-wait`).
+pub fn entry(name: &str) -> Result<&'static Entry> {
+    let name = match name.trim() {
+        "waiting" | "conservative" => "fixed-wait",
+        n => n,
     };
-    let entry = registry().iter().find(|e| e.name == name).ok_or_else(|| {
+    registry().iter().find(|e| e.name == name).ok_or_else(|| {
         Error::invalid(
             "policy",
             format!(
@@ -414,6 +536,5 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>> {
                     .join(", ")
             ),
         )
-    })?;
-    (entry.build)(params)
+    })
 }

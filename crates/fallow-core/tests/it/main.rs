@@ -6,3 +6,4 @@ mod policies_mi;
 mod queueing;
 mod readers;
 mod sim;
+mod tune;

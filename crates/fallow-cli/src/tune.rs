@@ -1,0 +1,397 @@
+//! `fallow tune`: the most BG throughput a policy gets within an FG budget
+//! (Practical Scrubbing §V-C/D, Table III): the policy's aggressiveness
+//! knob bisected per request size, then the best size; a Table-III-style
+//! table (or `--json`), the OS's idle class at 64 KiB beside it, and the
+//! exact `fallow simulate` command that reproduces each answer.
+
+use crate::human::{bytes, num, secs};
+use crate::output::{self, Style};
+use crate::simulate::{prepare, BgArgs, InputArgs, InputInfo};
+use anyhow::{Context, Result};
+use clap::Args;
+use fallow_core::sim::{BgWork, SimConfig};
+use fallow_core::trace::TimeUnit;
+use fallow_core::tune::{self, Budget, Choice, TuneConfig, Tuned, Tuning};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+
+/// Arguments of `fallow tune`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow tune ajw.1week.srt --device 0 --policy waiting --budget 1ms,2ms,4ms \\
+      --bg size:base=8ms,knee=64KiB,rate=100MB --max-delay 50ms
+  fallow tune --workload hyperexp:cv=4 --utilization 0.2 --requests 20000 \\
+      --policy cdf-estimates --budget 5% --sizes 64KiB,256KiB,1MiB --json
+
+Each policy's knob (what tune searches) is listed in docs/tuning.md. --json prints, for one
+budget, an object with input, policy, knob, budget, best (policy, spec, params,
+request_size_bytes, bg_size_bytes, bg_throughput_bytes_per_s, fg_mean_added_delay_s,
+fg_slowdown, fg_collision_rate, knob, reproduce, reproduce_args), sizes (the per-size table)
+and baseline; for several budgets, a list of such objects.")]
+pub struct TuneArgs {
+    /// The policy, `NAME[:k=v,…]`: its knob and request size are searched,
+    /// the parameters given stay fixed. `waiting` is fixed-wait.
+    #[arg(long, short = 'p', value_name = "POLICY")]
+    pub policy: String,
+
+    /// The FG budget: a mean slowdown (`5%`) or a mean added delay per FG
+    /// request (`1ms`); several, comma-separated, are tuned together.
+    #[arg(long, value_name = "SPEC[,SPEC…]", value_parser = parse_budgets)]
+    pub budget: Budgets,
+
+    /// Candidate BG request sizes: `LO..HI` (30 log-spaced), `LO..HI/N`, or a
+    /// list `64KiB,256KiB,1MiB`. [default: 64KiB..4MiB]
+    #[arg(long, value_name = "SIZES", value_parser = parse_sizes)]
+    pub sizes: Option<Sizes>,
+
+    /// Most delay one BG request may add to an FG request: sizes whose
+    /// service time plus the switch penalty exceed it are excluded.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub max_delay: Option<u64>,
+
+    /// Print the result as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Sizes simulated at once. [default: the number of cores, or FALLOW_THREADS]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: Option<u64>,
+
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    #[command(flatten)]
+    pub bg: BgArgs,
+}
+
+/// Parsed `--budget` (a newtype: clap treats a bare `Vec` as repeated values).
+#[derive(Debug, Clone)]
+pub struct Budgets(Vec<Budget>);
+
+/// Parsed `--sizes` (a newtype: clap treats a bare `Vec` as repeated values).
+#[derive(Debug, Clone)]
+pub struct Sizes(Vec<u64>);
+
+fn parse_budgets(s: &str) -> Result<Budgets, String> {
+    Budget::parse_list(s)
+        .map(Budgets)
+        .map_err(|e| e.to_string())
+}
+
+fn parse_sizes(s: &str) -> Result<Sizes, String> {
+    tune::parse_sizes(s).map(Sizes).map_err(|e| e.to_string())
+}
+
+fn parse_duration(s: &str) -> Result<u64, String> {
+    fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string())
+}
+
+fn threads(arg: Option<u64>) -> usize {
+    arg.map(|n| n as usize)
+        .or_else(|| std::env::var("FALLOW_THREADS").ok()?.parse().ok())
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// A choice with the command that reproduces it.
+#[derive(Debug, Serialize)]
+struct Reproducible<'a> {
+    #[serde(flatten)]
+    choice: &'a Choice,
+    /// `fallow simulate …` as one shell line.
+    reproduce: String,
+    /// The same as arguments (after `fallow`).
+    reproduce_args: Vec<String>,
+}
+
+/// The JSON of one budget.
+#[derive(Debug, Serialize)]
+struct Doc<'a> {
+    input: &'a InputInfo,
+    policy: &'a str,
+    knob: &'a Option<tune::KnobInfo>,
+    max_delay_s: Option<f64>,
+    budget: &'a Budget,
+    budget_text: &'a str,
+    best: Option<Reproducible<'a>>,
+    sizes: &'a [tune::SizeRow],
+    baseline: &'a Reproducible<'a>,
+    simulations: u64,
+}
+
+/// Run `fallow tune`.
+pub fn run(args: TuneArgs) -> Result<()> {
+    let budgets: Vec<Budget> = args.budget.0.clone();
+    // a bad policy fails before any reading
+    crate::simulate::build_policy(&args.policy)?;
+    let input = prepare(&args.input)?;
+    let sim = args.bg.config(args.input.seed);
+    let cfg = TuneConfig {
+        budgets,
+        sizes: args.sizes.clone().map_or_else(tune::default_sizes, |s| s.0),
+        max_delay_ns: args.max_delay,
+        threads: threads(args.threads),
+    };
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{wide_bar}] {pos}/{len} steps {eta}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(format!(
+            "tuning {} over {} sizes",
+            args.policy,
+            cfg.sizes.len()
+        ));
+        bar
+    });
+    let result = tune::tune(&input.prep, &args.policy, &sim, &cfg, &|done, total| {
+        if let Some(b) = &bar {
+            b.set_length(total);
+            b.set_position(done);
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let t = result.with_context(|| format!("tuning --policy {}", args.policy))?;
+    let base = tune::baseline(&input.prep, &sim)?;
+    let info = InputInfo::new(&input, &args.bg, args.input.seed);
+    let base_r = reproducible(&args, &sim, &base);
+    if args.json {
+        let docs: Vec<Doc<'_>> = t
+            .budgets
+            .iter()
+            .map(|b| Doc {
+                input: &info,
+                policy: &t.policy,
+                knob: &t.knob,
+                max_delay_s: t.max_delay_s,
+                budget: &b.budget,
+                budget_text: &b.budget_text,
+                best: b.best.as_ref().map(|c| reproducible(&args, &sim, c)),
+                sizes: &b.sizes,
+                baseline: &base_r,
+                simulations: t.simulations,
+            })
+            .collect();
+        let mut text = if docs.len() == 1 {
+            serde_json::to_string_pretty(&docs[0])?
+        } else {
+            serde_json::to_string_pretty(&docs)?
+        };
+        text.push('\n');
+        output::print(&text)
+    } else {
+        output::print(&table(&args, &input, &sim, &t, &base_r))
+    }
+}
+
+fn reproducible<'a>(args: &TuneArgs, sim: &SimConfig, c: &'a Choice) -> Reproducible<'a> {
+    let a = simulate_args(args, sim, c);
+    Reproducible {
+        choice: c,
+        reproduce: std::iter::once("fallow".to_string())
+            .chain(a.iter().map(|s| shell_quote(s)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        reproduce_args: a,
+    }
+}
+
+/// `fallow simulate` arguments that run `c` on the same input with the same settings.
+fn simulate_args(args: &TuneArgs, sim: &SimConfig, c: &Choice) -> Vec<String> {
+    let i = &args.input;
+    let mut a: Vec<String> = vec!["simulate".into()];
+    let mut flag = |k: &str, v: String| {
+        a.push(k.to_string());
+        a.push(v);
+    };
+    if let Some(spec) = &i.workload {
+        flag("--workload", spec.clone());
+        if let Some(r) = i.arrival_rate {
+            flag("--arrival-rate", r.to_string());
+        }
+        if let Some(u) = i.utilization {
+            flag("--utilization", u.to_string());
+        }
+        flag("--requests", i.requests.to_string());
+        flag("--request-size", i.request_size.to_string());
+        flag("--write-fraction", i.write_fraction.to_string());
+    }
+    if let Some(d) = i.device {
+        flag("--device", d.to_string());
+    }
+    if let Some(f) = i.read.format {
+        flag("--format", f.to_string());
+    }
+    if i.read.time_unit != TimeUnit::Ms {
+        let u = match i.read.time_unit {
+            TimeUnit::Ns => "ns",
+            TimeUnit::Us => "us",
+            TimeUnit::Ms => "ms",
+            TimeUnit::S => "s",
+        };
+        flag("--time-unit", u.into());
+    }
+    if i.read.offset_unit != 1 {
+        flag("--offset-unit", i.read.offset_unit.to_string());
+    }
+    if i.read.size_unit != 1 {
+        flag("--size-unit", i.read.size_unit.to_string());
+    }
+    if let Some(m) = &i.service {
+        flag("--service", m.to_string());
+    }
+    flag("--bg", sim.bg_service.to_string());
+    flag("--bg-size", c.bg_size_bytes.to_string());
+    match sim.bg_work {
+        BgWork::Endless => {}
+        BgWork::Requests(n) => flag("--bg-work", format!("requests:{n}")),
+        BgWork::Bytes(b) => flag("--bg-work", format!("bytes:{b}")),
+        BgWork::PerFgWrite { ratio } => flag("--bg-work", format!("writes:{ratio}")),
+    }
+    if sim.switch_penalty_ns > 0 {
+        flag("--switch-penalty", format!("{}ns", sim.switch_penalty_ns));
+    }
+    flag("--seed", sim.seed.to_string());
+    flag("--policy", c.spec.clone());
+    if i.read.skip_bad {
+        a.push("--skip-bad".into());
+    }
+    if let Some(p) = &i.trace {
+        a.insert(1, p.display().to_string());
+    }
+    a
+}
+
+/// Quote for a POSIX shell when needed.
+fn shell_quote(s: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=,%+@".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// The Table-III-style table, the per-size detail of each budget, and the
+/// reproducing commands.
+fn table(
+    args: &TuneArgs,
+    input: &crate::simulate::Input,
+    sim: &SimConfig,
+    t: &Tuning,
+    base: &Reproducible<'_>,
+) -> String {
+    let st = Style::for_stdout();
+    let mut s = String::new();
+    let knob = t.knob.as_ref();
+    let _ = writeln!(
+        s,
+        "{}",
+        st.bold(&format!("{} · tune {}", input.title, t.policy))
+    );
+    for line in output::wrap(&input.detail, 96) {
+        let _ = writeln!(s, "  {}", st.dim(&line));
+    }
+    let _ = writeln!(s, "  {}", st.dim(&args.bg.describe()));
+    let mut how = match knob {
+        Some(k) => format!(
+            "knob {} from {} to {} ({} values, {} is more aggressive)",
+            k.name, k.range[0], k.range[1], k.steps, k.more_aggressive
+        ),
+        None => "no knob: request sizes only".into(),
+    };
+    let n_sizes = t.budgets.first().map_or(0, |b| b.sizes.len());
+    let _ = write!(how, "; {n_sizes} sizes");
+    if let Some(m) = t.max_delay_s {
+        let _ = write!(how, ", at most {} per request", secs(m));
+    }
+    let _ = write!(how, "; {} simulations", t.simulations);
+    let _ = writeln!(s, "  {}", st.dim(&how));
+    let _ = writeln!(s);
+    let knob_head = knob.map_or("knob", |k| k.name);
+    let head = format!(
+        "  {:<12}{:>14}{:>14}{:>12}{:>14}{:>12}",
+        "budget", "throughput", "added delay", "slowdown", knob_head, "req. size"
+    );
+    let _ = writeln!(s, "{}", st.bold(&head));
+    let row = |label: &str, c: Option<&Choice>| match c {
+        Some(c) => format!(
+            "  {:<12}{:>14}{:>14}{:>12}{:>14}{:>12}",
+            label,
+            format!("{} MB/s", num(c.bg_throughput_bytes_per_s / 1e6)),
+            secs(c.fg_mean_added_delay_s),
+            format!("{:.2} %", c.fg_slowdown * 100.0),
+            c.knob.clone().unwrap_or_else(|| "–".into()),
+            bytes(c.request_size_bytes)
+        ),
+        None => format!("  {label:<12}{:>14}", "no setting meets it"),
+    };
+    for b in &t.budgets {
+        let _ = writeln!(s, "{}", row(&b.budget_text, b.best.as_ref()));
+    }
+    let base_label = format!("{} (defaults, 64 KiB)", base.choice.policy);
+    let _ = writeln!(s, "{}", st.dim(&row("baseline", Some(base.choice))));
+    let _ = writeln!(s, "  {}", st.dim(&format!("baseline: {base_label}")));
+    let _ = writeln!(s);
+    for b in &t.budgets {
+        size_detail(&mut s, &st, b);
+    }
+    let _ = writeln!(s, "{}", st.bold("Reproduce"));
+    for b in &t.budgets {
+        if let Some(c) = &b.best {
+            let r = reproducible(args, sim, c);
+            let _ = writeln!(s, "  {}: {}", b.budget_text, r.reproduce);
+        }
+    }
+    let _ = writeln!(s, "  baseline: {}", base.reproduce);
+    s.lines().map(|l| l.trim_end().to_string() + "\n").collect()
+}
+
+/// Best throughput per size for one budget, as a compact list.
+fn size_detail(s: &mut String, st: &Style, b: &Tuned) {
+    let _ = writeln!(
+        s,
+        "{}",
+        st.bold(&format!("Per size, budget {}", b.budget_text))
+    );
+    let mut line = String::new();
+    let mut lines = Vec::new();
+    for r in &b.sizes {
+        let cell = match (&r.best, r.status) {
+            (Some(c), _) => format!(
+                "{} {}{}",
+                bytes(r.request_size_bytes),
+                num(c.bg_throughput_bytes_per_s / 1e6),
+                c.knob.as_ref().map_or(String::new(), |k| format!(" @{k}"))
+            ),
+            (None, status) => format!("{} {status}", bytes(r.request_size_bytes)),
+        };
+        if line.len() + cell.len() > 92 {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push_str(" · ");
+        }
+        line.push_str(&cell);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    for l in lines {
+        let _ = writeln!(s, "  {}", st.dim(&l));
+    }
+    let _ = writeln!(
+        s,
+        "  {}",
+        st.dim("(MB/s at the most aggressive setting within the budget)")
+    );
+    let _ = writeln!(s);
+}

@@ -1,0 +1,527 @@
+//! Tuning for a budget: the most BG throughput a policy gets without
+//! costing the foreground more than a [`Budget`] (Practical Scrubbing
+//! §V-C/D and Table III, generalised to every policy in the registry).
+//!
+//! For each candidate request size (sizes whose single BG request, plus the
+//! switch penalty, would delay an FG request by more than the maximum are
+//! excluded), the policy's aggressiveness [`Knob`](crate::policy::Knob)
+//! (the wait threshold of fixed-wait, T of the estimate policies, Busy
+//! Bee's idle wait, …) is bisected over a [`ladder`] of values to the most
+//! aggressive setting that meets the budget; the size with the largest BG
+//! throughput wins.
+//!
+//! ## Bisection on a function that is only monotone enough
+//! More aggressive settings cost the foreground more *on the whole*, but
+//! not step by step: a slightly shorter wait can move where BG requests
+//! fall in an interval and make one collision's residual smaller, so the
+//! feasible settings need not form one bracket. The search therefore
+//! (1) simulates the whole coarse 1-2-5 grid of the ladder (19 values for
+//! a wait from 100 µs to 100 s), without assuming monotonicity; (2) takes
+//! the most aggressive feasible coarse value and bisects between it and
+//! the next coarse value (infeasible, by (1)) with the invariant
+//! "conservative end feasible, aggressive end not"; (3) reports not the
+//! bracket's feasible end but the best feasible point *seen*: every
+//! simulation is cached by (size, ladder step), and the answer is the
+//! cached feasible point with the most BG throughput. So the tuned point
+//! beats every feasible coarse-grid setting at every candidate size, and
+//! finer ripples cost at most one coarse step. A size whose every coarse
+//! setting breaks the budget is infeasible.
+//!
+//! Simulations are shared between budgets: tuning `1ms,2ms,4ms` costs
+//! little more than tuning `1ms`, and because the best point of a smaller
+//! budget is in the cache, a larger budget never gets less throughput. The
+//! flip side: a budget tuned together with others may find a better point
+//! than tuned alone (never a worse one).
+//!
+//! Every figure reported is a [`SimResult`] of [`simulate`] with the
+//! reported policy spec and the given [`SimConfig`] (BG size set to the
+//! chosen request size), so `fallow simulate` with those reproduces it
+//! exactly.
+
+mod budget;
+pub mod ladder;
+mod sizes;
+
+pub use budget::Budget;
+pub use ladder::{ladder, Step};
+pub use sizes::{default_sizes, log_spaced, parse_sizes};
+
+use crate::error::{Error, Result};
+use crate::policy::{self, Entry, Knob, KnobKind, MoreAggressive, Params};
+use crate::sim::{simulate, Prepared, SimConfig, SimResult};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// What to tune for.
+#[derive(Debug, Clone)]
+pub struct TuneConfig {
+    /// The budgets, each tuned separately (simulations shared).
+    pub budgets: Vec<Budget>,
+    /// Candidate request sizes, bytes.
+    pub sizes: Vec<u64>,
+    /// Most delay one BG request may add to an FG request, ns: larger
+    /// sizes are excluded (service time of one request + switch penalty;
+    /// the mean for exponential service).
+    pub max_delay_ns: Option<u64>,
+    /// Sizes simulated at once (the results do not depend on it).
+    pub threads: usize,
+}
+
+impl TuneConfig {
+    /// `budgets` over the default sizes, no maximum delay, one thread.
+    pub fn new(budgets: Vec<Budget>) -> TuneConfig {
+        TuneConfig {
+            budgets,
+            sizes: default_sizes(),
+            max_delay_ns: None,
+            threads: 1,
+        }
+    }
+}
+
+/// A policy setting and what it did: one simulation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Choice {
+    /// Registry name (`fixed-wait`).
+    pub policy: String,
+    /// The full spec to simulate (`fixed-wait:t=205ms`).
+    pub spec: String,
+    /// Its parameters as written (`{"t": "205ms"}`).
+    pub params: BTreeMap<String, String>,
+    /// BG request size, bytes.
+    pub request_size_bytes: u64,
+    /// The run's BG size (`--bg-size`), bytes: the request size unless the
+    /// policy takes its size as a parameter.
+    pub bg_size_bytes: u64,
+    /// BG bytes per second of the trace.
+    pub bg_throughput_bytes_per_s: f64,
+    /// Mean delay added to each FG request, s.
+    pub fg_mean_added_delay_s: f64,
+    /// Relative slowdown of the mean FG response time.
+    pub fg_slowdown: f64,
+    /// Fraction of FG requests delayed.
+    pub fg_collision_rate: f64,
+    /// The knob's value as written, if the policy has a knob.
+    pub knob: Option<String>,
+    /// The whole result.
+    #[serde(skip)]
+    pub result: SimResult,
+}
+
+/// One candidate size under one budget.
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeRow {
+    /// Request size, bytes.
+    pub request_size_bytes: u64,
+    /// Delay one BG request adds to an FG request that finds it starting, s.
+    pub single_request_delay_s: f64,
+    /// `ok`, `infeasible` (even the most conservative setting breaks the
+    /// budget) or `excluded` (one request exceeds the maximum delay).
+    pub status: &'static str,
+    /// The best feasible setting at this size.
+    pub best: Option<Choice>,
+    /// Simulations this size needed for this budget (cache hits included).
+    pub steps: u64,
+}
+
+/// The answer for one budget.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tuned {
+    /// The budget.
+    pub budget: Budget,
+    /// The budget as written back (`1ms`, `5%`).
+    pub budget_text: String,
+    /// The best setting over all sizes (`None`: nothing meets the budget).
+    pub best: Option<Choice>,
+    /// Every candidate size.
+    pub sizes: Vec<SizeRow>,
+}
+
+/// The knob searched, for reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct KnobInfo {
+    /// Parameter name.
+    pub name: &'static str,
+    /// `duration` or `number`.
+    pub kind: &'static str,
+    /// `smaller` or `larger` values are more aggressive.
+    pub more_aggressive: &'static str,
+    /// Most conservative and most aggressive values searched.
+    pub range: [String; 2],
+    /// Values on the ladder.
+    pub steps: usize,
+}
+
+/// The result of [`tune`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Tuning {
+    /// Registry name of the policy.
+    pub policy: String,
+    /// The knob searched (`None`: the policy has none; only sizes are tried).
+    pub knob: Option<KnobInfo>,
+    /// Maximum delay of one request, s, if given.
+    pub max_delay_s: Option<f64>,
+    /// One answer per budget, in the order given.
+    pub budgets: Vec<Tuned>,
+    /// Distinct simulations run.
+    pub simulations: u64,
+}
+
+/// How one policy is searched: its spec without the knob and size, and its ladder.
+struct Search<'a> {
+    entry: &'static Entry,
+    /// Parameters the user fixed, `k=v,…` (may be empty).
+    fixed: String,
+    knob: Option<Knob>,
+    ladder: Vec<Step>,
+    prep: &'a Prepared,
+    sim: &'a SimConfig,
+}
+
+impl Search<'_> {
+    /// Ladder indices of the coarse grid, most conservative first.
+    fn coarse(&self) -> Vec<usize> {
+        (0..self.ladder.len())
+            .filter(|&i| self.ladder[i].coarse || i + 1 == self.ladder.len())
+            .collect()
+    }
+
+    /// Steps one budget's search takes at most for one size.
+    fn max_steps(&self) -> u64 {
+        let coarse = self.coarse();
+        if coarse.is_empty() {
+            return 1;
+        }
+        let mut gap = coarse[0];
+        for w in coarse.windows(2) {
+            gap = gap.max(w[1] - w[0]);
+        }
+        let bisect = (usize::BITS - gap.saturating_sub(1).leading_zeros()) as u64;
+        coarse.len() as u64 + bisect
+    }
+
+    /// Spec, parameters and run settings of ladder step `i` at `size`.
+    fn setting(&self, size: u64, i: usize) -> (String, BTreeMap<String, String>, SimConfig) {
+        let mut params = BTreeMap::new();
+        let mut cfg = self.sim.clone();
+        match self.entry.size_param {
+            Some(p) => {
+                params.insert(p.to_string(), size.to_string());
+            }
+            None => cfg.bg_size_bytes = size,
+        }
+        if let Some(k) = &self.knob {
+            params.insert(k.name.to_string(), self.ladder[i].text.clone());
+        }
+        let mut parts: Vec<String> = Vec::new();
+        if !self.fixed.is_empty() {
+            parts.push(self.fixed.clone());
+        }
+        parts.extend(params.iter().map(|(k, v)| format!("{k}={v}")));
+        let spec = if parts.is_empty() {
+            self.entry.name.to_string()
+        } else {
+            format!("{}:{}", self.entry.name, parts.join(","))
+        };
+        // the user's fixed parameters belong to the reported params too
+        for kv in self.fixed.split(',').filter(|s| !s.trim().is_empty()) {
+            if let Some((k, v)) = kv.split_once('=') {
+                params.insert(k.trim().to_string(), v.trim().to_string());
+            }
+        }
+        (spec, params, cfg)
+    }
+
+    fn run(&self, size: u64, i: usize) -> Result<Choice> {
+        let (spec, params, cfg) = self.setting(size, i);
+        let mut pol = policy::build(&spec)?;
+        let r = simulate(self.prep, pol.as_mut(), &cfg)?;
+        Ok(Choice {
+            policy: self.entry.name.to_string(),
+            spec,
+            params,
+            request_size_bytes: size,
+            bg_size_bytes: cfg.bg_size_bytes,
+            bg_throughput_bytes_per_s: r.bg.throughput_bytes_per_s,
+            fg_mean_added_delay_s: r.fg.mean_added_delay_s,
+            fg_slowdown: r.fg.slowdown,
+            fg_collision_rate: r.fg.collision_rate,
+            knob: self.knob.map(|_| self.ladder[i].text.clone()),
+            result: r,
+        })
+    }
+
+    /// Every budget at one size, sharing simulations.
+    fn size(
+        &self,
+        size: u64,
+        budgets: &[Budget],
+        sims: &AtomicU64,
+        tick: &dyn Fn(u64),
+    ) -> Result<Vec<(Option<Choice>, u64)>> {
+        let mut cache: HashMap<usize, Choice> = HashMap::new();
+        let mut out = Vec::new();
+        for b in budgets {
+            let mut steps = 0u64;
+            // simulate step i (once per size), then say if it meets the budget
+            let mut meets = |i: usize| -> Result<bool> {
+                steps += 1;
+                tick(1);
+                if let std::collections::hash_map::Entry::Vacant(v) = cache.entry(i) {
+                    sims.fetch_add(1, Ordering::Relaxed);
+                    v.insert(self.run(size, i)?);
+                }
+                Ok(b.meets(&cache[&i].result))
+            };
+            if self.ladder.is_empty() {
+                meets(0)?;
+            } else {
+                // (1) the coarse grid, in full
+                let coarse = self.coarse();
+                let mut last_ok = None;
+                for (k, &i) in coarse.iter().enumerate() {
+                    if meets(i)? {
+                        last_ok = Some(k);
+                    }
+                }
+                // (2) bisect from the most aggressive feasible coarse value
+                // to the next one (invariant: lo feasible, hi not)
+                if let Some(k) = last_ok.filter(|&k| k + 1 < coarse.len()) {
+                    let (mut lo, mut hi) = (coarse[k], coarse[k + 1]);
+                    while hi - lo > 1 {
+                        let mid = lo + (hi - lo) / 2;
+                        if meets(mid)? {
+                            lo = mid;
+                        } else {
+                            hi = mid;
+                        }
+                    }
+                }
+            }
+            tick(self.max_steps().saturating_sub(steps));
+            // the best feasible point seen at this size (see the module docs)
+            let best = cache
+                .iter()
+                .filter(|(_, c)| b.meets(&c.result))
+                .max_by(|(i, a), (j, c)| {
+                    a.bg_throughput_bytes_per_s
+                        .total_cmp(&c.bg_throughput_bytes_per_s)
+                        .then(c.fg_mean_added_delay_s.total_cmp(&a.fg_mean_added_delay_s))
+                        .then(j.cmp(i))
+                })
+                .map(|(_, c)| c.clone());
+            out.push((best, steps));
+        }
+        Ok(out)
+    }
+}
+
+/// Delay one BG request of `size` adds to an FG request that finds it
+/// starting: its service time (the mean for exponential service) plus the
+/// switch penalty, ns.
+pub fn single_request_delay_ns(sim: &SimConfig, size: u64) -> f64 {
+    sim.bg_service.mean_ns(size) + sim.switch_penalty_ns as f64
+}
+
+/// Tune `policy_spec` (a registry name, optionally with parameters to keep
+/// fixed: `busy-bee:window=1h`) on `prep` for every budget of `cfg`.
+/// `progress(done, total)` is called as the search advances (from several
+/// threads when `cfg.threads > 1`).
+pub fn tune(
+    prep: &Prepared,
+    policy_spec: &str,
+    sim: &SimConfig,
+    cfg: &TuneConfig,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Tuning> {
+    let (name, params) = Params::parse(policy_spec)?;
+    let entry = policy::entry(&name)?;
+    let fixed = policy_spec
+        .split_once(':')
+        .map(|(_, r)| r.trim().to_string())
+        .unwrap_or_default();
+    if let Some(k) = &entry.knob {
+        if params.contains(k.name) {
+            return Err(Error::invalid(
+                format!("policy {}", entry.name),
+                format!("`{}` is the parameter tune searches; leave it out", k.name),
+            ));
+        }
+    }
+    let size_key = entry.size_param.unwrap_or("size");
+    if params.contains(size_key) {
+        return Err(Error::invalid(
+            format!("policy {}", entry.name),
+            format!("`{size_key}` is the request size tune searches; leave it out"),
+        ));
+    }
+    if cfg.budgets.is_empty() {
+        return Err(Error::invalid("budget", "give at least one budget"));
+    }
+    if cfg.sizes.is_empty() {
+        return Err(Error::invalid("sizes", "give at least one request size"));
+    }
+    let search = Search {
+        entry,
+        fixed,
+        knob: entry.knob,
+        ladder: entry.knob.as_ref().map(ladder).unwrap_or_default(),
+        prep,
+        sim,
+    };
+    // a bad fixed parameter fails here, once, not in every thread
+    policy::build(&search.setting(cfg.sizes[0], 0).0)?;
+
+    let per_size = search.max_steps() * cfg.budgets.len() as u64;
+    let total = per_size * cfg.sizes.len() as u64;
+    let done = AtomicU64::new(0);
+    let tick = |n: u64| {
+        if n > 0 {
+            let d = done.fetch_add(n, Ordering::Relaxed) + n;
+            progress(d, total);
+        }
+    };
+    progress(0, total);
+    let sims = AtomicU64::new(0);
+    let excluded = |size: u64| {
+        cfg.max_delay_ns
+            .is_some_and(|m| single_request_delay_ns(sim, size) > m as f64)
+    };
+    let next = AtomicUsize::new(0);
+    type SizeResult = Result<Vec<(Option<Choice>, u64)>>;
+    let results: Mutex<Vec<Option<SizeResult>>> =
+        Mutex::new((0..cfg.sizes.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..cfg.threads.clamp(1, cfg.sizes.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&size) = cfg.sizes.get(i) else {
+                    break;
+                };
+                let r = if excluded(size) {
+                    tick(per_size);
+                    Ok(Vec::new())
+                } else {
+                    search.size(size, &cfg.budgets, &sims, &tick)
+                };
+                let failed = r.is_err();
+                results.lock().expect("no panics")[i] = Some(r);
+                if failed {
+                    // stop handing out sizes; the error is reported below
+                    next.store(cfg.sizes.len(), Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let mut per_size_results = Vec::with_capacity(cfg.sizes.len());
+    for r in results.into_inner().expect("no panics") {
+        match r {
+            Some(r) => per_size_results.push(r?),
+            None => per_size_results.push(Vec::new()), // skipped after an error
+        }
+    }
+    let budgets = cfg
+        .budgets
+        .iter()
+        .enumerate()
+        .map(|(bi, b)| {
+            let sizes: Vec<SizeRow> = cfg
+                .sizes
+                .iter()
+                .zip(&per_size_results)
+                .map(|(&size, r)| {
+                    let (best, steps) = r.get(bi).cloned().unwrap_or((None, 0));
+                    SizeRow {
+                        request_size_bytes: size,
+                        single_request_delay_s: single_request_delay_ns(sim, size) / 1e9,
+                        status: if excluded(size) {
+                            "excluded"
+                        } else if best.is_some() {
+                            "ok"
+                        } else {
+                            "infeasible"
+                        },
+                        best,
+                        steps,
+                    }
+                })
+                .collect();
+            // most throughput; a tie goes to the smaller size (listed first)
+            let best = sizes
+                .iter()
+                .filter_map(|r| r.best.as_ref())
+                .fold(None::<&Choice>, |acc, c| match acc {
+                    Some(a) if a.bg_throughput_bytes_per_s >= c.bg_throughput_bytes_per_s => {
+                        Some(a)
+                    }
+                    _ => Some(c),
+                })
+                .cloned();
+            Tuned {
+                budget: *b,
+                budget_text: b.to_string(),
+                best,
+                sizes,
+            }
+        })
+        .collect();
+    Ok(Tuning {
+        policy: entry.name.to_string(),
+        knob: entry.knob.as_ref().map(|k| {
+            let l = &search.ladder;
+            KnobInfo {
+                name: k.name,
+                kind: match k.kind {
+                    KnobKind::Duration => "duration",
+                    KnobKind::Number => "number",
+                },
+                more_aggressive: match k.more_aggressive {
+                    MoreAggressive::Smaller => "smaller",
+                    MoreAggressive::Larger => "larger",
+                },
+                range: [l[0].text.clone(), l[l.len() - 1].text.clone()],
+                steps: l.len(),
+            }
+        }),
+        max_delay_s: cfg.max_delay_ns.map(|n| n as f64 / 1e9),
+        budgets,
+        simulations: sims.into_inner(),
+    })
+}
+
+/// The OS's out-of-the-box policy ([`policy::BASELINE`], Linux's idle I/O
+/// class) at its default parameters and 64 KiB requests, as Practical
+/// Scrubbing Table III reports CFQ beside the tuned results.
+pub fn baseline(prep: &Prepared, sim: &SimConfig) -> Result<Choice> {
+    const SIZE: u64 = 64 << 10;
+    let entry = policy::entry(policy::BASELINE)?;
+    let mut cfg = sim.clone();
+    let mut params = BTreeMap::new();
+    let spec = match entry.size_param {
+        Some(p) => {
+            params.insert(p.to_string(), SIZE.to_string());
+            format!("{}:{p}={SIZE}", entry.name)
+        }
+        None => {
+            cfg.bg_size_bytes = SIZE;
+            entry.name.to_string()
+        }
+    };
+    let mut pol = policy::build(&spec)?;
+    let r = simulate(prep, pol.as_mut(), &cfg)?;
+    Ok(Choice {
+        policy: entry.name.to_string(),
+        spec,
+        params,
+        request_size_bytes: SIZE,
+        bg_size_bytes: cfg.bg_size_bytes,
+        bg_throughput_bytes_per_s: r.bg.throughput_bytes_per_s,
+        fg_mean_added_delay_s: r.fg.mean_added_delay_s,
+        fg_slowdown: r.fg.slowdown,
+        fg_collision_rate: r.fg.collision_rate,
+        knob: entry.knob.map(|k| k.default.to_string()),
+        result: r,
+    })
+}

@@ -1,0 +1,238 @@
+//! `tune` on a small bursty synthetic workload: the tuned point meets its
+//! budget when re-simulated (to the bit), throughput grows with the budget,
+//! no untuned setting inside the budget beats the tuned one, and sizes above
+//! the maximum delay are left out.
+
+use fallow_core::policy;
+use fallow_core::sim::{simulate, BgService, Prepared, SimConfig};
+use fallow_core::tune::{self, Budget, TuneConfig};
+use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
+use fallow_core::ServiceModel;
+
+/// Hyperexponential arrivals (idle times from milliseconds to seconds), 20 % busy.
+fn bursty() -> Prepared {
+    let service = ServiceModel::Exponential { mean_ns: 5_000_000 };
+    let t = SyntheticWorkload {
+        arrivals: ArrivalProcess::from_spec("hyperexp:cv=4", None, Some(0.2), &service, 4096)
+            .unwrap(),
+        requests: 2000,
+        service,
+        request_size_bytes: 4096,
+        capacity_bytes: 1 << 30,
+        write_fraction: 0.5,
+        seed: 7,
+    }
+    .generate()
+    .unwrap();
+    Prepared::new(&t, None, 7).unwrap()
+}
+
+fn sim() -> SimConfig {
+    SimConfig {
+        bg_service: "size:base=8ms,knee=64KiB,rate=100MB"
+            .parse::<BgService>()
+            .unwrap(),
+        switch_penalty_ns: 1_000_000,
+        ..SimConfig::default()
+    }
+}
+
+fn cfg(budgets: &str, sizes: &str) -> TuneConfig {
+    TuneConfig {
+        budgets: Budget::parse_list(budgets).unwrap(),
+        sizes: tune::parse_sizes(sizes).unwrap(),
+        max_delay_ns: None,
+        threads: 2,
+    }
+}
+
+#[test]
+fn tuned_point_meets_its_budget_when_resimulated_exactly() {
+    let prep = bursty();
+    let sim = sim();
+    let t = tune::tune(
+        &prep,
+        "waiting",
+        &sim,
+        &cfg("1ms,2%", "64KiB,4MiB"),
+        &|_, _| {},
+    )
+    .unwrap();
+    assert_eq!(t.policy, "fixed-wait");
+    for tuned in &t.budgets {
+        let best = tuned.best.as_ref().expect("a feasible point");
+        assert!(best.spec.starts_with("fixed-wait:t="), "{}", best.spec);
+        let mut pol = policy::build(&best.spec).unwrap();
+        let cfg = SimConfig {
+            bg_size_bytes: best.bg_size_bytes,
+            ..sim.clone()
+        };
+        let r = simulate(&prep, pol.as_mut(), &cfg).unwrap();
+        assert!(tuned.budget.meets(&r));
+        assert_eq!(r.bg.throughput_bytes_per_s, best.bg_throughput_bytes_per_s);
+        assert_eq!(r.fg.mean_added_delay_s, best.fg_mean_added_delay_s);
+        assert_eq!(r.fg.slowdown, best.fg_slowdown);
+        assert!(best.bg_throughput_bytes_per_s > 0.0);
+    }
+}
+
+#[test]
+fn throughput_grows_with_the_budget_and_beats_every_untuned_setting() {
+    let prep = bursty();
+    let sim = sim();
+    let budgets = "0.5ms,1ms,2ms,4ms";
+    let t = tune::tune(
+        &prep,
+        "fixed-wait",
+        &sim,
+        &cfg(budgets, "256KiB,4MiB"),
+        &|_, _| {},
+    )
+    .unwrap();
+    let tp: Vec<f64> = t
+        .budgets
+        .iter()
+        .map(|b| b.best.as_ref().map_or(0.0, |c| c.bg_throughput_bytes_per_s))
+        .collect();
+    assert!(tp.windows(2).all(|w| w[0] <= w[1]), "{tp:?}");
+    assert!(tp[3] > tp[0], "{tp:?}");
+    // untuned settings on the search's coarse 1-2-5 grid, at every candidate
+    // size: none inside a budget beats the tuned point
+    for size in tune::parse_sizes("256KiB,4MiB").unwrap() {
+        for wait in ["2ms", "20ms", "100ms", "200ms", "500ms", "1s", "5s"] {
+            let mut pol = policy::build(&format!("fixed-wait:t={wait}")).unwrap();
+            let cfg = SimConfig {
+                bg_size_bytes: size,
+                ..sim.clone()
+            };
+            let r = simulate(&prep, pol.as_mut(), &cfg).unwrap();
+            for (b, &best) in t.budgets.iter().zip(&tp) {
+                if b.budget.meets(&r) {
+                    assert!(
+                        r.bg.throughput_bytes_per_s <= best,
+                        "{wait} at {size} B within {}: {} > tuned {best}",
+                        b.budget_text,
+                        r.bg.throughput_bytes_per_s
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn sizes_above_the_max_delay_are_excluded() {
+    let prep = bursty();
+    let sim = sim();
+    // 8 ms + (size − 64 KiB)/100 MB/s + 1 ms ≤ 20 ms: up to ~1.16 MB
+    let c = TuneConfig {
+        max_delay_ns: Some(20_000_000),
+        ..cfg("4ms", "64KiB,1MiB,2MiB,4MiB")
+    };
+    let t = tune::tune(&prep, "fixed-wait", &sim, &c, &|_, _| {}).unwrap();
+    let rows = &t.budgets[0].sizes;
+    let status: Vec<&str> = rows.iter().map(|r| r.status).collect();
+    assert_eq!(status[2..], ["excluded", "excluded"]);
+    assert!(rows[2].best.is_none() && rows[2].steps == 0);
+    assert!(rows[..2].iter().all(|r| r.single_request_delay_s <= 0.02));
+    let best = t.budgets[0].best.as_ref().unwrap();
+    assert!(best.request_size_bytes <= 1 << 20);
+}
+
+#[test]
+fn every_knob_is_accepted_by_its_policy_and_moves_it() {
+    // both ends of every ladder build and run; the aggressive end does at
+    // least as much BG work (a full tune of every policy is too slow for a
+    // debug test: one policy with its size as a parameter is tuned below)
+    let prep = bursty();
+    let cfg = SimConfig {
+        bg_size_bytes: 1 << 20,
+        ..sim()
+    };
+    for e in policy::registry() {
+        let Some(k) = e.knob else { continue };
+        let l = tune::ladder(&k);
+        let run = |text: &str| {
+            let mut p = policy::build(&format!("{}:{}={text}", e.name, k.name)).unwrap();
+            simulate(&prep, p.as_mut(), &cfg).unwrap().bg.bytes
+        };
+        let (calm, eager) = (run(&l[0].text), run(&l[l.len() - 1].text));
+        assert!(calm <= eager, "{}: {calm} > {eager}", e.name);
+    }
+}
+
+#[test]
+fn policies_with_a_size_parameter_or_no_knob_are_tuned() {
+    let prep = bursty();
+    let c = cfg("5%", "1MiB");
+    let sized = policy::registry()
+        .iter()
+        .find(|e| e.size_param.is_some())
+        .expect("adaptive-size takes its size as a parameter");
+    let t = tune::tune(&prep, sized.name, &sim(), &c, &|_, _| {}).unwrap();
+    let best = t.budgets[0].best.as_ref().unwrap();
+    let p = sized.size_param.unwrap();
+    assert_eq!(best.params[p], best.request_size_bytes.to_string());
+    assert_eq!(best.bg_size_bytes, sim().bg_size_bytes);
+    let plain = policy::registry()
+        .iter()
+        .find(|e| e.knob.is_none())
+        .unwrap();
+    let t = tune::tune(&prep, plain.name, &sim(), &c, &|_, _| {}).unwrap();
+    assert!(t.knob.is_none());
+    assert_eq!(t.simulations, 1);
+    assert_eq!(t.budgets[0].sizes[0].steps, 1);
+}
+
+#[test]
+fn the_tuned_parameter_cannot_also_be_fixed() {
+    let prep = bursty();
+    let e = tune::tune(
+        &prep,
+        "fixed-wait:t=1s",
+        &sim(),
+        &cfg("1ms", "64KiB"),
+        &|_, _| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("`t` is the parameter tune searches"), "{e}");
+    let e = tune::tune(
+        &prep,
+        "fixed-wait:size=1MiB",
+        &sim(),
+        &cfg("1ms", "64KiB"),
+        &|_, _| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("request size"), "{e}");
+    assert!(tune::tune(&prep, "nope", &sim(), &cfg("1ms", "64KiB"), &|_, _| {}).is_err());
+}
+
+#[test]
+fn progress_reaches_its_total() {
+    let prep = bursty();
+    let last = std::sync::Mutex::new((0, 0));
+    tune::tune(
+        &prep,
+        "fixed-wait",
+        &sim(),
+        &cfg("1ms,2ms", "1MiB"),
+        &|d, t| {
+            *last.lock().unwrap() = (d, t);
+        },
+    )
+    .unwrap();
+    let (d, t) = *last.lock().unwrap();
+    assert!(t > 0);
+    assert_eq!(d, t);
+}
+
+#[test]
+fn the_baseline_runs_at_64k_and_its_defaults() {
+    let prep = bursty();
+    let b = tune::baseline(&prep, &sim()).unwrap();
+    assert_eq!(b.request_size_bytes, 65536);
+    assert_eq!(b.spec, policy::BASELINE);
+}
