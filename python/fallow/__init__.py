@@ -23,6 +23,14 @@ Simulating background work in the idle time (``fallow.sim``):
 >>> r["fg"]["requests"], 0 < r.slowdown < 1
 (10000, True)
 
+Tuning a policy for an FG budget (``fallow.tune``): the most BG throughput
+within a mean added delay of 1 ms, over two request sizes:
+
+>>> t = fallow.tune(trace, policy="fixed-wait", budget="1ms", sizes="64KiB,256KiB",
+...                 bg="size:base=4ms,knee=64KiB,rate=100MB")
+>>> t.best["fg_mean_added_delay_s"] <= 0.001, len(t.sizes)
+(True, 2)
+
 Reading a file (format detected, gzip transparent):
 
 >>> import os, tempfile
@@ -48,6 +56,7 @@ from fallow._fallow import read_trace as _read_trace
 from fallow.analysis import Characterization
 from fallow.errors import MissingExtraError
 from fallow.sim import SimulationResult, compare, policies, simulate
+from fallow.tuning import TuneResult, tune
 
 __all__ = [
     "Characterization",
@@ -57,6 +66,7 @@ __all__ = [
     "SimulationResult",
     "Trace",
     "TraceFormatError",
+    "TuneResult",
     "characterize",
     "compare",
     "from_columns",
@@ -65,6 +75,7 @@ __all__ = [
     "simulate",
     "synthetic",
     "to_parquet",
+    "tune",
 ]
 
 from_columns = Trace.from_columns

@@ -151,6 +151,28 @@ def compare(
     switch_penalty: float | str | None = None,
     seed: int = 1,
 ) -> list[dict[str, Any]]: ...
+def tune(
+    trace: Trace | None = None,
+    policy: str = "",
+    budget: str = "1ms",
+    *,
+    sizes: str | int | Sequence[int | str] | None = None,
+    max_delay: float | str | None = None,
+    threads: int | None = None,
+    device: int | None = None,
+    service: str | None = None,
+    workload: str | None = None,
+    arrival_rate: float | None = None,
+    utilization: float | None = None,
+    requests: int = 100_000,
+    request_size: int | str | None = None,
+    write_fraction: float = 0.5,
+    bg: str = "exp:10ms",
+    bg_size: int | str | None = None,
+    bg_work: str = "endless",
+    switch_penalty: float | str | None = None,
+    seed: int = 1,
+) -> dict[str, Any] | list[dict[str, Any]]: ...
 
 class PolicyInfo(TypedDict):
     name: str

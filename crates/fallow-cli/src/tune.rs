@@ -90,11 +90,7 @@ fn parse_duration(s: &str) -> Result<u64, String> {
 }
 
 fn threads(arg: Option<u64>) -> usize {
-    arg.map(|n| n as usize)
-        .or_else(|| std::env::var("FALLOW_THREADS").ok()?.parse().ok())
-        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
-        .unwrap_or(1)
-        .max(1)
+    arg.map_or_else(tune::default_threads, |n| n as usize)
 }
 
 /// A choice with the command that reproduces it.

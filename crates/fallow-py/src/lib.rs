@@ -6,7 +6,7 @@
 //!
 //! One file per area, mirroring the core: [`trace`] (the `Trace` class and
 //! `read_trace`), [`stats`] (`characterize`), [`workload`] (`synthetic`),
-//! [`sim`] (`simulate`, `compare`, `policies`).
+//! [`sim`] (`simulate`, `compare`, `policies`), [`tune`] (`tune`).
 //! [`errors`] is the one place where core errors become Python exceptions
 //! and holds the one helper that releases the GIL around long calls.
 //! Methods are thin: they convert arguments, call the core, convert results.
@@ -17,6 +17,7 @@ mod json;
 pub mod sim;
 pub mod stats;
 pub mod trace;
+pub mod tune;
 pub mod workload;
 
 use pyo3::prelude::*;
@@ -35,5 +36,6 @@ fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(sim::compare, m)?)?;
     m.add_function(wrap_pyfunction!(sim::policies, m)?)?;
+    m.add_function(wrap_pyfunction!(tune::tune, m)?)?;
     Ok(())
 }

@@ -20,7 +20,7 @@ use std::borrow::Cow;
 const DEFAULT_WORKLOAD_SERVICE: &str = "exp:10ms";
 
 /// A size given as bytes (int) or text (`"64KiB"`).
-fn size_arg(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
+pub(crate) fn size_arg(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
     let b = match v.extract::<u64>() {
         Ok(b) => b,
         Err(_) => parse_bytes(&v.extract::<String>().map_err(|_| {
@@ -38,7 +38,7 @@ fn size_arg(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
 }
 
 /// A duration given as seconds (int or float) or text (`"2ms"`), in ns.
-fn duration_arg(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
+pub(crate) fn duration_arg(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
     match v.extract::<f64>() {
         Ok(s) if s.is_finite() && s >= 0.0 => Ok((s * 1e9).round() as u64),
         Ok(s) => Err(parameter(
@@ -54,18 +54,18 @@ fn duration_arg(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
 }
 
 /// Everything but the policy: the input and the BG settings.
-struct Setup<'a> {
+pub(crate) struct Setup<'a> {
     /// The trace, or the selected device's part of it.
     trace: Option<Cow<'a, fallow_core::Trace>>,
     service: Option<ServiceModel>,
     workload: Option<SyntheticWorkload>,
-    cfg: SimConfig,
+    pub(crate) cfg: SimConfig,
 }
 
 impl<'a> Setup<'a> {
     /// Read every argument, so a bad one fails before any work.
     #[allow(clippy::too_many_arguments)]
-    fn new(
+    pub(crate) fn new(
         trace: Option<&'a PyTrace>,
         device: Option<u32>,
         service: Option<&str>,
@@ -158,7 +158,7 @@ impl<'a> Setup<'a> {
     }
 
     /// Generate or model the FG requests and prepare them (GIL released by the caller).
-    fn prepare(&self) -> fallow_core::Result<Prepared> {
+    pub(crate) fn prepare(&self) -> fallow_core::Result<Prepared> {
         match (&self.trace, &self.workload) {
             (Some(t), _) => Prepared::new(t, self.service.as_ref(), self.cfg.seed),
             (None, Some(w)) => Prepared::new(&w.generate()?, None, self.cfg.seed),
@@ -175,7 +175,7 @@ struct Run<'a> {
     result: &'a SimResult,
 }
 
-fn build(spec: &str) -> PyResult<Box<dyn Policy>> {
+pub(crate) fn build(spec: &str) -> PyResult<Box<dyn Policy>> {
     policy::build(spec).map_err(to_py)
 }
 
@@ -326,14 +326,14 @@ pub fn policies(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 }
 
 /// Default values of the size and duration arguments, as Python objects.
-struct Defaults<'py> {
-    request_size: Bound<'py, PyAny>,
-    bg_size: Bound<'py, PyAny>,
-    zero: Bound<'py, PyAny>,
+pub(crate) struct Defaults<'py> {
+    pub(crate) request_size: Bound<'py, PyAny>,
+    pub(crate) bg_size: Bound<'py, PyAny>,
+    pub(crate) zero: Bound<'py, PyAny>,
 }
 
 impl<'py> Defaults<'py> {
-    fn new(py: Python<'py>) -> Self {
+    pub(crate) fn new(py: Python<'py>) -> Self {
         Defaults {
             request_size: 4096u64.into_pyobject(py).expect("int").into_any(),
             bg_size: 65536u64.into_pyobject(py).expect("int").into_any(),

@@ -81,6 +81,17 @@ impl TuneConfig {
     }
 }
 
+/// Sizes simulated at once when none is given: `FALLOW_THREADS` if set to a
+/// positive number, else the number of cores.
+pub fn default_threads() -> usize {
+    std::env::var("FALLOW_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1)
+        .max(1)
+}
+
 /// A policy setting and what it did: one simulation.
 #[derive(Debug, Clone, Serialize)]
 pub struct Choice {
