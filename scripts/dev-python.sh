@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up the Python development environment of fallow:
-#   .venv/ with maturin, numpy, pandas, matplotlib, polars, pytest and ruff,
+#   .venv/ with maturin, numpy, pandas, matplotlib, polars, dask[distributed],
+#   ray (the fleet backends), pytest and ruff,
 #   and the `fallow` package built in release mode and installed into it.
 #
 # Idempotent: packages are installed only when the list below changed (a
@@ -26,13 +27,16 @@ python="${PYTHON:-python3}"
 build=1
 [[ "${1:-}" == "--no-build" ]] && build=0
 
-# Keep in step with pyproject.toml ([project] dependencies and the `test` extra).
+# Keep in step with pyproject.toml ([project] dependencies, the `test`, `fleet` and
+# `ray` extras). Ray is ~80 MB but installs in ~15 s; its fleet test takes ~10 s.
 packages=(
   "maturin>=1.5,<2"
   "numpy>=1.21"
   "pandas>=1.5"
   "matplotlib>=3.5"
   "polars>=0.20"
+  "dask[distributed]>=2023.1"
+  "ray>=2.5"
   "pytest>=7"
   "ruff"
 )

@@ -31,6 +31,10 @@ within a mean added delay of 1 ms, over two request sizes:
 >>> t.best["fg_mean_added_delay_s"] <= 0.001, len(t.sizes)
 (True, 2)
 
+Sweeping policies × budgets over many trace files in parallel (local
+processes, Dask or Ray) into one frame: ``fallow.fleet.sweep`` (see
+``docs/fleet.md``).
+
 Reading a file (format detected, gzip transparent):
 
 >>> import os, tempfile
@@ -48,7 +52,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fallow import io
+from fallow import fleet, io
 from fallow._fallow import FallowError, ParameterError, Trace, TraceFormatError, synthetic
 from fallow._fallow import __version__ as __version__
 from fallow._fallow import characterize as _characterize
@@ -69,6 +73,7 @@ __all__ = [
     "TuneResult",
     "characterize",
     "compare",
+    "fleet",
     "from_columns",
     "policies",
     "read_trace",

@@ -1,0 +1,303 @@
+"""Fleet sweeps: tune many policies on many traces at once, :func:`sweep`.
+
+One task tunes one policy on one trace for every budget (the budgets share
+simulations, as in :func:`fallow.tune`); tasks run in parallel on local
+processes (default), a Dask cluster or Ray, and the answers come back as
+one pandas DataFrame with one row per trace × policy × budget. Traces are
+passed as paths and each worker reads its own, so nothing large crosses
+process boundaries. Rows are in the order the traces, policies and budgets
+were given, whatever order the tasks finish in, so every backend gives the
+same frame.
+
+>>> import os, tempfile
+>>> import fallow, fallow.fleet
+>>> path = os.path.join(tempfile.mkdtemp(), "m.csv")
+>>> trace = fallow.synthetic(arrival="poisson", rate=30, requests=2_000,
+...                          service="exp:10ms", seed=7)
+>>> with open(path, "w") as f:  # an MSR-format file with completions
+...     for t, c in zip(trace.arrival_ns, trace.completion_ns):
+...         _ = f.write(f"{t // 100},h,0,Read,0,4096,{(c - t) // 100}\\n")
+>>> frame = fallow.fleet.sweep([path], ["fixed-wait", "busy-bee"], ["1ms", "5%"],
+...                            sizes="64KiB,256KiB", workers=2)
+>>> print(frame[["policy", "budget", "status"]].to_string(index=False))
+    policy budget status
+fixed-wait    1ms     ok
+fixed-wait     5%     ok
+  busy-bee    1ms     ok
+  busy-bee     5%     ok
+>>> bool((frame.loc[frame["budget"] == "1ms", "fg_mean_added_delay_s"] <= 1e-3).all())
+True
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Union
+
+from fallow.errors import ParameterError, require
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["BACKENDS", "COLUMNS", "sweep"]
+
+#: The execution engines :func:`sweep` runs on.
+BACKENDS = ("local", "dask", "ray")
+
+#: Columns of :func:`sweep`'s frame, in order.
+COLUMNS = [
+    "trace",  # the path as given (str)
+    "device",  # the device tuned (filled in when the trace has one)
+    "policy",  # the policy as given
+    "budget",  # the budget as written back by fallow.tune ("1ms", "5%")
+    "spec",  # best policy setting ("fixed-wait:t=17.1ms"), None if none
+    "request_size_bytes",  # best BG request size
+    "bg_throughput_bytes_per_s",
+    "fg_mean_added_delay_s",
+    "fg_slowdown",
+    "fg_collision_rate",
+    "status",  # "ok", "infeasible" (no setting meets the budget) or "error"
+    "error",  # the error message when status is "error", else None
+]
+
+#: Keyword arguments of fallow.read_trace a per-trace options dict may hold.
+_READ_OPTIONS = ("format", "skip_bad", "time_unit", "offset_unit_bytes", "size_unit_bytes")
+
+TraceSpec = Union[str, os.PathLike, Sequence[Any]]
+
+
+def _normalise_traces(
+    traces: Iterable[TraceSpec], device: int | None
+) -> list[tuple[str, int | None, dict[str, Any]]]:
+    out = []
+    for item in [traces] if isinstance(traces, (str, os.PathLike)) else traces:
+        options: dict[str, Any] = {}
+        dev = device
+        if isinstance(item, (str, os.PathLike)):
+            path = item
+        elif isinstance(item, Sequence) and 1 <= len(item) <= 3:
+            path = item[0]
+            if len(item) >= 2 and item[1] is not None:
+                dev = int(item[1])
+            if len(item) == 3:
+                if not isinstance(item[2], Mapping):
+                    raise ParameterError(
+                        f"trace {item!r}: the third item must be a dict of options"
+                    )
+                options = dict(item[2])
+        else:
+            raise ParameterError(
+                f"trace {item!r}: expected a path, (path, device) or (path, device, options)"
+            )
+        out.append((os.fspath(path), dev, options))
+    return out
+
+
+def _split(values: str | Iterable[str], what: str) -> list[str]:
+    items = values.split(",") if isinstance(values, str) else [str(v) for v in values]
+    items = [v.strip() for v in items if v.strip()]
+    if not items:
+        raise ParameterError(f"no {what} given")
+    return items
+
+
+def _row(path: str, device: int | None, policy: str, budget: str, **cells: Any) -> dict[str, Any]:
+    row = dict.fromkeys(COLUMNS)
+    row.update(trace=path, device=device, policy=policy, budget=budget, **cells)
+    return row
+
+
+def _tune_task(
+    path: str,
+    device: int | None,
+    policy: str,
+    budgets: list[str],
+    options: dict[str, Any],
+    errors: str,
+) -> list[dict[str, Any]]:
+    """One task: read the trace, tune `policy` for all budgets, one row per budget.
+
+    Runs in a worker process; module-level so every backend can pickle it."""
+    import fallow
+
+    try:
+        read_kw = {k: options[k] for k in _READ_OPTIONS if k in options}
+        tune_kw = {k: v for k, v in options.items() if k not in _READ_OPTIONS}
+        trace = fallow.read_trace(path, **read_kw)
+        if device is None:
+            devices = trace.devices()
+            if len(devices) == 1:
+                device = int(devices[0]["id"])
+        results = fallow.tune(trace, policy, ",".join(budgets), device=device, **tune_kw)
+    except Exception as e:
+        if errors == "raise":
+            raise
+        message = f"{type(e).__name__}: {e}"
+        return [_row(path, device, policy, b, status="error", error=message) for b in budgets]
+    if not isinstance(results, list):
+        results = [results]
+    rows = []
+    for r in results:
+        best = r.best
+        if best is None:
+            rows.append(_row(path, device, policy, r.budget, status="infeasible"))
+            continue
+        rows.append(
+            _row(
+                path,
+                device,
+                policy,
+                r.budget,
+                spec=best["spec"],
+                request_size_bytes=best["request_size_bytes"],
+                bg_throughput_bytes_per_s=best["bg_throughput_bytes_per_s"],
+                fg_mean_added_delay_s=best["fg_mean_added_delay_s"],
+                fg_slowdown=best["fg_slowdown"],
+                fg_collision_rate=best["fg_collision_rate"],
+                status="ok",
+            )
+        )
+    return rows
+
+
+def _run_local(tasks: list[tuple], workers: int | None) -> list[list[dict[str, Any]]]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn, not fork: a forked child of a process whose Rust thread pool is
+    # running could deadlock.
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = [pool.submit(_tune_task, *t) for t in tasks]
+        return [f.result() for f in futures]
+
+
+def _run_dask(tasks: list[tuple], workers: int | None, client: Any) -> list[list[dict[str, Any]]]:
+    distributed = require("distributed", "fleet", "fallow.fleet.sweep(backend='dask')")
+    own = client is None
+    cluster = None
+    if own:
+        cluster = distributed.LocalCluster(
+            n_workers=workers or os.cpu_count() or 1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+        )
+        client = distributed.Client(cluster)
+    try:
+        futures = [client.submit(_tune_task, *t, pure=False) for t in tasks]
+        return client.gather(futures)
+    finally:
+        if own:
+            client.close()
+            cluster.close()
+
+
+def _run_ray(tasks: list[tuple], workers: int | None) -> list[list[dict[str, Any]]]:
+    ray = require("ray", "ray", "fallow.fleet.sweep(backend='ray')")
+    own = not ray.is_initialized()
+    if own:
+        ray.init(
+            num_cpus=workers or os.cpu_count() or 1,
+            include_dashboard=False,
+            log_to_driver=False,
+        )
+    try:
+        remote = ray.remote(num_cpus=1)(_tune_task)
+        return ray.get([remote.remote(*t) for t in tasks])
+    finally:
+        if own:
+            ray.shutdown()
+
+
+def sweep(
+    traces: Iterable[TraceSpec] | TraceSpec,
+    policies: str | Iterable[str],
+    budgets: str | Iterable[str],
+    backend: str = "local",
+    *,
+    device: int | None = None,
+    bg: str = "size",
+    sizes: str | int | list[int | str] | None = "64KiB..4MiB/10",
+    max_delay: float | str | None = None,
+    workers: int | None = None,
+    client: Any = None,
+    errors: str = "raise",
+    **simulate_kwargs: Any,
+) -> pd.DataFrame:
+    """Tune every policy on every trace for every budget, in parallel.
+
+    Args:
+        traces: trace files (a path, or a list). An entry may be
+            ``(path, device)`` or ``(path, device, options)`` where
+            ``options`` (a dict) overrides ``simulate_kwargs`` for that trace
+            and may hold :func:`fallow.read_trace` arguments (``format``,
+            ``time_unit``, …) — e.g. ``{"service": "disk"}`` for a trace
+            without completion times. Device None: the trace's only device.
+        policies: policy specs (``"fixed-wait"``, ``"busy-bee:…"``) as for
+            :func:`fallow.tune`, a list or comma-separated.
+        budgets: ``"1ms"``, ``"5%"``, …, a list or comma-separated; all the
+            budgets of a task are tuned together.
+        backend: ``"local"`` (a process pool), ``"dask"`` (a
+            ``dask.distributed`` LocalCluster of processes, or ``client=``),
+            or ``"ray"`` (the running Ray, else a local ``ray.init``).
+        device: the device of traces given without one.
+        bg: the BG service model (as for :func:`fallow.simulate`).
+        sizes: candidate BG request sizes (as for :func:`fallow.tune`).
+        max_delay: most delay one BG request may add to an FG request.
+        workers: parallel tasks (default: the number of cores).
+        client: an existing ``dask.distributed.Client`` (``backend="dask"``).
+        errors: ``"raise"`` (default) re-raises a task's failure;
+            ``"record"`` gives its rows status ``"error"`` and the message.
+        **simulate_kwargs: more options of :func:`fallow.tune` /
+            :func:`fallow.simulate` (``service``, ``bg_work``,
+            ``switch_penalty``, ``seed``, ``threads`` (default 1 per task)).
+
+    Returns:
+        A DataFrame with the columns of :data:`COLUMNS`, one row per
+        trace × policy × budget in the order given (traces outermost).
+
+    Raises:
+        ParameterError: an unknown backend or ``errors`` mode, a malformed
+            trace entry, no policies or budgets.
+        MissingExtraError: the backend's package is not installed
+            (``pip install 'fallow[fleet]'`` for Dask, ``'fallow[ray]'`` for Ray).
+    """
+    import pandas
+
+    if backend not in BACKENDS:
+        e = ParameterError(
+            f"unknown fleet backend {backend!r}: expected one of {', '.join(BACKENDS)}"
+        )
+        e.name = "backend"
+        raise e
+    if errors not in ("raise", "record"):
+        raise ParameterError(f"errors must be 'raise' or 'record', not {errors!r}")
+    if client is not None and backend != "dask":
+        raise ParameterError("client= is for backend='dask'")
+    entries = _normalise_traces(traces, device)
+    policy_list = _split(policies, "policies")
+    budget_list = _split(budgets, "budgets")
+    base = dict(bg=bg, sizes=sizes, max_delay=max_delay, threads=1)
+    base.update(simulate_kwargs)
+    tasks = [
+        (path, dev, policy, budget_list, {**base, **opts}, errors)
+        for path, dev, opts in entries
+        for policy in policy_list
+    ]
+    if not tasks:
+        return pandas.DataFrame(columns=COLUMNS)
+    if backend == "local":
+        results = _run_local(tasks, workers)
+    elif backend == "dask":
+        results = _run_dask(tasks, workers, client)
+    else:
+        results = _run_ray(tasks, workers)
+    # Results come back in task order (gathered by position), and each task's
+    # rows in budget order: the frame does not depend on which task finished first.
+    rows = [row for task_rows in results for row in task_rows]
+    frame = pandas.DataFrame(rows, columns=COLUMNS)
+    frame["device"] = frame["device"].astype("Int64")
+    frame["request_size_bytes"] = frame["request_size_bytes"].astype("Int64")
+    return frame
