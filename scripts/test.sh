@@ -19,8 +19,8 @@ step "python: set up .venv and build the extension"
 bash scripts/dev-python.sh
 
 step "python: lints"
-.venv/bin/ruff check python tests/python bench
-.venv/bin/ruff format --check python tests/python bench
+.venv/bin/ruff check python tests/python bench docs
+.venv/bin/ruff format --check python tests/python bench docs
 
 step "bench smoke runs (figures in docs come from the full runs)"
 .venv/bin/python bench/parse_bench.py --requests 200000 --cli none
