@@ -40,6 +40,8 @@
 
 mod budget;
 pub mod ladder;
+pub mod pareto;
+pub mod recommend;
 mod sizes;
 
 pub use budget::Budget;
@@ -189,6 +191,51 @@ struct Search<'a> {
     ladder: Vec<Step>,
     prep: &'a Prepared,
     sim: &'a SimConfig,
+}
+
+impl<'a> Search<'a> {
+    /// Check `policy_spec` (no knob, no size given) and set up its search;
+    /// the spec is built once at `first_size` so a bad fixed parameter
+    /// fails here.
+    fn new(
+        prep: &'a Prepared,
+        policy_spec: &str,
+        sim: &'a SimConfig,
+        first_size: u64,
+    ) -> Result<Search<'a>> {
+        let (name, params) = Params::parse(policy_spec)?;
+        let entry = policy::entry(&name)?;
+        let fixed = policy_spec
+            .split_once(':')
+            .map(|(_, r)| r.trim().to_string())
+            .unwrap_or_default();
+        if let Some(k) = &entry.knob {
+            if params.contains(k.name) {
+                return Err(Error::invalid(
+                    format!("policy {}", entry.name),
+                    format!("`{}` is the parameter tune searches; leave it out", k.name),
+                ));
+            }
+        }
+        let size_key = entry.size_param.unwrap_or("size");
+        if params.contains(size_key) {
+            return Err(Error::invalid(
+                format!("policy {}", entry.name),
+                format!("`{size_key}` is the request size tune searches; leave it out"),
+            ));
+        }
+        let search = Search {
+            entry,
+            fixed,
+            knob: entry.knob,
+            ladder: entry.knob.as_ref().map(ladder).unwrap_or_default(),
+            prep,
+            sim,
+        };
+        // a bad fixed parameter fails here, once, not in every thread
+        policy::build(&search.setting(first_size, 0).0)?;
+        Ok(search)
+    }
 }
 
 impl Search<'_> {
@@ -347,43 +394,14 @@ pub fn tune(
     cfg: &TuneConfig,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<Tuning> {
-    let (name, params) = Params::parse(policy_spec)?;
-    let entry = policy::entry(&name)?;
-    let fixed = policy_spec
-        .split_once(':')
-        .map(|(_, r)| r.trim().to_string())
-        .unwrap_or_default();
-    if let Some(k) = &entry.knob {
-        if params.contains(k.name) {
-            return Err(Error::invalid(
-                format!("policy {}", entry.name),
-                format!("`{}` is the parameter tune searches; leave it out", k.name),
-            ));
-        }
-    }
-    let size_key = entry.size_param.unwrap_or("size");
-    if params.contains(size_key) {
-        return Err(Error::invalid(
-            format!("policy {}", entry.name),
-            format!("`{size_key}` is the request size tune searches; leave it out"),
-        ));
-    }
     if cfg.budgets.is_empty() {
         return Err(Error::invalid("budget", "give at least one budget"));
     }
     if cfg.sizes.is_empty() {
         return Err(Error::invalid("sizes", "give at least one request size"));
     }
-    let search = Search {
-        entry,
-        fixed,
-        knob: entry.knob,
-        ladder: entry.knob.as_ref().map(ladder).unwrap_or_default(),
-        prep,
-        sim,
-    };
-    // a bad fixed parameter fails here, once, not in every thread
-    policy::build(&search.setting(cfg.sizes[0], 0).0)?;
+    let search = Search::new(prep, policy_spec, sim, cfg.sizes[0])?;
+    let entry = search.entry;
 
     let per_size = search.max_steps() * cfg.budgets.len() as u64;
     let total = per_size * cfg.sizes.len() as u64;

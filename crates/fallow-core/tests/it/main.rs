@@ -1,5 +1,6 @@
 //! Integration tests of `fallow-core`, one module per area.
 
+mod pareto;
 mod policies_bb;
 mod policies_et;
 mod policies_mi;

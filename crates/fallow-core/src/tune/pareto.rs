@@ -1,0 +1,179 @@
+//! Pareto fronts: what a policy trades over its whole knob range, at one
+//! request size. The knob is swept over the coarse 1-2-5 values of its
+//! [`ladder`](super::ladder) (19 values for a wait from 100 µs to 100 s),
+//! each value simulated once; the front is the subset of points that no
+//! other point of the same policy beats on both BG throughput (more is
+//! better) and mean added FG delay (less is better). A policy without a
+//! knob gives a single point. Clairvoyant entries (oracle,
+//! lossless-waiting) are swept the same way and serve as the ceiling.
+
+use super::Search;
+use crate::error::Result;
+use crate::sim::{Prepared, SimConfig};
+use serde::Serialize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// One simulated setting.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParetoPoint {
+    /// The full spec simulated (`fixed-wait:t=200ms`).
+    pub spec: String,
+    /// The knob's value as written (`None`: the policy has no knob).
+    pub knob: Option<String>,
+    /// BG bytes per second of the trace.
+    pub bg_throughput_bytes_per_s: f64,
+    /// Mean delay added to each FG request, s.
+    pub fg_mean_added_delay_s: f64,
+    /// Relative slowdown of the mean FG response time.
+    pub fg_slowdown: f64,
+    /// Fraction of FG requests delayed.
+    pub fg_collision_rate: f64,
+    /// Share of idle time spent on BG work.
+    pub idle_used_fraction: f64,
+}
+
+impl ParetoPoint {
+    /// True if `self` is at least as good as `other` on both throughput and
+    /// added delay, and strictly better on one.
+    pub fn dominates(&self, other: &ParetoPoint) -> bool {
+        let (t, u) = (
+            self.bg_throughput_bytes_per_s,
+            other.bg_throughput_bytes_per_s,
+        );
+        let (d, e) = (self.fg_mean_added_delay_s, other.fg_mean_added_delay_s);
+        t >= u && d <= e && (t > u || d < e)
+    }
+}
+
+/// One policy's sweep.
+#[derive(Debug, Clone, Serialize)]
+pub struct Front {
+    /// Registry name.
+    pub policy: String,
+    /// A clairvoyant reference (an upper bound, not deployable).
+    pub clairvoyant: bool,
+    /// Name of the knob swept (`None`: a single point).
+    pub knob: Option<&'static str>,
+    /// BG request size, bytes.
+    pub request_size_bytes: u64,
+    /// Every point, most conservative setting first.
+    pub points: Vec<ParetoPoint>,
+    /// The non-dominated points, least added delay first (equal points kept once).
+    pub front: Vec<ParetoPoint>,
+}
+
+/// The non-dominated subset of `points` (max throughput, min added delay),
+/// least added delay first; of several equal points one is kept.
+pub fn front_of(points: &[ParetoPoint]) -> Vec<ParetoPoint> {
+    let mut out: Vec<ParetoPoint> = Vec::new();
+    for p in points {
+        if points.iter().any(|q| q.dominates(p)) {
+            continue;
+        }
+        let same = |q: &ParetoPoint| {
+            q.bg_throughput_bytes_per_s == p.bg_throughput_bytes_per_s
+                && q.fg_mean_added_delay_s == p.fg_mean_added_delay_s
+        };
+        if !out.iter().any(same) {
+            out.push(p.clone());
+        }
+    }
+    out.sort_by(|a, b| {
+        a.fg_mean_added_delay_s
+            .total_cmp(&b.fg_mean_added_delay_s)
+            .then(
+                a.bg_throughput_bytes_per_s
+                    .total_cmp(&b.bg_throughput_bytes_per_s),
+            )
+    });
+    out
+}
+
+/// Sweep `policy_spec` (a registry name, optionally with fixed parameters;
+/// not its knob) over the coarse ladder at `size` bytes per BG request,
+/// `threads` settings at once (the result does not depend on it).
+pub fn pareto(
+    prep: &Prepared,
+    policy_spec: &str,
+    sim: &SimConfig,
+    size: u64,
+    threads: usize,
+) -> Result<Front> {
+    let search = Search::new(prep, policy_spec, sim, size)?;
+    let steps: Vec<usize> = if search.ladder.is_empty() {
+        vec![0]
+    } else {
+        search.coarse()
+    };
+    let slots: Mutex<Vec<Option<Result<ParetoPoint>>>> =
+        Mutex::new(steps.iter().map(|_| None).collect());
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, steps.len()) {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&i) = steps.get(k) else { break };
+                let r = search.run(size, i).map(|c| ParetoPoint {
+                    spec: c.spec,
+                    knob: c.knob,
+                    bg_throughput_bytes_per_s: c.bg_throughput_bytes_per_s,
+                    fg_mean_added_delay_s: c.fg_mean_added_delay_s,
+                    fg_slowdown: c.fg_slowdown,
+                    fg_collision_rate: c.fg_collision_rate,
+                    idle_used_fraction: c.result.idle_used_fraction,
+                });
+                slots.lock().expect("no panics")[k] = Some(r);
+            });
+        }
+    });
+    let points: Vec<ParetoPoint> = slots
+        .into_inner()
+        .expect("no panics")
+        .into_iter()
+        .map(|r| r.expect("every setting ran"))
+        .collect::<Result<_>>()?;
+    Ok(Front {
+        policy: search.entry.name.to_string(),
+        clairvoyant: search.entry.clairvoyant,
+        knob: search.knob.map(|k| k.name),
+        request_size_bytes: size,
+        front: front_of(&points),
+        points,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(t: f64, d: f64) -> ParetoPoint {
+        ParetoPoint {
+            spec: format!("{t}/{d}"),
+            knob: None,
+            bg_throughput_bytes_per_s: t,
+            fg_mean_added_delay_s: d,
+            fg_slowdown: 0.0,
+            fg_collision_rate: 0.0,
+            idle_used_fraction: 0.0,
+        }
+    }
+
+    #[test]
+    fn the_front_keeps_only_non_dominated_points() {
+        let pts = vec![
+            p(1.0, 1.0),
+            p(2.0, 1.0), // dominates the first
+            p(3.0, 3.0),
+            p(2.5, 4.0), // dominated by (3, 3)
+            p(3.0, 3.0), // equal: kept once
+            p(0.0, 0.0),
+        ];
+        let f = front_of(&pts);
+        let got: Vec<(f64, f64)> = f
+            .iter()
+            .map(|q| (q.bg_throughput_bytes_per_s, q.fg_mean_added_delay_s))
+            .collect();
+        assert_eq!(got, [(0.0, 0.0), (2.0, 1.0), (3.0, 3.0)]);
+    }
+}

@@ -1,0 +1,267 @@
+//! Which policy to deploy: every deployable policy with a knob is
+//! [`tune`](super::tune)d for one budget over one size list, ranked by the
+//! BG throughput it gets within the budget, and each rank is explained in
+//! one line from the trace's idle-time character — the same statistics as
+//! [`characterize`](crate::characterize) (idle-interval CV, Mi et al.'s
+//! lag-pair clustering of long intervals, Busy Bee's cluster window size).
+
+use super::{tune, Budget, Choice, TuneConfig};
+use crate::error::Result;
+use crate::policy;
+use crate::sim::{Prepared, SimConfig};
+use crate::stats;
+use serde::Serialize;
+
+/// The trace features the explanations use.
+#[derive(Debug, Clone, Serialize)]
+pub struct Traits {
+    /// Idle intervals.
+    pub idle_intervals: u64,
+    /// CV of the idle-interval lengths.
+    pub idle_cv: f64,
+    /// Share of idle intervals that are long (above (CV+1)·mean).
+    pub long_fraction: f64,
+    /// P(long next | long now) at lag 1 (`None`: no long interval).
+    pub long_after_long: Option<f64>,
+    /// Long intervals cluster: P(long after long) is at least twice the
+    /// share of long intervals and at least 0.2.
+    pub long_intervals_cluster: bool,
+    /// Busy Bee's cluster window size (Eq. 1), in busy periods.
+    pub busy_cws: u32,
+    /// Whether Σ P_lag reached 0.8 within 20 lags.
+    pub busy_cws_reached: bool,
+}
+
+impl Traits {
+    /// The features of `prep`'s idle intervals and busy periods.
+    pub fn of(prep: &Prepared) -> Traits {
+        let p = prep.periods();
+        let idle_s: Vec<f64> = p.idle_len_ns.iter().map(|&x| x as f64 / 1e9).collect();
+        let idle = stats::Summary::of(&idle_s);
+        let lp = stats::LagPairs::of(&idle_s, 1);
+        let long_fraction = 1.0 - lp.small_fraction;
+        let long_after_long = lp.lags.first().and_then(|l| l.large_large);
+        let busy = stats::busy_clusters(&p.busy_requests, 20);
+        Traits {
+            idle_intervals: idle.count,
+            idle_cv: idle.cv,
+            long_fraction,
+            long_after_long,
+            long_intervals_cluster: long_after_long
+                .is_some_and(|ll| ll >= 0.2 && ll >= 2.0 * long_fraction),
+            busy_cws: busy.cws,
+            busy_cws_reached: busy.cws_reached,
+        }
+    }
+
+    /// One phrase: `idle times are highly variable (CV 7.4) and long
+    /// intervals do not cluster`.
+    pub fn phrase(&self) -> String {
+        let cv = self.idle_cv;
+        let var = if cv >= 2.0 {
+            format!("idle times are highly variable (CV {cv:.1})")
+        } else if cv >= 1.0 {
+            format!("idle times are moderately variable (CV {cv:.1})")
+        } else {
+            format!("idle times are regular (CV {cv:.1})")
+        };
+        let cluster = match self.long_after_long {
+            Some(ll) if self.long_intervals_cluster => format!(
+                "long intervals cluster (P(long after long) {:.2} against {:.2} overall)",
+                ll, self.long_fraction
+            ),
+            Some(_) => "long intervals do not cluster".to_string(),
+            None => "there are no long intervals".to_string(),
+        };
+        let busy = if self.busy_cws_reached {
+            format!("busy periods cluster within {} periods", self.busy_cws)
+        } else {
+            "busy periods do not cluster".to_string()
+        };
+        format!("{var} and {cluster}; {busy}")
+    }
+}
+
+/// One policy in the ranking.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ranked {
+    /// 1 for the best.
+    pub rank: usize,
+    /// Registry name.
+    pub policy: String,
+    /// Its tuned setting (`None`: nothing meets the budget).
+    pub best: Option<Choice>,
+    /// Throughput relative to the next feasible policy down (`0.18` = 18 %
+    /// more), for the top entry; relative to the top for the others.
+    pub relative: Option<f64>,
+    /// One line: why it ranks where it does.
+    pub reason: String,
+}
+
+/// The result of [`recommend`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Recommendation {
+    /// The budget.
+    pub budget: Budget,
+    /// As written back.
+    pub budget_text: String,
+    /// Request sizes tried for every policy, bytes.
+    pub sizes: Vec<u64>,
+    /// Trace features behind the reasons.
+    pub traits: Traits,
+    /// Best first; policies with no feasible setting last, by name.
+    pub ranking: Vec<Ranked>,
+    /// Distinct simulations run.
+    pub simulations: u64,
+}
+
+/// The policies [`recommend`] tunes: deployable (not clairvoyant) registry
+/// entries with a knob, in registry order.
+pub fn candidates() -> Vec<&'static str> {
+    policy::registry()
+        .iter()
+        .filter(|e| !e.clairvoyant && e.knob.is_some())
+        .map(|e| e.name)
+        .collect()
+}
+
+/// Tune every [`candidates`] policy for `budget` over `sizes` and rank them.
+/// `progress(policy index, policies)` is called before each policy.
+pub fn recommend(
+    prep: &Prepared,
+    sim: &SimConfig,
+    budget: Budget,
+    sizes: &[u64],
+    max_delay_ns: Option<u64>,
+    threads: usize,
+    progress: &dyn Fn(usize, usize),
+) -> Result<Recommendation> {
+    let cfg = TuneConfig {
+        budgets: vec![budget],
+        sizes: sizes.to_vec(),
+        max_delay_ns,
+        threads,
+    };
+    let names = candidates();
+    let mut simulations = 0;
+    let mut tuned: Vec<(String, Option<Choice>)> = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        progress(i, names.len());
+        let t = tune(prep, name, sim, &cfg, &|_, _| {})?;
+        simulations += t.simulations;
+        tuned.push((t.policy, t.budgets.into_iter().next().and_then(|b| b.best)));
+    }
+    progress(names.len(), names.len());
+    // most throughput first; infeasible last; ties by name
+    tuned.sort_by(|(an, a), (bn, b)| match (a, b) {
+        (Some(a), Some(b)) => b
+            .bg_throughput_bytes_per_s
+            .total_cmp(&a.bg_throughput_bytes_per_s)
+            .then(an.cmp(bn)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => an.cmp(bn),
+    });
+    let traits = Traits::of(prep);
+    let phrase = traits.phrase();
+    let tp = |c: &Option<Choice>| c.as_ref().map(|c| c.bg_throughput_bytes_per_s);
+    let top = tuned
+        .first()
+        .and_then(|(n, c)| tp(c).map(|t| (n.clone(), t)));
+    let runner_up = tuned
+        .get(1)
+        .and_then(|(n, c)| tp(c).map(|t| (n.clone(), t)));
+    let ranking = tuned
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, best))| {
+            let (relative, reason) = match (&best, i) {
+                (None, _) => (
+                    None,
+                    format!(
+                        "{name}: no setting meets {budget} at any size; even its most \
+                         conservative setting costs the foreground too much"
+                    ),
+                ),
+                (Some(c), 0) => match &runner_up {
+                    Some((other, t)) if *t > 0.0 => {
+                        let gain = c.bg_throughput_bytes_per_s / t - 1.0;
+                        (
+                            Some(gain),
+                            format!(
+                                "{phrase}: {name} gains {:.0} % over {other}{}",
+                                gain * 100.0,
+                                setting(c)
+                            ),
+                        )
+                    }
+                    Some((other, _)) => (
+                        None,
+                        format!(
+                            "{phrase}: {name} gets BG work done within {budget}, \
+                             {other} none{}",
+                            setting(c)
+                        ),
+                    ),
+                    None => (
+                        None,
+                        format!(
+                            "{phrase}: {name} is the only policy that meets {budget}{}",
+                            setting(c)
+                        ),
+                    ),
+                },
+                (Some(c), _) => {
+                    let (top_name, top_tp) = top.clone().expect("a feasible top entry");
+                    let rel = if top_tp > 0.0 {
+                        Some(c.bg_throughput_bytes_per_s / top_tp - 1.0)
+                    } else {
+                        None
+                    };
+                    let how = match rel {
+                        Some(r) if r < 0.0 => format!("{:.0} % less than {top_name}", -r * 100.0),
+                        _ => format!("as much as {top_name}"),
+                    };
+                    (rel, format!("{name}: {how}{}", setting(c)))
+                }
+            };
+            Ranked {
+                rank: i + 1,
+                policy: name,
+                best,
+                relative,
+                reason,
+            }
+        })
+        .collect();
+    Ok(Recommendation {
+        budget,
+        budget_text: budget.to_string(),
+        sizes: sizes.to_vec(),
+        traits,
+        ranking,
+        simulations,
+    })
+}
+
+/// ` (t=205ms, 1048576 B requests)`.
+fn setting(c: &Choice) -> String {
+    let size = c.request_size_bytes;
+    let size = if size % (1 << 20) == 0 {
+        format!("{} MiB", size >> 20)
+    } else if size % 1024 == 0 {
+        format!("{} KiB", size >> 10)
+    } else {
+        format!("{size} B")
+    };
+    match &c.knob {
+        Some(k) => {
+            let name = policy::entry(&c.policy)
+                .ok()
+                .and_then(|e| e.knob)
+                .map_or("knob", |kn| kn.name);
+            format!(" (best at {name}={k}, {size} requests)")
+        }
+        None => format!(" (best at {size} requests)"),
+    }
+}
