@@ -1,7 +1,7 @@
 //! `fallow`: put a storage device's idle time to work.
 //!
 //! One file per subcommand ([`analyze`], [`compare`], [`convert`], [`demo`],
-//! [`policies`], [`simulate`], [`tune`]); shared
+//! [`pareto`], [`policies`], [`recommend`], [`simulate`], [`tune`]); shared
 //! pieces are trace input ([`input`]), the terminal summary ([`output`]),
 //! the headline findings ([`findings`]), atomic file writes ([`atomic`]) and
 //! the HTML report with its own SVG plotting ([`report`]).
@@ -20,7 +20,9 @@ mod findings;
 mod human;
 mod input;
 mod output;
+mod pareto;
 mod policies;
+mod recommend;
 mod report;
 mod simulate;
 mod tune;
@@ -48,6 +50,10 @@ Examples:
       every policy side by side, with plots
   fallow tune ajw.1week.srt --device 0 --policy waiting --budget 1ms,2ms,4ms --bg size
       the wait threshold and request size with the most BG throughput per FG budget
+  fallow recommend ajw.1week.srt --device 0 --budget 2ms --bg size
+      every policy tuned for the budget and ranked by BG throughput, with reasons
+  fallow pareto ajw.1week.srt --device 0 --bg size --bg-size 1MiB --html pareto.html
+      each policy's throughput/delay trade-off over its whole knob range
   fallow policies
       the policies and their parameters
 
@@ -72,6 +78,10 @@ enum Command {
     Convert(convert::ConvertArgs),
     /// Run `analyze` on a built-in synthetic bursty workload and write its HTML report.
     Demo(demo::DemoArgs),
+    /// Sweep each policy's knob: its Pareto front of BG throughput against added FG delay.
+    Pareto(pareto::ParetoArgs),
+    /// Tune every policy for one FG budget and rank them by BG throughput, with reasons.
+    Recommend(recommend::RecommendArgs),
     /// List the BG scheduling policies and their parameters.
     Policies(policies::PoliciesArgs),
     /// Simulate one BG policy on a trace or a synthetic workload: FG slowdown and BG work done.
@@ -149,7 +159,9 @@ fn main() -> ExitCode {
         Command::Convert(args) => convert::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Pareto(args) => pareto::run(args),
         Command::Policies(args) => policies::run(args),
+        Command::Recommend(args) => recommend::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Tune(args) => tune::run(args),
     };

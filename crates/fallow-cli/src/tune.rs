@@ -73,7 +73,7 @@ pub struct Budgets(Vec<Budget>);
 
 /// Parsed `--sizes` (a newtype: clap treats a bare `Vec` as repeated values).
 #[derive(Debug, Clone)]
-pub struct Sizes(Vec<u64>);
+pub struct Sizes(pub(crate) Vec<u64>);
 
 fn parse_budgets(s: &str) -> Result<Budgets, String> {
     Budget::parse_list(s)
@@ -81,15 +81,15 @@ fn parse_budgets(s: &str) -> Result<Budgets, String> {
         .map_err(|e| e.to_string())
 }
 
-fn parse_sizes(s: &str) -> Result<Sizes, String> {
+pub(crate) fn parse_sizes(s: &str) -> Result<Sizes, String> {
     tune::parse_sizes(s).map(Sizes).map_err(|e| e.to_string())
 }
 
-fn parse_duration(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<u64, String> {
     fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string())
 }
 
-fn threads(arg: Option<u64>) -> usize {
+pub(crate) fn threads(arg: Option<u64>) -> usize {
     arg.map_or_else(tune::default_threads, |n| n as usize)
 }
 
@@ -189,7 +189,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
 }
 
 fn reproducible<'a>(args: &TuneArgs, sim: &SimConfig, c: &'a Choice) -> Reproducible<'a> {
-    let a = simulate_args(args, sim, c);
+    let a = simulate_args(&args.input, sim, c);
     Reproducible {
         choice: c,
         reproduce: std::iter::once("fallow".to_string())
@@ -201,8 +201,7 @@ fn reproducible<'a>(args: &TuneArgs, sim: &SimConfig, c: &'a Choice) -> Reproduc
 }
 
 /// `fallow simulate` arguments that run `c` on the same input with the same settings.
-fn simulate_args(args: &TuneArgs, sim: &SimConfig, c: &Choice) -> Vec<String> {
-    let i = &args.input;
+pub(crate) fn simulate_args(i: &InputArgs, sim: &SimConfig, c: &Choice) -> Vec<String> {
     let mut a: Vec<String> = vec!["simulate".into()];
     let mut flag = |k: &str, v: String| {
         a.push(k.to_string());
@@ -267,7 +266,7 @@ fn simulate_args(args: &TuneArgs, sim: &SimConfig, c: &Choice) -> Vec<String> {
 }
 
 /// Quote for a POSIX shell when needed.
-fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=,%+@".contains(c);
     if !s.is_empty() && s.chars().all(safe) {
         s.to_string()

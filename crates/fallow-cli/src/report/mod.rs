@@ -4,10 +4,12 @@
 //! papers, each with a caption saying how to read it.
 
 mod compare;
+mod pareto;
 mod plots;
 mod svg;
 
 pub use compare::write as write_compare;
+pub use pareto::write as write_pareto;
 
 use crate::findings::Finding;
 use crate::human::{count, num, pct, requests, secs};

@@ -1,0 +1,164 @@
+//! `fallow pareto`: each policy's knob swept over its coarse ladder at one
+//! request size (`--bg-size`), and the non-dominated points kept: BG
+//! throughput against mean added FG delay. A table, `--json` (a list of the
+//! core's `Front`s) or an HTML page with one line per policy.
+
+use crate::human::{bytes, num, secs};
+use crate::output::{self, Style};
+use crate::simulate::{prepare, BgArgs, InputArgs};
+use crate::tune::threads;
+use anyhow::{Context, Result};
+use clap::Args;
+use fallow_core::policy;
+use fallow_core::tune::pareto::{pareto, Front};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// Arguments of `fallow pareto`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow pareto ajw.1week.srt --device 0 --bg size:base=8ms,knee=64KiB,rate=100MB \\
+      --bg-size 1MiB --html pareto.html
+  fallow pareto --workload hyperexp:cv=4 --utilization 0.2 --policy fixed-wait \\
+      --policy oracle --json
+
+--json prints a list with, per policy: policy, clairvoyant, knob, request_size_bytes, points
+(every setting: spec, knob, bg_throughput_bytes_per_s, fg_mean_added_delay_s, fg_slowdown,
+fg_collision_rate, idle_used_fraction) and front (the non-dominated points, least delay first).")]
+pub struct ParetoArgs {
+    /// A policy to sweep, `NAME[:k=v,…]` (its knob is swept, the other
+    /// parameters stay fixed); repeatable. [default: every policy]
+    #[arg(long, short = 'p', value_name = "POLICY")]
+    pub policy: Vec<String>,
+
+    /// Print the fronts as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write an HTML page plotting the fronts to this file.
+    #[arg(long, value_name = "OUT")]
+    pub html: Option<PathBuf>,
+
+    /// Settings simulated at once. [default: the number of cores, or FALLOW_THREADS]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: Option<u64>,
+
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    #[command(flatten)]
+    pub bg: BgArgs,
+}
+
+/// Run `fallow pareto`.
+pub fn run(args: ParetoArgs) -> Result<()> {
+    let policies: Vec<String> = if args.policy.is_empty() {
+        policy::registry()
+            .iter()
+            .map(|e| e.name.to_string())
+            .collect()
+    } else {
+        args.policy.clone()
+    };
+    // a bad policy fails before any reading
+    for p in &policies {
+        crate::simulate::build_policy(p)?;
+    }
+    let input = prepare(&args.input)?;
+    let sim = args.bg.config(args.input.seed);
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(policies.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{wide_bar}] {pos}/{len} policies {eta}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_message("sweeping");
+        bar
+    });
+    let mut fronts = Vec::with_capacity(policies.len());
+    for (i, p) in policies.iter().enumerate() {
+        if let Some(b) = &bar {
+            b.set_position(i as u64);
+        }
+        let f = pareto(&input.prep, p, &sim, args.bg.bg_size, threads(args.threads))
+            .with_context(|| format!("sweeping --policy {p}"))?;
+        fronts.push(f);
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if let Some(path) = &args.html {
+        crate::report::write_pareto(path, &input, &args.bg.describe(), &fronts)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        let mut text = serde_json::to_string_pretty(&fronts)?;
+        text.push('\n');
+        output::print(&text)
+    } else {
+        output::print(&table(&args, &input, &fronts))
+    }
+}
+
+fn table(args: &ParetoArgs, input: &crate::simulate::Input, fronts: &[Front]) -> String {
+    let st = Style::for_stdout();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}",
+        st.bold(&format!(
+            "{} · Pareto fronts at {} requests",
+            input.title,
+            bytes(args.bg.bg_size)
+        ))
+    );
+    for line in output::wrap(&input.detail, 96) {
+        let _ = writeln!(s, "  {}", st.dim(&line));
+    }
+    let _ = writeln!(s, "  {}", st.dim(&args.bg.describe()));
+    let _ = writeln!(s);
+    let head = format!(
+        "  {:<32}{:<10}{:>8}{:>16}{:>26}",
+        "policy", "knob", "front", "best BG", "added delay range"
+    );
+    let _ = writeln!(s, "{}", st.bold(&head));
+    for f in fronts {
+        let name = if f.clairvoyant {
+            format!("{} (clairvoyant)", f.policy)
+        } else {
+            f.policy.clone()
+        };
+        let best = f
+            .front
+            .iter()
+            .map(|p| p.bg_throughput_bytes_per_s)
+            .fold(0.0f64, f64::max);
+        let range = match (f.front.first(), f.front.last()) {
+            (Some(a), Some(b)) if f.front.len() > 1 => format!(
+                "{} – {}",
+                secs(a.fg_mean_added_delay_s),
+                secs(b.fg_mean_added_delay_s)
+            ),
+            (Some(a), _) => secs(a.fg_mean_added_delay_s),
+            _ => "–".into(),
+        };
+        let _ = writeln!(
+            s,
+            "  {:<32}{:<10}{:>8}{:>16}{:>26}",
+            name,
+            f.knob.unwrap_or("–"),
+            format!("{}/{}", f.front.len(), f.points.len()),
+            format!("{} MB/s", num(best / 1e6)),
+            range
+        );
+    }
+    if let Some(p) = &args.html {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "  {}", st.dim(&format!("wrote {}", p.display())));
+    }
+    s.lines().map(|l| l.trim_end().to_string() + "\n").collect()
+}

@@ -1,0 +1,182 @@
+//! `fallow recommend`: every deployable policy with a knob tuned for one FG
+//! budget and ranked by the BG throughput it reaches, each with a one-line
+//! reason drawn from the trace's idleness (or `--json`: the core's
+//! `Recommendation`).
+
+use crate::human::{bytes, num, secs};
+use crate::output::{self, Style};
+use crate::simulate::{prepare, BgArgs, InputArgs};
+use crate::tune::{parse_duration, parse_sizes, shell_quote, simulate_args, threads, Sizes};
+use anyhow::{Context, Result};
+use clap::Args;
+use fallow_core::tune::{self, recommend::Recommendation, Budget};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+
+/// Arguments of `fallow recommend`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow recommend ajw.1week.srt --device 0 --budget 2ms \\
+      --bg size:base=8ms,knee=64KiB,rate=100MB --max-delay 50ms
+  fallow recommend --workload hyperexp:cv=4 --utilization 0.2 --requests 20000 \\
+      --budget 5% --json
+
+Every deployable policy with a knob is tuned as `fallow tune` would (see docs/tuning.md) and
+ranked by BG throughput within the budget; policies that cannot meet it come last. --json
+prints an object with budget, budget_text, sizes, traits, ranking (rank, policy, best,
+relative, reason) and simulations.")]
+pub struct RecommendArgs {
+    /// The FG budget: a mean slowdown (`5%`) or a mean added delay per FG
+    /// request (`1ms`).
+    #[arg(long, value_name = "SPEC", value_parser = parse_budget)]
+    pub budget: Budget,
+
+    /// Candidate BG request sizes: `LO..HI` (30 log-spaced), `LO..HI/N`, or a
+    /// list `64KiB,256KiB,1MiB`. [default: 64KiB..4MiB/5]
+    #[arg(long, value_name = "SIZES", value_parser = parse_sizes)]
+    pub sizes: Option<Sizes>,
+
+    /// Most delay one BG request may add to an FG request: sizes whose
+    /// service time plus the switch penalty exceed it are excluded.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub max_delay: Option<u64>,
+
+    /// Print the recommendation as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Sizes simulated at once. [default: the number of cores, or FALLOW_THREADS]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: Option<u64>,
+
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    #[command(flatten)]
+    pub bg: BgArgs,
+}
+
+fn parse_budget(s: &str) -> Result<Budget, String> {
+    s.parse::<Budget>().map_err(|e| e.to_string())
+}
+
+/// Run `fallow recommend`.
+pub fn run(args: RecommendArgs) -> Result<()> {
+    let input = prepare(&args.input)?;
+    let sim = args.bg.config(args.input.seed);
+    let sizes = args
+        .sizes
+        .clone()
+        .map_or_else(|| tune::log_spaced(64 << 10, 4 << 20, 5), |s| s.0);
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{wide_bar}] {pos}/{len} policies {eta}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(format!("tuning for {}", args.budget));
+        bar
+    });
+    let result = tune::recommend::recommend(
+        &input.prep,
+        &sim,
+        args.budget,
+        &sizes,
+        args.max_delay,
+        threads(args.threads),
+        &|done, total| {
+            if let Some(b) = &bar {
+                b.set_length(total as u64);
+                b.set_position(done as u64);
+            }
+        },
+    );
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let rec = result.with_context(|| format!("recommending for --budget {}", args.budget))?;
+    if args.json {
+        let mut text = serde_json::to_string_pretty(&rec)?;
+        text.push('\n');
+        output::print(&text)
+    } else {
+        output::print(&table(&args, &input, &sim, &rec))
+    }
+}
+
+fn table(
+    args: &RecommendArgs,
+    input: &crate::simulate::Input,
+    sim: &fallow_core::sim::SimConfig,
+    rec: &Recommendation,
+) -> String {
+    let st = Style::for_stdout();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}",
+        st.bold(&format!(
+            "{} · recommend for {}",
+            input.title, rec.budget_text
+        ))
+    );
+    for line in output::wrap(&input.detail, 96) {
+        let _ = writeln!(s, "  {}", st.dim(&line));
+    }
+    let _ = writeln!(s, "  {}", st.dim(&args.bg.describe()));
+    let _ = writeln!(
+        s,
+        "  {}",
+        st.dim(&format!(
+            "{} policies · {} sizes · {} simulations",
+            rec.ranking.len(),
+            rec.sizes.len(),
+            rec.simulations
+        ))
+    );
+    let _ = writeln!(s);
+    let head = format!(
+        "  {:<5}{:<30}{:<38}{:>11}{:>14}{:>14}",
+        "rank", "policy", "best spec", "req. size", "BG", "added delay"
+    );
+    let _ = writeln!(s, "{}", st.bold(&head));
+    for r in &rec.ranking {
+        match &r.best {
+            Some(c) => {
+                let _ = writeln!(
+                    s,
+                    "  {:<5}{:<30}{:<38}{:>11}{:>14}{:>14}",
+                    r.rank,
+                    r.policy,
+                    c.spec,
+                    bytes(c.request_size_bytes),
+                    format!("{} MB/s", num(c.bg_throughput_bytes_per_s / 1e6)),
+                    secs(c.fg_mean_added_delay_s)
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "  {:<5}{:<30}no setting meets the budget",
+                    r.rank, r.policy
+                );
+            }
+        }
+        for line in output::wrap(&r.reason, 90) {
+            let _ = writeln!(s, "       {}", st.dim(&line));
+        }
+    }
+    if let Some(c) = rec.ranking.first().and_then(|r| r.best.as_ref()) {
+        let a = simulate_args(&args.input, sim, c);
+        let cmd: Vec<String> = std::iter::once("fallow".to_string())
+            .chain(a.iter().map(|x| shell_quote(x)))
+            .collect();
+        let _ = writeln!(s);
+        let _ = writeln!(s, "{}", st.bold("Reproduce the top entry"));
+        let _ = writeln!(s, "  {}", cmd.join(" "));
+    }
+    s.lines().map(|l| l.trim_end().to_string() + "\n").collect()
+}

@@ -1,0 +1,144 @@
+//! `fallow recommend` and `fallow pareto` run as the built binary on a
+//! small synthetic workload: the ranking is sorted and its top spec meets
+//! the budget when re-simulated; fronts are non-dominated; the HTML page
+//! has its plot; a bad budget is a usage error.
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn fallow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fallow"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the fallow binary runs")
+}
+
+fn json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let o = fallow(&all);
+    assert!(
+        o.status.success(),
+        "fallow {all:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("valid JSON on stdout")
+}
+
+const WORKLOAD: &[&str] = &[
+    "--workload",
+    "hyperexp:cv=4",
+    "--utilization",
+    "0.2",
+    "--requests",
+    "400",
+    "--service",
+    "exp:5ms",
+    "--bg",
+    "size:base=8ms,knee=64KiB,rate=100MB",
+    "--switch-penalty",
+    "1ms",
+];
+
+#[test]
+fn the_ranking_is_sorted_and_its_top_spec_meets_the_budget() {
+    let mut args = vec!["recommend", "--budget", "2ms", "--sizes", "64KiB,1MiB"];
+    args.extend_from_slice(WORKLOAD);
+    let v = json(&args);
+    assert_eq!(v["budget_text"], "2ms");
+    let ranking = v["ranking"].as_array().expect("a ranking");
+    assert!(ranking.len() > 3);
+    let tps: Vec<Option<f64>> = ranking
+        .iter()
+        .map(|r| r["best"]["bg_throughput_bytes_per_s"].as_f64())
+        .collect();
+    // feasible ones first, most throughput first
+    let feasible = tps.iter().take_while(|t| t.is_some()).count();
+    assert!(tps[feasible..].iter().all(Option::is_none));
+    assert!(tps[..feasible].windows(2).all(|w| w[0] >= w[1]), "{tps:?}");
+    for (i, r) in ranking.iter().enumerate() {
+        assert_eq!(r["rank"].as_u64(), Some(i as u64 + 1));
+        assert!(!r["reason"].as_str().unwrap().is_empty());
+    }
+    let top = &ranking[0]["best"];
+    let spec = top["spec"].as_str().unwrap();
+    let size = top["bg_size_bytes"].as_u64().unwrap().to_string();
+    let mut sim = vec!["simulate", "--bg-size", &size, "--policy", spec];
+    sim.extend_from_slice(WORKLOAD);
+    let s = json(&sim);
+    let delay = s["fg"]["mean_added_delay_s"].as_f64().unwrap();
+    assert!(delay <= 2e-3, "{spec} adds {delay} s");
+    assert_eq!(
+        s["bg"]["throughput_bytes_per_s"],
+        top["bg_throughput_bytes_per_s"]
+    );
+    // the table names the top policy and its reason
+    let o = fallow(&args);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains(ranking[0]["policy"].as_str().unwrap()));
+    assert!(text.contains("fallow simulate "));
+}
+
+#[test]
+fn a_bad_budget_is_a_usage_error() {
+    let mut args = vec!["recommend", "--budget", "soon"];
+    args.extend_from_slice(WORKLOAD);
+    let o = fallow(&args);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("budget"));
+}
+
+#[test]
+fn pareto_fronts_are_non_dominated_and_the_page_has_a_plot() {
+    let dir = std::env::temp_dir().join(format!("fallow-pareto-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let html = dir.join("pareto.html");
+    let html_s = html.to_str().unwrap();
+    let mut args = vec![
+        "pareto",
+        "--policy",
+        "fixed-wait",
+        "--policy",
+        "oracle",
+        "--policy",
+        "aggressive",
+        "--bg-size",
+        "256KiB",
+        "--html",
+        html_s,
+    ];
+    args.extend_from_slice(WORKLOAD);
+    let v = json(&args);
+    let fronts = v.as_array().expect("a list of fronts");
+    assert_eq!(fronts.len(), 3);
+    let get = |p: &Value| {
+        (
+            p["bg_throughput_bytes_per_s"].as_f64().unwrap(),
+            p["fg_mean_added_delay_s"].as_f64().unwrap(),
+        )
+    };
+    for f in fronts {
+        assert_eq!(f["request_size_bytes"], 262144);
+        let front: Vec<(f64, f64)> = f["front"].as_array().unwrap().iter().map(get).collect();
+        let points: Vec<(f64, f64)> = f["points"].as_array().unwrap().iter().map(get).collect();
+        assert!(!front.is_empty());
+        for &(t, d) in &front {
+            assert!(
+                !points
+                    .iter()
+                    .any(|&(u, e)| u >= t && e <= d && (u > t || e < d)),
+                "{} has a dominated point on its front",
+                f["policy"]
+            );
+        }
+        assert!(front.windows(2).all(|w| w[0].1 <= w[1].1));
+    }
+    assert_eq!(fronts[1]["clairvoyant"], true);
+    assert_eq!(fronts[2]["points"].as_array().unwrap().len(), 1);
+    let page = std::fs::read_to_string(&html).expect("the page is written");
+    assert!(page.contains("<svg"));
+    assert!(page.contains("oracle (clairvoyant)"));
+    std::fs::remove_dir_all(&dir).ok();
+}
