@@ -183,24 +183,12 @@ impl Policy for AdaptivePreemptionInterval {
 mod tests {
     use super::*;
     use crate::sim::BgService;
-    use rand::SeedableRng;
-    use rand_pcg::Pcg64Mcg;
 
     const MS: u64 = 1_000_000;
 
     fn idle(pol: &mut dyn Policy, at: u64) -> u64 {
-        let mut rng = Pcg64Mcg::seed_from_u64(1);
         let svc = BgService::Constant { ns: 5 * MS };
-        let mut ctx = Ctx {
-            now_ns: at,
-            idle_start_ns: at,
-            last_fg_arrival_ns: at,
-            rng: &mut rng,
-            bg_service: &svc,
-            bg_size_bytes: 65_536,
-            future_idle_ns: None,
-        };
-        match pol.on_idle(&mut ctx) {
+        match crate::policy::testing::on_idle_at(pol, at, svc, 65_536) {
             Decision::Start(s) => s.after_ns,
             Decision::Quiet => panic!("quiet"),
         }

@@ -303,24 +303,13 @@ impl Policy for BusyBee {
 mod tests {
     use super::*;
     use crate::sim::BgService;
-    use rand::SeedableRng;
 
     const MS: u64 = 1_000_000;
 
     /// Ask `p` for a decision at `now_ns`; return the wait it chose.
     fn wait_at(p: &mut BusyBee, now_ns: u64) -> u64 {
-        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
         let svc = BgService::Constant { ns: MS };
-        let mut ctx = Ctx {
-            now_ns,
-            idle_start_ns: now_ns,
-            last_fg_arrival_ns: now_ns,
-            rng: &mut rng,
-            bg_service: &svc,
-            bg_size_bytes: 4096,
-            future_idle_ns: None,
-        };
-        match p.on_idle(&mut ctx) {
+        match crate::policy::testing::on_idle_at(p, now_ns, svc, 4096) {
             Decision::Start(s) => {
                 assert_eq!(s.max_requests, u64::MAX, "runs until FG arrives");
                 s.after_ns

@@ -554,25 +554,14 @@ pub(crate) mod tests {
     #[test]
     fn policy_waits_for_the_learned_wait_then_runs_until_fg() {
         use crate::sim::BgService;
-        use rand::SeedableRng;
         let mut p = CdfBased::new(CdfBasedConfig::default());
         for x in lomax3(100_000, 20e6) {
             p.on_idle_end(x, false);
         }
         let want = p.cdf.compute().wait_ns;
-        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
         let svc = BgService::Exponential { mean_ns: 1_000_000 };
-        let mut ctx = Ctx {
-            now_ns: 0,
-            idle_start_ns: 0,
-            last_fg_arrival_ns: 0,
-            rng: &mut rng,
-            bg_service: &svc,
-            bg_size_bytes: 4096,
-            future_idle_ns: None,
-        };
         assert_eq!(
-            p.on_idle(&mut ctx),
+            crate::policy::testing::on_idle_at(&mut p, 0, svc, 4096),
             Decision::Start(Start::until_fg(want, 4096))
         );
         assert!(want > 0);

@@ -146,24 +146,12 @@ impl Policy for CdfEstimates {
 mod tests {
     use super::*;
     use crate::sim::BgService;
-    use rand::SeedableRng;
-    use rand_pcg::Pcg64Mcg;
 
     fn decide(p: &mut dyn Policy, mean_bg_ns: u64) -> Decision {
-        let mut rng = Pcg64Mcg::seed_from_u64(1);
         let svc = BgService::Exponential {
             mean_ns: mean_bg_ns,
         };
-        let mut ctx = Ctx {
-            now_ns: 0,
-            idle_start_ns: 0,
-            last_fg_arrival_ns: 0,
-            rng: &mut rng,
-            bg_service: &svc,
-            bg_size_bytes: 4096,
-            future_idle_ns: None,
-        };
-        p.on_idle(&mut ctx)
+        crate::policy::testing::on_idle_at(p, 0, svc, 4096)
     }
 
     #[test]

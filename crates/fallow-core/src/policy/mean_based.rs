@@ -44,21 +44,9 @@ impl Policy for MeanBased {
 mod tests {
     use super::*;
     use crate::sim::BgService;
-    use rand::SeedableRng;
-    use rand_pcg::Pcg64Mcg;
 
     fn decide(p: &mut MeanBased, service: BgService, size: u64) -> Decision {
-        let mut rng = Pcg64Mcg::seed_from_u64(1);
-        let mut ctx = Ctx {
-            now_ns: 1_000,
-            idle_start_ns: 1_000,
-            last_fg_arrival_ns: 500,
-            rng: &mut rng,
-            bg_service: &service,
-            bg_size_bytes: size,
-            future_idle_ns: None,
-        };
-        p.on_idle(&mut ctx)
+        crate::policy::testing::on_idle_at(p, 1_000, service, size)
     }
 
     #[test]

@@ -28,6 +28,8 @@ mod lossless_waiting;
 mod mean_based;
 mod oracle;
 mod preemption_interval;
+#[cfg(test)]
+mod testing;
 
 pub use adaptive_preemption_interval::{
     AdaptivePreemptionInterval, AdaptivePreemptionIntervalConfig,
