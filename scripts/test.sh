@@ -25,6 +25,7 @@ step "python: lints"
 step "bench smoke runs (figures in docs come from the full runs)"
 .venv/bin/python bench/parse_bench.py --requests 200000 --cli none
 cargo bench -p fallow-core --bench sim --locked -- --requests 200000
+cargo bench -p fallow-core --bench tune --locked -- --requests 50000 --workload mmpp
 
 step "python: tests (last, so the closing line is the test summary)"
 .venv/bin/python -m pytest -q   # tests/python + doctests (pyproject.toml)

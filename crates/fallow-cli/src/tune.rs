@@ -56,6 +56,13 @@ pub struct TuneArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Simulate every setting even where the one-pass sweep over the idle
+    /// intervals applies (fixed-wait, lossless-waiting, oracle with
+    /// constant or size-based BG service): the same answers, slower; for
+    /// checking.
+    #[arg(long)]
+    pub no_fast: bool,
+
     /// Sizes simulated at once. [default: the number of cores, or FALLOW_THREADS]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub threads: Option<u64>,
@@ -117,6 +124,7 @@ struct Doc<'a> {
     sizes: &'a [tune::SizeRow],
     baseline: &'a Reproducible<'a>,
     simulations: u64,
+    method: &'a str,
 }
 
 /// Run `fallow tune`.
@@ -131,6 +139,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         sizes: args.sizes.clone().map_or_else(tune::default_sizes, |s| s.0),
         max_delay_ns: args.max_delay,
         threads: threads(args.threads),
+        fast: !args.no_fast,
     };
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(0);
@@ -174,6 +183,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
                 sizes: &b.sizes,
                 baseline: &base_r,
                 simulations: t.simulations,
+                method: t.method,
             })
             .collect();
         let mut text = if docs.len() == 1 {
@@ -308,7 +318,10 @@ fn table(
     if let Some(m) = t.max_delay_s {
         let _ = write!(how, ", at most {} per request", secs(m));
     }
-    let _ = write!(how, "; {} simulations", t.simulations);
+    let _ = match t.method {
+        "sweep" => write!(how, "; {} settings by one-pass sweep", t.simulations),
+        _ => write!(how, "; {} simulations", t.simulations),
+    };
     let _ = writeln!(s, "  {}", st.dim(&how));
     let _ = writeln!(s);
     let knob_head = knob.map_or("knob", |k| k.name);

@@ -103,6 +103,7 @@ pub fn tune<'py>(
             Some(0) => return Err(parameter("threads", "must be at least 1")),
             Some(n) => n,
         },
+        fast: true,
     };
     let d = Defaults::new(py);
     let setup = Setup::new(

@@ -273,6 +273,27 @@ pub struct Entry {
     /// The parameter that sets the policy's request size when it does not
     /// take the run's BG size (`None`: the run's BG size, `--bg-size`).
     pub size_param: Option<&'static str>,
+    /// How the policy uses an idle interval, when that depends only on the
+    /// interval's length and the knob: then `tune` evaluates settings in
+    /// one pass over the idle intervals instead of simulating
+    /// (`tune::fast`). `None` for every policy with state or randomness.
+    pub interval_rule: Option<IntervalRule>,
+}
+
+/// A policy's whole behaviour as a function of an idle interval's length
+/// `L` (as the device sees it, after shifts) and its knob: BG requests of
+/// the run's size back to back from an offset until the FG arrival.
+/// Declared by the policy's registry entry and checked against the
+/// simulator by tests, so `tune` never needs to know a policy's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntervalRule {
+    /// Start at `t` if `L > t` (fixed-wait: Practical Scrubbing's Waiting).
+    WaitThenRun,
+    /// Start at once if `L > t` (lossless-waiting).
+    WholeIfLonger,
+    /// Start at once if `L ≥ θ`, θ the `round(x/100 · n)`-th longest of
+    /// the trace's `n` idle intervals (oracle's `x`); nothing if that rank is 0.
+    WholeIfAmongLongestPercent,
 }
 
 /// What a knob's values are.
@@ -350,6 +371,7 @@ pub fn registry() -> &'static [Entry] {
             build: AdaptivePreemptionInterval::build,
             knob: Some(Knob::wait("p", "10ms")),
             size_param: None,
+            interval_rule: None,
         },
         Entry {
             name: "adaptive-size",
@@ -359,6 +381,7 @@ pub fn registry() -> &'static [Entry] {
             build: AdaptiveSize::build,
             knob: Some(Knob::wait("t", "100ms")),
             size_param: Some("s"),
+            interval_rule: None,
         },
         Entry {
             name: "aggressive",
@@ -368,6 +391,7 @@ pub fn registry() -> &'static [Entry] {
             build: Aggressive::build,
             knob: None,
             size_param: None,
+            interval_rule: None,
         },
         Entry {
             name: "ar-waiting",
@@ -377,6 +401,7 @@ pub fn registry() -> &'static [Entry] {
             build: ArWaiting::build,
             knob: Some(Knob::wait("t", "100ms")),
             size_param: None,
+            interval_rule: None,
         },
         Entry {
             name: "autoregressive",
@@ -386,6 +411,7 @@ pub fn registry() -> &'static [Entry] {
             build: Autoregressive::build,
             knob: Some(Knob::wait("c", "100ms")),
             size_param: None,
+            interval_rule: None,
         },
         Entry {
             name: "bursty-cdf-estimates",
@@ -395,6 +421,7 @@ pub fn registry() -> &'static [Entry] {
             build: BurstyCdfEstimates::build,
             knob: Some(Knob::factor("T", 0.01, 100.0, "1")),
             size_param: None,
+            interval_rule: None,
         },
         Entry {
             name: "busy-bee",
@@ -404,6 +431,7 @@ pub fn registry() -> &'static [Entry] {
             build: BusyBee::build,
             knob: Some(Knob::wait("idle-wait", "100ms")),
             size_param: None,
+            interval_rule: None,
         },
         Entry {
             name: "cdf-based",
@@ -413,6 +441,7 @@ pub fn registry() -> &'static [Entry] {
             build: CdfBased::build,
             knob: Some(Knob::factor("angle", 1.0, 89.0, "30")),
             size_param: None,
+            interval_rule: None,
         },
         Entry {
             name: "cdf-estimates",
@@ -422,6 +451,7 @@ pub fn registry() -> &'static [Entry] {
             build: CdfEstimates::build,
             knob: Some(Knob::factor("T", 0.01, 100.0, "1")),
             size_param: None,
+            interval_rule: None,
         },
         Entry {
             name: "credit-skip",
@@ -431,6 +461,7 @@ pub fn registry() -> &'static [Entry] {
             build: CreditSkip::build,
             knob: Some(Knob::wait("p", "100ms")),
             size_param: None,
+            interval_rule: None,
         },
         Entry {
             name: "deadline",
@@ -440,6 +471,7 @@ pub fn registry() -> &'static [Entry] {
             build: Deadline::build,
             knob: Some(Knob::wait("t", "100ms")),
             size_param: None,
+            interval_rule: None,
         },
         Entry {
             name: "fixed-rate",
@@ -449,6 +481,7 @@ pub fn registry() -> &'static [Entry] {
             build: FixedRate::build,
             knob: Some(Knob::wait("r", "100ms")),
             size_param: None,
+            interval_rule: None,
         },
         Entry {
             name: "fixed-wait",
@@ -458,6 +491,7 @@ pub fn registry() -> &'static [Entry] {
             build: FixedWait::build,
             knob: Some(Knob::wait("t", "100ms")),
             size_param: None,
+            interval_rule: Some(IntervalRule::WaitThenRun),
         },
         Entry {
             name: "kernel-idle-class",
@@ -467,6 +501,7 @@ pub fn registry() -> &'static [Entry] {
             build: KernelIdleClass::build,
             knob: Some(Knob::wait("grace", "100ms")),
             size_param: None,
+            interval_rule: None,
         },
         Entry {
             name: "lossless-waiting",
@@ -476,6 +511,7 @@ pub fn registry() -> &'static [Entry] {
             build: LosslessWaiting::build,
             knob: Some(Knob::wait("t", "100ms")),
             size_param: None,
+            interval_rule: Some(IntervalRule::WholeIfLonger),
         },
         Entry {
             name: "mean-based",
@@ -485,6 +521,7 @@ pub fn registry() -> &'static [Entry] {
             build: MeanBased::build,
             knob: None,
             size_param: None,
+            interval_rule: None,
         },
         Entry {
             name: "oracle",
@@ -494,6 +531,7 @@ pub fn registry() -> &'static [Entry] {
             build: Oracle::build,
             knob: Some(Knob::factor("x", 0.01, 100.0, "10")),
             size_param: None,
+            interval_rule: Some(IntervalRule::WholeIfAmongLongestPercent),
         },
         Entry {
             name: "preemption-interval",
@@ -503,6 +541,7 @@ pub fn registry() -> &'static [Entry] {
             build: PreemptionInterval::build,
             knob: Some(Knob::wait("p", "100ms")),
             size_param: None,
+            interval_rule: None,
         },
     ];
     REGISTRY

@@ -28,6 +28,21 @@ pub struct SimResult {
     pub span_s: f64,
 }
 
+impl SimResult {
+    /// Its mean figures (the same numbers, gathered).
+    pub fn mean_figures(&self) -> MeanFigures {
+        MeanFigures {
+            mean_response_s: self.fg.mean_response_s,
+            slowdown: self.fg.slowdown,
+            mean_added_delay_s: self.fg.mean_added_delay_s,
+            collision_rate: self.fg.collision_rate,
+            bg_throughput_bytes_per_s: self.bg.throughput_bytes_per_s,
+            utilization: self.utilization,
+            idle_used_fraction: self.idle_used_fraction,
+        }
+    }
+}
+
 /// Foreground metrics.
 #[derive(Debug, Clone, Serialize)]
 pub struct FgMetrics {
@@ -79,6 +94,49 @@ pub struct BgMetrics {
     /// Device time spent on BG work, seconds: in idle time, plus the part of
     /// collided requests that ran on after the FG arrival.
     pub busy_s: f64,
+}
+
+/// The counts a run accumulates, from which its mean figures follow
+/// ([`Prepared::figures`](super::Prepared::figures)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Delay added to FG requests, summed, ns.
+    pub added_ns: u128,
+    /// FG requests delayed.
+    pub delayed_requests: u64,
+    /// Idle intervals whose ending FG arrival found BG work in service.
+    pub collisions: u64,
+    /// BG requests completed.
+    pub bg_completed: u64,
+    /// BG bytes completed.
+    pub bg_bytes: u64,
+    /// BG service inside idle time, ns.
+    pub bg_busy_ns: u64,
+    /// BG service past FG arrivals (collision residuals), ns.
+    pub bg_overrun_ns: u64,
+    /// Idle time the device had after shifts, ns.
+    pub idle_total_ns: u64,
+    /// Idle intervals the device had after shifts.
+    pub idle_intervals: u64,
+}
+
+/// The mean figures of a run (everything but percentiles and CCDFs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeanFigures {
+    /// Mean FG response time with BG work, s.
+    pub mean_response_s: f64,
+    /// Relative slowdown of the mean FG response time.
+    pub slowdown: f64,
+    /// Mean delay added per FG request, s.
+    pub mean_added_delay_s: f64,
+    /// Fraction of FG requests delayed.
+    pub collision_rate: f64,
+    /// BG bytes per second of the span.
+    pub bg_throughput_bytes_per_s: f64,
+    /// Fraction of the span the device served FG or BG work.
+    pub utilization: f64,
+    /// Fraction of the idle time spent on BG work.
+    pub idle_used_fraction: f64,
 }
 
 /// CCDF points at log-spaced response times from the histogram.

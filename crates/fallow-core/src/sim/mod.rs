@@ -26,7 +26,7 @@ mod bg;
 mod metrics;
 
 pub use bg::{BgService, BgWork, Burst};
-pub use metrics::{BgMetrics, FgMetrics, SimResult};
+pub use metrics::{BgMetrics, FgMetrics, MeanFigures, SimResult, Totals};
 
 use crate::error::{Error, Result};
 use crate::period::{periods_of, Periods};
@@ -80,6 +80,7 @@ pub struct Prepared {
     baseline_hist: Histogram<u64>,
     baseline_sum_ns: u128,
     span_ns: u64,
+    busy_total_ns: u64,
 }
 
 impl Prepared {
@@ -127,6 +128,7 @@ impl Prepared {
             .unwrap_or(0)
             .max(trace.arrival_ns().last().copied().unwrap_or(0));
         Ok(Prepared {
+            busy_total_ns: periods.busy_total_ns(),
             periods,
             baseline_rt_ns,
             arrival_ns: trace.arrival_ns().to_vec(),
@@ -155,6 +157,43 @@ impl Prepared {
     /// From the first arrival to the last completion, ns.
     pub fn span_ns(&self) -> u64 {
         self.span_ns
+    }
+
+    /// The mean figures of a run with these totals. The engine and tune's
+    /// one-pass sweep both report through here, so equal totals give
+    /// bit-identical figures.
+    pub fn figures(&self, t: &Totals) -> MeanFigures {
+        let n = self.requests().max(1) as f64;
+        let baseline_mean = self.baseline_mean_ns();
+        let mean = baseline_mean + t.added_ns as f64 / n;
+        let span_s = self.span_ns as f64 / 1e9;
+        let fg_busy = self.busy_total_ns as f64;
+        let bg_device_ns = (t.bg_busy_ns + t.bg_overrun_ns) as f64;
+        MeanFigures {
+            mean_response_s: mean / 1e9,
+            slowdown: if baseline_mean > 0.0 {
+                mean / baseline_mean - 1.0
+            } else {
+                0.0
+            },
+            mean_added_delay_s: t.added_ns as f64 / n / 1e9,
+            collision_rate: t.delayed_requests as f64 / n,
+            bg_throughput_bytes_per_s: if span_s > 0.0 {
+                t.bg_bytes as f64 / span_s
+            } else {
+                0.0
+            },
+            utilization: if self.span_ns > 0 {
+                ((fg_busy + bg_device_ns) / self.span_ns as f64).min(1.0)
+            } else {
+                0.0
+            },
+            idle_used_fraction: if t.idle_total_ns > 0 {
+                t.bg_busy_ns as f64 / t.idle_total_ns as f64
+            } else {
+                0.0
+            },
+        }
     }
 }
 
@@ -205,23 +244,14 @@ struct Run<'a> {
     cfg: &'a SimConfig,
     rng: Pcg64Mcg,
     supply: Supply,
-    // FG accounting
-    added_ns: u128,
-    delayed_requests: u64,
+    /// The counts the mean figures come from.
+    t: Totals,
     delayed_old: Histogram<u64>,
     delayed_new: Histogram<u64>,
-    collisions: u64,
-    idle_intervals_seen: u64,
-    // BG accounting
-    bg_completed: u64,
-    bg_bytes: u64,
-    bg_busy_ns: u64,
-    /// BG service that ran past an FG arrival (the collisions' residuals).
-    bg_overrun_ns: u64,
+    // arrival-driven BG work
     bg_response_sum_ns: u128,
     bg_response_count: u64,
     bg_spawned: u64,
-    idle_total_ns: u64,
 }
 
 impl<'a> Run<'a> {
@@ -251,20 +281,12 @@ impl<'a> Run<'a> {
             cfg,
             rng: Pcg64Mcg::seed_from_u64(cfg.seed),
             supply,
-            added_ns: 0,
-            delayed_requests: 0,
+            t: Totals::default(),
             delayed_old: new_histogram(),
             delayed_new: new_histogram(),
-            collisions: 0,
-            idle_intervals_seen: 0,
-            bg_completed: 0,
-            bg_bytes: 0,
-            bg_busy_ns: 0,
-            bg_overrun_ns: 0,
             bg_response_sum_ns: 0,
             bg_response_count: 0,
             bg_spawned: 0,
-            idle_total_ns: 0,
         }
     }
 
@@ -294,14 +316,14 @@ impl<'a> Run<'a> {
             }
             let idle = gap - shift;
             let idle_start = p.busy_start_ns[j] + p.busy_len_ns[j] + shift;
-            self.idle_total_ns += idle;
-            self.idle_intervals_seen += 1;
+            self.t.idle_total_ns += idle;
+            self.t.idle_intervals += 1;
             let last_arrival = self.prep.arrival_ns[first_req - 1];
             let residual = self.idle_interval(policy, idle_start, idle, last_arrival, clairvoyant);
             policy.on_idle_end(idle, residual > 0);
             shift = if residual > 0 {
-                self.collisions += 1;
-                self.bg_overrun_ns += residual;
+                self.t.collisions += 1;
+                self.t.bg_overrun_ns += residual;
                 residual + self.cfg.switch_penalty_ns
             } else {
                 0
@@ -311,8 +333,8 @@ impl<'a> Run<'a> {
 
     /// FG requests `reqs` are delayed by `d`.
     fn delay(&mut self, reqs: std::ops::Range<usize>, d: u64) {
-        self.delayed_requests += reqs.len() as u64;
-        self.added_ns += d as u128 * reqs.len() as u128;
+        self.t.delayed_requests += reqs.len() as u64;
+        self.t.added_ns += d as u128 * reqs.len() as u128;
         for &rt in &self.prep.baseline_rt_ns[reqs] {
             record(&mut self.delayed_old, rt);
             record(&mut self.delayed_new, rt + d);
@@ -357,17 +379,17 @@ impl<'a> Run<'a> {
         if count == 0 {
             return;
         }
-        self.bg_completed += count;
+        self.t.bg_completed += count;
         match &mut self.supply {
-            Supply::Endless => self.bg_bytes += count * size,
+            Supply::Endless => self.t.bg_bytes += count * size,
             Supply::Requests(n) => {
                 *n -= count.min(*n);
-                self.bg_bytes += count * size;
+                self.t.bg_bytes += count * size;
             }
             Supply::Bytes(b) => {
                 let done = (count * size).min(*b);
                 *b -= done;
-                self.bg_bytes += done;
+                self.t.bg_bytes += done;
             }
             Supply::Queue { arrivals, .. } => {
                 for _ in 0..count {
@@ -376,7 +398,7 @@ impl<'a> Run<'a> {
                         self.bg_response_count += 1;
                     }
                 }
-                self.bg_bytes += count * size;
+                self.t.bg_bytes += count * size;
             }
         }
     }
@@ -427,7 +449,7 @@ impl<'a> Run<'a> {
                     .burst(size, idle - begin, max, s.spacing_ns, &mut self.rng)
             };
             if let Some(b) = fast {
-                self.bg_busy_ns += b.busy_ns;
+                self.t.bg_busy_ns += b.busy_ns;
                 if b.residual_ns > 0 {
                     // the interrupted request completes too, after the FG arrival
                     self.complete(b.completed + 1, size, t0 + idle + b.residual_ns);
@@ -441,11 +463,11 @@ impl<'a> Run<'a> {
                 let service = self.cfg.bg_service.sample_ns(size, &mut self.rng);
                 let end = begin + service;
                 if end > idle {
-                    self.bg_busy_ns += idle - begin;
+                    self.t.bg_busy_ns += idle - begin;
                     self.complete(1, size, t0 + end);
                     return end - idle;
                 }
-                self.bg_busy_ns += service;
+                self.t.bg_busy_ns += service;
                 self.complete(1, size, t0 + end);
                 done += 1;
                 now = end;
@@ -475,69 +497,49 @@ impl<'a> Run<'a> {
 
     fn finish(self, policy: &dyn Policy) -> SimResult {
         let prep = self.prep;
-        let n = prep.requests().max(1) as f64;
+        let t = &self.t;
         let mut hist = prep.baseline_hist.clone();
         // with-BG histogram = baseline − delayed requests' old values + their new values
         hist.subtract(&self.delayed_old)
             .expect("delayed requests are a subset of the baseline");
         hist.add(&self.delayed_new)
             .expect("auto-resizing histogram");
-        let baseline_mean = prep.baseline_mean_ns();
-        let mean = baseline_mean + self.added_ns as f64 / n;
-        let span_s = prep.span_ns as f64 / 1e9;
-        let fg_busy = prep.periods.busy_total_ns() as f64;
+        let f = prep.figures(t);
         let q = |h: &Histogram<u64>, p: f64| h.value_at_quantile(p) as f64 / 1e9;
         SimResult {
             policy: policy.name().to_string(),
             clairvoyant: policy.clairvoyant(),
             fg: FgMetrics {
                 requests: prep.requests() as u64,
-                mean_response_s: mean / 1e9,
-                baseline_mean_response_s: baseline_mean / 1e9,
-                slowdown: if baseline_mean > 0.0 {
-                    mean / baseline_mean - 1.0
-                } else {
-                    0.0
-                },
-                mean_added_delay_s: self.added_ns as f64 / n / 1e9,
+                mean_response_s: f.mean_response_s,
+                baseline_mean_response_s: prep.baseline_mean_ns() / 1e9,
+                slowdown: f.slowdown,
+                mean_added_delay_s: f.mean_added_delay_s,
                 p50_response_s: q(&hist, 0.5),
                 p90_response_s: q(&hist, 0.9),
                 p99_response_s: q(&hist, 0.99),
                 p999_response_s: q(&hist, 0.999),
                 baseline_p99_response_s: q(&prep.baseline_hist, 0.99),
-                collision_rate: self.delayed_requests as f64 / n,
-                delayed_requests: self.delayed_requests,
-                collisions: self.collisions,
+                collision_rate: f.collision_rate,
+                delayed_requests: t.delayed_requests,
+                collisions: t.collisions,
                 ccdf: metrics::ccdf(&hist),
                 baseline_ccdf: metrics::ccdf(&prep.baseline_hist),
             },
             bg: BgMetrics {
-                completed: self.bg_completed,
-                bytes: self.bg_bytes,
-                throughput_bytes_per_s: if span_s > 0.0 {
-                    self.bg_bytes as f64 / span_s
-                } else {
-                    0.0
-                },
+                completed: t.bg_completed,
+                bytes: t.bg_bytes,
+                throughput_bytes_per_s: f.bg_throughput_bytes_per_s,
                 mean_response_s: (self.bg_response_count > 0)
                     .then(|| self.bg_response_sum_ns as f64 / self.bg_response_count as f64 / 1e9),
                 spawned: matches!(self.supply, Supply::Queue { .. }).then_some(self.bg_spawned),
-                busy_s: (self.bg_busy_ns + self.bg_overrun_ns) as f64 / 1e9,
+                busy_s: (t.bg_busy_ns + t.bg_overrun_ns) as f64 / 1e9,
             },
-            utilization: if prep.span_ns > 0 {
-                ((fg_busy + (self.bg_busy_ns + self.bg_overrun_ns) as f64) / prep.span_ns as f64)
-                    .min(1.0)
-            } else {
-                0.0
-            },
-            idle_total_s: self.idle_total_ns as f64 / 1e9,
-            idle_used_fraction: if self.idle_total_ns > 0 {
-                self.bg_busy_ns as f64 / self.idle_total_ns as f64
-            } else {
-                0.0
-            },
-            idle_intervals: self.idle_intervals_seen,
-            span_s,
+            utilization: f.utilization,
+            idle_total_s: t.idle_total_ns as f64 / 1e9,
+            idle_used_fraction: f.idle_used_fraction,
+            idle_intervals: t.idle_intervals,
+            span_s: prep.span_ns as f64 / 1e9,
         }
     }
 }

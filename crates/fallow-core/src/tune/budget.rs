@@ -27,9 +27,15 @@ pub enum Budget {
 impl Budget {
     /// True if `r` stays within the budget.
     pub fn meets(&self, r: &SimResult) -> bool {
+        self.meets_means(r.fg.slowdown, r.fg.mean_added_delay_s)
+    }
+
+    /// True if a run with this relative slowdown and mean added delay (s)
+    /// stays within the budget.
+    pub fn meets_means(&self, slowdown: f64, mean_added_delay_s: f64) -> bool {
         match *self {
-            Budget::Slowdown { fraction } => r.fg.slowdown <= fraction,
-            Budget::AddedDelay { ns } => r.fg.mean_added_delay_s <= ns as f64 / 1e9,
+            Budget::Slowdown { fraction } => slowdown <= fraction,
+            Budget::AddedDelay { ns } => mean_added_delay_s <= ns as f64 / 1e9,
         }
     }
 

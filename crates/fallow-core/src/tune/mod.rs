@@ -39,18 +39,20 @@
 //! exactly.
 
 mod budget;
+pub mod fast;
 pub mod ladder;
 pub mod pareto;
 pub mod recommend;
 mod sizes;
 
 pub use budget::Budget;
+pub use fast::FastSweep;
 pub use ladder::{ladder, Step};
 pub use sizes::{default_sizes, log_spaced, parse_sizes};
 
 use crate::error::{Error, Result};
-use crate::policy::{self, Entry, Knob, KnobKind, MoreAggressive, Params};
-use crate::sim::{simulate, Prepared, SimConfig, SimResult};
+use crate::policy::{self, Entry, IntervalRule, Knob, KnobKind, MoreAggressive, Params};
+use crate::sim::{simulate, MeanFigures, Prepared, SimConfig};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -69,6 +71,10 @@ pub struct TuneConfig {
     pub max_delay_ns: Option<u64>,
     /// Sizes simulated at once (the results do not depend on it).
     pub threads: usize,
+    /// Evaluate settings by the one-pass sweep where the policy and the
+    /// run allow it ([`fast`]); `false` simulates every setting (same
+    /// answers, slower: for checking).
+    pub fast: bool,
 }
 
 impl TuneConfig {
@@ -79,6 +85,7 @@ impl TuneConfig {
             sizes: default_sizes(),
             max_delay_ns: None,
             threads: 1,
+            fast: true,
         }
     }
 }
@@ -116,11 +123,36 @@ pub struct Choice {
     pub fg_slowdown: f64,
     /// Fraction of FG requests delayed.
     pub fg_collision_rate: f64,
+    /// Fraction of the idle time spent on BG work.
+    pub idle_used_fraction: f64,
     /// The knob's value as written, if the policy has a knob.
     pub knob: Option<String>,
-    /// The whole result.
-    #[serde(skip)]
-    pub result: SimResult,
+}
+
+impl Choice {
+    fn new(
+        search_policy: &str,
+        spec: String,
+        params: BTreeMap<String, String>,
+        request_size_bytes: u64,
+        bg_size_bytes: u64,
+        f: &MeanFigures,
+        knob: Option<String>,
+    ) -> Choice {
+        Choice {
+            policy: search_policy.to_string(),
+            spec,
+            params,
+            request_size_bytes,
+            bg_size_bytes,
+            bg_throughput_bytes_per_s: f.bg_throughput_bytes_per_s,
+            fg_mean_added_delay_s: f.mean_added_delay_s,
+            fg_slowdown: f.slowdown,
+            fg_collision_rate: f.collision_rate,
+            idle_used_fraction: f.idle_used_fraction,
+            knob,
+        }
+    }
 }
 
 /// One candidate size under one budget.
@@ -178,8 +210,11 @@ pub struct Tuning {
     pub max_delay_s: Option<f64>,
     /// One answer per budget, in the order given.
     pub budgets: Vec<Tuned>,
-    /// Distinct simulations run.
+    /// Distinct settings evaluated (by simulation or by the sweep).
     pub simulations: u64,
+    /// How settings were evaluated: `sweep` (the one-pass sweep over the
+    /// idle intervals, [`fast`]) or `simulation`.
+    pub method: &'static str,
 }
 
 /// How one policy is searched: its spec without the knob and size, and its ladder.
@@ -191,6 +226,9 @@ struct Search<'a> {
     ladder: Vec<Step>,
     prep: &'a Prepared,
     sim: &'a SimConfig,
+    /// The one-pass sweep, when the policy has an interval rule, no fixed
+    /// parameters, and the run allows it (`fast::FastSweep::new`).
+    fast: Option<(IntervalRule, FastSweep<'a>)>,
 }
 
 impl<'a> Search<'a> {
@@ -202,6 +240,7 @@ impl<'a> Search<'a> {
         policy_spec: &str,
         sim: &'a SimConfig,
         first_size: u64,
+        allow_fast: bool,
     ) -> Result<Search<'a>> {
         let (name, params) = Params::parse(policy_spec)?;
         let entry = policy::entry(&name)?;
@@ -226,11 +265,17 @@ impl<'a> Search<'a> {
         }
         let search = Search {
             entry,
-            fixed,
             knob: entry.knob,
             ladder: entry.knob.as_ref().map(ladder).unwrap_or_default(),
+            fixed: fixed.clone(),
             prep,
             sim,
+            fast: match (allow_fast, entry.interval_rule) {
+                (true, Some(rule)) if fixed.is_empty() => {
+                    FastSweep::new(prep, sim).map(|f| (rule, f))
+                }
+                _ => None,
+            },
         };
         // a bad fixed parameter fails here, once, not in every thread
         policy::build(&search.setting(first_size, 0).0)?;
@@ -292,23 +337,48 @@ impl Search<'_> {
         (spec, params, cfg)
     }
 
-    fn run(&self, size: u64, i: usize) -> Result<Choice> {
+    /// Evaluate ladder step `i` at `size`: by the one-pass sweep when the
+    /// search has one, else by simulating. `None`: the sweep stopped once
+    /// the delay added passed `cap_added_ns` (over every budget).
+    fn run(&self, size: u64, i: usize, cap_added_ns: Option<u128>) -> Result<Option<Choice>> {
         let (spec, params, cfg) = self.setting(size, i);
-        let mut pol = policy::build(&spec)?;
-        let r = simulate(self.prep, pol.as_mut(), &cfg)?;
-        Ok(Choice {
-            policy: self.entry.name.to_string(),
+        let figures = match &self.fast {
+            Some((rule, sweep)) => {
+                let value = self.ladder.get(i).map_or(0.0, |s| s.value);
+                match sweep.totals(*rule, value, size, &cfg, cap_added_ns) {
+                    Some(t) => self.prep.figures(&t),
+                    None => return Ok(None),
+                }
+            }
+            None => {
+                let mut pol = policy::build(&spec)?;
+                let r = simulate(self.prep, pol.as_mut(), &cfg)?;
+                r.mean_figures()
+            }
+        };
+        Ok(Some(Choice::new(
+            self.entry.name,
             spec,
             params,
-            request_size_bytes: size,
-            bg_size_bytes: cfg.bg_size_bytes,
-            bg_throughput_bytes_per_s: r.bg.throughput_bytes_per_s,
-            fg_mean_added_delay_s: r.fg.mean_added_delay_s,
-            fg_slowdown: r.fg.slowdown,
-            fg_collision_rate: r.fg.collision_rate,
-            knob: self.knob.map(|_| self.ladder[i].text.clone()),
-            result: r,
-        })
+            size,
+            cfg.bg_size_bytes,
+            &figures,
+            self.knob.map(|_| self.ladder[i].text.clone()),
+        )))
+    }
+
+    /// Total added delay (ns) above which a setting breaks every budget:
+    /// the largest budget's limit, with a margin for float rounding.
+    fn cap_added_ns(&self, budgets: &[Budget]) -> u128 {
+        let n = self.prep.requests() as f64;
+        let most = budgets
+            .iter()
+            .map(|b| match *b {
+                Budget::AddedDelay { ns } => ns as f64 * n,
+                Budget::Slowdown { fraction } => fraction * self.prep.baseline_mean_ns() * n,
+            })
+            .fold(0.0, f64::max);
+        (most * (1.0 + 1e-6)) as u128 + 1
     }
 
     /// Every budget at one size, sharing simulations.
@@ -319,7 +389,9 @@ impl Search<'_> {
         sims: &AtomicU64,
         tick: &dyn Fn(u64),
     ) -> Result<Vec<(Option<Choice>, u64)>> {
-        let mut cache: HashMap<usize, Choice> = HashMap::new();
+        // ladder step → its figures (`None`: over every budget)
+        let mut cache: HashMap<usize, Option<Choice>> = HashMap::new();
+        let cap = self.cap_added_ns(budgets);
         let mut out = Vec::new();
         for b in budgets {
             let mut steps = 0u64;
@@ -329,9 +401,11 @@ impl Search<'_> {
                 tick(1);
                 if let std::collections::hash_map::Entry::Vacant(v) = cache.entry(i) {
                     sims.fetch_add(1, Ordering::Relaxed);
-                    v.insert(self.run(size, i)?);
+                    v.insert(self.run(size, i, Some(cap))?);
                 }
-                Ok(b.meets(&cache[&i].result))
+                Ok(cache[&i]
+                    .as_ref()
+                    .is_some_and(|c| b.meets_means(c.fg_slowdown, c.fg_mean_added_delay_s)))
             };
             if self.ladder.is_empty() {
                 meets(0)?;
@@ -362,7 +436,8 @@ impl Search<'_> {
             // the best feasible point seen at this size (see the module docs)
             let best = cache
                 .iter()
-                .filter(|(_, c)| b.meets(&c.result))
+                .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
+                .filter(|(_, c)| b.meets_means(c.fg_slowdown, c.fg_mean_added_delay_s))
                 .max_by(|(i, a), (j, c)| {
                     a.bg_throughput_bytes_per_s
                         .total_cmp(&c.bg_throughput_bytes_per_s)
@@ -400,7 +475,7 @@ pub fn tune(
     if cfg.sizes.is_empty() {
         return Err(Error::invalid("sizes", "give at least one request size"));
     }
-    let search = Search::new(prep, policy_spec, sim, cfg.sizes[0])?;
+    let search = Search::new(prep, policy_spec, sim, cfg.sizes[0], cfg.fast)?;
     let entry = search.entry;
 
     let per_size = search.max_steps() * cfg.budgets.len() as u64;
@@ -517,6 +592,11 @@ pub fn tune(
         max_delay_s: cfg.max_delay_ns.map(|n| n as f64 / 1e9),
         budgets,
         simulations: sims.into_inner(),
+        method: if search.fast.is_some() {
+            "sweep"
+        } else {
+            "simulation"
+        },
     })
 }
 
@@ -540,17 +620,13 @@ pub fn baseline(prep: &Prepared, sim: &SimConfig) -> Result<Choice> {
     };
     let mut pol = policy::build(&spec)?;
     let r = simulate(prep, pol.as_mut(), &cfg)?;
-    Ok(Choice {
-        policy: entry.name.to_string(),
+    Ok(Choice::new(
+        entry.name,
         spec,
         params,
-        request_size_bytes: SIZE,
-        bg_size_bytes: cfg.bg_size_bytes,
-        bg_throughput_bytes_per_s: r.bg.throughput_bytes_per_s,
-        fg_mean_added_delay_s: r.fg.mean_added_delay_s,
-        fg_slowdown: r.fg.slowdown,
-        fg_collision_rate: r.fg.collision_rate,
-        knob: entry.knob.map(|k| k.default.to_string()),
-        result: r,
-    })
+        SIZE,
+        cfg.bg_size_bytes,
+        &r.mean_figures(),
+        entry.knob.map(|k| k.default.to_string()),
+    ))
 }

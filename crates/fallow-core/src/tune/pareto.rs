@@ -100,7 +100,7 @@ pub fn pareto(
     size: u64,
     threads: usize,
 ) -> Result<Front> {
-    let search = Search::new(prep, policy_spec, sim, size)?;
+    let search = Search::new(prep, policy_spec, sim, size, true)?;
     let steps: Vec<usize> = if search.ladder.is_empty() {
         vec![0]
     } else {
@@ -114,14 +114,17 @@ pub fn pareto(
             s.spawn(|| loop {
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&i) = steps.get(k) else { break };
-                let r = search.run(size, i).map(|c| ParetoPoint {
-                    spec: c.spec,
-                    knob: c.knob,
-                    bg_throughput_bytes_per_s: c.bg_throughput_bytes_per_s,
-                    fg_mean_added_delay_s: c.fg_mean_added_delay_s,
-                    fg_slowdown: c.fg_slowdown,
-                    fg_collision_rate: c.fg_collision_rate,
-                    idle_used_fraction: c.result.idle_used_fraction,
+                let r = search.run(size, i, None).map(|c| {
+                    let c = c.expect("no cap, so always evaluated");
+                    ParetoPoint {
+                        spec: c.spec,
+                        knob: c.knob,
+                        bg_throughput_bytes_per_s: c.bg_throughput_bytes_per_s,
+                        fg_mean_added_delay_s: c.fg_mean_added_delay_s,
+                        fg_slowdown: c.fg_slowdown,
+                        fg_collision_rate: c.fg_collision_rate,
+                        idle_used_fraction: c.idle_used_fraction,
+                    }
                 });
                 slots.lock().expect("no panics")[k] = Some(r);
             });

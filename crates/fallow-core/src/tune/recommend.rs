@@ -141,6 +141,7 @@ pub fn recommend(
         sizes: sizes.to_vec(),
         max_delay_ns,
         threads,
+        fast: true,
     };
     let names = candidates();
     let mut simulations = 0;

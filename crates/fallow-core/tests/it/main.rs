@@ -1,5 +1,6 @@
 //! Integration tests of `fallow-core`, one module per area.
 
+mod fast_sweep;
 mod pareto;
 mod policies_bb;
 mod policies_et;

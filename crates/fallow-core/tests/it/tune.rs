@@ -43,6 +43,7 @@ fn cfg(budgets: &str, sizes: &str) -> TuneConfig {
         sizes: tune::parse_sizes(sizes).unwrap(),
         max_delay_ns: None,
         threads: 2,
+        fast: true,
     }
 }
 

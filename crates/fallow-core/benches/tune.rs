@@ -1,0 +1,171 @@
+//! Tuning speed: `tune` for 3 budgets × 30 request sizes with the one-pass
+//! sweep over the idle intervals, against the same search re-simulating
+//! every setting (the naive way), in one run, with a check that both give
+//! identical answers.
+//!
+//! A plain program (`harness = false`) that prints its figures:
+//!
+//! ```text
+//! cargo bench -p fallow-core --bench tune                  # 1 M requests
+//! cargo bench -p fallow-core --bench tune -- --requests 100000   # CI smoke size
+//! ```
+//!
+//! The traces are synthetic and held in memory, exponential 10 ms service
+//! at 30 % utilisation, with completions: Poisson arrivals (M/M/1: idle
+//! times are light-tailed, so at every wait that matters most intervals
+//! are used and the sweep visits most of them: its worst case), and a
+//! bursty two-state MMPP (CV 9, bursts of 1000: heavy-tailed idle times
+//! like the real traces', where long waits leave few intervals to visit).
+//! `--workload poisson|mmpp` runs one of them.
+//! BG service is size-based (8 ms up to 64 KiB, then 100 MB/s: Practical
+//! Scrubbing Fig. 4), budgets 1 ms, 2 ms and 4 ms of mean added delay,
+//! 30 sizes from 64 KiB to 4 MiB, at most 50.4 ms per request: the
+//! Table III experiment. Both ways run on one thread.
+
+use fallow_core::sim::{BgService, BgWork, Prepared, SimConfig};
+use fallow_core::tune::{self, Budget, TuneConfig};
+use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
+use fallow_core::ServiceModel;
+use std::time::Instant;
+
+fn requests() -> usize {
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--requests" {
+            if let Some(n) = args.next().and_then(|v| v.replace('_', "").parse().ok()) {
+                return n;
+            }
+        }
+    }
+    1_000_000
+}
+
+fn main() {
+    let n = requests();
+    let only = {
+        let mut args = std::env::args().skip(1);
+        let mut w = None;
+        while let Some(a) = args.next() {
+            if a == "--workload" {
+                w = args.next();
+            }
+        }
+        w
+    };
+    for (name, spec) in [("poisson", "poisson"), ("mmpp", "mmpp:cv=9,burst=1000")] {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        bench(n, spec);
+    }
+}
+
+fn bench(n: usize, spec: &str) {
+    let arrivals: ArrivalProcess = spec.parse().expect("valid arrival process");
+    let arrivals = arrivals.with_mean_rate(30.0).expect("positive rate");
+    let trace = SyntheticWorkload {
+        arrivals,
+        requests: n,
+        service: ServiceModel::Exponential {
+            mean_ns: 10_000_000,
+        },
+        request_size_bytes: 4096,
+        capacity_bytes: 1 << 40,
+        write_fraction: 0.3,
+        seed: 1,
+    }
+    .generate()
+    .expect("valid workload");
+    let prep = Prepared::new(&trace, None, 1).expect("trace with completions");
+    let sim = SimConfig {
+        bg_service: BgService::SizeBased {
+            base_ns: 8_000_000,
+            knee_bytes: 64 << 10,
+            rate_bytes_per_s: 100e6,
+        },
+        bg_work: BgWork::Endless,
+        ..SimConfig::default()
+    };
+    let budgets = Budget::parse_list("1ms,2ms,4ms").expect("valid budgets");
+    let mut cfg = TuneConfig::new(budgets);
+    cfg.sizes = tune::log_spaced(64 << 10, 4 << 20, 30);
+    cfg.max_delay_ns = Some(50_400_000);
+    println!(
+        "tune fixed-wait on {spec}, 3 budgets x {} sizes, {} FG requests, {} idle intervals, 1 thread",
+        cfg.sizes.len(),
+        n,
+        prep.periods().idle_len_ns.len()
+    );
+    let run = |fast: bool| {
+        let mut c = cfg.clone();
+        c.fast = fast;
+        c.threads = 1;
+        let t = Instant::now();
+        let r = tune::tune(&prep, "fixed-wait", &sim, &c, &|_, _| {}).expect("tunes");
+        (t.elapsed().as_secs_f64(), r)
+    };
+    if std::env::args().any(|a| a == "--per-threshold") {
+        // one sweep per threshold, for profiling
+        let sweep = tune::FastSweep::new(&prep, &sim).expect("deterministic service");
+        let rule = fallow_core::policy::entry("fixed-wait")
+            .expect("registered")
+            .interval_rule
+            .expect("has a rule");
+        for t_ms in [0.1, 1.0, 10.0, 30.0, 100.0, 1000.0, 1e5] {
+            let t = Instant::now();
+            for _ in 0..20 {
+                std::hint::black_box(sweep.totals(rule, t_ms * 1e6, 1 << 20, &sim, None));
+            }
+            println!(
+                "  t={t_ms}ms: {:.3} ms per sweep",
+                t.elapsed().as_secs_f64() / 20.0 * 1e3
+            );
+        }
+        return;
+    }
+    let (fast_s, fast) = run(true);
+    if std::env::args().any(|a| a == "--fast-only") {
+        // for profiling the sweep
+        println!("  one-pass sweep   {fast_s:8.3} s");
+        return;
+    }
+    let (naive_s, naive) = run(false);
+    let cores = tune::default_threads();
+    let (fast_all_s, fast_all) = {
+        let mut c = cfg.clone();
+        c.threads = cores;
+        let t = Instant::now();
+        let r = tune::tune(&prep, "fixed-wait", &sim, &c, &|_, _| {}).expect("tunes");
+        (t.elapsed().as_secs_f64(), r)
+    };
+    assert_eq!(fast.method, "sweep");
+    assert_eq!(naive.method, "simulation");
+    let answers = |t: &tune::Tuning| serde_json::to_string(&t.budgets).expect("serialises");
+    let identical = answers(&fast) == answers(&naive);
+    println!(
+        "  one-pass sweep   {fast_s:8.3} s  ({} settings, {:.1} us each)",
+        fast.simulations,
+        fast_s / fast.simulations as f64 * 1e6
+    );
+    println!(
+        "  re-simulation    {naive_s:8.3} s  ({} settings, {:.2} ms each)",
+        naive.simulations,
+        naive_s / naive.simulations as f64 * 1e3
+    );
+    println!("  speed-up         {:8.1} x", naive_s / fast_s);
+    println!("  one-pass sweep   {fast_all_s:8.3} s  on {cores} threads");
+    let identical = identical && answers(&fast_all) == answers(&fast);
+    println!("  identical answers: {identical}");
+    for b in &fast.budgets {
+        if let Some(c) = &b.best {
+            println!(
+                "  {:>5}: {:.1} MB/s at t={} and {} KiB",
+                b.budget_text,
+                c.bg_throughput_bytes_per_s / 1e6,
+                c.knob.as_deref().unwrap_or("-"),
+                c.request_size_bytes >> 10
+            );
+        }
+    }
+    assert!(identical, "the sweep and the simulation disagree");
+}

@@ -1,0 +1,182 @@
+//! The one-pass sweep (`tune::fast`) against the simulator: at sampled
+//! settings its totals and figures equal a simulation's to the bit, for
+//! every policy that declares an interval rule, on a recorded trace and on
+//! synthetic ones, with and without a switch penalty (a penalty larger
+//! than a service time takes the sweep's slow path); and `tune` gives the
+//! same answers whichever way it evaluates.
+
+use fallow_core::policy;
+use fallow_core::sim::{simulate, BgService, Prepared, SimConfig};
+use fallow_core::trace::{read_trace, ReadOptions};
+use fallow_core::tune::{self, Budget, FastSweep, TuneConfig};
+use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
+use fallow_core::ServiceModel;
+use std::path::Path;
+
+fn synthetic(spec: &str, requests: usize, seed: u64) -> Prepared {
+    let service = ServiceModel::Exponential { mean_ns: 5_000_000 };
+    let t = SyntheticWorkload {
+        arrivals: ArrivalProcess::from_spec(spec, None, Some(0.3), &service, 4096).unwrap(),
+        requests,
+        service,
+        request_size_bytes: 4096,
+        capacity_bytes: 1 << 30,
+        write_fraction: 0.5,
+        seed,
+    }
+    .generate()
+    .unwrap();
+    Prepared::new(&t, None, seed).unwrap()
+}
+
+/// HP hplajw disk 0, when the shared traces are present.
+fn hp() -> Option<Prepared> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/traces/hp-hplajw-1992/ajw.1week.srt");
+    if !path.exists() {
+        eprintln!("skipping the HP trace: {} not found", path.display());
+        return None;
+    }
+    let t = read_trace(&path, &ReadOptions::default()).unwrap();
+    let t = t.select_device(0).unwrap();
+    Some(Prepared::new(&t, None, 1).unwrap())
+}
+
+fn configs() -> Vec<SimConfig> {
+    let size = "size:base=8ms,knee=64KiB,rate=100MB"
+        .parse::<BgService>()
+        .unwrap();
+    vec![
+        SimConfig {
+            bg_service: size,
+            ..SimConfig::default()
+        },
+        SimConfig {
+            bg_service: size,
+            switch_penalty_ns: 1_500_000,
+            ..SimConfig::default()
+        },
+        SimConfig {
+            // a penalty of several service times: shifts span whole services
+            bg_service: BgService::Constant { ns: 3_000_000 },
+            switch_penalty_ns: 20_000_000,
+            ..SimConfig::default()
+        },
+    ]
+}
+
+/// The rule-bearing policies and the knob values to sample (ns or percent).
+fn samples() -> Vec<(&'static str, Vec<f64>)> {
+    let waits = vec![1e5, 7.3e5, 3e6, 1.37e7, 5e7, 2.1e8, 1e9, 2.9e10];
+    vec![
+        ("fixed-wait", waits.clone()),
+        ("lossless-waiting", waits),
+        ("oracle", vec![0.01, 0.5, 3.0, 10.0, 37.5, 80.0, 100.0]),
+    ]
+}
+
+fn check(prep: &Prepared, what: &str) {
+    let mut checked = 0;
+    for sim in configs() {
+        let sweep = FastSweep::new(prep, &sim).expect("deterministic service, endless work");
+        for (name, values) in samples() {
+            let entry = policy::entry(name).unwrap();
+            let rule = entry.interval_rule.expect("declares a rule");
+            let knob = entry.knob.unwrap().name;
+            for &v in &values {
+                for size in [4096u64, 64 << 10, 1 << 20] {
+                    let text = if name == "oracle" {
+                        format!("{v}")
+                    } else {
+                        format!("{}ns", v as u64)
+                    };
+                    let spec = format!("{name}:{knob}={text}");
+                    let cfg = SimConfig {
+                        bg_size_bytes: size,
+                        ..sim.clone()
+                    };
+                    let r = simulate(prep, policy::build(&spec).unwrap().as_mut(), &cfg).unwrap();
+                    let t = sweep.totals(rule, v, size, &cfg, None).unwrap();
+                    let at = format!(
+                        "{what}: {spec} size {size} penalty {}",
+                        sim.switch_penalty_ns
+                    );
+                    assert_eq!(prep.figures(&t), r.mean_figures(), "{at}");
+                    assert_eq!(t.collisions, r.fg.collisions, "{at}");
+                    assert_eq!(t.delayed_requests, r.fg.delayed_requests, "{at}");
+                    assert_eq!(t.bg_completed, r.bg.completed, "{at}");
+                    assert_eq!(t.bg_bytes, r.bg.bytes, "{at}");
+                    assert_eq!(t.idle_intervals, r.idle_intervals, "{at}");
+                    assert_eq!(
+                        (t.bg_busy_ns + t.bg_overrun_ns) as f64 / 1e9,
+                        r.bg.busy_s,
+                        "{at}"
+                    );
+                    // a cap stops the walk exactly when the total passes it
+                    if t.added_ns > 0 {
+                        assert!(sweep
+                            .totals(rule, v, size, &cfg, Some(t.added_ns - 1))
+                            .is_none());
+                        assert_eq!(sweep.totals(rule, v, size, &cfg, Some(t.added_ns)), Some(t));
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 100);
+}
+
+#[test]
+fn the_sweep_equals_the_simulation_at_sampled_points_on_synthetic_traces() {
+    check(&synthetic("poisson", 20_000, 3), "M/M/1");
+    check(&synthetic("mmpp:cv=9,burst=200", 20_000, 5), "MMPP");
+}
+
+#[test]
+fn the_sweep_equals_the_simulation_at_sampled_points_on_the_hp_trace() {
+    if let Some(p) = hp() {
+        check(&p, "HP disk 0");
+    }
+}
+
+#[test]
+fn the_sweep_refuses_what_it_cannot_compute() {
+    let prep = synthetic("poisson", 2000, 1);
+    let exp = SimConfig::default(); // exponential BG service
+    assert!(FastSweep::new(&prep, &exp).is_none());
+    let finite = SimConfig {
+        bg_service: BgService::Constant { ns: 1_000_000 },
+        bg_work: fallow_core::sim::BgWork::Requests(10),
+        ..SimConfig::default()
+    };
+    assert!(FastSweep::new(&prep, &finite).is_none());
+}
+
+#[test]
+fn tune_gives_the_same_answers_by_sweep_and_by_simulation() {
+    let prep = synthetic("mmpp:cv=9,burst=200", 5_000, 11);
+    let sim = &configs()[1];
+    for policy in ["fixed-wait", "lossless-waiting", "oracle"] {
+        let mut cfg = TuneConfig::new(Budget::parse_list("500us,2ms,3%").unwrap());
+        cfg.sizes = tune::parse_sizes("16KiB..2MiB/8").unwrap();
+        cfg.max_delay_ns = Some(25_000_000);
+        cfg.threads = 2;
+        let fast = tune::tune(&prep, policy, sim, &cfg, &|_, _| {}).unwrap();
+        cfg.fast = false;
+        let slow = tune::tune(&prep, policy, sim, &cfg, &|_, _| {}).unwrap();
+        assert_eq!(fast.method, "sweep", "{policy}");
+        assert_eq!(slow.method, "simulation", "{policy}");
+        assert_eq!(
+            serde_json::to_string(&fast.budgets).unwrap(),
+            serde_json::to_string(&slow.budgets).unwrap(),
+            "{policy}"
+        );
+        assert!(fast.budgets.iter().any(|b| b.best.is_some()), "{policy}");
+    }
+    // a fixed parameter besides the knob and size, or exponential service: simulated
+    let exp = SimConfig::default();
+    let cfg = TuneConfig::new(Budget::parse_list("1ms").unwrap());
+    let t = tune::tune(&prep, "fixed-wait", &exp, &cfg, &|_, _| {}).unwrap();
+    assert_eq!(t.method, "simulation");
+}
