@@ -40,6 +40,7 @@
 
 mod budget;
 pub mod ladder;
+pub mod online;
 pub mod pareto;
 pub mod recommend;
 mod sizes;
