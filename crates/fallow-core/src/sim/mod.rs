@@ -24,9 +24,11 @@
 
 mod bg;
 mod metrics;
+mod parts;
 
 pub use bg::{BgService, BgWork, Burst};
 pub use metrics::{BgMetrics, FgMetrics, MeanFigures, SimResult, Totals};
+pub use parts::{simulate_split, Part, Split};
 
 use crate::error::{Error, Result};
 use crate::period::{periods_of, Periods};
@@ -195,6 +197,155 @@ impl Prepared {
             },
         }
     }
+
+    /// A trace known only by its busy periods (length, FG requests) and
+    /// the idle intervals between them (one fewer), as a policy sees it
+    /// through `on_busy_end` / `on_idle_end`; the first busy period starts
+    /// at 0.
+    ///
+    /// Per-request times are synthesised: a busy period of `n` requests and
+    /// length `L` is `n` requests served back to back, each arriving as the
+    /// one before it completes, so their response times sum to `L` (split
+    /// as evenly as integer ns allow). The added-delay accounting is exact
+    /// (a collision delays every request of the busy period). Of all FCFS
+    /// single-server schedules with that `n` and `L`, this has the smallest
+    /// baseline response times (each request waits for none), so the
+    /// slowdown it gives is an upper bound of the true one: a slowdown
+    /// budget is checked conservatively.
+    pub fn from_periods(
+        busy_len_ns: &[u64],
+        busy_requests: &[u32],
+        idle_len_ns: &[u64],
+    ) -> Result<Prepared> {
+        if busy_len_ns.is_empty() || busy_len_ns.len() != busy_requests.len() {
+            return Err(Error::invalid(
+                "busy periods",
+                format!(
+                    "{} lengths and {} request counts: give as many of each, at least one",
+                    busy_len_ns.len(),
+                    busy_requests.len()
+                ),
+            ));
+        }
+        if idle_len_ns.len() + 1 != busy_len_ns.len() {
+            return Err(Error::invalid(
+                "idle intervals",
+                format!(
+                    "{} idle intervals between {} busy periods: there must be one fewer",
+                    idle_len_ns.len(),
+                    busy_len_ns.len()
+                ),
+            ));
+        }
+        if let Some(j) = busy_requests.iter().position(|&n| n == 0) {
+            return Err(Error::invalid(
+                "busy periods",
+                format!("busy period {j} has no request"),
+            ));
+        }
+        if let Some(j) = idle_len_ns.iter().position(|&i| i == 0) {
+            return Err(Error::invalid(
+                "idle intervals",
+                format!("idle interval {j} is empty (idle intervals are > 0)"),
+            ));
+        }
+        let requests: usize = busy_requests.iter().map(|&n| n as usize).sum();
+        let mut periods = Periods::default();
+        let mut baseline_rt_ns = Vec::with_capacity(requests);
+        let mut arrival_ns = Vec::with_capacity(requests);
+        // sized to the window's response times, not 41 days: a refit runs
+        // dozens of simulations whose fixed cost is walking this histogram
+        let mut baseline_hist = Histogram::new_with_bounds(1, 2, 3).expect("valid bounds");
+        baseline_hist.auto(true);
+        let mut baseline_sum_ns = 0u128;
+        let mut t = 0u64;
+        for (j, (&len, &n)) in busy_len_ns.iter().zip(busy_requests).enumerate() {
+            periods.busy_start_ns.push(t);
+            periods.busy_len_ns.push(len);
+            periods.busy_requests.push(n);
+            let n = u128::from(n);
+            for i in 0..n {
+                // request i is served over [t + i·L/n, t + (i+1)·L/n)
+                let from = (i * len as u128 / n) as u64;
+                let to = ((i + 1) * len as u128 / n) as u64;
+                arrival_ns.push(t + from);
+                baseline_rt_ns.push(to - from);
+                record(&mut baseline_hist, to - from);
+                baseline_sum_ns += (to - from) as u128;
+            }
+            t = t.checked_add(len).ok_or_else(overflow)?;
+            if let Some(&idle) = idle_len_ns.get(j) {
+                periods.idle_start_ns.push(t);
+                periods.idle_len_ns.push(idle);
+                t = t.checked_add(idle).ok_or_else(overflow)?;
+            }
+        }
+        Ok(Prepared {
+            busy_total_ns: periods.busy_total_ns(),
+            periods,
+            is_write: vec![false; baseline_rt_ns.len()],
+            baseline_rt_ns,
+            arrival_ns,
+            baseline_hist,
+            baseline_sum_ns,
+            span_ns: t,
+        })
+    }
+
+    /// The first `requests` FG requests on their own, as if the trace ended
+    /// there: a run of a policy on it is, request for request, the start
+    /// of the same run on the whole trace (for policies that are not
+    /// clairvoyant). `requests` must end a busy period.
+    pub fn prefix(&self, requests: usize) -> Result<Prepared> {
+        let mut k = 0usize; // busy periods kept
+        let mut n = 0usize;
+        while n < requests && k < self.periods.busy_requests.len() {
+            n += self.periods.busy_requests[k] as usize;
+            k += 1;
+        }
+        if n != requests || k == 0 {
+            return Err(Error::invalid(
+                "split",
+                format!(
+                    "{requests} requests do not end a busy period (the trace has {} requests in {} busy periods)",
+                    self.requests(),
+                    self.periods.busy_requests.len()
+                ),
+            ));
+        }
+        let p = &self.periods;
+        let periods = Periods {
+            busy_start_ns: p.busy_start_ns[..k].to_vec(),
+            busy_len_ns: p.busy_len_ns[..k].to_vec(),
+            busy_requests: p.busy_requests[..k].to_vec(),
+            idle_start_ns: p.idle_start_ns[..k - 1].to_vec(),
+            idle_len_ns: p.idle_len_ns[..k - 1].to_vec(),
+        };
+        let baseline_rt_ns = self.baseline_rt_ns[..n].to_vec();
+        let mut baseline_hist = new_histogram();
+        let mut baseline_sum_ns = 0u128;
+        for &rt in &baseline_rt_ns {
+            record(&mut baseline_hist, rt);
+            baseline_sum_ns += rt as u128;
+        }
+        Ok(Prepared {
+            span_ns: periods.busy_start_ns[k - 1] + periods.busy_len_ns[k - 1],
+            busy_total_ns: periods.busy_total_ns(),
+            periods,
+            baseline_rt_ns,
+            arrival_ns: self.arrival_ns[..n].to_vec(),
+            is_write: self.is_write[..n].to_vec(),
+            baseline_hist,
+            baseline_sum_ns,
+        })
+    }
+}
+
+fn overflow() -> Error {
+    Error::invalid(
+        "periods",
+        "the busy periods and idle intervals overflow 584 years of ns",
+    )
 }
 
 fn new_histogram() -> Histogram<u64> {

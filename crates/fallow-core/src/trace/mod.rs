@@ -9,6 +9,7 @@
 mod blkparse;
 mod builder;
 mod bytes;
+mod concat;
 mod detect;
 mod fallow_bin;
 mod hp_srt;

@@ -41,6 +41,7 @@
 mod budget;
 pub mod fast;
 pub mod ladder;
+pub mod online;
 pub mod pareto;
 pub mod recommend;
 mod sizes;

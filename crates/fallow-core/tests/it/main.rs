@@ -7,5 +7,6 @@ mod policies_et;
 mod policies_mi;
 mod queueing;
 mod readers;
+mod retune;
 mod sim;
 mod tune;

@@ -1,0 +1,718 @@
+//! Online re-tuning: [`OnlineTuner`] is a [`Policy`] that runs any policy
+//! of the registry and, as it runs, re-fits that policy's aggressiveness
+//! knob to a [`Budget`] over a sliding window of the idle/busy history it
+//! has been shown, so no offline analysis of the workload is needed.
+//!
+//! This is the direction Mi et al. close on (§7: "self-adjusting various
+//! parameters … a policy that is free of any input from offline
+//! analysis"), with Busy Bee's windows (§4, §5.1: Threshold and CWS are
+//! computed from the histogram of one time window and used in the next,
+//! "which allows the algorithm to adapt well … to changing workloads").
+//! Busy Bee §5.3 tests that adaptation by concatenating two traces; see
+//! [`Trace::concat`](crate::trace::Trace::concat) and
+//! [`simulate_split`](crate::sim::simulate_split).
+//!
+//! ## What it does
+//! - It records what the [`Policy`] trait tells it and nothing else:
+//!   busy periods (`on_busy_end`: length, FG requests), idle intervals
+//!   (`on_idle_end`: length, collided) and the time of each decision
+//!   ([`Ctx`]), keeping the last `window` idle intervals and the busy
+//!   periods around them. It is never told the future (it is not
+//!   clairvoyant and ignores `prepare`), so the same object runs in the
+//!   simulator and live.
+//! - Every `every` idle intervals, at the next `on_idle`, it builds a small
+//!   trace from the window ([`Prepared::from_periods`]) and searches the
+//!   knob's [`ladder`](super::ladder()) on it with `tune`'s
+//!   coarse-then-fine steps, starting from the value in use (the window
+//!   moves little between refits): up the coarse 1-2-5 grid while the
+//!   budget is met, or down until it is, then a bisection to the next
+//!   coarse value; the answer is the feasible point seen with the most BG
+//!   throughput. A refit costs at most (coarse values + bisection steps)
+//!   runs over `window` intervals, 19 + 9 for a wait, and a dozen when the
+//!   value moves by less than a coarse step.
+//! - A change is not left to the next scheduled refit: when the idle
+//!   intervals since the last refit collided far more often than its
+//!   window predicted for the value in use (over 4 Poisson standard
+//!   deviations, plus 4), the workload has changed under it. The window
+//!   then restarts from those intervals and a refit runs at once (no
+//!   sooner than `every / 8` intervals after the last one, so at most 8
+//!   refits per `every` intervals). This only guards the budget: a change
+//!   that makes the value too conservative is followed by the window.
+//! - If the value changed, the inner policy is rebuilt with it and warmed
+//!   up by replaying the window through `on_busy_end` / `on_idle_end`, so
+//!   policies that learn from idle history (cdf-based, autoregressive, …)
+//!   do not restart cold. State a policy builds in `on_idle` (deadline's
+//!   progress, busy-bee's time windows) restarts.
+//! - Until the first refit (the first `every` idle intervals) it runs the
+//!   knob's most conservative ladder value (a wait of 100 s, T = 0.01, …):
+//!   almost no BG work rather than the registry default, which is not safe
+//!   on every workload (a 100 ms wait breaks a 1 ms budget on a busy disk).
+//!   When no ladder value meets the budget on a window, it also falls back
+//!   to the most conservative value.
+//!
+//! ## The window, and what it approximates
+//! - Idle intervals are recorded as they were before BG work delayed the
+//!   busy period before them: FG arrivals never move, so an interval
+//!   starts its busy period's length after the busy period's first
+//!   arrival (the decision time of the interval before plus its length),
+//!   and whatever the decision time is later than that was delay. In the
+//!   simulator, whose busy lengths are the baseline's, this recovers the
+//!   baseline exactly; live, where a busy period is measured with the
+//!   delay in it, the delay stays in the history (conservative).
+//! - A busy period told twice without an idle interval between (a delay
+//!   swallowed a short interval) is recorded as one busy period; two idle
+//!   intervals without a busy period between as one interval.
+//! - Per-request response times are synthesised from (requests, length) of
+//!   each busy period ([`Prepared::from_periods`]): exact for the added
+//!   delay, an upper bound for the slowdown.
+//! - The window runs assume endless BG work (the trait does not say how
+//!   much is left), take the BG service model and size from [`Ctx`], and
+//!   the switch penalty from [`OnlineConfig`]. Every candidate starts cold
+//!   on the window. Runs of one refit share a seed (common random numbers).
+
+use super::{ladder, Budget, Step};
+use crate::error::{Error, Result};
+use crate::policy::{self, Ctx, Decision, Entry, Knob, Params, Policy};
+use crate::sim::{simulate, BgWork, Prepared, SimConfig};
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+
+/// Idle intervals in the window when none is given.
+pub const DEFAULT_WINDOW: usize = 2000;
+
+/// How the tuner re-fits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnlineConfig {
+    /// What the foreground may lose, checked on each window.
+    pub budget: Budget,
+    /// Idle intervals in the sliding window.
+    pub window: usize,
+    /// Idle intervals between refits.
+    pub every: usize,
+    /// Switch penalty of a collision, ns, as the run's (the trait does not
+    /// tell it).
+    pub switch_penalty_ns: u64,
+    /// Seed of the window runs (refit `k` uses `seed + k`).
+    pub seed: u64,
+}
+
+impl OnlineConfig {
+    /// `budget` over the default window (2000 intervals), refit every
+    /// quarter window, no switch penalty, seed 1.
+    pub fn new(budget: Budget) -> OnlineConfig {
+        OnlineConfig {
+            budget,
+            window: DEFAULT_WINDOW,
+            every: DEFAULT_WINDOW / 4,
+            switch_penalty_ns: 0,
+            seed: 1,
+        }
+    }
+}
+
+/// One point of the knob's trajectory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Refit {
+    /// When the value took effect, s on the trace clock (the start of the
+    /// idle interval whose decision first used it).
+    pub time_s: f64,
+    /// Idle intervals seen before it.
+    pub intervals: u64,
+    /// The knob's value as written (`42.6ms`).
+    pub knob: String,
+    /// As parsed (ns for durations).
+    pub value: f64,
+    /// The fit on the window (`None` for the start value).
+    pub fit: Option<WindowFit>,
+}
+
+/// What a refit saw on its window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowFit {
+    /// True when collisions since the last refit called it early (a
+    /// change), false when `every` intervals had passed.
+    pub early: bool,
+    /// Idle intervals in the window.
+    pub intervals: usize,
+    /// False when no value met the budget (the most conservative one is used).
+    pub met: bool,
+    /// The chosen value's mean added delay per FG request on the window, s.
+    pub mean_added_delay_s: f64,
+    /// Its relative slowdown on the window.
+    pub slowdown: f64,
+    /// Its BG throughput on the window, bytes per second.
+    pub bg_throughput_bytes_per_s: f64,
+    /// Window runs this refit took.
+    pub simulations: u32,
+}
+
+/// A policy from the registry whose knob is re-fitted online (module docs).
+pub struct OnlineTuner {
+    entry: &'static Entry,
+    knob: Knob,
+    /// Parameters the user fixed, `k=v,…` (may be empty).
+    fixed: String,
+    ladder: Vec<Step>,
+    /// Ladder indices scanned first, most conservative first.
+    coarse: Vec<usize>,
+    cfg: OnlineConfig,
+    inner: Box<dyn Policy>,
+    /// Ladder index in use.
+    current: usize,
+    /// Busy periods of the window (length ns, requests), one more than
+    /// idle intervals once a busy period has ended.
+    busy: VecDeque<(u64, u32)>,
+    /// Idle intervals of the window (length ns, collided).
+    idle: VecDeque<(u64, bool)>,
+    /// The last event recorded was a busy period's end.
+    after_busy: bool,
+    /// When the last busy period recorded started (its first FG arrival),
+    /// ns, if known.
+    busy_start_ns: Option<u64>,
+    /// When the current idle interval started, ns (set at its `on_idle`).
+    idle_start_ns: Option<u64>,
+    /// How late the last busy period ended, ns: by how much BG work
+    /// delayed it, so the idle interval after it was that much shorter.
+    late_ns: u64,
+    /// Idle intervals since the last refit, and how many of them collided.
+    since_refit: usize,
+    collided_since: u64,
+    /// Collisions per idle interval the last refit expects of its value.
+    expected_collisions: Option<f64>,
+    intervals: u64,
+    history: Vec<Refit>,
+}
+
+impl OnlineTuner {
+    /// Wrap `spec` (`fixed-wait`, `busy-bee:window=1h`: a registry policy
+    /// without its knob) and re-fit its knob to `cfg.budget`.
+    pub fn new(spec: &str, cfg: OnlineConfig) -> Result<OnlineTuner> {
+        let (name, params) = Params::parse(spec)?;
+        let entry = policy::entry(&name)?;
+        if entry.clairvoyant {
+            return Err(Error::invalid(
+                format!("policy {}", entry.name),
+                "a clairvoyant reference sees the future; online re-tuning needs a deployable policy",
+            ));
+        }
+        let knob = entry.knob.ok_or_else(|| {
+            Error::invalid(
+                format!("policy {}", entry.name),
+                "has no knob to re-tune (see `fallow policies`)",
+            )
+        })?;
+        if params.contains(knob.name) {
+            return Err(Error::invalid(
+                format!("policy {}", entry.name),
+                format!(
+                    "`{}` is the parameter re-tuning sets; leave it out",
+                    knob.name
+                ),
+            ));
+        }
+        if cfg.window < 2 {
+            return Err(Error::invalid(
+                "retune window",
+                format!(
+                    "{} idle intervals: give at least 2 (default {DEFAULT_WINDOW})",
+                    cfg.window
+                ),
+            ));
+        }
+        if cfg.every == 0 || cfg.every > cfg.window {
+            return Err(Error::invalid(
+                "retune every",
+                format!(
+                    "{} idle intervals: give 1 to the window ({})",
+                    cfg.every, cfg.window
+                ),
+            ));
+        }
+        let ladder = ladder(&knob);
+        let last = ladder.len().saturating_sub(1);
+        let coarse = (0..ladder.len())
+            .filter(|&i| ladder[i].coarse || i == 0 || i == last)
+            .collect();
+        let fixed = spec
+            .split_once(':')
+            .map(|(_, r)| r.trim().to_string())
+            .unwrap_or_default();
+        // a bad fixed parameter fails here, once
+        let inner = policy::build(&spec_of(entry.name, &fixed, &knob, &ladder[0]))?;
+        Ok(OnlineTuner {
+            entry,
+            knob,
+            fixed,
+            ladder,
+            coarse,
+            cfg,
+            inner,
+            current: 0,
+            busy: VecDeque::new(),
+            idle: VecDeque::new(),
+            after_busy: false,
+            busy_start_ns: None,
+            idle_start_ns: None,
+            late_ns: 0,
+            since_refit: 0,
+            collided_since: 0,
+            expected_collisions: None,
+            intervals: 0,
+            history: Vec::new(),
+        })
+    }
+
+    /// The knob's trajectory: the start value, then one point per refit.
+    pub fn history(&self) -> &[Refit] {
+        &self.history
+    }
+
+    /// The knob re-fitted.
+    pub fn knob(&self) -> &Knob {
+        &self.knob
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &OnlineConfig {
+        &self.cfg
+    }
+
+    /// The knob's value in use, as written.
+    pub fn value(&self) -> &str {
+        &self.ladder[self.current].text
+    }
+
+    /// The inner policy's spec in use (`fixed-wait:t=42.6ms`).
+    pub fn spec(&self) -> String {
+        self.spec_at(self.current)
+    }
+
+    fn spec_at(&self, i: usize) -> String {
+        spec_of(self.entry.name, &self.fixed, &self.knob, &self.ladder[i])
+    }
+
+    /// Re-fit the knob on the window and switch to the new value.
+    fn refit(&mut self, ctx: &Ctx<'_>, early: bool) {
+        let (busy_len, busy_requests): (Vec<u64>, Vec<u32>) = self.busy.iter().copied().unzip();
+        let idle_len: Vec<u64> = self.idle.iter().map(|&(i, _)| i).collect();
+        let Ok(prep) = Prepared::from_periods(&busy_len, &busy_requests, &idle_len) else {
+            return; // an empty window: keep the value
+        };
+        let sim = SimConfig {
+            bg_service: *ctx.bg_service,
+            bg_work: BgWork::Endless,
+            bg_size_bytes: ctx.bg_size_bytes,
+            switch_penalty_ns: self.cfg.switch_penalty_ns,
+            seed: self.cfg.seed.wrapping_add(self.history.len() as u64),
+        };
+        let budget = self.cfg.budget;
+        let mut seen: HashMap<usize, Outcome> = HashMap::new();
+        let mut ok = |i: usize| -> bool {
+            seen.entry(i)
+                .or_insert_with(|| outcome(&prep, &self.spec_at(i), &sim, &budget))
+                .met
+        };
+        // A coarse walk from the value in use (the window moves little
+        // between refits): up the 1-2-5 grid while feasible, or down until
+        // feasible; then bisect to the next coarse value (invariant: lo
+        // feasible, hi not). Unlike `tune`, the walk stops at the first
+        // change, which bounds a refit at (coarse values + bisection steps)
+        // runs and usually needs a dozen.
+        let c = &self.coarse;
+        let mut k = c.iter().rposition(|&i| i <= self.current).unwrap_or(0);
+        let bracket = if ok(c[k]) {
+            while k + 1 < c.len() && ok(c[k + 1]) {
+                k += 1;
+            }
+            (k + 1 < c.len()).then_some((c[k], c[k + 1]))
+        } else {
+            let mut found = None;
+            while k > 0 {
+                k -= 1;
+                if ok(c[k]) {
+                    found = Some((c[k], c[k + 1]));
+                    break;
+                }
+            }
+            found
+        };
+        if let Some((mut lo, mut hi)) = bracket {
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if ok(mid) {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+        }
+        // the feasible point seen with the most throughput on the window;
+        // ties go to less delay, then to the more conservative value
+        let best = seen
+            .iter()
+            .filter(|(_, o)| o.met)
+            .max_by(|(i, a), (j, b)| {
+                a.throughput
+                    .total_cmp(&b.throughput)
+                    .then(b.delay_s.total_cmp(&a.delay_s))
+                    .then(j.cmp(i))
+            })
+            .map(|(&i, _)| i);
+        let chosen = best.unwrap_or(0);
+        // (none feasible: the walk went down to index 0, which is in `seen`)
+        let o = seen
+            .entry(chosen)
+            .or_insert_with(|| outcome(&prep, &self.spec_at(chosen), &sim, &budget));
+        // a short window's most aggressive feasible value collides more
+        // than it predicts (it was picked for fitting that sample): no
+        // change is called on such a prediction, except right after one
+        self.expected_collisions = (early || idle_len.len() >= 2 * self.cfg.every)
+            .then(|| o.collisions as f64 / idle_len.len().max(1) as f64);
+        let fit = WindowFit {
+            early,
+            intervals: idle_len.len(),
+            met: best.is_some(),
+            mean_added_delay_s: o.delay_s,
+            slowdown: o.slowdown,
+            bg_throughput_bytes_per_s: o.throughput,
+            simulations: seen.len() as u32,
+        };
+        if chosen != self.current {
+            if let Ok(mut p) = policy::build(&self.spec_at(chosen)) {
+                // warm up on the window, as if it had run all along
+                for (&(b, n), &(i, c)) in self.busy.iter().zip(&self.idle) {
+                    p.on_busy_end(b, n);
+                    p.on_idle_end(i, c);
+                }
+                if let Some(&(b, n)) = self.busy.back() {
+                    p.on_busy_end(b, n);
+                }
+                self.inner = p;
+                self.current = chosen;
+            }
+        }
+        self.history.push(self.point(ctx.now_ns, Some(fit)));
+    }
+
+    /// More collisions since the last refit than its window predicts for
+    /// the value in use, by over 4 Poisson standard deviations (+4, so a
+    /// handful is never enough): the workload changed under the value.
+    /// Checked no sooner than `every / 8` intervals after a refit, so a
+    /// change costs at most 8 refits per `every` intervals.
+    fn surprised(&self) -> bool {
+        let Some(rate) = self.expected_collisions else {
+            return false;
+        };
+        if self.since_refit < (self.cfg.every / 8).max(1) {
+            return false;
+        }
+        let m = rate * self.since_refit as f64;
+        self.collided_since as f64 > m + 4.0 * m.sqrt() + 4.0
+    }
+
+    fn point(&self, now_ns: u64, fit: Option<WindowFit>) -> Refit {
+        let s = &self.ladder[self.current];
+        Refit {
+            time_s: now_ns as f64 / 1e9,
+            intervals: self.intervals,
+            knob: s.text.clone(),
+            value: s.value,
+            fit,
+        }
+    }
+}
+
+/// What one window run of one value gave.
+struct Outcome {
+    met: bool,
+    delay_s: f64,
+    slowdown: f64,
+    throughput: f64,
+    collisions: u64,
+}
+
+/// Run `spec` on `prep`; a failure (it cannot happen: the spec built at
+/// construction and the run's BG size is positive) counts as infeasible.
+fn outcome(prep: &Prepared, spec: &str, sim: &SimConfig, budget: &Budget) -> Outcome {
+    policy::build(spec)
+        .and_then(|mut p| simulate(prep, p.as_mut(), sim))
+        .map(|r| Outcome {
+            met: budget.meets(&r),
+            delay_s: r.fg.mean_added_delay_s,
+            slowdown: r.fg.slowdown,
+            throughput: r.bg.throughput_bytes_per_s,
+            collisions: r.fg.collisions,
+        })
+        .unwrap_or(Outcome {
+            met: false,
+            delay_s: f64::INFINITY,
+            slowdown: f64::INFINITY,
+            throughput: 0.0,
+            collisions: u64::MAX,
+        })
+}
+
+/// `name:fixed,knob=value`.
+fn spec_of(name: &str, fixed: &str, knob: &Knob, step: &Step) -> String {
+    if fixed.is_empty() {
+        format!("{name}:{}={}", knob.name, step.text)
+    } else {
+        format!("{name}:{fixed},{}={}", knob.name, step.text)
+    }
+}
+
+impl Policy for OnlineTuner {
+    fn name(&self) -> &str {
+        self.entry.name
+    }
+
+    fn on_idle(&mut self, ctx: &mut Ctx<'_>) -> Decision {
+        if self.history.is_empty() {
+            self.history.push(self.point(ctx.now_ns, None));
+        }
+        if self.after_busy && self.idle_start_ns.is_none() {
+            // FG arrivals are never moved, so the busy period that just
+            // ended started at its first arrival and, without BG work,
+            // would have ended its length later: the rest is delay
+            self.idle_start_ns = Some(ctx.now_ns);
+            self.late_ns = match (self.busy_start_ns, self.busy.back()) {
+                (Some(start), Some(&(len, _))) => {
+                    ctx.now_ns.saturating_sub(start.saturating_add(len))
+                }
+                _ => 0,
+            };
+        }
+        // refit at a decision, where the BG service and size are known,
+        // and only with the window ending in the busy period just over
+        if self.after_busy && (self.since_refit >= self.cfg.every || self.surprised()) {
+            let early = self.since_refit < self.cfg.every;
+            if early {
+                // what came before the change describes another workload
+                while self.idle.len() > self.since_refit {
+                    self.idle.pop_front();
+                    self.busy.pop_front();
+                }
+            }
+            self.since_refit = 0;
+            self.collided_since = 0;
+            self.refit(ctx, early);
+        }
+        self.inner.on_idle(ctx)
+    }
+
+    fn on_bg_done(&mut self, ctx: &mut Ctx<'_>, done: u64) -> Decision {
+        self.inner.on_bg_done(ctx, done)
+    }
+
+    fn on_idle_end(&mut self, idle_ns: u64, collided: bool) {
+        self.inner.on_idle_end(idle_ns, collided);
+        // the FG arrival that ended the interval starts the next busy period
+        self.busy_start_ns = self.idle_start_ns.take().map(|t| t.saturating_add(idle_ns));
+        let late_ns = std::mem::take(&mut self.late_ns);
+        if self.after_busy {
+            // the interval as it was before BG work delayed its start
+            self.idle
+                .push_back((idle_ns.saturating_add(late_ns), collided));
+            self.after_busy = false;
+            while self.idle.len() > self.cfg.window {
+                self.idle.pop_front();
+                self.busy.pop_front();
+            }
+        } else if let Some(last) = self.idle.back_mut() {
+            last.0 = last.0.saturating_add(idle_ns);
+            last.1 |= collided;
+        } else {
+            return; // before any busy period: nothing to pair it with
+        }
+        self.intervals += 1;
+        self.since_refit += 1;
+        self.collided_since += u64::from(collided);
+    }
+
+    fn on_busy_end(&mut self, busy_ns: u64, requests: u32) {
+        self.inner.on_busy_end(busy_ns, requests);
+        match self.busy.back_mut() {
+            Some(last) if self.after_busy => {
+                last.0 = last.0.saturating_add(busy_ns);
+                last.1 = last.1.saturating_add(requests);
+            }
+            _ => self.busy.push_back((busy_ns, requests)),
+        }
+        self.after_busy = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::BgService;
+    use rand::SeedableRng;
+
+    const MS: u64 = 1_000_000;
+
+    fn wait_of(d: Decision) -> Option<u64> {
+        match d {
+            Decision::Start(s) => Some(s.after_ns),
+            Decision::Quiet => None,
+        }
+    }
+
+    /// Feed `busy` (ms, 1 request each) and `idle` (ms) alternately, asking
+    /// for a decision at each idle interval; returns the waits decided.
+    fn feed(t: &mut OnlineTuner, idle_ms: &[u64], busy_ms: u64, now: &mut u64) -> Vec<u64> {
+        let svc = BgService::Constant { ns: 10 * MS };
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
+        let mut waits = Vec::new();
+        for &i in idle_ms {
+            t.on_busy_end(busy_ms * MS, 1);
+            *now += busy_ms * MS;
+            let mut ctx = Ctx {
+                now_ns: *now,
+                idle_start_ns: *now,
+                last_fg_arrival_ns: *now - busy_ms * MS,
+                rng: &mut rng,
+                bg_service: &svc,
+                bg_size_bytes: 65536,
+                future_idle_ns: None,
+            };
+            waits.push(wait_of(t.on_idle(&mut ctx)).expect("fixed-wait always starts"));
+            t.on_idle_end(i * MS, false);
+            *now += i * MS;
+        }
+        waits
+    }
+
+    fn tuner(budget: &str, window: usize, every: usize) -> OnlineTuner {
+        let cfg = OnlineConfig {
+            window,
+            every,
+            ..OnlineConfig::new(budget.parse().unwrap())
+        };
+        OnlineTuner::new("fixed-wait", cfg).unwrap()
+    }
+
+    #[test]
+    fn starts_conservative_and_refits_every_e_intervals() {
+        let mut t = tuner("1ms", 40, 10);
+        let mut now = 0;
+        // idle intervals alternating 5 ms and 1 s; busy periods 10 ms
+        let idle: Vec<u64> = (0..35).map(|k| if k % 2 == 0 { 5 } else { 1000 }).collect();
+        let waits = feed(&mut t, &idle, 10, &mut now);
+        // the first 10 decisions use the start value, 100 s
+        assert!(waits[..10].iter().all(|&w| w == 100_000 * MS), "{waits:?}");
+        // refits at the 11th, 21st and 31st decisions
+        let h = t.history();
+        assert_eq!(h.len(), 4, "{h:?}");
+        assert_eq!(h[0].knob, "100s");
+        assert!(h[0].fit.is_none());
+        assert_eq!(
+            h[1..].iter().map(|r| r.intervals).collect::<Vec<_>>(),
+            [10, 20, 30]
+        );
+        assert_eq!(h[1].fit.as_ref().unwrap().intervals, 10);
+        assert!(h[1..].iter().all(|r| r.fit.as_ref().unwrap().met));
+        // Constant 10 ms BG requests, one FG request per busy period, half
+        // the intervals 1 s long. A wait under 5 ms starts BG in every 5 ms
+        // interval and collides there (residual 5 ms − wait… up to 10 ms):
+        // far over 1 ms per request. A wait t in [5 ms, 10 ms) leaves the
+        // 5 ms intervals alone but its last request in a 1 s interval ends
+        // t after it (residual t ≥ 5 ms, half the requests delayed: ≥ 2.5
+        // ms). 10 ms ends exactly on the FG arrival: no collision, the most
+        // requests of any feasible wait. A wait of 1 s or more does nothing.
+        let w = h[3].value;
+        assert!(
+            (5.0 * MS as f64..1000.0 * MS as f64).contains(&w),
+            "wait {w}"
+        );
+        assert_eq!(waits[30], w as u64);
+    }
+
+    #[test]
+    fn merges_what_it_is_told_twice() {
+        let mut t = tuner("1ms", 10, 5);
+        t.on_busy_end(3, 1);
+        t.on_busy_end(4, 2); // a delay swallowed the interval between
+        t.on_idle_end(10, true);
+        t.on_idle_end(5, false); // no busy period between: one interval
+        t.on_busy_end(1, 1);
+        assert_eq!(t.busy, [(7, 3), (1, 1)]);
+        assert_eq!(t.idle, [(15, true)]);
+        assert_eq!(t.intervals, 2);
+    }
+
+    #[test]
+    fn the_window_slides() {
+        let mut t = tuner("1ms", 3, 3);
+        for k in 0..10u64 {
+            t.on_busy_end(k, 1);
+            t.on_idle_end(100 + k, false);
+        }
+        t.on_busy_end(10, 1);
+        // the last 3 intervals and the 4 busy periods around them
+        assert_eq!(
+            t.idle.iter().map(|i| i.0).collect::<Vec<_>>(),
+            [107, 108, 109]
+        );
+        assert_eq!(
+            t.busy.iter().map(|b| b.0).collect::<Vec<_>>(),
+            [7, 8, 9, 10]
+        );
+    }
+
+    #[test]
+    fn specs_it_cannot_retune_say_why() {
+        let cfg = || OnlineConfig::new("1ms".parse().unwrap());
+        for (spec, why) in [
+            ("fixed-wait:t=1s", "`t` is the parameter re-tuning sets"),
+            ("aggressive", "has no knob"),
+            ("oracle", "clairvoyant"),
+            ("nope", "unknown policy"),
+            ("fixed-wait:bogus=1", "unknown parameter `bogus`"),
+        ] {
+            let e = OnlineTuner::new(spec, cfg()).err().expect(spec).to_string();
+            assert!(e.contains(why), "{spec}: {e}");
+        }
+        let bad = |window, every| OnlineConfig {
+            window,
+            every,
+            ..cfg()
+        };
+        assert!(OnlineTuner::new("fixed-wait", bad(1, 1)).is_err());
+        assert!(OnlineTuner::new("fixed-wait", bad(100, 0)).is_err());
+        assert!(OnlineTuner::new("fixed-wait", bad(100, 101)).is_err());
+        // fixed parameters are kept; an alias resolves
+        let t = OnlineTuner::new("waiting:size=1MiB", cfg()).unwrap();
+        assert_eq!(t.spec(), "fixed-wait:size=1MiB,t=100s");
+        assert_eq!(t.value(), "100s");
+    }
+
+    #[test]
+    fn records_intervals_as_they_were_before_the_delay() {
+        let mut t = tuner("1ms", 10, 5);
+        let svc = BgService::Constant { ns: 10 * MS };
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
+        let mut idle_at = |t: &mut OnlineTuner, now_ns: u64| {
+            let mut ctx = Ctx {
+                now_ns,
+                idle_start_ns: now_ns,
+                last_fg_arrival_ns: 0,
+                rng: &mut rng,
+                bg_service: &svc,
+                bg_size_bytes: 65536,
+                future_idle_ns: None,
+            };
+            t.on_idle(&mut ctx);
+        };
+        // busy [0, 10 ms]; idle 10 → 50 ms; the FG arrival at 50 ms finds
+        // BG work and its 10 ms busy period ends 7 ms late, at 67 ms; the
+        // next FG arrival comes at 100 ms (told: 33 ms of idle time)
+        t.on_busy_end(10 * MS, 1);
+        idle_at(&mut t, 10 * MS);
+        t.on_idle_end(40 * MS, true);
+        t.on_busy_end(10 * MS, 1);
+        idle_at(&mut t, 67 * MS);
+        t.on_idle_end(33 * MS, false);
+        // without the BG work: 40 ms, then 100 − 60 = 40 ms
+        assert_eq!(t.idle, [(40 * MS, true), (40 * MS, false)]);
+    }
+}
