@@ -12,7 +12,7 @@ mod bytes;
 mod detect;
 mod fallow_bin;
 mod hp_srt;
-mod lines;
+pub(crate) mod lines;
 mod msr;
 mod parallel;
 mod plain;
