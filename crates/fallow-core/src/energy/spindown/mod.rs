@@ -96,8 +96,8 @@ pub fn registry() -> &'static [Entry] {
         },
         Entry {
             name: "predictive",
-            summary: "spin down early when the last idle interval was large ((CV+1)·mean) and P(large→large) ≥ rho, else fall back to a timeout (Mi et al. §5)",
-            params: "rho=PROBABILITY (default 0.5), wait=DURATION (timeout when large is predicted, 1s), else=DURATION|never (timeout otherwise, 10s), warmup=N (32 intervals)",
+            summary: "spin down early when an idle interval k ≤ 9 places back was large ((CV+1)·mean) and P_k(large→large) ≥ rho, else fall back to a timeout (Mi et al. §5)",
+            params: "rho=PROBABILITY (default 0.5), wait=DURATION (timeout when large is predicted, 1s), else=DURATION|never (timeout otherwise, 10s), warmup=N (32 intervals), lags=N (1..9, default 9)",
             reference: false,
             build: Predictive::build,
         },
