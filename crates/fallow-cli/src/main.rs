@@ -16,6 +16,7 @@ mod atomic;
 mod compare;
 mod convert;
 mod demo;
+mod energy;
 mod findings;
 mod human;
 mod input;
@@ -56,6 +57,8 @@ Examples:
       each policy's throughput/delay trade-off over its whole knob range
   fallow policies
       the policies and their parameters
+  fallow energy ajw.1week.srt --device 0 --html energy.html
+      spin-down policies with peers serving 85-99 % of requests while the disk sleeps (SARD)
 
 Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
 
@@ -78,6 +81,8 @@ enum Command {
     Convert(convert::ConvertArgs),
     /// Run `analyze` on a built-in synthetic bursty workload and write its HTML report.
     Demo(demo::DemoArgs),
+    /// Disk spin-down and SARD (peers serve reads while the disk sleeps): energy, spin-ups, delay.
+    Energy(energy::EnergyArgs),
     /// Sweep each policy's knob: its Pareto front of BG throughput against added FG delay.
     Pareto(pareto::ParetoArgs),
     /// Tune every policy for one FG budget and rank them by BG throughput, with reasons.
@@ -158,6 +163,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => analyze::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Energy(args) => energy::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Pareto(args) => pareto::run(args),
         Command::Policies(args) => policies::run(args),

@@ -27,6 +27,8 @@
 //!   length), written as text (`mmpp:cv=9,burst=1000`), with the arrival
 //!   rate for a target utilisation.
 //! - [`stats`]: one analysis per file; [`characterize()`] runs them all.
+//! - [`energy`]: disk power states, spin-down policies and SARD (peers
+//!   serving reads while the local disk sleeps), simulated in one pass.
 //!
 //! ## Example
 //! ```
@@ -54,6 +56,7 @@
 
 pub mod characterize;
 pub mod device;
+pub mod energy;
 pub mod error;
 pub mod period;
 pub mod policy;

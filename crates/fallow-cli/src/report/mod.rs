@@ -4,11 +4,13 @@
 //! papers, each with a caption saying how to read it.
 
 mod compare;
+mod energy;
 mod pareto;
 mod plots;
 mod svg;
 
 pub use compare::write as write_compare;
+pub use energy::write as write_energy;
 pub use pareto::write as write_pareto;
 
 use crate::findings::Finding;

@@ -13,7 +13,7 @@ mod concat;
 mod detect;
 mod fallow_bin;
 mod hp_srt;
-mod lines;
+pub(crate) mod lines;
 mod msr;
 mod parallel;
 mod plain;

@@ -1,0 +1,733 @@
+//! `fallow energy`: disk spin-down and SARD in simulation. Replays a block
+//! trace (or a file-level trace) through the disk's power states under
+//! spin-down policies, with a share of requests served by peers while the
+//! disk sleeps (the SARD seed's Tables V and VI, Figures 8 and 9): a table
+//! per figure, `--json`, and `--html` with the seed's plots.
+
+use crate::human::{bytes, count, num, pct, secs};
+use crate::input::{self, ReadArgs};
+use crate::output::{self, describe_model, Style};
+use crate::BadInput;
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use fallow_core::energy::{
+    self, read_file_trace, spindown, Availability, BgPlan, EnergyConfig, EnergyInput, EnergyRun,
+    Network, PowerFile, PowerModel, RemoteWhen, UserData,
+};
+use fallow_core::sim::BgService;
+use fallow_core::ServiceModel;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// Arguments of `fallow energy`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow energy ajw.1week.srt --device 0
+      every spin-down policy on the standalone disk and with 15, 10, 5, 2 and 1 % of
+      requests served locally (the rest by peers while the disk sleeps)
+  fallow energy ajw.1week.srt --device 0 --policy timeout:t=10s --local-fraction 1,0.01 --json
+  fallow energy ajw.1week.srt --device 0 --peers 20 --peer-prob 0.2 --html energy.html
+  fallow energy session.csv --files --user-data server --policy timeout:t=5s
+      a file-level trace (time_s,path,offset,size,op,app|user); user files on a file server
+  fallow energy ajw.1week.srt --device 0 --bg-work 1GiB
+      also fit 1 GiB of background work into the time the disk spins anyway
+
+Policies: always-on, timeout:t=10s, adaptive[:t=,min=,max=,grow=,shrink=],
+predictive[:rho=,wait=,else=]. Power model: the WD2500JD of the SARD seed (Table III)
+unless --power gives a TOML file (keys read_write_w, seek_w, idle_w, standby_w, spinup_j,
+spinup_s, shutdown_j, shutdown_s, name; [device.N] tables override per device).
+
+--json prints {input, power, network, runs: [...]}; each run has idle_periods, mean_idle_s,
+spinups, exposed_delay_s, exposed_delay_per_request_s, energy_j {busy, idle, power_cycle,
+standby, total}, edp, vs_standalone and vs_always_on (ratios), remote, and bg with --bg-work.")]
+pub struct EnergyArgs {
+    /// The trace: a block trace in any format fallow reads, or with
+    /// --files a file-level CSV (time_s,path,offset,size,op,kind).
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+
+    /// Device of a block trace, by its id. [default: the busiest]
+    #[arg(long, short = 'd', value_name = "ID")]
+    pub device: Option<u32>,
+
+    /// Spin-down policy `NAME[:k=v,…]`; repeat for several. [default:
+    /// every policy with its default parameters]
+    #[arg(long = "policy", short = 'p', value_name = "POLICY")]
+    pub policies: Vec<String>,
+
+    /// Shares of requests that stay local, comma-separated (the rest may
+    /// be served by peers). [default: 1,0.15,0.1,0.05,0.02,0.01, the SARD
+    /// seed's rows]
+    #[arg(
+        long,
+        value_name = "F,F,…",
+        value_delimiter = ',',
+        conflicts_with = "peers"
+    )]
+    pub local_fraction: Vec<f64>,
+
+    /// Peer model instead of fixed shares: this many peers, each holding
+    /// an application file (a 1 MiB extent of a block trace) in memory with
+    /// probability --peer-prob.
+    #[arg(long, value_name = "N")]
+    pub peers: Option<u32>,
+
+    /// Probability that one peer holds a file in memory.
+    #[arg(long, value_name = "P", default_value_t = 0.1, requires = "peers")]
+    pub peer_prob: f64,
+
+    /// Probability for the files under a path prefix (file-level traces):
+    /// `/usr/lib/firefox=0.6`; repeat; the longest matching prefix wins.
+    #[arg(long, value_name = "PREFIX=P", requires = "peers")]
+    pub peer_prob_for: Vec<String>,
+
+    /// When requests a peer holds go to the peer: `asleep` (only while the
+    /// disk is off, SARD §III-E) or `always`.
+    #[arg(long, value_enum, default_value_t = RemoteArg::Asleep)]
+    pub remote: RemoteArg,
+
+    /// TRACE is a file-level CSV: time_s,path,offset,size,op,kind with
+    /// kind app or user.
+    #[arg(long)]
+    pub files: bool,
+
+    /// Where user data of a file-level trace lives: `local` (it must be
+    /// served by the local disk) or `server` (a central file server, as in
+    /// the SARD seed: it never touches the local disk).
+    #[arg(long, value_enum, default_value_t = UserDataArg::Local, requires = "files")]
+    pub user_data: UserDataArg,
+
+    /// Service-time model for requests without recorded completions (and
+    /// for file-level traces, default `disk`): `const:5ms`, `exp:5ms`,
+    /// `disk[:rpm=7200,…]`.
+    #[arg(long, value_name = "MODEL")]
+    pub service: Option<ServiceModel>,
+
+    /// Power model overrides, a TOML file. [default: WD2500JD]
+    #[arg(long, value_name = "power.toml")]
+    pub power: Option<PathBuf>,
+
+    /// Network latency per remote request.
+    #[arg(long, value_name = "DURATION", default_value = "200us", value_parser = parse_duration)]
+    pub net_latency: u64,
+
+    /// Network bandwidth, bytes per second (125MB = 1 Gbit/s).
+    #[arg(long, value_name = "BYTES", default_value = "125MB", value_parser = parse_positive_bytes)]
+    pub net_bandwidth: u64,
+
+    /// Largest slowdown of a transfer by contention, drawn uniformly per
+    /// request (0.2 = up to 20 %).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.2)]
+    pub net_contention: f64,
+
+    /// BG work to fit into the time the disk spins anyway (never waking
+    /// it): `1GiB`. Reports how much got done and the extra energy.
+    #[arg(long, value_name = "SIZE", value_parser = parse_positive_bytes)]
+    pub bg_work: Option<u64>,
+
+    /// Size of one BG request.
+    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = parse_positive_bytes, requires = "bg_work")]
+    pub bg_size: u64,
+
+    /// BG service model (each request takes its mean): `size[:base=8ms,knee=64KiB,rate=100MB]`,
+    /// `const:8ms`.
+    #[arg(
+        long,
+        value_name = "MODEL",
+        default_value = "size",
+        requires = "bg_work"
+    )]
+    pub bg: BgService,
+
+    /// Idle time before BG work starts in an interval.
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = parse_duration, requires = "bg_work")]
+    pub bg_wait: u64,
+
+    /// Seed of the choice of local requests, the peer draws and the
+    /// network contention.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+
+    /// Print the results as JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write a self-contained HTML page with the seed's plots.
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// `--remote`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RemoteArg {
+    /// Only while the local disk is off.
+    Asleep,
+    /// Always.
+    Always,
+}
+
+/// `--user-data`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UserDataArg {
+    /// On the local disk.
+    Local,
+    /// On a central file server.
+    Server,
+}
+
+fn parse_duration(s: &str) -> Result<u64, String> {
+    fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string())
+}
+
+fn parse_positive_bytes(s: &str) -> Result<u64, String> {
+    match fallow_core::units::parse_bytes(s) {
+        Ok(0) => Err("must be at least 1 byte".into()),
+        Ok(b) => Ok(b),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// What was simulated, for the tables, JSON and HTML.
+#[derive(Debug, Serialize)]
+pub struct EnergyReport {
+    /// The input.
+    pub input: InputInfo,
+    /// The disk's power model.
+    pub power: PowerModel,
+    /// Break-even idle time of that model, s.
+    pub break_even_s: f64,
+    /// The network.
+    pub network: Network,
+    /// When peer-held requests go to the peer.
+    pub remote_when: RemoteWhen,
+    /// BG work asked for.
+    pub bg: Option<BgPlan>,
+    /// One per policy and setting, each policy's standalone run first.
+    pub runs: Vec<EnergyRun>,
+}
+
+/// The input, described.
+#[derive(Debug, Serialize)]
+pub struct InputInfo {
+    /// Path of the trace.
+    pub path: String,
+    /// `block` or `file`.
+    pub kind: &'static str,
+    /// Device simulated (block traces).
+    pub device: Option<u32>,
+    /// Requests.
+    pub requests: u64,
+    /// Requests that reach the local disk without peers.
+    pub disk_requests: u64,
+    /// Requests that must stay local whatever peers hold.
+    pub mandatory_local: u64,
+    /// Span, s.
+    pub span_s: f64,
+    /// Where completion times come from, in words.
+    pub completions: String,
+    /// The seed.
+    pub seed: u64,
+}
+
+/// Run `fallow energy`.
+pub fn run(args: EnergyArgs) -> Result<()> {
+    let policies = if args.policies.is_empty() {
+        // the seed's fixed timeout first, then the rest of the registry
+        let mut names: Vec<String> = spindown::registry()
+            .iter()
+            .filter(|e| !e.reference)
+            .map(|e| e.name.to_string())
+            .collect();
+        names.sort_by_key(|n| n != "timeout");
+        names
+    } else {
+        args.policies.clone()
+    };
+    for p in &policies {
+        spindown::build(p).with_context(|| format!("--policy {p}"))?;
+    }
+    let settings = settings(&args)?;
+    let (input, info) = prepare(&args)?;
+    let power = match &args.power {
+        Some(path) => PowerFile::read(path)?.model(info.device)?,
+        None => PowerModel::default(),
+    };
+    let network = Network {
+        latency_ns: args.net_latency,
+        bandwidth_bytes_per_s: args.net_bandwidth as f64,
+        contention: args.net_contention,
+    };
+    network.validate()?;
+    let bg = args.bg_work.map(|work_bytes| BgPlan {
+        work_bytes,
+        size_bytes: args.bg_size,
+        service: args.bg,
+        wait_ns: args.bg_wait,
+    });
+    let remote_when = match args.remote {
+        RemoteArg::Asleep => RemoteWhen::Asleep,
+        RemoteArg::Always => RemoteWhen::Always,
+    };
+    let cfg = EnergyConfig {
+        power: power.clone(),
+        network,
+        remote_when,
+        disk: match &args.service {
+            Some(ServiceModel::Disk(d)) => *d,
+            _ => Default::default(),
+        },
+        bg,
+        seed: args.seed,
+    };
+    let spinner = input::spinner("simulating", input.requests() * policies.len() * 7);
+    let runs = energy::study(&input, &policies, &settings, &cfg);
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    let report = EnergyReport {
+        input: info,
+        break_even_s: power.break_even_ns() as f64 / 1e9,
+        power,
+        network,
+        remote_when,
+        bg,
+        runs: runs?,
+    };
+    if let Some(path) = &args.html {
+        crate::report::write_energy(path, &report)?;
+    }
+    if args.json {
+        let mut text = serde_json::to_string_pretty(&report)?;
+        text.push('\n');
+        output::print(&text)?;
+        if let Some(path) = &args.html {
+            eprintln!("fallow: wrote the HTML page to {}", path.display());
+        }
+    } else {
+        let mut text = tables(&report);
+        if let Some(path) = &args.html {
+            let _ = writeln!(text, "\nHTML: {}", path.display());
+        }
+        output::print(&text)?;
+    }
+    Ok(())
+}
+
+/// The availability settings from the flags.
+fn settings(args: &EnergyArgs) -> Result<Vec<Availability>> {
+    if let Some(peers) = args.peers {
+        let mut per_prefix = Vec::new();
+        for item in &args.peer_prob_for {
+            let (prefix, p) = item.rsplit_once('=').ok_or_else(|| {
+                BadInput(format!(
+                    "--peer-prob-for `{item}`: expected PREFIX=PROBABILITY"
+                ))
+            })?;
+            let p: f64 = p.trim().parse().map_err(|_| {
+                BadInput(format!(
+                    "--peer-prob-for `{item}`: `{p}` is not a probability"
+                ))
+            })?;
+            per_prefix.push((prefix.to_string(), p));
+        }
+        let a = Availability::Peers {
+            peers,
+            p: args.peer_prob,
+            per_prefix,
+        };
+        a.validate()?;
+        return Ok(vec![a]);
+    }
+    let fractions = if args.local_fraction.is_empty() {
+        energy::SEED_LOCAL_FRACTIONS.to_vec()
+    } else {
+        args.local_fraction.clone()
+    };
+    fractions
+        .into_iter()
+        .map(|fraction| {
+            let a = Availability::LocalFraction { fraction };
+            a.validate()
+                .map_err(|_| {
+                    BadInput(format!(
+                        "--local-fraction {fraction}: a share must be between 0 and 1"
+                    ))
+                })
+                .map(|_| a)
+                .map_err(anyhow::Error::from)
+        })
+        .collect()
+}
+
+/// Read the trace and prepare it.
+fn prepare(args: &EnergyArgs) -> Result<(EnergyInput, InputInfo)> {
+    let seed = args.seed;
+    if args.files {
+        let ft = read_file_trace(&args.trace)?;
+        if ft.reordered > 0 {
+            eprintln!(
+                "fallow: {} line{} arrived earlier than a line before and {} sorted into place",
+                count(ft.reordered),
+                if ft.reordered == 1 { "" } else { "s" },
+                if ft.reordered == 1 { "was" } else { "were" }
+            );
+        }
+        let service = args
+            .service
+            .clone()
+            .unwrap_or(ServiceModel::Disk(Default::default()));
+        let user = match args.user_data {
+            UserDataArg::Local => UserData::Local,
+            UserDataArg::Server => UserData::Server,
+        };
+        let input = EnergyInput::from_file_trace(&ft, &service, user, seed)?;
+        let info = InputInfo {
+            path: args.trace.display().to_string(),
+            kind: "file",
+            device: None,
+            requests: input.requests() as u64,
+            disk_requests: input.disk_requests() as u64,
+            mandatory_local: input.mandatory_local() as u64,
+            span_s: input.span_ns() as f64 / 1e9,
+            completions: format!("modelled: {}", describe_model(&service.to_string())),
+            seed,
+        };
+        return Ok((input, info));
+    }
+    let trace = input::read(&args.trace, &args.read)?;
+    let selected = input::select_device(trace, args.device)?;
+    let input = EnergyInput::from_trace(&selected.trace, args.service.as_ref(), seed)?;
+    let info = InputInfo {
+        path: args.trace.display().to_string(),
+        kind: "block",
+        device: Some(selected.device),
+        requests: input.requests() as u64,
+        disk_requests: input.disk_requests() as u64,
+        mandatory_local: input.mandatory_local() as u64,
+        span_s: input.span_ns() as f64 / 1e9,
+        completions: match &args.service {
+            Some(m) => format!("modelled: {}", describe_model(&m.to_string())),
+            None => "recorded".into(),
+        },
+        seed,
+    };
+    Ok((input, info))
+}
+
+/// The power model in one line, its figures as given.
+pub fn describe_power(p: &PowerModel, break_even_s: f64) -> String {
+    format!(
+        "{}: read/write {} W, seek {} W, idle {} W, standby {} W, spin-up {} J in {}, shutdown {} J in {}; break-even idle time {}",
+        p.name,
+        p.read_write_w,
+        p.seek_w,
+        p.idle_w,
+        p.standby_w,
+        p.spinup_j,
+        secs(p.spinup_ns as f64 / 1e9),
+        p.shutdown_j,
+        secs(p.shutdown_ns as f64 / 1e9),
+        secs(break_even_s)
+    )
+}
+
+/// A network bandwidth in bits per second: `1 Gbit/s`.
+pub fn bandwidth(bytes_per_s: f64) -> String {
+    let bits = bytes_per_s * 8.0;
+    if bits >= 1e9 {
+        format!("{}\u{a0}Gbit/s", num(bits / 1e9))
+    } else {
+        format!("{}\u{a0}Mbit/s", num(bits / 1e6))
+    }
+}
+
+/// `12.3 %` of a ratio, `–` when there is none.
+fn ratio(r: Option<f64>) -> String {
+    r.map_or_else(|| "–".into(), pct)
+}
+
+/// Joules with a unit: `952 J`, `1.54 MJ`.
+pub fn joules(j: f64) -> String {
+    let a = j.abs();
+    if a >= 1e6 {
+        format!("{}\u{a0}MJ", num(j / 1e6))
+    } else if a >= 1e3 {
+        format!("{}\u{a0}kJ", num(j / 1e3))
+    } else {
+        format!("{}\u{a0}J", num(j))
+    }
+}
+
+/// A left-aligned first column and right-aligned others.
+fn render_table(header: &[&str], rows: &[Vec<String>], st: &Style) -> String {
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .chain(std::iter::once(header[i].chars().count()))
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..header.len()).map(width).collect();
+    let line = |cells: &[String]| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let pad = widths[i] - c.chars().count();
+            if i == 0 {
+                let _ = write!(l, "{c}{}", " ".repeat(pad));
+            } else {
+                let _ = write!(l, "  {}{c}", " ".repeat(pad));
+            }
+        }
+        l.trim_end().to_string()
+    };
+    let mut s = String::new();
+    let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let _ = writeln!(s, "{}", st.bold(&line(&head)));
+    let mut last_policy = String::new();
+    for r in rows {
+        if !last_policy.is_empty() && r[0] != last_policy && !r[0].is_empty() {
+            s.push('\n');
+        }
+        if !r[0].is_empty() {
+            last_policy = r[0].clone();
+        }
+        let _ = writeln!(s, "{}", line(r));
+    }
+    s
+}
+
+/// Policy name on its first row only.
+fn first_only(runs: &[EnergyRun], i: usize) -> String {
+    if i == 0 || runs[i - 1].policy != runs[i].policy {
+        runs[i].policy.clone()
+    } else {
+        String::new()
+    }
+}
+
+/// The terminal output: the seed's Tables V/VI and Figures 8/9 as tables.
+fn tables(r: &EnergyReport) -> String {
+    let st = Style::for_stdout();
+    let mut s = String::new();
+    let name = std::path::Path::new(&r.input.path)
+        .file_name()
+        .map_or(r.input.path.clone(), |n| n.to_string_lossy().into_owned());
+    let _ = writeln!(s, "{}", st.bold(&name));
+    let mut detail = vec![];
+    if let Some(d) = r.input.device {
+        detail.push(format!("device {d}"));
+    }
+    detail.push(format!(
+        "{} requests over {}",
+        count(r.input.requests),
+        secs(r.input.span_s)
+    ));
+    if r.input.disk_requests != r.input.requests {
+        detail.push(format!("{} reach the disk", count(r.input.disk_requests)));
+    }
+    if r.input.mandatory_local > 0 {
+        detail.push(format!(
+            "{} must stay local",
+            count(r.input.mandatory_local)
+        ));
+    }
+    detail.push(format!("completions {}", r.input.completions));
+    let _ = writeln!(s, "  {}", st.dim(&detail.join(" · ")));
+    let p = &r.power;
+    let _ = writeln!(s, "  {}", st.dim(&describe_power(p, r.break_even_s)));
+    let n = &r.network;
+    let _ = writeln!(
+        s,
+        "  {}",
+        st.dim(&format!(
+            "peers over {} with {} latency and up to {} contention; peer-held requests go remote {}",
+            bandwidth(n.bandwidth_bytes_per_s),
+            secs(n.latency_ns as f64 / 1e9),
+            pct(n.contention),
+            match r.remote_when {
+                RemoteWhen::Asleep => "only while the disk is off",
+                RemoteWhen::Always => "always",
+            }
+        ))
+    );
+    let _ = writeln!(s);
+
+    // Tables V and VI
+    let _ = writeln!(
+        s,
+        "{}",
+        st.bold("Idle periods and spin-up delay (SARD Tables V, VI)")
+    );
+    let header = [
+        "policy",
+        "setting",
+        "local reqs",
+        "idle periods",
+        "mean length",
+        "spin-ups",
+        "exposed delay",
+        "per request",
+        "vs standalone",
+        "remote",
+    ];
+    let rows: Vec<Vec<String>> = r
+        .runs
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            vec![
+                first_only(&r.runs, i),
+                x.setting.clone(),
+                count(x.local_requests),
+                count(x.idle_periods),
+                secs(x.mean_idle_s),
+                count(x.spinups),
+                secs(x.exposed_delay_s),
+                secs(x.exposed_delay_per_request_s),
+                ratio(x.vs_standalone.and_then(|v| v.exposed_delay)),
+                count(x.remote.requests),
+            ]
+        })
+        .collect();
+    s.push_str(&render_table(&header, &rows, &st));
+    let _ = writeln!(
+        s,
+        "idle periods: idle intervals with a spin-down; exposed delay: per spin-up, the wait of the request\n\
+         that woke the disk; per request: every request's wait for spin-ups over all requests.\n"
+    );
+
+    // Figures 8 and 9
+    let _ = writeln!(
+        s,
+        "{}",
+        st.bold("Energy (SARD Figures 8, 9): by state as a share of the standalone disk's energy")
+    );
+    let header = [
+        "policy",
+        "setting",
+        "energy",
+        "busy",
+        "idle",
+        "power cycle",
+        "standby",
+        "vs standalone",
+        "vs always-on",
+        "EDP vs standalone",
+        "EDP vs always-on",
+    ];
+    let rows: Vec<Vec<String>> = r
+        .runs
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let a = x.vs_standalone.unwrap_or_default();
+            let o = x.vs_always_on.unwrap_or_default();
+            vec![
+                first_only(&r.runs, i),
+                x.setting.clone(),
+                joules(x.energy_j.total),
+                ratio(a.busy),
+                ratio(a.idle),
+                ratio(a.power_cycle),
+                ratio(a.standby),
+                ratio(a.energy),
+                ratio(o.energy),
+                ratio(a.edp),
+                ratio(o.edp),
+            ]
+        })
+        .collect();
+    s.push_str(&render_table(&header, &rows, &st));
+    let _ = writeln!(
+        s,
+        "EDP: energy × (span + exposed delay). always-on: the standalone disk without power management.\n"
+    );
+
+    if let Some(plan) = &r.bg {
+        let _ = writeln!(
+            s,
+            "{}",
+            st.bold(&format!(
+                "BG work only while the disk spins anyway: {} in {} requests, after {} idle",
+                bytes(plan.work_bytes),
+                bytes(plan.size_bytes),
+                secs(plan.wait_ns as f64 / 1e9)
+            ))
+        );
+        let header = [
+            "policy",
+            "setting",
+            "done",
+            "share",
+            "BG time",
+            "extra energy",
+            "FG delayed",
+            "FG added delay",
+        ];
+        let rows: Vec<Vec<String>> = r
+            .runs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, x)| {
+                let b = x.bg?;
+                Some(vec![
+                    first_only(&r.runs, i),
+                    x.setting.clone(),
+                    bytes(b.done_bytes),
+                    pct(b.done_bytes as f64 / b.requested_bytes.max(1) as f64),
+                    secs(b.busy_s),
+                    b.extra_energy_j.map_or("–".into(), joules),
+                    count(b.fg_delayed_requests),
+                    secs(b.fg_added_delay_s),
+                ])
+            })
+            .collect();
+        s.push_str(&render_table(&header, &rows, &st));
+        let _ = writeln!(
+            s,
+            "BG work never wakes the disk and stops at the spin-down; extra energy: the run with BG work\n\
+             minus the same run without.\n"
+        );
+    }
+    for line in headlines(r) {
+        let _ = writeln!(s, "{line}");
+    }
+    s
+}
+
+/// One sentence per policy: the delay cut at the smallest local share.
+pub fn headlines(r: &EnergyReport) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for x in &r.runs {
+        if seen.contains(&x.policy.as_str()) {
+            continue;
+        }
+        seen.push(&x.policy);
+        let mine: Vec<&EnergyRun> = r.runs.iter().filter(|y| y.policy == x.policy).collect();
+        let (Some(alone), Some(last)) = (mine.first(), mine.last()) else {
+            continue;
+        };
+        if mine.len() < 2 || alone.exposed_delay_s == 0.0 {
+            continue;
+        }
+        let cut = 1.0 - last.exposed_delay_s / alone.exposed_delay_s;
+        out.push(format!(
+            "{}: at {} the exposed spin-up delay is {} instead of {} ({} less), {} spin-ups instead of {}, energy {} of the standalone disk's.",
+            x.policy,
+            last.setting,
+            secs(last.exposed_delay_s),
+            secs(alone.exposed_delay_s),
+            pct(cut),
+            count(last.spinups),
+            count(alone.spinups),
+            ratio(last.vs_standalone.and_then(|v| v.energy))
+        ));
+    }
+    out
+}

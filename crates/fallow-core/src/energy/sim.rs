@@ -1,0 +1,915 @@
+//! The energy simulation: one pass over the requests per policy and
+//! setting, following the disk through the states of the SARD seed's
+//! Figure 1 — busy → idle (the timeout) → shutdown → standby → spin-up →
+//! busy — with SARD serving requests from peers while the disk is off.
+//!
+//! Rules (docs/energy.md has them with the seed's sections):
+//! - The disk is *on* while busy or idle-spinning, *off* from the moment
+//!   its timeout expires (shutdown, standby) until a spin-up completes.
+//! - A local request arriving while the disk is off starts a spin-up
+//!   (after the shutdown, if one is in progress) and waits for it: the
+//!   *exposed spin-up delay* (§II, Table VI). The disk's busy period then
+//!   shifts by that wait, like a collision in [`crate::sim`]: the shift
+//!   carries into the next idle interval and, when that interval is
+//!   shorter, into the busy period after it. Arrival times never move
+//!   (open-loop replay, as the seed's Table VI, where the delay is exactly
+//!   9 s per spin-up).
+//! - A [`Route::Peer`] request is served by a peer when the disk is off
+//!   (§III-E heuristic 3) and by the disk when it is on (heuristic 1); with
+//!   [`RemoteWhen::Always`] it always goes to the peer. A request served
+//!   remotely is not disk activity: it neither wakes the disk nor resets
+//!   the timeout, so idle intervals lengthen (Table V). Its response time
+//!   is the network time, not an exposed delay.
+//! - Optional BG work (fallow's coordination with power management) runs
+//!   only while the disk spins anyway: in the idle part of an interval,
+//!   after a short wait, never past the spin-down, and never waking a
+//!   sleeping disk. An FG request that finds a BG request in service
+//!   waits for it.
+//!
+//! Energy by state: busy (serving requests, at seek power for the
+//! estimated seek time of each request and read/write power otherwise;
+//! BG work at read/write power), idle (spinning, nothing to do), power
+//! cycle (shutdown and spin-up energy) and standby.
+
+use super::filetrace::{FileKind, FileTrace};
+use super::metrics::{BgStats, EnergyByState, EnergyRun, RemoteStats, TimeByState};
+use super::power::PowerModel;
+use super::sard::{self, path_key, uniform, Availability, Network, Route};
+use super::spindown::{IdleCtx, SpinDown};
+use crate::device::DiskModel;
+use crate::error::{Error, Result};
+use crate::period::{fcfs_completions, periods_of, CompletionSource};
+use crate::sim::BgService;
+use crate::trace::{Op, Trace};
+use crate::ServiceModel;
+use serde::Serialize;
+
+/// When a [`Route::Peer`] request goes to the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemoteWhen {
+    /// Only while the local disk is off (SARD §III-E).
+    #[default]
+    Asleep,
+    /// Always, even when the disk spins (the literal reading of the seed's
+    /// "% of requests served locally").
+    Always,
+}
+
+/// Where user data of a file-level trace lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UserData {
+    /// On the local disk: user-data requests must be served locally.
+    #[default]
+    Local,
+    /// On the central file server (seed §II): never touches the local disk.
+    Server,
+}
+
+/// BG work that runs only while the disk spins anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BgPlan {
+    /// Total BG work, bytes.
+    pub work_bytes: u64,
+    /// Size of one BG request, bytes.
+    pub size_bytes: u64,
+    /// Service time model; each request takes its mean for the size.
+    #[serde(skip)]
+    pub service: BgService,
+    /// Idle time before BG work starts in an interval, ns.
+    pub wait_ns: u64,
+}
+
+impl BgPlan {
+    fn service_ns(&self) -> u64 {
+        (self.service.mean_ns(self.size_bytes).round() as u64).max(1)
+    }
+}
+
+/// Settings of an energy run besides the policy and availability.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnergyConfig {
+    /// The disk's power model.
+    pub power: PowerModel,
+    /// The network to peers (and to the file server).
+    pub network: Network,
+    /// When peer-held requests go to the peer.
+    pub remote_when: RemoteWhen,
+    /// Disk geometry for the seek-time estimate of busy energy.
+    pub disk: DiskModel,
+    /// BG work to fit into spinning idle time, if any.
+    pub bg: Option<BgPlan>,
+    /// Seed of the route choice and of the network contention draws.
+    pub seed: u64,
+}
+
+impl Default for EnergyConfig {
+    fn default() -> Self {
+        EnergyConfig {
+            power: PowerModel::default(),
+            network: Network::default(),
+            remote_when: RemoteWhen::Asleep,
+            disk: DiskModel::default(),
+            bg: None,
+            seed: 1,
+        }
+    }
+}
+
+/// Requests prepared once for many runs: arrival and baseline completion
+/// (all served locally), disk position and size, what each could be routed
+/// to, and the file (or extent) each belongs to.
+#[derive(Debug, Clone)]
+pub struct EnergyInput {
+    arrival_ns: Vec<u64>,
+    completion_ns: Vec<u64>,
+    position_bytes: Vec<u64>,
+    size_bytes: Vec<u32>,
+    base: Vec<Route>,
+    key: Vec<u64>,
+    /// Path of each request's file, for file-level traces.
+    paths: Option<(Vec<u32>, Vec<String>)>,
+    span_ns: u64,
+    completions: CompletionSource,
+}
+
+/// Extent that stands for a file in block traces, for the peer draw.
+const EXTENT_SHIFT: u32 = 20;
+
+/// Stream of the network contention draws.
+const NET_STREAM: u64 = 0x5A2D_0003;
+
+impl EnergyInput {
+    /// A block trace of one device: completions recorded, or from
+    /// `service` through a FCFS queue. Every request may go to a peer
+    /// (a block trace names no files; see docs/energy.md).
+    pub fn from_trace(trace: &Trace, service: Option<&ServiceModel>, seed: u64) -> Result<Self> {
+        if trace.devices().len() > 1 {
+            return Err(Error::Unsupported(format!(
+                "{}: the trace holds several devices; select one (--device ID)",
+                trace.report().path.display()
+            )));
+        }
+        let (_, completions) = periods_of(trace, service, seed)?;
+        let completion_ns = match (service, trace.completion_ns()) {
+            (Some(m), _) => fcfs_completions(
+                trace.arrival_ns(),
+                trace.offset_bytes(),
+                trace.size_bytes(),
+                m,
+                seed,
+            ),
+            (None, Some(c)) => c.to_vec(),
+            (None, None) => unreachable!("periods_of fails without completions or a model"),
+        };
+        let n = trace.len();
+        Ok(EnergyInput {
+            span_ns: trace
+                .span_ns()
+                .max(completion_ns.iter().copied().max().unwrap_or(0)),
+            arrival_ns: trace.arrival_ns().to_vec(),
+            completion_ns,
+            position_bytes: trace.offset_bytes().to_vec(),
+            size_bytes: trace.size_bytes().to_vec(),
+            base: vec![Route::Peer; n],
+            key: trace
+                .offset_bytes()
+                .iter()
+                .map(|&o| o >> EXTENT_SHIFT)
+                .collect(),
+            paths: None,
+            completions,
+        })
+    }
+
+    /// A file-level trace. Application-file reads may go to a peer;
+    /// writes and user data stay local, or user data goes to the file
+    /// server. Each file sits at a pseudo-random place on the disk (a hash
+    /// of its path), so that the disk `service` model sees seeks between
+    /// files and sequential runs within one.
+    pub fn from_file_trace(
+        ft: &FileTrace,
+        service: &ServiceModel,
+        user_data: UserData,
+        seed: u64,
+    ) -> Result<Self> {
+        let n = ft.len();
+        if n == 0 {
+            return Err(Error::Empty {
+                path: ft.source.clone(),
+                detail: String::new(),
+            });
+        }
+        let capacity = match service {
+            ServiceModel::Disk(d) => d.capacity_bytes,
+            _ => DiskModel::default().capacity_bytes,
+        };
+        let blocks = ((capacity / 4096.0) as u64).max(1);
+        let place: Vec<u64> = ft
+            .paths
+            .iter()
+            .map(|p| (path_key(p) % blocks) * 4096)
+            .collect();
+        let base: Vec<Route> = (0..n)
+            .map(|i| match (ft.kind[i], ft.op[i], user_data) {
+                (FileKind::User, _, UserData::Server) => Route::Server,
+                (FileKind::User, _, UserData::Local) => Route::Local,
+                (FileKind::App, Op::Write, _) => Route::Local,
+                (FileKind::App, Op::Read, _) => Route::Peer,
+            })
+            .collect();
+        let keys: Vec<u64> = ft.paths.iter().map(|p| path_key(p)).collect();
+        let position_bytes: Vec<u64> = (0..n)
+            .map(|i| place[ft.path_id[i] as usize].saturating_add(ft.offset_bytes[i]))
+            .collect();
+        // the disk queue holds only requests that reach the disk
+        let disk: Vec<usize> = (0..n).filter(|&i| base[i] != Route::Server).collect();
+        let pick = |v: &[u64]| disk.iter().map(|&i| v[i]).collect::<Vec<_>>();
+        let sizes: Vec<u32> = disk.iter().map(|&i| ft.size_bytes[i]).collect();
+        let done = fcfs_completions(
+            &pick(&ft.arrival_ns),
+            &pick(&position_bytes),
+            &sizes,
+            service,
+            seed,
+        );
+        let mut completion_ns = ft.arrival_ns.clone();
+        for (j, &i) in disk.iter().enumerate() {
+            completion_ns[i] = done[j];
+        }
+        let span_ns = completion_ns
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(*ft.arrival_ns.last().unwrap_or(&0));
+        Ok(EnergyInput {
+            arrival_ns: ft.arrival_ns.clone(),
+            completion_ns,
+            position_bytes,
+            size_bytes: ft.size_bytes.clone(),
+            base,
+            key: ft.path_id.iter().map(|&pid| keys[pid as usize]).collect(),
+            paths: Some((ft.path_id.clone(), ft.paths.clone())),
+            span_ns,
+            completions: CompletionSource::Modelled {
+                model: service.to_string(),
+                seed,
+            },
+        })
+    }
+
+    /// Number of requests.
+    pub fn requests(&self) -> usize {
+        self.arrival_ns.len()
+    }
+
+    /// From the first arrival to the last completion, ns.
+    pub fn span_ns(&self) -> u64 {
+        self.span_ns
+    }
+
+    /// Where the completion times come from.
+    pub fn completions(&self) -> &CompletionSource {
+        &self.completions
+    }
+
+    /// Requests that reach the local disk when nothing is remote.
+    pub fn disk_requests(&self) -> usize {
+        self.base.iter().filter(|&&r| r != Route::Server).count()
+    }
+
+    /// Requests that must stay local whatever peers hold.
+    pub fn mandatory_local(&self) -> usize {
+        self.base.iter().filter(|&&r| r == Route::Local).count()
+    }
+
+    /// Routes of every request under `avail` (see [`sard::routes`]).
+    pub fn routes(&self, avail: &Availability, seed: u64) -> Result<Vec<Route>> {
+        let path_of = |i: usize| {
+            self.paths
+                .as_ref()
+                .map(|(ids, names)| names[ids[i] as usize].clone())
+        };
+        sard::routes(&self.base, &self.key, &path_of, avail, seed)
+    }
+}
+
+/// The disk's state between local busy periods, for one idle interval.
+struct Gap {
+    /// Disk time the disk fell idle, ns.
+    start_ns: u64,
+    /// The policy's timeout for this interval (`None`: stays on).
+    timeout_ns: Option<u64>,
+}
+
+/// BG work done in one idle interval.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct BgSlice {
+    completed: u64,
+    /// BG service time before the interval's end, ns.
+    busy_ns: u64,
+    /// Rest of the request in service when FG arrived, ns.
+    residual_ns: u64,
+}
+
+/// BG requests of `plan` in an idle interval starting at `start`, with the
+/// spin-down (if any) at `deadline` and the interval ending at `end` — by an
+/// FG arrival (`fg_arrives`, which waits for the request in service) or by
+/// the end of the trace (only requests that finish by then count).
+fn bg_slice(
+    plan: &BgPlan,
+    remaining_bytes: u64,
+    start: u64,
+    deadline: Option<u64>,
+    end: u64,
+    fg_arrives: bool,
+) -> BgSlice {
+    let d = plan.service_ns();
+    let s0 = start.saturating_add(plan.wait_ns);
+    if end <= s0 || remaining_bytes == 0 {
+        return BgSlice::default();
+    }
+    let n_work = remaining_bytes.div_ceil(plan.size_bytes.max(1));
+    let n_dead = match deadline {
+        Some(t) if t > s0 => (t - s0) / d,
+        Some(_) => 0,
+        None => u64::MAX,
+    };
+    let mut n = n_work.min(n_dead);
+    if !fg_arrives {
+        n = n.min((end - s0) / d);
+    }
+    let bg_end = s0.saturating_add(n.saturating_mul(d));
+    if end >= bg_end {
+        return BgSlice {
+            completed: n,
+            busy_ns: n * d,
+            residual_ns: 0,
+        };
+    }
+    let k = (end - s0).div_ceil(d);
+    BgSlice {
+        completed: k,
+        busy_ns: end - s0,
+        residual_ns: s0 + k * d - end,
+    }
+}
+
+/// What caused the current shift of the disk's busy period.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    SpinUp,
+    Bg,
+}
+
+/// Run one spin-down policy over `input` with the given routes.
+pub fn simulate(
+    input: &EnergyInput,
+    routes: &[Route],
+    policy: &mut dyn SpinDown,
+    cfg: &EnergyConfig,
+) -> Result<EnergyRun> {
+    if routes.len() != input.requests() {
+        return Err(Error::invalid(
+            "routes",
+            format!("{} routes for {} requests", routes.len(), input.requests()),
+        ));
+    }
+    cfg.power.validate()?;
+    cfg.network.validate()?;
+    if let Some(b) = &cfg.bg {
+        if b.size_bytes == 0 {
+            return Err(Error::invalid("BG request size", "must be at least 1 byte"));
+        }
+    }
+    let p = &cfg.power;
+    let net_seed = cfg.seed ^ NET_STREAM;
+
+    // The current local busy period, on the baseline clock, and its shift.
+    let mut base_end: u64 = 0;
+    let mut shift: u64 = 0;
+    let mut cause = Cause::SpinUp;
+    let mut ready_at: u64 = 0;
+    let mut busy_start: u64 = 0; // disk time the busy period started serving
+    let mut seek_in_busy: u64 = 0;
+    let mut head: u64 = 0;
+    let mut gap: Option<Gap> = None;
+
+    let mut t = TimeByState::default(); // ns, converted at the end
+    let mut run = EnergyRun::new(policy.name(), input.requests() as u64);
+    let mut remote = RemoteStats::default();
+    let mut server = RemoteStats::default();
+    let mut idle_period_ns: u128 = 0;
+    let mut gap_ns_total: u128 = 0;
+    let mut stall_ns: u128 = 0;
+    let mut spin_delay_ns: u128 = 0;
+    let mut bg_left = cfg.bg.map_or(0, |b| b.work_bytes);
+    let mut bg = BgStats::default();
+    let mut bg_delay_ns: u128 = 0;
+    let mut seek_total: u64 = 0;
+
+    let decide = |gap: &mut Option<Gap>, start: u64, policy: &mut dyn SpinDown| {
+        if gap.is_none() {
+            let timeout_ns = policy.on_idle(&IdleCtx {
+                now_ns: start,
+                power: p,
+            });
+            *gap = Some(Gap {
+                start_ns: start,
+                timeout_ns,
+            });
+        }
+    };
+
+    for (i, &route) in routes.iter().enumerate() {
+        let a = input.arrival_ns[i];
+        let c = input.completion_ns[i];
+        let size = input.size_bytes[i] as u64;
+        if route == Route::Server {
+            server.add(cfg.network.time_ns(size, uniform(net_seed, i as u64)), size);
+            continue;
+        }
+        let disk_end = base_end + shift;
+        let local = if a <= disk_end {
+            // busy, or spinning up for an earlier request
+            route == Route::Local || (cfg.remote_when == RemoteWhen::Asleep && a >= ready_at)
+        } else {
+            let gap_start = disk_end;
+            if gap.is_none() {
+                // the disk fell idle at disk_end: close the busy period
+                let busy = disk_end - busy_start;
+                t.busy += busy;
+                seek_total += seek_in_busy.min(busy);
+                seek_in_busy = 0;
+            }
+            decide(&mut gap, gap_start, policy);
+            let g = gap.as_ref().expect("decided");
+            let asleep = g.timeout_ns.is_some_and(|to| a - g.start_ns > to);
+            match route {
+                Route::Local => true,
+                _ => cfg.remote_when == RemoteWhen::Asleep && !asleep,
+            }
+        };
+        if !local {
+            remote.add(cfg.network.time_ns(size, uniform(net_seed, i as u64)), size);
+            continue;
+        }
+        run.local_requests += 1;
+        let service = c.saturating_sub(a);
+        let pos = input.position_bytes[i];
+        let seek = cfg.disk.seek_ns(pos.abs_diff(head)).round() as u64;
+        head = pos.saturating_add(size);
+
+        if let Some(g) = gap.take() {
+            // a local request ends the idle interval
+            let l = a - g.start_ns;
+            gap_ns_total += l as u128;
+            run.idle_intervals += 1;
+            let spun = g.timeout_ns.is_some_and(|to| l > to);
+            let deadline = g.timeout_ns.map(|to| g.start_ns.saturating_add(to));
+            let slice = match &cfg.bg {
+                Some(plan) => bg_slice(plan, bg_left, g.start_ns, deadline, a, !spun),
+                None => BgSlice::default(),
+            };
+            if let Some(plan) = &cfg.bg {
+                let bytes = (slice.completed * plan.size_bytes).min(bg_left);
+                bg_left -= bytes;
+                bg.done_bytes += bytes;
+                bg.done_requests += slice.completed;
+                t.bg += slice.busy_ns + slice.residual_ns;
+            }
+            if spun {
+                let to = g.timeout_ns.expect("spun down");
+                let sd = g.start_ns + to;
+                let sd_end = sd + p.shutdown_ns;
+                t.idle += to - slice.busy_ns;
+                t.shutdown += p.shutdown_ns;
+                t.standby += a.saturating_sub(sd_end);
+                let ready = a.max(sd_end) + p.spinup_ns;
+                t.spinup += p.spinup_ns;
+                run.shutdowns += 1;
+                run.spinups += 1;
+                run.idle_periods += 1;
+                idle_period_ns += l as u128;
+                let wait = ready - a;
+                stall_ns += wait as u128;
+                shift = wait;
+                cause = Cause::SpinUp;
+                ready_at = ready;
+                busy_start = ready;
+                policy.on_idle_end(l, true);
+            } else {
+                t.idle += l - slice.busy_ns;
+                shift = slice.residual_ns;
+                cause = Cause::Bg;
+                if slice.residual_ns > 0 {
+                    bg.collisions += 1;
+                }
+                busy_start = a + slice.residual_ns;
+                policy.on_idle_end(l, false);
+            }
+            base_end = c;
+        } else if a <= base_end {
+            base_end = base_end.max(c);
+        } else {
+            // a new baseline busy period that the shift reaches into
+            shift = base_end + shift - a;
+            base_end = c;
+        }
+        seek_in_busy += seek.min(service);
+        if shift > 0 {
+            match cause {
+                Cause::SpinUp => {
+                    run.delayed_requests += 1;
+                    spin_delay_ns += shift as u128;
+                }
+                Cause::Bg => {
+                    bg.fg_delayed_requests += 1;
+                    bg_delay_ns += shift as u128;
+                }
+            }
+        }
+    }
+
+    // The end of the window: the trace's span, or later if the disk's
+    // work was pushed past it.
+    let disk_end = base_end + shift;
+    let end = input.span_ns.max(disk_end);
+    if gap.is_none() {
+        let busy = disk_end - busy_start;
+        t.busy += busy;
+        seek_total += seek_in_busy.min(busy);
+    }
+    if end > disk_end {
+        decide(&mut gap, disk_end, policy);
+        let g = gap.take().expect("decided");
+        let l = end - g.start_ns;
+        let spun = g.timeout_ns.is_some_and(|to| l > to);
+        let deadline = g.timeout_ns.map(|to| g.start_ns.saturating_add(to));
+        let slice = match &cfg.bg {
+            Some(plan) => bg_slice(plan, bg_left, g.start_ns, deadline, end, false),
+            None => BgSlice::default(),
+        };
+        if let Some(plan) = &cfg.bg {
+            bg.done_bytes += (slice.completed * plan.size_bytes).min(bg_left);
+            bg.done_requests += slice.completed;
+            t.bg += slice.busy_ns;
+        }
+        if spun {
+            let to = g.timeout_ns.expect("spun down");
+            let sd = g.start_ns + to;
+            t.idle += to - slice.busy_ns;
+            let shutdown = p.shutdown_ns.min(end - sd);
+            t.shutdown += shutdown;
+            t.standby += end - sd - shutdown;
+            run.shutdowns += 1;
+            run.idle_periods += 1;
+            idle_period_ns += l as u128;
+        } else {
+            t.idle += l - slice.busy_ns;
+        }
+    }
+    t.total = end;
+
+    // Energy by state, J.
+    let ns_s = |ns: u64| ns as f64 / 1e9;
+    let seek_s = ns_s(seek_total);
+    let busy_s = ns_s(t.busy);
+    let bg_j = ns_s(t.bg) * p.read_write_w;
+    run.energy_j = EnergyByState {
+        busy: seek_s * p.seek_w + (busy_s - seek_s) * p.read_write_w + bg_j,
+        idle: ns_s(t.idle) * p.idle_w,
+        power_cycle: run.spinups as f64 * p.spinup_j + run.shutdowns as f64 * p.shutdown_j,
+        standby: ns_s(t.standby) * p.standby_w,
+        total: 0.0,
+    };
+    run.energy_j.total =
+        run.energy_j.busy + run.energy_j.idle + run.energy_j.power_cycle + run.energy_j.standby;
+    run.time_s = t.to_seconds();
+    run.seek_s = seek_s;
+    run.mean_idle_s = if run.idle_periods > 0 {
+        idle_period_ns as f64 / run.idle_periods as f64 / 1e9
+    } else {
+        0.0
+    };
+    run.mean_idle_interval_s = if run.idle_intervals > 0 {
+        gap_ns_total as f64 / run.idle_intervals as f64 / 1e9
+    } else {
+        0.0
+    };
+    run.exposed_delay_s = stall_ns as f64 / 1e9;
+    run.request_delay_s = spin_delay_ns as f64 / 1e9;
+    run.exposed_delay_per_request_s = run.request_delay_s / (input.requests().max(1) as f64);
+    run.span_s = ns_s(input.span_ns);
+    run.execution_s = run.span_s + run.exposed_delay_s;
+    run.edp = run.energy_j.total * run.execution_s;
+    run.remote = remote.finish();
+    run.server = server.finish();
+    if let Some(plan) = &cfg.bg {
+        bg.requested_bytes = plan.work_bytes;
+        bg.energy_j = bg_j;
+        bg.fg_added_delay_s = bg_delay_ns as f64 / 1e9;
+        bg.busy_s = ns_s(t.bg);
+        run.bg = Some(bg);
+    }
+    Ok(run)
+}
+
+#[cfg(test)]
+mod tests {
+    //! A small trace worked by hand, times in seconds (request: arrival →
+    //! completion), WD2500JD power, timeout 10 s, positions sequential so
+    //! no request seeks:
+    //!
+    //! ```text
+    //! r0 0→1   r1 5→6   r2 30→31   r3 42→43   r4 57→58   r5 60→61   r6 70.5→71.5   r7 83→84
+    //! ```
+    //!
+    //! All local: busy [0,1]; idle 4; busy [5,6]; idle 10 (6–16), shutdown
+    //! 16–20, standby 20–30, r2 spins the disk up 30–39 (waits 9), busy
+    //! [39,40]; idle 2; busy [42,43]; idle 10 (43–53), shutdown 53–57, r4
+    //! arrives as it ends: spin-up 57–66 (waits 9); r5 arrives during the
+    //! spin-up and is served after r4 (waits 61+… : shift 58+9−60 = 7);
+    //! busy [66,68]; idle 2.5; busy [70.5,71.5]; idle 10 (71.5–81.5),
+    //! shutdown 81.5–85.5; r7 arrives at 83, during the shutdown: ready at
+    //! 94.5 (waits 11.5); busy [94.5,95.5]. The window ends at 95.5.
+    use super::*;
+    use crate::energy::spindown;
+
+    const S: u64 = 1_000_000_000;
+
+    fn input() -> EnergyInput {
+        let a: Vec<u64> = [0.0, 5.0, 30.0, 42.0, 57.0, 60.0, 70.5, 83.0]
+            .iter()
+            .map(|x| (x * 1e9) as u64)
+            .collect();
+        let c: Vec<u64> = a.iter().map(|x| x + S).collect();
+        let n = a.len();
+        let t = Trace::from_columns(
+            a,
+            Some(c),
+            (0..n as u64).map(|i| i * 4096).collect(),
+            vec![4096; n],
+            vec![Op::Read; n],
+            vec![0; n],
+        )
+        .unwrap();
+        EnergyInput::from_trace(&t, None, 1).unwrap()
+    }
+
+    fn run(routes: &[Route], cfg: &EnergyConfig) -> EnergyRun {
+        let mut p = spindown::build("timeout:t=10s").unwrap();
+        simulate(&input(), routes, p.as_mut(), cfg).unwrap()
+    }
+
+    fn close(got: f64, want: f64) {
+        assert!((got - want).abs() < 1e-9, "got {got}, want {want}");
+    }
+
+    fn states_add_up(r: &EnergyRun) {
+        let t = &r.time_s;
+        close(
+            t.busy + t.bg + t.idle + t.shutdown + t.standby + t.spinup,
+            t.total,
+        );
+        let e = &r.energy_j;
+        close(e.busy + e.idle + e.power_cycle + e.standby, e.total);
+    }
+
+    #[test]
+    fn standalone_disk_by_hand() {
+        let r = run(&[Route::Local; 8], &EnergyConfig::default());
+        states_add_up(&r);
+        close(r.time_s.busy, 8.0);
+        close(r.time_s.idle, 38.5);
+        close(r.time_s.shutdown, 12.0);
+        close(r.time_s.standby, 10.0);
+        close(r.time_s.spinup, 27.0);
+        close(r.time_s.total, 95.5);
+        close(r.energy_j.busy, 8.0 * 10.6);
+        close(r.energy_j.idle, 385.0);
+        close(r.energy_j.power_cycle, 3.0 * (148.5 + 6.4));
+        close(r.energy_j.standby, 18.0);
+        close(r.energy_j.total, 952.5);
+        assert_eq!((r.spinups, r.shutdowns, r.idle_periods), (3, 3, 3));
+        close(r.mean_idle_s, (24.0 + 14.0 + 11.5) / 3.0);
+        assert_eq!(r.idle_intervals, 6);
+        close(
+            r.mean_idle_interval_s,
+            (4.0 + 24.0 + 2.0 + 14.0 + 2.5 + 11.5) / 6.0,
+        );
+        close(r.exposed_delay_s, 9.0 + 9.0 + 11.5);
+        close(r.request_delay_s, 9.0 + 9.0 + 7.0 + 11.5);
+        assert_eq!(r.delayed_requests, 4);
+        close(r.exposed_delay_per_request_s, 36.5 / 8.0);
+        close(r.execution_s, 84.0 + 29.5);
+        close(r.edp, 952.5 * 113.5);
+        assert_eq!(r.local_requests, 8);
+        assert_eq!(r.remote.requests, 0);
+    }
+
+    #[test]
+    fn always_on_by_hand() {
+        let mut p = spindown::build("always-on").unwrap();
+        let r = simulate(
+            &input(),
+            &[Route::Local; 8],
+            p.as_mut(),
+            &EnergyConfig::default(),
+        )
+        .unwrap();
+        states_add_up(&r);
+        close(r.time_s.busy, 8.0);
+        close(r.time_s.idle, 76.0);
+        close(r.energy_j.total, 8.0 * 10.6 + 760.0);
+        assert_eq!((r.spinups, r.idle_periods), (0, 0));
+        close(r.exposed_delay_s, 0.0);
+    }
+
+    /// r2, r4 and r7 may go to a peer. r2 (30 s) finds the disk asleep
+    /// (timed out at 16): remote. r3 (42) must be local: the idle period
+    /// 6–42 (36 s) ends with a spin-up, ready at 51, busy [51,52]. r4 (57)
+    /// finds the disk on, 5 s into its timeout: local (heuristic 1). r7
+    /// (83) finds it shutting down since 81.5: remote. The window ends at
+    /// the span, 84: the tail 71.5–84 holds 10 s idle and 2.5 s of shutdown
+    /// (its whole energy counted).
+    #[test]
+    fn sard_serves_peer_requests_only_while_the_disk_is_off() {
+        use Route::{Local as L, Peer as P};
+        let r = run(&[L, L, P, L, P, L, L, P], &EnergyConfig::default());
+        states_add_up(&r);
+        close(r.time_s.busy, 6.0);
+        close(r.time_s.idle, 4.0 + 10.0 + 5.0 + 2.0 + 9.5 + 10.0);
+        close(r.time_s.shutdown, 6.5);
+        close(r.time_s.standby, 22.0);
+        close(r.time_s.spinup, 9.0);
+        close(r.time_s.total, 84.0);
+        assert_eq!((r.spinups, r.shutdowns, r.idle_periods), (1, 2, 2));
+        close(r.mean_idle_s, (36.0 + 12.5) / 2.0);
+        close(r.energy_j.power_cycle, 148.5 + 2.0 * 6.4);
+        // r3 is the one local request that seeks: 4096 B past the head
+        // (r2 went remote), 0.6 ms + 15.4 ms·√(4096/10¹²) at 13.25 W
+        // (the simulation keeps whole nanoseconds)
+        let seek = ((0.6e-3 + 15.4e-3 * (4096.0f64 / 1e12).sqrt()) * 1e9).round() / 1e9;
+        close(r.seek_s, seek);
+        close(r.energy_j.busy, 6.0 * 10.6 + seek * (13.25 - 10.6));
+        close(
+            r.energy_j.total,
+            63.6 + 405.0 + 161.3 + 39.6 + seek * (13.25 - 10.6),
+        );
+        close(r.exposed_delay_s, 9.0);
+        assert_eq!(r.local_requests, 6);
+        assert_eq!(r.remote.requests, 2);
+        assert_eq!(r.remote.bytes, 8192);
+        // 200 µs + 4096 B at 125 MB/s (32.768 µs) × up to 1.2
+        assert!(r.remote.mean_response_s >= 232.768e-6 && r.remote.mean_response_s <= 239.33e-6);
+    }
+
+    /// With `always`, r4 goes to the peer too: the interval 52–60 (8 s)
+    /// stays below the timeout.
+    #[test]
+    fn remote_always_sends_peer_requests_away_even_when_the_disk_spins() {
+        use Route::{Local as L, Peer as P};
+        let cfg = EnergyConfig {
+            remote_when: RemoteWhen::Always,
+            ..EnergyConfig::default()
+        };
+        let r = run(&[L, L, P, L, P, L, L, P], &cfg);
+        states_add_up(&r);
+        close(r.time_s.busy, 5.0);
+        close(r.time_s.idle, 4.0 + 10.0 + 8.0 + 9.5 + 10.0);
+        assert_eq!(r.spinups, 1);
+        assert_eq!(r.remote.requests, 3);
+    }
+
+    /// BG requests of 1 s after a 0.5 s wait, 5 of them. Interval 1–5:
+    /// BG from 1.5, the 4th request is in service when r1 arrives at 5 and
+    /// ends at 5.5 (r1 waits 0.5; busy [5.5,6.5]). Interval 6.5–30 (spun
+    /// down at 16.5): the last BG request 7–8. Idle time falls by 4.5 s and
+    /// standby by 0.5 s (the spin-down comes 0.5 s later): extra energy
+    /// 5·10.6 − 4.5·10 − 0.5·1.8 = 7.1 J.
+    #[test]
+    fn bg_work_runs_only_while_the_disk_spins() {
+        let plan = BgPlan {
+            work_bytes: 5000,
+            size_bytes: 1000,
+            service: BgService::Constant { ns: S },
+            wait_ns: S / 2,
+        };
+        let cfg = EnergyConfig {
+            bg: Some(plan),
+            ..EnergyConfig::default()
+        };
+        let with = run(&[Route::Local; 8], &cfg);
+        let without = run(&[Route::Local; 8], &EnergyConfig::default());
+        states_add_up(&with);
+        let bg = with.bg.unwrap();
+        assert_eq!(
+            (bg.done_requests, bg.done_bytes, bg.collisions),
+            (5, 5000, 1)
+        );
+        close(bg.busy_s, 5.0);
+        close(bg.energy_j, 53.0);
+        assert_eq!(bg.fg_delayed_requests, 1);
+        close(bg.fg_added_delay_s, 0.5);
+        close(with.time_s.idle, 34.0);
+        close(with.time_s.standby, 9.5);
+        close(with.energy_j.total - without.energy_j.total, 7.1);
+        // the spin-downs and their delays are those of the run without BG
+        assert_eq!(with.spinups, without.spinups);
+        close(with.exposed_delay_s, without.exposed_delay_s);
+    }
+
+    #[test]
+    fn bg_slice_by_hand() {
+        let plan = BgPlan {
+            work_bytes: 10,
+            size_bytes: 1,
+            service: BgService::Constant { ns: 10 },
+            wait_ns: 5,
+        };
+        // start 0, first request at 5; FG at 32: 3 started, the 3rd ends at 35
+        let s = bg_slice(&plan, 10, 0, None, 32, true);
+        assert_eq!(
+            s,
+            BgSlice {
+                completed: 3,
+                busy_ns: 27,
+                residual_ns: 3
+            }
+        );
+        // spin-down at 30: only 2 fit (5–15, 15–25)
+        let s = bg_slice(&plan, 10, 0, Some(30), 100, true);
+        assert_eq!(
+            s,
+            BgSlice {
+                completed: 2,
+                busy_ns: 20,
+                residual_ns: 0
+            }
+        );
+        // the trace ends at 32: only finished requests count
+        let s = bg_slice(&plan, 10, 0, None, 32, false);
+        assert_eq!(
+            s,
+            BgSlice {
+                completed: 2,
+                busy_ns: 20,
+                residual_ns: 0
+            }
+        );
+        // not enough work left
+        let s = bg_slice(&plan, 1, 0, None, 100, true);
+        assert_eq!(
+            s,
+            BgSlice {
+                completed: 1,
+                busy_ns: 10,
+                residual_ns: 0
+            }
+        );
+        assert_eq!(bg_slice(&plan, 10, 0, None, 5, true), BgSlice::default());
+    }
+
+    #[test]
+    fn file_trace_routes_and_file_server() {
+        use crate::energy::filetrace::parse_file_trace;
+        let ft = parse_file_trace(
+            "0,/usr/bin/vi,0,4096,R,app\n1,/home/u/a.txt,0,4096,R,user\n2,/usr/bin/vi,0,4096,W,app\n",
+            std::path::Path::new("f.csv"),
+        )
+        .unwrap();
+        let m: ServiceModel = "const:5ms".parse().unwrap();
+        let local = EnergyInput::from_file_trace(&ft, &m, UserData::Local, 1).unwrap();
+        assert_eq!(local.base, vec![Route::Peer, Route::Local, Route::Local]);
+        assert_eq!(local.disk_requests(), 3);
+        assert_eq!(local.mandatory_local(), 2);
+        let server = EnergyInput::from_file_trace(&ft, &m, UserData::Server, 1).unwrap();
+        assert_eq!(server.base, vec![Route::Peer, Route::Server, Route::Local]);
+        assert_eq!(
+            server.completion_ns,
+            vec![5_000_000, 1_000_000_000, 2_005_000_000]
+        );
+        let routes = server.routes(&Availability::Standalone, 1).unwrap();
+        let mut p = spindown::build("timeout").unwrap();
+        let r = simulate(&server, &routes, p.as_mut(), &EnergyConfig::default()).unwrap();
+        assert_eq!(r.server.requests, 1);
+        assert_eq!(r.local_requests, 2);
+    }
+
+    #[test]
+    fn bad_routes_length_is_an_error() {
+        let mut p = spindown::build("timeout").unwrap();
+        let e = simulate(
+            &input(),
+            &[Route::Local; 3],
+            p.as_mut(),
+            &EnergyConfig::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("3 routes for 8 requests"), "{e}");
+    }
+}
