@@ -24,6 +24,7 @@ mod pareto;
 mod policies;
 mod recommend;
 mod report;
+mod scrub;
 mod simulate;
 mod tune;
 
@@ -56,6 +57,8 @@ Examples:
       each policy's throughput/delay trade-off over its whole knob range
   fallow policies
       the policies and their parameters
+  fallow scrub /dev/sdb --resume --tuned tune.json --max-rate 64MiB/s
+      verify a disk read-only in its idle time with the tuned policy, continuing the last checkpoint
 
 Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
 
@@ -84,6 +87,8 @@ enum Command {
     Recommend(recommend::RecommendArgs),
     /// List the BG scheduling policies and their parameters.
     Policies(policies::PoliciesArgs),
+    /// Verify a block device or file read-only in the idle time a policy picks (checkpointed).
+    Scrub(scrub::ScrubArgs),
     /// Simulate one BG policy on a trace or a synthetic workload: FG slowdown and BG work done.
     Simulate(simulate::SimulateArgs),
     /// Find the policy setting and request size with the most BG throughput within an FG budget.
@@ -162,6 +167,7 @@ fn main() -> ExitCode {
         Command::Pareto(args) => pareto::run(args),
         Command::Policies(args) => policies::run(args),
         Command::Recommend(args) => recommend::run(args),
+        Command::Scrub(args) => scrub::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Tune(args) => tune::run(args),
     };

@@ -351,14 +351,13 @@ impl Driver {
                     if step == Step::Finished {
                         return Ok(self.finish(Outcome::Finished, t_start));
                     }
-                    if let Some(ev) = monitor.try_recv()? {
-                        if let Event::Busy { at_ns, after_ns } = ev {
-                            // the arrival came before the request ended: it waited for it
-                            let collided = after_ns < t1;
-                            self.report.collisions += u64::from(collided);
-                            end_idle(&mut self.policy, after_ns, at_ns, collided);
-                            continue 'busy;
-                        }
+                    // in an idle interval only an FG arrival can come
+                    if let Some(Event::Busy { at_ns, after_ns }) = monitor.try_recv()? {
+                        // the arrival came before the request ended: it waited for it
+                        let collided = after_ns < t1;
+                        self.report.collisions += u64::from(collided);
+                        end_idle(&mut self.policy, after_ns, at_ns, collided);
+                        continue 'busy;
                     }
                     if stop.load(Ordering::SeqCst) {
                         return Ok(self.finish(Outcome::Stopped, t_start));

@@ -189,7 +189,8 @@ impl Detector {
             a.reads_in_flight || b.reads_in_flight || a.read_sectors != b.read_sectors;
         let own_writes_moving =
             a.writes_in_flight || b.writes_in_flight || a.write_sectors != b.write_sectors;
-        let shield = a.shield_open() || b.shield_open() || prev.own.shield_events != b.shield_events;
+        let shield =
+            a.shield_open() || b.shield_open() || prev.own.shield_events != b.shield_events;
 
         // FG sectors read: kernel − own since the start, reported as growth
         // beyond the running maximum
@@ -251,10 +252,15 @@ impl Detector {
         let fg_ios = dev_ios.saturating_sub(b.ios.wrapping_sub(prev.own.ios));
 
         let active = new_read > 0 || new_write > 0 || new_flush > 0 || fg_in_flight > 0;
-        let arrived = new_read > 0 || new_write > 0 || new_flush > 0 || fg_in_flight > prev.fg_in_flight;
+        let arrived =
+            new_read > 0 || new_write > 0 || new_flush > 0 || fg_in_flight > prev.fg_in_flight;
         self.totals.fg_read_bytes += new_read * STAT_SECTOR_BYTES;
         self.totals.fg_write_bytes += new_write * STAT_SECTOR_BYTES;
-        let counted = if active { fg_ios.max(u64::from(new_flush > 0)) } else { 0 };
+        let counted = if active {
+            fg_ios.max(u64::from(new_flush > 0))
+        } else {
+            0
+        };
         self.totals.fg_requests += counted;
         self.prev = Some(Prev {
             t_ns,
@@ -380,7 +386,7 @@ mod tests {
         let o = own(0, false);
         feed(&mut d, 0, &dev, o);
         feed(&mut d, 1, &dev, o); // idle
-        // an FG read in flight at t=2, completes by t=3, another one by t=4
+                                  // an FG read in flight at t=2, completes by t=3, another one by t=4
         dev.inflight.reads = 1;
         assert_eq!(
             feed(&mut d, 2, &dev, o),

@@ -342,7 +342,10 @@ mod tests {
             },
         )
         .unwrap();
-        assert!(matches!(next_event(&mut m), Event::Idle { first: true, .. }));
+        assert!(matches!(
+            next_event(&mut m),
+            Event::Idle { first: true, .. }
+        ));
         // our own read of 64 sectors: no event
         own.begin_read(64 * 512).done();
         write_stat(&stat, 64, 0);

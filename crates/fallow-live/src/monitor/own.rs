@@ -362,8 +362,11 @@ mod tests {
     fn cgroup_source_reports_movement_as_maybe_in_flight() {
         let dir = tempfile::tempdir().unwrap();
         let src = CgroupIo::new(dir.path(), (7, 3));
-        std::fs::write(dir.path().join("io.stat"), "7:3 rbytes=512 wbytes=0 rios=1 wios=0\n")
-            .unwrap();
+        std::fs::write(
+            dir.path().join("io.stat"),
+            "7:3 rbytes=512 wbytes=0 rios=1 wios=0\n",
+        )
+        .unwrap();
         let a = src.snapshot();
         assert_eq!(a.read_sectors, 1);
         assert!(a.reads_in_flight);

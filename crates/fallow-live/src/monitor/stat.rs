@@ -486,7 +486,9 @@ mod tests {
         std::fs::write(&bad, "hello\n").unwrap();
         let e = StatSource::file(&bad).unwrap_err().to_string();
         assert!(e.contains("field 1"), "{e}");
-        let e = StatSource::sysfs_in(dir.path(), "sdzz").unwrap_err().to_string();
+        let e = StatSource::sysfs_in(dir.path(), "sdzz")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no block device `sdzz`"), "{e}");
     }
 
@@ -515,7 +517,10 @@ mod tests {
         assert_eq!(r.max_request_bytes, Some(1280 * 1024));
         // a device sysfs does not know: None, not an error
         let empty = tempfile::tempdir().unwrap();
-        assert_eq!(resolve_device_in(empty.path(), target.path()).unwrap(), None);
+        assert_eq!(
+            resolve_device_in(empty.path(), target.path()).unwrap(),
+            None
+        );
     }
 
     #[test]

@@ -199,6 +199,78 @@ impl Checkpoint {
     }
 }
 
+/// Where a target's checkpoint goes when none is given:
+/// `/var/lib/fallow/scrub/` for root, else `$XDG_STATE_HOME/fallow/scrub/`
+/// (`~/.local/state/fallow/scrub/`), named after the target's absolute
+/// path (`/dev/sda` → `dev_sda.json`). The directory is not created here.
+pub fn default_path(target: &Path) -> Result<PathBuf> {
+    let abs = std::path::absolute(target).map_err(|e| Error::io(target, "bad path", e))?;
+    let dir = if rustix::process::geteuid().is_root() {
+        PathBuf::from("/var/lib/fallow/scrub")
+    } else {
+        match (std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME")) {
+            (Some(x), _) if !x.is_empty() => PathBuf::from(x).join("fallow/scrub"),
+            (_, Some(h)) if !h.is_empty() => PathBuf::from(h).join(".local/state/fallow/scrub"),
+            _ => {
+                return Err(Error::invalid(
+                    "--checkpoint",
+                    "neither XDG_STATE_HOME nor HOME is set: give --checkpoint PATH",
+                ))
+            }
+        }
+    };
+    Ok(dir.join(format!("{}.json", sanitise(&abs.to_string_lossy()))))
+}
+
+/// A path as one file name: `/dev/disk/by-id/ata-X 1` → `dev_disk_by-id_ata-X-1`.
+pub fn sanitise(path: &str) -> String {
+    let s: String = path
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| match c {
+            '/' => '_',
+            c if c.is_ascii_alphanumeric() || "._-".contains(c) => c,
+            _ => '-',
+        })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        format!("_{s}")
+    } else {
+        s
+    }
+}
+
+/// An exclusive lock on a checkpoint (`<checkpoint>.lock`, `flock`), held
+/// while a scrub runs so that two scrubs never share one checkpoint. The
+/// kernel releases it when the process dies, `kill -9` included.
+#[derive(Debug)]
+pub struct Lock {
+    _file: File,
+}
+
+/// Take the lock of the checkpoint at `path`, or say who holds it.
+pub fn lock(path: &Path) -> Result<Lock> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = PathBuf::from(name);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(|e| Error::io(&lock_path, "cannot create the checkpoint's lock file", e))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Lock { _file: file }),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(Error::Unsupported(format!(
+            "{}: another fallow scrub is using this checkpoint (its lock {} is held)",
+            path.display(),
+            lock_path.display()
+        ))),
+        Err(e) => Err(Error::io(&lock_path, "cannot lock", e.into())),
+    }
+}
+
 /// Unix time now, s.
 pub fn unix_now_s() -> u64 {
     std::time::SystemTime::now()
@@ -216,10 +288,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     };
     let name = path
         .file_name()
-        .ok_or_else(|| Error::invalid("checkpoint", format!("{}: not a file name", path.display())))?
+        .ok_or_else(|| {
+            Error::invalid("checkpoint", format!("{}: not a file name", path.display()))
+        })?
         .to_string_lossy()
         .into_owned();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    // one fixed name: a writer killed mid-write leaves at most this file,
+    // which the next save truncates (writers of one checkpoint are
+    // serialised by its lock, see `lock`)
+    let tmp = dir.join(format!(".{name}.tmp"));
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)
@@ -305,7 +382,7 @@ mod tests {
         let mut c = sample();
         c.save(&p).unwrap();
         // a writer killed mid-write leaves a partial temporary file behind
-        fs::write(dir.path().join(".ck.json.99999.tmp"), b"{\"version\": 1, \"tar").unwrap();
+        fs::write(dir.path().join(".ck.json.tmp"), b"{\"version\": 1, \"tar").unwrap();
         assert_eq!(Checkpoint::load(&p).unwrap(), Some(c.clone()));
         // and the next save still works and replaces the checkpoint whole
         c.next_visit = 18;
@@ -348,23 +425,46 @@ mod tests {
         assert!(c.check_matches(p, &target(), o, 1 << 20).is_ok());
         let mut other = target();
         other.path = "/dev/loop8".into();
-        let e = c.check_matches(p, &other, o, 1 << 20).unwrap_err().to_string();
+        let e = c
+            .check_matches(p, &other, o, 1 << 20)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is for /dev/loop9, not /dev/loop8"), "{e}");
         let mut bigger = target();
         bigger.size_bytes += 512;
-        let e = c.check_matches(p, &bigger, o, 1 << 20).unwrap_err().to_string();
+        let e = c
+            .check_matches(p, &bigger, o, 1 << 20)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("bytes now"), "{e}");
         let e = c
             .check_matches(p, &target(), Order::Sequential, 1 << 20)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("order is staggered, 128 regions, not sequential"), "{e}");
-        let e = c.check_matches(p, &target(), o, 4096).unwrap_err().to_string();
+        assert!(
+            e.contains("order is staggered, 128 regions, not sequential"),
+            "{e}"
+        );
+        let e = c
+            .check_matches(p, &target(), o, 4096)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("request size"), "{e}");
         // a block device that got another number after a reboot is the same target
         let mut renumbered = target();
         renumbered.device = "7:12".into();
         assert!(c.check_matches(p, &renumbered, o, 1 << 20).is_ok());
+    }
+
+    #[test]
+    fn a_checkpoint_is_locked_by_one_holder_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ck.json");
+        let held = lock(&p).unwrap();
+        let e = lock(&p).unwrap_err().to_string();
+        assert!(e.contains("another fallow scrub"), "{e}");
+        drop(held);
+        assert!(lock(&p).is_ok());
     }
 
     #[test]
@@ -375,6 +475,22 @@ mod tests {
         assert_eq!((c.next_visit, c.scrubbed_bytes, c.complete), (0, 0, false));
         assert_eq!(c.passes_completed, 1);
         assert!(c.bad_ranges.is_empty());
+    }
+
+    #[test]
+    fn default_paths_are_one_flat_name_per_target() {
+        assert_eq!(sanitise("/dev/sda"), "dev_sda");
+        assert_eq!(
+            sanitise("/dev/disk/by-id/ata-X 1"),
+            "dev_disk_by-id_ata-X-1"
+        );
+        assert_eq!(sanitise("/.hidden"), "_.hidden");
+        let p = default_path(Path::new("/dev/loop3")).unwrap();
+        assert!(
+            p.ends_with("fallow/scrub/dev_loop3.json"),
+            "{}",
+            p.display()
+        );
     }
 
     #[test]

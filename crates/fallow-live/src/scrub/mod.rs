@@ -162,6 +162,7 @@ pub struct Scrubber {
     last_save_ns: u64,
     dirty: bool,
     window_reported: bool,
+    _lock: checkpoint::Lock,
 }
 
 impl Scrubber {
@@ -192,6 +193,7 @@ impl Scrubber {
             return Err(Error::invalid("--regions", "must be at least 1"));
         }
         let plan = Plan::new(target.size_bytes, size, cfg.order);
+        let lock = checkpoint::lock(&cfg.checkpoint_path)?;
         let existing = match resume {
             Resume::Restart => None,
             _ => Checkpoint::load(&cfg.checkpoint_path)?,
@@ -256,6 +258,7 @@ impl Scrubber {
             last_save_ns: now,
             dirty: false,
             window_reported: false,
+            _lock: lock,
         };
         s.ck.runs += 1;
         if s.ck.segments == 0 {
@@ -282,8 +285,7 @@ impl Scrubber {
     }
 
     fn save(&mut self) -> Result<()> {
-        self.ck.active_s =
-            self.active_base_s + (monotonic_ns() - self.run_start_ns) as f64 / 1e9;
+        self.ck.active_s = self.active_base_s + (monotonic_ns() - self.run_start_ns) as f64 / 1e9;
         // the checkpoint's own writes are not FG work
         let _shield = self.own.shield_writes();
         self.ck.save(&self.cfg.checkpoint_path)?;
@@ -462,7 +464,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.bin");
         std::fs::write(&p, vec![0x5au8; size]).unwrap();
-        let target = Target::open(&p).unwrap();
+        let target = Target::open(&p, true).unwrap();
         let log = dir.path().join("log.jsonl");
         let cfg = ScrubConfig {
             request_size_bytes: 64 * 1024,
@@ -501,7 +503,10 @@ mod tests {
             .lines()
             .map(|l| {
                 let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                (v["first_byte"].as_u64().unwrap(), v["last_byte"].as_u64().unwrap())
+                (
+                    v["first_byte"].as_u64().unwrap(),
+                    v["last_byte"].as_u64().unwrap(),
+                )
             })
             .collect()
     }
@@ -510,9 +515,15 @@ mod tests {
     fn a_full_sequential_pass_covers_the_file_once() {
         let f = fixture(1_000_000);
         let own = Arc::new(OwnCounters::new(None));
-        let mut s =
-            Scrubber::new(&f.target, real(&f, &own), "read", own.clone(), f.cfg.clone(), Resume::No)
-                .unwrap();
+        let mut s = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own.clone(),
+            f.cfg.clone(),
+            Resume::No,
+        )
+        .unwrap();
         assert_eq!(drain(&mut s, 64 * 1024), 16);
         let r = s.report();
         assert!(r.complete);
@@ -531,9 +542,15 @@ mod tests {
     fn a_larger_policy_size_reads_several_sequential_segments_at_once() {
         let f = fixture(1 << 20);
         let own = Arc::new(OwnCounters::new(None));
-        let mut s =
-            Scrubber::new(&f.target, real(&f, &own), "read", own.clone(), f.cfg.clone(), Resume::No)
-                .unwrap();
+        let mut s = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own.clone(),
+            f.cfg.clone(),
+            Resume::No,
+        )
+        .unwrap();
         assert_eq!(drain(&mut s, 256 * 1024), 4);
         assert_eq!(logged(&f.log)[1], (256 * 1024, 512 * 1024 - 1));
     }
@@ -543,9 +560,15 @@ mod tests {
         let mut f = fixture(1 << 20);
         f.cfg.order = Order::Staggered { regions: 4 };
         let own = Arc::new(OwnCounters::new(None));
-        let mut s =
-            Scrubber::new(&f.target, real(&f, &own), "read", own.clone(), f.cfg.clone(), Resume::No)
-                .unwrap();
+        let mut s = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own.clone(),
+            f.cfg.clone(),
+            Resume::No,
+        )
+        .unwrap();
         // a policy's larger size does not merge staggered segments
         assert_eq!(drain(&mut s, 1 << 20), 16);
         let l = logged(&f.log);
@@ -561,22 +584,41 @@ mod tests {
         let mut f = fixture(1 << 20);
         f.cfg.max_bytes = Some(5 * 65536);
         let own = Arc::new(OwnCounters::new(None));
-        let mut s =
-            Scrubber::new(&f.target, real(&f, &own), "read", own.clone(), f.cfg.clone(), Resume::No)
-                .unwrap();
+        let mut s = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own.clone(),
+            f.cfg.clone(),
+            Resume::No,
+        )
+        .unwrap();
         assert_eq!(drain(&mut s, 65536), 5);
         assert!(!s.report().complete);
         drop(s);
         // a new pass without --resume would lose the progress: refused
-        let e = Scrubber::new(&f.target, real(&f, &own), "read", own.clone(), f.cfg.clone(), Resume::No)
-            .err()
-            .unwrap()
-            .to_string();
+        let e = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own.clone(),
+            f.cfg.clone(),
+            Resume::No,
+        )
+        .err()
+        .unwrap()
+        .to_string();
         assert!(e.contains("--resume") && e.contains("% done"), "{e}");
         f.cfg.max_bytes = None;
-        let mut s =
-            Scrubber::new(&f.target, real(&f, &own), "read", own.clone(), f.cfg.clone(), Resume::Yes)
-                .unwrap();
+        let mut s = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own.clone(),
+            f.cfg.clone(),
+            Resume::Yes,
+        )
+        .unwrap();
         assert_eq!(s.resumed_from_bytes(), 5 * 65536);
         assert_eq!(drain(&mut s, 65536), 11);
         let r = s.report();
@@ -588,13 +630,29 @@ mod tests {
         assert!(l.windows(2).all(|w| w[0].1 + 1 == w[1].0));
         drop(s);
         // resuming a complete pass starts the next one
-        let s = Scrubber::new(&f.target, real(&f, &own), "read", own.clone(), f.cfg.clone(), Resume::Yes)
-            .unwrap();
-        assert_eq!((s.checkpoint().passes_completed, s.checkpoint().next_visit), (1, 0));
+        let s = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own.clone(),
+            f.cfg.clone(),
+            Resume::Yes,
+        )
+        .unwrap();
+        assert_eq!(
+            (s.checkpoint().passes_completed, s.checkpoint().next_visit),
+            (1, 0)
+        );
         drop(s);
-        let s =
-            Scrubber::new(&f.target, real(&f, &own), "read", own, f.cfg.clone(), Resume::Restart)
-                .unwrap();
+        let s = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own,
+            f.cfg.clone(),
+            Resume::Restart,
+        )
+        .unwrap();
         assert_eq!(s.checkpoint().passes_completed, 0);
     }
 
@@ -605,9 +663,19 @@ mod tests {
         let mut faulty = Faulty::new(1 << 20, f.target.granule_bytes);
         let g = f.target.granule_bytes;
         // two adjacent bad sectors straddling a segment boundary, and one more
-        faulty.bad = vec![[65536 - g, 65536 + g - 1], [300_000 / g * g, 300_000 / g * g]];
-        let mut s = Scrubber::new(&f.target, Box::new(faulty), "read", own, f.cfg.clone(), Resume::No)
-            .unwrap();
+        faulty.bad = vec![
+            [65536 - g, 65536 + g - 1],
+            [300_000 / g * g, 300_000 / g * g],
+        ];
+        let mut s = Scrubber::new(
+            &f.target,
+            Box::new(faulty),
+            "read",
+            own,
+            f.cfg.clone(),
+            Resume::No,
+        )
+        .unwrap();
         let found = Arc::new(std::sync::Mutex::new(Vec::new()));
         let f2 = found.clone();
         s.on_event(move |e| {
@@ -619,7 +687,10 @@ mod tests {
         let r = s.report();
         assert_eq!(
             r.bad_ranges,
-            vec![[65536 - g, 65536 + g - 1], [300_000 / g * g, 300_000 / g * g + g - 1]]
+            vec![
+                [65536 - g, 65536 + g - 1],
+                [300_000 / g * g, 300_000 / g * g + g - 1]
+            ]
         );
         // reported as found: three pieces (the boundary range in two requests)
         assert_eq!(found.lock().unwrap().len(), 3);
@@ -633,10 +704,17 @@ mod tests {
         let mut f = fixture(8192);
         f.cfg.request_size_bytes = 1000;
         let own = Arc::new(OwnCounters::new(None));
-        let e = Scrubber::new(&f.target, real(&f, &own), "read", own, f.cfg.clone(), Resume::No)
-            .err()
-            .unwrap()
-            .to_string();
+        let e = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own,
+            f.cfg.clone(),
+            Resume::No,
+        )
+        .err()
+        .unwrap()
+        .to_string();
         assert!(e.contains("multiple of"), "{e}");
     }
 
@@ -644,8 +722,15 @@ mod tests {
     fn an_empty_target_is_complete_at_once() {
         let f = fixture(0);
         let own = Arc::new(OwnCounters::new(None));
-        let mut s = Scrubber::new(&f.target, real(&f, &own), "read", own, f.cfg.clone(), Resume::No)
-            .unwrap();
+        let mut s = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own,
+            f.cfg.clone(),
+            Resume::No,
+        )
+        .unwrap();
         assert_eq!(s.run_one(65536).unwrap(), Step::Finished);
         assert!(s.report().complete);
     }

@@ -197,7 +197,9 @@ pub(crate) mod faulty {
                 .min();
             match first_bad {
                 None => Ok(len),
-                Some(b) if self.short_reads && b > offset => Ok(b / self.sector * self.sector - offset),
+                Some(b) if self.short_reads && b > offset => {
+                    Ok(b / self.sector * self.sector - offset)
+                }
                 Some(_) => Err(io::Error::from_raw_os_error(5)), // EIO
             }
         }
@@ -217,7 +219,13 @@ mod tests {
     fn a_clean_range_is_one_request() {
         let mut f = Faulty::new(1 << 20, 512);
         let r = verify_range(&mut f, 0, 1 << 20, 512, 3);
-        assert_eq!(r, Verified { requests: 1, ..Verified::default() });
+        assert_eq!(
+            r,
+            Verified {
+                requests: 1,
+                ..Verified::default()
+            }
+        );
     }
 
     #[test]
@@ -237,9 +245,16 @@ mod tests {
     #[test]
     fn adjacent_bad_sectors_merge_and_separate_ones_do_not() {
         let mut f = Faulty::new(1 << 20, 4096);
-        f.bad = vec![[8192, 3 * 4096 - 1], [3 * 4096, 4 * 4096 - 1], [100 * 4096, 100 * 4096 + 10]];
+        f.bad = vec![
+            [8192, 3 * 4096 - 1],
+            [3 * 4096, 4 * 4096 - 1],
+            [100 * 4096, 100 * 4096 + 10],
+        ];
         let r = verify_range(&mut f, 0, 1 << 20, 4096, 0);
-        assert_eq!(ranges(&r), vec![[8192, 4 * 4096 - 1], [100 * 4096, 101 * 4096 - 1]]);
+        assert_eq!(
+            ranges(&r),
+            vec![[8192, 4 * 4096 - 1], [100 * 4096, 101 * 4096 - 1]]
+        );
     }
 
     #[test]

@@ -79,7 +79,10 @@ pub fn parse_rate(s: &str) -> Result<f64> {
         )
     })?;
     if b == 0 {
-        return Err(Error::invalid("--max-rate", format!("`{s}`: must be positive")));
+        return Err(Error::invalid(
+            "--max-rate",
+            format!("`{s}`: must be positive"),
+        ));
     }
     Ok(b as f64)
 }
@@ -127,7 +130,10 @@ impl FromStr for Window {
         };
         let (a, b) = text.trim().split_once('-').ok_or_else(|| bad("no `-`"))?;
         let hm = |t: &str, end: bool| -> Result<u32> {
-            let (h, m) = t.trim().split_once(':').ok_or_else(|| bad("a time needs HH:MM"))?;
+            let (h, m) = t
+                .trim()
+                .split_once(':')
+                .ok_or_else(|| bad("a time needs HH:MM"))?;
             let h: u32 = h.parse().map_err(|_| bad("the hour is not a number"))?;
             let m: u32 = m.parse().map_err(|_| bad("the minutes are not a number"))?;
             if m > 59 || h > 24 || (h == 24 && (m != 0 || !end)) {
@@ -208,7 +214,10 @@ mod tests {
             starts.push(t);
             b.take(1 << 20, t);
         }
-        assert_eq!(starts, vec![0, 250_000_000, 500_000_000, 750_000_000, 1_000_000_000]);
+        assert_eq!(
+            starts,
+            vec![0, 250_000_000, 500_000_000, 750_000_000, 1_000_000_000]
+        );
     }
 
     #[test]
@@ -249,7 +258,10 @@ mod tests {
         assert_eq!(parse_rate("100MB/s").unwrap(), 1e8);
         assert_eq!(parse_rate("1GiB").unwrap(), 1073741824.0);
         assert!(parse_rate("0/s").is_err());
-        assert!(parse_rate("fast").unwrap_err().to_string().contains("--max-rate"));
+        assert!(parse_rate("fast")
+            .unwrap_err()
+            .to_string()
+            .contains("--max-rate"));
         assert!(TokenBucket::new(0.0, 1).is_err());
     }
 
@@ -264,7 +276,15 @@ mod tests {
         assert!(!night.contains(12 * 3600));
         let all: Window = "00:00-24:00".parse().unwrap();
         assert!(all.contains(0) && all.contains(86_399));
-        for bad in ["1-6", "01:00", "25:00-06:00", "01:60-02:00", "24:00-01:00", "03:00-03:00", "a:b-c:d"] {
+        for bad in [
+            "1-6",
+            "01:00",
+            "25:00-06:00",
+            "01:60-02:00",
+            "24:00-01:00",
+            "03:00-03:00",
+            "a:b-c:d",
+        ] {
             let e = bad.parse::<Window>().unwrap_err().to_string();
             assert!(e.contains("--window") && e.contains(bad), "{bad}: {e}");
         }
@@ -272,7 +292,10 @@ mod tests {
 
     #[test]
     fn waits_until_the_nearest_window_capped() {
-        let ws = Windows(vec!["01:00-06:00".parse().unwrap(), "13:00-14:00".parse().unwrap()]);
+        let ws = Windows(vec![
+            "01:00-06:00".parse().unwrap(),
+            "13:00-14:00".parse().unwrap(),
+        ]);
         assert_eq!(ws.wait_s(2 * 3600), 0);
         assert_eq!(ws.until_open_s(7 * 3600), Some(6 * 3600));
         assert_eq!(ws.until_open_s(23 * 3600), Some(2 * 3600));

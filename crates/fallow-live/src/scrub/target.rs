@@ -56,8 +56,9 @@ pub struct Target {
 }
 
 impl Target {
-    /// Open `path` read-only.
-    pub fn open(path: &Path) -> Result<Target> {
+    /// Open `path` read-only, with `O_DIRECT` if `direct` and the file
+    /// system allows it (see the module documentation).
+    pub fn open(path: &Path, direct: bool) -> Result<Target> {
         let abs = std::path::absolute(path).map_err(|e| Error::io(path, "bad path", e))?;
         let md = std::fs::metadata(&abs).map_err(|e| {
             let what = if e.kind() == ErrorKind::NotFound {
@@ -75,12 +76,18 @@ impl Target {
         } else if ft.is_dir() {
             return Err(Error::invalid(
                 "target",
-                format!("{} is a directory: give a block device or a file", abs.display()),
+                format!(
+                    "{} is a directory: give a block device or a file",
+                    abs.display()
+                ),
             ));
         } else {
             return Err(Error::invalid(
                 "target",
-                format!("{} is neither a block device nor a regular file", abs.display()),
+                format!(
+                    "{} is neither a block device nor a regular file",
+                    abs.display()
+                ),
             ));
         };
         let open_err = |e: io::Error| {
@@ -98,6 +105,10 @@ impl Target {
             .custom_flags(OFlags::DIRECT.bits() as i32)
             .open(&abs)
         {
+            Ok(_) if !direct => {
+                buffered_reason = Some("buffered reads asked for".into());
+                None
+            }
             Ok(f) => Some(f),
             Err(e) if e.raw_os_error() == Some(22) => {
                 buffered_reason = Some(format!("O_DIRECT refused at open ({e})"));
@@ -310,7 +321,7 @@ mod tests {
         let p = dir.path().join("t.bin");
         let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&p, &data).unwrap();
-        let t = Target::open(&p).unwrap();
+        let t = Target::open(&p, true).unwrap();
         assert_eq!((t.kind, t.size_bytes), (TargetKind::File, 100_000));
         assert_eq!(t.id.kind, "file");
         let own = Arc::new(OwnCounters::new(None));
@@ -318,11 +329,33 @@ mod tests {
         // the unaligned tail is read whole
         let tail_off = 100_000 / t.granule_bytes * t.granule_bytes;
         assert_eq!(r.check(0, tail_off).unwrap(), tail_off);
-        assert_eq!(r.check(tail_off, 100_000 - tail_off).unwrap(), 100_000 - tail_off);
+        assert_eq!(
+            r.check(tail_off, 100_000 - tail_off).unwrap(),
+            100_000 - tail_off
+        );
         assert_eq!(own.reads_issued(), 2);
         // read-only: writing through its descriptor fails
         assert!(t.file().write_at(b"x", 0).is_err());
         assert_eq!(std::fs::read(&p).unwrap(), data);
+    }
+
+    #[test]
+    fn buffered_reads_when_asked_read_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.bin");
+        std::fs::write(&p, vec![3u8; 10_000]).unwrap();
+        let t = Target::open(&p, false).unwrap();
+        assert!(!t.direct);
+        assert_eq!(t.granule_bytes, 512);
+        assert_eq!(
+            t.buffered_reason.as_deref(),
+            Some("buffered reads asked for")
+        );
+        let own = Arc::new(OwnCounters::new(None));
+        let mut r = t.reader(own.clone()).unwrap();
+        assert_eq!(r.check(0, 8192).unwrap(), 8192);
+        assert_eq!(r.check(8192, 1808).unwrap(), 1808);
+        assert_eq!(own.read_bytes(), 8192 + 2048);
     }
 
     #[test]
@@ -335,7 +368,7 @@ mod tests {
         let dir = tempfile::tempdir_in(shm).unwrap();
         let p = dir.path().join("t.bin");
         std::fs::write(&p, vec![7u8; 8192]).unwrap();
-        let t = Target::open(&p).unwrap();
+        let t = Target::open(&p, true).unwrap();
         if t.direct {
             eprintln!("skip: this tmpfs takes O_DIRECT");
             return;
@@ -347,13 +380,16 @@ mod tests {
 
     #[test]
     fn missing_and_wrong_targets_are_clear_errors() {
-        let e = Target::open(Path::new("/no/such/disk")).unwrap_err();
+        let e = Target::open(Path::new("/no/such/disk"), true).unwrap_err();
         assert!(e.is_bad_input());
-        assert!(e.to_string().contains("no such file or block device"), "{e}");
+        assert!(
+            e.to_string().contains("no such file or block device"),
+            "{e}"
+        );
         let dir = tempfile::tempdir().unwrap();
-        let e = Target::open(dir.path()).unwrap_err();
+        let e = Target::open(dir.path(), true).unwrap_err();
         assert!(e.to_string().contains("is a directory"), "{e}");
-        let e = Target::open(Path::new("/dev/null")).unwrap_err();
+        let e = Target::open(Path::new("/dev/null"), true).unwrap_err();
         assert!(e.to_string().contains("neither a block device"), "{e}");
     }
 }
