@@ -5,6 +5,8 @@
 //! pieces are trace input ([`input`]), the terminal summary ([`output`]),
 //! the headline findings ([`findings`]), atomic file writes ([`atomic`]) and
 //! the HTML report with its own SVG plotting ([`report`]).
+//! The live commands ([`scrub`]) share their config and tune-result
+//! reading ([`live_config`]).
 //!
 //! Errors are `anyhow` here and only here. The exit code says whose fault a
 //! failure was: 2 for bad input or usage (a malformed trace, an unknown
@@ -19,6 +21,7 @@ mod demo;
 mod findings;
 mod human;
 mod input;
+mod live_config;
 mod output;
 mod pareto;
 mod policies;

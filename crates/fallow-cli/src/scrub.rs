@@ -8,6 +8,7 @@
 //! order, regions and request size default to the checkpoint's.
 
 use crate::human::{bytes, count, num, secs};
+use crate::live_config::{self, read_tuned, LiveSection};
 use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -189,17 +190,6 @@ fn parse_duration(s: &str) -> Result<u64, String> {
     fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string())
 }
 
-/// `[live]`: settings shared by the live commands.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LiveSection {
-    policy: Option<String>,
-    tuned: Option<PathBuf>,
-    monitor: Option<String>,
-    interval: Option<String>,
-    seed: Option<u64>,
-}
-
 /// `[scrub]`: settings of `fallow scrub` (the `[live]` keys may be
 /// repeated here to differ for scrubbing).
 #[derive(Debug, Default, Deserialize)]
@@ -224,117 +214,16 @@ struct ScrubSection {
     buffered: Option<bool>,
 }
 
-/// Read a config file: `[live]` and `[scrub]` are checked strictly; other
-/// tables belong to other commands; a loose top-level key is an error.
+/// Read the config: `[live]` and `[scrub]` strictly, paths relative to the file.
 fn read_config(path: &Path) -> Result<(LiveSection, ScrubSection)> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| BadInput(format!("{}: cannot read the config: {e}", path.display())))?;
-    let bad = |m: String| BadInput(format!("{}: {m}", path.display()));
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| bad(e.to_string()))?;
-    let mut live = LiveSection::default();
-    let mut scrub = ScrubSection::default();
-    for (k, v) in table {
-        match (k.as_str(), v) {
-            ("live", toml::Value::Table(t)) => {
-                live = t
-                    .try_into()
-                    .map_err(|e: toml::de::Error| bad(format!("[live]: {e}")))?
-            }
-            ("scrub", toml::Value::Table(t)) => {
-                scrub = t
-                    .try_into()
-                    .map_err(|e: toml::de::Error| bad(format!("[scrub]: {e}")))?
-            }
-            (_, toml::Value::Table(_)) => {} // another command's table
-            (k, _) => {
-                return Err(bad(format!(
-                    "top-level key `{k}`: settings go in a [live] or [scrub] table"
-                ))
-                .into())
-            }
-        }
-    }
-    // relative paths in the config are relative to the config
-    let base = path.parent().unwrap_or(Path::new("."));
-    let rel = |p: Option<PathBuf>| p.map(|p| if p.is_relative() { base.join(p) } else { p });
-    live.tuned = rel(live.tuned);
-    scrub.tuned = rel(scrub.tuned);
-    scrub.checkpoint = rel(scrub.checkpoint);
-    scrub.log = rel(scrub.log);
+    let (live, table) = live_config::read_config(path, "scrub")?;
+    let mut scrub: ScrubSection = table
+        .try_into()
+        .map_err(|e: toml::de::Error| BadInput(format!("{}: [scrub]: {e}", path.display())))?;
+    scrub.tuned = scrub.tuned.map(|p| live_config::relative_to(path, p));
+    scrub.checkpoint = scrub.checkpoint.map(|p| live_config::relative_to(path, p));
+    scrub.log = scrub.log.map(|p| live_config::relative_to(path, p));
     Ok((live, scrub))
-}
-
-/// What a `fallow tune --json` result says to run.
-#[derive(Debug, Clone, PartialEq)]
-struct TunedChoice {
-    spec: String,
-    request_size_bytes: u64,
-    bg_service: Option<BgService>,
-}
-
-fn read_tuned(path: &Path) -> Result<TunedChoice> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        BadInput(format!(
-            "{}: cannot read the tune result: {e}",
-            path.display()
-        ))
-    })?;
-    let bad = |m: String| BadInput(format!("{}: {m}", path.display()));
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        bad(format!(
-            "not JSON ({e}); give the output of `fallow tune --json`"
-        ))
-    })?;
-    if let Some(list) = v.as_array() {
-        let budgets: Vec<String> = list
-            .iter()
-            .filter_map(|d| d["budget_text"].as_str().map(str::to_string))
-            .collect();
-        return Err(bad(format!(
-            "holds results for {} budgets ({}): tune with the one budget to run",
-            list.len(),
-            budgets.join(", ")
-        ))
-        .into());
-    }
-    let best = match v.get("best") {
-        Some(serde_json::Value::Null) => {
-            return Err(bad(format!(
-                "no setting met the budget {}: nothing to run",
-                v["budget_text"].as_str().unwrap_or("?")
-            ))
-            .into())
-        }
-        Some(b) => b,
-        None => {
-            return Err(bad("no `best` key: give the output of `fallow tune --json`".into()).into())
-        }
-    };
-    let spec = best["spec"]
-        .as_str()
-        .ok_or_else(|| bad("`best.spec` is missing or not a string".into()))?
-        .to_string();
-    let request_size_bytes = best["request_size_bytes"]
-        .as_u64()
-        .filter(|&b| b > 0)
-        .ok_or_else(|| {
-            bad("`best.request_size_bytes` is missing or not a positive integer".into())
-        })?;
-    // the BG model tune used, from the reproducing command (`--bg MODEL`)
-    let bg_service = best["reproduce_args"].as_array().and_then(|a| {
-        a.iter()
-            .position(|x| x == "--bg")
-            .and_then(|i| a.get(i + 1))
-            .and_then(|m| m.as_str())
-            .and_then(|m| m.parse().ok())
-    });
-    Ok(TunedChoice {
-        spec,
-        request_size_bytes,
-        bg_service,
-    })
 }
 
 /// Settings after flags, config, tune result and defaults.
@@ -884,44 +773,5 @@ mod tests {
         assert!(e.contains("top-level key `policy`"), "{e}");
         let p = write(d.path(), "i.toml", "[scrub\n");
         assert!(read_config(&p).unwrap_err().to_string().contains("i.toml"));
-    }
-
-    #[test]
-    fn tuned_results_give_spec_size_and_bg_model() {
-        let d = tempfile::tempdir().unwrap();
-        let p = write(
-            d.path(),
-            "t.json",
-            r#"{"budget_text": "1ms", "best": {"policy": "fixed-wait", "spec": "fixed-wait:t=205ms",
-                "params": {"t": "205ms"}, "request_size_bytes": 262144, "bg_size_bytes": 262144,
-                "reproduce_args": ["simulate", "x", "--bg", "const:5ms", "--policy", "fixed-wait:t=205ms"]}}"#,
-        );
-        assert_eq!(
-            read_tuned(&p).unwrap(),
-            TunedChoice {
-                spec: "fixed-wait:t=205ms".into(),
-                request_size_bytes: 262144,
-                bg_service: Some(BgService::Constant { ns: 5_000_000 })
-            }
-        );
-        let p = write(
-            d.path(),
-            "n.json",
-            r#"{"budget_text": "1ms", "best": null}"#,
-        );
-        let e = read_tuned(&p).unwrap_err().to_string();
-        assert!(e.contains("no setting met the budget 1ms"), "{e}");
-        let p = write(
-            d.path(),
-            "l.json",
-            r#"[{"budget_text": "1ms"}, {"budget_text": "2ms"}]"#,
-        );
-        let e = read_tuned(&p).unwrap_err().to_string();
-        assert!(e.contains("2 budgets (1ms, 2ms)"), "{e}");
-        let p = write(d.path(), "x.json", r#"{"best": {"spec": 3}}"#);
-        assert!(read_tuned(&p)
-            .unwrap_err()
-            .to_string()
-            .contains("best.spec"));
     }
 }
