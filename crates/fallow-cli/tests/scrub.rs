@@ -1071,3 +1071,37 @@ fn kill_9_at_100_random_moments_then_resume_covers_the_device_exactly() {
     );
     lo.assert_unchanged();
 }
+
+#[test]
+fn a_loop_device_with_no_file_is_refused_clearly() {
+    if !rustix_is_root() {
+        eprintln!("skip: needs root");
+        return;
+    }
+    let Ok(o) = Command::new("losetup").arg("-f").output() else {
+        eprintln!("skip: no losetup");
+        return;
+    };
+    let dev = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    if !o.status.success() || !Path::new(&dev).exists() {
+        eprintln!("skip: no free loop device node");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let o = fallow(&[
+        "scrub",
+        &dev,
+        "--checkpoint",
+        p(&dir.path().join("ck.json")),
+    ]);
+    if o.status.success() {
+        eprintln!("skip: {dev} was attached meanwhile by someone else");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("block device of 0 bytes"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -394,6 +394,40 @@ mod tests {
     }
 
     #[test]
+    fn reports_its_cpu_cost_on_a_real_device() {
+        // the disk the temp dir is on, sampled at 1 ms for one second
+        let f = tempfile::NamedTempFile::new().unwrap();
+        let Some(dev) = resolve_device(f.path()).unwrap() else {
+            eprintln!("skip: the temp dir is on no block device sysfs knows");
+            return;
+        };
+        let mut m = Monitor::start(
+            &dev.stat_source().unwrap(),
+            vec![],
+            MonitorConfig::default(),
+        )
+        .unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        // drain the events so the channel does not grow
+        while m.try_recv().unwrap().is_some() {}
+        let s = m.stop().unwrap();
+        eprintln!(
+            "monitor on {}: {} samples in {:.2} s, CPU {:.1} ms = {:.2} % of a core, {:.1} µs per sample",
+            s.source,
+            s.samples,
+            s.wall_s,
+            s.cpu_s * 1e3,
+            s.cpu_fraction() * 100.0,
+            s.cpu_per_sample_s() * 1e6
+        );
+        // about 1000 samples (a loaded machine misses some ticks)
+        assert!(s.samples > 300 && s.samples <= 1100, "{s:?}");
+        assert!(s.cpu_s > 0.0, "{s:?}");
+        // far from a core even in a debug build
+        assert!(s.cpu_fraction() < 0.5, "{s:?}");
+    }
+
+    #[test]
     fn rejects_silly_intervals() {
         let dir = tempfile::tempdir().unwrap();
         let stat = dir.path().join("stat");

@@ -175,7 +175,7 @@ const WINDOW_RECHECK_S: u32 = 60;
 
 impl Windows {
     /// Seconds from `sec_of_day` (local) until a window is open (0: one
-    /// is), at most [`WINDOW_RECHECK_S`].
+    /// is), at most a minute, so that the clock is read again.
     pub fn wait_s(&self, sec_of_day: u32) -> u32 {
         self.0
             .iter()

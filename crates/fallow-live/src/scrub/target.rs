@@ -128,6 +128,15 @@ impl Target {
                     .map_err(|e| Error::io(&abs, "cannot find the device's size", e))?
             }
         };
+        if kind == TargetKind::Block && size_bytes == 0 {
+            return Err(Error::invalid(
+                "target",
+                format!(
+                    "{} is a block device of 0 bytes (a loop device with no file attached, or a drive with no medium)",
+                    abs.display()
+                ),
+            ));
+        }
         let granule_bytes = match kind {
             TargetKind::Block => file
                 .as_ref()
@@ -218,7 +227,7 @@ impl Target {
     }
 }
 
-/// A heap buffer whose usable part starts at a [`BUFFER_ALIGN`] boundary,
+/// A heap buffer whose usable part starts at a page (4 KiB) boundary,
 /// as `O_DIRECT` needs: a plain `Vec` with slack, sliced at the aligned
 /// offset, so no unsafe allocation code is needed.
 #[derive(Debug)]
