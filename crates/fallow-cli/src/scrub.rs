@@ -32,7 +32,7 @@ pub const DEFAULT_POLICY: &str = "fixed-wait:t=100ms";
 /// in service waits only ~10 ms on a disk (Practical Scrubbing Fig. 4).
 pub const DEFAULT_SIZE: u64 = 1 << 20;
 /// Regions of a staggered order when `--order staggered` comes without
-/// `--regions` (Practical Scrubbing §V-A used 128).
+/// `--regions` (Practical Scrubbing §IV-A: as fast as sequential from 128 on).
 pub const DEFAULT_REGIONS: u64 = 128;
 const DEFAULT_RETRIES: u32 = 3;
 
@@ -162,7 +162,7 @@ pub struct ScrubArgs {
 pub enum OrderArg {
     /// Segment after segment.
     Sequential,
-    /// Segment i of every region before segment i + 1 (Practical Scrubbing §III).
+    /// Segment i of every region before segment i + 1 (Practical Scrubbing §IV-A).
     Staggered,
 }
 
@@ -533,7 +533,11 @@ pub fn run(args: ScrubArgs) -> Result<()> {
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
+        // a second signal ends the process at once (the checkpoint is
+        // consistent at every instant); the first stops after the request
+        signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())
+            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
+            .context("installing a signal handler")?;
     }
 
     let resumed = scrubber.resumed_from_bytes();

@@ -169,7 +169,6 @@ impl Scrubber {
     /// A scrubber of `target` reading through `verifier`, which counts its
     /// reads in `own` (see [`Target::reader`]). Loads, checks and (for a
     /// fresh pass) writes the checkpoint.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         target: &Target,
         verifier: Box<dyn Verifier + Send>,

@@ -1,10 +1,11 @@
 //! The order in which a scrub visits the target: sequential, or staggered
-//! (Practical Scrubbing §III, after Oprea & Juels): the target is cut into
-//! `R` regions and each region into segments of one request; the scrub
-//! visits segment 0 of every region, then segment 1 of every region, and
-//! so on, so errors that cluster (§III: latent sector errors are spatially
-//! local) are found early in a pass, at no throughput cost once segments
-//! are large (§V: ≥ 64 KiB on their disks).
+//! (Oprea & Juels, as Practical Scrubbing §II describes and §IV-A
+//! measures): the target is cut into `R` regions and each region into
+//! segments of one request; the scrub visits segment 0 of every region,
+//! then segment 1 of every region, and so on, so latent sector errors,
+//! which come in bursts (§I), are found early in a pass. With 128 regions
+//! or more it scrubbed as fast as sequential order on their disks (§IV-A,
+//! Fig. 5b).
 //!
 //! A visit index `k` (0 ≤ k < segments) maps to a segment in closed form,
 //! so a checkpoint needs to store only the next `k`.

@@ -1,6 +1,8 @@
 //! SCSI VERIFY through `SG_IO`: the drive checks its media itself and no
-//! data crosses the bus (Practical Scrubbing §IV-A: VERIFY is what
-//! scrubbers issue, and its cost is that of a read without the transfer).
+//! data crosses the bus or pollutes the caches (Practical Scrubbing
+//! §III-A: what scrubbers issue). Their §III-A also found that ATA drives
+//! answer ATA VERIFY (what libata translates VERIFY to on SATA) from their
+//! on-disk cache: on SATA disks reads with `O_DIRECT` are the surer test.
 //!
 //! Only SCSI (and SATA behind libata's SCSI layer) disks take it; loop,
 //! virtio, NVMe and device-mapper devices refuse the ioctl (`ENOTTY`),
