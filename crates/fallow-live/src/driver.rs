@@ -494,7 +494,8 @@ mod tests {
         fn run_one(&mut self, _size: u64) -> Result<Step> {
             self.runs += 1;
             if self.runs == 2 {
-                // FG arrives during the second request, which takes 20 ms
+                // FG arrives during the second request, which takes 100 ms
+                // (long enough for the monitor to see it on a loaded machine)
                 self.sectors += 8;
                 let tmp = self.stat.with_extension("tmp");
                 std::fs::write(
@@ -503,7 +504,7 @@ mod tests {
                 )
                 .unwrap();
                 std::fs::rename(&tmp, &self.stat).unwrap();
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                std::thread::sleep(std::time::Duration::from_millis(100));
                 // and finishes
                 std::fs::write(
                     &tmp,

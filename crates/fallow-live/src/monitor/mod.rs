@@ -365,7 +365,7 @@ mod tests {
         let s = m.stop().unwrap();
         assert_eq!(s.busy_periods, 1);
         assert_eq!(s.fg_read_bytes, 16 * 512);
-        assert!(s.samples > 50, "{s:?}");
+        assert!(s.samples > 10, "{s:?}");
         assert!(s.cpu_s > 0.0 && s.cpu_fraction() < 1.0, "{s:?}");
     }
 
