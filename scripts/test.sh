@@ -11,6 +11,10 @@ step "rust: format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "system tools of the live tests (loop devices; they skip without them)"
+command -v losetup >/dev/null || { apt-get update && apt-get install -y mount; } \
+    || echo "no losetup: the loop-device tests of fallow scrub will skip"
+
 step "rust: tests"
 # fallow-py is a Python extension (no libpython link); pytest tests it below.
 cargo test --workspace --exclude fallow-py --locked

@@ -5,6 +5,8 @@
 //! pieces are trace input ([`input`]), the terminal summary ([`output`]),
 //! the headline findings ([`findings`]), atomic file writes ([`atomic`]) and
 //! the HTML report with its own SVG plotting ([`report`]).
+//! The live commands ([`scrub`]) share their config and tune-result
+//! reading ([`live_config`]).
 //!
 //! Errors are `anyhow` here and only here. The exit code says whose fault a
 //! failure was: 2 for bad input or usage (a malformed trace, an unknown
@@ -20,11 +22,13 @@ mod energy;
 mod findings;
 mod human;
 mod input;
+mod live_config;
 mod output;
 mod pareto;
 mod policies;
 mod recommend;
 mod report;
+mod scrub;
 mod simulate;
 mod tune;
 
@@ -59,6 +63,8 @@ Examples:
       the policies and their parameters
   fallow energy ajw.1week.srt --device 0 --html energy.html
       spin-down policies with peers serving 85-99 % of requests while the disk sleeps (SARD)
+  fallow scrub /dev/sdb --resume --tuned tune.json --max-rate 64MiB/s
+      verify a disk read-only in its idle time with the tuned policy, continuing the last checkpoint
 
 Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
 
@@ -89,6 +95,8 @@ enum Command {
     Recommend(recommend::RecommendArgs),
     /// List the BG scheduling policies and their parameters.
     Policies(policies::PoliciesArgs),
+    /// Verify a block device or file read-only in the idle time a policy picks (checkpointed).
+    Scrub(scrub::ScrubArgs),
     /// Simulate one BG policy on a trace or a synthetic workload: FG slowdown and BG work done.
     Simulate(simulate::SimulateArgs),
     /// Find the policy setting and request size with the most BG throughput within an FG budget.
@@ -168,6 +176,7 @@ fn main() -> ExitCode {
         Command::Pareto(args) => pareto::run(args),
         Command::Policies(args) => policies::run(args),
         Command::Recommend(args) => recommend::run(args),
+        Command::Scrub(args) => scrub::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Tune(args) => tune::run(args),
     };

@@ -1,0 +1,1107 @@
+//! `fallow scrub` end to end: the built binary on plain files (no root
+//! needed) and, where we are root and `losetup` works, on loop devices —
+//! including the reliability test: `kill -9` at 100 random moments across
+//! a full scrub, resuming each time, then checking from the request log
+//! that coverage is exactly `[0, size)` with at most one request repeated
+//! per resume, and that the device's content is unchanged.
+
+use serde_json::Value;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn fallow_cmd(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_fallow"));
+    c.args(args).env("NO_COLOR", "1");
+    c
+}
+
+fn fallow(args: &[&str]) -> Output {
+    fallow_cmd(args).output().expect("the fallow binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_of(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON on stdout ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&o.stdout),
+            stderr(o)
+        )
+    })
+}
+
+/// Run with `--json`, asserting success.
+fn json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let o = fallow(&all);
+    assert!(o.status.success(), "fallow {all:?} failed: {}", stderr(&o));
+    json_of(&o)
+}
+
+/// Run, expecting exit status 2 (bad input) and a message containing every `needle`.
+fn bad_input(args: &[&str], needles: &[&str]) {
+    let o = fallow(args);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "fallow {args:?}: {e}");
+    for n in needles {
+        assert!(e.contains(n), "fallow {args:?}: `{n}` not in: {e}");
+    }
+    assert!(!e.contains("panicked"), "{e}");
+}
+
+/// The known content: byte i of the target.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i / 4096) as u32 * 31 + (i % 4096) as u32 % 251) as u8)
+        .collect()
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// A temp dir with a target file of `len` pattern bytes.
+fn setup(len: usize) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("target.img");
+    std::fs::write(&t, pattern(len)).unwrap();
+    // flush it: an O_DIRECT read of dirty pages makes the kernel write them first
+    std::fs::File::open(&t).unwrap().sync_all().unwrap();
+    (dir, t)
+}
+
+/// `(first_byte, last_byte)` of every request logged, in log order.
+fn logged(log: &Path) -> Vec<(u64, u64)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("log line `{l}`: {e}"));
+            (
+                v["first_byte"].as_u64().unwrap(),
+                v["last_byte"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Check that `ranges` cover `[0, size)` with no gap; return the bytes covered twice or more.
+fn coverage_excess(ranges: &[(u64, u64)], size: u64) -> u64 {
+    let mut r = ranges.to_vec();
+    r.sort();
+    let mut covered_to = 0u64; // next byte not yet covered
+    let mut total = 0u64;
+    for &(a, b) in &r {
+        assert!(
+            a <= covered_to,
+            "gap: bytes {covered_to}..{a} never scrubbed"
+        );
+        covered_to = covered_to.max(b + 1);
+        total += b + 1 - a;
+    }
+    assert_eq!(
+        covered_to, size,
+        "coverage ends at {covered_to}, not {size}"
+    );
+    total - size
+}
+
+#[test]
+fn plain_file_json_report_has_the_keys_and_the_file_is_untouched() {
+    let len = 5 * 1048576 + 1000;
+    let (dir, t) = setup(len);
+    let ck = dir.path().join("ck.json");
+    let log = dir.path().join("log.jsonl");
+    let v = json(&[
+        "scrub",
+        p(&t),
+        "--monitor",
+        "none",
+        "--policy",
+        "aggressive",
+        "--size",
+        "1MiB",
+        "--checkpoint",
+        p(&ck),
+        "--log",
+        p(&log),
+    ]);
+    assert_eq!(v["target_bytes"], len as u64);
+    assert_eq!(v["scrubbed_bytes"], len as u64);
+    // six requests of 1 MiB, the last one short
+    assert_eq!(v["requests"], 6);
+    assert_eq!(v["bad_ranges"], serde_json::json!([]));
+    assert!(v["elapsed_s"].as_f64().unwrap() >= 0.0);
+    assert_eq!(v["complete"], true);
+    assert_eq!(v["outcome"], "finished");
+    assert_eq!(v["policy"], "aggressive");
+    assert_eq!(v["monitor"]["source"], "none");
+    assert_eq!(coverage_excess(&logged(&log), len as u64), 0);
+    assert_eq!(
+        std::fs::read(&t).unwrap(),
+        pattern(len),
+        "the target changed"
+    );
+    let c: Value = serde_json::from_slice(&std::fs::read(&ck).unwrap()).unwrap();
+    assert_eq!(
+        (c["complete"].clone(), c["next_visit"].clone()),
+        (Value::Bool(true), 6.into())
+    );
+}
+
+#[test]
+fn the_default_monitor_watches_the_files_disk_and_reports_its_cost() {
+    let (dir, t) = setup(4 << 20);
+    let ck = dir.path().join("ck.json");
+    let v = json(&[
+        "scrub",
+        p(&t),
+        "--policy",
+        "aggressive",
+        "--checkpoint",
+        p(&ck),
+    ]);
+    assert_eq!(v["scrubbed_bytes"], 4u64 << 20);
+    let m = &v["monitor"];
+    // a block device, or none when the temp dir is on tmpfs/overlayfs
+    if m["source"] != "none" {
+        assert!(m["samples"].as_u64().unwrap() > 0, "{m}");
+        assert!(m["cpu_s"].as_f64().unwrap() > 0.0, "{m}");
+        assert!(v["monitor_cpu_fraction"].as_f64().unwrap() < 1.0, "{v}");
+    } else {
+        eprintln!("note: the temp dir is on no block device sysfs knows; monitor is none");
+    }
+}
+
+#[test]
+fn staggered_order_visits_each_segment_once_regions_first() {
+    let (dir, t) = setup(1 << 20);
+    let log = dir.path().join("log.jsonl");
+    let v = json(&[
+        "scrub",
+        p(&t),
+        "--monitor",
+        "none",
+        "--policy",
+        "aggressive",
+        "--size",
+        "64KiB",
+        "--order",
+        "staggered",
+        "--regions",
+        "3",
+        "--checkpoint",
+        p(&dir.path().join("ck.json")),
+        "--log",
+        p(&log),
+    ]);
+    assert_eq!(
+        (v["order"].clone(), v["regions"].clone()),
+        ("staggered".into(), 3.into())
+    );
+    let l = logged(&log);
+    // 16 segments in regions of 6, 5, 5: [0..6) [6..11) [11..16)
+    let segs: Vec<u64> = l.iter().map(|r| r.0 / 65536).collect();
+    assert_eq!(&segs[..7], &[0, 6, 11, 1, 7, 12, 2]);
+    assert_eq!(coverage_excess(&l, 1 << 20), 0);
+}
+
+#[test]
+fn resume_continues_where_the_last_run_stopped_with_nothing_repeated() {
+    let len = 8 << 20;
+    let (dir, t) = setup(len);
+    let ck = dir.path().join("ck.json");
+    let log = dir.path().join("log.jsonl");
+    let common = [
+        "scrub",
+        p(&t),
+        "--monitor",
+        "none",
+        "--policy",
+        "aggressive",
+        "--size",
+        "512KiB",
+        "--checkpoint",
+        p(&ck),
+        "--log",
+        p(&log),
+    ];
+    let mut first = common.to_vec();
+    first.extend(["--max-bytes", "3MiB"]);
+    let v = json(&first);
+    assert_eq!(
+        (v["scrubbed_bytes"].clone(), v["complete"].clone()),
+        ((3u64 << 20).into(), false.into())
+    );
+    // not resuming would lose the progress: refused
+    bad_input(&common, &["--resume", "--restart", "% done"]);
+    let mut again = common.to_vec();
+    again.push("--resume");
+    let v = json(&again);
+    assert_eq!(v["resumed_from_bytes"], 3u64 << 20);
+    assert_eq!(v["run_bytes"], 5u64 << 20);
+    assert_eq!(v["complete"], true);
+    assert_eq!(coverage_excess(&logged(&log), len as u64), 0);
+    // resuming a complete pass starts the next one
+    let v = json(&again);
+    assert_eq!(
+        (v["pass"].clone(), v["resumed_from_bytes"].clone()),
+        (2.into(), 0.into())
+    );
+}
+
+#[test]
+fn resume_without_a_checkpoint_starts_fresh_and_resume_takes_the_checkpoints_settings() {
+    let (dir, t) = setup(1 << 20);
+    let ck = dir.path().join("ck.json");
+    let base = [
+        "scrub",
+        p(&t),
+        "--monitor",
+        "none",
+        "--policy",
+        "aggressive",
+        "--checkpoint",
+        p(&ck),
+    ];
+    let mut a = base.to_vec();
+    a.extend([
+        "--resume",
+        "--order",
+        "staggered",
+        "--regions",
+        "4",
+        "--size",
+        "128KiB",
+        "--max-bytes",
+        "256KiB",
+    ]);
+    let v = json(&a);
+    assert_eq!(v["resumed_from_bytes"], 0);
+    assert_eq!(v["scrubbed_bytes"], 256 * 1024);
+    // no order or size given: the checkpoint's are used
+    let mut b = base.to_vec();
+    b.push("--resume");
+    let v = json(&b);
+    assert_eq!(v["order"], "staggered");
+    assert_eq!(v["request_size_bytes"], 128 * 1024);
+    assert_eq!(v["complete"], true);
+}
+
+#[test]
+fn a_checkpoint_of_another_scrub_is_refused() {
+    let (dir, t) = setup(1 << 20);
+    let other = dir.path().join("other.img");
+    std::fs::write(&other, pattern(1 << 20)).unwrap();
+    let ck = dir.path().join("ck.json");
+    json(&[
+        "scrub",
+        p(&t),
+        "--monitor",
+        "none",
+        "--checkpoint",
+        p(&ck),
+        "--max-bytes",
+        "256KiB",
+        "--policy",
+        "aggressive",
+    ]);
+    let resume = |target: &Path, extra: &[&str], needles: &[&str]| {
+        let mut a = vec![
+            "scrub",
+            p(target),
+            "--monitor",
+            "none",
+            "--checkpoint",
+            p(&ck),
+            "--resume",
+        ];
+        a.extend(extra);
+        bad_input(&a, needles);
+    };
+    resume(
+        &other,
+        &[],
+        &["ck.json", "this checkpoint is for", "other.img"],
+    );
+    resume(
+        &t,
+        &["--size", "64KiB"],
+        &["request size is 1048576 bytes, not 65536"],
+    );
+    resume(
+        &t,
+        &["--order", "staggered"],
+        &["order is sequential, not staggered"],
+    );
+    // the same path, but grown
+    let mut f = std::fs::OpenOptions::new().append(true).open(&t).unwrap();
+    f.write_all(&[0u8; 4096]).unwrap();
+    drop(f);
+    resume(&t, &[], &["bytes when the checkpoint was made"]);
+}
+
+#[test]
+fn missing_targets_and_bad_settings_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck.json");
+    let ckp = p(&ck);
+    bad_input(
+        &["scrub", "/no/such/disk", "--checkpoint", ckp],
+        &["/no/such/disk", "no such file or block device"],
+    );
+    bad_input(
+        &["scrub", p(dir.path()), "--checkpoint", ckp],
+        &["is a directory"],
+    );
+    let (_d, t) = setup(65536);
+    let tp = p(&t);
+    bad_input(
+        &["scrub", tp, "--checkpoint", ckp, "--policy", "nope"],
+        &["unknown policy `nope`"],
+    );
+    bad_input(
+        &["scrub", tp, "--checkpoint", ckp, "--policy", "oracle"],
+        &["clairvoyant"],
+    );
+    bad_input(
+        &[
+            "scrub",
+            tp,
+            "--checkpoint",
+            ckp,
+            "--policy",
+            "fixed-wait:t=banana",
+        ],
+        &["fixed-wait:t"],
+    );
+    bad_input(
+        &["scrub", tp, "--checkpoint", ckp, "--max-rate", "fast"],
+        &["--max-rate", "fast"],
+    );
+    bad_input(
+        &["scrub", tp, "--checkpoint", ckp, "--window", "25:00-01:00"],
+        &["--window", "25:00-01:00"],
+    );
+    bad_input(
+        &["scrub", tp, "--checkpoint", ckp, "--size", "1000"],
+        &["multiple of"],
+    );
+    bad_input(
+        &[
+            "scrub",
+            tp,
+            "--checkpoint",
+            ckp,
+            "--order",
+            "sequential",
+            "--regions",
+            "4",
+        ],
+        &["--regions"],
+    );
+    bad_input(
+        &["scrub", tp, "--checkpoint", ckp, "--monitor", "sdzz9"],
+        &["no block device `sdzz9`"],
+    );
+    bad_input(
+        &["scrub", tp, "--checkpoint", ckp, "--tuned", "/no/tune.json"],
+        &["/no/tune.json"],
+    );
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(&cfg, "[scrub]\nmax_rate = \"64MiB/s\"\nregoins = 4\n").unwrap();
+    bad_input(
+        &["scrub", tp, "--checkpoint", ckp, "--config", p(&cfg)],
+        &["bad.toml", "regoins"],
+    );
+    std::fs::write(&cfg, "[scrub]\nsize = \"big\"\n").unwrap();
+    bad_input(
+        &["scrub", tp, "--checkpoint", ckp, "--config", p(&cfg)],
+        &["bad.toml", "size"],
+    );
+    std::fs::write(&ck, "{ not json").unwrap();
+    bad_input(
+        &["scrub", tp, "--checkpoint", ckp, "--resume"],
+        &["ck.json", "not a fallow scrub checkpoint"],
+    );
+    let nodir = dir.path().join("no/such/dir/ck.json");
+    let o = fallow(&["scrub", tp, "--checkpoint", p(&nodir), "--monitor", "none"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("no/such/dir"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_tune_result_sets_policy_size_and_a_config_file_the_rest() {
+    let (dir, t) = setup(2 << 20);
+    let o = fallow(&[
+        "tune",
+        "--workload",
+        "poisson",
+        "--utilization",
+        "0.2",
+        "--requests",
+        "2000",
+        "--policy",
+        "fixed-wait",
+        "--budget",
+        "5%",
+        "--sizes",
+        "64KiB,256KiB",
+        "--bg",
+        "size",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tuned = json_of(&o);
+    let tune_path = dir.path().join("tune.json");
+    std::fs::write(&tune_path, &o.stdout).unwrap();
+    let ck = dir.path().join("ck.json");
+    let v = json(&[
+        "scrub",
+        p(&t),
+        "--monitor",
+        "none",
+        "--tuned",
+        p(&tune_path),
+        "--checkpoint",
+        p(&ck),
+    ]);
+    assert_eq!(v["policy"], tuned["best"]["spec"]);
+    assert_eq!(v["policy_from"], "tune result");
+    assert_eq!(v["request_size_bytes"], tuned["best"]["request_size_bytes"]);
+    // a config: [live] policy beats the tune result, [scrub] gives order and size
+    let cfg = dir.path().join("fallow.toml");
+    std::fs::write(
+        &cfg,
+        "[live]\npolicy = \"aggressive\"\ntuned = \"tune.json\"\nmonitor = \"none\"\n\n[scrub]\nsize = \"128KiB\"\norder = \"staggered\"\nregions = 2\ncheckpoint = \"cfg-ck.json\"\n\n[run]\nwhatever = true\n",
+    )
+    .unwrap();
+    let v = json(&["scrub", p(&t), "--config", p(&cfg)]);
+    assert_eq!(
+        (v["policy"].clone(), v["policy_from"].clone()),
+        ("aggressive".into(), "config".into())
+    );
+    assert_eq!(
+        (v["request_size_bytes"].clone(), v["regions"].clone()),
+        ((128 * 1024).into(), 2.into())
+    );
+    assert!(dir.path().join("cfg-ck.json").is_file());
+    // and a flag beats the config
+    let v = json(&[
+        "scrub",
+        p(&t),
+        "--config",
+        p(&cfg),
+        "--restart",
+        "--size",
+        "64KiB",
+    ]);
+    assert_eq!(v["request_size_bytes"], 65536);
+}
+
+#[test]
+fn the_rate_ceiling_holds() {
+    // 4 MiB at 8 MiB/s in 512 KiB requests: the first is free, the other
+    // 3.5 MiB take at least 3.5/8 = 0.4375 s
+    let (dir, t) = setup(4 << 20);
+    let start = Instant::now();
+    let v = json(&[
+        "scrub",
+        p(&t),
+        "--monitor",
+        "none",
+        "--policy",
+        "aggressive",
+        "--size",
+        "512KiB",
+        "--max-rate",
+        "8MiB/s",
+        "--checkpoint",
+        p(&dir.path().join("ck.json")),
+    ]);
+    let took = start.elapsed().as_secs_f64();
+    assert!(v["run_elapsed_s"].as_f64().unwrap() >= 0.43, "{v}");
+    assert!(took >= 0.43, "{took}");
+    assert!(v["driver"]["throttled_s"].as_f64().unwrap() > 0.3, "{v}");
+}
+
+/// Run `args` (with `--json`), send `sig` after `after`, return the output.
+fn run_and_signal(args: &[&str], env: &[(&str, &str)], after: Duration, sig: i32) -> Output {
+    let mut c = fallow_cmd(args);
+    c.arg("--json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let child = c.spawn().unwrap();
+    std::thread::sleep(after);
+    // SAFETY-free: kill(1) by pid
+    let _ = Command::new("kill")
+        .args([&format!("-{sig}"), &child.id().to_string()])
+        .status();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn outside_its_window_the_scrub_waits_and_a_signal_stops_it_cleanly() {
+    let (dir, t) = setup(1 << 20);
+    // a window two to three hours from now, in UTC (TZ is set for the child)
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 86_400;
+    let hm = |s: u64| format!("{:02}:{:02}", (s / 3600) % 24, (s / 60) % 60);
+    let window = format!("{}-{}", hm(now_s + 2 * 3600), hm(now_s + 3 * 3600));
+    let ck = dir.path().join("ck.json");
+    let o = run_and_signal(
+        &[
+            "scrub",
+            p(&t),
+            "--monitor",
+            "none",
+            "--policy",
+            "aggressive",
+            "--window",
+            &window,
+            "--checkpoint",
+            p(&ck),
+        ],
+        &[("TZ", "UTC")],
+        Duration::from_millis(1500),
+        15,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(
+        (v["outcome"].clone(), v["scrubbed_bytes"].clone()),
+        ("stopped".into(), 0.into())
+    );
+    assert!(v["driver"]["throttled_s"].as_f64().unwrap() > 1.0, "{v}");
+}
+
+#[test]
+fn sigint_saves_the_checkpoint_and_resume_finishes_without_repeats() {
+    let len = 8 << 20;
+    let (dir, t) = setup(len);
+    let ck = dir.path().join("ck.json");
+    let log = dir.path().join("log.jsonl");
+    let args = [
+        "scrub",
+        p(&t),
+        "--monitor",
+        "none",
+        "--policy",
+        "aggressive",
+        "--size",
+        "256KiB",
+        "--max-rate",
+        "8MiB/s",
+        "--checkpoint",
+        p(&ck),
+        "--log",
+        p(&log),
+    ];
+    let o = run_and_signal(&args, &[], Duration::from_millis(400), 2);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v = json_of(&o);
+    let done = v["scrubbed_bytes"].as_u64().unwrap();
+    assert!(done > 0 && done < len as u64, "{v}");
+    let mut again = args.to_vec();
+    again.push("--resume");
+    let v = json(&again);
+    assert_eq!(v["resumed_from_bytes"], done);
+    assert_eq!(v["complete"], true);
+    // a graceful stop repeats nothing
+    assert_eq!(coverage_excess(&logged(&log), len as u64), 0);
+}
+
+#[test]
+fn scsi_verify_on_a_file_falls_back_with_a_message_or_refuses() {
+    let (dir, t) = setup(1 << 20);
+    let ck = dir.path().join("ck.json");
+    let o = fallow(&[
+        "scrub",
+        p(&t),
+        "--monitor",
+        "none",
+        "--verify-cmd",
+        "--checkpoint",
+        p(&ck),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("does not take SCSI commands"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("O_DIRECT reads instead"),
+        "{}",
+        stderr(&o)
+    );
+    bad_input(
+        &[
+            "scrub",
+            p(&t),
+            "--monitor",
+            "none",
+            "--verify-cmd=required",
+            "--checkpoint",
+            p(&ck),
+            "--restart",
+        ],
+        &["--verify-cmd=required", "does not take SCSI commands"],
+    );
+}
+
+#[test]
+fn buffered_reads_when_asked() {
+    let (dir, t) = setup(3 << 20);
+    let v = json(&[
+        "scrub",
+        p(&t),
+        "--monitor",
+        "none",
+        "--buffered",
+        "--policy",
+        "aggressive",
+        "--checkpoint",
+        p(&dir.path().join("ck.json")),
+    ]);
+    assert_eq!(
+        (v["direct_io"].clone(), v["scrubbed_bytes"].clone()),
+        (false.into(), (3u64 << 20).into())
+    );
+    assert_eq!(std::fs::read(&t).unwrap(), pattern(3 << 20));
+}
+
+// ---------------------------------------------------------------- root only
+
+/// A loop device over a temp file of pattern bytes; detached on drop.
+struct Loop {
+    dev: String,
+    backing: PathBuf,
+    len: usize,
+    _dir: tempfile::TempDir,
+}
+
+impl Loop {
+    /// `None` (with a printed reason) where loop devices cannot be made.
+    fn new(len: usize) -> Option<Loop> {
+        if !rustix_is_root() {
+            eprintln!("skip: loop device tests need root");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let backing = dir.path().join("loop.img");
+        std::fs::write(&backing, pattern(len)).unwrap();
+        std::fs::File::open(&backing).unwrap().sync_all().unwrap();
+        let o = match Command::new("losetup")
+            .args(["-f", "--show", p(&backing)])
+            .output()
+        {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("skip: losetup cannot run ({e})");
+                return None;
+            }
+        };
+        if !o.status.success() {
+            eprintln!(
+                "skip: losetup failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            return None;
+        }
+        let dev = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        Some(Loop {
+            dev,
+            backing,
+            len,
+            _dir: dir,
+        })
+    }
+
+    fn name(&self) -> &str {
+        self.dev.trim_start_matches("/dev/")
+    }
+
+    fn assert_unchanged(&self) {
+        assert!(
+            std::fs::read(&self.backing).unwrap() == pattern(self.len),
+            "the backing file changed"
+        );
+        assert!(
+            std::fs::read(&self.dev).unwrap() == pattern(self.len),
+            "the device reads differently"
+        );
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+fn rustix_is_root() -> bool {
+    // the tests' own check; the binary decides for itself
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_loop_device_is_scrubbed_read_only_and_own_reads_are_not_foreground() {
+    let Some(lo) = Loop::new(32 << 20) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let v = json(&[
+        "scrub",
+        &lo.dev,
+        "--policy",
+        "aggressive",
+        "--size",
+        "1MiB",
+        "--order",
+        "staggered",
+        "--regions",
+        "8",
+        "--checkpoint",
+        p(&dir.path().join("ck.json")),
+    ]);
+    assert_eq!(v["target_kind"], "block");
+    assert_eq!(v["target_bytes"], (32u64 << 20));
+    assert_eq!(v["scrubbed_bytes"], (32u64 << 20));
+    assert_eq!(v["direct_io"], true);
+    // the monitor watched the loop device and saw none of our 32 reads as FG
+    assert_eq!(v["monitor"]["source"], lo.name());
+    assert_eq!(v["monitor"]["busy_periods"], 0, "{}", v["monitor"]);
+    assert_eq!(v["monitor"]["fg_read_bytes"], 0, "{}", v["monitor"]);
+    assert_eq!(v["driver"]["collisions"], 0);
+    lo.assert_unchanged();
+}
+
+#[test]
+fn foreground_reads_on_a_loop_device_are_seen_and_yielded_to() {
+    let Some(lo) = Loop::new(64 << 20) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = fallow_cmd(&[
+        "scrub",
+        &lo.dev,
+        "--policy",
+        "fixed-wait:t=30ms",
+        "--size",
+        "256KiB",
+        "--max-rate",
+        "32MiB/s",
+        "--checkpoint",
+        p(&dir.path().join("ck.json")),
+        "--json",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // a foreground reader: a 4 KiB O_DIRECT read every ~20 ms for 1.5 s
+    let start = Instant::now();
+    let mut fg_reads = 0u64;
+    while start.elapsed() < Duration::from_millis(1500) {
+        let skip = (fg_reads * 997) % 16000;
+        let ok = Command::new("dd")
+            .args([
+                &format!("if={}", lo.dev),
+                "of=/dev/null",
+                "bs=4096",
+                "count=1",
+                &format!("skip={skip}"),
+                "iflag=direct",
+                "status=none",
+            ])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            eprintln!("skip: dd cannot read the loop device");
+            let _ = child.kill();
+            let _ = child.wait();
+            return;
+        }
+        fg_reads += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    let m = &v["monitor"];
+    eprintln!(
+        "FG test: {fg_reads} dd reads; monitor saw {} busy periods, {} B read; driver {}",
+        m["busy_periods"], m["fg_read_bytes"], v["driver"]
+    );
+    // each dd read is an FG arrival on an idle device (the policy waits 30 ms)
+    let busy = m["busy_periods"].as_u64().unwrap();
+    assert!(
+        busy >= fg_reads / 2,
+        "{busy} busy periods for {fg_reads} FG reads: {m}"
+    );
+    assert!(
+        m["fg_read_bytes"].as_u64().unwrap() >= fg_reads / 2 * 4096,
+        "{m}"
+    );
+    // and the policy was told of each idle interval
+    assert!(
+        v["driver"]["idle_intervals"].as_u64().unwrap() >= busy,
+        "{v}"
+    );
+    assert_eq!(v["complete"], true);
+    lo.assert_unchanged();
+}
+
+#[test]
+fn scsi_verify_on_a_loop_device_falls_back_with_a_clear_message() {
+    let Some(lo) = Loop::new(4 << 20) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck.json");
+    let o = fallow(&[
+        "scrub",
+        &lo.dev,
+        "--verify-cmd",
+        "--policy",
+        "aggressive",
+        "--checkpoint",
+        p(&ck),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(v["method"], "read");
+    let w = v["warnings"].to_string();
+    assert!(
+        w.contains("does not take SCSI commands") && w.contains("loop"),
+        "{w}"
+    );
+    bad_input(
+        &[
+            "scrub",
+            &lo.dev,
+            "--verify-cmd=required",
+            "--checkpoint",
+            p(&ck),
+            "--restart",
+        ],
+        &["--verify-cmd=required", &lo.dev, "SG_IO"],
+    );
+    lo.assert_unchanged();
+}
+
+#[test]
+fn non_root_gets_a_clear_message_for_a_block_device() {
+    let Some(lo) = Loop::new(1 << 20) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // world-writable, so the checkpoint is not what fails
+    let mut perm = std::fs::metadata(dir.path()).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o777);
+    std::fs::set_permissions(dir.path(), perm).unwrap();
+    let ck = dir.path().join("ck.json");
+    let mut c = fallow_cmd(&["scrub", &lo.dev, "--checkpoint", p(&ck)]);
+    c.uid(65534).gid(65534).env("HOME", dir.path());
+    let o = match c.output() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("skip: cannot run the binary as nobody ({e})");
+            return;
+        }
+    };
+    let e = stderr(&o);
+    if e.contains("Permission denied") && !e.contains(&lo.dev) {
+        eprintln!("skip: nobody cannot execute the test binary here: {e}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains(&lo.dev) && e.contains("needs root"), "{e}");
+}
+
+#[test]
+fn kill_9_at_100_random_moments_then_resume_covers_the_device_exactly() {
+    // 64 MiB in 128 KiB requests (512); each run is killed at a random
+    // moment 0–50 ms after its start, 100 times, then a last run finishes.
+    // So that the kills spread over the whole scrub whatever the machine's
+    // speed, each run is given twice its share of the work (--max-bytes)
+    // at a rate that takes ~40 ms (--max-rate; neither is part of a
+    // checkpoint's identity): a kill lands on average half-way. A run that
+    // finishes its share first exits by itself and is not counted as a
+    // kill; no run may complete the pass before the last.
+    let Some(lo) = Loop::new(64 << 20) else {
+        return;
+    };
+    let size = 64u64 << 20;
+    let req = 128u64 << 10;
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck.json");
+    let log = dir.path().join("log.jsonl");
+    let args = |max_bytes: Option<u64>, rate: u64| -> Vec<String> {
+        let rate = format!("{rate}/s");
+        let mut a: Vec<String> = [
+            "scrub",
+            &lo.dev,
+            "--resume",
+            "--policy",
+            "aggressive",
+            "--size",
+            "128KiB",
+            "--max-rate",
+            &rate,
+            "--checkpoint",
+            p(&ck),
+            "--log",
+            p(&log),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if let Some(m) = max_bytes {
+            a.extend(["--max-bytes".to_string(), m.to_string()]);
+        }
+        a
+    };
+    let started = Instant::now();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let (mut kills, mut runs, mut done) = (0u64, 0u64, 0u64);
+    let mut progress_at_kill = Vec::new();
+    while kills < 100 {
+        runs += 1;
+        assert!(runs < 1000, "{runs} runs for {kills} kills");
+        let share = (size as f64 * 0.95 - done as f64).max(0.0) / (100 - kills) as f64;
+        let cap = ((share * 2.0) as u64 / req * req)
+            .clamp(req, (size - done).saturating_sub(req).max(req));
+        let rate = ((cap as f64 / 0.040) as u64).max(1 << 20);
+        // xorshift
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let wait = Duration::from_micros(seed % 50_000);
+        let a = args(Some(cap), rate);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let mut child = fallow_cmd(&a)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(wait);
+        let killed = match child.try_wait().unwrap() {
+            Some(status) => {
+                let mut e = String::new();
+                let _ = std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut e);
+                assert!(status.success(), "a resumed run failed by itself: {e}");
+                false
+            }
+            None => {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                kills += 1;
+                true
+            }
+        };
+        let c: Value =
+            serde_json::from_slice(&std::fs::read(&ck).unwrap_or_default()).unwrap_or(Value::Null);
+        done = c["scrubbed_bytes"].as_u64().unwrap_or(0);
+        if std::env::var_os("FALLOW_TEST_DEBUG").is_some() {
+            eprintln!(
+                "run {runs}: cap {cap}, rate {rate}, wait {wait:?}, killed {killed}, done {done}"
+            );
+        }
+        if killed {
+            progress_at_kill.push(done);
+        }
+        if c["complete"] == true {
+            break;
+        }
+    }
+    // the last run, to the end (if a killed run had not finished the pass)
+    let c: Value = serde_json::from_slice(&std::fs::read(&ck).unwrap()).unwrap();
+    if c["complete"] != true {
+        let a = args(None, 64 << 20);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let o = fallow(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let c: Value = serde_json::from_slice(&std::fs::read(&ck).unwrap()).unwrap();
+    assert_eq!(c["complete"], true, "{c}");
+    assert_eq!(c["scrubbed_bytes"], size, "{c}");
+    assert_eq!(c["next_visit"], size / req, "{c}");
+    // every byte scrubbed; repeats at most one request per resume
+    let ranges = logged(&log);
+    let excess = coverage_excess(&ranges, size);
+    assert!(
+        excess <= kills * req,
+        "{excess} bytes repeated over {kills} kills"
+    );
+    assert_eq!(kills, 100, "the scrub completed after {kills} kills");
+    // the kills landed across the scrub, not only at its start
+    let last = progress_at_kill.last().copied().unwrap_or(0);
+    eprintln!(
+        "kill -9 test: {kills} kills in {runs} runs over {:.1} s, progress at the last kill {:.0} %, {} requests logged, {} repeated",
+        started.elapsed().as_secs_f64(),
+        100.0 * last as f64 / size as f64,
+        ranges.len(),
+        excess / req
+    );
+    assert!(
+        last >= size / 4,
+        "the kills all landed in the first quarter: {progress_at_kill:?}"
+    );
+    lo.assert_unchanged();
+}
+
+#[test]
+fn a_loop_device_with_no_file_is_refused_clearly() {
+    if !rustix_is_root() {
+        eprintln!("skip: needs root");
+        return;
+    }
+    let Ok(o) = Command::new("losetup").arg("-f").output() else {
+        eprintln!("skip: no losetup");
+        return;
+    };
+    let dev = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    if !o.status.success() || !Path::new(&dev).exists() {
+        eprintln!("skip: no free loop device node");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let o = fallow(&[
+        "scrub",
+        &dev,
+        "--checkpoint",
+        p(&dir.path().join("ck.json")),
+    ]);
+    if o.status.success() {
+        eprintln!("skip: {dev} was attached meanwhile by someone else");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("block device of 0 bytes"),
+        "{}",
+        stderr(&o)
+    );
+}

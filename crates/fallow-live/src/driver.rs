@@ -1,0 +1,549 @@
+//! The driver: one [`Policy`] from the registry, run in real time against
+//! a [`Monitor`]'s events, issuing BG work through a [`BgExecutor`].
+//!
+//! It is the simulator's idle-interval loop (`fallow_core::sim`) with the
+//! trace replaced by the device:
+//!
+//! - the device falls idle → [`Policy::on_busy_end`], then
+//!   [`Policy::on_idle`] with `now_ns` = the idle interval's start;
+//! - a [`Decision::Start`] waits `after_ns` (while watching the monitor:
+//!   an FG arrival cancels the wait, and the policy hears
+//!   [`Policy::on_idle_end`] with `collided = false`), then runs requests
+//!   one at a time, `spacing_ns` apart, up to `max_requests`, asking
+//!   [`Policy::on_bg_done`] after the burst (or after each request with
+//!   `consult_each`);
+//! - an FG arrival while a request is in service does not stop it (disk
+//!   requests are not preemptible): the request completes, and the policy
+//!   hears `on_idle_end(idle_ns, collided = true)`.
+//!
+//! The executor may also ask to wait ([`BgExecutor::ready_in_ns`]: a rate
+//! ceiling, a time window); the driver waits the same way, watching the
+//! monitor. No policy is named here: what a policy does is its own
+//! business, down to its request size.
+
+use crate::clock::monotonic_ns;
+use crate::error::{Error, Result};
+use crate::monitor::{Event, Monitor};
+use fallow_core::policy::{Ctx, Decision, Policy};
+use fallow_core::sim::BgService;
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What an executor did with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The request ran and more work remains.
+    More,
+    /// No work remains (this request was the last, or there was none).
+    Finished,
+}
+
+/// Something that does BG work one request at a time: a scrubber reads
+/// `size_bytes`; `fallow run` lets its command run for one slice.
+pub trait BgExecutor {
+    /// How long before the executor may run a request of `size_bytes`,
+    /// ns from `now_ns` (0: now). A rate ceiling or a closed time window
+    /// says so here rather than sleeping inside [`BgExecutor::run_one`], so
+    /// the driver keeps watching for FG work meanwhile.
+    fn ready_in_ns(&mut self, size_bytes: u64, now_ns: u64) -> Result<u64> {
+        let _ = (size_bytes, now_ns);
+        Ok(0)
+    }
+
+    /// Run one request of `size_bytes` to completion.
+    fn run_one(&mut self, size_bytes: u64) -> Result<Step>;
+}
+
+/// Settings of a driver besides its policy.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DriverConfig {
+    /// BG request size when the policy does not choose one, bytes.
+    pub bg_size_bytes: u64,
+    /// BG service model the policy sees until requests have been
+    /// measured; then the measured mean replaces it.
+    pub initial_bg_service: BgService,
+    /// Seed of the policy's random stream.
+    pub seed: u64,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            bg_size_bytes: 1 << 20,
+            // Practical Scrubbing Fig. 4's shape, the simulator's `size` default
+            initial_bg_service: BgService::SizeBased {
+                base_ns: 8_000_000,
+                knee_bytes: 65_536,
+                rate_bytes_per_s: 100e6,
+            },
+            seed: 1,
+        }
+    }
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The executor has no work left.
+    Finished,
+    /// The stop flag was raised (a signal).
+    Stopped,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DriveReport {
+    /// Why it ended.
+    pub outcome: Outcome,
+    /// The policy's registry name.
+    pub policy: String,
+    /// BG requests run.
+    pub bg_requests: u64,
+    /// Time spent in BG requests, s.
+    pub bg_service_s: f64,
+    /// Mean service time of a BG request, s.
+    pub bg_mean_service_s: f64,
+    /// BG requests an FG arrival found in service.
+    pub collisions: u64,
+    /// Idle intervals the policy was asked about.
+    pub idle_intervals: u64,
+    /// Busy periods reported to the policy.
+    pub busy_periods: u64,
+    /// Time the policy wanted to run BG work but the executor was not
+    /// ready (rate ceiling, time window), s.
+    pub throttled_s: f64,
+    /// Wall time of the run, s.
+    pub wall_s: f64,
+}
+
+/// Runs one policy live.
+pub struct Driver {
+    policy: Box<dyn Policy>,
+    cfg: DriverConfig,
+    rng: Pcg64Mcg,
+    measured_ns: Option<f64>,
+    report: DriveReport,
+}
+
+/// How often a wait looks at the stop flag, ns.
+const STOP_POLL_NS: u64 = 50_000_000;
+
+/// Weight of the newest request in the service-time estimate.
+const SERVICE_EWMA: f64 = 0.1;
+
+enum Wake {
+    Deadline,
+    Event(Event),
+    Stop,
+}
+
+impl Driver {
+    /// A driver for `policy`. Clairvoyant references (they see the
+    /// future) cannot run live and are refused.
+    pub fn new(policy: Box<dyn Policy>, cfg: DriverConfig) -> Result<Driver> {
+        if policy.clairvoyant() {
+            return Err(Error::Unsupported(format!(
+                "policy {} is a clairvoyant reference (it needs to know how long each idle interval will be) and cannot run on a real device",
+                policy.name()
+            )));
+        }
+        if cfg.bg_size_bytes == 0 {
+            return Err(Error::invalid("bg size", "must be positive"));
+        }
+        let report = DriveReport {
+            outcome: Outcome::Stopped,
+            policy: policy.name().to_string(),
+            bg_requests: 0,
+            bg_service_s: 0.0,
+            bg_mean_service_s: 0.0,
+            collisions: 0,
+            idle_intervals: 0,
+            busy_periods: 0,
+            throttled_s: 0.0,
+            wall_s: 0.0,
+        };
+        Ok(Driver {
+            policy,
+            rng: Pcg64Mcg::seed_from_u64(cfg.seed),
+            cfg,
+            measured_ns: None,
+            report,
+        })
+    }
+
+    /// Build the policy from a registry spec (`fixed-wait:t=50ms`), as the
+    /// simulator does.
+    pub fn from_spec(spec: &str, cfg: DriverConfig) -> Result<Driver> {
+        Driver::new(fallow_core::policy::build(spec)?, cfg)
+    }
+
+    fn service(&self) -> BgService {
+        match self.measured_ns {
+            Some(ns) => BgService::Constant {
+                ns: (ns.round() as u64).max(1),
+            },
+            None => self.cfg.initial_bg_service,
+        }
+    }
+
+    fn decide_idle(&mut self, idle_start_ns: u64, last_fg_arrival_ns: u64) -> Decision {
+        let svc = self.service();
+        let mut ctx = Ctx {
+            now_ns: idle_start_ns,
+            idle_start_ns,
+            last_fg_arrival_ns,
+            rng: &mut self.rng,
+            bg_service: &svc,
+            bg_size_bytes: self.cfg.bg_size_bytes,
+            future_idle_ns: None,
+        };
+        self.policy.on_idle(&mut ctx)
+    }
+
+    fn decide_done(
+        &mut self,
+        now_ns: u64,
+        idle_start_ns: u64,
+        last_fg_arrival_ns: u64,
+        done: u64,
+    ) -> Decision {
+        let svc = self.service();
+        let mut ctx = Ctx {
+            now_ns,
+            idle_start_ns,
+            last_fg_arrival_ns,
+            rng: &mut self.rng,
+            bg_service: &svc,
+            bg_size_bytes: self.cfg.bg_size_bytes,
+            future_idle_ns: None,
+        };
+        self.policy.on_bg_done(&mut ctx, done)
+    }
+
+    /// Wait until `deadline_ns` (forever if `None`), an event, or the stop flag.
+    fn wait(monitor: &mut Monitor, deadline_ns: Option<u64>, stop: &AtomicBool) -> Result<Wake> {
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(Wake::Stop);
+            }
+            let now = monotonic_ns();
+            let slice = match deadline_ns {
+                Some(d) if now >= d => return Ok(Wake::Deadline),
+                Some(d) => (d - now).min(STOP_POLL_NS),
+                None => STOP_POLL_NS,
+            };
+            if let Some(ev) = monitor.recv_timeout(slice)? {
+                return Ok(Wake::Event(ev));
+            }
+        }
+    }
+
+    fn finish(&mut self, outcome: Outcome, t0: u64) -> DriveReport {
+        self.report.outcome = outcome;
+        self.report.wall_s = (monotonic_ns() - t0) as f64 / 1e9;
+        self.report.bg_mean_service_s = if self.report.bg_requests > 0 {
+            self.report.bg_service_s / self.report.bg_requests as f64
+        } else {
+            0.0
+        };
+        self.report.clone()
+    }
+
+    /// Run until the executor has no work left or `stop` is raised.
+    pub fn run(
+        &mut self,
+        monitor: &mut Monitor,
+        exec: &mut dyn BgExecutor,
+        stop: &AtomicBool,
+    ) -> Result<DriveReport> {
+        let t_start = monotonic_ns();
+        'busy: loop {
+            // Busy (or not yet known idle): wait for the device to fall idle.
+            let (idle_start, last_arrival) = loop {
+                match Self::wait(monitor, None, stop)? {
+                    Wake::Stop => return Ok(self.finish(Outcome::Stopped, t_start)),
+                    Wake::Deadline | Wake::Event(Event::Busy { .. }) => continue,
+                    Wake::Event(Event::Idle {
+                        idle_start_ns,
+                        busy_ns,
+                        fg_requests,
+                        last_arrival_ns,
+                        first,
+                        ..
+                    }) => {
+                        if !first {
+                            self.report.busy_periods += 1;
+                            self.policy.on_busy_end(busy_ns, fg_requests.max(1));
+                        }
+                        break (idle_start_ns, last_arrival_ns);
+                    }
+                }
+            };
+            self.report.idle_intervals += 1;
+            let mut done = 0u64;
+            let mut decision = self.decide_idle(idle_start, last_arrival);
+            let mut base = idle_start;
+            // An FG arrival ends the interval: tell the policy how long it was.
+            let end_idle = |policy: &mut Box<dyn Policy>, after_ns: u64, at_ns: u64, collided| {
+                let arrival = after_ns + (at_ns.saturating_sub(after_ns)) / 2;
+                policy.on_idle_end(arrival.saturating_sub(idle_start), collided);
+            };
+            loop {
+                let s = match decision {
+                    Decision::Start(s) if s.max_requests > 0 => s,
+                    _ => {
+                        // quiet until the next FG arrival
+                        match Self::wait(monitor, None, stop)? {
+                            Wake::Stop => return Ok(self.finish(Outcome::Stopped, t_start)),
+                            Wake::Event(Event::Busy { at_ns, after_ns }) => {
+                                end_idle(&mut self.policy, after_ns, at_ns, false);
+                                continue 'busy;
+                            }
+                            Wake::Deadline | Wake::Event(Event::Idle { .. }) => continue,
+                        }
+                    }
+                };
+                let size = s.size_bytes.max(1);
+                let mut deadline = base.saturating_add(s.after_ns);
+                let mut left = s.max_requests;
+                loop {
+                    // wait for the policy's time and the executor's readiness
+                    loop {
+                        let now = monotonic_ns();
+                        let ready = exec.ready_in_ns(size, now)?;
+                        let target = deadline.max(now.saturating_add(ready));
+                        if now >= target {
+                            break;
+                        }
+                        let throttle_from = now.max(deadline);
+                        let wake = Self::wait(monitor, Some(target), stop)?;
+                        let waited_to = monotonic_ns().min(target);
+                        if ready > 0 && waited_to > throttle_from {
+                            self.report.throttled_s += (waited_to - throttle_from) as f64 / 1e9;
+                        }
+                        match wake {
+                            Wake::Stop => return Ok(self.finish(Outcome::Stopped, t_start)),
+                            Wake::Event(Event::Busy { at_ns, after_ns }) => {
+                                end_idle(&mut self.policy, after_ns, at_ns, false);
+                                continue 'busy;
+                            }
+                            Wake::Deadline | Wake::Event(Event::Idle { .. }) => {}
+                        }
+                    }
+                    // last look before a non-preemptible request
+                    if let Some(Event::Busy { at_ns, after_ns }) = monitor.try_recv()? {
+                        end_idle(&mut self.policy, after_ns, at_ns, false);
+                        continue 'busy;
+                    }
+                    let t0 = monotonic_ns();
+                    let step = exec.run_one(size)?;
+                    let t1 = monotonic_ns();
+                    let took = (t1 - t0) as f64;
+                    self.report.bg_requests += 1;
+                    self.report.bg_service_s += took / 1e9;
+                    self.measured_ns = Some(match self.measured_ns {
+                        Some(m) => m + SERVICE_EWMA * (took - m),
+                        None => took,
+                    });
+                    if step == Step::Finished {
+                        return Ok(self.finish(Outcome::Finished, t_start));
+                    }
+                    // in an idle interval only an FG arrival can come
+                    if let Some(Event::Busy { at_ns, after_ns }) = monitor.try_recv()? {
+                        // the arrival came before the request ended: it waited for it
+                        let collided = after_ns < t1;
+                        self.report.collisions += u64::from(collided);
+                        end_idle(&mut self.policy, after_ns, at_ns, collided);
+                        continue 'busy;
+                    }
+                    if stop.load(Ordering::SeqCst) {
+                        return Ok(self.finish(Outcome::Stopped, t_start));
+                    }
+                    done += 1;
+                    left = left.saturating_sub(1);
+                    if !s.consult_each && left > 0 {
+                        deadline = t1.saturating_add(s.spacing_ns);
+                        continue;
+                    }
+                    decision = self.decide_done(t1, idle_start, last_arrival, done);
+                    base = t1;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::monitor::{MonitorConfig, OwnCounters, StatSource};
+    use std::sync::Arc;
+
+    /// Counts requests; finishes after `n`.
+    struct Count {
+        n: u64,
+        sizes: Vec<u64>,
+        ready_at_ns: u64,
+    }
+
+    impl BgExecutor for Count {
+        fn ready_in_ns(&mut self, _size: u64, now_ns: u64) -> Result<u64> {
+            Ok(self.ready_at_ns.saturating_sub(now_ns))
+        }
+        fn run_one(&mut self, size: u64) -> Result<Step> {
+            self.sizes.push(size);
+            Ok(if self.sizes.len() as u64 >= self.n {
+                Step::Finished
+            } else {
+                Step::More
+            })
+        }
+    }
+
+    #[test]
+    fn aggressive_on_an_idle_device_runs_to_the_end_with_the_policys_size() {
+        let mut m = Monitor::without_device();
+        let mut d = Driver::from_spec("aggressive:size=4KiB", DriverConfig::default()).unwrap();
+        let mut e = Count {
+            n: 100,
+            sizes: vec![],
+            ready_at_ns: 0,
+        };
+        let r = d.run(&mut m, &mut e, &AtomicBool::new(false)).unwrap();
+        assert_eq!(r.outcome, Outcome::Finished);
+        assert_eq!(r.bg_requests, 100);
+        assert!(e.sizes.iter().all(|&s| s == 4096));
+        assert_eq!((r.idle_intervals, r.collisions), (1, 0));
+    }
+
+    #[test]
+    fn fixed_wait_waits_its_time_before_the_first_request() {
+        let mut m = Monitor::without_device();
+        let mut d = Driver::from_spec("fixed-wait:t=80ms", DriverConfig::default()).unwrap();
+        let mut e = Count {
+            n: 3,
+            sizes: vec![],
+            ready_at_ns: 0,
+        };
+        let t0 = monotonic_ns();
+        d.run(&mut m, &mut e, &AtomicBool::new(false)).unwrap();
+        let took = monotonic_ns() - t0;
+        // the wait counts from the idle start, which is when the monitor began
+        assert!(took >= 70_000_000, "{took}");
+        assert_eq!(e.sizes, vec![1 << 20; 3]);
+    }
+
+    #[test]
+    fn an_executor_that_is_not_ready_throttles_the_run() {
+        let mut m = Monitor::without_device();
+        let mut d = Driver::from_spec("aggressive", DriverConfig::default()).unwrap();
+        let mut e = Count {
+            n: 2,
+            sizes: vec![],
+            ready_at_ns: monotonic_ns() + 60_000_000,
+        };
+        let r = d.run(&mut m, &mut e, &AtomicBool::new(false)).unwrap();
+        assert!(r.throttled_s >= 0.05, "{r:?}");
+    }
+
+    #[test]
+    fn stop_flag_ends_a_quiet_wait() {
+        let mut m = Monitor::without_device();
+        // a policy that waits an hour
+        let mut d = Driver::from_spec("fixed-wait:t=1h", DriverConfig::default()).unwrap();
+        let mut e = Count {
+            n: 1,
+            sizes: vec![],
+            ready_at_ns: 0,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            s2.store(true, Ordering::SeqCst);
+        });
+        let r = d.run(&mut m, &mut e, &stop).unwrap();
+        h.join().unwrap();
+        assert_eq!(r.outcome, Outcome::Stopped);
+        assert_eq!(r.bg_requests, 0);
+    }
+
+    #[test]
+    fn refuses_clairvoyant_policies() {
+        let e = Driver::from_spec("oracle", DriverConfig::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("clairvoyant"), "{e}");
+        assert!(Driver::from_spec("no-such-policy", DriverConfig::default()).is_err());
+    }
+
+    /// An executor that, while "serving" a request, makes FG activity
+    /// appear in a stat file, as a foreground reader would.
+    struct Collider {
+        stat: std::path::PathBuf,
+        sectors: u64,
+        runs: u64,
+    }
+
+    impl BgExecutor for Collider {
+        fn run_one(&mut self, _size: u64) -> Result<Step> {
+            self.runs += 1;
+            if self.runs == 2 {
+                // FG arrives during the second request, which takes 100 ms
+                // (long enough for the monitor to see it on a loaded machine)
+                self.sectors += 8;
+                let tmp = self.stat.with_extension("tmp");
+                std::fs::write(
+                    &tmp,
+                    format!("1 0 {} 0 0 0 0 0 1 0 0 0 0 0 0 0 0\n", self.sectors),
+                )
+                .unwrap();
+                std::fs::rename(&tmp, &self.stat).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                // and finishes
+                std::fs::write(
+                    &tmp,
+                    format!("1 0 {} 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n", self.sectors),
+                )
+                .unwrap();
+                std::fs::rename(&tmp, &self.stat).unwrap();
+            }
+            Ok(if self.runs >= 4 {
+                Step::Finished
+            } else {
+                Step::More
+            })
+        }
+    }
+
+    #[test]
+    fn fg_arriving_during_a_request_is_a_collision_and_work_resumes_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let stat = dir.path().join("stat");
+        std::fs::write(&stat, "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n").unwrap();
+        let own = Arc::new(OwnCounters::new(None));
+        let mut m = Monitor::start(
+            &StatSource::file(&stat).unwrap(),
+            vec![own],
+            MonitorConfig::default(),
+        )
+        .unwrap();
+        let mut d = Driver::from_spec("aggressive", DriverConfig::default()).unwrap();
+        let mut e = Collider {
+            stat: stat.clone(),
+            sectors: 0,
+            runs: 0,
+        };
+        let r = d.run(&mut m, &mut e, &AtomicBool::new(false)).unwrap();
+        assert_eq!(r.outcome, Outcome::Finished);
+        assert_eq!(r.collisions, 1, "{r:?}");
+        assert_eq!(r.busy_periods, 1, "{r:?}");
+        assert_eq!(r.idle_intervals, 2, "{r:?}");
+        assert_eq!(e.runs, 4);
+    }
+}

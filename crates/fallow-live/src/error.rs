@@ -1,0 +1,97 @@
+//! The one error type of `fallow-live`. Every variant names the file,
+//! device or parameter at fault; messages are lowercase.
+
+use std::path::PathBuf;
+
+/// Errors of `fallow-live`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file or device could not be opened, read, written or queried.
+    #[error("{path}: {what}: {source}")]
+    Io {
+        /// The file or device.
+        path: PathBuf,
+        /// What was being done (`cannot open for reading`, `fsync failed`).
+        what: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file has content that cannot be parsed (a stat file, a checkpoint).
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the field or line.
+        message: String,
+    },
+    /// A parameter given by the caller is out of range or inconsistent.
+    #[error("invalid {name}: {message}")]
+    Invalid {
+        /// The parameter (`--size`, `--window`, `policy`).
+        name: String,
+        /// Why it is invalid.
+        message: String,
+    },
+    /// A checkpoint exists but belongs to another scrub (target, size,
+    /// order, request size or regions differ).
+    #[error("{path}: {message}")]
+    CheckpointMismatch {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// What differs and what to do.
+        message: String,
+    },
+    /// The device or file cannot do what was asked (SCSI VERIFY on a loop
+    /// device, a clairvoyant policy live).
+    #[error("{0}")]
+    Unsupported(String),
+    /// An error from fallow-core (building a policy, parsing a unit).
+    #[error(transparent)]
+    Core(#[from] fallow_core::Error),
+    /// The monitor thread stopped unexpectedly.
+    #[error("the I/O monitor stopped: {0}")]
+    Monitor(String),
+}
+
+/// Result alias of `fallow-live`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Shorthand for [`Error::Invalid`].
+    pub fn invalid(name: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Invalid {
+            name: name.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Io`].
+    pub fn io(path: impl Into<PathBuf>, what: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            what: what.into(),
+            source,
+        }
+    }
+
+    /// True when the caller's input is at fault (a missing or unreadable
+    /// target, a bad flag, a checkpoint of another scrub), as opposed to a
+    /// failure of the machine (a full disk, a broken device). The CLI maps
+    /// this to exit status 2.
+    pub fn is_bad_input(&self) -> bool {
+        use std::io::ErrorKind as K;
+        match self {
+            Error::Io { source, .. } => matches!(
+                source.kind(),
+                K::NotFound | K::PermissionDenied | K::IsADirectory | K::InvalidInput
+            ),
+            Error::Parse { .. }
+            | Error::Invalid { .. }
+            | Error::CheckpointMismatch { .. }
+            | Error::Unsupported(_) => true,
+            Error::Core(e) => !matches!(e, fallow_core::Error::Io { .. }),
+            Error::Monitor(_) => false,
+        }
+    }
+}

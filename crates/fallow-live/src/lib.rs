@@ -1,0 +1,63 @@
+//! # fallow-live
+//!
+//! fallow's background-scheduling policies against a real block device in
+//! real time. The same policy objects the simulator runs
+//! ([`fallow_core::policy`]) are driven by what the device is doing now
+//! instead of by a trace:
+//!
+//! ```text
+//! /sys/block/<dev>/stat ─► monitor (1 ms samples − fallow's own I/O) ─► Event::{Busy, Idle}
+//!                                                                           │
+//!                      BgExecutor::run_one ◄── driver ◄── Policy (registry) ◄┘
+//! ```
+//!
+//! ## Tour
+//! - [`monitor`]: [`Monitor`] samples a device's counters ([`StatSource`]:
+//!   a sysfs device, or any file in that format) on its own thread,
+//!   subtracts fallow's own I/O ([`OwnCounters`], a managed command's
+//!   [`monitor::CgroupIo`]) and sends [`Event`]s; it reports its own CPU
+//!   cost. [`monitor::Detector`] is the pure state machine inside it.
+//! - [`driver`]: [`Driver`] runs one policy from the registry against the
+//!   events and issues BG work through a [`BgExecutor`] (one request at a
+//!   time, never preempted).
+//! - [`scrub`]: [`Scrubber`], a `BgExecutor` that verifies a device or file
+//!   read-only (`O_DIRECT`, or SCSI VERIFY), sequentially or staggered,
+//!   with an atomic checkpoint after every request, error narrowing to the
+//!   failing sectors, a rate ceiling and time windows.
+//! - [`clock`]: monotonic and thread-CPU time.
+//!
+//! ## Example
+//! A policy from the registry, driven live; here the device is one the
+//! monitor cannot see (always idle), and the executor only counts.
+//! ```
+//! use fallow_live::{BgExecutor, Driver, DriverConfig, Monitor, Step};
+//! use std::sync::atomic::AtomicBool;
+//!
+//! struct Count(u64);
+//! impl BgExecutor for Count {
+//!     fn run_one(&mut self, size_bytes: u64) -> fallow_live::Result<Step> {
+//!         assert_eq!(size_bytes, 64 * 1024);
+//!         self.0 += 1;
+//!         Ok(if self.0 == 10 { Step::Finished } else { Step::More })
+//!     }
+//! }
+//!
+//! let mut monitor = Monitor::without_device();
+//! let cfg = DriverConfig { bg_size_bytes: 64 * 1024, ..DriverConfig::default() };
+//! let mut driver = Driver::from_spec("fixed-wait:t=5ms", cfg)?;
+//! let report = driver.run(&mut monitor, &mut Count(0), &AtomicBool::new(false))?;
+//! assert_eq!(report.bg_requests, 10);
+//! # Ok::<(), fallow_live::Error>(())
+//! ```
+#![deny(missing_docs)]
+
+pub mod clock;
+pub mod driver;
+pub mod error;
+pub mod monitor;
+pub mod scrub;
+
+pub use driver::{BgExecutor, DriveReport, Driver, DriverConfig, Outcome, Step};
+pub use error::{Error, Result};
+pub use monitor::{Event, Monitor, MonitorConfig, MonitorStats, OwnCounters, StatSource};
+pub use scrub::{ScrubConfig, ScrubReport, Scrubber};

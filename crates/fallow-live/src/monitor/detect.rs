@@ -1,0 +1,561 @@
+//! From counter samples to FG events: a pure state machine ([`Detector`])
+//! fed with the device's counters and fallow's own counts, so it is tested
+//! without a device or a clock.
+//!
+//! Each sample finds *FG activity* when, after subtracting fallow's own
+//! I/O, the device
+//! - read sectors beyond what fallow issued,
+//! - wrote, discarded or flushed (outside a write shield), or
+//! - has FG requests in flight (reads only when none of fallow's are in
+//!   flight: the kernel cannot tell whose a read in flight is).
+//!
+//! Own reads are counted when issued, before the kernel counts them, so
+//! `kernel − own` never overstates FG sectors; while a read of fallow's is
+//! in flight it understates them, and FG work hidden that way shows as
+//! soon as the read completes. The detector keeps the running maximum of
+//! that estimate and reports growth beyond it; when nothing of fallow's is
+//! in flight the estimate is exact and the maximum is reset to it, so a
+//! read of fallow's that the device never saw (a hole in a sparse file, a
+//! page-cache hit) does not blind it.
+//!
+//! The device is *busy* from the first sample with FG activity and *idle*
+//! at the first sample without any (no FG in flight, no new FG
+//! completions). Times have the resolution of the sampling interval: an
+//! arrival is known to lie between two samples, an idle interval to start
+//! at or before the last busy sample.
+
+use super::own::OwnIo;
+use super::stat::{Sample, STAT_SECTOR_BYTES};
+
+/// What the monitor tells the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// FG activity after an idle interval: an FG arrival, between
+    /// `after_ns` (the previous sample) and `at_ns`.
+    Busy {
+        /// When it was seen, monotonic ns.
+        at_ns: u64,
+        /// The previous sample: the arrival came after it, monotonic ns.
+        after_ns: u64,
+    },
+    /// The device fell idle: no FG request in flight and no new FG
+    /// completion since the previous sample.
+    Idle {
+        /// When it was seen, monotonic ns.
+        at_ns: u64,
+        /// The last sample with FG activity: the idle interval started at
+        /// or before it, monotonic ns.
+        idle_start_ns: u64,
+        /// Length of the busy period that ended, ns.
+        busy_ns: u64,
+        /// FG requests completed in it (estimated: a request the device
+        /// split counts more than once).
+        fg_requests: u32,
+        /// The last sample at which a new FG request appeared, monotonic ns.
+        last_arrival_ns: u64,
+        /// The first idle of a run: the busy period before it is only the
+        /// monitor's starting assumption, not one it measured.
+        first: bool,
+    },
+}
+
+impl Event {
+    /// When the event was seen, monotonic ns.
+    pub fn at_ns(&self) -> u64 {
+        match *self {
+            Event::Busy { at_ns, .. } | Event::Idle { at_ns, .. } => at_ns,
+        }
+    }
+}
+
+/// Totals of what the detector saw, for reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DetectorTotals {
+    /// Samples observed.
+    pub samples: u64,
+    /// Samples with FG activity.
+    pub busy_samples: u64,
+    /// Busy periods seen (FG arrivals after idleness).
+    pub busy_periods: u64,
+    /// Idle intervals seen.
+    pub idle_intervals: u64,
+    /// FG bytes read (beyond fallow's own).
+    pub fg_read_bytes: u64,
+    /// FG bytes written or discarded.
+    pub fg_write_bytes: u64,
+    /// FG requests completed (estimated).
+    pub fg_requests: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum State {
+    Busy {
+        start_ns: u64,
+        last_active_ns: u64,
+        requests: u64,
+        last_arrival_ns: u64,
+        first: bool,
+    },
+    Idle,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Prev {
+    t_ns: u64,
+    sample: Sample,
+    own: OwnIo,
+    fg_in_flight: u64,
+}
+
+/// The state machine; see the module documentation.
+#[derive(Debug, Clone)]
+pub struct Detector {
+    /// The first sample's kernel and own counters (the zero of the estimates).
+    base: Option<(Sample, OwnIo)>,
+    prev: Option<Prev>,
+    read_max: i128,
+    write_max: i128,
+    state: State,
+    totals: DetectorTotals,
+}
+
+impl Default for Detector {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Detector {
+    /// A detector that assumes the device busy until a first quiet sample.
+    pub fn new() -> Detector {
+        Detector {
+            base: None,
+            prev: None,
+            read_max: 0,
+            write_max: 0,
+            state: State::Busy {
+                start_ns: 0,
+                last_active_ns: 0,
+                requests: 0,
+                last_arrival_ns: 0,
+                first: true,
+            },
+            totals: DetectorTotals::default(),
+        }
+    }
+
+    /// Totals so far.
+    pub fn totals(&self) -> DetectorTotals {
+        self.totals
+    }
+
+    /// True while the device is busy with FG work (or not yet known idle).
+    pub fn busy(&self) -> bool {
+        matches!(self.state, State::Busy { .. })
+    }
+
+    /// Feed one sample taken at `t_ns`, with fallow's own counts read just
+    /// before (`own_before`) and just after (`own_after`) the device's.
+    pub fn observe(
+        &mut self,
+        t_ns: u64,
+        sample: &Sample,
+        own_before: OwnIo,
+        own_after: OwnIo,
+    ) -> Option<Event> {
+        let (base, base_own) = *self.base.get_or_insert((*sample, own_after));
+        let Some(prev) = self.prev else {
+            // the first sample only sets the zero
+            self.prev = Some(Prev {
+                t_ns,
+                sample: *sample,
+                own: own_after,
+                fg_in_flight: 0,
+            });
+            if let State::Busy {
+                start_ns,
+                last_active_ns,
+                last_arrival_ns,
+                ..
+            } = &mut self.state
+            {
+                (*start_ns, *last_active_ns, *last_arrival_ns) = (t_ns, t_ns, t_ns);
+            }
+            return None;
+        };
+        self.totals.samples += 1;
+        let (a, b, k) = (own_before, own_after, &sample.stat);
+        let own_reads_moving =
+            a.reads_in_flight || b.reads_in_flight || a.read_sectors != b.read_sectors;
+        let own_writes_moving =
+            a.writes_in_flight || b.writes_in_flight || a.write_sectors != b.write_sectors;
+        let shield =
+            a.shield_open() || b.shield_open() || prev.own.shield_events != b.shield_events;
+
+        // FG sectors read: kernel − own since the start, reported as growth
+        // beyond the running maximum
+        let read_est = (k.read_sectors.wrapping_sub(base.stat.read_sectors) as i128)
+            - (b.read_sectors.wrapping_sub(base_own.read_sectors) as i128);
+        let new_read = (read_est - self.read_max).max(0) as u64;
+        self.read_max = if own_reads_moving {
+            self.read_max.max(read_est)
+        } else {
+            read_est
+        };
+
+        let writes = |s: &Sample| {
+            s.stat
+                .write_sectors
+                .wrapping_add(s.stat.discard_sectors)
+                .wrapping_sub(base.stat.write_sectors)
+                .wrapping_sub(base.stat.discard_sectors)
+        };
+        let write_est =
+            writes(sample) as i128 - (b.write_sectors.wrapping_sub(base_own.write_sectors) as i128);
+        let (new_write, new_flush) = if shield {
+            // every write of the sample is ours: absorb it
+            self.write_max = write_est;
+            (0, 0)
+        } else {
+            let n = (write_est - self.write_max).max(0) as u64;
+            self.write_max = if own_writes_moving {
+                self.write_max.max(write_est)
+            } else {
+                write_est
+            };
+            (n, k.flush_ios.wrapping_sub(prev.sample.stat.flush_ios))
+        };
+
+        let fg_in_flight = match sample.inflight {
+            Some(i) => {
+                (if own_reads_moving { 0 } else { i.reads })
+                    + (if shield || own_writes_moving {
+                        0
+                    } else {
+                        i.writes
+                    })
+            }
+            None if own_reads_moving || own_writes_moving || shield => 0,
+            None => k.in_flight,
+        };
+
+        // FG requests completed: device requests minus fallow's estimate
+        let p = &prev.sample.stat;
+        let dev_ios = if shield {
+            k.read_ios.wrapping_sub(p.read_ios)
+        } else {
+            k.read_ios
+                .wrapping_add(k.modifying_ios())
+                .wrapping_sub(p.read_ios)
+                .wrapping_sub(p.modifying_ios())
+        };
+        let fg_ios = dev_ios.saturating_sub(b.ios.wrapping_sub(prev.own.ios));
+
+        let active = new_read > 0 || new_write > 0 || new_flush > 0 || fg_in_flight > 0;
+        let arrived =
+            new_read > 0 || new_write > 0 || new_flush > 0 || fg_in_flight > prev.fg_in_flight;
+        self.totals.fg_read_bytes += new_read * STAT_SECTOR_BYTES;
+        self.totals.fg_write_bytes += new_write * STAT_SECTOR_BYTES;
+        let counted = if active {
+            fg_ios.max(u64::from(new_flush > 0))
+        } else {
+            0
+        };
+        self.totals.fg_requests += counted;
+        self.prev = Some(Prev {
+            t_ns,
+            sample: *sample,
+            own: b,
+            fg_in_flight,
+        });
+
+        match &mut self.state {
+            State::Busy {
+                start_ns,
+                last_active_ns,
+                requests,
+                last_arrival_ns,
+                first,
+            } => {
+                if active {
+                    self.totals.busy_samples += 1;
+                    *last_active_ns = t_ns;
+                    *requests += counted;
+                    if arrived {
+                        *last_arrival_ns = t_ns;
+                    }
+                    return None;
+                }
+                let ev = Event::Idle {
+                    at_ns: t_ns,
+                    idle_start_ns: *last_active_ns,
+                    busy_ns: last_active_ns.saturating_sub(*start_ns),
+                    fg_requests: (*requests).min(u32::MAX as u64) as u32,
+                    last_arrival_ns: *last_arrival_ns,
+                    first: *first,
+                };
+                self.state = State::Idle;
+                self.totals.idle_intervals += 1;
+                Some(ev)
+            }
+            State::Idle => {
+                if !active {
+                    return None;
+                }
+                self.totals.busy_samples += 1;
+                self.totals.busy_periods += 1;
+                self.state = State::Busy {
+                    start_ns: prev.t_ns,
+                    last_active_ns: t_ns,
+                    requests: counted,
+                    last_arrival_ns: t_ns,
+                    first: false,
+                };
+                Some(Event::Busy {
+                    at_ns: t_ns,
+                    after_ns: prev.t_ns,
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::monitor::stat::{DiskStat, Inflight};
+
+    /// A scripted device: cumulative counters moved by hand.
+    #[derive(Default, Clone, Copy)]
+    struct Dev {
+        s: DiskStat,
+        inflight: Inflight,
+    }
+
+    impl Dev {
+        fn sample(&self) -> Sample {
+            Sample {
+                stat: DiskStat {
+                    in_flight: self.inflight.reads + self.inflight.writes,
+                    ..self.s
+                },
+                inflight: Some(self.inflight),
+            }
+        }
+        fn read(&mut self, sectors: u64) {
+            self.s.read_ios += 1;
+            self.s.read_sectors += sectors;
+        }
+        fn write(&mut self, sectors: u64) {
+            self.s.write_ios += 1;
+            self.s.write_sectors += sectors;
+        }
+    }
+
+    fn own(read_sectors: u64, in_flight: bool) -> OwnIo {
+        OwnIo {
+            read_sectors,
+            reads_in_flight: in_flight,
+            ..OwnIo::default()
+        }
+    }
+
+    /// Feed with identical own counts before and after.
+    fn feed(d: &mut Detector, t: u64, dev: &Dev, o: OwnIo) -> Option<Event> {
+        d.observe(t, &dev.sample(), o, o)
+    }
+
+    #[test]
+    fn starts_busy_and_falls_idle_on_the_first_quiet_sample() {
+        let mut d = Detector::new();
+        let dev = Dev::default();
+        assert_eq!(feed(&mut d, 0, &dev, own(0, false)), None);
+        match feed(&mut d, 1_000_000, &dev, own(0, false)) {
+            Some(Event::Idle {
+                first: true, at_ns, ..
+            }) => assert_eq!(at_ns, 1_000_000),
+            e => panic!("{e:?}"),
+        }
+        assert!(!d.busy());
+    }
+
+    #[test]
+    fn fg_reads_make_a_busy_period_with_its_length_and_requests() {
+        let mut d = Detector::new();
+        let mut dev = Dev::default();
+        let o = own(0, false);
+        feed(&mut d, 0, &dev, o);
+        feed(&mut d, 1, &dev, o); // idle
+                                  // an FG read in flight at t=2, completes by t=3, another one by t=4
+        dev.inflight.reads = 1;
+        assert_eq!(
+            feed(&mut d, 2, &dev, o),
+            Some(Event::Busy {
+                at_ns: 2,
+                after_ns: 1
+            })
+        );
+        dev.inflight.reads = 0;
+        dev.read(8);
+        assert_eq!(feed(&mut d, 3, &dev, o), None);
+        dev.read(8);
+        assert_eq!(feed(&mut d, 4, &dev, o), None);
+        assert_eq!(
+            feed(&mut d, 5, &dev, o),
+            Some(Event::Idle {
+                at_ns: 5,
+                idle_start_ns: 4,
+                busy_ns: 3,
+                fg_requests: 2,
+                last_arrival_ns: 4,
+                first: false
+            })
+        );
+        let t = d.totals();
+        assert_eq!((t.busy_periods, t.idle_intervals, t.fg_requests), (1, 2, 2));
+        assert_eq!(t.fg_read_bytes, 16 * 512);
+    }
+
+    #[test]
+    fn own_reads_are_never_fg_whatever_the_timing() {
+        // Own read of 2048 sectors: issued (counted) before the kernel sees
+        // it, in flight at the next sample, counted by the kernel before the
+        // scrubber marks it done.
+        let mut d = Detector::new();
+        let mut dev = Dev::default();
+        feed(&mut d, 0, &dev, own(0, false));
+        assert!(matches!(
+            feed(&mut d, 1, &dev, own(0, false)),
+            Some(Event::Idle { .. })
+        ));
+        // issued, not yet in the kernel
+        assert_eq!(feed(&mut d, 2, &dev, own(2048, true)), None);
+        // in flight in the kernel (split into 8 requests)
+        dev.inflight.reads = 8;
+        assert_eq!(feed(&mut d, 3, &dev, own(2048, true)), None);
+        // completed in the kernel, pread not yet returned
+        dev.inflight.reads = 0;
+        dev.s.read_ios += 8;
+        dev.s.read_sectors += 2048;
+        assert_eq!(feed(&mut d, 4, &dev, own(2048, true)), None);
+        // returned, with the next read already issued between the two own snapshots
+        assert_eq!(
+            d.observe(5, &dev.sample(), own(2048, false), own(4096, true)),
+            None
+        );
+        assert!(!d.busy());
+        assert_eq!(d.totals().fg_read_bytes, 0);
+    }
+
+    #[test]
+    fn fg_reads_hidden_behind_an_own_read_show_when_it_completes() {
+        let mut d = Detector::new();
+        let mut dev = Dev::default();
+        feed(&mut d, 0, &dev, own(0, false));
+        feed(&mut d, 1, &dev, own(0, false));
+        // own read issued; an FG read of 8 sectors completes meanwhile,
+        // but the kernel has not counted ours yet: 8 − 2048 < 0, hidden
+        dev.read(8);
+        assert_eq!(feed(&mut d, 2, &dev, own(2048, true)), None);
+        // ours completes: kernel 2056 − own 2048 = 8 FG sectors
+        dev.s.read_ios += 1;
+        dev.s.read_sectors += 2048;
+        assert_eq!(
+            feed(&mut d, 3, &dev, own(2048, false)),
+            Some(Event::Busy {
+                at_ns: 3,
+                after_ns: 2
+            })
+        );
+        assert_eq!(d.totals().fg_read_bytes, 8 * 512);
+    }
+
+    #[test]
+    fn an_own_read_the_device_never_saw_does_not_blind_the_detector() {
+        // a hole in a sparse file: fallow counts 2048 sectors, the device reads none
+        let mut d = Detector::new();
+        let mut dev = Dev::default();
+        feed(&mut d, 0, &dev, own(0, false));
+        feed(&mut d, 1, &dev, own(0, false));
+        assert_eq!(feed(&mut d, 2, &dev, own(2048, false)), None);
+        // a later FG read of 8 sectors is seen at once
+        dev.read(8);
+        assert!(matches!(
+            feed(&mut d, 3, &dev, own(2048, false)),
+            Some(Event::Busy { .. })
+        ));
+    }
+
+    #[test]
+    fn writes_are_fg_except_under_a_shield() {
+        let mut d = Detector::new();
+        let mut dev = Dev::default();
+        let quiet = own(0, false);
+        feed(&mut d, 0, &dev, quiet);
+        feed(&mut d, 1, &dev, quiet);
+        // our checkpoint: shield opened and closed between two samples
+        dev.write(16);
+        dev.s.flush_ios += 1;
+        let shielded = OwnIo {
+            shield_events: 2,
+            ..quiet
+        };
+        assert_eq!(feed(&mut d, 2, &dev, shielded), None);
+        // next sample, nothing new: still idle
+        assert_eq!(feed(&mut d, 3, &dev, shielded), None);
+        // an FG write
+        dev.write(8);
+        assert!(matches!(
+            feed(&mut d, 4, &dev, shielded),
+            Some(Event::Busy { .. })
+        ));
+        assert_eq!(d.totals().fg_write_bytes, 8 * 512);
+        // an FG flush alone is activity too
+        let mut d = Detector::new();
+        let mut dev = Dev::default();
+        feed(&mut d, 0, &dev, quiet);
+        feed(&mut d, 1, &dev, quiet);
+        dev.s.flush_ios += 1;
+        assert!(matches!(
+            feed(&mut d, 2, &dev, quiet),
+            Some(Event::Busy { .. })
+        ));
+    }
+
+    #[test]
+    fn without_an_inflight_file_the_total_counts_only_when_we_have_nothing_in_flight() {
+        let mut d = Detector::new();
+        let mut s = Sample::default();
+        feed_raw(&mut d, 0, &s, own(0, false));
+        feed_raw(&mut d, 1, &s, own(0, false));
+        s.stat.in_flight = 1;
+        // ours in flight: ambiguous, not FG
+        assert_eq!(feed_raw(&mut d, 2, &s, own(8, true)), None);
+        s.stat.read_sectors = 8;
+        s.stat.in_flight = 1;
+        // ours done, one still in flight: FG
+        assert!(matches!(
+            feed_raw(&mut d, 3, &s, own(8, false)),
+            Some(Event::Busy { .. })
+        ));
+    }
+
+    fn feed_raw(d: &mut Detector, t: u64, s: &Sample, o: OwnIo) -> Option<Event> {
+        d.observe(t, s, o, o)
+    }
+
+    #[test]
+    fn counters_that_started_before_the_monitor_are_its_zero() {
+        // the kernel counted 1e9 sectors and fallow 1e6 before monitoring began
+        let mut d = Detector::new();
+        let mut dev = Dev::default();
+        dev.s.read_sectors = 1_000_000_000;
+        feed(&mut d, 0, &dev, own(1_000_000, false));
+        assert!(matches!(
+            feed(&mut d, 1, &dev, own(1_000_000, false)),
+            Some(Event::Idle { .. })
+        ));
+        dev.s.read_sectors += 16;
+        assert_eq!(feed(&mut d, 2, &dev, own(1_000_016, false)), None);
+    }
+}

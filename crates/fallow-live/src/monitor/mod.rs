@@ -1,0 +1,454 @@
+//! The monitor: one thread that samples a device's counters at a fixed
+//! interval (1 ms by default), subtracts fallow's own I/O and sends FG
+//! [`Event`]s (busy, idle) to whoever drives the policy.
+//!
+//! - [`stat`]: the counter files and where they are ([`StatSource`],
+//!   [`resolve_device`]).
+//! - [`own`]: fallow's own I/O ([`OwnCounters`], [`CgroupIo`], [`ProcIo`]).
+//! - [`detect`]: the pure state machine from samples to events ([`Detector`]).
+//!
+//! The thread measures its own CPU time (`CLOCK_THREAD_CPUTIME_ID`, the
+//! `getrusage(RUSAGE_THREAD)` account at ns resolution) so its cost is
+//! reported, not guessed ([`MonitorStats::cpu_fraction`]).
+
+pub mod detect;
+pub mod own;
+pub mod stat;
+
+pub use detect::{Detector, DetectorTotals, Event};
+pub use own::{CgroupIo, OwnCounters, OwnIo, OwnIoSource, ProcIo};
+pub use stat::{resolve_device, DiskStat, Inflight, ResolvedDevice, Sample, StatSource};
+
+use crate::clock::{monotonic_ns, sleep_until, thread_cpu_ns};
+use crate::error::{Error, Result};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Settings of a monitor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MonitorConfig {
+    /// Time between samples, ns.
+    pub interval_ns: u64,
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        MonitorConfig {
+            interval_ns: 1_000_000,
+        }
+    }
+}
+
+/// What a monitor did and what it cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MonitorStats {
+    /// The counters watched (`vda`, a file path, or `none`).
+    pub source: String,
+    /// Sampling interval, s.
+    pub interval_s: f64,
+    /// Samples taken.
+    pub samples: u64,
+    /// Samples taken later than one interval after the one before (the
+    /// thread was not scheduled in time).
+    pub late_samples: u64,
+    /// Samples that could not be read or parsed and were skipped (a file
+    /// source being rewritten).
+    pub skipped_samples: u64,
+    /// Busy periods seen.
+    pub busy_periods: u64,
+    /// Idle intervals seen.
+    pub idle_intervals: u64,
+    /// FG requests completed (estimated).
+    pub fg_requests: u64,
+    /// FG bytes read.
+    pub fg_read_bytes: u64,
+    /// FG bytes written or discarded.
+    pub fg_write_bytes: u64,
+    /// CPU time of the monitor thread, s.
+    pub cpu_s: f64,
+    /// Wall time the monitor ran, s.
+    pub wall_s: f64,
+}
+
+impl MonitorStats {
+    /// CPU time over wall time: the share of one core the monitor used.
+    pub fn cpu_fraction(&self) -> f64 {
+        if self.wall_s > 0.0 {
+            self.cpu_s / self.wall_s
+        } else {
+            0.0
+        }
+    }
+
+    /// CPU time per sample, s.
+    pub fn cpu_per_sample_s(&self) -> f64 {
+        self.cpu_s / self.samples.max(1) as f64
+    }
+}
+
+/// A running monitor: a sampling thread and the channel of its events.
+#[derive(Debug)]
+pub struct Monitor {
+    rx: Receiver<Event>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Result<()>>>,
+    stats: Arc<Mutex<MonitorStats>>,
+    /// Keeps the channel open for a monitor without a device.
+    _idle_tx: Option<Sender<Event>>,
+}
+
+/// Consecutive unreadable samples of a file source before the monitor gives up.
+const MAX_SKIPPED_IN_A_ROW: u32 = 1000;
+
+impl Monitor {
+    /// Start sampling `source` every `cfg.interval_ns`, with `own` the
+    /// sources of fallow's own I/O on that device. The first sample is
+    /// read here, so a source that cannot be read fails now.
+    pub fn start(
+        source: &StatSource,
+        own: Vec<Arc<dyn OwnIoSource>>,
+        cfg: MonitorConfig,
+    ) -> Result<Monitor> {
+        if cfg.interval_ns < 10_000 || cfg.interval_ns > 10_000_000_000 {
+            return Err(Error::invalid(
+                "monitor interval",
+                format!(
+                    "{} ns: use 10 µs to 10 s (1 ms is the design point)",
+                    cfg.interval_ns
+                ),
+            ));
+        }
+        let mut reader = source.open()?;
+        reader.read()?;
+        let (tx, rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(Mutex::new(MonitorStats {
+            source: source.label.clone(),
+            interval_s: cfg.interval_ns as f64 / 1e9,
+            ..MonitorStats::default()
+        }));
+        let (stop2, stats2) = (stop.clone(), stats.clone());
+        let handle = std::thread::Builder::new()
+            .name("fallow-monitor".into())
+            .spawn(move || sample_loop(reader, own, cfg, tx, stop2, stats2))
+            .map_err(|e| Error::Monitor(format!("cannot start the thread: {e}")))?;
+        Ok(Monitor {
+            rx,
+            stop,
+            handle: Some(handle),
+            stats,
+            _idle_tx: None,
+        })
+    }
+
+    /// A monitor for a target whose device cannot be watched (a file on
+    /// tmpfs): the device is idle from the start and never busy.
+    pub fn without_device() -> Monitor {
+        let (tx, rx) = mpsc::channel();
+        let now = monotonic_ns();
+        // the receiver is alive: this send cannot fail
+        let _ = tx.send(Event::Idle {
+            at_ns: now,
+            idle_start_ns: now,
+            busy_ns: 0,
+            fg_requests: 0,
+            last_arrival_ns: now,
+            first: true,
+        });
+        Monitor {
+            rx,
+            stop: Arc::new(AtomicBool::new(false)),
+            handle: None,
+            stats: Arc::new(Mutex::new(MonitorStats {
+                source: "none".into(),
+                idle_intervals: 1,
+                ..MonitorStats::default()
+            })),
+            _idle_tx: Some(tx),
+        }
+    }
+
+    /// The next event, waiting at most `timeout_ns`; `Ok(None)` on timeout.
+    /// An error if the sampling thread failed.
+    pub fn recv_timeout(&mut self, timeout_ns: u64) -> Result<Option<Event>> {
+        match self.rx.recv_timeout(Duration::from_nanos(timeout_ns)) {
+            Ok(e) => Ok(Some(e)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(self.thread_error()),
+        }
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_recv(&mut self) -> Result<Option<Event>> {
+        match self.rx.try_recv() {
+            Ok(e) => Ok(Some(e)),
+            Err(mpsc::TryRecvError::Empty) => Ok(None),
+            Err(mpsc::TryRecvError::Disconnected) => Err(self.thread_error()),
+        }
+    }
+
+    fn thread_error(&mut self) -> Error {
+        match self.handle.take().map(JoinHandle::join) {
+            Some(Ok(Err(e))) => e,
+            Some(Err(_)) => Error::Monitor("the sampling thread panicked".into()),
+            _ => Error::Monitor("the sampling thread ended".into()),
+        }
+    }
+
+    /// What the monitor has seen and spent so far.
+    pub fn stats(&self) -> MonitorStats {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Stop the thread and return the final statistics.
+    pub fn stop(mut self) -> Result<MonitorStats> {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            match h.join() {
+                Ok(r) => r?,
+                Err(_) => return Err(Error::Monitor("the sampling thread panicked".into())),
+            }
+        }
+        Ok(self.stats())
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn own_snapshot(own: &[Arc<dyn OwnIoSource>]) -> OwnIo {
+    own.iter()
+        .fold(OwnIo::default(), |acc, s| acc.plus(s.snapshot()))
+}
+
+fn sample_loop(
+    mut reader: stat::StatReader,
+    own: Vec<Arc<dyn OwnIoSource>>,
+    cfg: MonitorConfig,
+    tx: Sender<Event>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<Mutex<MonitorStats>>,
+) -> Result<()> {
+    let mut det = Detector::new();
+    let (cpu0, wall0) = (thread_cpu_ns(), monotonic_ns());
+    let mut next = wall0;
+    let mut late = 0u64;
+    let mut skipped = 0u64;
+    let mut skipped_in_a_row = 0u32;
+    let publish = |det: &Detector, late: u64, skipped: u64| {
+        let t = det.totals();
+        let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
+        s.samples = t.samples;
+        s.late_samples = late;
+        s.skipped_samples = skipped;
+        s.busy_periods = t.busy_periods;
+        s.idle_intervals = t.idle_intervals;
+        s.fg_requests = t.fg_requests;
+        s.fg_read_bytes = t.fg_read_bytes;
+        s.fg_write_bytes = t.fg_write_bytes;
+        s.cpu_s = (thread_cpu_ns() - cpu0) as f64 / 1e9;
+        s.wall_s = (monotonic_ns() - wall0) as f64 / 1e9;
+    };
+    let mut n = 0u64;
+    let result = loop {
+        if stop.load(Ordering::Relaxed) {
+            break Ok(());
+        }
+        let before = own_snapshot(&own);
+        let sample = reader.read();
+        let after = own_snapshot(&own);
+        let t = monotonic_ns();
+        match sample {
+            Ok(s) => {
+                skipped_in_a_row = 0;
+                if let Some(ev) = det.observe(t, &s, before, after) {
+                    if tx.send(ev).is_err() {
+                        break Ok(()); // nobody listens any more
+                    }
+                }
+            }
+            // sysfs does not fail transiently; a file being rewritten may
+            Err(e) if reader.source().sysfs => break Err(e),
+            Err(e) => {
+                skipped += 1;
+                skipped_in_a_row += 1;
+                if skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW {
+                    break Err(e);
+                }
+            }
+        }
+        n += 1;
+        // publishing takes a lock and a clock read: every 64 samples is enough
+        if n % 64 == 0 {
+            publish(&det, late, skipped);
+        }
+        next += cfg.interval_ns;
+        let now = monotonic_ns();
+        if now > next + cfg.interval_ns {
+            // a missed tick: count it, and do not try to catch up
+            late += 1;
+            next = now;
+        }
+        sleep_until(next);
+    };
+    publish(&det, late, skipped);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_stat(path: &std::path::Path, read_sectors: u64, reads_in_flight: u64) {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(
+            &tmp,
+            format!(
+                "{} 0 {read_sectors} 0 0 0 0 0 {reads_in_flight} 0 0 0 0 0 0 0 0\n",
+                read_sectors / 8
+            ),
+        )
+        .unwrap();
+        std::fs::rename(&tmp, path).unwrap();
+    }
+
+    fn next_event(m: &mut Monitor) -> Event {
+        m.recv_timeout(2_000_000_000)
+            .unwrap()
+            .expect("an event within 2 s")
+    }
+
+    #[test]
+    fn a_file_source_yields_idle_busy_idle_and_subtracts_own_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let stat = dir.path().join("stat");
+        write_stat(&stat, 0, 0);
+        let own = Arc::new(OwnCounters::new(None));
+        let mut m = Monitor::start(
+            &StatSource::file(&stat).unwrap(),
+            vec![own.clone()],
+            MonitorConfig {
+                interval_ns: 500_000,
+            },
+        )
+        .unwrap();
+        assert!(matches!(
+            next_event(&mut m),
+            Event::Idle { first: true, .. }
+        ));
+        // our own read of 64 sectors: no event
+        own.begin_read(64 * 512).done();
+        write_stat(&stat, 64, 0);
+        assert_eq!(m.recv_timeout(50_000_000).unwrap(), None);
+        // someone else's read
+        write_stat(&stat, 72, 1);
+        assert!(matches!(next_event(&mut m), Event::Busy { .. }));
+        write_stat(&stat, 80, 0);
+        match next_event(&mut m) {
+            Event::Idle {
+                first: false,
+                fg_requests,
+                ..
+            } => assert!(fg_requests >= 1),
+            e => panic!("{e:?}"),
+        }
+        let s = m.stop().unwrap();
+        assert_eq!(s.busy_periods, 1);
+        assert_eq!(s.fg_read_bytes, 16 * 512);
+        assert!(s.samples > 10, "{s:?}");
+        assert!(s.cpu_s > 0.0 && s.cpu_fraction() < 1.0, "{s:?}");
+    }
+
+    #[test]
+    fn a_vanished_file_source_is_an_error_not_a_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let stat = dir.path().join("stat");
+        write_stat(&stat, 0, 0);
+        let mut m = Monitor::start(
+            &StatSource::file(&stat).unwrap(),
+            vec![],
+            MonitorConfig {
+                interval_ns: 10_000,
+            },
+        )
+        .unwrap();
+        std::fs::remove_file(&stat).unwrap();
+        let err = loop {
+            match m.recv_timeout(5_000_000_000) {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("no error within 5 s"),
+                Err(e) => break e,
+            }
+        };
+        assert!(err.to_string().contains("stat"), "{err}");
+    }
+
+    #[test]
+    fn reports_its_cpu_cost_on_a_real_device() {
+        // the disk the temp dir is on, sampled at 1 ms for one second
+        let f = tempfile::NamedTempFile::new().unwrap();
+        let Some(dev) = resolve_device(f.path()).unwrap() else {
+            eprintln!("skip: the temp dir is on no block device sysfs knows");
+            return;
+        };
+        let mut m = Monitor::start(
+            &dev.stat_source().unwrap(),
+            vec![],
+            MonitorConfig::default(),
+        )
+        .unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        // drain the events so the channel does not grow
+        while m.try_recv().unwrap().is_some() {}
+        let s = m.stop().unwrap();
+        eprintln!(
+            "monitor on {}: {} samples in {:.2} s, CPU {:.1} ms = {:.2} % of a core, {:.1} µs per sample",
+            s.source,
+            s.samples,
+            s.wall_s,
+            s.cpu_s * 1e3,
+            s.cpu_fraction() * 100.0,
+            s.cpu_per_sample_s() * 1e6
+        );
+        // about 1000 samples (a loaded machine misses some ticks)
+        assert!(s.samples > 300 && s.samples <= 1100, "{s:?}");
+        assert!(s.cpu_s > 0.0, "{s:?}");
+        // far from a core even in a debug build
+        assert!(s.cpu_fraction() < 0.5, "{s:?}");
+    }
+
+    #[test]
+    fn rejects_silly_intervals() {
+        let dir = tempfile::tempdir().unwrap();
+        let stat = dir.path().join("stat");
+        write_stat(&stat, 0, 0);
+        let e = Monitor::start(
+            &StatSource::file(&stat).unwrap(),
+            vec![],
+            MonitorConfig { interval_ns: 1 },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("interval"), "{e}");
+    }
+
+    #[test]
+    fn without_a_device_it_is_idle_once_and_then_quiet() {
+        let mut m = Monitor::without_device();
+        assert!(matches!(
+            m.recv_timeout(1_000_000).unwrap(),
+            Some(Event::Idle { first: true, .. })
+        ));
+        assert_eq!(m.recv_timeout(1_000_000).unwrap(), None);
+        assert_eq!(m.stop().unwrap().source, "none");
+    }
+}
