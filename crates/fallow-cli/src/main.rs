@@ -16,6 +16,7 @@ mod atomic;
 mod compare;
 mod convert;
 mod demo;
+mod emulate_disk;
 mod findings;
 mod human;
 mod input;
@@ -23,6 +24,7 @@ mod output;
 mod pareto;
 mod policies;
 mod recommend;
+mod record;
 mod report;
 mod simulate;
 mod tune;
@@ -56,6 +58,10 @@ Examples:
       each policy's throughput/delay trade-off over its whole knob range
   fallow policies
       the policies and their parameters
+  fallow emulate-disk disk.img /mnt/emu --rpm 7200 --stat-file /run/emu.stat
+      serve disk.img as /mnt/emu/disk with HDD service times (then: losetup -f --show /mnt/emu/disk)
+  fallow record /dev/loop0 --duration 60s -o trace.csv
+      record a block trace from kernel tracepoints; then: fallow analyze trace.csv
 
 Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
 
@@ -78,12 +84,16 @@ enum Command {
     Convert(convert::ConvertArgs),
     /// Run `analyze` on a built-in synthetic bursty workload and write its HTML report.
     Demo(demo::DemoArgs),
+    /// Serve an image file as an emulated HDD over FUSE (seek + rotation latency, injected errors).
+    EmulateDisk(emulate_disk::EmulateDiskArgs),
     /// Sweep each policy's knob: its Pareto front of BG throughput against added FG delay.
     Pareto(pareto::ParetoArgs),
     /// Tune every policy for one FG budget and rank them by BG throughput, with reasons.
     Recommend(recommend::RecommendArgs),
     /// List the BG scheduling policies and their parameters.
     Policies(policies::PoliciesArgs),
+    /// Record a block trace of a device from kernel tracepoints, as CSV `fallow analyze` reads.
+    Record(record::RecordArgs),
     /// Simulate one BG policy on a trace or a synthetic workload: FG slowdown and BG work done.
     Simulate(simulate::SimulateArgs),
     /// Find the policy setting and request size with the most BG throughput within an FG budget.
@@ -158,10 +168,12 @@ fn main() -> ExitCode {
         Command::Analyze(args) => analyze::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::EmulateDisk(args) => emulate_disk::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Pareto(args) => pareto::run(args),
         Command::Policies(args) => policies::run(args),
         Command::Recommend(args) => recommend::run(args),
+        Command::Record(args) => record::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Tune(args) => tune::run(args),
     };
