@@ -217,9 +217,13 @@ mod tests {
         assert_eq!(log.len(), 20);
         for r in &log {
             assert_eq!(r.model_ns, 3_000_000);
-            assert!(r.achieved_ns >= 3_000_000, "{r:?}");
-            assert!(r.achieved_ns < 3_000_000 + 2_000_000, "{r:?}");
+            assert!(r.achieved_ns >= 3_000_000, "never early: {r:?}");
         }
+        // late only by scheduling noise: the median, as a busy 2-core CI
+        // machine can delay any single wake-up by milliseconds
+        let mut late: Vec<u64> = log.iter().map(|r| r.achieved_ns - r.model_ns).collect();
+        late.sort_unstable();
+        assert!(late[late.len() / 2] < 500_000, "{late:?}");
         // one at a time: 20 requests of 3 ms take at least 60 ms
         assert!(wall >= Duration::from_millis(60), "{wall:?}");
         let s = server.stats();

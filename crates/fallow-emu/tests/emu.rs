@@ -204,7 +204,6 @@ fn latencies_follow_the_disk_model() {
     }
     expected_seek /= n as f64;
     let far: Vec<f64> = far_offsets.iter().map(|&o| timed(o)).collect();
-    drop(timed);
     drop(f);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let log = emu.service_log();
@@ -287,7 +286,6 @@ fn failing_sectors_give_eio_exactly() {
     assert_eq!(read(5001 * s, 4096), Ok(()));
     let log = emu.service_log();
     assert_eq!(log.iter().filter(|r| r.failed).count(), 6);
-    drop(read);
     drop(f);
     emu.unmount().unwrap();
 }

@@ -122,9 +122,16 @@ mod tests {
 
     #[test]
     fn dev_t_encodings() {
-        // user-space dev_t of 259:65536 (an NVMe namespace with a large minor)
-        let dev = (259u64 & 0xfff) << 8 | (65536u64 & 0xff) | (65536u64 & !0xff) << 12;
-        assert_eq!(split_dev(dev), (259, 65536));
+        // glibc's makedev, written out: 259:65537 (a large minor) and 4097:3
+        // (a large major) survive the round trip
+        let makedev = |major: u64, minor: u64| {
+            ((major & 0xfff) << 8)
+                | ((major & !0xfff) << 32)
+                | (minor & 0xff)
+                | ((minor & !0xff) << 12)
+        };
+        assert_eq!(split_dev(makedev(259, 65537)), (259, 65537));
+        assert_eq!(split_dev(makedev(4097, 3)), (4097, 3));
         assert_eq!(split_dev(0x0700), (7, 0));
         let d = Device {
             name: "loop0".into(),
