@@ -238,7 +238,7 @@ pub fn run(args: EmulateDiskArgs) -> Result<()> {
             "image": args.image.canonicalize().unwrap_or(args.image.clone()),
             "size_bytes": emu.size_bytes(),
             "model": model.as_ref().map(|m| m.to_string()),
-            "stat_file": args.stat_file,
+            "stat_file": args.stat_file.as_deref().map(|p| std::path::absolute(p).unwrap_or(p.to_path_buf())),
             "fail_bytes": fail.ranges().iter().map(|&(s, e)| [s, e - 1]).collect::<Vec<_>>(),
             "pid": std::process::id(),
         })

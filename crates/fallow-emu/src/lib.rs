@@ -157,10 +157,16 @@ impl Emulator {
                 })
             }
             Err(e) => {
+                let hint = if e.raw_os_error() == Some(107) {
+                    // ENOTCONN: a FUSE server died without unmounting
+                    " (a dead mount left by a killed emulator: umount -l it)"
+                } else {
+                    ""
+                };
                 return Err(Error::BadMountpoint {
                     path: mountpoint.to_path_buf(),
-                    message: e.to_string(),
-                })
+                    message: format!("{e}{hint}"),
+                });
             }
         }
         if let Some(reason) = fuse_unavailable() {

@@ -413,6 +413,23 @@ fn loop_device_over_the_disk_reaches_the_emulator() {
             .any(|r| r.offset_bytes <= 3 << 20 && r.offset_bytes + r.size_bytes as u64 > 3 << 20);
         assert!(hit, "a request covering 3 MiB was served");
     }));
+    // a loop device in direct-I/O mode works too
+    let dio = losetup(&["-f", "--show", "--direct-io=on", disk.to_str().unwrap()]);
+    let dio_read = dio.as_ref().map(|d| {
+        let before = emu.stats().read_ios;
+        let f = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(d)
+            .unwrap();
+        let mut raw = Vec::new();
+        let buf = aligned(&mut raw, 4096);
+        let ok = f.read_exact_at(buf, 5 << 20).is_ok() && *buf == pattern(5 << 20, 4096)[..];
+        (ok, emu.stats().read_ios > before)
+    });
+    if let Ok(d) = &dio {
+        losetup(&["-d", d]).unwrap();
+    }
     // busy while the loop device is attached; fine once detached
     let busy = emu.unmount();
     let detached = losetup(&["-d", &dev]);
@@ -420,6 +437,14 @@ fn loop_device_over_the_disk_reaches_the_emulator() {
         std::panic::resume_unwind(e);
     }
     assert!(matches!(busy, Err(Error::Busy { .. })), "{busy:?}");
+    match dio_read {
+        Ok(r) => assert_eq!(
+            r,
+            (true, true),
+            "--direct-io=on: bytes right, reached the emulator"
+        ),
+        Err(e) => eprintln!("note: losetup --direct-io=on refused: {e}"),
+    }
     detached.unwrap();
     // the kernel drops the backing file asynchronously after `losetup -d`
     for _ in 0..100 {
