@@ -65,12 +65,9 @@ impl DiskFs {
     }
 }
 
+/// The errno to answer with; an error without one is an I/O error.
 fn errno(e: &std::io::Error) -> Errno {
-    Errno::from_i32(e.raw_os_error().unwrap_or(libc_eio()))
-}
-
-const fn libc_eio() -> i32 {
-    5
+    e.raw_os_error().map_or(Errno::EIO, Errno::from_i32)
 }
 
 impl Filesystem for DiskFs {
