@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "system tools for the live tests (loop devices; FUSE needs no libfuse)"
+# The emulated-disk and record tests run as root and use losetup (util-linux);
+# without root, /dev/fuse or tracefs they skip with a message.
+command -v losetup >/dev/null || { apt-get update && apt-get install -y mount; }
+
 step "rust: format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -18,6 +18,7 @@ mod atomic;
 mod compare;
 mod convert;
 mod demo;
+mod emulate_disk;
 mod energy;
 mod findings;
 mod human;
@@ -27,6 +28,7 @@ mod output;
 mod pareto;
 mod policies;
 mod recommend;
+mod record;
 mod report;
 mod scrub;
 mod simulate;
@@ -65,6 +67,10 @@ Examples:
       spin-down policies with peers serving 85-99 % of requests while the disk sleeps (SARD)
   fallow scrub /dev/sdb --resume --tuned tune.json --max-rate 64MiB/s
       verify a disk read-only in its idle time with the tuned policy, continuing the last checkpoint
+  fallow emulate-disk disk.img /mnt/emu --rpm 7200 --stat-file /run/emu.stat
+      serve disk.img as /mnt/emu/disk with HDD service times (then: losetup -f --show /mnt/emu/disk)
+  fallow record /dev/loop0 --duration 60s -o trace.csv
+      record a block trace from kernel tracepoints; then: fallow analyze trace.csv
 
 Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
 
@@ -89,6 +95,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Disk spin-down and SARD (peers serve reads while the disk sleeps): energy, spin-ups, delay.
     Energy(energy::EnergyArgs),
+    /// Serve an image file as an emulated HDD over FUSE (seek + rotation latency, injected errors).
+    EmulateDisk(emulate_disk::EmulateDiskArgs),
     /// Sweep each policy's knob: its Pareto front of BG throughput against added FG delay.
     Pareto(pareto::ParetoArgs),
     /// Tune every policy for one FG budget and rank them by BG throughput, with reasons.
@@ -97,6 +105,8 @@ enum Command {
     Policies(policies::PoliciesArgs),
     /// Verify a block device or file read-only in the idle time a policy picks (checkpointed).
     Scrub(scrub::ScrubArgs),
+    /// Record a block trace of a device from kernel tracepoints, as CSV `fallow analyze` reads.
+    Record(record::RecordArgs),
     /// Simulate one BG policy on a trace or a synthetic workload: FG slowdown and BG work done.
     Simulate(simulate::SimulateArgs),
     /// Find the policy setting and request size with the most BG throughput within an FG budget.
@@ -172,11 +182,13 @@ fn main() -> ExitCode {
         Command::Convert(args) => convert::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Energy(args) => energy::run(args),
+        Command::EmulateDisk(args) => emulate_disk::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Pareto(args) => pareto::run(args),
         Command::Policies(args) => policies::run(args),
         Command::Recommend(args) => recommend::run(args),
         Command::Scrub(args) => scrub::run(args),
+        Command::Record(args) => record::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Tune(args) => tune::run(args),
     };

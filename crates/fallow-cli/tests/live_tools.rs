@@ -1,0 +1,306 @@
+//! `fallow emulate-disk` and `fallow record` end to end: mount an emulated
+//! disk (detached, as a script would), put a loop device over it, record a
+//! trace of known reads through the loop device, and analyse the trace.
+//! Needs root, /dev/fuse, losetup and tracefs; skipped with a message
+//! otherwise. The bad-input checks run everywhere.
+
+use serde_json::Value;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn fallow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fallow"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("the fallow binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn bad_input_exits_2_with_the_culprit_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let missing = format!("{d}/missing.img");
+    for (args, needle) in [
+        (
+            vec!["emulate-disk", &missing, d, "--foreground"],
+            "missing.img",
+        ),
+        (vec!["emulate-disk", &missing, d], "missing.img"),
+        (
+            vec![
+                "emulate-disk",
+                &missing,
+                d,
+                "--seek-ms",
+                "4",
+                "--foreground",
+            ],
+            "missing.img",
+        ),
+        (
+            vec!["record", "no-such-disk-xyz", "-o", "x.csv"],
+            "no-such-disk-xyz",
+        ),
+        (
+            vec!["record", "/proc/version", "-o", "x.csv"],
+            "not a block device",
+        ),
+        (
+            vec!["record", "vda", "--duration", "soon", "-o", "x.csv"],
+            "--duration",
+        ),
+    ] {
+        let o = fallow(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+    // a bad flag is caught before the image is looked at
+    let img = dir.path().join("disk.img");
+    File::create(&img).unwrap().set_len(1 << 20).unwrap();
+    let o = fallow(&[
+        "emulate-disk",
+        img.to_str().unwrap(),
+        d,
+        "--fail",
+        "9-1",
+        "--foreground",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--fail: range `9-1`"), "{}", stderr(&o));
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
+    let o = Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "{cmd} {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ))
+    }
+}
+
+/// Stops the emulator and detaches the loop device whatever happens.
+struct Cleanup {
+    pid: Option<String>,
+    loop_dev: Option<String>,
+    mnt: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(l) = self.loop_dev.take() {
+            let _ = run("losetup", &["-d", &l]);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        if let Some(p) = self.pid.take() {
+            terminate(&p);
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(5) && is_mounted(&self.mnt) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        if is_mounted(&self.mnt) {
+            let _ = run("umount", &["-l", &self.mnt]);
+        }
+    }
+}
+
+/// SIGTERM to the emulator process this test started.
+fn terminate(pid: &str) {
+    let pid = rustix::process::Pid::from_raw(pid.parse().unwrap()).unwrap();
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+}
+
+fn is_mounted(mnt: &str) -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|m| m.lines().any(|l| l.split(' ').nth(4) == Some(mnt)))
+        .unwrap_or(false)
+}
+
+fn stat(path: &Path) -> Vec<u64> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn emulated_disk_loop_device_record_and_analyze() {
+    let name = "emulated_disk_loop_device_record_and_analyze";
+    if !is_root() {
+        eprintln!("SKIP {name}: needs root");
+        return;
+    }
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIP {name}: no /dev/fuse");
+        return;
+    }
+    if run("losetup", &["--version"]).is_err() {
+        eprintln!("SKIP {name}: no losetup");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("disk.img");
+    File::create(&img).unwrap().set_len(64 << 20).unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let stat_file = dir.path().join("stat");
+    let mut cleanup = Cleanup {
+        pid: None,
+        loop_dev: None,
+        mnt: mnt.canonicalize().unwrap().to_str().unwrap().to_string(),
+    };
+
+    // detached: returns once mounted, the ready line names the disk
+    let o = fallow(&[
+        "emulate-disk",
+        img.to_str().unwrap(),
+        mnt.to_str().unwrap(),
+        "--rpm",
+        "15000",
+        "--seek-ms",
+        "0.5..8",
+        "--stat-file",
+        stat_file.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ready: Value = serde_json::from_slice(&o.stdout).expect("one JSON line");
+    cleanup.pid = Some(ready["pid"].as_u64().unwrap().to_string());
+    let disk = ready["disk"].as_str().unwrap().to_string();
+    assert_eq!(Path::new(&disk), mnt.canonicalize().unwrap().join("disk"));
+    assert_eq!(ready["size_bytes"], 64 << 20);
+    assert!(ready["model"]
+        .as_str()
+        .unwrap()
+        .starts_with("disk:rpm=15000"));
+    assert_eq!(stat(&stat_file), vec![0; 17]);
+
+    let loop_dev = match run("losetup", &["-f", "--show", &disk]) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("SKIP {name}: {e}");
+            return;
+        }
+    };
+    cleanup.loop_dev = Some(loop_dev.clone());
+    std::thread::sleep(Duration::from_millis(300)); // any udev probing settles
+    let before = stat(&stat_file)[0];
+
+    // record the loop device while reading known blocks through it
+    let out_csv = dir.path().join("trace.csv");
+    let recorder = Command::new(env!("CARGO_BIN_EXE_fallow"))
+        .args([
+            "record",
+            &loop_dev,
+            "--duration",
+            "3s",
+            "-o",
+            out_csv.to_str().unwrap(),
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800)); // tracing is on by now
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&loop_dev)
+        .unwrap();
+    let mut raw = vec![0u8; (128 << 10) + 4096];
+    let at = raw.as_ptr().align_offset(4096);
+    let buf = &mut raw[at..at + (128 << 10)];
+    let reads: Vec<(u64, usize)> = (0..12u64)
+        .map(|i| {
+            (
+                (i * 5_000_003) % (60 << 20) / 4096 * 4096,
+                4096usize << (i % 6),
+            )
+        })
+        .collect();
+    for &(off, len) in &reads {
+        f.read_exact_at(&mut buf[..len], off).unwrap();
+    }
+    drop(f);
+    let rec = recorder.wait_with_output().unwrap();
+    if rec.status.code() == Some(1) && stderr(&rec).contains("tracefs") {
+        eprintln!("SKIP {name} (record part): {}", stderr(&rec));
+        return;
+    }
+    assert!(rec.status.success(), "{}", stderr(&rec));
+    let summary: Value = serde_json::from_slice(&rec.stdout).unwrap();
+    assert_eq!(summary["requests"], reads.len(), "{summary}");
+    assert_eq!(summary["lost_events"], 0);
+
+    // each read reached the emulator (the loop device has no cache in the way)
+    let after = stat(&stat_file);
+    assert!(
+        after[0] >= before + reads.len() as u64,
+        "{before} -> {after:?}"
+    );
+
+    // the trace has exactly those requests, and analyze reads it
+    let text = std::fs::read_to_string(&out_csv).unwrap();
+    let mut rows: Vec<(u64, usize)> = text
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f[3], "Read", "{l}");
+            (f[4].parse().unwrap(), f[5].parse().unwrap())
+        })
+        .collect();
+    rows.sort();
+    let mut want = reads.clone();
+    want.sort();
+    assert_eq!(rows, want);
+    let a = fallow(&["analyze", out_csv.to_str().unwrap(), "--json"]);
+    assert!(a.status.success(), "{}", stderr(&a));
+    let v: Value = serde_json::from_slice(&a.stdout).unwrap();
+    assert_eq!(v["trace"]["requests"], reads.len());
+    assert_eq!(v["trace"]["completions"]["kind"], "recorded");
+
+    // stopping: refused while the loop device is attached, done after
+    let pid = cleanup.pid.clone().unwrap();
+    terminate(&pid);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(is_mounted(&cleanup.mnt), "busy: still mounted");
+    run("losetup", &["-d", &loop_dev]).unwrap();
+    cleanup.loop_dev = None;
+    std::thread::sleep(Duration::from_millis(300));
+    terminate(&pid);
+    let t = Instant::now();
+    while is_mounted(&cleanup.mnt) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!is_mounted(&cleanup.mnt), "unmounted after SIGTERM");
+    cleanup.pid = None;
+}

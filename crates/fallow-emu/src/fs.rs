@@ -1,0 +1,256 @@
+//! The FUSE file system: a root directory holding one file, `disk`, whose
+//! bytes are the image's. Every open is `direct_io`, so the kernel's page
+//! cache never answers a read: each read and write reaches the server.
+
+use crate::server::{Op, Server};
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, WriteFlags,
+};
+use std::ffi::OsStr;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// The name of the one file.
+pub const DISK_FILE_NAME: &str = "disk";
+
+const DISK_INO: INodeNo = INodeNo(2);
+/// Attributes never change behind the kernel's back, but a short TTL keeps
+/// a stale size from living long if the image is swapped between mounts.
+const TTL: Duration = Duration::from_secs(1);
+
+pub(crate) struct DiskFs {
+    pub(crate) image: File,
+    pub(crate) size_bytes: u64,
+    pub(crate) writable: bool,
+    pub(crate) server: Arc<Server>,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) mtime: SystemTime,
+}
+
+impl DiskFs {
+    fn attr(&self, ino: INodeNo) -> FileAttr {
+        let (kind, perm, size, nlink) = if ino == DISK_INO {
+            let perm = if self.writable { 0o644 } else { 0o444 };
+            (FileType::RegularFile, perm, self.size_bytes, 1)
+        } else {
+            (FileType::Directory, 0o755, 0, 2)
+        };
+        FileAttr {
+            ino,
+            size,
+            blocks: size.div_ceil(512),
+            atime: self.mtime,
+            mtime: self.mtime,
+            ctime: self.mtime,
+            crtime: self.mtime,
+            kind,
+            perm,
+            nlink,
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            flags: 0,
+            blksize: 4096,
+        }
+    }
+
+    /// The part of `[offset, offset + size)` inside the disk, as a length.
+    fn clip(&self, offset: u64, size: u64) -> u64 {
+        size.min(self.size_bytes.saturating_sub(offset))
+    }
+}
+
+/// The errno to answer with; an error without one is an I/O error.
+fn errno(e: &std::io::Error) -> Errno {
+    e.raw_os_error().map_or(Errno::EIO, Errno::from_i32)
+}
+
+impl Filesystem for DiskFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Requests of up to 1 MiB unsplit (the kernel's default FUSE limit
+        // is 128 KiB): a disk sees a 1 MiB read as one request, and so
+        // should the model. The kernel caps this at its own maximum.
+        let _ = config.set_max_write(1 << 20);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if parent == INodeNo::ROOT && name == DISK_FILE_NAME {
+            reply.entry(&TTL, &self.attr(DISK_INO), Generation(0));
+        } else {
+            reply.error(Errno::ENOENT);
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if ino == INodeNo::ROOT || ino == DISK_INO {
+            reply.attr(&TTL, &self.attr(ino));
+        } else {
+            reply.error(Errno::ENOENT);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<fuser::TimeOrNow>,
+        _mtime: Option<fuser::TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        // A disk has a fixed size: truncation (`dd of=` without
+        // conv=notrunc, `>`) is refused; touch-style changes are ignored.
+        if size.is_some_and(|s| s != self.size_bytes) {
+            reply.error(Errno::EPERM);
+        } else {
+            reply.attr(&TTL, &self.attr(ino));
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if ino != DISK_INO {
+            return reply.error(Errno::EISDIR);
+        }
+        let wants_write = flags.0 & 0o3 != 0; // O_WRONLY or O_RDWR
+        if wants_write && !self.writable {
+            return reply.error(Errno::EROFS);
+        }
+        reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        if ino != DISK_INO {
+            return reply.error(Errno::EISDIR);
+        }
+        let len = self.clip(offset, size as u64);
+        if len == 0 {
+            return reply.data(&[]); // at or past the end: no media access
+        }
+        let result = self.server.serve(Op::Read, offset, len as u32, || {
+            let mut buf = vec![0u8; len as usize];
+            self.image.read_exact_at(&mut buf, offset)?;
+            Ok(buf)
+        });
+        match result {
+            Ok(buf) => reply.data(&buf),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        if ino != DISK_INO {
+            return reply.error(Errno::EISDIR);
+        }
+        if !self.writable {
+            return reply.error(Errno::EROFS);
+        }
+        let len = self.clip(offset, data.len() as u64);
+        if len == 0 {
+            return reply.error(Errno::ENOSPC); // past the end of the disk
+        }
+        let result = self.server.serve(Op::Write, offset, len as u32, || {
+            self.image.write_all_at(&data[..len as usize], offset)
+        });
+        match result {
+            Ok(()) => reply.written(len as u32), // short when it ran off the end
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // close(2): nothing is buffered here (direct_io), nothing to do
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self
+            .server
+            .serve(Op::Flush, 0, 0, || self.image.sync_data())
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        if ino != INodeNo::ROOT {
+            return reply.error(Errno::ENOTDIR);
+        }
+        let entries = [
+            (INodeNo::ROOT, FileType::Directory, "."),
+            (INodeNo::ROOT, FileType::Directory, ".."),
+            (DISK_INO, FileType::RegularFile, DISK_FILE_NAME),
+        ];
+        for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
+            if reply.add(ino, (i + 1) as u64, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let blocks = self.size_bytes.div_ceil(4096);
+        reply.statfs(blocks, 0, 0, 2, 0, 4096, 255, 4096);
+    }
+}

@@ -1,0 +1,313 @@
+//! Prometheus metrics for fallow's live runtime.
+//!
+//! A [`Metrics`] registry holds what an operator watches while background
+//! work runs on a live device: foreground and background requests and
+//! bytes, collisions (a foreground request arriving while background work
+//! holds the device, the cost every policy trades against throughput), and
+//! the time spent in each [`PolicyState`]. [`Metrics::serve`] exposes it
+//! over HTTP at `/metrics` in the OpenMetrics text format (which Prometheus
+//! scrapes), encoded by the `prometheus-client` crate, from one small
+//! server thread. The live runtime updates the counters; this crate only
+//! counts and serves.
+//!
+//! ```
+//! use fallow_metrics::{Metrics, PolicyState};
+//! use std::time::Duration;
+//! let m = Metrics::new();
+//! m.bg_request(65_536);
+//! m.add_state_time(PolicyState::IdleWaiting, Duration::from_millis(1500));
+//! let text = m.encode();
+//! assert!(text.contains("fallow_bg_bytes_total 65536"));
+//! assert!(text.contains(r#"fallow_policy_state_seconds_total{state="idle-waiting"} 1.5"#));
+//! let server = m.serve("127.0.0.1:0")?;   // scrape http://{server.addr()}/metrics
+//! server.stop();
+//! # Ok::<(), fallow_metrics::Error>(())
+//! ```
+
+#![deny(missing_docs)]
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Errors of `fallow-metrics`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The HTTP server could not listen on the address.
+    #[error("metrics endpoint {addr}: cannot listen: {message}")]
+    Listen {
+        /// The address asked for.
+        addr: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// What the policy driver is doing, for the time-in-state counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PolicyState {
+    /// The device is idle and the policy is waiting before starting BG work.
+    IdleWaiting,
+    /// BG work is running.
+    BgRunning,
+    /// FG requests are being served; BG work is held back.
+    Busy,
+}
+
+impl PolicyState {
+    /// Every state, in a fixed order.
+    pub const ALL: [PolicyState; 3] = [
+        PolicyState::IdleWaiting,
+        PolicyState::BgRunning,
+        PolicyState::Busy,
+    ];
+
+    /// The label value: `idle-waiting`, `bg-running`, `busy`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyState::IdleWaiting => "idle-waiting",
+            PolicyState::BgRunning => "bg-running",
+            PolicyState::Busy => "busy",
+        }
+    }
+}
+
+impl EncodeLabelValue for PolicyState {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StateLabels {
+    state: PolicyState,
+}
+
+/// The registry and its counters. Cheap to clone: clones share the counters.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    fg_requests: Counter,
+    fg_bytes: Counter,
+    bg_requests: Counter,
+    bg_bytes: Counter,
+    collisions: Counter,
+    state_seconds: Family<StateLabels, Counter<f64, AtomicU64>>,
+    state: Family<StateLabels, Gauge>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every counter at zero; all three states are listed
+    /// from the start, so a dashboard sees a zero rather than a gap.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("fallow");
+        let fg_requests = Counter::default();
+        let fg_bytes = Counter::default();
+        let bg_requests = Counter::default();
+        let bg_bytes = Counter::default();
+        let collisions = Counter::default();
+        let state_seconds = Family::<StateLabels, Counter<f64, AtomicU64>>::default();
+        let state = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "fg_requests",
+            "Foreground requests seen on the device",
+            fg_requests.clone(),
+        );
+        registry.register(
+            "fg_bytes",
+            "Bytes moved by foreground requests",
+            fg_bytes.clone(),
+        );
+        registry.register(
+            "bg_requests",
+            "Background requests issued by fallow",
+            bg_requests.clone(),
+        );
+        registry.register(
+            "bg_bytes",
+            "Bytes moved by background requests",
+            bg_bytes.clone(),
+        );
+        registry.register(
+            "collisions",
+            "Foreground requests that arrived while a background request held the device",
+            collisions.clone(),
+        );
+        registry.register(
+            "policy_state_seconds",
+            "Time the policy driver spent in each state, seconds",
+            state_seconds.clone(),
+        );
+        registry.register(
+            "policy_state",
+            "1 for the policy driver's current state, 0 for the others",
+            state.clone(),
+        );
+        for s in PolicyState::ALL {
+            let labels = StateLabels { state: s };
+            let _ = state_seconds.get_or_create(&labels);
+            let _ = state.get_or_create(&labels);
+        }
+        Metrics {
+            registry: Arc::new(registry),
+            fg_requests,
+            fg_bytes,
+            bg_requests,
+            bg_bytes,
+            collisions,
+            state_seconds,
+            state,
+        }
+    }
+
+    /// Count one foreground request of `bytes`.
+    pub fn fg_request(&self, bytes: u64) {
+        self.fg_requests.inc();
+        self.fg_bytes.inc_by(bytes);
+    }
+
+    /// Count one background request of `bytes`.
+    pub fn bg_request(&self, bytes: u64) {
+        self.bg_requests.inc();
+        self.bg_bytes.inc_by(bytes);
+    }
+
+    /// Count one collision.
+    pub fn collision(&self) {
+        self.collisions.inc();
+    }
+
+    /// Add `time` spent in `state`.
+    pub fn add_state_time(&self, state: PolicyState, time: Duration) {
+        self.state_seconds
+            .get_or_create(&StateLabels { state })
+            .inc_by(time.as_secs_f64());
+    }
+
+    /// Mark `state` as the current one.
+    pub fn set_state(&self, state: PolicyState) {
+        for s in PolicyState::ALL {
+            self.state
+                .get_or_create(&StateLabels { state: s })
+                .set(i64::from(s == state));
+        }
+    }
+
+    /// The metrics in the OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Serve `/metrics` on `addr` (e.g. `127.0.0.1:9464`; port 0 picks a
+    /// free one) from a background thread until the handle is stopped or
+    /// dropped.
+    pub fn serve(&self, addr: &str) -> Result<MetricsServer, Error> {
+        let server = tiny_http::Server::http(addr).map_err(|e| Error::Listen {
+            addr: addr.to_string(),
+            message: e.to_string(),
+        })?;
+        let bound = server.server_addr().to_ip().ok_or_else(|| Error::Listen {
+            addr: addr.to_string(),
+            message: "not an IP address".into(),
+        })?;
+        let server = Arc::new(server);
+        let s = Arc::clone(&server);
+        let metrics = self.clone();
+        let thread = std::thread::Builder::new()
+            .name("fallow-metrics".into())
+            .spawn(move || answer(&s, &metrics))
+            .map_err(|e| Error::Listen {
+                addr: addr.to_string(),
+                message: e.to_string(),
+            })?;
+        Ok(MetricsServer {
+            server,
+            thread: Some(thread),
+            addr: bound,
+        })
+    }
+}
+
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+fn answer(server: &tiny_http::Server, metrics: &Metrics) {
+    for req in server.incoming_requests() {
+        let path = req.url().split('?').next().unwrap_or("");
+        let response = match (req.method(), path) {
+            (tiny_http::Method::Get | tiny_http::Method::Head, "/metrics") => {
+                let header = tiny_http::Header::from_bytes("Content-Type", CONTENT_TYPE)
+                    .expect("a valid static header");
+                tiny_http::Response::from_string(metrics.encode()).with_header(header)
+            }
+            (_, "/") => tiny_http::Response::from_string("fallow metrics: see /metrics\n"),
+            _ => {
+                tiny_http::Response::from_string("not found: try /metrics\n").with_status_code(404)
+            }
+        };
+        // a scraper that hung up is its own problem
+        let _ = req.respond(response);
+    }
+}
+
+/// A running metrics endpoint; stops when dropped.
+pub struct MetricsServer {
+    server: Arc<tiny_http::Server>,
+    thread: Option<JoinHandle<()>>,
+    addr: SocketAddr,
+}
+
+impl std::fmt::Debug for MetricsServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MetricsServer {
+    /// The address it listens on (the real port when 0 was asked for).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stop listening and wait for the thread.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
