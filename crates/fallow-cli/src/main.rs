@@ -24,6 +24,7 @@ mod pareto;
 mod policies;
 mod recommend;
 mod report;
+mod retune;
 mod simulate;
 mod tune;
 

@@ -146,6 +146,24 @@ pub struct WindowFit {
     pub simulations: u32,
 }
 
+/// What a re-tuned run did with its knob (the `retune` object of
+/// `fallow simulate --json` and of `fallow.simulate(..., retune=)`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// The budget as written back (`1ms`, `5%`).
+    pub budget: String,
+    /// The knob re-fitted (`t`).
+    pub knob: &'static str,
+    /// Idle intervals in the window.
+    pub window: usize,
+    /// Idle intervals between refits.
+    pub every: usize,
+    /// The inner policy's spec in use at the end (`fixed-wait:t=1.12s`).
+    pub final_spec: String,
+    /// The start value, then one point per refit.
+    pub history: Vec<Refit>,
+}
+
 /// A policy from the registry whose knob is re-fitted online (module docs).
 pub struct OnlineTuner {
     entry: &'static Entry,
@@ -265,6 +283,18 @@ impl OnlineTuner {
     /// The knob's trajectory: the start value, then one point per refit.
     pub fn history(&self) -> &[Refit] {
         &self.history
+    }
+
+    /// The settings, the value in use and the trajectory so far.
+    pub fn report(&self) -> Report {
+        Report {
+            budget: self.cfg.budget.to_string(),
+            knob: self.knob.name,
+            window: self.cfg.window,
+            every: self.cfg.every,
+            final_spec: self.spec(),
+            history: self.history.clone(),
+        }
     }
 
     /// The knob re-fitted.
