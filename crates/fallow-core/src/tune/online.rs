@@ -354,7 +354,8 @@ impl OnlineTuner {
             while k + 1 < c.len() && ok(c[k + 1]) {
                 k += 1;
             }
-            (k + 1 < c.len()).then_some((c[k], c[k + 1]))
+            // (lazily: when the most aggressive value is feasible there is no next)
+            (k + 1 < c.len()).then(|| (c[k], c[k + 1]))
         } else {
             let mut found = None;
             while k > 0 {
@@ -744,5 +745,17 @@ mod tests {
         t.on_idle_end(33 * MS, false);
         // without the BG work: 40 ms, then 100 − 60 = 40 ms
         assert_eq!(t.idle, [(40 * MS, true), (40 * MS, false)]);
+    }
+
+    #[test]
+    fn a_budget_every_value_meets_gets_the_most_aggressive_value() {
+        // regression: the walk up the coarse grid read past its end when
+        // even the most aggressive value was feasible
+        let mut t = tuner("10s", 40, 10);
+        let mut now = 0;
+        feed(&mut t, &[5, 1000].repeat(6), 10, &mut now);
+        let last = t.history().last().unwrap();
+        assert_eq!(last.knob, "100us");
+        assert!(last.fit.as_ref().unwrap().met);
     }
 }
