@@ -242,9 +242,18 @@ def test_retune_settles_near_the_theoretical_wait():
     assert r["retune"]["final_spec"] == f"fixed-wait:t={h['knob'].iloc[-1]}"
     assert 0.0005 < r.mean_added_delay_s < 0.00125
     # without retune: no history
-    assert fallow.simulate(workload="poisson", requests=1000, policy="aggressive").knob_history.empty
+    plain = fallow.simulate(
+        workload="poisson", arrival_rate=LAM, requests=1000, policy="aggressive"
+    )
+    assert plain.knob_history.empty
 
 
 def test_retune_refuses_a_given_knob():
     with pytest.raises(fallow.ParameterError, match="re-tuning sets"):
-        fallow.simulate(workload="poisson", requests=100, policy="fixed-wait:t=1s", retune="1ms")
+        fallow.simulate(
+            workload="poisson",
+            arrival_rate=LAM,
+            requests=100,
+            policy="fixed-wait:t=1s",
+            retune="1ms",
+        )

@@ -92,7 +92,7 @@ pub struct OnlineConfig {
     /// Switch penalty of a collision, ns, as the run's (the trait does not
     /// tell it).
     pub switch_penalty_ns: u64,
-    /// Seed of the window runs (refit `k` uses `seed + k`).
+    /// Seed of the window runs (the k-th refit, from 1, uses `seed + k`).
     pub seed: u64,
 }
 
