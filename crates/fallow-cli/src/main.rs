@@ -30,6 +30,7 @@ mod policies;
 mod recommend;
 mod record;
 mod report;
+mod retune;
 mod scrub;
 mod simulate;
 mod tune;
