@@ -22,6 +22,7 @@ mod human;
 mod input;
 mod output;
 mod pareto;
+mod peer;
 mod policies;
 mod recommend;
 mod report;
@@ -59,6 +60,8 @@ Examples:
       the policies and their parameters
   fallow energy ajw.1week.srt --device 0 --html energy.html
       spin-down policies with peers serving 85-99 % of requests while the disk sleeps (SARD)
+  fallow peer mount --source /usr/bin --mountpoint /mnt/bin --peers 10.0.0.2:7946
+      SARD for real: read /usr/bin from peers' memory while the local disk sleeps
 
 Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
 
@@ -83,6 +86,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Disk spin-down and SARD (peers serve reads while the disk sleeps): energy, spin-ups, delay.
     Energy(energy::EnergyArgs),
+    /// SARD for real: serve application files from peers' memory while the disk sleeps.
+    Peer(peer::PeerArgs),
     /// Sweep each policy's knob: its Pareto front of BG throughput against added FG delay.
     Pareto(pareto::ParetoArgs),
     /// Tune every policy for one FG budget and rank them by BG throughput, with reasons.
@@ -166,6 +171,7 @@ fn main() -> ExitCode {
         Command::Energy(args) => energy::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Pareto(args) => pareto::run(args),
+        Command::Peer(args) => peer::run(args),
         Command::Policies(args) => policies::run(args),
         Command::Recommend(args) => recommend::run(args),
         Command::Simulate(args) => simulate::run(args),
