@@ -94,6 +94,10 @@ struct NodeArgs {
     /// TEST ONLY: corrupt every chunk served, to exercise verification.
     #[arg(long, hide_short_help = true)]
     tamper: bool,
+
+    /// TEST ONLY: wait this long before answering each chunk request.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration, hide_short_help = true)]
+    serve_delay: Duration,
 }
 
 /// Arguments of `fallow peer serve`.
@@ -241,6 +245,7 @@ fn node_config(a: &NodeArgs, roots: Vec<Root>) -> Result<NodeConfig> {
         fetch_timeout: a.timeout,
         fleet_size: a.fleet_size,
         tamper: a.tamper,
+        serve_delay: a.serve_delay,
     })
 }
 

@@ -40,6 +40,9 @@ pub struct NodeConfig {
     pub fleet_size: u32,
     /// Test only: corrupt every chunk served.
     pub tamper: bool,
+    /// Test only: wait this long before answering each chunk request (to
+    /// kill a peer mid-transfer).
+    pub serve_delay: Duration,
 }
 
 impl Default for NodeConfig {
@@ -55,6 +58,7 @@ impl Default for NodeConfig {
             fetch_timeout: Duration::from_millis(500),
             fleet_size: 100,
             tamper: false,
+            serve_delay: Duration::ZERO,
         }
     }
 }
@@ -84,6 +88,8 @@ pub struct Shared {
     pub client: Client,
     /// Test only: corrupt served chunks.
     pub tamper: bool,
+    /// Test only: delay before each chunk answer.
+    pub serve_delay: Duration,
     /// The local disk, for a node with an overlay.
     pub disk: Option<Arc<Disk>>,
     membership: OnceLock<Membership>,
@@ -191,6 +197,7 @@ impl Node {
                 peers: peers.clone(),
                 client: Client::new(cfg.fetch_timeout),
                 tamper: cfg.tamper,
+                serve_delay: cfg.serve_delay,
                 disk,
                 membership: OnceLock::new(),
                 started: Instant::now(),

@@ -35,6 +35,9 @@ async fn connection(mut stream: TcpStream, shared: Arc<Shared>) {
         let resp = match Request::decode(&frame) {
             Err(e) => Response::Refused(e.to_string()),
             Ok(req) => {
+                if matches!(req, Request::Chunk { .. }) && !shared.serve_delay.is_zero() {
+                    tokio::time::sleep(shared.serve_delay).await;
+                }
                 let s = shared.clone();
                 match tokio::task::spawn_blocking(move || answer(&s, req)).await {
                     Ok(r) => r,
