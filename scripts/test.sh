@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "system tools for the peer namespace tests (ip netns, nsenter)"
+if [ "$(id -u)" = 0 ] && { ! command -v ip >/dev/null || ! command -v nsenter >/dev/null; }; then
+    apt-get update -qq && apt-get install -y -qq iproute2 util-linux >/dev/null
+fi
+
 step "rust: format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
@@ -26,6 +31,7 @@ step "bench smoke runs (figures in docs come from the full runs)"
 .venv/bin/python bench/parse_bench.py --requests 200000 --cli none
 cargo bench -p fallow-core --bench sim --locked -- --requests 200000
 cargo bench -p fallow-core --bench tune --locked -- --requests 50000 --workload mmpp
+bash bench/peer_bench.sh 8 1
 
 step "python: tests (last, so the closing line is the test summary)"
 .venv/bin/python -m pytest -q   # tests/python + doctests (pyproject.toml)
