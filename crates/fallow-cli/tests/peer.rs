@@ -469,7 +469,7 @@ fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
     //    right: peer 3 restarts with --tamper, peer 2 leaves
     f.stop(2);
     f.stop(3);
-    let a3t = serve_args(&f, 3, &apps[2], &[1], &["--tamper".into()]);
+    let a3t = serve_args(&f, 3, &apps[2], &[1], &["--tamper"]);
     f.start(3, &a3t);
     wait_adverts(&f, 1, 1);
     let before = f.status(1).unwrap();
@@ -511,13 +511,7 @@ fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
 
     // 4. a peer killed mid-transfer: the read falls back and is still right
     f.stop(3);
-    let slow = serve_args(
-        &f,
-        2,
-        &apps[1],
-        &[1],
-        &["--serve-delay".into(), "150ms".into()],
-    );
+    let slow = serve_args(&f, 2, &apps[1], &[1], &["--serve-delay", "150ms"]);
     f.start(2, &slow);
     wait_adverts(&f, 1, 1);
     wait_asleep(&f, 1);

@@ -118,7 +118,7 @@ impl PeerTable {
         let peers = self.peers.lock().expect("peer table lock");
         let mut v: Vec<SocketAddr> = peers
             .iter()
-            .filter(|(_, p)| p.quarantined_until.is_none_or(|t| t <= now))
+            .filter(|(_, p)| !p.quarantined_until.is_some_and(|t| t > now))
             .filter(|(_, p)| p.files.get(wire) == Some(root))
             .map(|(a, _)| *a)
             .collect();
