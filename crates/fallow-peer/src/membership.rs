@@ -128,7 +128,8 @@ pub struct MembershipConfig {
     /// Expected fleet size: sets how many times gossip is relayed and how
     /// long a suspect has to refute (foca's LAN profile).
     pub fleet_size: u32,
-    /// Seeds to join through (retried every second while alone).
+    /// Seeds to join through (announced to every second while not
+    /// members).
     pub seeds: Vec<SocketAddr>,
 }
 
@@ -169,7 +170,15 @@ impl Membership {
             .unwrap_or(1);
         let me = PeerId { addr, bump };
         let size = NonZeroU32::new(cfg.fleet_size.max(1)).expect("non-zero");
-        let config = Config::new_lan(size);
+        let mut config = Config::new_lan(size);
+        // foca's LAN profile waits 500 ms for a probe's answer; a loaded
+        // 2-core machine (or a busy desktop) misses that now and then, and
+        // a live member flaps out and back in. A second, and at least 6 s
+        // of suspicion, keep live members in at the cost of slower crash
+        // detection (about 10 s instead of 5 s).
+        config.probe_rtt = Duration::from_secs(1);
+        config.probe_period = Duration::from_secs(2);
+        config.suspect_to_down_after = config.suspect_to_down_after.max(Duration::from_secs(6));
         let handler = Handler {
             seen: HashMap::new(),
             table: table.clone(),
@@ -253,10 +262,11 @@ impl Driver {
                     }
                 }
                 _ = rejoin.tick() => {
-                    // alone (just started, or every other member was lost):
-                    // announce to the seeds until someone answers
-                    if self.foca.num_members() == 0 {
-                        for s in &self.seeds {
+                    // announce to every seed that is not a member (yet, or
+                    // any more): checking only "alone" would leave a seed
+                    // outside when two newcomers find each other first
+                    for s in &self.seeds {
+                        if !self.foca.iter_members().any(|m| m.id().addr == *s) {
                             let dst = PeerId { addr: *s, bump: 0 };
                             let _ = self.foca.announce(dst, &mut self.runtime);
                         }

@@ -45,6 +45,9 @@ pub struct PeerSummary {
 #[derive(Debug, Default)]
 pub struct PeerTable {
     peers: Mutex<HashMap<SocketAddr, Peer>>,
+    /// Versions gossiped for peers not (yet) in the table: a broadcast can
+    /// arrive in the same datagram as the news that its sender joined.
+    pending: Mutex<HashMap<SocketAddr, u64>>,
 }
 
 impl PeerTable {
@@ -57,10 +60,12 @@ impl PeerTable {
     /// incarnation). Peers not listed are forgotten with their lists.
     pub fn set_members(&self, live: &[(SocketAddr, u64)]) {
         let mut peers = self.peers.lock().expect("peer table lock");
+        let mut pending = self.pending.lock().expect("pending lock");
         peers.retain(|addr, p| live.iter().any(|(a, b)| a == addr && *b == p.bump));
         for (addr, bump) in live {
             peers.entry(*addr).or_insert_with(|| Peer {
                 bump: *bump,
+                gossip_version: pending.remove(addr).unwrap_or(0),
                 ..Peer::default()
             });
         }
@@ -68,8 +73,13 @@ impl PeerTable {
 
     /// Gossip says `addr`'s list is at `version`.
     pub fn note_version(&self, addr: SocketAddr, version: u64) {
-        if let Some(p) = self.peers.lock().expect("peer table lock").get_mut(&addr) {
-            p.gossip_version = p.gossip_version.max(version);
+        match self.peers.lock().expect("peer table lock").get_mut(&addr) {
+            Some(p) => p.gossip_version = p.gossip_version.max(version),
+            None => {
+                let mut pending = self.pending.lock().expect("pending lock");
+                let v = pending.entry(addr).or_insert(0);
+                *v = (*v).max(version);
+            }
         }
     }
 
@@ -170,8 +180,14 @@ mod tests {
     #[test]
     fn holders_follow_membership_versions_and_quarantine() {
         let t = PeerTable::new();
+        // a version gossiped before its sender is known is kept for it
+        t.note_version(addr(2), 4);
         t.set_members(&[(addr(2), 1), (addr(3), 1)]);
         assert_eq!(t.due(Instant::now()).len(), 2, "never fetched");
+        t.set_adverts(addr(2), 3, Some(vec![]));
+        let mut due = t.due(Instant::now());
+        due.sort();
+        assert_eq!(due, [(addr(2), 3), (addr(3), 0)], "version 4 was gossiped");
         t.set_adverts(addr(2), 5, Some(vec![adv("app/a", 1), adv("app/b", 2)]));
         t.set_adverts(addr(3), 9, Some(vec![adv("app/a", 1), adv("app/b", 3)]));
         assert!(t.due(Instant::now()).is_empty());
