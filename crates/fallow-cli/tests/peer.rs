@@ -323,12 +323,17 @@ fn serve_args(f: &Fleet, i: usize, app: &Path, seeds: &[usize], extra: &[&str]) 
 }
 
 /// Wait until the mount node sees `want` peers each advertising every file.
-fn wait_adverts(f: &Fleet, i: usize, want: usize) {
+/// The serving peers' copies are read again while waiting: other work on a
+/// shared machine may drop the page cache (`drop_caches`) meanwhile.
+fn wait_adverts(f: &Fleet, i: usize, want: usize, serving: &[&Path]) {
     f.wait_for(
         i,
         &format!("{want} peers advertising"),
-        Duration::from_secs(20),
+        Duration::from_secs(30),
         |s| {
+            for app in serving {
+                warm(app);
+            }
             let peers = s["peers"].as_array().unwrap();
             peers
                 .iter()
@@ -402,7 +407,7 @@ fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
     .collect();
     f.start(1, &mount_args);
     f.mounts.push(mnt.clone());
-    wait_adverts(&f, 1, 2);
+    wait_adverts(&f, 1, 2, &[&apps[1], &apps[2]]);
     // hashing the source at start read it: make it cold again
     make_cold(&apps[0]);
 
@@ -471,7 +476,7 @@ fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
     f.stop(3);
     let a3t = serve_args(&f, 3, &apps[2], &[1], &["--tamper"]);
     f.start(3, &a3t);
-    wait_adverts(&f, 1, 1);
+    wait_adverts(&f, 1, 1, &[&apps[2]]);
     let before = f.status(1).unwrap();
     let rounds = 3;
     for _ in 0..rounds {
@@ -517,7 +522,7 @@ fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
     f.stop(3);
     let slow = serve_args(&f, 2, &apps[1], &[1], &["--serve-delay", "150ms"]);
     f.start(2, &slow);
-    wait_adverts(&f, 1, 1);
+    wait_adverts(&f, 1, 1, &[&apps[1]]);
     wait_asleep(&f, 1);
     make_cold(&apps[0]);
     let before = f.status(1).unwrap();
