@@ -11,14 +11,14 @@ step "system tools for the live tests (loop devices; FUSE needs no libfuse)"
 # The emulated-disk and record tests run as root and use losetup (util-linux);
 # without root, /dev/fuse or tracefs they skip with a message.
 command -v losetup >/dev/null || { apt-get update && apt-get install -y mount; }
+step "system tools for the peer namespace tests (ip netns, nsenter)"
+if [ "$(id -u)" = 0 ] && { ! command -v ip >/dev/null || ! command -v nsenter >/dev/null; }; then
+    apt-get update -qq && apt-get install -y -qq iproute2 util-linux >/dev/null
+fi
 
 step "rust: format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-
-step "system tools of the live tests (loop devices; they skip without them)"
-command -v losetup >/dev/null || { apt-get update && apt-get install -y mount; } \
-    || echo "no losetup: the loop-device tests of fallow scrub will skip"
 
 step "rust: tests"
 # fallow-py is a Python extension (no libpython link); pytest tests it below.
@@ -35,6 +35,7 @@ step "bench smoke runs (figures in docs come from the full runs)"
 .venv/bin/python bench/parse_bench.py --requests 200000 --cli none
 cargo bench -p fallow-core --bench sim --locked -- --requests 200000
 cargo bench -p fallow-core --bench tune --locked -- --requests 50000 --workload mmpp
+bash bench/peer_bench.sh 8 1
 
 step "python: tests (last, so the closing line is the test summary)"
 .venv/bin/python -m pytest -q   # tests/python + doctests (pyproject.toml)

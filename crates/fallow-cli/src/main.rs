@@ -26,6 +26,7 @@ mod input;
 mod live_config;
 mod output;
 mod pareto;
+mod peer;
 mod policies;
 mod recommend;
 mod record;
@@ -72,6 +73,8 @@ Examples:
       serve disk.img as /mnt/emu/disk with HDD service times (then: losetup -f --show /mnt/emu/disk)
   fallow record /dev/loop0 --duration 60s -o trace.csv
       record a block trace from kernel tracepoints; then: fallow analyze trace.csv
+  fallow peer mount --source /usr/bin --mountpoint /mnt/bin --peers 10.0.0.2:7946
+      SARD for real: read /usr/bin from peers' memory while the local disk sleeps
 
 Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
 
@@ -98,6 +101,8 @@ enum Command {
     Energy(energy::EnergyArgs),
     /// Serve an image file as an emulated HDD over FUSE (seek + rotation latency, injected errors).
     EmulateDisk(emulate_disk::EmulateDiskArgs),
+    /// SARD for real: serve application files from peers' memory while the disk sleeps.
+    Peer(peer::PeerArgs),
     /// Sweep each policy's knob: its Pareto front of BG throughput against added FG delay.
     Pareto(pareto::ParetoArgs),
     /// Tune every policy for one FG budget and rank them by BG throughput, with reasons.
@@ -186,6 +191,7 @@ fn main() -> ExitCode {
         Command::EmulateDisk(args) => emulate_disk::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Pareto(args) => pareto::run(args),
+        Command::Peer(args) => peer::run(args),
         Command::Policies(args) => policies::run(args),
         Command::Recommend(args) => recommend::run(args),
         Command::Scrub(args) => scrub::run(args),
