@@ -1,7 +1,7 @@
 //! `fallow`: put a storage device's idle time to work.
 //!
 //! One file per subcommand ([`analyze`], [`compare`], [`convert`], [`demo`],
-//! [`pareto`], [`policies`], [`recommend`], [`simulate`], [`tune`]); shared
+//! [`pareto`], [`policies`], [`recommend`], [`run`], [`simulate`], [`tune`]); shared
 //! pieces are trace input ([`input`]), the terminal summary ([`output`]),
 //! the headline findings ([`findings`]), atomic file writes ([`atomic`]) and
 //! the HTML report with its own SVG plotting ([`report`]).
@@ -24,6 +24,7 @@ mod pareto;
 mod policies;
 mod recommend;
 mod report;
+mod run;
 mod simulate;
 mod tune;
 
@@ -56,6 +57,8 @@ Examples:
       each policy's throughput/delay trade-off over its whole knob range
   fallow policies
       the policies and their parameters
+  fallow run --device sda -- rsync -a /data/ /backup/data/
+      a backup that runs only while sda is idle, frozen the rest of the time
 
 Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
 
@@ -84,6 +87,11 @@ enum Command {
     Recommend(recommend::RecommendArgs),
     /// List the BG scheduling policies and their parameters.
     Policies(policies::PoliciesArgs),
+    /// Run a maintenance command only in a device's idle time, frozen the rest of the time.
+    Run(run::RunArgs),
+    /// (internal) Thaw `fallow run`'s command if fallow dies.
+    #[command(name = "__guardian", hide = true)]
+    Guardian(run::GuardianArgs),
     /// Simulate one BG policy on a trace or a synthetic workload: FG slowdown and BG work done.
     Simulate(simulate::SimulateArgs),
     /// Find the policy setting and request size with the most BG throughput within an FG budget.
@@ -162,6 +170,8 @@ fn main() -> ExitCode {
         Command::Pareto(args) => pareto::run(args),
         Command::Policies(args) => policies::run(args),
         Command::Recommend(args) => recommend::run(args),
+        Command::Run(args) => return run::main(args),
+        Command::Guardian(args) => run::guardian(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Tune(args) => tune::run(args),
     };
