@@ -36,7 +36,7 @@ Examples:
       copy in the disk's idle time: paused within a slice of any other I/O on sda
   fallow run --device sda --policy fixed-wait:t=500ms --slice 50ms -- restic backup /data
       wait for 500 ms of quiet before resuming, run 50 ms at a time
-  fallow run --net eth0 --netns bg --policy preemption-interval:p=20ms -- rsync -a /data/ host:/data/
+  fallow run --net eth0 --netns bg --policy preemption-interval:p=20ms -- rsync -a /d/ nas:/d/
       yield to other traffic on eth0; the copy's own traffic, in namespace bg, is told apart
 
 Exit status: the command's (128 + N if a signal N ended it); 2 for bad input or
@@ -256,7 +256,7 @@ fn run(args: RunArgs) -> Result<i32> {
     };
     let mut managed = Managed::spawn(&spec, &cfg, stop.clone()).map_err(live)?;
 
-    let monitor = match start_monitors(&args, disk.as_ref(), net_source.as_ref(), &managed) {
+    let mut monitor = match start_monitors(&args, disk.as_ref(), net_source.as_ref(), &managed) {
         Ok(m) => m,
         Err(e) => {
             // it has not run: end it rather than leave it to run unwatched
@@ -265,7 +265,6 @@ fn run(args: RunArgs) -> Result<i32> {
             return Err(e);
         }
     };
-    let mut monitor = monitor;
     let source = monitor.stats().source;
     say(
         args.quiet,
@@ -298,7 +297,8 @@ fn run(args: RunArgs) -> Result<i32> {
         Err(e) => {
             let pid = managed.pid();
             let _ = managed.detach();
-            return Err(live(e)).with_context(|| {
+            // a failure during the run (the watched device went away), not bad input: 1
+            return Err(anyhow::Error::from(e)).with_context(|| {
                 format!("the command (pid {pid}) continues, unpaused and unwatched")
             });
         }
@@ -306,7 +306,12 @@ fn run(args: RunArgs) -> Result<i32> {
 
     // before the cgroups go: once they are removed the command's I/O can
     // no longer be read, and its last requests would look like FG work
-    let mon = monitor.stop().map_err(live)?;
+    let last_stats = monitor.stats();
+    let mon = monitor.stop().unwrap_or_else(|e| {
+        // the run is over: say so, and still see to the command
+        say(args.quiet, &format!("the monitor failed at the end: {e}"));
+        last_stats
+    });
     let pid = managed.pid();
     let kind = managed.freezer().kind();
     let cgroup = managed.freezer().cgroup_dir().map(PathBuf::from);

@@ -152,6 +152,7 @@ impl NetSource {
             dir: self.dir.clone(),
             files,
             buf: [0; 64],
+            last: None,
         })
     }
 }
@@ -160,30 +161,45 @@ struct NetReader {
     dir: PathBuf,
     files: Option<Vec<File>>,
     buf: [u8; 64],
+    last: Option<NetCounters>,
 }
 
 impl NetReader {
-    fn read(&mut self) -> Result<NetCounters> {
-        let mut v = [0u64; 4];
-        for (i, name) in FILES.iter().enumerate() {
-            let path = self.dir.join(name);
-            let n = match &self.files {
-                Some(f) => f[i].read_at(&mut self.buf, 0),
-                None => File::open(&path).and_then(|f| f.read_at(&mut self.buf, 0)),
-            }
-            .map_err(|e| Error::io(&path, "cannot read", e))?;
-            let text = String::from_utf8_lossy(&self.buf[..n]);
-            v[i] = text.trim().parse().map_err(|_| Error::Parse {
-                path: path.clone(),
-                message: format!("`{}` is not an unsigned integer", text.trim()),
-            })?;
+    fn field(&mut self, i: usize) -> Result<u64> {
+        let path = self.dir.join(FILES[i]);
+        let n = match &self.files {
+            Some(f) => f[i].read_at(&mut self.buf, 0),
+            None => File::open(&path).and_then(|f| f.read_at(&mut self.buf, 0)),
         }
-        Ok(NetCounters {
-            rx_packets: v[0],
-            tx_packets: v[1],
-            rx_bytes: v[2],
-            tx_bytes: v[3],
+        .map_err(|e| Error::io(&path, "cannot read", e))?;
+        let text = String::from_utf8_lossy(&self.buf[..n]);
+        text.trim().parse().map_err(|_| Error::Parse {
+            path: path.clone(),
+            message: format!("`{}` is not an unsigned integer", text.trim()),
         })
+    }
+
+    fn read(&mut self) -> Result<NetCounters> {
+        let (rx_packets, tx_packets) = (self.field(0)?, self.field(1)?);
+        // every byte comes in a packet: no new packets, the same bytes (a
+        // quiet interface costs two reads a sample, not four). Files
+        // rewritten one by one (tests, emulators) are always read whole.
+        let c = match self.last {
+            Some(l)
+                if self.files.is_some()
+                    && (l.rx_packets, l.tx_packets) == (rx_packets, tx_packets) =>
+            {
+                l
+            }
+            _ => NetCounters {
+                rx_packets,
+                tx_packets,
+                rx_bytes: self.field(2)?,
+                tx_bytes: self.field(3)?,
+            },
+        };
+        self.last = Some(c);
+        Ok(c)
     }
 }
 
@@ -310,9 +326,8 @@ pub struct NetDetector {
     prev: Option<(NetCounters, NetCounters, u64)>,
     /// Own packets two samples ago.
     own_before_prev: u64,
-    /// The interface's counts two samples ago (for byte totals when lagged).
-    lagged_prev: Option<NetCounters>,
-    max_est: i128,
+    /// Running maxima of the FG estimates: packets, received and sent bytes.
+    max_est: [i128; 3],
     state: State,
     totals: NetTotals,
 }
@@ -330,8 +345,7 @@ impl NetDetector {
             base: None,
             prev: None,
             own_before_prev: 0,
-            lagged_prev: None,
-            max_est: 0,
+            max_est: [0; 3],
             state: State::Busy {
                 start_ns: 0,
                 last_active_ns: 0,
@@ -374,30 +388,32 @@ impl NetDetector {
         };
         self.totals.samples += 1;
         // with a namespace to subtract, the interface one sample late (see the module doc)
-        let (i_now, i_prev) = if lagged {
-            (prev_i, self.lagged_prev.unwrap_or(prev_i))
-        } else {
-            (iface, prev_i)
-        };
-        let own_p = own.since(&base_o).packets();
-        let est = i_now.since(&base_i).packets() as i128 - own_p as i128;
-        let new = (est - self.max_est).max(0) as u64;
+        let i_now = if lagged { prev_i } else { iface };
+        let (i, o) = (i_now.since(&base_i), own.since(&base_o));
         let prev_own_p = prev_o.since(&base_o).packets();
-        let own_quiet = own_p == prev_own_p && prev_own_p == self.own_before_prev;
-        self.max_est = if own_quiet {
-            est
-        } else {
-            self.max_est.max(est)
-        };
-        if new > 0 {
-            let d = i_now.since(&i_prev);
-            let o = own.since(&prev_o);
-            self.totals.fg_rx_bytes += d.rx_bytes.saturating_sub(o.rx_bytes);
-            self.totals.fg_tx_bytes += d.tx_bytes.saturating_sub(o.tx_bytes);
-            self.totals.fg_packets += new;
+        let own_quiet = o.packets() == prev_own_p && prev_own_p == self.own_before_prev;
+        // FG = interface − namespace since the start, reported as growth
+        // beyond the running maximum (bytes likewise, on their own: a
+        // sample may see a packet's bytes before the packet)
+        let mut new = [0u64; 3];
+        let est = [
+            i.packets() as i128 - o.packets() as i128,
+            i.rx_bytes as i128 - o.rx_bytes as i128,
+            i.tx_bytes as i128 - o.tx_bytes as i128,
+        ];
+        for k in 0..3 {
+            new[k] = (est[k] - self.max_est[k]).max(0) as u64;
+            self.max_est[k] = if own_quiet {
+                est[k]
+            } else {
+                self.max_est[k].max(est[k])
+            };
         }
+        let new_packets = new[0];
+        self.totals.fg_packets += new_packets;
+        self.totals.fg_rx_bytes += new[1];
+        self.totals.fg_tx_bytes += new[2];
         self.own_before_prev = prev_own_p;
-        self.lagged_prev = Some(prev_i);
         self.prev = Some((iface, own, t_ns));
 
         match &mut self.state {
@@ -407,9 +423,9 @@ impl NetDetector {
                 packets,
                 first,
             } => {
-                if new > 0 {
+                if new_packets > 0 {
                     *last_active_ns = t_ns;
-                    *packets += new;
+                    *packets += new_packets;
                     return None;
                 }
                 let ev = Event::Idle {
@@ -425,14 +441,14 @@ impl NetDetector {
                 Some(ev)
             }
             State::Idle => {
-                if new == 0 {
+                if new_packets == 0 {
                     return None;
                 }
                 self.totals.busy_periods += 1;
                 self.state = State::Busy {
                     start_ns: prev_t,
                     last_active_ns: t_ns,
-                    packets: new,
+                    packets: new_packets,
                     first: false,
                 };
                 Some(Event::Busy {
@@ -725,8 +741,12 @@ mod tests {
         assert!(e.to_string().contains("fallow-no-such-ns"), "{e}");
     }
 
+    /// Bytes before packets, as the kernel counts them: a sample that
+    /// sees the new packets sees their bytes.
     fn write_counters(dir: &Path, rx: u64, tx: u64) {
-        for (name, v) in FILES.iter().zip([rx, tx, rx * 64, tx * 64]) {
+        let values = [rx, tx, rx * 64, tx * 64];
+        for i in [2, 3, 0, 1] {
+            let (name, v) = (FILES[i], values[i]);
             let tmp = dir.join(format!("{name}.tmp"));
             std::fs::write(&tmp, format!("{v}\n")).unwrap();
             std::fs::rename(&tmp, dir.join(name)).unwrap();

@@ -140,6 +140,11 @@ impl BlkioIo {
         st.buf.resize(8192, 0);
         let n = fb.read_at(&mut st.buf, 0).ok()?;
         let (r, w) = Self::parse(std::str::from_utf8(&st.buf[..n]).ok()?, self.dev).ok()?;
+        // every request adds bytes: no new bytes, no new requests (the
+        // usual case while the command is frozen saves half the reads)
+        if (r, w) == (st.last.0, st.last.1) {
+            return Some(st.last);
+        }
         let n = fi.read_at(&mut st.buf, 0).ok()?;
         let (ri, wi) = Self::parse(std::str::from_utf8(&st.buf[..n]).ok()?, self.dev).ok()?;
         Some((r, w, ri + wi))
@@ -231,8 +236,9 @@ impl<S: OwnIoSource> OwnIoSource for Linger<S> {
 pub enum Members {
     /// Those in a cgroup (its `cgroup.procs`).
     Cgroup(PathBuf),
-    /// Those in a process group (found by scanning `/proc`).
-    ProcessGroup(u32),
+    /// A process and its descendants (from `/proc/<pid>/task/<tid>/children`,
+    /// or from the parent pids in `/proc/*/stat` where the kernel lacks those).
+    Tree(u32),
 }
 
 /// The storage I/O of a set of processes, summed over their
@@ -271,12 +277,49 @@ impl ProcGroupIo {
         }
     }
 
-    /// The process group of a `/proc/<pid>/stat` line (field 5, after the
+    /// The parent pid of a `/proc/<pid>/stat` line (field 4, after the
     /// command name in parentheses, which may itself hold spaces and `)`).
-    pub fn parse_pgrp(stat: &str) -> Option<u32> {
+    pub fn parse_ppid(stat: &str) -> Option<u32> {
         let rest = &stat[stat.rfind(')')? + 1..];
-        // state ppid pgrp
-        rest.split_ascii_whitespace().nth(2)?.parse().ok()
+        // state ppid
+        rest.split_ascii_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// Children of `pid` from `task/*/children`; `None` if the kernel has
+    /// no such files (built without `CONFIG_PROC_CHILDREN`).
+    fn children(&self, pid: u32) -> Option<Vec<u32>> {
+        let tasks = std::fs::read_dir(self.proc_root.join(format!("{pid}/task"))).ok()?;
+        let mut out = Vec::new();
+        for t in tasks.flatten() {
+            let text = std::fs::read_to_string(t.path().join("children")).ok()?;
+            out.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|w| w.parse::<u32>().ok()),
+            );
+        }
+        Some(out)
+    }
+
+    /// All descendants of `root` by parent pid, scanning `/proc`.
+    fn tree_by_scan(&self, root: u32) -> Vec<u32> {
+        let Ok(dir) = std::fs::read_dir(&self.proc_root) else {
+            return vec![root];
+        };
+        let parent: HashMap<u32, u32> = dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter_map(|pid| {
+                let stat = std::fs::read_to_string(self.proc_root.join(format!("{pid}/stat")));
+                Some((pid, Self::parse_ppid(&stat.ok()?)?))
+            })
+            .collect();
+        let mut out = vec![root];
+        let mut i = 0;
+        while i < out.len() {
+            let p = out[i];
+            out.extend(parent.iter().filter(|(_, &pp)| pp == p).map(|(&c, _)| c));
+            i += 1;
+        }
+        out
     }
 
     fn members_now(&self) -> Vec<u32> {
@@ -284,18 +327,21 @@ impl ProcGroupIo {
             Members::Cgroup(dir) => std::fs::read_to_string(dir.join("cgroup.procs"))
                 .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
                 .unwrap_or_default(),
-            Members::ProcessGroup(g) => {
-                let Ok(dir) = std::fs::read_dir(&self.proc_root) else {
-                    return vec![];
-                };
-                dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-                    .filter(|pid| {
-                        std::fs::read_to_string(self.proc_root.join(format!("{pid}/stat")))
-                            .ok()
-                            .and_then(|s| Self::parse_pgrp(&s))
-                            == Some(*g)
-                    })
-                    .collect()
+            Members::Tree(root) => {
+                let mut out = vec![*root];
+                let mut i = 0;
+                while i < out.len() {
+                    match self.children(out[i]) {
+                        Some(c) => out.extend(c),
+                        // the root is gone, or no children files: scan instead
+                        None if i == 0 && self.proc_root.join(root.to_string()).exists() => {
+                            return self.tree_by_scan(*root)
+                        }
+                        None => {}
+                    }
+                    i += 1;
+                }
+                out
             }
         }
     }
@@ -467,51 +513,77 @@ mod tests {
     }
 
     #[test]
-    fn process_group_from_stat_lines() {
+    fn parent_from_stat_lines() {
         assert_eq!(
-            ProcGroupIo::parse_pgrp("1234 (sh) S 1 1234 1234 0 -1 4194560 ..."),
-            Some(1234)
+            ProcGroupIo::parse_ppid("1234 (sh) S 1 1234 1234 0 -1 4194560 ..."),
+            Some(1)
         );
         // a name with spaces and a parenthesis
-        assert_eq!(ProcGroupIo::parse_pgrp("99 (a b) c) R 5 77 99 0"), Some(77));
-        assert_eq!(ProcGroupIo::parse_pgrp("garbage"), None);
+        assert_eq!(ProcGroupIo::parse_ppid("99 (a b) c) R 5 77 99 0"), Some(5));
+        assert_eq!(ProcGroupIo::parse_ppid("garbage"), None);
     }
 
-    #[test]
-    fn proc_sums_are_monotonic_over_exits() {
-        // a fake /proc with two members of group 50
-        let root = tempfile::tempdir().unwrap();
-        let write = |pid: u32, pgrp: u32, r: u64, w: u64| {
-            let d = root.path().join(pid.to_string());
-            std::fs::create_dir_all(&d).unwrap();
-            std::fs::write(d.join("stat"), format!("{pid} (x) S 1 {pgrp} {pgrp} 0")).unwrap();
+    /// A fake /proc: `(pid, ppid, read_bytes, write_bytes)`, with
+    /// `task/<pid>/children` files when `children` is set.
+    fn fake_proc(root: &Path, procs: &[(u32, u32, u64, u64)], children: bool) {
+        for &(pid, ppid, r, w) in procs {
+            let d = root.join(pid.to_string());
+            std::fs::create_dir_all(d.join(format!("task/{pid}"))).unwrap();
+            std::fs::write(d.join("stat"), format!("{pid} (x) S {ppid} 1 1 0")).unwrap();
             std::fs::write(
                 d.join("io"),
                 format!("rchar: 0\nread_bytes: {r}\nwrite_bytes: {w}\n"),
             )
             .unwrap();
-        };
-        write(50, 50, 4096, 0);
-        write(51, 50, 8192, 512);
-        write(60, 60, 1 << 30, 0); // another group: not counted
-        let src = ProcGroupIo {
-            members: Members::ProcessGroup(50),
-            proc_root: root.path().to_path_buf(),
-            state: Mutex::new(ProcState::default()),
-        };
-        assert_eq!(src.totals(), (12288, 512));
-        // 51 exits: its I/O stays counted
-        std::fs::remove_dir_all(root.path().join("51")).unwrap();
-        write(50, 50, 4096 + 100, 0);
-        assert_eq!(src.totals(), (12388, 512));
+            if children {
+                let kids: Vec<String> = procs
+                    .iter()
+                    .filter(|p| p.1 == pid)
+                    .map(|p| p.0.to_string())
+                    .collect();
+                std::fs::write(d.join(format!("task/{pid}/children")), kids.join(" ")).unwrap();
+            }
+        }
     }
 
     #[test]
-    fn our_own_process_group_is_found_in_the_real_proc() {
-        let me = std::process::id();
-        let stat = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
-        let g = ProcGroupIo::parse_pgrp(&stat).unwrap();
-        let src = ProcGroupIo::new(Members::ProcessGroup(g));
-        assert!(src.members_now().contains(&me));
+    fn proc_sums_cover_the_tree_and_are_monotonic_over_exits() {
+        for children in [true, false] {
+            let root = tempfile::tempdir().unwrap();
+            // 50 → 51 → 52; 60 is someone else's
+            let procs = [
+                (50, 1, 4096, 0),
+                (51, 50, 8192, 512),
+                (52, 51, 100, 0),
+                (60, 1, 1 << 30, 0),
+            ];
+            fake_proc(root.path(), &procs, children);
+            let src = ProcGroupIo {
+                members: Members::Tree(50),
+                proc_root: root.path().to_path_buf(),
+                state: Mutex::new(ProcState::default()),
+            };
+            let mut m = src.members_now();
+            m.sort();
+            assert_eq!(m, vec![50, 51, 52], "children files: {children}");
+            assert_eq!(src.totals(), (12388, 512));
+            // 52 exits: what it did stays counted
+            std::fs::remove_dir_all(root.path().join("52")).unwrap();
+            fake_proc(root.path(), &[(50, 1, 4196, 0)], children);
+            assert_eq!(src.totals(), (12488, 512));
+        }
+    }
+
+    #[test]
+    fn a_child_of_ours_is_found_in_the_real_proc() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let src = ProcGroupIo::new(Members::Tree(std::process::id()));
+        let m = src.members_now();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(m.contains(&child.id()), "{m:?}");
     }
 }

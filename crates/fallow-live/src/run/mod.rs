@@ -13,6 +13,37 @@
 //! frozen as soon as the driver stops issuing requests
 //! ([`BgExecutor::pause`]: an FG arrival, a policy's wait, the end).
 //!
+//! ## Example
+//! A command run by the `aggressive` policy on a device nobody else uses,
+//! paused with signals (no privileges needed) and without a guardian.
+//! ```
+//! use fallow_live::run::{CommandSpec, FreezerKind, Managed, RunConfig};
+//! use fallow_live::{Driver, DriverConfig, Monitor};
+//! use std::sync::atomic::AtomicBool;
+//! use std::sync::Arc;
+//!
+//! let cmd = CommandSpec {
+//!     program: "sh".into(),
+//!     args: vec!["-c".into(), "sleep 0.05; exit 3".into()],
+//!     netns: None,
+//! };
+//! let cfg = RunConfig {
+//!     freezer: Some(FreezerKind::Signal),
+//!     slice_ns: 20_000_000,
+//!     account_dev: None,
+//!     guardian: None,
+//! };
+//! let stop = Arc::new(AtomicBool::new(false)); // raised when the command exits
+//! let mut cmd = Managed::spawn(&cmd, &cfg, stop.clone())?;
+//! let mut driver = Driver::from_spec("aggressive", DriverConfig::default())?;
+//! let report = driver.run(&mut Monitor::without_device(), &mut cmd, &stop)?;
+//! assert!(report.bg_requests >= 2); // 50 ms of work in 20 ms slices
+//! let (status, stats) = cmd.finish()?;
+//! assert_eq!(status.code(), Some(3));
+//! assert!(stats.running_s >= 0.05);
+//! # Ok::<(), fallow_live::Error>(())
+//! ```
+//!
 //! ## Starting without a window
 //! The command must be in its cgroup (and frozen) before it executes a
 //! single instruction of its own. It is started through a trampoline,
@@ -135,6 +166,11 @@ impl CommandSpec {
                         "no network namespace `{ns}` ({} does not exist; `ip netns add {ns}` makes one)",
                         f.display()
                     ),
+                ));
+            }
+            if !rustix::process::geteuid().is_root() {
+                return Err(Error::Unsupported(
+                    "--netns needs root (`ip netns exec` enters the namespace with setns)".into(),
                 ));
             }
             if find_program(OsStr::new("ip"), path.as_deref()).is_none() {
@@ -405,7 +441,7 @@ impl Managed {
             (IoAccounting::Proc, _) => Some(Arc::new(io::Linger::new(
                 ProcGroupIo::new(match freezer.cgroup_dir() {
                     Some(d) => Members::Cgroup(d.to_path_buf()),
-                    None => Members::ProcessGroup(pid),
+                    None => Members::Tree(pid),
                 }),
                 grace,
             ))),
@@ -422,9 +458,10 @@ impl Managed {
                     WaitId::Pid(p),
                     WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
                 ) {}
+                // wake first: whoever sees `exited` may rely on it being raised
+                wake.store(true, Ordering::SeqCst);
                 *exit2.exited.lock().unwrap_or_else(|p| p.into_inner()) = true;
                 exit2.cv.notify_all();
-                wake.store(true, Ordering::SeqCst);
             })
             .map_err(|e| Error::io("thread", "cannot start the exit watcher", e))?;
         Ok(Managed {
