@@ -341,8 +341,14 @@ fn run(args: RunArgs) -> Result<i32> {
             } else {
                 "exited"
             };
-            let (status, stats) = managed.finish().map_err(live)?;
-            (end, stats, Some(exit_code(status)))
+            let done = managed.finish().map_err(live)?;
+            for why in &done.left_behind {
+                say(
+                    args.quiet,
+                    &format!("left to the guardian (a child of the command still runs): {why}"),
+                );
+            }
+            (end, done.stats, Some(exit_code(done.status)))
         }
     };
     // left running: 128 + the signal, as a shell reports a command it ended
@@ -447,7 +453,7 @@ pub fn guardian(args: GuardianArgs) -> Result<()> {
     let report = guard(std::io::stdin(), &spec, &stop, 100);
     if report.thawed && report.fallow_gone {
         eprintln!(
-            "fallow __guardian: fallow is gone; thawed the command (process group {})",
+            "fallow __guardian: fallow is gone; thawed the command (process group {}); its cgroups go when its last process does",
             report
                 .pgids
                 .iter()

@@ -483,6 +483,39 @@ fn killed_while_frozen(freezer: &str, signal: &str, want_status: Option<i32>) {
     }
 }
 
+/// The command exits and leaves a child running in its cgroup: fallow
+/// returns its status at once and the guardian removes the cgroup later.
+#[test]
+fn a_leftover_child_does_not_hold_fallow_and_its_cgroup_goes_later() {
+    if !need_root("cgroups") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let stat = StatFile::new(dir.path());
+    let t0 = Instant::now();
+    let mut child = fallow()
+        .args(["run", "--device", stat.arg(), "--policy", "aggressive"])
+        .args(["--", "sh", "-c", "sleep 1 & exit 4"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (_, cgroup) = pid_and_cgroup(&header(&mut child));
+    let st = wait_exit(&mut child, Duration::from_secs(10));
+    assert_eq!(st.code(), Some(4));
+    assert!(
+        t0.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        t0.elapsed()
+    );
+    if let Some(cg) = cgroup {
+        wait_until(
+            &format!("{} to be removed", cg.display()),
+            Duration::from_secs(5),
+            || !cg.exists(),
+        );
+    }
+}
+
 /// Ctrl-C reaches fallow only (the command has its own process group):
 /// fallow passes it on, and the command's status (130) is fallow's.
 #[test]

@@ -38,9 +38,9 @@
 //! let mut driver = Driver::from_spec("aggressive", DriverConfig::default())?;
 //! let report = driver.run(&mut Monitor::without_device(), &mut cmd, &stop)?;
 //! assert!(report.bg_requests >= 2); // 50 ms of work in 20 ms slices
-//! let (status, stats) = cmd.finish()?;
-//! assert_eq!(status.code(), Some(3));
-//! assert!(stats.running_s >= 0.05);
+//! let end = cmd.finish()?;
+//! assert_eq!(end.status.code(), Some(3));
+//! assert!(end.stats.running_s >= 0.05);
 //! # Ok::<(), fallow_live::Error>(())
 //! ```
 //!
@@ -253,6 +253,18 @@ impl ExitWatch {
             .unwrap_or_else(|p| p.into_inner());
         *g
     }
+}
+
+/// How a managed command ended.
+#[derive(Debug)]
+pub struct Finished {
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// What it did.
+    pub stats: RunStats,
+    /// Cleanup that could not be done now (a cgroup a leftover child of
+    /// the command still uses; the guardian removes it later), in words.
+    pub left_behind: Vec<String>,
 }
 
 /// A running command under fallow's control.
@@ -577,8 +589,10 @@ impl Managed {
     }
 
     /// Wait for it to exit (running it unpaused), then remove its cgroups
-    /// and release the guardian. Returns its exit status and what it did.
-    pub fn finish(mut self) -> Result<(ExitStatus, RunStats)> {
+    /// and release the guardian. A cgroup that cannot be removed (a child
+    /// of the command still runs in it) is left to the guardian, which
+    /// removes it once empty, and named in [`Finished::left_behind`].
+    pub fn finish(mut self) -> Result<Finished> {
         self.resume()?;
         let status = match self.status {
             Some(s) => s,
@@ -589,27 +603,36 @@ impl Managed {
         };
         self.status = Some(status);
         let stats = self.stats();
-        self.cleanup()?;
-        Ok((status, stats))
+        let left_behind = self.cleanup();
+        Ok(Finished {
+            status,
+            stats,
+            left_behind,
+        })
     }
 
-    fn cleanup(&mut self) -> Result<()> {
-        // the command's children may outlive it; they keep the cgroup until they go
-        let mut first_err = self.freezer.remove(1000).err();
+    fn cleanup(&mut self) -> Vec<String> {
+        // children of the command may outlive it (`sh -c 'job &'`): they
+        // keep its cgroups until they go
+        const PATIENCE_MS: u64 = 200;
+        let mut problems: Vec<String> = Vec::new();
+        if let Err(e) = self.freezer.remove(PATIENCE_MS) {
+            problems.push(e.to_string());
+        }
         if let Some(d) = self.blkio_dir.take() {
-            if let Err(e) = freezer::remove_cgroup(&d, 1000) {
-                first_err.get_or_insert(e);
+            if let Err(e) = freezer::remove_cgroup(&d, PATIENCE_MS) {
+                problems.push(e.to_string());
             }
         }
         if let Some(g) = self.guardian.take() {
-            if first_err.is_some() {
+            if !problems.is_empty() {
                 // what is left is the guardian's to clean up later
                 g.hand_over();
             } else if let Err(e) = g.release() {
-                first_err.get_or_insert(e);
+                problems.push(e.to_string());
             }
         }
-        first_err.map_or(Ok(()), Err)
+        problems
     }
 
     /// Stop managing it: thaw it and leave it running, its cgroups to the
@@ -771,7 +794,9 @@ mod tests {
         while m.run_one(1).unwrap() == Step::More {}
         assert!(wake.load(Ordering::SeqCst));
         let cg = m.freezer().cgroup_dir().map(Path::to_path_buf);
-        let (st, stats) = m.finish().unwrap();
+        let end = m.finish().unwrap();
+        let (st, stats) = (end.status, end.stats);
+        assert!(end.left_behind.is_empty(), "{:?}", end.left_behind);
         assert_eq!(exit_code(st), 5);
         assert!(
             stats.slices >= 2 && stats.running_s > 0.0 && stats.frozen_s > 0.2,
@@ -810,7 +835,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert!(m.has_exited());
-        assert_eq!(exit_code(m.finish().unwrap().0), 128 + 9);
+        assert_eq!(exit_code(m.finish().unwrap().status), 128 + 9);
     }
 
     #[test]
