@@ -401,8 +401,11 @@ impl Managed {
             }
         };
         let pid = child.id();
-        let fail = |child: &mut Child, e: Error| {
+        // kill first, then thaw: a v1-frozen process acts on SIGKILL only
+        // once thawed, and then dies before running another instruction
+        let fail = |child: &mut Child, freezer: &mut Freezer, e: Error| {
             let _ = child.kill();
+            let _ = freezer.thaw();
             let _ = child.wait();
             undo_blkio(&blkio_dir);
             e
@@ -417,19 +420,19 @@ impl Managed {
                     "the command's trampoline (/bin/sh) exited with status {st} before it started the command"
                 )));
             }
-            Err(e) => return Err(fail(&mut child, e)),
+            Err(e) => return Err(fail(&mut child, &mut freezer, e)),
         }
         if let Err(e) = freezer.attach(pid) {
-            return Err(fail(&mut child, e));
+            return Err(fail(&mut child, &mut freezer, e));
         }
         if let Some(d) = &blkio_dir {
             if let Err(e) = freezer::move_into(d, pid) {
-                return Err(fail(&mut child, e));
+                return Err(fail(&mut child, &mut freezer, e));
             }
         }
         if let Some(g) = &mut guardian {
             if let Err(e) = g.watch_group(pid) {
-                return Err(fail(&mut child, e));
+                return Err(fail(&mut child, &mut freezer, e));
             }
         }
         if freezer.kind() != FreezerKind::Signal {
@@ -438,6 +441,7 @@ impl Managed {
             if let Err(e) = kill_process(p, Signal::CONT) {
                 return Err(fail(
                     &mut child,
+                    &mut freezer,
                     Error::io(format!("process {pid}"), "cannot continue", e.into()),
                 ));
             }
