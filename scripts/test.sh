@@ -20,6 +20,12 @@ step "rust: format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "system tools for the live tests (root only; the tests skip without them)"
+# fallow run's network tests make veth pairs and namespaces with ip (iproute2)
+if [ "$(id -u)" = 0 ] && ! command -v ip >/dev/null; then
+    apt-get update && apt-get install -y iproute2
+fi
+
 step "rust: tests"
 # fallow-py is a Python extension (no libpython link); pytest tests it below.
 cargo test --workspace --exclude fallow-py --locked

@@ -1,7 +1,7 @@
 //! `fallow`: put a storage device's idle time to work.
 //!
 //! One file per subcommand ([`analyze`], [`compare`], [`convert`], [`demo`],
-//! [`pareto`], [`policies`], [`recommend`], [`simulate`], [`tune`]); shared
+//! [`pareto`], [`policies`], [`recommend`], [`run`], [`simulate`], [`tune`]); shared
 //! pieces are trace input ([`input`]), the terminal summary ([`output`]),
 //! the headline findings ([`findings`]), atomic file writes ([`atomic`]) and
 //! the HTML report with its own SVG plotting ([`report`]).
@@ -32,6 +32,7 @@ mod recommend;
 mod record;
 mod report;
 mod retune;
+mod run;
 mod scrub;
 mod simulate;
 mod tune;
@@ -75,6 +76,8 @@ Examples:
       record a block trace from kernel tracepoints; then: fallow analyze trace.csv
   fallow peer mount --source /usr/bin --mountpoint /mnt/bin --peers 10.0.0.2:7946
       SARD for real: read /usr/bin from peers' memory while the local disk sleeps
+  fallow run --device sda -- rsync -a /data/ /backup/data/
+      a backup that runs only while sda is idle, frozen the rest of the time
 
 Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
 
@@ -113,6 +116,11 @@ enum Command {
     Scrub(scrub::ScrubArgs),
     /// Record a block trace of a device from kernel tracepoints, as CSV `fallow analyze` reads.
     Record(record::RecordArgs),
+    /// Run a maintenance command only in a device's idle time, frozen the rest of the time.
+    Run(run::RunArgs),
+    /// (internal) Thaw `fallow run`'s command if fallow dies.
+    #[command(name = "__guardian", hide = true)]
+    Guardian(run::GuardianArgs),
     /// Simulate one BG policy on a trace or a synthetic workload: FG slowdown and BG work done.
     Simulate(simulate::SimulateArgs),
     /// Find the policy setting and request size with the most BG throughput within an FG budget.
@@ -196,6 +204,8 @@ fn main() -> ExitCode {
         Command::Recommend(args) => recommend::run(args),
         Command::Scrub(args) => scrub::run(args),
         Command::Record(args) => record::run(args),
+        Command::Run(args) => return run::main(args),
+        Command::Guardian(args) => run::guardian(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Tune(args) => tune::run(args),
     };

@@ -54,6 +54,16 @@ pub trait BgExecutor {
 
     /// Run one request of `size_bytes` to completion.
     fn run_one(&mut self, size_bytes: u64) -> Result<Step>;
+
+    /// The driver is about to wait (for idle time, a policy's delay, the
+    /// executor's readiness) instead of running the next request: stop any
+    /// work left going after [`BgExecutor::run_one`]. `fallow run` freezes
+    /// its command here, so back-to-back slices run it without a pause
+    /// between them. Called before every wait; must be cheap when there is
+    /// nothing to stop. Default: nothing to stop.
+    fn pause(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Settings of a driver besides its policy.
@@ -223,8 +233,15 @@ impl Driver {
         self.policy.on_bg_done(&mut ctx, done)
     }
 
-    /// Wait until `deadline_ns` (forever if `None`), an event, or the stop flag.
-    fn wait(monitor: &mut Monitor, deadline_ns: Option<u64>, stop: &AtomicBool) -> Result<Wake> {
+    /// Wait until `deadline_ns` (forever if `None`), an event, or the stop
+    /// flag, with the executor paused.
+    fn wait(
+        monitor: &mut Monitor,
+        exec: &mut dyn BgExecutor,
+        deadline_ns: Option<u64>,
+        stop: &AtomicBool,
+    ) -> Result<Wake> {
+        exec.pause()?;
         loop {
             if stop.load(Ordering::SeqCst) {
                 return Ok(Wake::Stop);
@@ -263,7 +280,7 @@ impl Driver {
         'busy: loop {
             // Busy (or not yet known idle): wait for the device to fall idle.
             let (idle_start, last_arrival) = loop {
-                match Self::wait(monitor, None, stop)? {
+                match Self::wait(monitor, exec, None, stop)? {
                     Wake::Stop => return Ok(self.finish(Outcome::Stopped, t_start)),
                     Wake::Deadline | Wake::Event(Event::Busy { .. }) => continue,
                     Wake::Event(Event::Idle {
@@ -296,7 +313,7 @@ impl Driver {
                     Decision::Start(s) if s.max_requests > 0 => s,
                     _ => {
                         // quiet until the next FG arrival
-                        match Self::wait(monitor, None, stop)? {
+                        match Self::wait(monitor, exec, None, stop)? {
                             Wake::Stop => return Ok(self.finish(Outcome::Stopped, t_start)),
                             Wake::Event(Event::Busy { at_ns, after_ns }) => {
                                 end_idle(&mut self.policy, after_ns, at_ns, false);
@@ -319,7 +336,7 @@ impl Driver {
                             break;
                         }
                         let throttle_from = now.max(deadline);
-                        let wake = Self::wait(monitor, Some(target), stop)?;
+                        let wake = Self::wait(monitor, exec, Some(target), stop)?;
                         let waited_to = monotonic_ns().min(target);
                         if ready > 0 && waited_to > throttle_from {
                             self.report.throttled_s += (waited_to - throttle_from) as f64 / 1e9;
@@ -470,6 +487,47 @@ mod tests {
         h.join().unwrap();
         assert_eq!(r.outcome, Outcome::Stopped);
         assert_eq!(r.bg_requests, 0);
+    }
+
+    /// Records runs (`R`) and pauses (`P`).
+    struct Trail {
+        n: usize,
+        log: String,
+    }
+
+    impl BgExecutor for Trail {
+        fn run_one(&mut self, _size: u64) -> Result<Step> {
+            self.log.push('R');
+            Ok(if self.log.matches('R').count() >= self.n {
+                Step::Finished
+            } else {
+                Step::More
+            })
+        }
+        fn pause(&mut self) -> Result<()> {
+            self.log.push('P');
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn pause_comes_before_waits_and_not_between_back_to_back_requests() {
+        let run = |spec: &str| {
+            let mut m = Monitor::without_device();
+            let mut d = Driver::from_spec(spec, DriverConfig::default()).unwrap();
+            let mut e = Trail {
+                n: 3,
+                log: String::new(),
+            };
+            d.run(&mut m, &mut e, &AtomicBool::new(false)).unwrap();
+            e.log
+        };
+        // until FG arrives: waits (for idle, for the 5 ms) only before the first
+        let log = run("fixed-wait:t=5ms");
+        assert!(log.starts_with('P') && log.ends_with("RRR"), "{log}");
+        // one request every 5 ms: paused between them
+        let log = run("fixed-rate:r=5ms");
+        assert!(log.contains("RP") && log.ends_with('R'), "{log}");
     }
 
     #[test]

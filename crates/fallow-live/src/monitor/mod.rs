@@ -172,6 +172,24 @@ impl Monitor {
         }
     }
 
+    /// A monitor fed by another sampling thread (the network monitor,
+    /// [`crate::net`]): `handle` sends [`Event`]s to `rx`'s sender, keeps
+    /// `stats` up to date and returns once `stop` is raised.
+    pub fn from_parts(
+        rx: Receiver<Event>,
+        stop: Arc<AtomicBool>,
+        handle: JoinHandle<Result<()>>,
+        stats: Arc<Mutex<MonitorStats>>,
+    ) -> Monitor {
+        Monitor {
+            rx,
+            stop,
+            handle: Some(handle),
+            stats,
+            _idle_tx: None,
+        }
+    }
+
     /// The next event, waiting at most `timeout_ns`; `Ok(None)` on timeout.
     /// An error if the sampling thread failed.
     pub fn recv_timeout(&mut self, timeout_ns: u64) -> Result<Option<Event>> {
