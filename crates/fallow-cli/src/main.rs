@@ -24,6 +24,7 @@ mod findings;
 mod human;
 mod input;
 mod live_config;
+mod metrics_export;
 mod output;
 mod pareto;
 mod peer;

@@ -42,6 +42,12 @@ Examples:
 Exit status: the command's (128 + N if a signal N ended it); 2 for bad input or
 usage, 1 for other failures of fallow itself.")]
 pub struct RunArgs {
+    /// Serve Prometheus metrics (FG/BG requests and bytes, collisions,
+    /// time in each policy state) at `http://ADDR/metrics`, e.g.
+    /// `127.0.0.1:9464`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+
     /// BG policy from the registry (`fallow policies`): when the idle
     /// device lets the command run. One BG request is one slice.
     #[arg(long, value_name = "SPEC", default_value = "fixed-wait")]
@@ -291,6 +297,17 @@ fn run(args: RunArgs) -> Result<i32> {
         say(args.quiet, &format!("passed over {why}"));
     }
 
+    let _exporter = match &args.metrics {
+        Some(addr) => {
+            let e =
+                crate::metrics_export::Exporter::start(addr, &mut driver, monitor.shared_stats())?;
+            if let Some(a) = e.addr() {
+                say(args.quiet, &format!("metrics at http://{a}/metrics"));
+            }
+            Some(e)
+        }
+        None => None,
+    };
     let drive = driver.run(&mut monitor, &mut managed, &stop);
     let drive = match drive {
         Ok(r) => r,

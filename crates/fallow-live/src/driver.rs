@@ -129,6 +129,28 @@ pub struct DriveReport {
     pub wall_s: f64,
 }
 
+/// What the driver is doing, for observers (metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriveState {
+    /// FG work is being served (or the device is not yet known idle).
+    Busy,
+    /// The device is idle; the policy waits or holds BG work back.
+    IdleWaiting,
+    /// A BG request is in service.
+    BgRunning,
+}
+
+/// Told what the driver does as it runs (the Prometheus exporter is one).
+/// Every method has a default that does nothing.
+pub trait DriveObserver: Send {
+    /// The driver entered `state`.
+    fn state(&mut self, _state: DriveState) {}
+    /// A BG request of `bytes` finished after `service_ns`.
+    fn bg_request(&mut self, _bytes: u64, _service_ns: u64) {}
+    /// An FG arrival found a BG request in service.
+    fn collision(&mut self) {}
+}
+
 /// Runs one policy live.
 pub struct Driver {
     policy: Box<dyn Policy>,
@@ -136,6 +158,7 @@ pub struct Driver {
     rng: Pcg64Mcg,
     measured_ns: Option<f64>,
     report: DriveReport,
+    observer: Option<Box<dyn DriveObserver>>,
 }
 
 /// How often a wait looks at the stop flag, ns.
@@ -181,7 +204,19 @@ impl Driver {
             cfg,
             measured_ns: None,
             report,
+            observer: None,
         })
+    }
+
+    /// Tell `observer` what the driver does from now on.
+    pub fn set_observer(&mut self, observer: Box<dyn DriveObserver>) {
+        self.observer = Some(observer);
+    }
+
+    fn observe(&mut self, f: impl FnOnce(&mut dyn DriveObserver)) {
+        if let Some(o) = self.observer.as_deref_mut() {
+            f(o);
+        }
     }
 
     /// Build the policy from a registry spec (`fixed-wait:t=50ms`), as the
@@ -278,6 +313,7 @@ impl Driver {
     ) -> Result<DriveReport> {
         let t_start = monotonic_ns();
         'busy: loop {
+            self.observe(|o| o.state(DriveState::Busy));
             // Busy (or not yet known idle): wait for the device to fall idle.
             let (idle_start, last_arrival) = loop {
                 match Self::wait(monitor, exec, None, stop)? {
@@ -301,6 +337,7 @@ impl Driver {
             };
             self.report.idle_intervals += 1;
             let mut done = 0u64;
+            self.observe(|o| o.state(DriveState::IdleWaiting));
             let mut decision = self.decide_idle(idle_start, last_arrival);
             let mut base = idle_start;
             // An FG arrival ends the interval: tell the policy how long it was.
@@ -356,8 +393,13 @@ impl Driver {
                         continue 'busy;
                     }
                     let t0 = monotonic_ns();
+                    self.observe(|o| o.state(DriveState::BgRunning));
                     let step = exec.run_one(size)?;
                     let t1 = monotonic_ns();
+                    self.observe(|o| {
+                        o.bg_request(size, t1 - t0);
+                        o.state(DriveState::IdleWaiting);
+                    });
                     let took = (t1 - t0) as f64;
                     self.report.bg_requests += 1;
                     self.report.bg_service_s += took / 1e9;
@@ -373,6 +415,9 @@ impl Driver {
                         // the arrival came before the request ended: it waited for it
                         let collided = after_ns < t1;
                         self.report.collisions += u64::from(collided);
+                        if collided {
+                            self.observe(|o| o.collision());
+                        }
                         end_idle(&mut self.policy, after_ns, at_ns, collided);
                         continue 'busy;
                     }

@@ -67,8 +67,12 @@ pub mod net;
 pub mod run;
 pub mod scrub;
 
-pub use driver::{BgExecutor, DriveReport, Driver, DriverConfig, Outcome, Step};
+pub use driver::{
+    BgExecutor, DriveObserver, DriveReport, DriveState, Driver, DriverConfig, Outcome, Step,
+};
 pub use error::{Error, Result};
-pub use monitor::{Event, Monitor, MonitorConfig, MonitorStats, OwnCounters, StatSource};
+pub use monitor::{
+    Event, Monitor, MonitorConfig, MonitorStats, OwnCounters, SharedStats, StatSource,
+};
 pub use run::{CommandSpec, FreezerKind, Managed, RunConfig};
 pub use scrub::{ScrubConfig, ScrubReport, Scrubber};

@@ -28,6 +28,18 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// The monitor's statistics, readable from another thread
+/// ([`Monitor::shared_stats`]).
+#[derive(Debug, Clone)]
+pub struct SharedStats(Arc<Mutex<MonitorStats>>);
+
+impl SharedStats {
+    /// The latest published statistics.
+    pub fn get(&self) -> MonitorStats {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
 /// Settings of a monitor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MonitorConfig {
@@ -220,6 +232,12 @@ impl Monitor {
     /// What the monitor has seen and spent so far.
     pub fn stats(&self) -> MonitorStats {
         self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// A handle that reads the same statistics from another thread while
+    /// the monitor runs (an exporter); they are published every 64 samples.
+    pub fn shared_stats(&self) -> SharedStats {
+        SharedStats(self.stats.clone())
     }
 
     /// Stop the thread and return the final statistics.
