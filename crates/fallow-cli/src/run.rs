@@ -48,6 +48,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
 
+    /// Run the policy of a `fallow tune --json` result (its `best.spec`;
+    /// one budget) instead of `--policy`.
+    #[arg(long, value_name = "FILE", conflicts_with = "policy")]
+    pub tuned: Option<std::path::PathBuf>,
+
     /// BG policy from the registry (`fallow policies`): when the idle
     /// device lets the command run. One BG request is one slice.
     #[arg(long, value_name = "SPEC", default_value = "fixed-wait")]
@@ -187,7 +192,11 @@ fn run(args: RunArgs) -> Result<i32> {
         seed: args.seed,
         ..DriverConfig::default()
     };
-    let mut driver = Driver::from_spec(&args.policy, driver_cfg).map_err(live)?;
+    let policy = match &args.tuned {
+        Some(path) => crate::live_config::read_tuned(path)?.spec,
+        None => args.policy.clone(),
+    };
+    let mut driver = Driver::from_spec(&policy, driver_cfg).map_err(live)?;
 
     // what to watch
     let disk = match (&args.device, &args.net) {
@@ -288,7 +297,7 @@ fn run(args: RunArgs) -> Result<i32> {
                     "its disk I/O not told apart (not a disk in sysfs)".to_string(),
                 a => format!("its disk I/O told apart by {}", a.name()),
             },
-            args.policy,
+            policy,
             secs(args.slice as f64 / 1e9),
             source,
         ),

@@ -871,3 +871,58 @@ fn the_commands_traffic_from_its_namespace_is_not_foreground() {
     assert!(busy <= 3, "{busy} busy periods: {r}");
     assert!(r["monitor"]["fg_requests"].as_u64().unwrap() <= 6, "{r}");
 }
+
+#[test]
+fn a_tune_result_sets_the_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let stat = StatFile::new(dir.path());
+    let o = run(&[
+        "tune",
+        "--workload",
+        "poisson",
+        "--utilization",
+        "0.2",
+        "--requests",
+        "2000",
+        "--policy",
+        "fixed-wait",
+        "--budget",
+        "5%",
+        "--sizes",
+        "64KiB",
+        "--bg",
+        "size",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tuned: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let spec = tuned["best"]["spec"].as_str().unwrap().to_string();
+    let path = dir.path().join("tune.json");
+    std::fs::write(&path, &o.stdout).unwrap();
+    let o = run(&[
+        "run",
+        "--device",
+        stat.arg(),
+        "--tuned",
+        path.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("policy {spec}")),
+        "{spec}: {}",
+        stderr(&o)
+    );
+    // not both
+    let o = run(&[
+        "run",
+        "--tuned",
+        path.to_str().unwrap(),
+        "--policy",
+        "aggressive",
+        "--",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -1165,7 +1165,10 @@ fn metrics_are_served_while_it_scrubs() {
     assert!(n >= 1.0, "{body}");
     assert_eq!(value("fallow_bg_bytes_total"), n * 262144.0, "{body}");
     assert_eq!(value("fallow_collisions_total"), 0.0, "{body}");
-    assert!(body.contains("policy_state_seconds_total{state=\"bg-running\"}"), "{body}");
+    assert!(
+        body.contains("policy_state_seconds_total{state=\"bg-running\"}"),
+        "{body}"
+    );
     assert!(child.wait().unwrap().success());
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();
