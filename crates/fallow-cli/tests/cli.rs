@@ -3,57 +3,12 @@
 //! 100-ns ticks, so 10,000 ticks = 1 ms) and checks its output against
 //! values worked out by hand in the comments.
 
+mod common;
+
+use common::{
+    assert_close, fallow, fixture, json, num, path_str, shared_trace, stderr, stdout_text,
+};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/cli")
-        .join(name)
-}
-
-fn fallow(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fallow"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the fallow binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).replace('\u{a0}', " ")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Run and parse `--json`, asserting success.
-fn json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let o = fallow(&all);
-    assert!(o.status.success(), "fallow {all:?} failed: {}", stderr(&o));
-    serde_json::from_slice(&o.stdout).expect("valid JSON on stdout")
-}
-
-fn f(v: &Value, path: &str) -> f64 {
-    let mut cur = v;
-    for key in path.split('.') {
-        cur = &cur[key];
-    }
-    cur.as_f64()
-        .unwrap_or_else(|| panic!("`{path}` is not a number: {cur}"))
-}
-
-fn close(a: f64, b: f64, tol: f64) -> bool {
-    (a - b).abs() <= tol
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
 
 /// tiny.csv, arrivals and response times in ms:
 ///   r1 0+10 → [0,10], r2 5+10 → [5,15]        busy period 1 = [0,15],   2 requests
@@ -69,29 +24,29 @@ fn path_str(p: &Path) -> &str {
 /// Utilisation: busy 75 ms of the 150 ms window = 0.5.
 #[test]
 fn analyze_tiny_trace_matches_hand_calculation() {
-    let v = json(&["analyze", path_str(&data("tiny.csv"))]);
+    let v = json(&["analyze", path_str(&fixture("tiny.csv"))]);
     assert_eq!(v["trace"]["requests"], 6);
     assert_eq!(
         v["trace"]["devices"],
         serde_json::json!([{"id": 0, "requests": 6}])
     );
-    assert!(close(f(&v, "trace.span_s"), 0.150, 1e-12));
+    assert_close(num(&v, "trace.span_s"), 0.150, 1e-12);
     assert_eq!(v["idle"]["count"], 2);
-    assert!(close(f(&v, "idle.mean_s"), 0.0375, 1e-12));
-    assert!(close(f(&v, "idle.cv"), 1.0 / 3.0, 1e-9));
-    assert!(close(f(&v, "idle.p50_s"), 0.0375, 1e-12));
-    assert!(close(f(&v, "idle.max_s"), 0.050, 1e-12));
+    assert_close(num(&v, "idle.mean_s"), 0.0375, 1e-12);
+    assert_close(num(&v, "idle.cv"), 1.0 / 3.0, 1e-9);
+    assert_close(num(&v, "idle.p50_s"), 0.0375, 1e-12);
+    assert_close(num(&v, "idle.max_s"), 0.050, 1e-12);
     assert_eq!(v["busy"]["count"], 3);
-    assert!(close(f(&v, "busy.mean_s"), 0.025, 1e-12));
-    assert!(close(f(&v, "busy.mean_requests"), 2.0, 1e-12));
+    assert_close(num(&v, "busy.mean_s"), 0.025, 1e-12);
+    assert_close(num(&v, "busy.mean_requests"), 2.0, 1e-12);
     assert_eq!(v["busy"]["max_requests"], 3);
     assert_eq!(v["busy"]["threshold_requests"], 4);
-    assert!(close(f(&v, "utilization"), 0.5, 1e-12));
+    assert_close(num(&v, "utilization"), 0.5, 1e-12);
 }
 
 #[test]
 fn json_has_the_stable_keys() {
-    let v = json(&["analyze", path_str(&data("tiny.csv"))]);
+    let v = json(&["analyze", path_str(&fixture("tiny.csv"))]);
     for key in [
         "trace.requests",
         "trace.span_s",
@@ -110,7 +65,7 @@ fn json_has_the_stable_keys() {
         "busy.cws",
         "utilization",
     ] {
-        f(&v, key); // panics naming the key when absent or not a number
+        num(&v, key); // panics naming the key when absent or not a number
     }
     let devices = v["trace"]["devices"]
         .as_array()
@@ -122,9 +77,9 @@ fn json_has_the_stable_keys() {
 
 #[test]
 fn terminal_summary_is_readable() {
-    let o = fallow(&["analyze", path_str(&data("tiny.csv"))]);
+    let o = fallow(&["analyze", path_str(&fixture("tiny.csv"))]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = stdout_text(&o);
     for want in [
         "Idle intervals",
         "Busy periods",
@@ -146,7 +101,7 @@ fn terminal_summary_is_readable() {
 /// Device 0: one idle interval 8→200 = 192 ms, 2 busy periods, utilisation 13 / 205.
 #[test]
 fn several_devices_analyse_the_busiest_and_say_so() {
-    let o = fallow(&["analyze", path_str(&data("two_devices.csv")), "--json"]);
+    let o = fallow(&["analyze", path_str(&fixture("two_devices.csv")), "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.contains("analysing the busiest, device 3"), "{err}");
@@ -162,33 +117,33 @@ fn several_devices_analyse_the_busiest_and_say_so() {
     assert_eq!(v["trace"]["requests"], 4);
     assert_eq!(v["trace"]["reordered"], 1);
     assert_eq!(v["idle"]["count"], 3);
-    assert!(close(f(&v, "idle.mean_s"), 0.070 / 3.0, 1e-12));
+    assert_close(num(&v, "idle.mean_s"), 0.070 / 3.0, 1e-12);
     assert_eq!(v["busy"]["count"], 4);
     assert_eq!(v["busy"]["max_requests"], 1);
-    assert!(close(f(&v, "utilization"), 40.0 / 110.0, 1e-12));
+    assert_close(num(&v, "utilization"), 40.0 / 110.0, 1e-12);
 }
 
 #[test]
 fn device_flag_selects_a_device() {
     let v = json(&[
         "analyze",
-        path_str(&data("two_devices.csv")),
+        path_str(&fixture("two_devices.csv")),
         "--device",
         "0",
     ]);
     assert_eq!(v["trace"]["requests"], 2);
     assert_eq!(v["trace"]["devices"].as_array().unwrap().len(), 2);
     assert_eq!(v["idle"]["count"], 1);
-    assert!(close(f(&v, "idle.mean_s"), 0.192, 1e-12));
+    assert_close(num(&v, "idle.mean_s"), 0.192, 1e-12);
     assert_eq!(v["busy"]["count"], 2);
-    assert!(close(f(&v, "utilization"), 13.0 / 205.0, 1e-12));
+    assert_close(num(&v, "utilization"), 13.0 / 205.0, 1e-12);
 }
 
 #[test]
 fn unknown_device_is_a_usage_error() {
     let o = fallow(&[
         "analyze",
-        path_str(&data("two_devices.csv")),
+        path_str(&fixture("two_devices.csv")),
         "--device",
         "7",
     ]);
@@ -203,7 +158,7 @@ fn unknown_device_is_a_usage_error() {
 /// broken.csv: line 4 (after the header and two good records) has size `12x4`.
 #[test]
 fn malformed_record_names_file_line_and_field() {
-    let o = fallow(&["analyze", path_str(&data("broken.csv"))]);
+    let o = fallow(&["analyze", path_str(&fixture("broken.csv"))]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.contains("broken.csv"), "{err}");
@@ -219,7 +174,7 @@ fn malformed_record_names_file_line_and_field() {
 fn skip_bad_counts_and_reports() {
     let o = fallow(&[
         "analyze",
-        path_str(&data("broken.csv")),
+        path_str(&fixture("broken.csv")),
         "--skip-bad",
         "--json",
     ]);
@@ -231,7 +186,7 @@ fn skip_bad_counts_and_reports() {
     assert_eq!(v["trace"]["skipped"], 1);
     assert_eq!(v["trace"]["requests"], 3);
     assert_eq!(v["idle"]["count"], 2);
-    assert!(close(f(&v, "idle.mean_s"), 0.035, 1e-12));
+    assert_close(num(&v, "idle.mean_s"), 0.035, 1e-12);
 }
 
 /// --service const:10ms replaces the recorded completions with a FCFS queue
@@ -242,20 +197,20 @@ fn skip_bad_counts_and_reports() {
 fn service_model_replaces_completions() {
     let v = json(&[
         "analyze",
-        path_str(&data("tiny.csv")),
+        path_str(&fixture("tiny.csv")),
         "--service",
         "const:10ms",
     ]);
     assert_eq!(v["trace"]["completions"]["kind"], "modelled");
     assert_eq!(v["idle"]["count"], 2);
-    assert!(close(f(&v, "idle.mean_s"), 0.035, 1e-12));
+    assert_close(num(&v, "idle.mean_s"), 0.035, 1e-12);
     assert_eq!(v["busy"]["max_requests"], 3);
-    assert!(close(f(&v, "utilization"), 60.0 / 130.0, 1e-12));
+    assert_close(num(&v, "utilization"), 60.0 / 130.0, 1e-12);
 }
 
 #[test]
 fn bad_flag_values_are_usage_errors() {
-    let tiny = data("tiny.csv");
+    let tiny = fixture("tiny.csv");
     for args in [
         vec!["analyze", path_str(&tiny), "--service", "warp:9"],
         vec!["analyze", path_str(&tiny), "--format", "punchcards"],
@@ -290,13 +245,13 @@ fn html_report_is_one_self_contained_file() {
     let out = dir.path().join("r.html");
     let o = fallow(&[
         "analyze",
-        path_str(&data("tiny.csv")),
+        path_str(&fixture("tiny.csv")),
         "--html",
         path_str(&out),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stdout(&o).contains("r.html"),
+        stdout_text(&o).contains("r.html"),
         "the summary names the report"
     );
     let html = std::fs::read_to_string(&out).unwrap();
@@ -320,7 +275,7 @@ fn json_and_html_together() {
     let out = dir.path().join("r.html");
     let o = fallow(&[
         "analyze",
-        path_str(&data("tiny.csv")),
+        path_str(&fixture("tiny.csv")),
         "--json",
         "--html",
         path_str(&out),
@@ -335,7 +290,7 @@ fn json_and_html_together() {
 fn convert_then_analyze_the_binary_cache() {
     let dir = tempfile::tempdir().unwrap();
     let fbt = dir.path().join("tiny.fbt");
-    let tiny = data("tiny.csv");
+    let tiny = fixture("tiny.csv");
     let o = fallow(&["convert", path_str(&tiny), "-o", path_str(&fbt)]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("wrote 6 requests"), "{}", stderr(&o));
@@ -353,12 +308,12 @@ fn convert_then_analyze_the_binary_cache() {
 fn convert_refuses_to_overwrite_its_input() {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("t.csv");
-    std::fs::copy(data("tiny.csv"), &copy).unwrap();
+    std::fs::copy(fixture("tiny.csv"), &copy).unwrap();
     let o = fallow(&["convert", path_str(&copy), "-o", path_str(&copy)]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         std::fs::read(&copy).unwrap(),
-        std::fs::read(data("tiny.csv")).unwrap()
+        std::fs::read(fixture("tiny.csv")).unwrap()
     );
 }
 
@@ -368,7 +323,7 @@ fn demo_writes_report_and_json() {
     let out = dir.path().join("demo");
     let o = fallow(&["demo", "--out", path_str(&out)]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
+    let text = stdout_text(&o);
     assert!(
         text.contains("report.html") && text.contains("Findings"),
         "{text}"
@@ -379,24 +334,20 @@ fn demo_writes_report_and_json() {
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(v["trace"]["requests"], 200_000);
     // the workload is built for 20 % utilisation on the disk model
-    assert!(
-        close(f(&v, "utilization"), 0.2, 0.03),
-        "{}",
-        v["utilization"]
-    );
-    assert!(f(&v, "idle.cv") > 1.0, "the demo workload is bursty");
+    assert_close(num(&v, "utilization"), 0.2, 0.03);
+    assert!(num(&v, "idle.cv") > 1.0, "the demo workload is bursty");
 }
 
 #[test]
 fn help_explains_subcommands_and_units() {
     let o = fallow(&["--help"]);
     assert!(o.status.success());
-    let h = stdout(&o);
+    let h = stdout_text(&o);
     for want in ["analyze", "convert", "demo", "Examples:"] {
         assert!(h.contains(want), "`{want}` missing from --help:\n{h}");
     }
     let o = fallow(&["analyze", "--help"]);
-    let h = stdout(&o);
+    let h = stdout_text(&o);
     for want in [
         "--service",
         "exp:5ms",
@@ -413,38 +364,20 @@ fn help_explains_subcommands_and_units() {
     }
 }
 
-/// The figures stated in /work/shared/traces/README.md for the pgbench trace.
+/// The figures stated in the shared traces' README.md for the pgbench trace.
 #[test]
 fn pgbench_trace_matches_its_readme() {
-    let trace = Path::new("/work/shared/traces/pgbench-ext4-loop/pgbench-ext4-loop.csv.gz");
-    if !trace.exists() {
-        eprintln!("skipped: {} is not available", trace.display());
+    let Some(trace) = shared_trace("pgbench-ext4-loop/pgbench-ext4-loop.csv.gz") else {
         return;
-    }
-    let v = json(&["analyze", path_str(trace)]);
+    };
+    let v = json(&["analyze", path_str(&trace)]);
     assert_eq!(v["trace"]["requests"], 24_708);
     assert_eq!(v["trace"]["reads"], 8_969);
     assert_eq!(v["idle"]["count"], 19_287);
     // "mean idle 12.3 ms, CV 2.31, longest 0.70 s, mean busy period 1.28 requests"
-    assert!(
-        close(f(&v, "idle.mean_s") * 1e3, 12.3, 0.05),
-        "{}",
-        v["idle"]["mean_s"]
-    );
-    assert!(close(f(&v, "idle.cv"), 2.31, 0.005), "{}", v["idle"]["cv"]);
-    assert!(
-        close(f(&v, "idle.max_s"), 0.70, 0.005),
-        "{}",
-        v["idle"]["max_s"]
-    );
-    assert!(
-        close(f(&v, "busy.mean_requests"), 1.28, 0.005),
-        "{}",
-        v["busy"]["mean_requests"]
-    );
-    assert!(
-        close(f(&v, "trace.span_s"), 241.7, 0.05),
-        "{}",
-        v["trace"]["span_s"]
-    );
+    assert_close(num(&v, "idle.mean_s") * 1e3, 12.3, 0.05);
+    assert_close(num(&v, "idle.cv"), 2.31, 0.005);
+    assert_close(num(&v, "idle.max_s"), 0.70, 0.005);
+    assert_close(num(&v, "busy.mean_requests"), 1.28, 0.005);
+    assert_close(num(&v, "trace.span_s"), 241.7, 0.05);
 }

@@ -10,48 +10,12 @@
 //! 3·154.9 = 464.7 J, standby 18 J; 952.5 J in all; EDP 952.5 · (84 +
 //! 29.5) J·s.
 
-use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn data(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/cli")
-        .join(name)
-        .to_str()
-        .expect("utf-8 path")
-        .to_string()
-}
+use common::{fallow, fixture_arg, json, num, shared_trace, stderr};
 
-fn fallow(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fallow"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the fallow binary runs")
-}
-
-fn json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let o = fallow(&all);
-    assert!(
-        o.status.success(),
-        "fallow {all:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("valid JSON on stdout")
-}
-
-fn f(v: &Value, path: &str) -> f64 {
-    let mut cur = v;
-    for key in path.split('.') {
-        cur = &cur[key];
-    }
-    cur.as_f64()
-        .unwrap_or_else(|| panic!("`{path}` is not a number: {cur}"))
-}
-
+/// Strictly within 1e-6: the hand-computed figures are exact but for
+/// float rounding.
 fn close(got: f64, want: f64) {
     assert!((got - want).abs() < 1e-6, "got {got}, want {want}");
 }
@@ -60,7 +24,7 @@ fn close(got: f64, want: f64) {
 fn hand_worked_trace_gives_the_hand_computed_figures() {
     let v = json(&[
         "energy",
-        &data("energy.csv"),
+        &fixture_arg("energy.csv"),
         "--policy",
         "timeout:t=10s",
         "--local-fraction",
@@ -70,23 +34,23 @@ fn hand_worked_trace_gives_the_hand_computed_figures() {
     assert_eq!(runs.len(), 1);
     let r = &runs[0];
     assert_eq!(r["policy"], "timeout:t=10s");
-    close(f(r, "idle_periods"), 3.0);
-    close(f(r, "mean_idle_s"), 49.5 / 3.0);
-    close(f(r, "spinups"), 3.0);
-    close(f(r, "exposed_delay_s"), 29.5);
-    close(f(r, "exposed_delay_per_request_s"), 36.5 / 8.0);
-    close(f(r, "energy_j.busy"), 84.8);
-    close(f(r, "energy_j.idle"), 385.0);
-    close(f(r, "energy_j.power_cycle"), 464.7);
-    close(f(r, "energy_j.standby"), 18.0);
-    close(f(r, "energy_j.total"), 952.5);
-    close(f(r, "edp"), 952.5 * 113.5);
-    close(f(r, "vs_standalone.energy"), 1.0);
+    close(num(r, "idle_periods"), 3.0);
+    close(num(r, "mean_idle_s"), 49.5 / 3.0);
+    close(num(r, "spinups"), 3.0);
+    close(num(r, "exposed_delay_s"), 29.5);
+    close(num(r, "exposed_delay_per_request_s"), 36.5 / 8.0);
+    close(num(r, "energy_j.busy"), 84.8);
+    close(num(r, "energy_j.idle"), 385.0);
+    close(num(r, "energy_j.power_cycle"), 464.7);
+    close(num(r, "energy_j.standby"), 18.0);
+    close(num(r, "energy_j.total"), 952.5);
+    close(num(r, "edp"), 952.5 * 113.5);
+    close(num(r, "vs_standalone.energy"), 1.0);
     // always-on: 8 s busy, 76 s idle = 844.8 J over the 84 s span
-    close(f(r, "vs_always_on.energy"), 952.5 / 844.8);
-    close(f(r, "vs_always_on.edp"), 952.5 * 113.5 / (844.8 * 84.0));
-    close(f(&v, "power.idle_w"), 10.0);
-    close(f(&v, "break_even_s"), 147.7 / 8.2);
+    close(num(r, "vs_always_on.energy"), 952.5 / 844.8);
+    close(num(r, "vs_always_on.edp"), 952.5 * 113.5 / (844.8 * 84.0));
+    close(num(&v, "power.idle_w"), 10.0);
+    close(num(&v, "break_even_s"), 147.7 / 8.2);
 }
 
 #[test]
@@ -95,13 +59,13 @@ fn table_html_and_every_policy_by_default() {
     let html = dir.path().join("e.html");
     let o = fallow(&[
         "energy",
-        &data("energy.csv"),
+        &fixture_arg("energy.csv"),
         "--html",
         html.to_str().unwrap(),
         "--bg-work",
         "1MiB",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8(o.stdout).unwrap();
     for want in [
         "SARD Tables V, VI",
@@ -118,17 +82,22 @@ fn table_html_and_every_policy_by_default() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<svg") && page.contains("Figure 8") && page.contains("Table VI"));
     // six settings × three policies
-    let v = json(&["energy", &data("energy.csv")]);
+    let v = json(&["energy", &fixture_arg("energy.csv")]);
     assert_eq!(v["runs"].as_array().unwrap().len(), 18);
 }
 
 #[test]
 fn fewer_local_requests_never_mean_more_spin_ups_on_the_fixture() {
-    let v = json(&["energy", &data("energy.csv"), "--policy", "timeout:t=10s"]);
+    let v = json(&[
+        "energy",
+        &fixture_arg("energy.csv"),
+        "--policy",
+        "timeout:t=10s",
+    ]);
     let runs = v["runs"].as_array().unwrap();
     for w in runs.windows(2) {
-        assert!(f(&w[1], "spinups") <= f(&w[0], "spinups"));
-        assert!(f(&w[1], "exposed_delay_s") <= f(&w[0], "exposed_delay_s"));
+        assert!(num(&w[1], "spinups") <= num(&w[0], "spinups"));
+        assert!(num(&w[1], "exposed_delay_s") <= num(&w[0], "exposed_delay_s"));
     }
 }
 
@@ -142,7 +111,7 @@ fn fewer_local_requests_never_mean_more_spin_ups_on_the_fixture() {
 fn file_level_trace_with_a_file_server_and_peers() {
     let v = json(&[
         "energy",
-        &data("energy_files.csv"),
+        &fixture_arg("energy_files.csv"),
         "--files",
         "--user-data",
         "server",
@@ -154,26 +123,23 @@ fn file_level_trace_with_a_file_server_and_peers() {
         "1",
     ]);
     assert_eq!(v["input"]["kind"], "file");
-    close(f(&v, "input.disk_requests"), 3.0);
+    close(num(&v, "input.disk_requests"), 3.0);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
     let (alone, peers) = (&runs[0], &runs[1]);
-    close(f(alone, "spinups"), 2.0);
-    close(f(alone, "server.requests"), 2.0);
-    close(f(peers, "spinups"), 0.0);
-    close(f(peers, "remote.requests"), 2.0);
-    close(f(peers, "local_requests"), 1.0);
-    close(f(peers, "vs_standalone.exposed_delay"), 0.0);
+    close(num(alone, "spinups"), 2.0);
+    close(num(alone, "server.requests"), 2.0);
+    close(num(peers, "spinups"), 0.0);
+    close(num(peers, "remote.requests"), 2.0);
+    close(num(peers, "local_requests"), 1.0);
+    close(num(peers, "vs_standalone.exposed_delay"), 0.0);
 }
 
 #[test]
 fn hp_trace_delay_cut_at_one_percent_local() {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces/hp-hplajw-1992/ajw.1week.srt");
-    if !p.exists() {
-        println!("skipped: {} not found", p.display());
+    let Some(p) = shared_trace("hp-hplajw-1992/ajw.1week.srt") else {
         return;
-    }
+    };
     let v = json(&[
         "energy",
         p.to_str().unwrap(),
@@ -185,7 +151,7 @@ fn hp_trace_delay_cut_at_one_percent_local() {
         "1,0.01",
     ]);
     let runs = v["runs"].as_array().unwrap();
-    let cut = 1.0 - f(&runs[1], "vs_standalone.exposed_delay");
+    let cut = 1.0 - num(&runs[1], "vs_standalone.exposed_delay");
     assert!(cut >= 0.70, "delay cut {cut}");
 }
 
@@ -221,16 +187,16 @@ fn bad_input_exits_2_with_a_clear_message() {
         ),
     ];
     for (extra, want) in cases {
-        let mut args = vec!["energy".to_string(), data("energy.csv")];
+        let mut args = vec!["energy".to_string(), fixture_arg("energy.csv")];
         args.extend(extra);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = fallow(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
+        let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: `{want}` not in {err}");
     }
     let o = fallow(&["energy", bad_csv.to_str().unwrap(), "--files"]);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("line 2") && err.contains("`op`"), "{err}");
 }

@@ -4,25 +4,15 @@
 //! Needs root, /dev/fuse, losetup and tracefs; skipped with a message
 //! otherwise. The bad-input checks run everywhere.
 
+mod common;
+
+use common::{fallow, need_root, run_tool, stderr, BIN};
 use serde_json::Value;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn fallow(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fallow"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("the fallow binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 #[test]
 fn bad_input_exits_2_with_the_culprit_named() {
@@ -78,32 +68,6 @@ fn bad_input_exits_2_with_the_culprit_named() {
     assert!(stderr(&o).contains("--fail: range `9-1`"), "{}", stderr(&o));
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
-    let o = Command::new(cmd)
-        .args(args)
-        .output()
-        .map_err(|e| format!("{cmd}: {e}"))?;
-    if o.status.success() {
-        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
-    } else {
-        Err(format!(
-            "{cmd} {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        ))
-    }
-}
-
 /// Stops the emulator and detaches the loop device whatever happens.
 struct Cleanup {
     pid: Option<String>,
@@ -114,7 +78,7 @@ struct Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         if let Some(l) = self.loop_dev.take() {
-            let _ = run("losetup", &["-d", &l]);
+            let _ = run_tool("losetup", &["-d", &l]);
             std::thread::sleep(Duration::from_millis(200));
         }
         if let Some(p) = self.pid.take() {
@@ -125,7 +89,7 @@ impl Drop for Cleanup {
             }
         }
         if is_mounted(&self.mnt) {
-            let _ = run("umount", &["-l", &self.mnt]);
+            let _ = run_tool("umount", &["-l", &self.mnt]);
         }
     }
 }
@@ -150,18 +114,26 @@ fn stat(path: &Path) -> Vec<u64> {
         .collect()
 }
 
+/// Whether an emulated disk can be mounted here (root and /dev/fuse); if
+/// not, says why, naming the test.
+fn can_emulate(test: &str) -> bool {
+    if !need_root(test) {
+        return false;
+    }
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("skip: {test} needs /dev/fuse");
+        return false;
+    }
+    true
+}
+
 #[test]
 fn emulated_disk_loop_device_record_and_analyze() {
     let name = "emulated_disk_loop_device_record_and_analyze";
-    if !is_root() {
-        eprintln!("SKIP {name}: needs root");
+    if !can_emulate(name) {
         return;
     }
-    if !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIP {name}: no /dev/fuse");
-        return;
-    }
-    if run("losetup", &["--version"]).is_err() {
+    if run_tool("losetup", &["--version"]).is_err() {
         eprintln!("SKIP {name}: no losetup");
         return;
     }
@@ -202,7 +174,7 @@ fn emulated_disk_loop_device_record_and_analyze() {
         .starts_with("disk:rpm=15000"));
     assert_eq!(stat(&stat_file), vec![0; 17]);
 
-    let loop_dev = match run("losetup", &["-f", "--show", &disk]) {
+    let loop_dev = match run_tool("losetup", &["-f", "--show", &disk]) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("SKIP {name}: {e}");
@@ -215,7 +187,7 @@ fn emulated_disk_loop_device_record_and_analyze() {
 
     // record the loop device while reading known blocks through it
     let out_csv = dir.path().join("trace.csv");
-    let recorder = Command::new(env!("CARGO_BIN_EXE_fallow"))
+    let recorder = Command::new(BIN)
         .args([
             "record",
             &loop_dev,
@@ -293,7 +265,7 @@ fn emulated_disk_loop_device_record_and_analyze() {
     terminate(&pid);
     std::thread::sleep(Duration::from_millis(500));
     assert!(is_mounted(&cleanup.mnt), "busy: still mounted");
-    run("losetup", &["-d", &loop_dev]).unwrap();
+    run_tool("losetup", &["-d", &loop_dev]).unwrap();
     cleanup.loop_dev = None;
     std::thread::sleep(Duration::from_millis(300));
     terminate(&pid);
@@ -313,12 +285,7 @@ fn emulated_disk_loop_device_record_and_analyze() {
 #[test]
 fn scrub_reports_exactly_the_sectors_the_emulated_disk_fails() {
     let name = "scrub_reports_exactly_the_sectors_the_emulated_disk_fails";
-    if !is_root() {
-        eprintln!("SKIP {name}: needs root");
-        return;
-    }
-    if !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIP {name}: no /dev/fuse");
+    if !can_emulate(name) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -11,45 +11,46 @@
 //! kills the processes, unmounts and deletes the namespaces and the bridge
 //! even when a test fails.
 
+mod common;
+
+use common::{have, is_root, run_tool, stderr, BIN};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_fallow");
 const PORT: u16 = 7946;
-
-fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(cmd)
-        .args(args)
-        .output()
-        .map_err(|e| format!("{cmd}: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "{cmd} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
 
 /// Why these tests cannot run here, if they cannot.
 fn missing_feature() -> Option<String> {
-    match run("id", &["-u"]) {
-        Ok(u) if u.trim() == "0" => {}
-        _ => return Some("not root".into()),
+    if !is_root() {
+        return Some("not root".into());
     }
     if !Path::new("/dev/fuse").exists() {
         return Some("no /dev/fuse".into());
     }
     for tool in ["ip", "nsenter", "dd", "umount"] {
-        if run("sh", &["-c", &format!("command -v {tool}")]).is_err() {
+        if !have(tool) {
             return Some(format!("`{tool}` not installed"));
         }
     }
     None
+}
+
+/// [`Fleet::new`] where the tests can run; `None`, with a printed
+/// `skipped: …`, where they cannot.
+fn fleet(net: u8, nodes: usize) -> Option<Fleet> {
+    if let Some(why) = missing_feature() {
+        eprintln!("skipped: namespace peer tests ({why})");
+        return None;
+    }
+    match Fleet::new(net, nodes) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            eprintln!("skipped: namespace peer tests (cannot create namespaces: {e})");
+            None
+        }
+    }
 }
 
 /// Namespaces on a bridge, the processes in them and their mounts; all
@@ -80,26 +81,26 @@ impl Fleet {
             dir,
         };
         let br = format!("{tag}b");
-        run("ip", &["link", "add", &br, "type", "bridge"])?;
-        run(
+        run_tool("ip", &["link", "add", &br, "type", "bridge"])?;
+        run_tool(
             "ip",
             &["addr", "add", &format!("{subnet}.254/24"), "dev", &br],
         )?;
-        run("ip", &["link", "set", &br, "up"])?;
+        run_tool("ip", &["link", "set", &br, "up"])?;
         for i in 1..=nodes {
             let ns = fleet.ns(i);
             let (host, inner) = (format!("{tag}h{i}"), format!("{tag}i{i}"));
-            run("ip", &["netns", "add", &ns])?;
-            run(
+            run_tool("ip", &["netns", "add", &ns])?;
+            run_tool(
                 "ip",
                 &["link", "add", &host, "type", "veth", "peer", "name", &inner],
             )?;
-            run("ip", &["link", "set", &inner, "netns", &ns])?;
-            run("ip", &["link", "set", &host, "master", &br, "up"])?;
+            run_tool("ip", &["link", "set", &inner, "netns", &ns])?;
+            run_tool("ip", &["link", "set", &host, "master", &br, "up"])?;
             let exec = |args: &[&str]| {
                 let mut a = vec!["netns", "exec", &ns];
                 a.extend_from_slice(args);
-                run("ip", &a)
+                run_tool("ip", &a)
             };
             exec(&[
                 "ip",
@@ -160,7 +161,7 @@ impl Fleet {
     fn stop(&mut self, i: usize) {
         for (n, c) in self.children.iter_mut() {
             if *n == i {
-                let _ = run("kill", &["-TERM", &c.id().to_string()]);
+                let _ = run_tool("kill", &["-TERM", &c.id().to_string()]);
                 let t = Instant::now();
                 while c.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(5)
                 {
@@ -219,12 +220,12 @@ impl Drop for Fleet {
             let _ = c.wait();
         }
         for m in &self.mounts {
-            let _ = run("umount", &["-l", &m.to_string_lossy()]);
+            let _ = run_tool("umount", &["-l", &m.to_string_lossy()]);
         }
         for i in 1..=self.nodes {
-            let _ = run("ip", &["netns", "del", &self.ns(i)]);
+            let _ = run_tool("ip", &["netns", "del", &self.ns(i)]);
         }
-        let _ = run("ip", &["link", "del", &format!("{}b", self.tag)]);
+        let _ = run_tool("ip", &["link", "del", &format!("{}b", self.tag)]);
     }
 }
 
@@ -261,7 +262,7 @@ fn make_app(root: &Path, i: usize) -> PathBuf {
         std::fs::write(&p, &data).unwrap();
     }
     std::os::unix::fs::symlink("/etc/passwd", app.join("escape")).unwrap();
-    run("sync", &[]).unwrap();
+    run_tool("sync", &[]).unwrap();
     make_cold(&app);
     app
 }
@@ -269,7 +270,7 @@ fn make_app(root: &Path, i: usize) -> PathBuf {
 fn make_cold(app: &Path) {
     for (name, _) in files() {
         let p = app.join(name);
-        run(
+        run_tool(
             "dd",
             &[
                 &format!("if={}", p.display()),
@@ -357,16 +358,8 @@ fn wait_asleep(f: &Fleet, i: usize) {
 
 #[test]
 fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
-    if let Some(why) = missing_feature() {
-        eprintln!("skipped: namespace peer tests ({why})");
+    let Some(mut f) = fleet(1, 3) else {
         return;
-    }
-    let mut f = match Fleet::new(1, 3) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("skipped: namespace peer tests (cannot create namespaces: {e})");
-            return;
-        }
     };
     let root = f.dir.path().to_path_buf();
     let apps: Vec<PathBuf> = (1..=3).map(|i| make_app(&root, i)).collect();
@@ -454,7 +447,7 @@ fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
                 .args(["peer", "get", "--peer", &f.addr(peer), path])
                 .output()
                 .unwrap();
-            let err = String::from_utf8_lossy(&out.stderr);
+            let err = stderr(&out);
             assert_eq!(out.status.code(), Some(1), "{path}: {err}");
             assert!(
                 err.contains("refused") && err.contains(why),
@@ -462,7 +455,7 @@ fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
             );
         }
     }
-    let ok = run(
+    let ok = run_tool(
         BIN,
         &["peer", "get", "--peer", &f.addr(2), "app/share/small.txt"],
     )
@@ -559,16 +552,8 @@ fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
 
 #[test]
 fn membership_converges_after_joins_and_crashes() {
-    if let Some(why) = missing_feature() {
-        eprintln!("skipped: namespace peer tests ({why})");
+    let Some(mut f) = fleet(2, 3) else {
         return;
-    }
-    let mut f = match Fleet::new(2, 3) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("skipped: namespace peer tests (cannot create namespaces: {e})");
-            return;
-        }
     };
     let root = f.dir.path().to_path_buf();
     let apps: Vec<PathBuf> = (1..=3).map(|i| make_app(&root, i)).collect();

@@ -3,28 +3,10 @@
 //! the budget when re-simulated; fronts are non-dominated; the HTML page
 //! has its plot; a bad budget is a usage error.
 
+mod common;
+
+use common::{fallow, json, stderr, stdout};
 use serde_json::Value;
-use std::process::{Command, Output};
-
-fn fallow(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fallow"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the fallow binary runs")
-}
-
-fn json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let o = fallow(&all);
-    assert!(
-        o.status.success(),
-        "fallow {all:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("valid JSON on stdout")
-}
 
 const WORKLOAD: &[&str] = &[
     "--workload",
@@ -76,7 +58,7 @@ fn the_ranking_is_sorted_and_its_top_spec_meets_the_budget() {
     // the table names the top policy and its reason
     let o = fallow(&args);
     assert!(o.status.success());
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = stdout(&o);
     assert!(text.contains(ranking[0]["policy"].as_str().unwrap()));
     assert!(text.contains("fallow simulate "));
 }
@@ -87,7 +69,7 @@ fn a_bad_budget_is_a_usage_error() {
     args.extend_from_slice(WORKLOAD);
     let o = fallow(&args);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("budget"));
+    assert!(stderr(&o).contains("budget"));
 }
 
 #[test]

@@ -2,44 +2,9 @@
 //! fixture played twice) and `--retune BUDGET` (the knob's trajectory, its
 //! errors, and where it settles on an M/M/1 workload, from theory).
 
-use serde_json::Value;
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn tiny() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/cli/tiny.csv")
-        .to_str()
-        .expect("utf-8 path")
-        .to_string()
-}
-
-fn fallow(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fallow"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the fallow binary runs")
-}
-
-fn json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let o = fallow(&all);
-    assert!(
-        o.status.success(),
-        "fallow {all:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("valid JSON on stdout")
-}
-
-fn close(got: &Value, want: f64, tol: f64) {
-    let g = got
-        .as_f64()
-        .unwrap_or_else(|| panic!("not a number: {got}"));
-    assert!((g - want).abs() <= tol, "got {g}, want {want} ± {tol}");
-}
+use common::{assert_close, fallow, json, num, stderr, tiny};
 
 /// tiny.csv then tiny.csv 1 s later (tests/simulate.rs has the fixture by
 /// hand: busy periods [0,15] (2 requests), [40,50], [100,150] (3), in ms),
@@ -73,27 +38,27 @@ fn then_reports_each_part_by_hand() {
     let p = &v["parts"];
     assert_eq!(p.as_array().map(Vec::len), Some(2), "{v}");
     assert_eq!(p[0]["requests"], 6);
-    close(&p[0]["mean_added_delay_s"], 0.020 / 6.0, 1e-12);
+    assert_close(num(&p[0], "mean_added_delay_s"), 0.020 / 6.0, 1e-12);
     assert_eq!(p[0]["delayed_requests"], 4);
     assert_eq!(p[0]["collisions"], 2);
     assert_eq!(p[0]["bg_bytes"], 3 * 65_536);
-    close(&p[0]["span_s"], 0.150, 1e-12);
-    close(
-        &p[0]["bg_throughput_bytes_per_s"],
+    assert_close(num(&p[0], "span_s"), 0.150, 1e-12);
+    assert_close(
+        num(&p[0], "bg_throughput_bytes_per_s"),
         3.0 * 65_536.0 / 0.150,
         1e-6,
     );
     assert_eq!(p[1]["requests"], 6);
-    close(&p[1]["mean_added_delay_s"], 0.030 / 6.0, 1e-12);
+    assert_close(num(&p[1], "mean_added_delay_s"), 0.030 / 6.0, 1e-12);
     assert_eq!(p[1]["delayed_requests"], 2);
     assert_eq!(p[1]["collisions"], 1);
     assert_eq!(p[1]["bg_bytes"], 52 * 65_536);
-    close(&p[1]["span_s"], 1.150, 1e-9);
+    assert_close(num(&p[1], "span_s"), 1.150, 1e-9);
     // baseline mean 85/6 ms in both parts
-    close(&p[1]["slowdown"], 30.0 / 85.0, 1e-9);
+    assert_close(num(&p[1], "slowdown"), 30.0 / 85.0, 1e-9);
     // the whole run
     assert_eq!(v["fg"]["requests"], 12);
-    close(&v["fg"]["mean_added_delay_s"], 0.050 / 12.0, 1e-12);
+    assert_close(num(&v, "fg.mean_added_delay_s"), 0.050 / 12.0, 1e-12);
     assert_eq!(v["bg"]["completed"], 55);
     assert!(v["retune"].is_null(), "no --retune");
     let src = p[0]["source"].as_str().unwrap();
@@ -112,7 +77,7 @@ fn then_summary_has_a_parts_table() {
         "--bg",
         "const:20ms",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8(o.stdout).unwrap();
     assert!(out.contains("tiny.csv + tiny.csv"), "{out}");
     assert!(out.contains("Parts"), "{out}");
@@ -185,7 +150,7 @@ fn retune_summary_names_the_knob() {
         "--window",
         "400",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8(o.stdout).unwrap();
     assert!(
         out.contains("Re-tuned `t` online for 2% (window 400 idle intervals, refit every 100)"),
@@ -242,7 +207,7 @@ fn bad_retune_and_then_flags_exit_2_with_the_reason() {
         );
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = fallow(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
+        let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{flags:?}: {err}");
         assert!(err.contains(why), "{flags:?}: {err}");
     }

@@ -3,47 +3,14 @@
 //! network namespaces. Tests that need root, cgroups, loop devices or
 //! `ip` print `skip: …` and pass where those are missing.
 
+mod common;
+
+use common::{bad_input, fallow, fallow_cmd, have, is_root, need_root, stderr, tune_result, BIN};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn fallow() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_fallow"));
-    c.env("NO_COLOR", "1");
-    c
-}
-
-fn run(args: &[&str]) -> Output {
-    fallow()
-        .args(args)
-        .output()
-        .expect("the fallow binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let l = s.lines().find(|l| l.starts_with("Uid:"))?;
-            Some(l.split_whitespace().nth(2)? == "0")
-        })
-        .unwrap_or(false)
-}
-
-fn have(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
 
 fn sh(script: &str) -> ExitStatus {
     Command::new("sh").args(["-c", script]).status().unwrap()
@@ -170,7 +137,7 @@ fn alive(pid: u32) -> bool {
 fn exit_status_and_output_pass_through() {
     let dir = tempfile::tempdir().unwrap();
     let stat = StatFile::new(dir.path());
-    let o = run(&[
+    let o = fallow(&[
         "run",
         "-q",
         "--device",
@@ -184,7 +151,7 @@ fn exit_status_and_output_pass_through() {
     assert_eq!(String::from_utf8_lossy(&o.stdout), "out\n");
     assert_eq!(stderr(&o), "", "-q prints nothing of fallow's own");
     // ended by a signal: 128 + 15, as a shell reports it
-    let o = run(&[
+    let o = fallow(&[
         "run",
         "-q",
         "--device",
@@ -196,7 +163,7 @@ fn exit_status_and_output_pass_through() {
     ]);
     assert_eq!(o.status.code(), Some(143), "{}", stderr(&o));
     // the command's arguments are its own, dashes and all
-    let o = run(&[
+    let o = fallow(&[
         "run",
         "-q",
         "--device",
@@ -290,14 +257,13 @@ fn bad_input_is_a_clear_error_with_status_2() {
         ),
     ];
     for (args, want) in cases {
-        let o = run(args);
-        let e = stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
-        assert!(e.contains(want), "{args:?}: `{want}` not in: {e}");
-        assert!(!e.contains("panicked"), "{e}");
+        bad_input(args, &[want]);
     }
     // no command at all: usage
-    assert_eq!(run(&["run", "--device", stat.arg()]).status.code(), Some(2));
+    assert_eq!(
+        fallow(&["run", "--device", stat.arg()]).status.code(),
+        Some(2)
+    );
 }
 
 /// The signal freezer needs no privileges: run it as whoever we are.
@@ -324,7 +290,7 @@ fn paused_while_busy_file(freezer: Option<&str>) {
     }
     let script = ticker(&out, &stop);
     args.extend(["--", "sh", "-c", &script]);
-    let mut child = fallow().args(&args).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = fallow_cmd(&args).stderr(Stdio::piped()).spawn().unwrap();
     wait_until("the first tick", Duration::from_secs(10), || {
         !lines(&out).is_empty()
     });
@@ -352,14 +318,6 @@ fn paused_while_busy_file(freezer: Option<&str>) {
 }
 
 // ---------------------------------------------------------------- root
-
-fn need_root(what: &str) -> bool {
-    if !is_root() {
-        eprintln!("skip: {what} needs root");
-        return false;
-    }
-    true
-}
 
 /// The freezers this machine has: cgroup2 where a v2 hierarchy is mounted,
 /// cgroup1 where the v1 freezer is, and signal always.
@@ -403,7 +361,7 @@ fn non_root_gets_a_clear_error_for_cgroup_freezers() {
     for f in freezers().into_iter().filter(|f| *f != "signal") {
         let o = Command::new("setpriv")
             .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
-            .arg(env!("CARGO_BIN_EXE_fallow"))
+            .arg(BIN)
             .args(["run", "--freezer", f, "--device", stat.arg(), "--", "true"])
             .output()
             .unwrap();
@@ -442,8 +400,7 @@ fn killed_while_frozen(freezer: &str, signal: &str, want_status: Option<i32>) {
         "for i in $(seq 60); do echo $i >> {o}; sleep 0.02; done; echo END >> {o}",
         o = out.display()
     );
-    let mut child = fallow()
-        .args(["run", "--freezer", freezer, "--device", stat.arg()])
+    let mut child = fallow_cmd(&["run", "--freezer", freezer, "--device", stat.arg()])
         .args(["--policy", "fixed-wait:t=10ms", "--", "sh", "-c", &script])
         .stderr(Stdio::piped())
         .spawn()
@@ -493,8 +450,7 @@ fn a_leftover_child_does_not_hold_fallow_and_its_cgroup_goes_later() {
     let dir = tempfile::tempdir().unwrap();
     let stat = StatFile::new(dir.path());
     let t0 = Instant::now();
-    let mut child = fallow()
-        .args(["run", "--device", stat.arg(), "--policy", "aggressive"])
+    let mut child = fallow_cmd(&["run", "--device", stat.arg(), "--policy", "aggressive"])
         .args(["--", "sh", "-c", "sleep 1 & exit 4"])
         .stderr(Stdio::piped())
         .spawn()
@@ -525,20 +481,19 @@ fn sigint_is_passed_on_to_the_command() {
     let stat = StatFile::new(dir.path());
     let out = dir.path().join("ticks");
     let script = ticker(&out, &dir.path().join("never"));
-    let mut child = fallow()
-        .args([
-            "run",
-            "-q",
-            "--freezer",
-            f,
-            "--device",
-            stat.arg(),
-            "--policy",
-            "aggressive",
-        ])
-        .args(["--", "sh", "-c", &script])
-        .spawn()
-        .unwrap();
+    let mut child = fallow_cmd(&[
+        "run",
+        "-q",
+        "--freezer",
+        f,
+        "--device",
+        stat.arg(),
+        "--policy",
+        "aggressive",
+    ])
+    .args(["--", "sh", "-c", &script])
+    .spawn()
+    .unwrap();
     wait_until("the first tick", Duration::from_secs(10), || {
         !lines(&out).is_empty()
     });
@@ -608,19 +563,18 @@ fn paused_during_fg_io_on_a_loop_device() {
         dir.path().join("report.json"),
     );
     let script = ticker(&out, &stop);
-    let mut child = fallow()
-        .args([
-            "run",
-            "-q",
-            "--device",
-            &lo.dev,
-            "--policy",
-            "fixed-wait:t=100ms",
-        ])
-        .args(["--slice", "20ms", "--report", report.to_str().unwrap()])
-        .args(["--", "sh", "-c", &script])
-        .spawn()
-        .unwrap();
+    let mut child = fallow_cmd(&[
+        "run",
+        "-q",
+        "--device",
+        &lo.dev,
+        "--policy",
+        "fixed-wait:t=100ms",
+    ])
+    .args(["--slice", "20ms", "--report", report.to_str().unwrap()])
+    .args(["--", "sh", "-c", &script])
+    .spawn()
+    .unwrap();
     wait_until("the first tick", Duration::from_secs(10), || {
         !lines(&out).is_empty()
     });
@@ -676,7 +630,7 @@ fn the_commands_own_io_is_not_foreground() {
     let dir = tempfile::tempdir().unwrap();
     for f in freezers() {
         let report = dir.path().join(format!("{f}.json"));
-        let o = run(&[
+        let o = fallow(&[
             "run",
             "-q",
             "--freezer",
@@ -779,18 +733,17 @@ fn fg_traffic_on_the_interface_pauses_the_command() {
     let dir = tempfile::tempdir().unwrap();
     let (out, stop) = (dir.path().join("ticks"), dir.path().join("stop"));
     let script = ticker(&out, &stop);
-    let mut child = fallow()
-        .args([
-            "run",
-            "-q",
-            "--net",
-            &v.host,
-            "--policy",
-            "preemption-interval:p=100ms",
-        ])
-        .args(["--", "sh", "-c", &script])
-        .spawn()
-        .unwrap();
+    let mut child = fallow_cmd(&[
+        "run",
+        "-q",
+        "--net",
+        &v.host,
+        "--policy",
+        "preemption-interval:p=100ms",
+    ])
+    .args(["--", "sh", "-c", &script])
+    .spawn()
+    .unwrap();
     wait_until("the first tick", Duration::from_secs(10), || {
         !lines(&out).is_empty()
     });
@@ -847,7 +800,7 @@ fn the_commands_traffic_from_its_namespace_is_not_foreground() {
         "for i in $(seq 150); do echo x > /dev/udp/{}/9; sleep 0.005; done",
         v.host_ip
     );
-    let o = run(&[
+    let o = fallow(&[
         "run",
         "-q",
         "--net",
@@ -876,30 +829,9 @@ fn the_commands_traffic_from_its_namespace_is_not_foreground() {
 fn a_tune_result_sets_the_policy() {
     let dir = tempfile::tempdir().unwrap();
     let stat = StatFile::new(dir.path());
-    let o = run(&[
-        "tune",
-        "--workload",
-        "poisson",
-        "--utilization",
-        "0.2",
-        "--requests",
-        "2000",
-        "--policy",
-        "fixed-wait",
-        "--budget",
-        "5%",
-        "--sizes",
-        "64KiB",
-        "--bg",
-        "size",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let tuned: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (tuned, path) = tune_result(dir.path(), "64KiB");
     let spec = tuned["best"]["spec"].as_str().unwrap().to_string();
-    let path = dir.path().join("tune.json");
-    std::fs::write(&path, &o.stdout).unwrap();
-    let o = run(&[
+    let o = fallow(&[
         "run",
         "--device",
         stat.arg(),
@@ -915,7 +847,7 @@ fn a_tune_result_sets_the_policy() {
         stderr(&o)
     );
     // not both
-    let o = run(&[
+    let o = fallow(&[
         "run",
         "--tuned",
         path.to_str().unwrap(),
@@ -946,7 +878,7 @@ fn a_config_file_sets_policy_slice_report_and_metrics() {
     )
     .unwrap();
     let report = dir.path().join("report.json");
-    let o = run(&[
+    let o = fallow(&[
         "run",
         "--config",
         cfg.to_str().unwrap(),
@@ -979,7 +911,7 @@ fn a_config_file_sets_policy_slice_report_and_metrics() {
     // flags beat the file
     std::fs::remove_file(&report).unwrap();
     let other = dir.path().join("other.json");
-    let o = run(&[
+    let o = fallow(&[
         "run",
         "--config",
         cfg.to_str().unwrap(),
@@ -1041,14 +973,10 @@ fn a_bad_config_is_a_clear_error_with_status_2() {
             args.extend(["--device", stat.arg()]);
         }
         args.extend(["--", "sh", "-c", &touch]);
-        let o = run(&args);
-        let e = stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{text}: {e}");
-        assert!(e.contains(&format!("bad{i}.toml")), "{text}: {e}");
-        for w in *want {
-            assert!(e.contains(w), "{text}: `{w}` not in: {e}");
-        }
-        assert!(!e.contains("panicked"), "{e}");
+        let file = format!("bad{i}.toml");
+        let mut needles = vec![file.as_str()];
+        needles.extend_from_slice(want);
+        bad_input(&args, &needles);
         assert!(!marker.exists(), "{text}: the command ran");
     }
 }

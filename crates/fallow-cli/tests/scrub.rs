@@ -5,6 +5,11 @@
 //! that coverage is exactly `[0, size)` with at most one request repeated
 //! per resume, and that the device's content is unchanged.
 
+mod common;
+
+use common::{
+    bad_input, fallow, fallow_cmd, json, json_of, need_root, path_str, stderr, tune_result,
+};
 use serde_json::Value;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -12,59 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn fallow_cmd(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_fallow"));
-    c.args(args).env("NO_COLOR", "1");
-    c
-}
-
-fn fallow(args: &[&str]) -> Output {
-    fallow_cmd(args).output().expect("the fallow binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn json_of(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON on stdout ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&o.stdout),
-            stderr(o)
-        )
-    })
-}
-
-/// Run with `--json`, asserting success.
-fn json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let o = fallow(&all);
-    assert!(o.status.success(), "fallow {all:?} failed: {}", stderr(&o));
-    json_of(&o)
-}
-
-/// Run, expecting exit status 2 (bad input) and a message containing every `needle`.
-fn bad_input(args: &[&str], needles: &[&str]) {
-    let o = fallow(args);
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "fallow {args:?}: {e}");
-    for n in needles {
-        assert!(e.contains(n), "fallow {args:?}: `{n}` not in: {e}");
-    }
-    assert!(!e.contains("panicked"), "{e}");
-}
-
 /// The known content: byte i of the target.
 fn pattern(len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| ((i / 4096) as u32 * 31 + (i % 4096) as u32 % 251) as u8)
         .collect()
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
 }
 
 /// A temp dir with a target file of `len` pattern bytes.
@@ -122,7 +79,7 @@ fn plain_file_json_report_has_the_keys_and_the_file_is_untouched() {
     let log = dir.path().join("log.jsonl");
     let v = json(&[
         "scrub",
-        p(&t),
+        path_str(&t),
         "--monitor",
         "none",
         "--policy",
@@ -130,9 +87,9 @@ fn plain_file_json_report_has_the_keys_and_the_file_is_untouched() {
         "--size",
         "1MiB",
         "--checkpoint",
-        p(&ck),
+        path_str(&ck),
         "--log",
-        p(&log),
+        path_str(&log),
     ]);
     assert_eq!(v["target_bytes"], len as u64);
     assert_eq!(v["scrubbed_bytes"], len as u64);
@@ -163,11 +120,11 @@ fn the_default_monitor_watches_the_files_disk_and_reports_its_cost() {
     let ck = dir.path().join("ck.json");
     let v = json(&[
         "scrub",
-        p(&t),
+        path_str(&t),
         "--policy",
         "aggressive",
         "--checkpoint",
-        p(&ck),
+        path_str(&ck),
     ]);
     assert_eq!(v["scrubbed_bytes"], 4u64 << 20);
     let m = &v["monitor"];
@@ -187,7 +144,7 @@ fn staggered_order_visits_each_segment_once_regions_first() {
     let log = dir.path().join("log.jsonl");
     let v = json(&[
         "scrub",
-        p(&t),
+        path_str(&t),
         "--monitor",
         "none",
         "--policy",
@@ -199,9 +156,9 @@ fn staggered_order_visits_each_segment_once_regions_first() {
         "--regions",
         "3",
         "--checkpoint",
-        p(&dir.path().join("ck.json")),
+        path_str(&dir.path().join("ck.json")),
         "--log",
-        p(&log),
+        path_str(&log),
     ]);
     assert_eq!(
         (v["order"].clone(), v["regions"].clone()),
@@ -222,7 +179,7 @@ fn resume_continues_where_the_last_run_stopped_with_nothing_repeated() {
     let log = dir.path().join("log.jsonl");
     let common = [
         "scrub",
-        p(&t),
+        path_str(&t),
         "--monitor",
         "none",
         "--policy",
@@ -230,9 +187,9 @@ fn resume_continues_where_the_last_run_stopped_with_nothing_repeated() {
         "--size",
         "512KiB",
         "--checkpoint",
-        p(&ck),
+        path_str(&ck),
         "--log",
-        p(&log),
+        path_str(&log),
     ];
     let mut first = common.to_vec();
     first.extend(["--max-bytes", "3MiB"]);
@@ -264,13 +221,13 @@ fn resume_without_a_checkpoint_starts_fresh_and_resume_takes_the_checkpoints_set
     let ck = dir.path().join("ck.json");
     let base = [
         "scrub",
-        p(&t),
+        path_str(&t),
         "--monitor",
         "none",
         "--policy",
         "aggressive",
         "--checkpoint",
-        p(&ck),
+        path_str(&ck),
     ];
     let mut a = base.to_vec();
     a.extend([
@@ -304,11 +261,11 @@ fn a_checkpoint_of_another_scrub_is_refused() {
     let ck = dir.path().join("ck.json");
     json(&[
         "scrub",
-        p(&t),
+        path_str(&t),
         "--monitor",
         "none",
         "--checkpoint",
-        p(&ck),
+        path_str(&ck),
         "--max-bytes",
         "256KiB",
         "--policy",
@@ -317,11 +274,11 @@ fn a_checkpoint_of_another_scrub_is_refused() {
     let resume = |target: &Path, extra: &[&str], needles: &[&str]| {
         let mut a = vec![
             "scrub",
-            p(target),
+            path_str(target),
             "--monitor",
             "none",
             "--checkpoint",
-            p(&ck),
+            path_str(&ck),
             "--resume",
         ];
         a.extend(extra);
@@ -353,17 +310,17 @@ fn a_checkpoint_of_another_scrub_is_refused() {
 fn missing_targets_and_bad_settings_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let ck = dir.path().join("ck.json");
-    let ckp = p(&ck);
+    let ckp = path_str(&ck);
     bad_input(
         &["scrub", "/no/such/disk", "--checkpoint", ckp],
         &["/no/such/disk", "no such file or block device"],
     );
     bad_input(
-        &["scrub", p(dir.path()), "--checkpoint", ckp],
+        &["scrub", path_str(dir.path()), "--checkpoint", ckp],
         &["is a directory"],
     );
     let (_d, t) = setup(65536);
-    let tp = p(&t);
+    let tp = path_str(&t);
     bad_input(
         &["scrub", tp, "--checkpoint", ckp, "--policy", "nope"],
         &["unknown policy `nope`"],
@@ -419,12 +376,12 @@ fn missing_targets_and_bad_settings_are_clear_errors() {
     let cfg = dir.path().join("bad.toml");
     std::fs::write(&cfg, "[scrub]\nmax_rate = \"64MiB/s\"\nregoins = 4\n").unwrap();
     bad_input(
-        &["scrub", tp, "--checkpoint", ckp, "--config", p(&cfg)],
+        &["scrub", tp, "--checkpoint", ckp, "--config", path_str(&cfg)],
         &["bad.toml", "regoins"],
     );
     std::fs::write(&cfg, "[scrub]\nsize = \"big\"\n").unwrap();
     bad_input(
-        &["scrub", tp, "--checkpoint", ckp, "--config", p(&cfg)],
+        &["scrub", tp, "--checkpoint", ckp, "--config", path_str(&cfg)],
         &["bad.toml", "size"],
     );
     std::fs::write(&ck, "{ not json").unwrap();
@@ -433,7 +390,14 @@ fn missing_targets_and_bad_settings_are_clear_errors() {
         &["ck.json", "not a fallow scrub checkpoint"],
     );
     let nodir = dir.path().join("no/such/dir/ck.json");
-    let o = fallow(&["scrub", tp, "--checkpoint", p(&nodir), "--monitor", "none"]);
+    let o = fallow(&[
+        "scrub",
+        tp,
+        "--checkpoint",
+        path_str(&nodir),
+        "--monitor",
+        "none",
+    ]);
     assert_ne!(o.status.code(), Some(0));
     assert!(stderr(&o).contains("no/such/dir"), "{}", stderr(&o));
 }
@@ -441,38 +405,17 @@ fn missing_targets_and_bad_settings_are_clear_errors() {
 #[test]
 fn a_tune_result_sets_policy_size_and_a_config_file_the_rest() {
     let (dir, t) = setup(2 << 20);
-    let o = fallow(&[
-        "tune",
-        "--workload",
-        "poisson",
-        "--utilization",
-        "0.2",
-        "--requests",
-        "2000",
-        "--policy",
-        "fixed-wait",
-        "--budget",
-        "5%",
-        "--sizes",
-        "64KiB,256KiB",
-        "--bg",
-        "size",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let tuned = json_of(&o);
-    let tune_path = dir.path().join("tune.json");
-    std::fs::write(&tune_path, &o.stdout).unwrap();
+    let (tuned, tune_path) = tune_result(dir.path(), "64KiB,256KiB");
     let ck = dir.path().join("ck.json");
     let v = json(&[
         "scrub",
-        p(&t),
+        path_str(&t),
         "--monitor",
         "none",
         "--tuned",
-        p(&tune_path),
+        path_str(&tune_path),
         "--checkpoint",
-        p(&ck),
+        path_str(&ck),
     ]);
     assert_eq!(v["policy"], tuned["best"]["spec"]);
     assert_eq!(v["policy_from"], "tune result");
@@ -484,7 +427,7 @@ fn a_tune_result_sets_policy_size_and_a_config_file_the_rest() {
         "[live]\npolicy = \"aggressive\"\ntuned = \"tune.json\"\nmonitor = \"none\"\n\n[scrub]\nsize = \"128KiB\"\norder = \"staggered\"\nregions = 2\ncheckpoint = \"cfg-ck.json\"\n\n[run]\nwhatever = true\n",
     )
     .unwrap();
-    let v = json(&["scrub", p(&t), "--config", p(&cfg)]);
+    let v = json(&["scrub", path_str(&t), "--config", path_str(&cfg)]);
     assert_eq!(
         (v["policy"].clone(), v["policy_from"].clone()),
         ("aggressive".into(), "config".into())
@@ -497,9 +440,9 @@ fn a_tune_result_sets_policy_size_and_a_config_file_the_rest() {
     // and a flag beats the config
     let v = json(&[
         "scrub",
-        p(&t),
+        path_str(&t),
         "--config",
-        p(&cfg),
+        path_str(&cfg),
         "--restart",
         "--size",
         "64KiB",
@@ -515,7 +458,7 @@ fn the_rate_ceiling_holds() {
     let start = Instant::now();
     let v = json(&[
         "scrub",
-        p(&t),
+        path_str(&t),
         "--monitor",
         "none",
         "--policy",
@@ -525,7 +468,7 @@ fn the_rate_ceiling_holds() {
         "--max-rate",
         "8MiB/s",
         "--checkpoint",
-        p(&dir.path().join("ck.json")),
+        path_str(&dir.path().join("ck.json")),
     ]);
     let took = start.elapsed().as_secs_f64();
     assert!(v["run_elapsed_s"].as_f64().unwrap() >= 0.43, "{v}");
@@ -571,7 +514,7 @@ fn outside_its_window_the_scrub_waits_and_a_signal_stops_it_cleanly() {
     let o = run_and_signal(
         &[
             "scrub",
-            p(&t),
+            path_str(&t),
             "--monitor",
             "none",
             "--policy",
@@ -579,7 +522,7 @@ fn outside_its_window_the_scrub_waits_and_a_signal_stops_it_cleanly() {
             "--window",
             &window,
             "--checkpoint",
-            p(&ck),
+            path_str(&ck),
         ],
         &[("TZ", "UTC")],
         Duration::from_millis(1500),
@@ -603,7 +546,7 @@ fn sigint_saves_the_checkpoint_and_resume_finishes_without_repeats() {
     let log = dir.path().join("log.jsonl");
     let args = [
         "scrub",
-        p(&t),
+        path_str(&t),
         "--monitor",
         "none",
         "--policy",
@@ -613,9 +556,9 @@ fn sigint_saves_the_checkpoint_and_resume_finishes_without_repeats() {
         "--max-rate",
         "8MiB/s",
         "--checkpoint",
-        p(&ck),
+        path_str(&ck),
         "--log",
-        p(&log),
+        path_str(&log),
     ];
     let o = run_and_signal(&args, &[], Duration::from_millis(400), 2);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -637,12 +580,12 @@ fn scsi_verify_on_a_file_falls_back_with_a_message_or_refuses() {
     let ck = dir.path().join("ck.json");
     let o = fallow(&[
         "scrub",
-        p(&t),
+        path_str(&t),
         "--monitor",
         "none",
         "--verify-cmd",
         "--checkpoint",
-        p(&ck),
+        path_str(&ck),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
@@ -658,12 +601,12 @@ fn scsi_verify_on_a_file_falls_back_with_a_message_or_refuses() {
     bad_input(
         &[
             "scrub",
-            p(&t),
+            path_str(&t),
             "--monitor",
             "none",
             "--verify-cmd=required",
             "--checkpoint",
-            p(&ck),
+            path_str(&ck),
             "--restart",
         ],
         &["--verify-cmd=required", "does not take SCSI commands"],
@@ -675,14 +618,14 @@ fn buffered_reads_when_asked() {
     let (dir, t) = setup(3 << 20);
     let v = json(&[
         "scrub",
-        p(&t),
+        path_str(&t),
         "--monitor",
         "none",
         "--buffered",
         "--policy",
         "aggressive",
         "--checkpoint",
-        p(&dir.path().join("ck.json")),
+        path_str(&dir.path().join("ck.json")),
     ]);
     assert_eq!(
         (v["direct_io"].clone(), v["scrubbed_bytes"].clone()),
@@ -704,8 +647,7 @@ struct Loop {
 impl Loop {
     /// `None` (with a printed reason) where loop devices cannot be made.
     fn new(len: usize) -> Option<Loop> {
-        if !rustix_is_root() {
-            eprintln!("skip: loop device tests need root");
+        if !need_root("a loop device") {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -713,7 +655,7 @@ impl Loop {
         std::fs::write(&backing, pattern(len)).unwrap();
         std::fs::File::open(&backing).unwrap().sync_all().unwrap();
         let o = match Command::new("losetup")
-            .args(["-f", "--show", p(&backing)])
+            .args(["-f", "--show", path_str(&backing)])
             .output()
         {
             Ok(o) => o,
@@ -760,18 +702,6 @@ impl Drop for Loop {
     }
 }
 
-fn rustix_is_root() -> bool {
-    // the tests' own check; the binary decides for itself
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 #[test]
 fn a_loop_device_is_scrubbed_read_only_and_own_reads_are_not_foreground() {
     let Some(lo) = Loop::new(32 << 20) else {
@@ -790,7 +720,7 @@ fn a_loop_device_is_scrubbed_read_only_and_own_reads_are_not_foreground() {
         "--regions",
         "8",
         "--checkpoint",
-        p(&dir.path().join("ck.json")),
+        path_str(&dir.path().join("ck.json")),
     ]);
     assert_eq!(v["target_kind"], "block");
     assert_eq!(v["target_bytes"], (32u64 << 20));
@@ -820,7 +750,7 @@ fn foreground_reads_on_a_loop_device_are_seen_and_yielded_to() {
         "--max-rate",
         "32MiB/s",
         "--checkpoint",
-        p(&dir.path().join("ck.json")),
+        path_str(&dir.path().join("ck.json")),
         "--json",
     ])
     .stdout(Stdio::piped())
@@ -893,7 +823,7 @@ fn scsi_verify_on_a_loop_device_falls_back_with_a_clear_message() {
         "--policy",
         "aggressive",
         "--checkpoint",
-        p(&ck),
+        path_str(&ck),
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -910,7 +840,7 @@ fn scsi_verify_on_a_loop_device_falls_back_with_a_clear_message() {
             &lo.dev,
             "--verify-cmd=required",
             "--checkpoint",
-            p(&ck),
+            path_str(&ck),
             "--restart",
         ],
         &["--verify-cmd=required", &lo.dev, "SG_IO"],
@@ -927,7 +857,7 @@ fn non_root_gets_a_clear_message_for_a_block_device() {
     std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o777);
     std::fs::set_permissions(dir.path(), perm).unwrap();
     let ck = dir.path().join("ck.json");
-    let mut c = fallow_cmd(&["scrub", &lo.dev, "--checkpoint", p(&ck)]);
+    let mut c = fallow_cmd(&["scrub", &lo.dev, "--checkpoint", path_str(&ck)]);
     c.uid(65534).gid(65534).env("HOME", dir.path());
     let o = match c.output() {
         Ok(o) => o,
@@ -976,9 +906,9 @@ fn kill_9_at_100_random_moments_then_resume_covers_the_device_exactly() {
             "--max-rate",
             &rate,
             "--checkpoint",
-            p(&ck),
+            path_str(&ck),
             "--log",
-            p(&log),
+            path_str(&log),
         ]
         .iter()
         .map(|s| s.to_string())
@@ -1079,8 +1009,7 @@ fn kill_9_at_100_random_moments_then_resume_covers_the_device_exactly() {
 
 #[test]
 fn a_loop_device_with_no_file_is_refused_clearly() {
-    if !rustix_is_root() {
-        eprintln!("skip: needs root");
+    if !need_root("a loop device") {
         return;
     }
     let Ok(o) = Command::new("losetup").arg("-f").output() else {
@@ -1097,7 +1026,7 @@ fn a_loop_device_with_no_file_is_refused_clearly() {
         "scrub",
         &dev,
         "--checkpoint",
-        p(&dir.path().join("ck.json")),
+        path_str(&dir.path().join("ck.json")),
     ]);
     if o.status.success() {
         eprintln!("skip: {dev} was attached meanwhile by someone else");
@@ -1118,7 +1047,7 @@ fn metrics_are_served_while_it_scrubs() {
     let (dir, t) = setup(4 << 20);
     let mut child = fallow_cmd(&[
         "scrub",
-        p(&t),
+        path_str(&t),
         "--monitor",
         "none",
         "--policy",
@@ -1130,7 +1059,7 @@ fn metrics_are_served_while_it_scrubs() {
         "--metrics",
         "127.0.0.1:0",
         "--checkpoint",
-        p(&dir.path().join("ck.json")),
+        path_str(&dir.path().join("ck.json")),
     ])
     .stderr(Stdio::piped())
     .stdout(Stdio::null())
@@ -1185,7 +1114,7 @@ fn the_configs_metrics_table_serves_metrics() {
         "[live]\npolicy = \"aggressive\"\nmonitor = \"none\"\n[scrub]\ncheckpoint = \"ck.json\"\n[metrics]\naddr = \"127.0.0.1:0\"\n",
     )
     .unwrap();
-    let o = fallow(&["scrub", p(&t), "--config", p(&cfg)]);
+    let o = fallow(&["scrub", path_str(&t), "--config", path_str(&cfg)]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("fallow: metrics at http://127.0.0.1:"),
@@ -1194,7 +1123,7 @@ fn the_configs_metrics_table_serves_metrics() {
     );
     std::fs::write(&cfg, "[metrics]\naddr = \"127.0.0.1:0\"\npath = \"/m\"\n").unwrap();
     bad_input(
-        &["scrub", p(&t), "--config", p(&cfg)],
+        &["scrub", path_str(&t), "--config", path_str(&cfg)],
         &["fallow.toml", "[metrics]", "unknown field `path`"],
     );
 }

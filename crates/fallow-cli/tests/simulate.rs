@@ -10,52 +10,9 @@
 //! times 10, 10, 10, 20, 5, 30: sum 85 ms, mean 85/6 ms; span 150 ms; FG
 //! busy 75 ms.
 
-use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/cli")
-        .join(name)
-}
-
-fn tiny() -> String {
-    data("tiny.csv").to_str().expect("utf-8 path").to_string()
-}
-
-fn fallow(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fallow"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the fallow binary runs")
-}
-
-fn json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let o = fallow(&all);
-    assert!(
-        o.status.success(),
-        "fallow {all:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("valid JSON on stdout")
-}
-
-fn f(v: &Value, path: &str) -> f64 {
-    let mut cur = v;
-    for key in path.split('.') {
-        cur = &cur[key];
-    }
-    cur.as_f64()
-        .unwrap_or_else(|| panic!("`{path}` is not a number: {cur}"))
-}
-
-fn close(got: f64, want: f64, tol: f64) {
-    assert!((got - want).abs() <= tol, "got {got}, want {want} ± {tol}");
-}
+use common::{assert_close, fallow, json, num, stderr, stdout, stdout_text, tiny};
 
 /// fixed-wait(10 ms), constant 20 ms BG requests of 64 KiB:
 /// - idle 1 starts at 15: BG 25→45; r3 arrives at 40 and waits 5 ms.
@@ -83,24 +40,28 @@ fn fixed_wait_on_the_tiny_trace_matches_hand_calculation() {
     assert_eq!(v["spec"], "fixed-wait:t=10ms");
     assert_eq!(v["policy"], "fixed-wait");
     assert_eq!(v["fg"]["requests"], 6);
-    close(f(&v, "fg.baseline_mean_response_s"), 0.085 / 6.0, 1e-12);
-    close(f(&v, "fg.mean_added_delay_s"), 0.020 / 6.0, 1e-12);
-    close(f(&v, "fg.mean_response_s"), 0.105 / 6.0, 1e-12);
-    close(f(&v, "fg.slowdown"), 20.0 / 85.0, 1e-12);
-    close(f(&v, "fg.collision_rate"), 4.0 / 6.0, 1e-12);
+    assert_close(num(&v, "fg.baseline_mean_response_s"), 0.085 / 6.0, 1e-12);
+    assert_close(num(&v, "fg.mean_added_delay_s"), 0.020 / 6.0, 1e-12);
+    assert_close(num(&v, "fg.mean_response_s"), 0.105 / 6.0, 1e-12);
+    assert_close(num(&v, "fg.slowdown"), 20.0 / 85.0, 1e-12);
+    assert_close(num(&v, "fg.collision_rate"), 4.0 / 6.0, 1e-12);
     assert_eq!(v["fg"]["collisions"], 2);
-    close(f(&v, "fg.p99_response_s"), 0.035, 0.035 * 1e-3);
-    close(f(&v, "fg.baseline_p99_response_s"), 0.030, 0.030 * 1e-3);
+    assert_close(num(&v, "fg.p99_response_s"), 0.035, 0.035 * 1e-3);
+    assert_close(num(&v, "fg.baseline_p99_response_s"), 0.030, 0.030 * 1e-3);
     assert_eq!(v["bg"]["completed"], 3);
     assert_eq!(v["bg"]["bytes"], 196_608);
-    close(f(&v, "bg.throughput_bytes_per_s"), 196_608.0 / 0.150, 1e-6);
-    close(f(&v, "bg.busy_s"), 0.060, 1e-12);
+    assert_close(
+        num(&v, "bg.throughput_bytes_per_s"),
+        196_608.0 / 0.150,
+        1e-6,
+    );
+    assert_close(num(&v, "bg.busy_s"), 0.060, 1e-12);
     assert!(v["bg"]["mean_response_s"].is_null(), "no BG arrivals");
-    close(f(&v, "idle_total_s"), 0.070, 1e-12);
-    close(f(&v, "idle_used_fraction"), 50.0 / 70.0, 1e-12);
-    close(f(&v, "utilization"), 0.9, 1e-12);
+    assert_close(num(&v, "idle_total_s"), 0.070, 1e-12);
+    assert_close(num(&v, "idle_used_fraction"), 50.0 / 70.0, 1e-12);
+    assert_close(num(&v, "utilization"), 0.9, 1e-12);
     assert_eq!(v["input"]["requests"], 6);
-    close(f(&v, "input.fg_utilization"), 0.5, 1e-12);
+    assert_close(num(&v, "input.fg_utilization"), 0.5, 1e-12);
 }
 
 /// A 2 ms switch penalty lengthens each collision: r3 waits 5 + 2 = 7 ms,
@@ -118,8 +79,8 @@ fn switch_penalty_adds_to_every_collision() {
         "--switch-penalty",
         "2ms",
     ]);
-    close(f(&v, "fg.mean_added_delay_s"), 0.034 / 6.0, 1e-12);
-    close(f(&v, "input.switch_penalty_s"), 0.002, 1e-15);
+    assert_close(num(&v, "fg.mean_added_delay_s"), 0.034 / 6.0, 1e-12);
+    assert_close(num(&v, "input.switch_penalty_s"), 0.002, 1e-15);
 }
 
 /// aggressive: BG from 15: 15→35, 35→55 cut at 40 (15 ms left): r3 +15 ms;
@@ -136,7 +97,7 @@ fn aggressive_on_the_tiny_trace_and_the_summary() {
         "--bg",
         "const:0.02",
     ]);
-    close(f(&v, "fg.mean_added_delay_s"), 0.005, 1e-12);
+    assert_close(num(&v, "fg.mean_added_delay_s"), 0.005, 1e-12);
     assert_eq!(v["bg"]["completed"], 4);
 
     let o = fallow(&[
@@ -148,7 +109,7 @@ fn aggressive_on_the_tiny_trace_and_the_summary() {
         "const:20ms",
     ]);
     assert!(o.status.success());
-    let text = String::from_utf8_lossy(&o.stdout).replace('\u{a0}', " ");
+    let text = stdout_text(&o);
     for needle in [
         "tiny.csv · aggressive",
         "slowdown      +35 %", // 30/85
@@ -196,7 +157,7 @@ fn json_has_the_stable_keys() {
         "idle_total_s",
         "span_s",
     ] {
-        f(&v, key);
+        num(&v, key);
     }
     assert!(v["fg"]["ccdf"].as_array().is_some_and(|c| !c.is_empty()));
     // BG response time only for arrival-driven BG work
@@ -226,8 +187,8 @@ fn synthetic_workloads_from_utilization() {
     let mut a = base.to_vec();
     a.extend(["--policy", "fixed-wait:t=1h"]);
     let v = json(&a);
-    close(f(&v, "input.fg_utilization"), 0.3, 0.01);
-    assert_eq!(f(&v, "fg.slowdown"), 0.0);
+    assert_close(num(&v, "input.fg_utilization"), 0.3, 0.01);
+    assert_eq!(num(&v, "fg.slowdown"), 0.0);
     assert_eq!(v["bg"]["completed"], 0);
     assert_eq!(v["input"]["arrivals"], "poisson:rate=30");
 
@@ -241,10 +202,10 @@ fn synthetic_workloads_from_utilization() {
         "const:1ms",
     ]);
     let v = json(&b);
-    let spawned = f(&v, "bg.spawned");
-    close(spawned, 100_000.0, 2.0);
-    assert!(f(&v, "bg.mean_response_s") > 0.0);
-    assert!(f(&v, "bg.completed") >= spawned - 10.0);
+    let spawned = num(&v, "bg.spawned");
+    assert_close(spawned, 100_000.0, 2.0);
+    assert!(num(&v, "bg.mean_response_s") > 0.0);
+    assert!(num(&v, "bg.completed") >= spawned - 10.0);
 }
 
 /// The same input and seed give byte-identical output.
@@ -290,8 +251,8 @@ fn compare_runs_each_policy_as_simulate_does() {
     assert_eq!(list[0]["spec"], "fixed-wait:t=10ms");
     assert_eq!(list[1]["spec"], "aggressive");
     // the hand calculations above
-    close(f(&list[0], "fg.mean_added_delay_s"), 0.020 / 6.0, 1e-12);
-    close(f(&list[1], "fg.mean_added_delay_s"), 0.005, 1e-12);
+    assert_close(num(&list[0], "fg.mean_added_delay_s"), 0.020 / 6.0, 1e-12);
+    assert_close(num(&list[1], "fg.mean_added_delay_s"), 0.005, 1e-12);
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
     assert_eq!(page.matches("<svg").count(), 3, "scatter, delay, CCDF");
@@ -308,7 +269,7 @@ fn compare_runs_each_policy_as_simulate_does() {
         "const:20ms",
     ]);
     assert!(o.status.success());
-    let text = String::from_utf8_lossy(&o.stdout).replace('\u{a0}', " ");
+    let text = stdout_text(&o);
     let header = text
         .lines()
         .find(|l| l.starts_with("policy"))
@@ -353,7 +314,7 @@ fn compare_defaults_to_the_registry() {
     assert_eq!(specs.len(), reg.len());
     for r in v.as_array().unwrap() {
         // used idle time never exceeds the idle time there was
-        assert!(f(r, "idle_used_fraction") <= 1.0 + 1e-12, "{}", r["spec"]);
+        assert!(num(r, "idle_used_fraction") <= 1.0 + 1e-12, "{}", r["spec"]);
     }
 }
 
@@ -370,7 +331,7 @@ fn policies_lists_the_registry() {
         assert_eq!(item["clairvoyant"], e.clairvoyant);
     }
     let o = fallow(&["policies"]);
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = stdout(&o);
     assert!(reg.iter().all(|e| text.contains(e.name)));
 }
 
@@ -445,7 +406,7 @@ fn bad_input_exits_2_with_a_message() {
         ),
     ] {
         let o = fallow(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
+        let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(o.stdout.is_empty(), "{args:?}");

@@ -3,29 +3,9 @@
 //! figures; bad budgets fail with a clear message; and, when the HP trace
 //! is present, Practical Scrubbing Table III's shape.
 
-use serde_json::Value;
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn fallow(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fallow"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the fallow binary runs")
-}
-
-fn json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let o = fallow(&all);
-    assert!(
-        o.status.success(),
-        "fallow {all:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("valid JSON on stdout")
-}
+use common::{fallow, json, path_str, shared_trace, stderr, stdout};
 
 const WORKLOAD: &[&str] = &[
     "--workload",
@@ -118,7 +98,7 @@ fn one_budget_gives_one_object_and_the_table_prints_the_command() {
     }
     let o = fallow(&args);
     assert!(o.status.success());
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert!(
         out.contains("fallow simulate --workload hyperexp:cv=4"),
         "{out}"
@@ -137,14 +117,14 @@ fn bad_budgets_and_knobs_fail_clearly() {
         args.extend_from_slice(WORKLOAD);
         let o = fallow(&args);
         assert_eq!(o.status.code(), Some(2));
-        let err = String::from_utf8_lossy(&o.stderr);
+        let err = stderr(&o);
         assert!(err.contains(want) && err.contains("such as `5%`"), "{err}");
     }
     let mut args = vec!["tune", "--policy", "waiting:t=1s", "--budget", "1ms"];
     args.extend_from_slice(WORKLOAD);
     let o = fallow(&args);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("the parameter tune searches"));
+    assert!(stderr(&o).contains("the parameter tune searches"));
 }
 
 /// Practical Scrubbing Table III's shape on the HP trace (disk 0): a larger
@@ -152,15 +132,12 @@ fn bad_budgets_and_knobs_fail_clearly() {
 /// least as large. Few sizes, to stay fast in a debug build.
 #[test]
 fn hp_trace_has_the_shape_of_table_iii() {
-    let hp = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces/hp-hplajw-1992/ajw.1week.srt");
-    if !hp.is_file() {
-        eprintln!("skipping: {} not found", hp.display());
+    let Some(hp) = shared_trace("hp-hplajw-1992/ajw.1week.srt") else {
         return;
-    }
+    };
     let v = json(&[
         "tune",
-        hp.to_str().unwrap(),
+        path_str(&hp),
         "--device",
         "0",
         "--policy",

@@ -1,0 +1,220 @@
+//! Helpers shared by the integration tests of the `fallow` binary: running
+//! it, reading its output, the hand-made fixtures and the shared real
+//! traces, and the checks that decide whether a root-only test can run.
+//! Each test file says `mod common;` (a `common/mod.rs`, so Cargo does not
+//! build it as a test binary of its own).
+
+// Each test binary compiles its own copy of this module and uses a subset of
+// it: the rest would be reported as dead code.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The built `fallow` binary, for commands that must not go through
+/// [`fallow_cmd`] (run under `nsenter` or `setpriv`, or without `NO_COLOR`).
+pub const BIN: &str = env!("CARGO_BIN_EXE_fallow");
+
+/// `fallow ARGS`, not yet started, with colour off (`NO_COLOR`) so that its
+/// output can be matched as text.
+pub fn fallow_cmd(args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args).env("NO_COLOR", "1");
+    c
+}
+
+/// Run `fallow ARGS` to its end with stdin null, stdout and stderr captured.
+pub fn fallow(args: &[&str]) -> Output {
+    fallow_cmd(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the fallow binary runs")
+}
+
+/// stdout as text, as written.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// stdout as text with the no-break spaces fallow puts between a number and
+/// its unit made plain spaces, so that needles such as `"37.5 ms"` can be
+/// typed.
+pub fn stdout_text(o: &Output) -> String {
+    stdout(o).replace('\u{a0}', " ")
+}
+
+/// stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The JSON document on stdout; panics showing stdout and stderr if there is
+/// none.
+pub fn json_of(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON on stdout ({e}): {}\nstderr: {}",
+            stdout(o),
+            stderr(o)
+        )
+    })
+}
+
+/// Run `fallow ARGS --json`, assert that it succeeds and parse its stdout.
+pub fn json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let o = fallow(&all);
+    assert!(o.status.success(), "fallow {all:?} failed: {}", stderr(&o));
+    json_of(&o)
+}
+
+/// Run `fallow ARGS`, expecting exit status 2 (bad input), a message that
+/// contains every one of `needles`, and no panic.
+pub fn bad_input(args: &[&str], needles: &[&str]) {
+    let o = fallow(args);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "fallow {args:?}: {e}");
+    for n in needles {
+        assert!(e.contains(n), "fallow {args:?}: `{n}` not in: {e}");
+    }
+    assert!(!e.contains("panicked"), "{e}");
+}
+
+/// The number at a dotted `path` (`"idle.mean_s"`) in `v`; panics naming
+/// the path when it is absent or not a number.
+pub fn num(v: &Value, path: &str) -> f64 {
+    let mut cur = v;
+    for key in path.split('.') {
+        cur = &cur[key];
+    }
+    cur.as_f64()
+        .unwrap_or_else(|| panic!("`{path}` is not a number: {cur}"))
+}
+
+/// Assert `|got − want| ≤ tol`.
+pub fn assert_close(got: f64, want: f64, tol: f64) {
+    assert!((got - want).abs() <= tol, "got {got}, want {want} ± {tol}");
+}
+
+/// A path as a command-line argument (the tests' paths are UTF-8).
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// A hand-made fixture in `tests/data/cli/`.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/cli")
+        .join(name)
+}
+
+/// [`fixture`] as a command-line argument.
+pub fn fixture_arg(name: &str) -> String {
+    path_str(&fixture(name)).to_string()
+}
+
+/// `tests/data/cli/tiny.csv`, the six-request MSR fixture worked by hand in
+/// cli.rs and simulate.rs, as a command-line argument.
+pub fn tiny() -> String {
+    fixture_arg("tiny.csv")
+}
+
+/// A file of the shared real traces (`$FALLOW_SHARED_TRACES`, else
+/// `../shared/traces` beside the repository), or `None` with a printed
+/// `skipped: …` when it is not there: the tests that read them pass
+/// without them.
+pub fn shared_trace(rel: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("FALLOW_SHARED_TRACES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces"));
+    let p = dir.join(rel);
+    if p.is_file() {
+        Some(p)
+    } else {
+        eprintln!(
+            "skipped: {} not found (set FALLOW_SHARED_TRACES)",
+            p.display()
+        );
+        None
+    }
+}
+
+/// Run a program to its end: its stdout, trimmed, or an error naming the
+/// program, its arguments and its stderr (or why it could not start).
+pub fn run_tool(cmd: &str, args: &[&str]) -> Result<String, String> {
+    let o = Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "{cmd} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ))
+    }
+}
+
+/// Whether `program` is on PATH.
+pub fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Whether the tests run as root (effective uid 0 in /proc/self/status: the
+/// tests' own check; the binary decides for itself).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("Uid:"))?;
+            Some(l.split_whitespace().nth(2)? == "0")
+        })
+        .unwrap_or(false)
+}
+
+/// [`is_root`], printing `skip: WHAT needs root` when not: a test that
+/// needs root returns early, and passes, where it is false.
+pub fn need_root(what: &str) -> bool {
+    if !is_root() {
+        eprintln!("skip: {what} needs root");
+        return false;
+    }
+    true
+}
+
+/// A `fallow tune` result (fixed-wait for a 5 % budget on a Poisson
+/// workload at 20 % utilisation, at the request `sizes`) written to
+/// `dir/tune.json` for `--tuned`; the parsed result and the file.
+pub fn tune_result(dir: &Path, sizes: &str) -> (Value, PathBuf) {
+    let o = fallow(&[
+        "tune",
+        "--workload",
+        "poisson",
+        "--utilization",
+        "0.2",
+        "--requests",
+        "2000",
+        "--policy",
+        "fixed-wait",
+        "--budget",
+        "5%",
+        "--sizes",
+        sizes,
+        "--bg",
+        "size",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let path = dir.join("tune.json");
+    std::fs::write(&path, &o.stdout).unwrap();
+    (json_of(&o), path)
+}
