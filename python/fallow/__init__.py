@@ -31,6 +31,13 @@ within a mean added delay of 1 ms, over two request sizes:
 >>> t.best["fg_mean_added_delay_s"] <= 0.001, len(t.sizes)
 (True, 2)
 
+Disk spin-down and SARD (peers serving requests while the disk sleeps)
+in simulation, the figures of ``fallow energy --json`` (``fallow.power``):
+
+>>> e = fallow.energy(trace, policy="timeout:t=10ms", local_fraction=[1, 0.1])
+>>> list(e.runs["setting"])
+['100 % local', '10 % local']
+
 Sweeping policies × budgets over many trace files in parallel (local
 processes, Dask or Ray) into one frame: ``fallow.fleet.sweep`` (see
 ``docs/fleet.md``).
@@ -59,11 +66,13 @@ from fallow._fallow import characterize as _characterize
 from fallow._fallow import read_trace as _read_trace
 from fallow.analysis import Characterization
 from fallow.errors import MissingExtraError
+from fallow.power import EnergyResult, energy
 from fallow.sim import SimulationResult, compare, policies, simulate
 from fallow.tuning import TuneResult, tune
 
 __all__ = [
     "Characterization",
+    "EnergyResult",
     "FallowError",
     "MissingExtraError",
     "ParameterError",
@@ -73,6 +82,7 @@ __all__ = [
     "TuneResult",
     "characterize",
     "compare",
+    "energy",
     "fleet",
     "from_columns",
     "policies",

@@ -176,6 +176,31 @@ def tune(
     switch_penalty: float | str | None = None,
     seed: int = 1,
 ) -> dict[str, Any] | list[dict[str, Any]]: ...
+def energy(
+    trace: Trace | str | os.PathLike[str],
+    *,
+    policy: str | Sequence[str] | None = None,
+    device: int | None = None,
+    local_fraction: float | Sequence[float] | None = None,
+    peers: int | None = None,
+    peer_prob: float | None = None,
+    peer_prob_for: dict[str, float] | None = None,
+    remote: str = "asleep",
+    files: bool = False,
+    user_data: str | None = None,
+    service: str | None = None,
+    power: str | os.PathLike[str] | dict[str, float | str] | None = None,
+    net_latency: float | str | None = None,
+    net_bandwidth: int | str | None = None,
+    net_contention: float = 0.2,
+    bg_work: int | str | None = None,
+    bg_size: int | str | None = None,
+    bg: str | None = None,
+    bg_wait: float | str | None = None,
+    seed: int = 1,
+) -> dict[str, Any]:
+    """The JSON of ``fallow energy --json`` as plain data; ``policy=None``
+    runs every spin-down policy (``fallow.energy`` defaults to the 10 s timeout)."""
 
 class PolicyInfo(TypedDict):
     name: str

@@ -12,11 +12,13 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use fallow_core::energy::{
     self, read_file_trace, spindown, Availability, BgPlan, EnergyConfig, EnergyInput, EnergyRun,
-    Network, PowerFile, PowerModel, RemoteWhen, UserData,
+    InputKind, Network, PowerFile, PowerModel, RemoteWhen, UserData,
 };
+/// What was simulated, for the tables, JSON and HTML (in the core, shared
+/// with the Python binding).
+pub use fallow_core::energy::{EnergyReport, InputInfo};
 use fallow_core::sim::BgService;
 use fallow_core::ServiceModel;
-use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -192,59 +194,10 @@ fn parse_positive_bytes(s: &str) -> Result<u64, String> {
     }
 }
 
-/// What was simulated, for the tables, JSON and HTML.
-#[derive(Debug, Serialize)]
-pub struct EnergyReport {
-    /// The input.
-    pub input: InputInfo,
-    /// The disk's power model.
-    pub power: PowerModel,
-    /// Break-even idle time of that model, s.
-    pub break_even_s: f64,
-    /// The network.
-    pub network: Network,
-    /// When peer-held requests go to the peer.
-    pub remote_when: RemoteWhen,
-    /// BG work asked for.
-    pub bg: Option<BgPlan>,
-    /// One per policy and setting, each policy's standalone run first.
-    pub runs: Vec<EnergyRun>,
-}
-
-/// The input, described.
-#[derive(Debug, Serialize)]
-pub struct InputInfo {
-    /// Path of the trace.
-    pub path: String,
-    /// `block` or `file`.
-    pub kind: &'static str,
-    /// Device simulated (block traces).
-    pub device: Option<u32>,
-    /// Requests.
-    pub requests: u64,
-    /// Requests that reach the local disk without peers.
-    pub disk_requests: u64,
-    /// Requests that must stay local whatever peers hold.
-    pub mandatory_local: u64,
-    /// Span, s.
-    pub span_s: f64,
-    /// Where completion times come from, in words.
-    pub completions: String,
-    /// The seed.
-    pub seed: u64,
-}
-
 /// Run `fallow energy`.
 pub fn run(args: EnergyArgs) -> Result<()> {
     let policies = if args.policies.is_empty() {
-        // the seed's fixed timeout first, then the rest of the registry
-        let mut names: Vec<String> = spindown::registry()
-            .iter()
-            .filter(|e| !e.reference)
-            .map(|e| e.name.to_string())
-            .collect();
-        names.sort_by_key(|n| n != "timeout");
-        names
+        energy::default_policies()
     } else {
         args.policies.clone()
     };
@@ -274,7 +227,7 @@ pub fn run(args: EnergyArgs) -> Result<()> {
         RemoteArg::Always => RemoteWhen::Always,
     };
     let cfg = EnergyConfig {
-        power: power.clone(),
+        power,
         network,
         remote_when,
         disk: match &args.service {
@@ -285,19 +238,11 @@ pub fn run(args: EnergyArgs) -> Result<()> {
         seed: args.seed,
     };
     let spinner = input::spinner("simulating", input.requests() * policies.len() * 7);
-    let runs = energy::study(&input, &policies, &settings, &cfg);
+    let report = EnergyReport::run(&input, info, &policies, &settings, &cfg);
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
-    let report = EnergyReport {
-        input: info,
-        break_even_s: power.break_even_ns() as f64 / 1e9,
-        power,
-        network,
-        remote_when,
-        bg,
-        runs: runs?,
-    };
+    let report = report?;
     if let Some(path) = &args.html {
         crate::report::write_energy(path, &report)?;
     }
@@ -386,36 +331,30 @@ fn prepare(args: &EnergyArgs) -> Result<(EnergyInput, InputInfo)> {
             UserDataArg::Server => UserData::Server,
         };
         let input = EnergyInput::from_file_trace(&ft, &service, user, seed)?;
-        let info = InputInfo {
-            path: args.trace.display().to_string(),
-            kind: "file",
-            device: None,
-            requests: input.requests() as u64,
-            disk_requests: input.disk_requests() as u64,
-            mandatory_local: input.mandatory_local() as u64,
-            span_s: input.span_ns() as f64 / 1e9,
-            completions: format!("modelled: {}", describe_model(&service.to_string())),
+        let info = InputInfo::new(
+            &input,
+            args.trace.display().to_string(),
+            InputKind::File,
+            None,
+            format!("modelled: {}", describe_model(&service.to_string())),
             seed,
-        };
+        );
         return Ok((input, info));
     }
     let trace = input::read(&args.trace, &args.read)?;
     let selected = input::select_device(trace, args.device)?;
     let input = EnergyInput::from_trace(&selected.trace, args.service.as_ref(), seed)?;
-    let info = InputInfo {
-        path: args.trace.display().to_string(),
-        kind: "block",
-        device: Some(selected.device),
-        requests: input.requests() as u64,
-        disk_requests: input.disk_requests() as u64,
-        mandatory_local: input.mandatory_local() as u64,
-        span_s: input.span_ns() as f64 / 1e9,
-        completions: match &args.service {
+    let info = InputInfo::new(
+        &input,
+        args.trace.display().to_string(),
+        InputKind::Block,
+        Some(selected.device),
+        match &args.service {
             Some(m) => format!("modelled: {}", describe_model(&m.to_string())),
             None => "recorded".into(),
         },
         seed,
-    };
+    );
     Ok((input, info))
 }
 

@@ -6,12 +6,14 @@
 //!
 //! One file per area, mirroring the core: [`trace`] (the `Trace` class and
 //! `read_trace`), [`stats`] (`characterize`), [`workload`] (`synthetic`),
-//! [`sim`] (`simulate`, `compare`, `policies`), [`tune`] (`tune`).
+//! [`sim`] (`simulate`, `compare`, `policies`), [`tune`] (`tune`),
+//! [`energy`] (`energy`).
 //! [`errors`] is the one place where core errors become Python exceptions
 //! and holds the one helper that releases the GIL around long calls.
 //! Methods are thin: they convert arguments, call the core, convert results.
 #![deny(missing_docs)]
 
+pub mod energy;
 pub mod errors;
 mod json;
 pub mod sim;
@@ -37,5 +39,6 @@ fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim::compare, m)?)?;
     m.add_function(wrap_pyfunction!(sim::policies, m)?)?;
     m.add_function(wrap_pyfunction!(tune::tune, m)?)?;
+    m.add_function(wrap_pyfunction!(energy::energy, m)?)?;
     Ok(())
 }

@@ -22,6 +22,8 @@
 //! - [`metrics`]: [`EnergyRun`] (idle periods, spin-ups, exposed delay,
 //!   energy by state, EDP) and the normalisation to the standalone and the
 //!   always-on disk; [`study`] runs a grid of policies × settings.
+//! - [`report`]: [`EnergyReport`], a study with its input, power model and
+//!   network: what `fallow energy --json` prints and `fallow.energy` returns.
 //!
 //! ## Example
 //! ```
@@ -50,6 +52,7 @@
 pub mod filetrace;
 pub mod metrics;
 pub mod power;
+pub mod report;
 pub mod sard;
 pub mod sim;
 pub mod spindown;
@@ -57,6 +60,7 @@ pub mod spindown;
 pub use filetrace::{read_file_trace, FileKind, FileTrace};
 pub use metrics::{normalise, EnergyByState, EnergyRun, Ratios};
 pub use power::{PowerFile, PowerModel};
+pub use report::{default_policies, EnergyReport, InputInfo, InputKind};
 pub use sard::{Availability, Network, Route};
 pub use sim::{simulate, BgPlan, EnergyConfig, EnergyInput, RemoteWhen, UserData};
 pub use spindown::SpinDown;
