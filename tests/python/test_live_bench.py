@@ -1,0 +1,157 @@
+"""The live benchmark, bench/live_bench.py, in its quick mode: the structure
+and sanity of its JSON (positive figures, every scrubber scrubbed, the FG
+ran at its rate), not the goal, which the full mode measures (README).
+
+scripts/test.sh runs the quick mode once as root and passes its JSON in
+FALLOW_LIVE_BENCH_JSON; without it this test runs the script itself, and
+skips with the reason where it cannot (not root, no fio, no /dev/fuse).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bench" / "live_bench.py"
+SCRUBBERS = ["alone", "fallow", "idle-class", "fixed-rate"]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("live_bench", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _fallow_binary() -> Path | None:
+    """The newest fallow binary built in this checkout."""
+    target = REPO / "target"
+    found = [p for p in (target / "debug" / "fallow", target / "release" / "fallow") if p.is_file()]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory) -> dict:
+    given = os.environ.get("FALLOW_LIVE_BENCH_JSON")
+    if given:
+        return json.loads(Path(given).read_text())
+    if os.geteuid() != 0:
+        pytest.skip("the live benchmark needs root (loop devices, FUSE, tracefs)")
+    missing = [t for t in ("fio", "losetup", "ionice") if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"the live benchmark needs {', '.join(missing)} (scripts/test.sh installs fio)")
+    binary = _fallow_binary()
+    if binary is None:
+        pytest.skip("no fallow binary: cargo build -p fallow-cli")
+    out = tmp_path_factory.mktemp("live") / "live.json"
+    cmd = [sys.executable, str(SCRIPT), "--quick", "--fallow", str(binary), "--json", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if r.returncode == 2:
+        pytest.skip(f"live benchmark: {r.stderr.strip().splitlines()[-1]}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    print(r.stdout)
+    return json.loads(out.read_text())
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def test_devices_workloads_and_scrubbers_are_all_there(result):
+    assert result["mode"] == "quick"
+    assert [d["name"] for d in result["devices"]] == ["plain", "emu"]
+    for d in result["devices"]:
+        assert d["device"].startswith("/dev/loop")
+        assert [w["name"] for w in d["workloads"]] == ["random", "sequential"]
+        for w in d["workloads"]:
+            assert [r["scrubber"] for r in w["runs"]] == SCRUBBERS, w["runs"]
+            assert isinstance(w["goal"]["met"], bool)
+
+
+def test_measured_service_times_make_a_bg_model(result):
+    for d in result["devices"]:
+        sv = d["service"]
+        assert _positive(sv["seq_64k_s"]) and _positive(sv["seq_4m_s"])
+        # 64 times the bytes cannot be faster than one request
+        assert sv["seq_4m_s"] > sv["seq_64k_s"], sv
+        assert all(_positive(v) for v in sv["random_read_s"].values())
+        assert sv["bg_model"].startswith("size:base=")
+    emu = next(d for d in result["devices"] if d["name"] == "emu")
+    # the emulated HDD pays a rotation per request: milliseconds, not µs
+    assert emu["service"]["random_read_s"]["4096"] > 2e-3
+
+
+def test_fg_figures_are_sane_and_the_think_time_holds(result):
+    for d in result["devices"]:
+        for w in d["workloads"]:
+            expected = w["fg_rate_iops"] * w["runtime_s"]
+            for r in w["runs"]:
+                fg = r["fg"]
+                where = f"{d['name']}/{w['name']}/{r['scrubber']}"
+                assert _positive(fg["mean_s"]) and _positive(fg["p99_s"]), where
+                assert fg["max_s"] >= fg["p99_s"], where
+                assert _positive(fg["mean_ratio"]) and _positive(fg["p99_ratio"]), where
+                # a Poisson count around its mean, not a device flat out
+                assert 0.3 * expected < fg["requests"] < 2.5 * expected, (where, fg["requests"])
+                assert fg["bytes"] == fg["requests"] * (4096 if w["name"] == "random" else 65536)
+            alone = w["runs"][0]
+            assert alone["fg"]["mean_ratio"] == 1.0 and alone["fg"]["p99_ratio"] == 1.0
+            # nothing but the FG read the device when it ran alone
+            assert alone["scrub_bytes"] <= 1 << 20, (d["name"], w["name"], alone["scrub_bytes"])
+
+
+def test_every_scrubber_scrubbed_or_the_test_says_why_not(result):
+    for d in result["devices"]:
+        for w in d["workloads"]:
+            by = {r["scrubber"]: r for r in w["runs"]}
+            for name in ("idle-class", "fixed-rate"):
+                assert by[name]["scrub_bytes"] > 0, (d["name"], w["name"], name)
+                assert _positive(by[name]["scrub_mb_s"])
+                assert by[name]["scrubber_report"]["reported_bytes"] > 0
+            fal = by["fallow"]
+            if fal["scrub_bytes"] == 0:
+                why = fal["scrubber_report"]["note"] or "no reason given"
+                assert fal["scrubber_report"]["note"], "fallow scrubbed nothing without a note"
+                where = f"{d['name']}/{w['name']}"
+                warnings.warn(f"fallow scrubbed nothing on {where}: {why}", stacklevel=1)
+            else:
+                assert fal["scrubber_report"]["reported_bytes"] > 0
+            chosen = w["tune"]["chosen"]
+            if chosen is None:
+                assert fal["scrub_bytes"] == 0
+            else:
+                assert chosen["spec"].startswith("fixed-wait:t=")
+                assert chosen["request_size_bytes"] % 4096 == 0
+            ratio = w["fallow_over_idle_class"]
+            assert ratio == pytest.approx(fal["scrub_mb_s"] / by["idle-class"]["scrub_mb_s"])
+            # a rate ceiling is a ceiling (10 % slack for the run's start and end)
+            fixed = by["fixed-rate"]
+            assert fixed["scrub_mb_s"] * 1e6 <= 1.1 * fixed["rate_bytes_per_s"] + 65536
+
+
+def test_quantile_is_numpys_linear_interpolation():
+    q = _module().quantile
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 3, 10, 101, 1000):
+        xs = sorted(rng.exponential(size=n).tolist())
+        for p in (0.0, 0.5, 0.9, 0.99, 1.0):
+            assert q(xs, p) == pytest.approx(float(np.percentile(xs, 100 * p)))
+
+
+def test_bad_flags_exit_2_with_the_name():
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--devices", "ssd"], capture_output=True, text=True
+    )
+    assert r.returncode == 2
+    assert "ssd" in r.stderr
