@@ -15,13 +15,20 @@ command -v losetup >/dev/null || { apt-get update && apt-get install -y mount; }
 command -v fio >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y fio; } \
     || echo "no fio: the live benchmark will skip"
 
+step "system tools for the peer namespace tests (ip netns, nsenter)"
+if [ "$(id -u)" = 0 ] && { ! command -v ip >/dev/null || ! command -v nsenter >/dev/null; }; then
+    apt-get update -qq && apt-get install -y -qq iproute2 util-linux >/dev/null
+fi
+
 step "rust: format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "system tools of the live tests (loop devices; they skip without them)"
-command -v losetup >/dev/null || { apt-get update && apt-get install -y mount; } \
-    || echo "no losetup: the loop-device tests of fallow scrub will skip"
+step "system tools for the live tests (root only; the tests skip without them)"
+# fallow run's network tests make veth pairs and namespaces with ip (iproute2)
+if [ "$(id -u)" = 0 ] && ! command -v ip >/dev/null; then
+    apt-get update && apt-get install -y iproute2
+fi
 
 step "rust: tests"
 # fallow-py is a Python extension (no libpython link); pytest tests it below.
@@ -38,6 +45,7 @@ step "bench smoke runs (figures in docs come from the full runs)"
 .venv/bin/python bench/parse_bench.py --requests 200000 --cli none
 cargo bench -p fallow-core --bench sim --locked -- --requests 200000
 cargo bench -p fallow-core --bench tune --locked -- --requests 50000 --workload mmpp
+bash bench/peer_bench.sh 8 1
 
 step "live benchmark, quick: fallow scrub vs ionice -c3 vs a fixed rate on loop devices"
 # As root only (loop devices, FUSE, tracefs); pytest checks its JSON

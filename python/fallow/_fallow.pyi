@@ -132,6 +132,9 @@ def simulate(
     bg_work: str = "endless",
     switch_penalty: float | str | None = None,
     seed: int = 1,
+    retune: str | None = None,
+    retune_window: int = 2000,
+    retune_every: int | None = None,
 ) -> dict[str, Any]: ...
 def compare(
     trace: Trace | None = None,

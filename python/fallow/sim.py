@@ -119,6 +119,24 @@ class SimulationResult:
         return {col: _get(self.data, path) for col, path in COLUMNS}
 
     @property
+    def knob_history(self) -> pd.DataFrame:
+        """A re-tuned run's knob over time (``retune=``): ``time_s``,
+        ``intervals`` (idle intervals seen), ``knob`` (as written), ``value``
+        (ns for durations) and ``early`` (a refit called by a change); empty
+        for a run without ``retune``."""
+        rows = [
+            {
+                "time_s": p["time_s"],
+                "intervals": p["intervals"],
+                "knob": p["knob"],
+                "value": p["value"],
+                "early": bool(p["fit"] and p["fit"]["early"]),
+            }
+            for p in (self.data.get("retune") or {}).get("history", [])
+        ]
+        return _pd().DataFrame(rows, columns=["time_s", "intervals", "knob", "value", "early"])
+
+    @property
     def ccdf(self) -> pd.DataFrame:
         """FG response-time CCDF with BG work: ``response_s``, ``p_greater``."""
         return _pd().DataFrame(self.data["fg"]["ccdf"], columns=["response_s", "p_greater"])
@@ -163,13 +181,20 @@ def simulate(
             ``"exp:10ms"``, ``"const:5ms"``, ``"size[:base=8ms,knee=64KiB,rate=100MB]"``),
             ``bg_size`` (65536 or ``"64KiB"``), ``bg_work`` (``"endless"``,
             ``"requests:N"``, ``"bytes:SIZE"``, ``"writes:100%"``),
-            ``switch_penalty`` (seconds or ``"2ms"``), ``seed`` (1).
+            ``switch_penalty`` (seconds or ``"2ms"``), ``seed`` (1). Online
+            re-tuning: ``retune`` (an FG budget, ``"1ms"`` or ``"5%"``: the
+            policy's knob, left out of ``policy``, is re-fitted as the run
+            goes on a sliding window of the idle/busy history it has seen),
+            ``retune_window`` (2000 idle intervals), ``retune_every`` (a
+            quarter of the window); the result then has ``retune`` (budget,
+            knob, window, every, final_spec, history: the knob's trajectory).
 
     Returns:
         A :class:`SimulationResult`.
 
     Raises:
-        ParameterError: an unknown policy, a bad parameter or workload spec.
+        ParameterError: an unknown policy, a bad parameter or workload spec,
+            or a knob given with ``retune``.
     """
     return SimulationResult(_fallow.simulate(trace, policy, workload=workload, **options))
 

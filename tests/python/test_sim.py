@@ -210,3 +210,50 @@ def test_bad_arguments_raise_parameter_error(kwargs, name):
 def test_compare_with_a_bad_spec_raises_before_running():
     with pytest.raises(fallow.ParameterError):
         fallow.compare(workload="poisson:rate=1", policies=["aggressive", "nope"])
+
+
+def test_retune_settles_near_the_theoretical_wait():
+    # fixed-wait(t) adds setup_delay(λ, e^{−λt}, m) per FG request: solve
+    # for a 1 ms budget; the online wait must settle within a factor of 2
+    m, budget = 0.010, 0.001
+    lo, hi = 1e-4, 10.0
+    for _ in range(100):
+        mid = math.sqrt(lo * hi)
+        if setup_delay(LAM, math.exp(-LAM * mid), m) > budget:
+            lo = mid
+        else:
+            hi = mid
+    r = fallow.simulate(
+        workload="poisson",
+        arrival_rate=LAM,
+        service="exp:5ms",
+        requests=8000,
+        bg="exp:10ms",
+        policy="fixed-wait",
+        retune="1ms",
+        retune_window=1000,
+        retune_every=250,
+    )
+    h = r.knob_history
+    assert h.loc[0, "knob"] == "100s"
+    assert len(h) >= 15
+    late = h["value"].iloc[len(h) // 2 :] / 1e9
+    assert (np.abs(np.log2(late / hi)) < 1).all(), (late.tolist(), hi)
+    assert r["retune"]["final_spec"] == f"fixed-wait:t={h['knob'].iloc[-1]}"
+    assert 0.0005 < r.mean_added_delay_s < 0.00125
+    # without retune: no history
+    plain = fallow.simulate(
+        workload="poisson", arrival_rate=LAM, requests=1000, policy="aggressive"
+    )
+    assert plain.knob_history.empty
+
+
+def test_retune_refuses_a_given_knob():
+    with pytest.raises(fallow.ParameterError, match="re-tuning sets"):
+        fallow.simulate(
+            workload="poisson",
+            arrival_rate=LAM,
+            requests=100,
+            policy="fixed-wait:t=1s",
+            retune="1ms",
+        )

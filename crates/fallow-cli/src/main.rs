@@ -1,7 +1,7 @@
 //! `fallow`: put a storage device's idle time to work.
 //!
 //! One file per subcommand ([`analyze`], [`compare`], [`convert`], [`demo`],
-//! [`pareto`], [`policies`], [`recommend`], [`simulate`], [`tune`]); shared
+//! [`pareto`], [`policies`], [`recommend`], [`run`], [`simulate`], [`tune`]); shared
 //! pieces are trace input ([`input`]), the terminal summary ([`output`]),
 //! the headline findings ([`findings`]), atomic file writes ([`atomic`]) and
 //! the HTML report with its own SVG plotting ([`report`]).
@@ -24,12 +24,16 @@ mod findings;
 mod human;
 mod input;
 mod live_config;
+mod metrics_export;
 mod output;
 mod pareto;
+mod peer;
 mod policies;
 mod recommend;
 mod record;
 mod report;
+mod retune;
+mod run;
 mod scrub;
 mod simulate;
 mod tune;
@@ -71,6 +75,10 @@ Examples:
       serve disk.img as /mnt/emu/disk with HDD service times (then: losetup -f --show /mnt/emu/disk)
   fallow record /dev/loop0 --duration 60s -o trace.csv
       record a block trace from kernel tracepoints; then: fallow analyze trace.csv
+  fallow peer mount --source /usr/bin --mountpoint /mnt/bin --peers 10.0.0.2:7946
+      SARD for real: read /usr/bin from peers' memory while the local disk sleeps
+  fallow run --device sda -- rsync -a /data/ /backup/data/
+      a backup that runs only while sda is idle, frozen the rest of the time
 
 Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
 
@@ -97,6 +105,8 @@ enum Command {
     Energy(energy::EnergyArgs),
     /// Serve an image file as an emulated HDD over FUSE (seek + rotation latency, injected errors).
     EmulateDisk(emulate_disk::EmulateDiskArgs),
+    /// SARD for real: serve application files from peers' memory while the disk sleeps.
+    Peer(peer::PeerArgs),
     /// Sweep each policy's knob: its Pareto front of BG throughput against added FG delay.
     Pareto(pareto::ParetoArgs),
     /// Tune every policy for one FG budget and rank them by BG throughput, with reasons.
@@ -107,6 +117,11 @@ enum Command {
     Scrub(scrub::ScrubArgs),
     /// Record a block trace of a device from kernel tracepoints, as CSV `fallow analyze` reads.
     Record(record::RecordArgs),
+    /// Run a maintenance command only in a device's idle time, frozen the rest of the time.
+    Run(run::RunArgs),
+    /// (internal) Thaw `fallow run`'s command if fallow dies.
+    #[command(name = "__guardian", hide = true)]
+    Guardian(run::GuardianArgs),
     /// Simulate one BG policy on a trace or a synthetic workload: FG slowdown and BG work done.
     Simulate(simulate::SimulateArgs),
     /// Find the policy setting and request size with the most BG throughput within an FG budget.
@@ -185,10 +200,13 @@ fn main() -> ExitCode {
         Command::EmulateDisk(args) => emulate_disk::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Pareto(args) => pareto::run(args),
+        Command::Peer(args) => peer::run(args),
         Command::Policies(args) => policies::run(args),
         Command::Recommend(args) => recommend::run(args),
         Command::Scrub(args) => scrub::run(args),
         Command::Record(args) => record::run(args),
+        Command::Run(args) => return run::main(args),
+        Command::Guardian(args) => run::guardian(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Tune(args) => tune::run(args),
     };

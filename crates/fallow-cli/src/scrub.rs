@@ -151,6 +151,12 @@ pub struct ScrubArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Serve Prometheus metrics (FG/BG requests and bytes, collisions,
+    /// time in each policy state) at `http://ADDR/metrics`, e.g.
+    /// `127.0.0.1:9464`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+
     /// Also print the monitor's CPU cost and the driver's counts.
     #[arg(long, short = 'v')]
     pub verbose: bool,
@@ -596,6 +602,17 @@ pub fn run(args: ScrubArgs) -> Result<()> {
         }
     });
 
+    let _exporter = match &args.metrics {
+        Some(addr) => {
+            let e =
+                crate::metrics_export::Exporter::start(addr, &mut driver, monitor.shared_stats())?;
+            if let (Some(a), false) = (e.addr(), args.json) {
+                eprintln!("fallow: metrics at http://{a}/metrics");
+            }
+            Some(e)
+        }
+        None => None,
+    };
     let drive = driver.run(&mut monitor, &mut scrubber, &stop);
     if let Some(b) = &bar {
         b.finish_and_clear();

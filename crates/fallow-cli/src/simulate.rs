@@ -8,11 +8,14 @@
 use crate::human::{bytes, count, num, pct, secs};
 use crate::input::{self, ReadArgs};
 use crate::output::{self, describe_model, Style};
+use crate::retune::{self, Runner};
 use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::policy;
-use fallow_core::sim::{simulate, BgService, BgWork, Prepared, SimConfig, SimResult};
+use fallow_core::sim::{
+    simulate, simulate_split, BgService, BgWork, Prepared, SimConfig, SimResult,
+};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::ServiceModel;
 use serde::Serialize;
@@ -221,17 +224,26 @@ pub fn prepare(a: &InputArgs) -> Result<Input> {
     let path = a.trace.as_ref().expect("clap requires TRACE or --workload");
     let trace = input::read(path, &a.read)?;
     let selected = input::select_device(trace, a.device)?;
-    let spinner = input::spinner("preparing", selected.trace.len());
-    let prep = Prepared::new(&selected.trace, a.service.as_ref(), a.seed);
-    if let Some(s) = spinner {
-        s.finish_and_clear();
-    }
-    let prep = prep?;
-    let name = path.file_name().map_or_else(
+    prepare_trace(
+        a,
+        &selected.trace,
+        file_name(path),
+        describe_device(&selected),
+        path.display().to_string(),
+    )
+}
+
+/// The last part of a path, for titles.
+pub fn file_name(path: &std::path::Path) -> String {
+    path.file_name().map_or_else(
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
-    );
-    let mut parts = vec![format!(
+    )
+}
+
+/// `device 0 of 2`.
+pub fn describe_device(selected: &input::Selected) -> String {
+    format!(
         "device {}{}",
         selected.device,
         if selected.devices.len() > 1 {
@@ -239,7 +251,25 @@ pub fn prepare(a: &InputArgs) -> Result<Input> {
         } else {
             String::new()
         }
-    )];
+    )
+}
+
+/// Prepare a trace of one device (completions modelled with `--service`
+/// if given), described as `title`, `device` and `source`.
+pub fn prepare_trace(
+    a: &InputArgs,
+    trace: &fallow_core::Trace,
+    title: String,
+    device: String,
+    source: String,
+) -> Result<Input> {
+    let spinner = input::spinner("preparing", trace.len());
+    let prep = Prepared::new(trace, a.service.as_ref(), a.seed);
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    let prep = prep?;
+    let mut parts = vec![device];
     parts.push(format!(
         "{} requests over {}",
         count(prep.requests() as u64),
@@ -255,9 +285,9 @@ pub fn prepare(a: &InputArgs) -> Result<Input> {
     });
     Ok(Input {
         prep,
-        title: name,
+        title,
         detail: parts.join(" · "),
-        source: path.display().to_string(),
+        source,
         arrivals: None,
     })
 }
@@ -359,7 +389,14 @@ Examples:
 keys spec, input, fg (mean_response_s, baseline_mean_response_s, slowdown, mean_added_delay_s,
 p50/p90/p99/p999_response_s, collision_rate, delayed_requests, collisions, ccdf, baseline_ccdf),
 bg (completed, bytes, throughput_bytes_per_s, mean_response_s, spawned, busy_s), utilization,
-idle_total_s, idle_used_fraction, idle_intervals, span_s. Times are in seconds.")]
+idle_total_s, idle_used_fraction, idle_intervals, span_s; with --retune, retune (budget, knob,
+window, every, final_spec, history: [time_s, intervals, knob, value, fit]); with --then, parts
+(source, requests, span_s, mean_added_delay_s, slowdown, bg_throughput_bytes_per_s, …). Times
+are in seconds.
+
+  fallow simulate ajw.1week.srt --device 0 --then pgbench.csv.gz --policy fixed-wait \\
+      --retune 1ms --window 2000 --every 500
+      the wait re-fitted online as the workload changes from one trace to the other")]
 pub struct SimulateArgs {
     /// The policy and its parameters, `NAME[:k=v,…]`, e.g. `fixed-wait:t=1s`.
     #[arg(long, short = 'p', value_name = "POLICY")]
@@ -374,6 +411,9 @@ pub struct SimulateArgs {
 
     #[command(flatten)]
     pub bg: BgArgs,
+
+    #[command(flatten)]
+    pub retune: crate::retune::RetuneArgs,
 }
 
 /// What was run on what, in the JSON of `simulate` and `compare`.
@@ -428,35 +468,71 @@ pub struct Run<'a> {
 
 /// Run `fallow simulate`.
 pub fn run(args: SimulateArgs) -> Result<()> {
+    let seed = args.input.seed;
     // a bad policy fails before any reading
-    let mut pol = build_policy(&args.policy)?;
-    let input = prepare(&args.input)?;
-    let cfg = args.bg.config(args.input.seed);
+    let mut runner = Runner::new(&args.policy, &args.retune, &args.bg, seed)?;
+    let (input, first) = match &args.retune.then {
+        Some(then) => {
+            let (input, n) =
+                retune::prepare_then(&args.input, then, args.retune.then_device, args.retune.gap)?;
+            (input, Some(n))
+        }
+        None => (prepare(&args.input)?, None),
+    };
+    let cfg = args.bg.config(seed);
     let spinner = input::spinner("simulating", input.prep.requests());
-    let result = simulate(&input.prep, pol.as_mut(), &cfg);
+    let result = match first {
+        // the first part again, on its own, with a fresh policy (see
+        // `fallow_core::sim::simulate_split`)
+        Some(n) => Runner::new(&args.policy, &args.retune, &args.bg, seed).and_then(|mut fresh| {
+            simulate_split(&input.prep, n, runner.policy(), fresh.policy(), &cfg)
+                .map(|s| (s.whole, Some(s.parts)))
+                .context("--then")
+        }),
+        None => simulate(&input.prep, runner.policy(), &cfg)
+            .map(|r| (r, None))
+            .map_err(Into::into),
+    };
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
-    let r = result?;
+    let (r, parts) = result?;
+    let retune = match &runner {
+        Runner::Retuned(t) => Some(t.report()),
+        Runner::Plain(_) => None,
+    };
+    let parts: Option<Vec<retune::PartInfo<'_>>> = parts.as_ref().map(|p| {
+        let then = args.retune.then.as_ref().expect("parts come from --then");
+        retune::part_sources(&args.input, then)
+            .into_iter()
+            .zip(p)
+            .map(|(source, part)| retune::PartInfo { source, part })
+            .collect()
+    });
     if args.json {
         #[derive(Serialize)]
         struct Doc<'a> {
             input: InputInfo,
             #[serde(flatten)]
             run: Run<'a>,
+            #[serde(flatten)]
+            extra: retune::Extra<'a>,
         }
         let doc = Doc {
-            input: InputInfo::new(&input, &args.bg, args.input.seed),
+            input: InputInfo::new(&input, &args.bg, seed),
             run: Run {
                 spec: &args.policy,
                 result: &r,
             },
+            extra: retune::Extra { retune, parts },
         };
         let mut text = serde_json::to_string_pretty(&doc)?;
         text.push('\n');
         output::print(&text)
     } else {
-        output::print(&summary(&args.policy, &input, &args.bg, &r))
+        let mut text = summary(&args.policy, &input, &args.bg, &r);
+        text.push_str(&retune::summary(retune.as_ref(), parts.as_deref()));
+        output::print(&text)
     }
 }
 

@@ -58,6 +58,16 @@ pub trait BgExecutor {
 
     /// Run one request of `size_bytes` to completion.
     fn run_one(&mut self, size_bytes: u64) -> Result<Step>;
+
+    /// The driver is about to wait (for idle time, a policy's delay, the
+    /// executor's readiness) instead of running the next request: stop any
+    /// work left going after [`BgExecutor::run_one`]. `fallow run` freezes
+    /// its command here, so back-to-back slices run it without a pause
+    /// between them. Called before every wait; must be cheap when there is
+    /// nothing to stop. Default: nothing to stop.
+    fn pause(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Longest wait for the monitor's look between two requests: it normally
@@ -128,6 +138,28 @@ pub struct DriveReport {
     pub wall_s: f64,
 }
 
+/// What the driver is doing, for observers (metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriveState {
+    /// FG work is being served (or the device is not yet known idle).
+    Busy,
+    /// The device is idle; the policy waits or holds BG work back.
+    IdleWaiting,
+    /// A BG request is in service.
+    BgRunning,
+}
+
+/// Told what the driver does as it runs (the Prometheus exporter is one).
+/// Every method has a default that does nothing.
+pub trait DriveObserver: Send {
+    /// The driver entered `state`.
+    fn state(&mut self, _state: DriveState) {}
+    /// A BG request of `bytes` finished after `service_ns`.
+    fn bg_request(&mut self, _bytes: u64, _service_ns: u64) {}
+    /// An FG arrival found a BG request in service.
+    fn collision(&mut self) {}
+}
+
 /// Runs one policy live.
 pub struct Driver {
     policy: Box<dyn Policy>,
@@ -135,6 +167,7 @@ pub struct Driver {
     rng: Pcg64Mcg,
     measured_ns: Option<f64>,
     report: DriveReport,
+    observer: Option<Box<dyn DriveObserver>>,
 }
 
 /// How often a wait looks at the stop flag, ns.
@@ -180,7 +213,19 @@ impl Driver {
             cfg,
             measured_ns: None,
             report,
+            observer: None,
         })
+    }
+
+    /// Tell `observer` what the driver does from now on.
+    pub fn set_observer(&mut self, observer: Box<dyn DriveObserver>) {
+        self.observer = Some(observer);
+    }
+
+    fn observe(&mut self, f: impl FnOnce(&mut dyn DriveObserver)) {
+        if let Some(o) = self.observer.as_deref_mut() {
+            f(o);
+        }
     }
 
     /// Build the policy from a registry spec (`fixed-wait:t=50ms`), as the
@@ -232,8 +277,15 @@ impl Driver {
         self.policy.on_bg_done(&mut ctx, done)
     }
 
-    /// Wait until `deadline_ns` (forever if `None`), an event, or the stop flag.
-    fn wait(monitor: &mut Monitor, deadline_ns: Option<u64>, stop: &AtomicBool) -> Result<Wake> {
+    /// Wait until `deadline_ns` (forever if `None`), an event, or the stop
+    /// flag, with the executor paused.
+    fn wait(
+        monitor: &mut Monitor,
+        exec: &mut dyn BgExecutor,
+        deadline_ns: Option<u64>,
+        stop: &AtomicBool,
+    ) -> Result<Wake> {
+        exec.pause()?;
         loop {
             if stop.load(Ordering::SeqCst) {
                 return Ok(Wake::Stop);
@@ -270,9 +322,10 @@ impl Driver {
     ) -> Result<DriveReport> {
         let t_start = monotonic_ns();
         'busy: loop {
+            self.observe(|o| o.state(DriveState::Busy));
             // Busy (or not yet known idle): wait for the device to fall idle.
             let (idle_start, last_arrival) = loop {
-                match Self::wait(monitor, None, stop)? {
+                match Self::wait(monitor, exec, None, stop)? {
                     Wake::Stop => return Ok(self.finish(Outcome::Stopped, t_start)),
                     Wake::Deadline | Wake::Event(Event::Busy { .. }) => continue,
                     Wake::Event(Event::Idle {
@@ -293,6 +346,7 @@ impl Driver {
             };
             self.report.idle_intervals += 1;
             let mut done = 0u64;
+            self.observe(|o| o.state(DriveState::IdleWaiting));
             let mut decision = self.decide_idle(idle_start, last_arrival);
             let mut base = idle_start;
             // An FG arrival ends the interval: tell the policy how long it was.
@@ -305,7 +359,7 @@ impl Driver {
                     Decision::Start(s) if s.max_requests > 0 => s,
                     _ => {
                         // quiet until the next FG arrival
-                        match Self::wait(monitor, None, stop)? {
+                        match Self::wait(monitor, exec, None, stop)? {
                             Wake::Stop => return Ok(self.finish(Outcome::Stopped, t_start)),
                             Wake::Event(Event::Busy { at_ns, after_ns }) => {
                                 end_idle(&mut self.policy, after_ns, at_ns, false);
@@ -328,7 +382,7 @@ impl Driver {
                             break;
                         }
                         let throttle_from = now.max(deadline);
-                        let wake = Self::wait(monitor, Some(target), stop)?;
+                        let wake = Self::wait(monitor, exec, Some(target), stop)?;
                         let waited_to = monotonic_ns().min(target);
                         if ready > 0 && waited_to > throttle_from {
                             self.report.throttled_s += (waited_to - throttle_from) as f64 / 1e9;
@@ -348,8 +402,13 @@ impl Driver {
                         continue 'busy;
                     }
                     let t0 = monotonic_ns();
+                    self.observe(|o| o.state(DriveState::BgRunning));
                     let step = exec.run_one(size)?;
                     let t1 = monotonic_ns();
+                    self.observe(|o| {
+                        o.bg_request(size, t1 - t0);
+                        o.state(DriveState::IdleWaiting);
+                    });
                     let took = (t1 - t0) as f64;
                     self.report.bg_requests += 1;
                     self.report.bg_service_s += took / 1e9;
@@ -366,6 +425,9 @@ impl Driver {
                         // the arrival came before the request ended: it waited for it
                         let collided = after_ns < t1;
                         self.report.collisions += u64::from(collided);
+                        if collided {
+                            self.observe(|o| o.collision());
+                        }
                         end_idle(&mut self.policy, after_ns, at_ns, collided);
                         continue 'busy;
                     }
@@ -480,6 +542,47 @@ mod tests {
         h.join().unwrap();
         assert_eq!(r.outcome, Outcome::Stopped);
         assert_eq!(r.bg_requests, 0);
+    }
+
+    /// Records runs (`R`) and pauses (`P`).
+    struct Trail {
+        n: usize,
+        log: String,
+    }
+
+    impl BgExecutor for Trail {
+        fn run_one(&mut self, _size: u64) -> Result<Step> {
+            self.log.push('R');
+            Ok(if self.log.matches('R').count() >= self.n {
+                Step::Finished
+            } else {
+                Step::More
+            })
+        }
+        fn pause(&mut self) -> Result<()> {
+            self.log.push('P');
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn pause_comes_before_waits_and_not_between_back_to_back_requests() {
+        let run = |spec: &str| {
+            let mut m = Monitor::without_device();
+            let mut d = Driver::from_spec(spec, DriverConfig::default()).unwrap();
+            let mut e = Trail {
+                n: 3,
+                log: String::new(),
+            };
+            d.run(&mut m, &mut e, &AtomicBool::new(false)).unwrap();
+            e.log
+        };
+        // until FG arrives: waits (for idle, for the 5 ms) only before the first
+        let log = run("fixed-wait:t=5ms");
+        assert!(log.starts_with('P') && log.ends_with("RRR"), "{log}");
+        // one request every 5 ms: paused between them
+        let log = run("fixed-rate:r=5ms");
+        assert!(log.contains("RP") && log.ends_with('R'), "{log}");
     }
 
     #[test]

@@ -24,6 +24,13 @@
 //!   read-only (`O_DIRECT`, or SCSI VERIFY), sequentially or staggered,
 //!   with an atomic checkpoint after every request, error narrowing to the
 //!   failing sectors, a rate ceiling and time windows.
+//! - [`run`]: [`Managed`], a maintenance command as a `BgExecutor`: one
+//!   request lets it run for a slice; paused with the cgroup v2 or v1
+//!   freezer or `SIGSTOP`, its own disk I/O subtracted by the monitor, and
+//!   a guardian process that thaws it if fallow dies (`fallow run`).
+//! - [`net`]: the monitor for a network interface (Eggert & Touch's
+//!   idletime scheduling for networks), and [`combine::either`], several
+//!   monitors as one.
 //! - [`clock`]: monotonic and thread-CPU time.
 //!
 //! ## Example
@@ -52,12 +59,20 @@
 #![deny(missing_docs)]
 
 pub mod clock;
+pub mod combine;
 pub mod driver;
 pub mod error;
 pub mod monitor;
+pub mod net;
+pub mod run;
 pub mod scrub;
 
-pub use driver::{BgExecutor, DriveReport, Driver, DriverConfig, Outcome, Step};
+pub use driver::{
+    BgExecutor, DriveObserver, DriveReport, DriveState, Driver, DriverConfig, Outcome, Step,
+};
 pub use error::{Error, Result};
-pub use monitor::{Event, Monitor, MonitorConfig, MonitorStats, OwnCounters, StatSource};
+pub use monitor::{
+    Event, Monitor, MonitorConfig, MonitorStats, OwnCounters, SharedStats, StatSource,
+};
+pub use run::{CommandSpec, FreezerKind, Managed, RunConfig};
 pub use scrub::{ScrubConfig, ScrubReport, Scrubber};

@@ -186,6 +186,13 @@ impl Metrics {
         self.fg_bytes.inc_by(bytes);
     }
 
+    /// Count `requests` foreground requests totalling `bytes` (a monitor
+    /// that reports totals rather than single requests).
+    pub fn fg_requests(&self, requests: u64, bytes: u64) {
+        self.fg_requests.inc_by(requests);
+        self.fg_bytes.inc_by(bytes);
+    }
+
     /// Count one background request of `bytes`.
     pub fn bg_request(&self, bytes: u64) {
         self.bg_requests.inc();

@@ -8,6 +8,8 @@ use crate::json::to_python;
 use crate::trace::{service_model, PyTrace};
 use fallow_core::policy::{self, Policy};
 use fallow_core::sim::{simulate as run, BgService, BgWork, Prepared, SimConfig, SimResult};
+use fallow_core::tune::online::{OnlineConfig, OnlineTuner, Report, DEFAULT_WINDOW};
+use fallow_core::tune::Budget;
 use fallow_core::units::{parse_bytes, parse_duration_ns};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::ServiceModel;
@@ -167,12 +169,15 @@ impl<'a> Setup<'a> {
     }
 }
 
-/// A result with the spec it was run with (the JSON of `fallow compare`).
+/// A result with the spec it was run with (the JSON of `fallow compare`),
+/// and the knob's trajectory of a re-tuned run.
 #[derive(Serialize)]
 struct Run<'a> {
     spec: &'a str,
     #[serde(flatten)]
     result: &'a SimResult,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retune: Option<Report>,
 }
 
 pub(crate) fn build(spec: &str) -> PyResult<Box<dyn Policy>> {
@@ -183,7 +188,7 @@ pub(crate) fn build(spec: &str) -> PyResult<Box<dyn Policy>> {
 /// Returns the plain result (the keys of `fallow simulate --json`, plus
 /// `spec`). See `fallow.simulate` for the arguments.
 #[pyfunction]
-#[pyo3(signature = (trace=None, policy="", *, device=None, service=None, workload=None, arrival_rate=None, utilization=None, requests=100_000, request_size=None, write_fraction=0.5, bg="exp:10ms", bg_size=None, bg_work="endless", switch_penalty=None, seed=1))]
+#[pyo3(signature = (trace=None, policy="", *, device=None, service=None, workload=None, arrival_rate=None, utilization=None, requests=100_000, request_size=None, write_fraction=0.5, bg="exp:10ms", bg_size=None, bg_work="endless", switch_penalty=None, seed=1, retune=None, retune_window=DEFAULT_WINDOW, retune_every=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn simulate<'py>(
     py: Python<'py>,
@@ -202,6 +207,9 @@ pub fn simulate<'py>(
     bg_work: &str,
     switch_penalty: Option<Bound<'py, PyAny>>,
     seed: u64,
+    retune: Option<&str>,
+    retune_window: usize,
+    retune_every: Option<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
     if policy.is_empty() {
         return Err(parameter(
@@ -227,15 +235,35 @@ pub fn simulate<'py>(
         switch_penalty.as_ref().unwrap_or(&d.zero),
         seed,
     )?;
+    let mut tuner = match retune {
+        Some(budget) => Some(
+            OnlineTuner::new(
+                policy,
+                OnlineConfig {
+                    budget: budget.parse::<Budget>().map_err(to_py)?,
+                    window: retune_window,
+                    every: retune_every.unwrap_or((retune_window / 4).max(1)),
+                    switch_penalty_ns: setup.cfg.switch_penalty_ns,
+                    seed,
+                },
+            )
+            .map_err(to_py)?,
+        ),
+        None => None,
+    };
     let r = without_gil(py, || {
         let prep = setup.prepare()?;
-        run(&prep, pol.as_mut(), &setup.cfg)
+        match &mut tuner {
+            Some(t) => run(&prep, t, &setup.cfg),
+            None => run(&prep, pol.as_mut(), &setup.cfg),
+        }
     })?;
     to_python(
         py,
         &Run {
             spec: policy,
             result: &r,
+            retune: tuner.as_ref().map(OnlineTuner::report),
         },
     )
 }
@@ -303,7 +331,11 @@ pub fn compare<'py>(
     let runs: Vec<Run<'_>> = specs
         .iter()
         .zip(&results)
-        .map(|(spec, result)| Run { spec, result })
+        .map(|(spec, result)| Run {
+            spec,
+            result,
+            retune: None,
+        })
         .collect();
     to_python(py, &runs)
 }

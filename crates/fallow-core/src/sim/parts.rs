@@ -90,6 +90,12 @@ pub fn simulate_split(
         - first.fg.mean_added_delay_s * first.fg.requests as f64;
     let baseline_s = whole.fg.baseline_mean_response_s * whole.fg.requests as f64
         - first.fg.baseline_mean_response_s * first.fg.requests as f64;
+    let delayed_requests = whole
+        .fg
+        .delayed_requests
+        .saturating_sub(first.fg.delayed_requests);
+    // nothing delayed: exactly 0, not the rounding left by the subtraction
+    let added_s = if delayed_requests == 0 { 0.0 } else { added_s };
     let span_s = whole.span_s - first.span_s;
     let bg_bytes = whole.bg.bytes.saturating_sub(first.bg.bytes);
     let mean = |sum: f64| {
@@ -109,10 +115,7 @@ pub fn simulate_split(
         } else {
             0.0
         },
-        delayed_requests: whole
-            .fg
-            .delayed_requests
-            .saturating_sub(first.fg.delayed_requests),
+        delayed_requests,
         collisions: whole.fg.collisions.saturating_sub(first.fg.collisions),
         bg_bytes,
         bg_throughput_bytes_per_s: if span_s > 0.0 {

@@ -92,7 +92,7 @@ pub struct OnlineConfig {
     /// Switch penalty of a collision, ns, as the run's (the trait does not
     /// tell it).
     pub switch_penalty_ns: u64,
-    /// Seed of the window runs (refit `k` uses `seed + k`).
+    /// Seed of the window runs (the k-th refit, from 1, uses `seed + k`).
     pub seed: u64,
 }
 
@@ -144,6 +144,24 @@ pub struct WindowFit {
     pub bg_throughput_bytes_per_s: f64,
     /// Window runs this refit took.
     pub simulations: u32,
+}
+
+/// What a re-tuned run did with its knob (the `retune` object of
+/// `fallow simulate --json` and of `fallow.simulate(..., retune=)`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// The budget as written back (`1ms`, `5%`).
+    pub budget: String,
+    /// The knob re-fitted (`t`).
+    pub knob: &'static str,
+    /// Idle intervals in the window.
+    pub window: usize,
+    /// Idle intervals between refits.
+    pub every: usize,
+    /// The inner policy's spec in use at the end (`fixed-wait:t=1.12s`).
+    pub final_spec: String,
+    /// The start value, then one point per refit.
+    pub history: Vec<Refit>,
 }
 
 /// A policy from the registry whose knob is re-fitted online (module docs).
@@ -267,6 +285,18 @@ impl OnlineTuner {
         &self.history
     }
 
+    /// The settings, the value in use and the trajectory so far.
+    pub fn report(&self) -> Report {
+        Report {
+            budget: self.cfg.budget.to_string(),
+            knob: self.knob.name,
+            window: self.cfg.window,
+            every: self.cfg.every,
+            final_spec: self.spec(),
+            history: self.history.clone(),
+        }
+    }
+
     /// The knob re-fitted.
     pub fn knob(&self) -> &Knob {
         &self.knob
@@ -324,7 +354,8 @@ impl OnlineTuner {
             while k + 1 < c.len() && ok(c[k + 1]) {
                 k += 1;
             }
-            (k + 1 < c.len()).then_some((c[k], c[k + 1]))
+            // (lazily: when the most aggressive value is feasible there is no next)
+            (k + 1 < c.len()).then(|| (c[k], c[k + 1]))
         } else {
             let mut found = None;
             while k > 0 {
@@ -714,5 +745,17 @@ mod tests {
         t.on_idle_end(33 * MS, false);
         // without the BG work: 40 ms, then 100 − 60 = 40 ms
         assert_eq!(t.idle, [(40 * MS, true), (40 * MS, false)]);
+    }
+
+    #[test]
+    fn a_budget_every_value_meets_gets_the_most_aggressive_value() {
+        // regression: the walk up the coarse grid read past its end when
+        // even the most aggressive value was feasible
+        let mut t = tuner("10s", 40, 10);
+        let mut now = 0;
+        feed(&mut t, &[5, 1000].repeat(6), 10, &mut now);
+        let last = t.history().last().unwrap();
+        assert_eq!(last.knob, "100us");
+        assert!(last.fit.as_ref().unwrap().met);
     }
 }

@@ -115,9 +115,20 @@ pub struct Detector {
     prev: Option<Prev>,
     read_max: i128,
     write_max: i128,
+    /// When fallow's own reads last moved, ns: the running maximum is only
+    /// lowered once they have been still for [`OWN_SETTLE_NS`].
+    own_reads_moved_ns: u64,
     state: State,
     totals: DetectorTotals,
 }
+
+/// How long the device's counters may lag fallow's own after a read has
+/// returned, ns. The kernel accounts a request before it wakes the reader,
+/// but a published stat file (the emulated disk's) is rewritten up to a
+/// millisecond later, and a loaded machine delays that further: lowering
+/// the running maximum in that window would make the device catching up
+/// look like FG reads.
+const OWN_SETTLE_NS: u64 = 20_000_000;
 
 impl Default for Detector {
     fn default() -> Self {
@@ -133,6 +144,7 @@ impl Detector {
             prev: None,
             read_max: 0,
             write_max: 0,
+            own_reads_moved_ns: 0,
             state: State::Busy {
                 start_ns: 0,
                 last_active_ns: 0,
@@ -197,7 +209,11 @@ impl Detector {
         let read_est = (k.read_sectors.wrapping_sub(base.stat.read_sectors) as i128)
             - (b.read_sectors.wrapping_sub(base_own.read_sectors) as i128);
         let new_read = (read_est - self.read_max).max(0) as u64;
-        self.read_max = if own_reads_moving {
+        if own_reads_moving {
+            self.own_reads_moved_ns = t_ns;
+        }
+        let settled = t_ns.saturating_sub(self.own_reads_moved_ns) >= OWN_SETTLE_NS;
+        self.read_max = if !settled {
             self.read_max.max(read_est)
         } else {
             read_est
@@ -478,12 +494,32 @@ mod tests {
         feed(&mut d, 0, &dev, own(0, false));
         feed(&mut d, 1, &dev, own(0, false));
         assert_eq!(feed(&mut d, 2, &dev, own(2048, false)), None);
-        // a later FG read of 8 sectors is seen at once
+        // once our counters have been still for the settle time, the
+        // estimate is re-based: a later FG read of 8 sectors is seen at once
+        let settled = 2 + OWN_SETTLE_NS;
+        assert_eq!(feed(&mut d, settled, &dev, own(2048, false)), None);
         dev.read(8);
         assert!(matches!(
-            feed(&mut d, 3, &dev, own(2048, false)),
+            feed(&mut d, settled + 1, &dev, own(2048, false)),
             Some(Event::Busy { .. })
         ));
+    }
+
+    #[test]
+    fn a_device_that_counts_our_read_late_is_not_taken_for_fg() {
+        // the emulated disk publishes its stat file up to ~1 ms after a
+        // request completes: samples in between see our read and not the device's
+        let mut d = Detector::new();
+        let mut dev = Dev::default();
+        feed(&mut d, 0, &dev, own(0, false));
+        feed(&mut d, 1, &dev, own(0, false));
+        assert_eq!(feed(&mut d, 2, &dev, own(2048, true)), None);
+        assert_eq!(feed(&mut d, 3, &dev, own(2048, false)), None);
+        assert_eq!(feed(&mut d, 1_000_003, &dev, own(2048, false)), None);
+        dev.s.read_ios += 1;
+        dev.s.read_sectors += 2048;
+        assert_eq!(feed(&mut d, 2_000_003, &dev, own(2048, false)), None);
+        assert_eq!(d.totals().fg_read_bytes, 0);
     }
 
     #[test]

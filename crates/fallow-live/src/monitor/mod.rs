@@ -36,6 +36,18 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
+/// The monitor's statistics, readable from another thread
+/// ([`Monitor::shared_stats`]).
+#[derive(Debug, Clone)]
+pub struct SharedStats(Arc<Mutex<MonitorStats>>);
+
+impl SharedStats {
+    /// The latest published statistics.
+    pub fn get(&self) -> MonitorStats {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
 /// Settings of a monitor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MonitorConfig {
@@ -200,6 +212,27 @@ impl Monitor {
         }
     }
 
+    /// A monitor fed by another sampling thread (the network monitor,
+    /// [`crate::net`]): `handle` sends [`Event`]s to `rx`'s sender, keeps
+    /// `stats` up to date and returns once `stop` is raised.
+    pub fn from_parts(
+        rx: Receiver<Event>,
+        stop: Arc<AtomicBool>,
+        handle: JoinHandle<Result<()>>,
+        stats: Arc<Mutex<MonitorStats>>,
+    ) -> Monitor {
+        Monitor {
+            rx,
+            stop,
+            handle: Some(handle),
+            // its thread takes no looks: `look` returns at once
+            thread: None,
+            looks: Arc::new(Looks::default()),
+            stats,
+            _idle_tx: None,
+        }
+    }
+
     /// The next event, waiting at most `timeout_ns`; `Ok(None)` on timeout.
     /// An error if the sampling thread failed.
     pub fn recv_timeout(&mut self, timeout_ns: u64) -> Result<Option<Event>> {
@@ -218,6 +251,7 @@ impl Monitor {
     /// of its own requests (see the module documentation); `false` if the
     /// time ran out (the thread is late, or own I/O of another source,
     /// such as a managed command's, is still moving). Without a device,
+    /// or for a monitor fed by another thread ([`Monitor::from_parts`]),
     /// `true` at once.
     pub fn look(&self, timeout_ns: u64) -> bool {
         let Some(thread) = &self.thread else {
@@ -267,6 +301,12 @@ impl Monitor {
     /// What the monitor has seen and spent so far.
     pub fn stats(&self) -> MonitorStats {
         self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// A handle that reads the same statistics from another thread while
+    /// the monitor runs (an exporter); they are published every 64 samples.
+    pub fn shared_stats(&self) -> SharedStats {
+        SharedStats(self.stats.clone())
     }
 
     /// Stop the thread and return the final statistics.

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Remote chunk fetch (a peer's page cache over veth) against local O_DIRECT
+# reads of the same file, in one run: `fallow peer bench` between two network
+# namespaces joined by a veth pair. Needs root and `ip netns`.
+#
+# Usage: bash bench/peer_bench.sh [SIZE_MB] [REPEAT]   (defaults 64, 3)
+#        FALLOW=target/release/fallow bash bench/peer_bench.sh
+# The figures in docs/peer.md come from a release build:
+#        cargo build --release -p fallow-cli && FALLOW=target/release/fallow bash bench/peer_bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZE_MB=${1:-64}
+REPEAT=${2:-3}
+FALLOW=${FALLOW:-target/debug/fallow}
+[ -x "$FALLOW" ] || cargo build -q -p fallow-cli
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v nsenter >/dev/null; then
+    echo "skipped: peer bench needs root, ip and nsenter"; exit 0
+fi
+TAG=pb$$
+A=${TAG}a B=${TAG}b
+WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/peer-bench.XXXXXX")
+SERVER_PID=
+cleanup() {
+    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null || true
+    ip netns del "$A" 2>/dev/null || true
+    ip netns del "$B" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+ip netns add "$A"; ip netns add "$B"
+ip link add "${TAG}x" type veth peer name "${TAG}y"
+ip link set "${TAG}x" netns "$A"; ip link set "${TAG}y" netns "$B"
+ip -n "$A" addr add 10.232.0.1/24 dev "${TAG}x"; ip -n "$A" link set "${TAG}x" up; ip -n "$A" link set lo up
+ip -n "$B" addr add 10.232.0.2/24 dev "${TAG}y"; ip -n "$B" link set "${TAG}y" up; ip -n "$B" link set lo up
+
+# the same file on both "machines": the server's copy in memory, the
+# client's read with O_DIRECT
+mkdir -p "$WORK/server/app" "$WORK/client/app"
+head -c "$((SIZE_MB * 1048576))" /dev/urandom > "$WORK/server/app/big.bin"
+cp "$WORK/server/app/big.bin" "$WORK/client/app/big.bin"
+sync
+cat "$WORK/server/app/big.bin" > /dev/null
+
+nsenter --net="/run/netns/$A" -- "$FALLOW" peer serve --dir "app=$WORK/server/app" \
+    --listen 10.232.0.1:7946 --fleet-size 2 2> "$WORK/server.log" &
+SERVER_PID=$!
+for _ in $(seq 100); do
+    nsenter --net="/run/netns/$B" -- "$FALLOW" peer status --peer 10.232.0.1:7946 --json \
+        2>/dev/null | grep -q '"advertised":{"files":1' && break
+    sleep 0.2
+done
+echo "fallow: $FALLOW; file: ${SIZE_MB} MiB; kernel $(uname -r); $(nproc) cores"
+nsenter --net="/run/netns/$B" -- "$FALLOW" peer bench --peer 10.232.0.1:7946 \
+    --dir "app=$WORK/client/app" --file app/big.bin --repeat "$REPEAT" "${@:3}"

@@ -1,0 +1,110 @@
+//! `--metrics ADDR` of the live commands: the driver's states, BG requests
+//! and collisions, and the monitor's FG totals, served in the Prometheus /
+//! OpenMetrics text format at `http://ADDR/metrics` (crate `fallow-metrics`).
+
+use anyhow::{Context, Result};
+use fallow_live::{DriveObserver, DriveState, Driver, SharedStats};
+use fallow_metrics::{Metrics, MetricsServer, PolicyState};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often the monitor's FG totals are copied into the counters.
+const FG_SYNC: Duration = Duration::from_millis(250);
+
+/// The running exporter; stops serving when dropped.
+pub struct Exporter {
+    server: Option<MetricsServer>,
+    stop: Arc<AtomicBool>,
+    sync: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Exporter {
+    /// Serve on `addr` and observe `driver` and the monitor's `stats`.
+    pub fn start(addr: &str, driver: &mut Driver, stats: SharedStats) -> Result<Exporter> {
+        let metrics = Metrics::new();
+        let server = metrics
+            .serve(addr)
+            .with_context(|| format!("--metrics {addr}"))?;
+        driver.set_observer(Box::new(Observer {
+            metrics: metrics.clone(),
+            state: PolicyState::Busy,
+            since: Instant::now(),
+        }));
+        metrics.set_state(PolicyState::Busy);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let sync = std::thread::Builder::new()
+            .name("fallow-metrics-fg".into())
+            .spawn(move || {
+                // the monitor keeps totals; the counters take their growth
+                let (mut requests, mut bytes) = (0u64, 0u64);
+                loop {
+                    let s = stats.get();
+                    let b = s.fg_read_bytes + s.fg_write_bytes;
+                    metrics.fg_requests(
+                        s.fg_requests.saturating_sub(requests),
+                        b.saturating_sub(bytes),
+                    );
+                    (requests, bytes) = (requests.max(s.fg_requests), bytes.max(b));
+                    if stop2.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    std::thread::sleep(FG_SYNC);
+                }
+            })
+            .context("starting the metrics thread")?;
+        Ok(Exporter {
+            server: Some(server),
+            stop,
+            sync: Some(sync),
+        })
+    }
+
+    /// Where it serves.
+    pub fn addr(&self) -> Option<std::net::SocketAddr> {
+        self.server.as_ref().map(|s| s.addr())
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.sync.take() {
+            let _ = t.join();
+        }
+        if let Some(s) = self.server.take() {
+            s.stop();
+        }
+    }
+}
+
+/// Driver events into counters.
+struct Observer {
+    metrics: Metrics,
+    state: PolicyState,
+    since: Instant,
+}
+
+impl DriveObserver for Observer {
+    fn state(&mut self, state: DriveState) {
+        let state = match state {
+            DriveState::Busy => PolicyState::Busy,
+            DriveState::IdleWaiting => PolicyState::IdleWaiting,
+            DriveState::BgRunning => PolicyState::BgRunning,
+        };
+        let now = Instant::now();
+        self.metrics
+            .add_state_time(self.state, now.duration_since(self.since));
+        (self.state, self.since) = (state, now);
+        self.metrics.set_state(state);
+    }
+
+    fn bg_request(&mut self, bytes: u64, _service_ns: u64) {
+        self.metrics.bg_request(bytes);
+    }
+
+    fn collision(&mut self) {
+        self.metrics.collision();
+    }
+}

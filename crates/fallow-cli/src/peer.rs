@@ -1,0 +1,480 @@
+//! `fallow peer`: SARD for real (seed 004). `serve` indexes application
+//! directories, advertises the files resident in its page cache to the
+//! fleet (foca SWIM membership) and serves their chunks from memory only;
+//! `mount` does the same and overlays a directory with FUSE, reading from
+//! peers — verified chunk by chunk against the local manifest — while the
+//! local disk sleeps; `status`, `get` and `bench` talk to a running peer.
+
+use crate::BadInput;
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use fallow_peer::disk::{Disk, DiskSpec};
+use fallow_peer::error::Error as PeerError;
+use fallow_peer::index::{Index, Root};
+use fallow_peer::manifest::hex;
+use fallow_peer::node::{Node, NodeConfig};
+use fallow_peer::proto::{Request, Response};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `fallow peer`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow peer serve --dir /usr/bin --dir /usr/lib --listen 10.0.0.2:7946 --peers 10.0.0.1:7946
+      index, advertise what is in memory, serve chunks from the page cache only
+  fallow peer mount --source /usr/bin --mountpoint /mnt/bin --listen 10.0.0.1:7946 \\
+        --peers 10.0.0.2:7946 --disk-state device:/dev/sda
+      overlay /usr/bin: while sda sleeps, read from peers, verified, else from sda
+  fallow peer mount --source app=/srv/app --mountpoint /mnt/app \\
+        --disk-state emulated:t=10s,spinup=200ms,start=asleep --listen 127.0.0.1:7000
+      the same with an emulated disk (the energy simulation's timeout model)
+  fallow peer status --peer 10.0.0.2:7946
+  fallow peer bench --peer 10.0.0.2:7946 --dir app=/srv/app --file app/big.bin
+
+Files are named ROOT/relative/path on the wire; ROOT is the name given as NAME=DIR
+(default: the directory's path without the leading /), so fleets that keep an
+application in different places still agree on names.")]
+pub struct PeerArgs {
+    #[command(subcommand)]
+    command: PeerCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum PeerCommand {
+    /// Index directories, join the fleet, advertise and serve cached chunks.
+    Serve(ServeArgs),
+    /// `serve`, plus a FUSE overlay that reads from peers while the disk sleeps.
+    Mount(MountArgs),
+    /// A running peer's members, advertisement and metrics.
+    Status(StatusArgs),
+    /// Ask a peer for one chunk of a file (a debugging aid).
+    Get(GetArgs),
+    /// Remote chunk fetches against local O_DIRECT reads of the same file.
+    Bench(BenchArgs),
+}
+
+/// Flags shared by `serve` and `mount`.
+#[derive(Debug, Args)]
+struct NodeArgs {
+    /// Address for the data channel (TCP) and gossip (UDP), same port.
+    #[arg(long, value_name = "IP:PORT", default_value = "0.0.0.0:7946")]
+    listen: SocketAddr,
+
+    /// Peers to join through, comma-separated (any live member will do).
+    #[arg(long, value_name = "IP:PORT,…", value_delimiter = ',')]
+    peers: Vec<SocketAddr>,
+
+    /// Chunk size of manifests and transfers (a multiple of 4 KiB).
+    #[arg(long, value_name = "SIZE", default_value = "128KiB", value_parser = parse_bytes)]
+    chunk_size: u64,
+
+    /// How often page-cache residency is checked to update what is advertised.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    advertise_every: Duration,
+
+    /// Advertise a file when at least this share of its pages is in memory.
+    #[arg(long, value_name = "FRACTION", default_value_t = 1.0)]
+    min_resident: f64,
+
+    /// Re-walk and re-hash changed files this often (only while the disk spins).
+    #[arg(long, value_name = "DURATION", default_value = "5min", value_parser = parse_duration)]
+    rescan: Duration,
+
+    /// Deadline of one request to a peer.
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = parse_duration)]
+    timeout: Duration,
+
+    /// Expected number of members (tunes gossip relays and suspicion time).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    fleet_size: u32,
+
+    /// TEST ONLY: corrupt every chunk served, to exercise verification.
+    #[arg(long, hide_short_help = true)]
+    tamper: bool,
+
+    /// TEST ONLY: wait this long before answering each chunk request.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration, hide_short_help = true)]
+    serve_delay: Duration,
+}
+
+/// Arguments of `fallow peer serve`.
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Directory to index and serve, `[NAME=]DIR`; repeat for several.
+    #[arg(long = "dir", value_name = "[NAME=]DIR", required = true)]
+    dirs: Vec<String>,
+
+    #[command(flatten)]
+    node: NodeArgs,
+}
+
+/// Arguments of `fallow peer mount`.
+#[derive(Debug, Args)]
+struct MountArgs {
+    /// The directory to overlay, `[NAME=]DIR` (indexed and served too).
+    #[arg(long, value_name = "[NAME=]DIR")]
+    source: String,
+
+    /// Where to mount the overlay (an existing directory).
+    #[arg(long, value_name = "DIR")]
+    mountpoint: PathBuf,
+
+    /// Where the disk's power state comes from:
+    /// `emulated[:t=10s,spinup=9s,shutdown=4s,start=awake|asleep]`,
+    /// `device:/dev/sdX[,t=10s]` (ATA CHECK POWER MODE) or `awake`.
+    #[arg(long, value_name = "SPEC", default_value = "emulated")]
+    disk_state: String,
+
+    /// Leave a peer that sent bytes failing verification out this long.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    quarantine: Duration,
+
+    /// More directories to serve (not overlaid), `[NAME=]DIR`.
+    #[arg(long = "dir", value_name = "[NAME=]DIR")]
+    dirs: Vec<String>,
+
+    #[command(flatten)]
+    node: NodeArgs,
+}
+
+/// Arguments of `fallow peer status`.
+#[derive(Debug, Args)]
+struct StatusArgs {
+    /// The peer to ask.
+    #[arg(long, value_name = "IP:PORT")]
+    peer: SocketAddr,
+
+    /// Print the whole status as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `fallow peer get`.
+#[derive(Debug, Args)]
+struct GetArgs {
+    /// The peer to ask.
+    #[arg(long, value_name = "IP:PORT")]
+    peer: SocketAddr,
+
+    /// File name on the wire, `ROOT/relative/path`.
+    #[arg(value_name = "NAME")]
+    name: String,
+
+    /// Chunk index.
+    #[arg(long, default_value_t = 0)]
+    chunk: u32,
+
+    /// Manifest root to ask for (hex). [default: the one the peer advertises]
+    #[arg(long, value_name = "HEX")]
+    root: Option<String>,
+}
+
+/// Arguments of `fallow peer bench`.
+#[derive(Debug, Args)]
+struct BenchArgs {
+    /// The peer serving the file from its page cache.
+    #[arg(long, value_name = "IP:PORT")]
+    peer: SocketAddr,
+
+    /// The local copy's directory, `[NAME=]DIR` (named as on the peer).
+    #[arg(long = "dir", value_name = "[NAME=]DIR")]
+    dir: String,
+
+    /// The file, `ROOT/relative/path`.
+    #[arg(long, value_name = "NAME")]
+    file: String,
+
+    /// Requests in flight in the throughput pass.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+
+    /// Passes over the file for each measurement.
+    #[arg(long, default_value_t = 3)]
+    repeat: u32,
+
+    /// Chunk size (as the peer's).
+    #[arg(long, value_name = "SIZE", default_value = "128KiB", value_parser = parse_bytes)]
+    chunk_size: u64,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    fallow_core::units::parse_duration_ns(s)
+        .map(Duration::from_nanos)
+        .map_err(|e| e.to_string())
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    fallow_core::units::parse_bytes(s).map_err(|e| e.to_string())
+}
+
+/// A library error, as bad input (exit 2) when the input is at fault.
+fn lift(e: PeerError) -> anyhow::Error {
+    if e.is_bad_input() {
+        BadInput(e.to_string()).into()
+    } else {
+        e.into()
+    }
+}
+
+fn roots(specs: &[String]) -> Result<Vec<Root>> {
+    specs.iter().map(|s| Root::parse(s).map_err(lift)).collect()
+}
+
+fn chunk_bytes(size: u64) -> Result<u32> {
+    let c = u32::try_from(size).map_err(|_| BadInput(format!("--chunk-size {size}: too large")))?;
+    fallow_peer::manifest::check_chunk_bytes(c).map_err(lift)?;
+    Ok(c)
+}
+
+fn node_config(a: &NodeArgs, roots: Vec<Root>) -> Result<NodeConfig> {
+    Ok(NodeConfig {
+        listen: a.listen,
+        seeds: a.peers.clone(),
+        roots,
+        chunk_bytes: chunk_bytes(a.chunk_size)?,
+        advertise_every: a.advertise_every.max(Duration::from_millis(10)),
+        min_resident: a.min_resident,
+        rescan_every: Some(a.rescan.max(Duration::from_secs(1))),
+        fetch_timeout: a.timeout,
+        fleet_size: a.fleet_size,
+        tamper: a.tamper,
+        serve_delay: a.serve_delay,
+    })
+}
+
+/// Run `fallow peer`.
+pub fn run(args: PeerArgs) -> Result<()> {
+    match args.command {
+        PeerCommand::Serve(a) => serve(a),
+        PeerCommand::Mount(a) => mount(a),
+        PeerCommand::Status(a) => status(a),
+        PeerCommand::Get(a) => get(a),
+        PeerCommand::Bench(a) => bench(a),
+    }
+}
+
+/// Block until SIGINT or SIGTERM.
+fn wait_for_signal(node: &Node) -> Result<()> {
+    node.handle().block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+        let mut int = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        Ok(())
+    })
+}
+
+fn announce(node: &Node, what: &str) {
+    let idx = node.shared().index();
+    let roots: Vec<String> = idx
+        .roots
+        .iter()
+        .map(|r| format!("{}={}", r.name, r.dir.display()))
+        .collect();
+    eprintln!(
+        "fallow peer: {what} {} files ({:.1} MiB) of {} on {}{}",
+        idx.len(),
+        idx.bytes() as f64 / 1048576.0,
+        roots.join(", "),
+        node.addr(),
+        if node.shared().tamper {
+            " — TAMPERING (test only)"
+        } else {
+            ""
+        }
+    );
+}
+
+fn serve(a: ServeArgs) -> Result<()> {
+    let cfg = node_config(&a.node, roots(&a.dirs)?)?;
+    let node = Node::start(cfg, None).map_err(lift)?;
+    announce(&node, "serving");
+    wait_for_signal(&node)?;
+    eprintln!("fallow peer: leaving");
+    node.shutdown();
+    Ok(())
+}
+
+fn mount(a: MountArgs) -> Result<()> {
+    let spec = DiskSpec::parse(&a.disk_state).map_err(lift)?;
+    let disk = Arc::new(Disk::open(&spec).map_err(lift)?);
+    let mut specs = vec![a.source.clone()];
+    specs.extend(a.dirs.iter().cloned());
+    let cfg = node_config(&a.node, roots(&specs)?)?;
+    let node = Node::start(cfg, Some(disk)).map_err(lift)?;
+    let overlay = fallow_peer::overlay::Overlay::new(node.shared().clone(), 0, a.quarantine)
+        .context("the overlay needs the source root and a disk")?;
+    let session =
+        fallow_peer::fuse::mount(Arc::new(overlay), node.handle(), &a.mountpoint).map_err(lift)?;
+    announce(&node, "overlaying");
+    eprintln!(
+        "fallow peer: mounted {} on {} (disk: {})",
+        a.source,
+        a.mountpoint.display(),
+        a.disk_state
+    );
+    wait_for_signal(&node)?;
+    eprintln!("fallow peer: unmounting and leaving");
+    if let Err(e) = session.umount_and_join() {
+        eprintln!("fallow peer: unmounting {}: {e}", a.mountpoint.display());
+    }
+    println!("{}", node.shared().status_json());
+    node.shutdown();
+    Ok(())
+}
+
+fn one_call(peer: SocketAddr, req: &Request) -> Result<Response> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let client = fallow_peer::client::Client::new(Duration::from_secs(5));
+    rt.block_on(client.call(peer, req))
+        .map_err(anyhow::Error::from)
+}
+
+fn status(a: StatusArgs) -> Result<()> {
+    let Response::Status(json) = one_call(a.peer, &Request::Status)? else {
+        anyhow::bail!("peer {}: unexpected answer to a status request", a.peer);
+    };
+    if a.json {
+        println!("{json}");
+        return Ok(());
+    }
+    let v: serde_json::Value = serde_json::from_str(&json).context("peer status is not JSON")?;
+    let reads = &v["metrics"]["reads"];
+    println!(
+        "peer {}: {} alive (members {})",
+        v["addr"], v["alive"], v["members"]
+    );
+    println!(
+        "indexed {} files, {} bytes; advertising {} (version {})",
+        v["index"]["files"],
+        v["index"]["bytes"],
+        v["advertised"]["files"],
+        v["advertised"]["version"]
+    );
+    for class in ["page_cache", "local", "remote", "fallback"] {
+        let c = &reads[class];
+        println!(
+            "reads {class:<10} {:>8} reads {:>12} bytes  p50 {} µs  p99 {} µs",
+            c["reads"], c["bytes"], c["latency"]["p50_us"], c["latency"]["p99_us"]
+        );
+    }
+    println!("fallback reasons: {}", v["metrics"]["fallback_reasons"]);
+    println!("chunks fetched: {}", v["metrics"]["chunks"]);
+    println!("served to peers: {}", v["metrics"]["served"]);
+    if !v["disk"].is_null() {
+        println!(
+            "disk: {} asleep={} spin-ups {} (standalone {}), avoided {}",
+            v["disk"]["kind"],
+            v["disk"]["asleep"],
+            v["disk"]["spinups"],
+            v["disk"]["standalone"]["spinups"],
+            v["disk"]["spinups_avoided"]
+        );
+    }
+    Ok(())
+}
+
+fn get(a: GetArgs) -> Result<()> {
+    let root = match &a.root {
+        Some(h) => parse_hex(h)?,
+        None => match one_call(a.peer, &Request::Adverts { have: 0 })? {
+            Response::Adverts { files, .. } => files
+                .iter()
+                .find(|f| f.wire == a.name)
+                .map(|f| f.root)
+                .unwrap_or([0; 32]),
+            _ => [0; 32],
+        },
+    };
+    let req = Request::Chunk {
+        wire: a.name.clone(),
+        root,
+        index: a.chunk,
+    };
+    match one_call(a.peer, &req)? {
+        Response::Chunk(d) => {
+            println!(
+                "chunk {} of {}: {} bytes, blake3 {}",
+                a.chunk,
+                a.name,
+                d.len(),
+                hex(blake3::hash(&d).as_bytes())
+            );
+            Ok(())
+        }
+        Response::NotCached => anyhow::bail!(
+            "peer {}: chunk {} of {} is not cached",
+            a.peer,
+            a.chunk,
+            a.name
+        ),
+        Response::Refused(why) => anyhow::bail!("peer {}: {why}", a.peer),
+        other => anyhow::bail!("peer {}: unexpected answer {other:?}", a.peer),
+    }
+}
+
+fn parse_hex(h: &str) -> Result<[u8; 32]> {
+    let bad = || BadInput(format!("--root `{h}`: expected 64 hex digits"));
+    if h.len() != 64 {
+        return Err(bad().into());
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&h[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+fn bench(a: BenchArgs) -> Result<()> {
+    let root = Root::parse(&a.dir).map_err(lift)?;
+    let idx = Index::build(&[root], chunk_bytes(a.chunk_size)?, None).map_err(lift)?;
+    let r = fallow_peer::bench::run(
+        &idx,
+        &a.file,
+        a.peer,
+        a.connections,
+        a.repeat.max(1),
+        Duration::from_secs(10),
+    )
+    .map_err(lift)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!(
+        "{} ({:.1} MiB, {} KiB chunks) from {}, {} passes",
+        r.file,
+        r.size_bytes as f64 / 1048576.0,
+        r.chunk_bytes / 1024,
+        r.peer,
+        a.repeat.max(1)
+    );
+    println!(
+        "{:<30} {:>8} {:>10} {:>9} {:>9} {:>9}",
+        "", "ops", "MB/s", "p50 µs", "mean µs", "p99 µs"
+    );
+    for p in [&r.remote_serial, &r.remote_parallel, &r.local_direct] {
+        println!(
+            "{:<30} {:>8} {:>10.1} {:>9} {:>9.0} {:>9}",
+            p.name, p.ops, p.mb_per_s, p.p50_us, p.mean_us, p.p99_us
+        );
+    }
+    println!(
+        "local/remote median latency: {:.2}×; remote/local throughput: {:.2}×",
+        r.latency_ratio, r.throughput_ratio
+    );
+    Ok(())
+}

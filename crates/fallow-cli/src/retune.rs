@@ -1,0 +1,242 @@
+//! `fallow simulate --retune BUDGET` and `--then TRACE2`: a policy whose
+//! knob is re-fitted online over a sliding window of the history it has
+//! seen ([`OnlineTuner`]), and a second trace played after the first, with
+//! figures for each part (Busy Bee §5.3's concatenated traces).
+
+use crate::human::{bytes, count, num, pct, secs};
+use crate::input;
+use crate::output::{self, Style};
+use crate::simulate::{describe_device, file_name, prepare_trace, BgArgs, Input, InputArgs};
+use anyhow::{Context, Result};
+use clap::Args;
+use fallow_core::policy::Policy;
+use fallow_core::sim::Part;
+use fallow_core::trace::Trace;
+use fallow_core::tune::online::{OnlineConfig, OnlineTuner, Refit, Report, DEFAULT_WINDOW};
+use fallow_core::tune::Budget;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// The online re-tuning and trace-concatenation flags of `simulate`.
+#[derive(Debug, Args)]
+pub struct RetuneArgs {
+    /// Re-tune the policy's knob online for this FG budget (a mean added
+    /// delay such as `1ms`, or a slowdown such as `5%`): the knob (wait,
+    /// T, …; leave it out of --policy) is re-fitted every --every idle
+    /// intervals on the last --window ones, from the history the policy is
+    /// shown; it starts at its most conservative value.
+    #[arg(long, value_name = "BUDGET", value_parser = parse_budget)]
+    pub retune: Option<Budget>,
+
+    /// Idle intervals in the re-tuning window.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_WINDOW, requires = "retune")]
+    pub window: usize,
+
+    /// Idle intervals between refits. [default: a quarter of --window]
+    #[arg(long, value_name = "N", requires = "retune")]
+    pub every: Option<usize>,
+
+    /// A second trace played after TRACE (the same --format, --service and
+    /// read flags; its busiest device unless --then-device), starting --gap
+    /// after TRACE ends; figures are reported for each part.
+    #[arg(
+        long,
+        value_name = "TRACE2",
+        requires = "trace",
+        conflicts_with = "workload"
+    )]
+    pub then: Option<PathBuf>,
+
+    /// Device of the --then trace, by its id there.
+    #[arg(long, value_name = "ID", requires = "then")]
+    pub then_device: Option<u32>,
+
+    /// Idle time between the end of TRACE and the first request of the
+    /// --then trace: ns, us, ms, s; a bare number is seconds.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_gap, requires = "then")]
+    pub gap: u64,
+}
+
+fn parse_budget(s: &str) -> Result<Budget, String> {
+    s.parse().map_err(|e: fallow_core::Error| e.to_string())
+}
+
+fn parse_gap(s: &str) -> Result<u64, String> {
+    match fallow_core::units::parse_duration_ns(s) {
+        Ok(0) => Err("must be positive, so the two traces stay apart".into()),
+        Ok(ns) => Ok(ns),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The policy a run uses: as given, or wrapped by the online tuner.
+pub enum Runner {
+    /// `--policy` as given.
+    Plain(Box<dyn Policy>),
+    /// `--policy` re-tuned online (`--retune`).
+    Retuned(Box<OnlineTuner>),
+}
+
+impl Runner {
+    /// Build `spec`, wrapped in the online tuner with `--retune`.
+    pub fn new(spec: &str, args: &RetuneArgs, bg: &BgArgs, seed: u64) -> Result<Runner> {
+        let Some(budget) = args.retune else {
+            return Ok(Runner::Plain(crate::simulate::build_policy(spec)?));
+        };
+        let cfg = OnlineConfig {
+            budget,
+            window: args.window,
+            every: args.every.unwrap_or((args.window / 4).max(1)),
+            switch_penalty_ns: bg.switch_penalty,
+            seed,
+        };
+        let t = OnlineTuner::new(spec, cfg).with_context(|| format!("--policy {spec} --retune"))?;
+        Ok(Runner::Retuned(Box::new(t)))
+    }
+
+    /// The policy to simulate.
+    pub fn policy(&mut self) -> &mut dyn Policy {
+        match self {
+            Runner::Plain(p) => p.as_mut(),
+            Runner::Retuned(t) => t.as_mut(),
+        }
+    }
+}
+
+/// TRACE then TRACE2 as one input, and the number of FG requests of TRACE.
+pub fn prepare_then(
+    a: &InputArgs,
+    then: &Path,
+    then_device: Option<u32>,
+    gap_ns: u64,
+) -> Result<(Input, usize)> {
+    let first_path = a.trace.as_ref().expect("clap: --then requires TRACE");
+    let first = input::select_device(input::read(first_path, &a.read)?, a.device)?;
+    let second = input::select_device(input::read(then, &a.read)?, then_device)?;
+    let mut tail = second.trace.clone();
+    // one device: the second trace's requests land on the first's
+    tail.set_device(first.device);
+    let both = Trace::concat(&first.trace, &tail, gap_ns)?;
+    let input = prepare_trace(
+        a,
+        &both,
+        format!("{} + {}", file_name(first_path), file_name(then)),
+        format!(
+            "{} then {} {} later",
+            describe_device(&first),
+            describe_device(&second),
+            secs(gap_ns as f64 / 1e9)
+        ),
+        format!("{} + {}", first_path.display(), then.display()),
+    )?;
+    Ok((input, first.trace.len()))
+}
+
+/// What `--retune` and `--then` add to `simulate --json`.
+#[derive(Debug, Default, Serialize)]
+pub struct Extra<'a> {
+    /// The re-tuning: settings and the knob's trajectory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retune: Option<Report>,
+    /// Figures of each part of a `--then` run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Vec<PartInfo<'a>>>,
+}
+
+/// One part of a `--then` run.
+#[derive(Debug, Serialize)]
+pub struct PartInfo<'a> {
+    /// The trace the part comes from.
+    pub source: String,
+    /// Its figures.
+    #[serde(flatten)]
+    pub part: &'a Part,
+}
+
+/// The sources of the two parts of a `--then` run.
+pub fn part_sources(a: &InputArgs, then: &Path) -> [String; 2] {
+    let first = a.trace.as_ref().expect("clap: --then requires TRACE");
+    [first.display().to_string(), then.display().to_string()]
+}
+
+/// Terminal lines on the re-tuning and the parts.
+pub fn summary(retune: Option<&Report>, parts: Option<&[PartInfo<'_>]>) -> String {
+    let st = Style::for_stdout();
+    let mut s = String::new();
+    if let Some(r) = retune {
+        let fitted: Vec<&Refit> = r.history.iter().filter(|p| p.fit.is_some()).collect();
+        let early = fitted
+            .iter()
+            .filter(|p| p.fit.as_ref().is_some_and(|f| f.early))
+            .count();
+        let _ = writeln!(
+            s,
+            "\n{}",
+            st.bold(&format!(
+                "Re-tuned `{}` online for {} (window {} idle intervals, refit every {})",
+                r.knob, r.budget, r.window, r.every
+            ))
+        );
+        let start = r.history.first().map_or("-", |p| p.knob.as_str());
+        let _ = writeln!(
+            s,
+            "  {} refits ({} called early by a change), starting at {start}, ending at {}",
+            count(fitted.len() as u64),
+            count(early as u64),
+            r.final_spec
+        );
+        // a few points of the trajectory, evenly spread
+        let shown = 8.min(fitted.len());
+        if shown > 0 {
+            let line: Vec<String> = (0..shown)
+                .map(|k| {
+                    let p = fitted[k * (fitted.len() - 1) / (shown - 1).max(1)];
+                    format!("{} at {}", p.knob, secs(p.time_s))
+                })
+                .collect();
+            for l in output::wrap(&line.join(", "), 94) {
+                let _ = writeln!(s, "  {}", st.dim(&l));
+            }
+        }
+    }
+    if let Some(parts) = parts {
+        let _ = writeln!(
+            s,
+            "\n{}",
+            st.bold("Parts                     requests   BG throughput   added delay    slowdown   collisions")
+        );
+        for p in parts {
+            let name = file_name(Path::new(&p.source));
+            let f = p.part;
+            let _ = writeln!(
+                s,
+                "  {:<22}{:>10}   {:>13}   {:>11}   {:>9}   {:>10}",
+                truncate(&name, 22),
+                count(f.requests),
+                format!("{} MB/s", num(f.bg_throughput_bytes_per_s / 1e6)),
+                secs(f.mean_added_delay_s),
+                pct(f.slowdown),
+                count(f.collisions)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  {}",
+            st.dim(&format!(
+                "each over its own span; the gap belongs to the second ({} of BG work in all)",
+                bytes(parts.iter().map(|p| p.part.bg_bytes).sum())
+            ))
+        );
+    }
+    s
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let head: String = s.chars().take(n - 1).collect();
+        head + "…"
+    }
+}

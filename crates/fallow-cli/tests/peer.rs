@@ -1,0 +1,618 @@
+//! `fallow peer` with several peers as separate processes, each in its own
+//! network namespace (veth pairs to a bridge), on one machine: reads
+//! through the FUSE overlay while the emulated disk sleeps, a tampering
+//! peer, a peer killed mid-transfer, refused paths, and membership under
+//! joins and crashes.
+//!
+//! Needs root, `ip netns`, `nsenter` and /dev/fuse; without them each test
+//! prints `skipped: …` and passes. Processes are started with `nsenter
+//! --net=…` rather than `ip netns exec`, which also unshares the mount
+//! namespace and would hide the FUSE mount from the test. A [`Fleet`] guard
+//! kills the processes, unmounts and deletes the namespaces and the bridge
+//! even when a test fails.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fallow");
+const PORT: u16 = 7946;
+
+fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{cmd} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Why these tests cannot run here, if they cannot.
+fn missing_feature() -> Option<String> {
+    match run("id", &["-u"]) {
+        Ok(u) if u.trim() == "0" => {}
+        _ => return Some("not root".into()),
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("no /dev/fuse".into());
+    }
+    for tool in ["ip", "nsenter", "dd", "umount"] {
+        if run("sh", &["-c", &format!("command -v {tool}")]).is_err() {
+            return Some(format!("`{tool}` not installed"));
+        }
+    }
+    None
+}
+
+/// Namespaces on a bridge, the processes in them and their mounts; all
+/// removed on drop.
+struct Fleet {
+    tag: String,
+    subnet: String,
+    nodes: usize,
+    children: Vec<(usize, Child)>,
+    mounts: Vec<PathBuf>,
+    dir: tempfile::TempDir,
+}
+
+impl Fleet {
+    /// `nodes` namespaces `<tag>n1…` with addresses 10.231.<net>.1… on a
+    /// bridge that has .254 (so the test, in the root namespace, reaches
+    /// them).
+    fn new(net: u8, nodes: usize) -> Result<Fleet, String> {
+        let tag = format!("fp{}{}", std::process::id() % 100_000, net);
+        let subnet = format!("10.231.{net}");
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).map_err(|e| e.to_string())?;
+        let fleet = Fleet {
+            tag: tag.clone(),
+            subnet: subnet.clone(),
+            nodes,
+            children: Vec::new(),
+            mounts: Vec::new(),
+            dir,
+        };
+        let br = format!("{tag}b");
+        run("ip", &["link", "add", &br, "type", "bridge"])?;
+        run(
+            "ip",
+            &["addr", "add", &format!("{subnet}.254/24"), "dev", &br],
+        )?;
+        run("ip", &["link", "set", &br, "up"])?;
+        for i in 1..=nodes {
+            let ns = fleet.ns(i);
+            let (host, inner) = (format!("{tag}h{i}"), format!("{tag}i{i}"));
+            run("ip", &["netns", "add", &ns])?;
+            run(
+                "ip",
+                &["link", "add", &host, "type", "veth", "peer", "name", &inner],
+            )?;
+            run("ip", &["link", "set", &inner, "netns", &ns])?;
+            run("ip", &["link", "set", &host, "master", &br, "up"])?;
+            let exec = |args: &[&str]| {
+                let mut a = vec!["netns", "exec", &ns];
+                a.extend_from_slice(args);
+                run("ip", &a)
+            };
+            exec(&[
+                "ip",
+                "addr",
+                "add",
+                &format!("{subnet}.{i}/24"),
+                "dev",
+                &inner,
+            ])?;
+            exec(&["ip", "link", "set", &inner, "up"])?;
+            exec(&["ip", "link", "set", "lo", "up"])?;
+        }
+        Ok(fleet)
+    }
+
+    fn ns(&self, i: usize) -> String {
+        format!("{}n{i}", self.tag)
+    }
+
+    fn addr(&self, i: usize) -> String {
+        format!("{}.{i}:{PORT}", self.subnet)
+    }
+
+    /// Start `fallow peer ARGS` in node `i`'s namespace.
+    fn start(&mut self, i: usize, args: &[String]) -> u32 {
+        let log = std::fs::File::create(self.dir.path().join(format!("n{i}.log"))).unwrap();
+        let child = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", self.ns(i)))
+            .arg("--")
+            .arg(BIN)
+            .arg("peer")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("nsenter runs");
+        let pid = child.id();
+        self.children.push((i, child));
+        pid
+    }
+
+    fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("n{i}.log"))).unwrap_or_default()
+    }
+
+    /// SIGKILL node `i`'s processes.
+    fn kill(&mut self, i: usize) {
+        for (n, c) in self.children.iter_mut() {
+            if *n == i {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        self.children.retain(|(n, _)| *n != i);
+    }
+
+    /// SIGTERM node `i` and wait for a clean exit (unmounts, leaves).
+    fn stop(&mut self, i: usize) {
+        for (n, c) in self.children.iter_mut() {
+            if *n == i {
+                let _ = run("kill", &["-TERM", &c.id().to_string()]);
+                let t = Instant::now();
+                while c.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(5)
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        self.children.retain(|(n, _)| *n != i);
+    }
+
+    /// `fallow peer status --json` of node `i`, if it answers.
+    fn status(&self, i: usize) -> Option<Value> {
+        let out = Command::new(BIN)
+            .args(["peer", "status", "--json", "--peer", &self.addr(i)])
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
+    /// Wait until node `i`'s status satisfies `ok`; the last status.
+    fn wait_for(
+        &self,
+        i: usize,
+        what: &str,
+        limit: Duration,
+        ok: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let t = Instant::now();
+        loop {
+            let s = self.status(i);
+            if let Some(s) = &s {
+                if ok(s) {
+                    return s.clone();
+                }
+            }
+            if t.elapsed() > limit {
+                panic!(
+                    "node {i}: {what} not reached within {limit:?}; status {s:?}\nlog:\n{}",
+                    self.log(i)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for (_, c) in self.children.iter_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for m in &self.mounts {
+            let _ = run("umount", &["-l", &m.to_string_lossy()]);
+        }
+        for i in 1..=self.nodes {
+            let _ = run("ip", &["netns", "del", &self.ns(i)]);
+        }
+        let _ = run("ip", &["link", "del", &format!("{}b", self.tag)]);
+    }
+}
+
+/// Deterministic pseudo-random bytes (xorshift64*), binary-like.
+fn content(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        v.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+/// The application folder: the same files on every "machine".
+fn files() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        ("bin/tool", content(1, 6_000_000)),
+        ("lib/libx.so", content(2, 3_100_000)),
+        ("share/small.txt", content(3, 10_000)),
+    ]
+}
+
+/// Write node `i`'s copy; flush it and drop it from the page cache (a cold
+/// "disk").
+fn make_app(root: &Path, i: usize) -> PathBuf {
+    let app = root.join(format!("m{i}/app"));
+    for (name, data) in files() {
+        let p = app.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, &data).unwrap();
+    }
+    std::os::unix::fs::symlink("/etc/passwd", app.join("escape")).unwrap();
+    run("sync", &[]).unwrap();
+    make_cold(&app);
+    app
+}
+
+fn make_cold(app: &Path) {
+    for (name, _) in files() {
+        let p = app.join(name);
+        run(
+            "dd",
+            &[
+                &format!("if={}", p.display()),
+                "iflag=nocache",
+                "count=0",
+                "status=none",
+            ],
+        )
+        .unwrap();
+    }
+}
+
+fn warm(app: &Path) {
+    for (name, data) in files() {
+        assert_eq!(std::fs::read(app.join(name)).unwrap(), data);
+    }
+}
+
+fn n(v: &Value, path: &[&str]) -> u64 {
+    let mut x = v;
+    for p in path {
+        x = &x[*p];
+    }
+    x.as_u64().unwrap_or_else(|| panic!("{path:?} in {v}"))
+}
+
+fn serve_args(f: &Fleet, i: usize, app: &Path, seeds: &[usize], extra: &[&str]) -> Vec<String> {
+    let mut a = vec![
+        "serve".to_string(),
+        "--dir".into(),
+        format!("app={}", app.display()),
+        "--listen".into(),
+        f.addr(i),
+        "--advertise-every".into(),
+        "200ms".into(),
+        "--fleet-size".into(),
+        "3".into(),
+    ];
+    if !seeds.is_empty() {
+        a.push("--peers".into());
+        a.push(
+            seeds
+                .iter()
+                .map(|s| f.addr(*s))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+    }
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+/// Wait until the mount node sees `want` peers each advertising every file.
+/// The serving peers' copies are read again while waiting: other work on a
+/// shared machine may drop the page cache (`drop_caches`) meanwhile.
+fn wait_adverts(f: &Fleet, i: usize, want: usize, serving: &[&Path]) {
+    f.wait_for(
+        i,
+        &format!("{want} peers advertising"),
+        Duration::from_secs(30),
+        |s| {
+            for app in serving {
+                warm(app);
+            }
+            let peers = s["peers"].as_array().unwrap();
+            peers
+                .iter()
+                .filter(|p| p["files"].as_u64() == Some(3))
+                .count()
+                == want
+        },
+    );
+}
+
+fn read_all(p: &Path) -> Vec<u8> {
+    std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Wait until the mount node's emulated disk is asleep again.
+fn wait_asleep(f: &Fleet, i: usize) {
+    f.wait_for(i, "disk asleep", Duration::from_secs(10), |s| {
+        s["disk"]["asleep"] == true
+    });
+}
+
+#[test]
+fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
+    if let Some(why) = missing_feature() {
+        eprintln!("skipped: namespace peer tests ({why})");
+        return;
+    }
+    let mut f = match Fleet::new(1, 3) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("skipped: namespace peer tests (cannot create namespaces: {e})");
+            return;
+        }
+    };
+    let root = f.dir.path().to_path_buf();
+    let apps: Vec<PathBuf> = (1..=3).map(|i| make_app(&root, i)).collect();
+    let mnt = root.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    // peers 2 and 3 hold the application in memory
+    warm(&apps[1]);
+    warm(&apps[2]);
+    let a2 = serve_args(&f, 2, &apps[1], &[], &[]);
+    f.start(2, &a2);
+    let a3 = serve_args(&f, 3, &apps[2], &[2], &[]);
+    f.start(3, &a3);
+    // node 1 overlays its cold copy; its emulated disk starts asleep and
+    // spins down again 1 s after its last local read
+    let mount_args: Vec<String> = [
+        "mount",
+        "--source",
+        &format!("app={}", apps[0].display()),
+        "--mountpoint",
+        &mnt.display().to_string(),
+        "--disk-state",
+        "emulated:t=1s,spinup=200ms,shutdown=0s,start=asleep",
+        "--listen",
+        &f.addr(1),
+        "--peers",
+        &f.addr(2),
+        "--advertise-every",
+        "200ms",
+        "--fleet-size",
+        "3",
+        "--quarantine",
+        "0s",
+        "--timeout",
+        "2s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    f.start(1, &mount_args);
+    f.mounts.push(mnt.clone());
+    wait_adverts(&f, 1, 2, &[&apps[1], &apps[2]]);
+    // hashing the source at start read it: make it cold again
+    make_cold(&apps[0]);
+
+    // 1. reads while the disk sleeps come from the peers, byte for byte
+    for (name, data) in files() {
+        assert!(read_all(&mnt.join(name)) == data, "{name} differs");
+    }
+    assert_eq!(
+        std::fs::read_link(mnt.join("escape")).unwrap(),
+        Path::new("/etc/passwd")
+    );
+    let s = f.status(1).unwrap();
+    eprintln!("after remote reads: {}", s["metrics"]);
+    assert!(n(&s, &["metrics", "reads", "remote", "reads"]) >= 3);
+    assert_eq!(n(&s, &["metrics", "reads", "remote", "bytes"]), 9_110_000);
+    assert_eq!(n(&s, &["metrics", "reads", "fallback", "reads"]), 0);
+    assert_eq!(n(&s, &["metrics", "reads", "local", "reads"]), 0);
+    assert_eq!(n(&s, &["metrics", "chunks", "mismatch"]), 0);
+    assert_eq!(n(&s, &["disk", "spinups"]), 0, "the disk never woke");
+    assert_eq!(n(&s, &["disk", "spinups_avoided"]), 1);
+    assert_eq!(s["disk"]["asleep"], true);
+    // both peers served (chunks alternate between holders)
+    for i in [2, 3] {
+        let p = f.status(i).unwrap();
+        assert!(
+            n(&p, &["metrics", "served", "chunks"]) > 0,
+            "peer {i} served nothing"
+        );
+        assert_eq!(n(&p, &["metrics", "served", "not_cached"]), 0);
+    }
+
+    // 2. paths outside the whitelist are refused, by a peer and by the
+    //    mount node alike
+    for (path, why) in [
+        ("../etc/passwd", "bad path"),
+        ("/etc/passwd", "bad path"),
+        ("app/../../etc/passwd", "bad path"),
+        ("app/./bin/tool", "bad path"),
+        ("etc/passwd", "not an indexed file"),
+        ("app/escape", "not an indexed file"),
+    ] {
+        for peer in [2, 1] {
+            let out = Command::new(BIN)
+                .args(["peer", "get", "--peer", &f.addr(peer), path])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{path}: {err}");
+            assert!(
+                err.contains("refused") && err.contains(why),
+                "{path}: {err}"
+            );
+        }
+    }
+    let ok = run(
+        BIN,
+        &["peer", "get", "--peer", &f.addr(2), "app/share/small.txt"],
+    )
+    .unwrap();
+    assert!(ok.contains("10000 bytes"), "{ok}");
+    assert!(n(&f.status(2).unwrap(), &["metrics", "served", "refused"]) >= 6);
+
+    // 3. a tampering peer is caught on every chunk, and every read is still
+    //    right: peer 3 restarts with --tamper, peer 2 leaves
+    f.stop(2);
+    f.stop(3);
+    let a3t = serve_args(&f, 3, &apps[2], &[1], &["--tamper"]);
+    f.start(3, &a3t);
+    wait_adverts(&f, 1, 1, &[&apps[2]]);
+    let before = f.status(1).unwrap();
+    let rounds = 3;
+    for _ in 0..rounds {
+        // the first fallback wakes the disk, after which reads are local:
+        // let it sleep again before each file
+        for k in [2, 1] {
+            wait_asleep(&f, 1);
+            make_cold(&apps[0]);
+            let (name, data) = &files()[k];
+            assert!(read_all(&mnt.join(name)) == *data, "{name} differs");
+        }
+    }
+    let after = f.status(1).unwrap();
+    eprintln!("after tampering: {}", after["metrics"]);
+    let d = |p: &[&str]| n(&after, p) - n(&before, p);
+    assert_eq!(
+        d(&["metrics", "chunks", "verified"]),
+        0,
+        "a tampered chunk was accepted"
+    );
+    assert!(
+        d(&["metrics", "chunks", "mismatch"]) >= rounds,
+        "{}",
+        after["metrics"]
+    );
+    assert_eq!(
+        d(&["metrics", "chunks", "mismatch"]),
+        n(&f.status(3).unwrap(), &["metrics", "served", "chunks"]),
+        "every tampered chunk sent was caught"
+    );
+    assert!(
+        d(&["metrics", "fallback_reasons", "mismatch"]) >= rounds,
+        "{}",
+        after["metrics"]
+    );
+    assert_eq!(d(&["metrics", "reads", "remote", "reads"]), 0);
+    assert!(
+        d(&["disk", "spinups"]) >= rounds,
+        "fallback reads spin the disk up"
+    );
+
+    // 4. a peer killed mid-transfer: the read falls back and is still right
+    f.stop(3);
+    let slow = serve_args(&f, 2, &apps[1], &[1], &["--serve-delay", "150ms"]);
+    f.start(2, &slow);
+    wait_adverts(&f, 1, 1, &[&apps[1]]);
+    wait_asleep(&f, 1);
+    make_cold(&apps[0]);
+    let before = f.status(1).unwrap();
+    let reader = {
+        let p = mnt.join("bin/tool");
+        std::thread::spawn(move || std::fs::read(p))
+    };
+    std::thread::sleep(Duration::from_millis(400));
+    f.kill(2);
+    let got = reader.join().unwrap().expect("the read succeeds");
+    assert!(got == files()[0].1, "bin/tool differs after the peer died");
+    let after = f.status(1).unwrap();
+    eprintln!("after the crash: {}", after["metrics"]);
+    let d = |p: &[&str]| n(&after, p) - n(&before, p);
+    assert!(d(&["metrics", "reads", "fallback", "reads"]) >= 1);
+    // the dead peer's connections fail (peer_failed) unless the
+    // membership already dropped it (no_peer): either way, the disk
+    assert!(
+        d(&["metrics", "fallback_reasons", "peer_failed"])
+            + d(&["metrics", "fallback_reasons", "no_peer"])
+            >= 1,
+        "{}",
+        after["metrics"]
+    );
+
+    // a clean stop unmounts
+    f.stop(1);
+    let mounted = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(
+        !mounted.contains(&mnt.display().to_string()),
+        "still mounted"
+    );
+}
+
+#[test]
+fn membership_converges_after_joins_and_crashes() {
+    if let Some(why) = missing_feature() {
+        eprintln!("skipped: namespace peer tests ({why})");
+        return;
+    }
+    let mut f = match Fleet::new(2, 3) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("skipped: namespace peer tests (cannot create namespaces: {e})");
+            return;
+        }
+    };
+    let root = f.dir.path().to_path_buf();
+    let apps: Vec<PathBuf> = (1..=3).map(|i| make_app(&root, i)).collect();
+    // 1 alone, 2 joins through 1, 3 through 2
+    for (i, seeds) in [(1, vec![]), (2, vec![1]), (3, vec![2])] {
+        let a = serve_args(&f, i, &apps[i - 1], &seeds, &[]);
+        f.start(i, &a);
+    }
+    let t = Instant::now();
+    for i in 1..=3 {
+        f.wait_for(i, "3 alive", Duration::from_secs(15), |s| s["alive"] == 3);
+    }
+    eprintln!("3 members converged in {:?}", t.elapsed());
+    // a crash (no leave message): the others notice within a bounded time
+    f.kill(3);
+    let t = Instant::now();
+    for i in 1..=2 {
+        f.wait_for(i, "2 alive after a crash", Duration::from_secs(30), |s| {
+            s["alive"] == 2
+        });
+    }
+    eprintln!("crash detected in {:?}", t.elapsed());
+    // a new process at the same address joins through 1
+    let a = serve_args(&f, 3, &apps[2], &[1], &[]);
+    f.start(3, &a);
+    let t = Instant::now();
+    for i in 1..=3 {
+        f.wait_for(i, "3 alive after a rejoin", Duration::from_secs(20), |s| {
+            s["alive"] == 3
+        });
+    }
+    eprintln!("rejoin converged in {:?}", t.elapsed());
+    // peers see each other's advertisements once files are in memory
+    warm(&apps[1]);
+    f.wait_for(
+        1,
+        "node 2's files advertised",
+        Duration::from_secs(20),
+        |s| {
+            s["peers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["addr"] == f.addr(2) && p["files"] == 3)
+        },
+    );
+}

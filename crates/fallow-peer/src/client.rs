@@ -1,0 +1,123 @@
+//! The asking side of the data channel: one request, one response, with a
+//! deadline covering connect, send and receive; connections are kept per
+//! peer and reused, and dropped after any error or timeout (a late answer
+//! must never be read as the answer to the next request).
+
+use crate::error::{Error, Result};
+use crate::proto::{read_frame, write_frame, Request, Response};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// Idle connections kept per peer.
+const POOL_PER_PEER: usize = 8;
+
+/// A client of peers' data channels.
+#[derive(Debug)]
+pub struct Client {
+    pool: Mutex<HashMap<SocketAddr, Vec<TcpStream>>>,
+    /// Deadline of one request.
+    pub timeout: Duration,
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallError {
+    /// No complete answer before the deadline.
+    Timeout,
+    /// The connection failed or the answer was malformed.
+    Failed,
+}
+
+impl Client {
+    /// A client whose requests time out after `timeout`.
+    pub fn new(timeout: Duration) -> Client {
+        Client {
+            pool: Mutex::new(HashMap::new()),
+            timeout,
+        }
+    }
+
+    /// Send `req` to `addr` and wait for the answer.
+    pub async fn call(&self, addr: SocketAddr, req: &Request) -> Result<Response> {
+        self.call_classified(addr, req)
+            .await
+            .map_err(|(kind, msg)| Error::Peer {
+                addr,
+                message: match kind {
+                    CallError::Timeout => format!("no answer within {:?}", self.timeout),
+                    CallError::Failed => msg,
+                },
+            })
+    }
+
+    /// [`Client::call`] with the failure's kind.
+    pub async fn call_classified(
+        &self,
+        addr: SocketAddr,
+        req: &Request,
+    ) -> Result<Response, (CallError, String)> {
+        let body = req.encode();
+        let pooled = self
+            .pool
+            .lock()
+            .expect("pool lock")
+            .get_mut(&addr)
+            .and_then(Vec::pop);
+        let fut = async {
+            // a pooled connection may have been closed by the peer since
+            // (idle limit, restart): one retry on a fresh connection
+            let reused = pooled.is_some();
+            match exchange(addr, pooled, &body).await {
+                Err(_) if reused => exchange(addr, None, &body).await,
+                r => r,
+            }
+        };
+        match tokio::time::timeout(self.timeout, fut).await {
+            Err(_) => Err((CallError::Timeout, "timeout".into())),
+            Ok(Err(msg)) => Err((CallError::Failed, msg)),
+            Ok(Ok((conn, resp))) => {
+                let mut pool = self.pool.lock().expect("pool lock");
+                let v = pool.entry(addr).or_default();
+                if v.len() < POOL_PER_PEER {
+                    v.push(conn);
+                }
+                Ok(resp)
+            }
+        }
+    }
+
+    /// Forget idle connections to `addr` (it left or crashed).
+    pub fn forget(&self, addr: SocketAddr) {
+        self.pool.lock().expect("pool lock").remove(&addr);
+    }
+}
+
+/// One request and its answer on `conn` (or a new connection).
+async fn exchange(
+    addr: SocketAddr,
+    conn: Option<TcpStream>,
+    body: &[u8],
+) -> Result<(TcpStream, Response), String> {
+    let mut conn = match conn {
+        Some(c) => c,
+        None => {
+            let c = TcpStream::connect(addr)
+                .await
+                .map_err(|e| format!("connecting: {e}"))?;
+            let _ = c.set_nodelay(true);
+            c
+        }
+    };
+    write_frame(&mut conn, body)
+        .await
+        .map_err(|e| e.to_string())?;
+    let frame = read_frame(&mut conn)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "connection closed before the answer".to_string())?;
+    let resp = Response::decode(&frame).map_err(|e| e.to_string())?;
+    Ok((conn, resp))
+}

@@ -1,0 +1,389 @@
+//! Full membership with `foca` (SWIM with gossip: Das, Gupta, Motivala
+//! 2002), driven by one tokio task on a UDP socket. Foca does no I/O of its
+//! own: the task feeds it datagrams and due timers and carries out what it
+//! asks (send, schedule, notify). SWIM suits the seed's fleets of up to
+//! thousands: each member probes one random member per period, detection
+//! time and per-member load do not grow with the fleet, and membership
+//! changes ride on the probes as gossip.
+//!
+//! A member is its address (the same port serves UDP gossip and the TCP
+//! data channel) and an incarnation (`bump`, its start time in ns): a
+//! restarted process is a new member that wins the address, and one that
+//! others declared down renews itself and rejoins. Custom broadcasts carry
+//! "my advertisement is at version V"; the list itself travels over the
+//! data channel ([`crate::peers`]), since thousands of file names do not fit
+//! a datagram.
+
+use crate::error::{Error, Result};
+use crate::peers::PeerTable;
+use foca::{
+    AccumulatingRuntime, BroadcastHandler, Config, Foca, Invalidates, OwnedNotification,
+    PostcardCodec, Timer,
+};
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// A member of the fleet.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PeerId {
+    /// Gossip (UDP) and data (TCP) address.
+    pub addr: SocketAddr,
+    /// Incarnation: larger wins the address.
+    pub bump: u64,
+}
+
+impl foca::Identity for PeerId {
+    type Addr = SocketAddr;
+
+    fn renew(&self) -> Option<Self> {
+        Some(PeerId {
+            addr: self.addr,
+            bump: self.bump.wrapping_add(1),
+        })
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn win_addr_conflict(&self, adversary: &Self) -> bool {
+        self.bump > adversary.bump
+    }
+}
+
+/// "The advertisement of `addr` is at `version`."
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdvertKey {
+    addr: SocketAddr,
+    version: u64,
+}
+
+impl Invalidates for AdvertKey {
+    fn invalidates(&self, other: &Self) -> bool {
+        self.addr == other.addr && self.version >= other.version
+    }
+}
+
+impl AdvertKey {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = self.version.to_be_bytes().to_vec();
+        b.extend_from_slice(self.addr.to_string().as_bytes());
+        b
+    }
+
+    fn decode(data: &[u8]) -> Result<AdvertKey, BadBroadcast> {
+        if data.len() < 9 {
+            return Err(BadBroadcast);
+        }
+        let version = u64::from_be_bytes(data[..8].try_into().expect("8 bytes"));
+        let addr = std::str::from_utf8(&data[8..])
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or(BadBroadcast)?;
+        Ok(AdvertKey { addr, version })
+    }
+}
+
+/// A custom broadcast that does not decode.
+#[derive(Debug, thiserror::Error)]
+#[error("malformed advertisement broadcast")]
+pub struct BadBroadcast;
+
+struct Handler {
+    seen: HashMap<SocketAddr, u64>,
+    table: Arc<PeerTable>,
+}
+
+impl BroadcastHandler<PeerId> for Handler {
+    type Key = AdvertKey;
+    type Error = BadBroadcast;
+
+    fn receive_item(
+        &mut self,
+        data: &[u8],
+        _sender: Option<&PeerId>,
+    ) -> Result<Option<AdvertKey>, BadBroadcast> {
+        let key = AdvertKey::decode(data)?;
+        let seen = self.seen.entry(key.addr).or_insert(0);
+        if key.version <= *seen {
+            return Ok(None);
+        }
+        *seen = key.version;
+        self.table.note_version(key.addr, key.version);
+        Ok(Some(key))
+    }
+}
+
+/// Settings of the membership protocol.
+#[derive(Debug, Clone)]
+pub struct MembershipConfig {
+    /// Expected fleet size: sets how many times gossip is relayed and how
+    /// long a suspect has to refute (foca's LAN profile).
+    pub fleet_size: u32,
+    /// Seeds to join through (announced to every second while not
+    /// members).
+    pub seeds: Vec<SocketAddr>,
+}
+
+enum Cmd {
+    Advertise(u64),
+    Leave(oneshot::Sender<()>),
+}
+
+/// A running membership: the live members and a way to advertise and to
+/// leave.
+#[derive(Debug, Clone)]
+pub struct Membership {
+    tx: mpsc::Sender<Cmd>,
+    /// This member.
+    pub me: PeerId,
+    members: Arc<RwLock<Vec<PeerId>>>,
+}
+
+impl Membership {
+    /// Bind `addr` (UDP) and start the protocol on the current tokio
+    /// runtime. Live members are mirrored into `table`.
+    pub async fn start(
+        addr: SocketAddr,
+        cfg: MembershipConfig,
+        table: Arc<PeerTable>,
+    ) -> Result<Membership> {
+        let socket = UdpSocket::bind(addr).await.map_err(|e| Error::Net {
+            what: format!("udp socket {addr}"),
+            source: e,
+        })?;
+        let addr = socket.local_addr().map_err(|e| Error::Net {
+            what: format!("udp socket {addr}"),
+            source: e,
+        })?;
+        let bump = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        let me = PeerId { addr, bump };
+        let size = NonZeroU32::new(cfg.fleet_size.max(1)).expect("non-zero");
+        let mut config = Config::new_lan(size);
+        // foca's LAN profile waits 500 ms for a probe's answer; a loaded
+        // 2-core machine (or a busy desktop) misses that now and then, and
+        // a live member flaps out and back in. A second, and at least 6 s
+        // of suspicion, keep live members in at the cost of slower crash
+        // detection (about 10 s instead of 5 s).
+        config.probe_rtt = Duration::from_secs(1);
+        config.probe_period = Duration::from_secs(2);
+        config.suspect_to_down_after = config.suspect_to_down_after.max(Duration::from_secs(6));
+        let handler = Handler {
+            seen: HashMap::new(),
+            table: table.clone(),
+        };
+        let rng: rand::rngs::StdRng = rand::make_rng();
+        let foca = Foca::with_custom_broadcast(me.clone(), config, rng, PostcardCodec, handler);
+        let (tx, rx) = mpsc::channel(64);
+        let members = Arc::new(RwLock::new(Vec::new()));
+        let driver = Driver {
+            foca,
+            socket,
+            runtime: AccumulatingRuntime::new(),
+            timers: BinaryHeap::new(),
+            seq: 0,
+            members: members.clone(),
+            table,
+            seeds: cfg.seeds.into_iter().filter(|s| *s != addr).collect(),
+        };
+        tokio::spawn(driver.run(rx));
+        Ok(Membership { tx, me, members })
+    }
+
+    /// The live members other than this one, by address.
+    pub fn members(&self) -> Vec<PeerId> {
+        self.members.read().expect("members lock").clone()
+    }
+
+    /// Gossip that this node's advertisement is now at `version`.
+    pub async fn advertise(&self, version: u64) {
+        let _ = self.tx.send(Cmd::Advertise(version)).await;
+    }
+
+    /// Tell the others this node is leaving, and stop.
+    pub async fn leave(&self) {
+        let (ack, done) = oneshot::channel();
+        if self.tx.send(Cmd::Leave(ack)).await.is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(1), done).await;
+        }
+    }
+}
+
+type FocaT = Foca<PeerId, PostcardCodec, rand::rngs::StdRng, Handler>;
+
+struct Driver {
+    foca: FocaT,
+    socket: UdpSocket,
+    runtime: AccumulatingRuntime<PeerId>,
+    /// Due timers, earliest first; the sequence number keeps timers due at
+    /// the same instant in the order foca asked for them.
+    timers: BinaryHeap<Reverse<(Instant, u64, Timer<PeerId>)>>,
+    seq: u64,
+    members: Arc<RwLock<Vec<PeerId>>>,
+    table: Arc<PeerTable>,
+    seeds: Vec<SocketAddr>,
+}
+
+impl Driver {
+    async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
+        let mut buf = vec![0u8; 65_536];
+        let mut rejoin = tokio::time::interval(Duration::from_secs(1));
+        rejoin.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let next = self
+                .timers
+                .peek()
+                .map(|Reverse((t, _, _))| *t)
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            tokio::select! {
+                r = self.socket.recv_from(&mut buf) => {
+                    if let Ok((n, _from)) = r {
+                        // a malformed datagram is dropped: foca's errors
+                        // only say so
+                        let _ = self.foca.handle_data(&buf[..n], &mut self.runtime);
+                    }
+                }
+                _ = tokio::time::sleep_until(next) => {
+                    let now = Instant::now();
+                    while self.timers.peek().is_some_and(|Reverse((t, _, _))| *t <= now) {
+                        let Reverse((_, _, timer)) = self.timers.pop().expect("peeked");
+                        let _ = self.foca.handle_timer(timer, &mut self.runtime);
+                    }
+                }
+                _ = rejoin.tick() => {
+                    // announce to every seed that is not a member (yet, or
+                    // any more): checking only "alone" would leave a seed
+                    // outside when two newcomers find each other first
+                    for s in &self.seeds {
+                        if !self.foca.iter_members().any(|m| m.id().addr == *s) {
+                            let dst = PeerId { addr: *s, bump: 0 };
+                            let _ = self.foca.announce(dst, &mut self.runtime);
+                        }
+                    }
+                }
+                cmd = rx.recv() => match cmd {
+                    Some(Cmd::Advertise(version)) => {
+                        let key = AdvertKey { addr: self.foca.identity().addr, version };
+                        let _ = self.foca.add_broadcast(&key.encode());
+                        // push it out now rather than at the next probe
+                        let _ = self.foca.gossip(&mut self.runtime);
+                    }
+                    Some(Cmd::Leave(ack)) => {
+                        let _ = self.foca.leave_cluster(&mut self.runtime);
+                        self.flush().await;
+                        let _ = ack.send(());
+                        return;
+                    }
+                    None => return,
+                },
+            }
+            self.flush().await;
+        }
+    }
+
+    /// Carry out what foca asked for.
+    async fn flush(&mut self) {
+        while let Some((dst, data)) = self.runtime.to_send() {
+            let _ = self.socket.send_to(&data, dst.addr).await;
+        }
+        let now = Instant::now();
+        while let Some((after, timer)) = self.runtime.to_schedule() {
+            self.seq += 1;
+            self.timers.push(Reverse((now + after, self.seq, timer)));
+        }
+        let mut changed = false;
+        while let Some(n) = self.runtime.to_notify() {
+            changed |= matches!(
+                n,
+                OwnedNotification::MemberUp(_)
+                    | OwnedNotification::MemberDown(_)
+                    | OwnedNotification::Rename(..)
+                    | OwnedNotification::Idle
+                    | OwnedNotification::Defunct
+                    | OwnedNotification::Rejoin(_)
+            );
+        }
+        if changed {
+            let mut live: Vec<PeerId> = self.foca.iter_members().map(|m| m.id().clone()).collect();
+            live.sort();
+            self.table
+                .set_members(&live.iter().map(|p| (p.addr, p.bump)).collect::<Vec<_>>());
+            *self.members.write().expect("members lock") = live;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advert_keys_round_trip_and_invalidate_older_versions() {
+        let a = AdvertKey {
+            addr: "10.0.0.2:7946".parse().unwrap(),
+            version: 7,
+        };
+        assert_eq!(AdvertKey::decode(&a.encode()).unwrap(), a);
+        assert!(AdvertKey::decode(&[1, 2]).is_err());
+        let newer = AdvertKey { version: 8, ..a };
+        assert!(newer.invalidates(&a) && !a.invalidates(&newer));
+        let other = AdvertKey {
+            addr: "10.0.0.3:7946".parse().unwrap(),
+            version: 9,
+        };
+        assert!(!other.invalidates(&a));
+    }
+
+    async fn wait_for(m: &Membership, n: usize, limit: Duration) -> Duration {
+        let t = Instant::now();
+        while m.members().len() != n {
+            assert!(
+                t.elapsed() < limit,
+                "{} sees {:?}, want {n} others",
+                m.me.addr,
+                m.members()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        t.elapsed()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn three_members_converge_and_see_a_leave() {
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let cfg = |seeds| MembershipConfig {
+            fleet_size: 3,
+            seeds,
+        };
+        let t1 = Arc::new(PeerTable::new());
+        let a = Membership::start(any, cfg(vec![]), t1.clone())
+            .await
+            .unwrap();
+        let b = Membership::start(any, cfg(vec![a.me.addr]), Arc::new(PeerTable::new()))
+            .await
+            .unwrap();
+        let c = Membership::start(any, cfg(vec![b.me.addr]), Arc::new(PeerTable::new()))
+            .await
+            .unwrap();
+        for m in [&a, &b, &c] {
+            wait_for(m, 2, Duration::from_secs(10)).await;
+        }
+        // a learned of c through b's gossip; the table mirrors it
+        assert_eq!(t1.summary().len(), 2);
+        c.leave().await;
+        wait_for(&a, 1, Duration::from_secs(10)).await;
+        wait_for(&b, 1, Duration::from_secs(10)).await;
+        assert_eq!(a.members()[0].addr, b.me.addr);
+    }
+}

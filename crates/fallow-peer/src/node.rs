@@ -1,0 +1,357 @@
+//! One node of the fleet: its index, what it advertises, its view of the
+//! peers, its metrics, and the tasks that keep them current — the data
+//! server, the membership protocol, the residency scan that decides what to
+//! advertise, the fetcher of the peers' lists, and the rescan of the index.
+
+use crate::client::Client;
+use crate::disk::Disk;
+use crate::error::{Error, Result};
+use crate::index::{Index, Root};
+use crate::membership::{Membership, MembershipConfig};
+use crate::metrics::Metrics;
+use crate::peers::PeerTable;
+use crate::proto::{Advert, Request, Response};
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::{Duration, Instant};
+use tokio::runtime::Runtime;
+
+/// Settings of a node.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Address for the data channel (TCP) and gossip (UDP), same port.
+    pub listen: SocketAddr,
+    /// Members to join through.
+    pub seeds: Vec<SocketAddr>,
+    /// Application directories to index, serve and advertise.
+    pub roots: Vec<Root>,
+    /// Chunk size, bytes.
+    pub chunk_bytes: u32,
+    /// How often page-cache residency is checked to update the
+    /// advertisement.
+    pub advertise_every: Duration,
+    /// Advertise a file when at least this share of its pages is cached.
+    pub min_resident: f64,
+    /// Re-walk the roots this often (only while the local disk is awake).
+    pub rescan_every: Option<Duration>,
+    /// Deadline of one request to a peer.
+    pub fetch_timeout: Duration,
+    /// Expected fleet size (tunes gossip).
+    pub fleet_size: u32,
+    /// Test only: corrupt every chunk served.
+    pub tamper: bool,
+    /// Test only: wait this long before answering each chunk request (to
+    /// kill a peer mid-transfer).
+    pub serve_delay: Duration,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            seeds: Vec::new(),
+            roots: Vec::new(),
+            chunk_bytes: crate::manifest::DEFAULT_CHUNK_BYTES,
+            advertise_every: Duration::from_secs(2),
+            min_resident: 1.0,
+            rescan_every: Some(Duration::from_secs(300)),
+            fetch_timeout: Duration::from_millis(500),
+            fleet_size: 100,
+            tamper: false,
+            serve_delay: Duration::ZERO,
+        }
+    }
+}
+
+/// The files this node advertises.
+#[derive(Debug, Clone, Default)]
+pub struct OwnAdverts {
+    /// Grows with every change (ms since the epoch, so a restarted node's
+    /// versions are newer too).
+    pub version: u64,
+    /// Files resident in the page cache.
+    pub files: Vec<Advert>,
+}
+
+/// State shared by a node's tasks, its server and its overlay.
+#[derive(Debug)]
+pub struct Shared {
+    /// Where the node listens.
+    pub addr: SocketAddr,
+    index: RwLock<Arc<Index>>,
+    adverts: RwLock<Arc<OwnAdverts>>,
+    /// Counters.
+    pub metrics: Metrics,
+    /// The peers and what they advertise.
+    pub peers: Arc<PeerTable>,
+    /// Client for requests to peers.
+    pub client: Client,
+    /// Test only: corrupt served chunks.
+    pub tamper: bool,
+    /// Test only: delay before each chunk answer.
+    pub serve_delay: Duration,
+    /// The local disk, for a node with an overlay.
+    pub disk: Option<Arc<Disk>>,
+    membership: OnceLock<Membership>,
+    started: Instant,
+}
+
+impl Shared {
+    /// The current index.
+    pub fn index(&self) -> Arc<Index> {
+        self.index.read().expect("index lock").clone()
+    }
+
+    /// The current advertisement.
+    pub fn adverts(&self) -> Arc<OwnAdverts> {
+        self.adverts.read().expect("adverts lock").clone()
+    }
+
+    /// Live members other than this node.
+    pub fn members(&self) -> Vec<SocketAddr> {
+        self.membership
+            .get()
+            .map(|m| m.members().into_iter().map(|p| p.addr).collect())
+            .unwrap_or_default()
+    }
+
+    /// Status as JSON: members, index, advertisement, peers, metrics, disk.
+    pub fn status_json(&self) -> String {
+        let idx = self.index();
+        let adv = self.adverts();
+        let members = self.members();
+        let v = serde_json::json!({
+            "addr": self.addr,
+            "alive": members.len() + 1,
+            "members": members,
+            "uptime_s": self.started.elapsed().as_secs_f64(),
+            "index": {
+                "roots": idx.roots.iter().map(|r| serde_json::json!({"name": r.name, "dir": r.dir})).collect::<Vec<_>>(),
+                "files": idx.len(),
+                "bytes": idx.bytes(),
+                "chunk_bytes": idx.chunk_bytes,
+                "skipped_unreadable": idx.skipped.unreadable.len(),
+                "skipped_not_regular": idx.skipped.not_regular,
+            },
+            "advertised": {"version": adv.version, "files": adv.files.len()},
+            "peers": self.peers.summary(),
+            "metrics": self.metrics.snapshot(),
+            "disk": self.disk.as_ref().map(|d| d.snapshot()),
+            "tamper": self.tamper,
+        });
+        v.to_string()
+    }
+}
+
+/// A running node.
+pub struct Node {
+    rt: Runtime,
+    shared: Arc<Shared>,
+    membership: Membership,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("addr", &self.shared.addr)
+            .finish()
+    }
+}
+
+impl Node {
+    /// Index the roots, bind the port, join the fleet and start serving.
+    pub fn start(cfg: NodeConfig, disk: Option<Arc<Disk>>) -> Result<Node> {
+        if !(cfg.min_resident > 0.0 && cfg.min_resident <= 1.0) {
+            return Err(Error::invalid(
+                "--min-resident",
+                format!("{}: must be in (0, 1]", cfg.min_resident),
+            ));
+        }
+        let index = Index::build(&cfg.roots, cfg.chunk_bytes, None)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("fallow-peer")
+            .build()
+            .map_err(|e| Error::Net {
+                what: "tokio runtime".into(),
+                source: e,
+            })?;
+        let (shared, membership) = rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind(cfg.listen)
+                .await
+                .map_err(|e| Error::Net {
+                    what: format!("tcp listener {}", cfg.listen),
+                    source: e,
+                })?;
+            let addr = listener.local_addr().map_err(|e| Error::Net {
+                what: format!("tcp listener {}", cfg.listen),
+                source: e,
+            })?;
+            let peers = Arc::new(PeerTable::new());
+            let shared = Arc::new(Shared {
+                addr,
+                index: RwLock::new(Arc::new(index)),
+                adverts: RwLock::new(Arc::new(OwnAdverts::default())),
+                metrics: Metrics::new(),
+                peers: peers.clone(),
+                client: Client::new(cfg.fetch_timeout),
+                tamper: cfg.tamper,
+                serve_delay: cfg.serve_delay,
+                disk,
+                membership: OnceLock::new(),
+                started: Instant::now(),
+            });
+            // gossip on the data port's number, so one address names a peer
+            let membership = Membership::start(
+                addr,
+                MembershipConfig {
+                    fleet_size: cfg.fleet_size,
+                    seeds: cfg.seeds.clone(),
+                },
+                peers,
+            )
+            .await?;
+            shared
+                .membership
+                .set(membership.clone())
+                .expect("membership set once");
+            tokio::spawn(crate::server::serve(listener, shared.clone()));
+            tokio::spawn(advertiser(shared.clone(), membership.clone(), cfg.clone()));
+            tokio::spawn(fetcher(shared.clone()));
+            if let Some(every) = cfg.rescan_every {
+                tokio::spawn(rescanner(
+                    shared.clone(),
+                    cfg.roots.clone(),
+                    cfg.chunk_bytes,
+                    every,
+                ));
+            }
+            Ok::<_, Error>((shared, membership))
+        })?;
+        Ok(Node {
+            rt,
+            shared,
+            membership,
+        })
+    }
+
+    /// Where the node listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// The node's shared state.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The node's runtime.
+    pub fn handle(&self) -> tokio::runtime::Handle {
+        self.rt.handle().clone()
+    }
+
+    /// Leave the fleet (others see it at once rather than after a failed
+    /// probe) and stop every task.
+    pub fn shutdown(self) {
+        let m = self.membership.clone();
+        self.rt.block_on(async move { m.leave().await });
+        self.rt.shutdown_timeout(Duration::from_secs(1));
+    }
+}
+
+/// Which indexed files are resident enough to advertise.
+fn resident_files(idx: &Index, min_resident: f64) -> Vec<Advert> {
+    idx.files()
+        .filter(|e| {
+            let Ok(f) = idx.open(e) else { return false };
+            crate::cache::residency(&f, e.manifest.size_bytes)
+                .map(|r| r.total_pages > 0 && r.fraction() >= min_resident)
+                .unwrap_or(false)
+        })
+        .map(|e| Advert {
+            wire: e.wire.clone(),
+            root: e.manifest.root,
+        })
+        .collect()
+}
+
+async fn advertiser(shared: Arc<Shared>, membership: Membership, cfg: NodeConfig) {
+    let mut tick = tokio::time::interval(cfg.advertise_every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_gossip = Instant::now();
+    loop {
+        tick.tick().await;
+        let s = shared.clone();
+        let min = cfg.min_resident;
+        let Ok(files) = tokio::task::spawn_blocking(move || resident_files(&s.index(), min)).await
+        else {
+            return;
+        };
+        let old = shared.adverts();
+        let changed = old.files != files;
+        if changed {
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0);
+            let version = now_ms.max(old.version + 1);
+            *shared.adverts.write().expect("adverts lock") =
+                Arc::new(OwnAdverts { version, files });
+        }
+        // re-gossip now and then so late joiners hear the version too
+        if changed || last_gossip.elapsed() >= Duration::from_secs(5) {
+            membership.advertise(shared.adverts().version).await;
+            last_gossip = Instant::now();
+        }
+    }
+}
+
+async fn fetcher(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let mut set = tokio::task::JoinSet::new();
+        for (addr, have) in shared.peers.due(Instant::now()) {
+            let s = shared.clone();
+            set.spawn(async move {
+                match s.client.call(addr, &Request::Adverts { have }).await {
+                    Ok(Response::Adverts { version, files }) => {
+                        s.peers.set_adverts(addr, version, Some(files))
+                    }
+                    Ok(Response::AdvertsUnchanged { version }) => {
+                        s.peers.set_adverts(addr, version, None)
+                    }
+                    _ => {
+                        s.client.forget(addr);
+                        s.peers.fetch_failed(addr)
+                    }
+                }
+            });
+        }
+        while set.join_next().await.is_some() {}
+    }
+}
+
+async fn rescanner(shared: Arc<Shared>, roots: Vec<Root>, chunk_bytes: u32, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await; // the first tick is now: the index was just built
+    loop {
+        tick.tick().await;
+        // hashing reads the disk: only while it spins anyway
+        if shared.disk.as_ref().is_some_and(|d| d.is_asleep()) {
+            continue;
+        }
+        let s = shared.clone();
+        let roots = roots.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            Index::build(&roots, chunk_bytes, Some(&s.index()))
+        })
+        .await;
+        if let Ok(Ok(idx)) = built {
+            *shared.index.write().expect("index lock") = Arc::new(idx);
+        }
+    }
+}

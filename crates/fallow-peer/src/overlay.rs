@@ -1,0 +1,258 @@
+//! The read path of the overlay, apart from FUSE so it can be tested
+//! without a mount. For each read (SARD seed §III-E's heuristics):
+//!
+//! 1. the local page cache holds it → return it (the disk is not touched);
+//! 2. the local disk spins → read it locally;
+//! 3. the disk sleeps and live peers advertise the file with the local
+//!    manifest's root → fetch the chunks the read touches from them (in
+//!    parallel, each chunk from the next peer in turn), verify every chunk
+//!    against the local manifest, return the bytes;
+//! 4. otherwise — no peer, a hash mismatch at every peer tried, a timeout,
+//!    a peer that died mid-transfer, a file changed since it was hashed —
+//!    read locally, spinning the disk up. A read never fails because of a
+//!    peer.
+//!
+//! A peer that sent bytes that fail verification is quarantined for a
+//! while: its chunks are not asked for again until then.
+
+use crate::client::CallError;
+use crate::disk::Disk;
+use crate::index::Stamp;
+use crate::metrics::{Attempt, Fallback, Served};
+use crate::node::Shared;
+use crate::proto::{Request, Response};
+use std::fs::File;
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The overlay of one indexed root.
+#[derive(Debug)]
+pub struct Overlay {
+    shared: Arc<Shared>,
+    disk: Arc<Disk>,
+    root: usize,
+    source: PathBuf,
+    /// How long a peer that sent bad bytes is left out.
+    pub quarantine: Duration,
+}
+
+impl Overlay {
+    /// The overlay of root number `root` of the node's index; the node must
+    /// have a disk.
+    pub fn new(shared: Arc<Shared>, root: usize, quarantine: Duration) -> Option<Overlay> {
+        let disk = shared.disk.clone()?;
+        let source = shared.index().roots.get(root)?.dir.clone();
+        Some(Overlay {
+            shared,
+            disk,
+            root,
+            source,
+            quarantine,
+        })
+    }
+
+    /// The directory overlaid.
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    /// The disk.
+    pub fn disk(&self) -> &Arc<Disk> {
+        &self.disk
+    }
+
+    /// Read up to `size` bytes at `offset` of `file`, the local file at
+    /// `rel` under the source, and say where they came from.
+    pub async fn read(
+        &self,
+        file: Arc<File>,
+        rel: &Path,
+        offset: u64,
+        size: u32,
+    ) -> io::Result<(Vec<u8>, Served)> {
+        let t = Instant::now();
+        let meta = file.metadata()?;
+        let len = (size as u64).min(meta.len().saturating_sub(offset)) as usize;
+        if len == 0 {
+            return Ok((Vec::new(), Served::PageCache));
+        }
+        let f = file.clone();
+        let (mut buf, n) = tokio::task::spawn_blocking(move || {
+            let mut b = vec![0u8; len];
+            crate::cache::read_cached(&f, offset, &mut b).map(|n| (b, n))
+        })
+        .await
+        .map_err(io::Error::other)??;
+        let served = if n == len {
+            Served::PageCache
+        } else if !self.disk.is_asleep() {
+            buf = self.local(file, offset, len).await?;
+            Served::Local
+        } else {
+            match self.remote(rel, &meta, offset, len).await {
+                Ok(b) => {
+                    self.disk.note_read_elsewhere();
+                    buf = b;
+                    Served::Remote
+                }
+                Err(why) => {
+                    buf = self.local(file, offset, len).await?;
+                    Served::Fallback(why)
+                }
+            }
+        };
+        self.shared.metrics.read(served, buf.len(), t.elapsed());
+        Ok((buf, served))
+    }
+
+    /// Read from the local disk (waiting for a spin-up if it sleeps).
+    async fn local(&self, file: Arc<File>, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        let disk = self.disk.clone();
+        tokio::task::spawn_blocking(move || {
+            disk.begin_local_read();
+            let mut b = vec![0u8; len];
+            let r = read_at_most(&file, offset, &mut b);
+            disk.end_local_read();
+            let n = r?;
+            b.truncate(n);
+            Ok(b)
+        })
+        .await
+        .map_err(io::Error::other)?
+    }
+
+    /// Fetch and verify `len` bytes at `offset` from peers.
+    async fn remote(
+        &self,
+        rel: &Path,
+        meta: &std::fs::Metadata,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, Fallback> {
+        let idx = self.shared.index();
+        let wire = idx.wire_of(self.root, rel).ok_or(Fallback::NotIndexed)?;
+        let entry = idx.get(&wire).ok_or(Fallback::NotIndexed)?;
+        // the manifest is only a promise about the bytes it was made from
+        if Stamp::of(meta) != entry.stamp {
+            return Err(Fallback::NotIndexed);
+        }
+        let holders = self.shared.peers.holders(&wire, &entry.manifest.root);
+        if holders.is_empty() {
+            return Err(Fallback::NoPeer);
+        }
+        let chunks = entry.manifest.chunks_for(offset, len as u64);
+        let mut set = tokio::task::JoinSet::new();
+        for i in chunks.clone() {
+            let shared = self.shared.clone();
+            let idx = idx.clone();
+            let wire = wire.clone();
+            let holders = holders.clone();
+            let quarantine = self.quarantine;
+            set.spawn(async move {
+                let r = fetch_chunk(&shared, &idx, &wire, i, &holders, quarantine).await;
+                (i, r)
+            });
+        }
+        let mut got: Vec<Option<Vec<u8>>> = vec![None; chunks.len()];
+        let mut worst: Option<Fallback> = None;
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok((i, Ok(data))) => got[(i - chunks.start) as usize] = Some(data),
+                Ok((_, Err(why))) => worst = Some(worse(worst, why)),
+                Err(_) => worst = Some(worse(worst, Fallback::PeerFailed)),
+            }
+        }
+        if let Some(why) = worst {
+            return Err(why);
+        }
+        let mut out = Vec::with_capacity(len);
+        for (k, data) in got.into_iter().enumerate() {
+            let data = data.expect("every chunk fetched");
+            let r = entry.manifest.chunk_range(chunks.start + k as u32);
+            let from = offset.max(r.start) - r.start;
+            let to = (offset + len as u64).min(r.end) - r.start;
+            out.extend_from_slice(&data[from as usize..to as usize]);
+        }
+        Ok(out)
+    }
+}
+
+/// The more telling of two reasons: a mismatch (someone lied) over a failed
+/// peer over a peer that merely did not serve.
+fn worse(a: Option<Fallback>, b: Fallback) -> Fallback {
+    let rank = |f: Fallback| match f {
+        Fallback::Mismatch => 3,
+        Fallback::PeerFailed => 2,
+        _ => 1,
+    };
+    match a {
+        Some(a) if rank(a) >= rank(b) => a,
+        _ => b,
+    }
+}
+
+/// Chunk `i` from the first holder that sends the right bytes, starting at
+/// holder `i mod n` so a read's chunks spread over the holders.
+async fn fetch_chunk(
+    shared: &Shared,
+    idx: &crate::index::Index,
+    wire: &str,
+    i: u32,
+    holders: &[SocketAddr],
+    quarantine: Duration,
+) -> Result<Vec<u8>, Fallback> {
+    let manifest = &idx.get(wire).ok_or(Fallback::NotIndexed)?.manifest;
+    let req = Request::Chunk {
+        wire: wire.to_string(),
+        root: manifest.root,
+        index: i,
+    };
+    let mut why = Fallback::NotServed;
+    let n = holders.len();
+    for k in 0..n {
+        let peer = holders[(i as usize + k) % n];
+        let t = Instant::now();
+        let outcome = match shared.client.call_classified(peer, &req).await {
+            Ok(Response::Chunk(data)) if manifest.verify(i, &data) => {
+                shared.metrics.attempt(Attempt::Verified, t.elapsed());
+                return Ok(data);
+            }
+            Ok(Response::Chunk(_)) => {
+                shared.peers.quarantine(peer, quarantine);
+                why = worse(Some(why), Fallback::Mismatch);
+                Attempt::Mismatch
+            }
+            Ok(Response::NotCached) => Attempt::NotCached,
+            Ok(_) => Attempt::Refused,
+            Err((kind, _)) => {
+                shared.client.forget(peer);
+                why = worse(Some(why), Fallback::PeerFailed);
+                if kind == CallError::Timeout {
+                    Attempt::Timeout
+                } else {
+                    Attempt::Error
+                }
+            }
+        };
+        shared.metrics.attempt(outcome, t.elapsed());
+    }
+    Err(why)
+}
+
+/// `pread` until `buf` is full or the end of the file.
+fn read_at_most(f: &File, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read_at(&mut buf[n..], offset + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}

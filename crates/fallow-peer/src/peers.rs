@@ -1,0 +1,208 @@
+//! What this node knows of the others: which peers are alive (from the
+//! membership protocol), which files each advertises as resident in its
+//! page cache (fetched over the data channel when its advertised version
+//! changes), and which peers are quarantined after serving bad bytes.
+
+use crate::manifest::Hash;
+use crate::proto::Advert;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Re-fetch a peer's list at least this often, in case a gossiped version
+/// was missed.
+pub const REFRESH_AFTER: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Default)]
+struct Peer {
+    /// Incarnation of the peer process (its membership identity's bump):
+    /// a restarted peer starts over.
+    bump: u64,
+    /// Latest version heard of by gossip.
+    gossip_version: u64,
+    /// Version of `files`.
+    fetched_version: u64,
+    fetched_at: Option<Instant>,
+    files: HashMap<String, Hash>,
+    quarantined_until: Option<Instant>,
+}
+
+/// One peer in a [`PeerTable::summary`].
+#[derive(Debug, Clone, serde::Serialize, PartialEq, Eq)]
+pub struct PeerSummary {
+    /// Its data address.
+    pub addr: SocketAddr,
+    /// Files it advertises.
+    pub files: usize,
+    /// Version of that list.
+    pub version: u64,
+    /// Quarantined for serving bad bytes.
+    pub quarantined: bool,
+}
+
+/// The live peers and their advertisements.
+#[derive(Debug, Default)]
+pub struct PeerTable {
+    peers: Mutex<HashMap<SocketAddr, Peer>>,
+    /// Versions gossiped for peers not (yet) in the table: a broadcast can
+    /// arrive in the same datagram as the news that its sender joined.
+    pending: Mutex<HashMap<SocketAddr, u64>>,
+}
+
+impl PeerTable {
+    /// Empty.
+    pub fn new() -> PeerTable {
+        PeerTable::default()
+    }
+
+    /// The membership changed: these are the live peers (address and
+    /// incarnation). Peers not listed are forgotten with their lists.
+    pub fn set_members(&self, live: &[(SocketAddr, u64)]) {
+        let mut peers = self.peers.lock().expect("peer table lock");
+        let mut pending = self.pending.lock().expect("pending lock");
+        peers.retain(|addr, p| live.iter().any(|(a, b)| a == addr && *b == p.bump));
+        for (addr, bump) in live {
+            peers.entry(*addr).or_insert_with(|| Peer {
+                bump: *bump,
+                gossip_version: pending.remove(addr).unwrap_or(0),
+                ..Peer::default()
+            });
+        }
+    }
+
+    /// Gossip says `addr`'s list is at `version`.
+    pub fn note_version(&self, addr: SocketAddr, version: u64) {
+        match self.peers.lock().expect("peer table lock").get_mut(&addr) {
+            Some(p) => p.gossip_version = p.gossip_version.max(version),
+            None => {
+                let mut pending = self.pending.lock().expect("pending lock");
+                let v = pending.entry(addr).or_insert(0);
+                *v = (*v).max(version);
+            }
+        }
+    }
+
+    /// Peers whose list should be fetched now, with the version held.
+    pub fn due(&self, now: Instant) -> Vec<(SocketAddr, u64)> {
+        let peers = self.peers.lock().expect("peer table lock");
+        peers
+            .iter()
+            .filter(|(_, p)| {
+                p.fetched_at.is_none()
+                    || p.gossip_version > p.fetched_version
+                    || p.fetched_at
+                        .is_some_and(|t| now.duration_since(t) >= REFRESH_AFTER)
+            })
+            .map(|(a, p)| (*a, p.fetched_version))
+            .collect()
+    }
+
+    /// A fetched list (or `None`: unchanged since the version held).
+    pub fn set_adverts(&self, addr: SocketAddr, version: u64, files: Option<Vec<Advert>>) {
+        let mut peers = self.peers.lock().expect("peer table lock");
+        let Some(p) = peers.get_mut(&addr) else {
+            return; // it left meanwhile
+        };
+        if let Some(files) = files {
+            p.files = files.into_iter().map(|a| (a.wire, a.root)).collect();
+        }
+        p.fetched_version = version;
+        p.gossip_version = p.gossip_version.max(version);
+        p.fetched_at = Some(Instant::now());
+    }
+
+    /// A fetch failed: try again later rather than at once.
+    pub fn fetch_failed(&self, addr: SocketAddr) {
+        if let Some(p) = self.peers.lock().expect("peer table lock").get_mut(&addr) {
+            // counts as fetched now, so the next try waits REFRESH_AFTER
+            // unless gossip announces a newer version
+            p.fetched_at = Some(Instant::now());
+        }
+    }
+
+    /// Live, unquarantined peers advertising `wire` with manifest `root`,
+    /// in address order.
+    pub fn holders(&self, wire: &str, root: &Hash) -> Vec<SocketAddr> {
+        let now = Instant::now();
+        let peers = self.peers.lock().expect("peer table lock");
+        let mut v: Vec<SocketAddr> = peers
+            .iter()
+            .filter(|(_, p)| p.quarantined_until.is_none_or(|t| t <= now))
+            .filter(|(_, p)| p.files.get(wire) == Some(root))
+            .map(|(a, _)| *a)
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Stop asking `addr` for chunks for `dur` (it sent bytes that did not
+    /// match the manifest).
+    pub fn quarantine(&self, addr: SocketAddr, dur: Duration) {
+        if let Some(p) = self.peers.lock().expect("peer table lock").get_mut(&addr) {
+            p.quarantined_until = Some(Instant::now() + dur);
+        }
+    }
+
+    /// Every known peer, by address.
+    pub fn summary(&self) -> Vec<PeerSummary> {
+        let now = Instant::now();
+        let peers = self.peers.lock().expect("peer table lock");
+        let mut v: Vec<PeerSummary> = peers
+            .iter()
+            .map(|(a, p)| PeerSummary {
+                addr: *a,
+                files: p.files.len(),
+                version: p.fetched_version,
+                quarantined: p.quarantined_until.is_some_and(|t| t > now),
+            })
+            .collect();
+        v.sort_by_key(|p| p.addr);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(n: u8) -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, n], 7946))
+    }
+
+    fn adv(wire: &str, root: u8) -> Advert {
+        Advert {
+            wire: wire.into(),
+            root: [root; 32],
+        }
+    }
+
+    #[test]
+    fn holders_follow_membership_versions_and_quarantine() {
+        let t = PeerTable::new();
+        // a version gossiped before its sender is known is kept for it
+        t.note_version(addr(2), 4);
+        t.set_members(&[(addr(2), 1), (addr(3), 1)]);
+        assert_eq!(t.due(Instant::now()).len(), 2, "never fetched");
+        t.set_adverts(addr(2), 3, Some(vec![]));
+        let mut due = t.due(Instant::now());
+        due.sort();
+        assert_eq!(due, [(addr(2), 3), (addr(3), 0)], "version 4 was gossiped");
+        t.set_adverts(addr(2), 5, Some(vec![adv("app/a", 1), adv("app/b", 2)]));
+        t.set_adverts(addr(3), 9, Some(vec![adv("app/a", 1), adv("app/b", 3)]));
+        assert!(t.due(Instant::now()).is_empty());
+        assert_eq!(t.holders("app/a", &[1; 32]), [addr(2), addr(3)]);
+        assert_eq!(t.holders("app/b", &[2; 32]), [addr(2)], "same root only");
+        assert!(t.holders("app/c", &[1; 32]).is_empty());
+        t.note_version(addr(3), 10);
+        assert_eq!(t.due(Instant::now()), [(addr(3), 9)]);
+        t.quarantine(addr(2), Duration::from_secs(60));
+        assert_eq!(t.holders("app/a", &[1; 32]), [addr(3)]);
+        // 3 crashed and came back as a new incarnation: its list is gone
+        t.set_members(&[(addr(2), 1), (addr(3), 2)]);
+        assert!(t.holders("app/a", &[1; 32]).is_empty());
+        t.set_members(&[]);
+        assert!(t.summary().is_empty());
+        assert!(t.due(Instant::now() + REFRESH_AFTER).is_empty());
+    }
+}

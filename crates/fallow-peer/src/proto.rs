@@ -1,0 +1,370 @@
+//! The data channel's messages: a frame is a 4-byte big-endian length and a
+//! body; a body is a tag byte and fields (integers big-endian, strings and
+//! byte strings with a 4-byte length). One request, one response, in order,
+//! on a TCP connection that may carry many.
+//!
+//! Hand-written rather than serde so that every length is checked against
+//! the frame before anything is allocated: a peer cannot make another
+//! allocate more than [`MAX_FRAME_BYTES`].
+
+use crate::error::{Error, Result};
+use crate::manifest::{Hash, MAX_CHUNK_BYTES};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// The largest frame accepted: a chunk of the largest size plus headroom,
+/// or an advertisement list.
+pub const MAX_FRAME_BYTES: u32 = MAX_CHUNK_BYTES + 64 * 1024;
+
+/// A request to a peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Chunk `index` of file `wire`, only if the peer's copy has manifest
+    /// root `root` and the chunk is in its page cache.
+    Chunk {
+        /// File name on the wire (`ROOT/relative/path`).
+        wire: String,
+        /// The asker's manifest root.
+        root: Hash,
+        /// Chunk index.
+        index: u32,
+    },
+    /// The peer's advertisement, unless its version is still `have`.
+    Adverts {
+        /// The version the asker holds (0: none).
+        have: u64,
+    },
+    /// The peer's members and metrics as JSON.
+    Status,
+}
+
+/// One advertised file: resident in the peer's page cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Advert {
+    /// File name on the wire.
+    pub wire: String,
+    /// Its manifest root.
+    pub root: Hash,
+}
+
+/// A peer's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// The chunk's bytes.
+    Chunk(Vec<u8>),
+    /// The chunk is not (wholly) in the peer's page cache.
+    NotCached,
+    /// The peer will not serve this: the reason.
+    Refused(String),
+    /// The peer's advertised files at `version`.
+    Adverts {
+        /// Version of the list (grows when it changes).
+        version: u64,
+        /// The files.
+        files: Vec<Advert>,
+    },
+    /// The asker's version is current.
+    AdvertsUnchanged {
+        /// The current version.
+        version: u64,
+    },
+    /// JSON status.
+    Status(String),
+}
+
+/// Read one frame; `None` at a clean end of the stream.
+pub async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> Result<Option<Vec<u8>>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(Error::Protocol(format!("reading a frame: {e}"))),
+    }
+    let len = u32::from_be_bytes(len);
+    if len > MAX_FRAME_BYTES {
+        return Err(Error::Protocol(format!(
+            "frame of {len} bytes is larger than {MAX_FRAME_BYTES}"
+        )));
+    }
+    let mut body = vec![0u8; len as usize];
+    r.read_exact(&mut body)
+        .await
+        .map_err(|e| Error::Protocol(format!("reading a frame of {len} bytes: {e}")))?;
+    Ok(Some(body))
+}
+
+/// Write one frame.
+pub async fn write_frame(w: &mut (impl AsyncWrite + Unpin), body: &[u8]) -> Result<()> {
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|l| *l <= MAX_FRAME_BYTES)
+        .ok_or_else(|| Error::Protocol(format!("frame of {} bytes is too large", body.len())))?;
+    let mut out = Vec::with_capacity(4 + body.len());
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(body);
+    w.write_all(&out)
+        .await
+        .map_err(|e| Error::Protocol(format!("writing a frame: {e}")))?;
+    Ok(())
+}
+
+impl Request {
+    /// Encode as a frame body.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        match self {
+            Request::Chunk { wire, root, index } => {
+                b.push(1);
+                put_bytes(&mut b, wire.as_bytes());
+                b.extend_from_slice(root);
+                b.extend_from_slice(&index.to_be_bytes());
+            }
+            Request::Adverts { have } => {
+                b.push(2);
+                b.extend_from_slice(&have.to_be_bytes());
+            }
+            Request::Status => b.push(3),
+        }
+        b
+    }
+
+    /// Decode a frame body.
+    pub fn decode(body: &[u8]) -> Result<Request> {
+        let mut d = Decoder(body);
+        let r = match d.u8()? {
+            1 => Request::Chunk {
+                wire: d.string()?,
+                root: d.hash()?,
+                index: d.u32()?,
+            },
+            2 => Request::Adverts { have: d.u64()? },
+            3 => Request::Status,
+            t => return Err(Error::Protocol(format!("unknown request tag {t}"))),
+        };
+        d.end()?;
+        Ok(r)
+    }
+}
+
+impl Response {
+    /// Encode as a frame body.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        match self {
+            Response::Chunk(data) => {
+                b.push(1);
+                put_bytes(&mut b, data);
+            }
+            Response::NotCached => b.push(2),
+            Response::Refused(why) => {
+                b.push(3);
+                put_bytes(&mut b, why.as_bytes());
+            }
+            Response::Adverts { version, files } => {
+                b.push(4);
+                b.extend_from_slice(&version.to_be_bytes());
+                b.extend_from_slice(&(files.len() as u32).to_be_bytes());
+                for f in files {
+                    put_bytes(&mut b, f.wire.as_bytes());
+                    b.extend_from_slice(&f.root);
+                }
+            }
+            Response::AdvertsUnchanged { version } => {
+                b.push(5);
+                b.extend_from_slice(&version.to_be_bytes());
+            }
+            Response::Status(json) => {
+                b.push(6);
+                put_bytes(&mut b, json.as_bytes());
+            }
+        }
+        b
+    }
+
+    /// Decode a frame body.
+    pub fn decode(body: &[u8]) -> Result<Response> {
+        let mut d = Decoder(body);
+        let r = match d.u8()? {
+            1 => Response::Chunk(d.bytes()?.to_vec()),
+            2 => Response::NotCached,
+            3 => Response::Refused(d.string()?),
+            4 => {
+                let version = d.u64()?;
+                let n = d.u32()?;
+                // each entry takes at least 4 + 32 bytes: a count the frame
+                // cannot hold is an error before any allocation
+                if u64::from(n) * 36 > d.0.len() as u64 {
+                    return Err(Error::Protocol(format!(
+                        "advert count {n} exceeds the frame"
+                    )));
+                }
+                let mut files = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    files.push(Advert {
+                        wire: d.string()?,
+                        root: d.hash()?,
+                    });
+                }
+                Response::Adverts { version, files }
+            }
+            5 => Response::AdvertsUnchanged { version: d.u64()? },
+            6 => Response::Status(d.string()?),
+            t => return Err(Error::Protocol(format!("unknown response tag {t}"))),
+        };
+        d.end()?;
+        Ok(r)
+    }
+}
+
+fn put_bytes(b: &mut Vec<u8>, s: &[u8]) {
+    b.extend_from_slice(&(s.len() as u32).to_be_bytes());
+    b.extend_from_slice(s);
+}
+
+struct Decoder<'a>(&'a [u8]);
+
+impl<'a> Decoder<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if self.0.len() < n {
+            return Err(Error::Protocol(format!(
+                "message cut short: {n} bytes needed, {} left",
+                self.0.len()
+            )));
+        }
+        let (a, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_be_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_be_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+    fn hash(&mut self) -> Result<Hash> {
+        Ok(self.take(32)?.try_into().expect("32 bytes"))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn string(&mut self) -> Result<String> {
+        String::from_utf8(self.bytes()?.to_vec())
+            .map_err(|_| Error::Protocol("a string is not UTF-8".into()))
+    }
+    fn end(&self) -> Result<()> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Protocol(format!("{} trailing bytes", self.0.len())))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        let reqs = [
+            Request::Chunk {
+                wire: "usr/bin/ls".into(),
+                root: [9; 32],
+                index: 77,
+            },
+            Request::Adverts { have: 5 },
+            Request::Status,
+        ];
+        for r in reqs {
+            assert_eq!(Request::decode(&r.encode()).unwrap(), r);
+        }
+        let resps = [
+            Response::Chunk(vec![1, 2, 3]),
+            Response::NotCached,
+            Response::Refused("no".into()),
+            Response::Adverts {
+                version: 3,
+                files: vec![
+                    Advert {
+                        wire: "a/b".into(),
+                        root: [1; 32],
+                    },
+                    Advert {
+                        wire: "a/c".into(),
+                        root: [2; 32],
+                    },
+                ],
+            },
+            Response::AdvertsUnchanged { version: 4 },
+            Response::Status("{}".into()),
+        ];
+        for r in resps {
+            assert_eq!(Response::decode(&r.encode()).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn layout_by_hand_and_malformed_input() {
+        // tag 1, length 3, "a/b", 32 × 0xee, index 2
+        let mut want = vec![1, 0, 0, 0, 3, b'a', b'/', b'b'];
+        want.extend([0xee; 32]);
+        want.extend([0, 0, 0, 2]);
+        let r = Request::Chunk {
+            wire: "a/b".into(),
+            root: [0xee; 32],
+            index: 2,
+        };
+        assert_eq!(r.encode(), want);
+        for cut in 0..want.len() {
+            assert!(Request::decode(&want[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut long = want.clone();
+        long.push(0);
+        assert!(Request::decode(&long)
+            .unwrap_err()
+            .to_string()
+            .contains("trailing"));
+        assert!(Request::decode(&[9])
+            .unwrap_err()
+            .to_string()
+            .contains("tag 9"));
+        // an advert count far beyond the frame fails before allocating
+        let mut huge = vec![4];
+        huge.extend(1u64.to_be_bytes());
+        huge.extend(u32::MAX.to_be_bytes());
+        assert!(Response::decode(&huge)
+            .unwrap_err()
+            .to_string()
+            .contains("exceeds"));
+        // a string length beyond the frame
+        let bad = [3, 0xff, 0xff, 0xff, 0xff, b'x'];
+        assert!(Response::decode(&bad).is_err());
+    }
+
+    #[tokio::test]
+    async fn frames_over_a_stream() {
+        let (mut a, mut b) = tokio::io::duplex(1 << 16);
+        write_frame(&mut a, b"hello").await.unwrap();
+        write_frame(&mut a, b"").await.unwrap();
+        drop(a);
+        assert_eq!(read_frame(&mut b).await.unwrap().unwrap(), b"hello");
+        assert_eq!(read_frame(&mut b).await.unwrap().unwrap(), b"");
+        assert!(read_frame(&mut b).await.unwrap().is_none());
+        let (mut a, mut b) = tokio::io::duplex(64);
+        a.write_all(&(MAX_FRAME_BYTES + 1).to_be_bytes())
+            .await
+            .unwrap();
+        assert!(read_frame(&mut b)
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("larger"));
+    }
+}
