@@ -73,7 +73,7 @@ def test_devices_workloads_and_scrubbers_are_all_there(result):
     assert [d["name"] for d in result["devices"]] == ["plain", "emu"]
     for d in result["devices"]:
         assert d["device"].startswith("/dev/loop")
-        assert [w["name"] for w in d["workloads"]] == ["random", "sequential"]
+        assert [w["name"] for w in d["workloads"]] == ["random", "sequential", "trace"]
         for w in d["workloads"]:
             assert [r["scrubber"] for r in w["runs"]] == SCRUBBERS, w["runs"]
             assert isinstance(w["goal"]["met"], bool)
@@ -92,9 +92,33 @@ def test_measured_service_times_make_a_bg_model(result):
     assert emu["service"]["random_read_s"]["4096"] > 2e-3
 
 
+def _trace_requests(path: str, start_s: float, runtime_s: float) -> tuple[int, int]:
+    """Requests and bytes of a trace's window, counted here from the file
+    (4 KiB-aligned sizes, at most 1 MiB)."""
+    n = total = 0
+    t0 = None
+    for line in Path(path).read_text().splitlines():
+        t_ms, _, _, size, _ = line.split()
+        t0 = float(t_ms) if t0 is None else t0
+        at_ms = float(t_ms) - t0 - start_s * 1e3
+        if at_ms < 0:
+            continue
+        if at_ms >= runtime_s * 1e3:
+            break
+        n += 1
+        total += min(1 << 20, max(4096, (int(size) + 4095) // 4096 * 4096))
+    return n, total
+
+
 def test_fg_figures_are_sane_and_the_think_time_holds(result):
     for d in result["devices"]:
         for w in d["workloads"]:
+            if w["name"] == "trace":
+                want = _trace_requests(w["trace"]["path"], w["trace"]["start_s"], w["runtime_s"])
+                for r in w["runs"]:
+                    # the replay issues every request of the window, once
+                    assert (r["fg"]["requests"], r["fg"]["bytes"]) == want, r["scrubber"]
+                continue
             expected = w["fg_rate_iops"] * w["runtime_s"]
             for r in w["runs"]:
                 fg = r["fg"]
@@ -147,6 +171,32 @@ def test_quantile_is_numpys_linear_interpolation():
         xs = sorted(rng.exponential(size=n).tolist())
         for p in (0.0, 0.5, 0.9, 0.99, 1.0):
             assert q(xs, p) == pytest.approx(float(np.percentile(xs, 100 * p)))
+
+
+def test_an_msr_cut_maps_onto_the_device_aligned_and_in_range(tmp_path):
+    mod = _module()
+    trace = tmp_path / "cut.trace"
+    trace.write_text(
+        "1000.0 0 8191 1 0\n"  # 1 byte at 8191: one aligned 4 KiB block at 4096
+        "1000.5 0 99999999999 5000000 1\n"  # 5 MB far past the end: capped, wrapped
+        "1002.0 0 0 4096 1\n"  # 2 ms after the first: beyond a 1.5 ms window
+    )
+    dev_bytes = 64 << 20
+    events = mod.load_msr_cut(trace, 0.0015, dev_bytes)
+    assert [e[0] for e in events] == [0, 500_000]
+    span = 99999999999 + 5000000  # the cut's highest byte: the device's end
+    at, off, size = events[1]
+    assert size == 1 << 20
+    assert off % 4096 == 0 and off + size <= dev_bytes
+    # offsets scaled, keeping the volume's locality
+    assert off == 99999999999 * ((dev_bytes - size) // 4096) // span * 4096
+    assert events[0][1:] == (0, 4096)  # 8191 of 100 GB scales to block 0
+    # a start skips the requests before it and times the rest from it
+    assert mod.load_msr_cut(trace, 1.0, dev_bytes, start_s=0.0004)[0][0] == 100_000
+    bad = tmp_path / "bad.trace"
+    bad.write_text("1.0 0 x 4096 0\n")
+    with pytest.raises(mod.BenchError, match=r"bad.trace:1"):
+        mod.load_msr_cut(bad, 1.0, dev_bytes)
 
 
 def test_bad_flags_exit_2_with_the_name():
