@@ -1,15 +1,18 @@
 //! Settings shared by the live commands (`fallow scrub`, `fallow run`): the
-//! TOML config's `[live]` table, and what a `fallow tune --json` result says
-//! to run.
+//! TOML config's `[live]` and `[metrics]` tables, the precedence of flags,
+//! config, tune result and defaults, and what a `fallow tune --json` result
+//! says to run.
 //!
 //! A config file holds a `[live]` table (policy, tune result, monitor,
-//! interval, seed) and one table per command (`[scrub]`, `[run]`, …); each
-//! command reads its own strictly and ignores the others'. A key outside
-//! any table is an error, as is an unknown key in `[live]`.
+//! interval, seed), a `[metrics]` table (`addr`) and one table per command
+//! (`[scrub]`, `[run]`, …); each command reads its own strictly and ignores
+//! the others'. A key outside any table is an error, as is an unknown key
+//! in `[live]` or `[metrics]`.
 
 use crate::BadInput;
 use anyhow::Result;
 use fallow_core::sim::BgService;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -29,37 +32,156 @@ pub struct LiveSection {
     pub seed: Option<u64>,
 }
 
-/// Read `path`: its `[live]` table, checked, and the `command`'s table
-/// (empty if absent) for the caller to check. `[live]`'s `tuned` is made
-/// relative to the file.
-pub fn read_config(path: &Path, command: &str) -> Result<(LiveSection, toml::Table)> {
+/// `[metrics]`: the Prometheus endpoint of the live commands.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSection {
+    /// Where to serve `/metrics` (`127.0.0.1:9464`), as `--metrics` takes it.
+    pub addr: Option<String>,
+}
+
+/// A config file, read: `[live]`, `[metrics]` and the command's own table
+/// `S`. The default (no file) has every key absent.
+#[derive(Debug, Default)]
+pub struct Config<S> {
+    /// The file (empty without one).
+    pub path: PathBuf,
+    /// `[live]`, with `tuned` relative to the file.
+    pub live: LiveSection,
+    /// `[metrics]`.
+    pub metrics: MetricsSection,
+    /// The command's table (its `Default` if absent).
+    pub own: S,
+}
+
+/// Read `path`: `[live]`, `[metrics]` and the `command`'s table into `S`,
+/// all strictly; other commands' tables are ignored. `[live]`'s `tuned`
+/// is made relative to the file; the caller does the same for `S`'s paths.
+pub fn read_config<S: DeserializeOwned + Default>(path: &Path, command: &str) -> Result<Config<S>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| BadInput(format!("{}: cannot read the config: {e}", path.display())))?;
     let bad = |m: String| BadInput(format!("{}: {m}", path.display()));
     let table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| bad(e.to_string()))?;
-    let mut live = LiveSection::default();
-    let mut own = toml::Table::new();
+    let mut cfg = Config {
+        path: path.to_path_buf(),
+        live: LiveSection::default(),
+        metrics: MetricsSection::default(),
+        own: S::default(),
+    };
     for (k, v) in table {
         match (k.as_str(), v) {
             ("live", toml::Value::Table(t)) => {
-                live = t
+                cfg.live = t
                     .try_into()
-                    .map_err(|e: toml::de::Error| bad(format!("[live]: {e}")))?
+                    .map_err(|e: toml::de::Error| bad(format!("[live]: {}", one_line(&e))))?
             }
-            (k, toml::Value::Table(t)) if k == command => own = t,
+            ("metrics", toml::Value::Table(t)) => {
+                cfg.metrics = t
+                    .try_into()
+                    .map_err(|e: toml::de::Error| bad(format!("[metrics]: {}", one_line(&e))))?
+            }
+            (k, toml::Value::Table(t)) if k == command => {
+                cfg.own = t
+                    .try_into()
+                    .map_err(|e: toml::de::Error| bad(format!("[{command}]: {}", one_line(&e))))?
+            }
             (_, toml::Value::Table(_)) => {} // another command's table
             (k, _) => {
                 return Err(bad(format!(
-                    "top-level key `{k}`: settings go in a [live] or [{command}] table"
+                    "top-level key `{k}`: settings go in a [live], [metrics] or [{command}] table"
                 ))
                 .into())
             }
         }
     }
-    live.tuned = live.tuned.map(|p| relative_to(path, p));
-    Ok((live, own))
+    cfg.live.tuned = cfg.live.tuned.map(|p| relative_to(path, p));
+    Ok(cfg)
+}
+
+/// A key's error on one line (toml puts "in `key`" on a line of its own).
+fn one_line(e: &toml::de::Error) -> String {
+    e.to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl<S> Config<S> {
+    /// A duration key of the file (`[table] key = "20ms"`), in ns.
+    pub fn duration(&self, table: &str, key: &str, v: Option<&str>) -> Result<Option<u64>> {
+        v.map(|s| {
+            fallow_core::units::parse_duration_ns(s).map_err(|e| {
+                BadInput(format!("{}: [{table}] {key}: {e}", self.path.display())).into()
+            })
+        })
+        .transpose()
+    }
+
+    /// An error about `[table] key` of the file.
+    pub fn bad(&self, table: &str, key: &str, why: impl std::fmt::Display) -> anyhow::Error {
+        BadInput(format!("{}: [{table}] {key}: {why}", self.path.display())).into()
+    }
+
+    /// Where to serve metrics: `--metrics`, else `[metrics] addr`.
+    pub fn metrics_addr(&self, flag: Option<&str>) -> Option<MetricsAddr> {
+        match (flag, &self.metrics.addr) {
+            (Some(a), _) => Some(MetricsAddr {
+                addr: a.to_string(),
+                from: "--metrics".into(),
+            }),
+            (None, Some(a)) => Some(MetricsAddr {
+                addr: a.clone(),
+                from: format!("{}: [metrics] addr", self.path.display()),
+            }),
+            (None, None) => None,
+        }
+    }
+}
+
+/// A metrics address and where it was given (for errors).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsAddr {
+    /// `HOST:PORT`.
+    pub addr: String,
+    /// `--metrics` or `FILE: [metrics] addr`.
+    pub from: String,
+}
+
+/// The policy to run, where it came from, and the tune result if one was named.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyChoice {
+    /// Policy spec.
+    pub spec: String,
+    /// `--policy`, `config`, `tune result` or `default`.
+    pub from: &'static str,
+    /// The tune result named (by flag or file), read and checked.
+    pub tuned: Option<TunedChoice>,
+}
+
+/// Choose the policy the same way for every live command. Flags beat the
+/// file and the file beats the defaults; within each, an explicit policy
+/// beats a tune result's (which then still gives its request size):
+/// `--policy`, `--tuned`, the file's `policy`, the file's `tuned`, the
+/// default. `file_policy`/`file_tuned` are the command's table's key, else
+/// `[live]`'s.
+pub fn choose_policy(
+    flag_policy: Option<&str>,
+    flag_tuned: Option<&Path>,
+    file_policy: Option<&str>,
+    file_tuned: Option<&Path>,
+    default: &str,
+) -> Result<PolicyChoice> {
+    let tuned = flag_tuned.or(file_tuned).map(read_tuned).transpose()?;
+    let (spec, from) = match (flag_policy, flag_tuned, file_policy, &tuned) {
+        (Some(p), ..) => (p.to_string(), "--policy"),
+        (None, Some(_), _, Some(t)) => (t.spec.clone(), "tune result"),
+        (None, None, Some(p), _) => (p.to_string(), "config"),
+        (None, None, None, Some(t)) => (t.spec.clone(), "tune result"),
+        _ => (default.to_string(), "default"),
+    };
+    Ok(PolicyChoice { spec, from, tuned })
 }
 
 /// A path from the config file `config`, relative to its directory.
@@ -157,30 +279,104 @@ mod tests {
     }
 
     #[test]
-    fn live_is_strict_the_commands_table_is_returned_and_others_ignored() {
+    fn live_and_metrics_are_strict_the_commands_table_is_returned_and_others_ignored() {
         let d = tempfile::tempdir().unwrap();
         let p = write(
             d.path(),
             "f.toml",
-            "[live]\npolicy = \"aggressive\"\ntuned = \"t.json\"\n[scrub]\nsize = \"4MiB\"\n[run]\nanything = 1\n",
+            "[live]\npolicy = \"aggressive\"\ntuned = \"t.json\"\n[metrics]\naddr = \"127.0.0.1:9464\"\n[scrub]\nsize = \"4MiB\"\n[run]\nanything = 1\n",
         );
-        let (live, own) = read_config(&p, "scrub").unwrap();
-        assert_eq!(live.policy.as_deref(), Some("aggressive"));
-        assert_eq!(live.tuned, Some(d.path().join("t.json")));
-        assert_eq!(own["size"].as_str(), Some("4MiB"));
-        let (_, own) = read_config(&p, "record").unwrap();
-        assert!(own.is_empty());
-        let p = write(d.path(), "g.toml", "[live]\npolicyy = \"x\"\n");
-        let e = read_config(&p, "scrub").unwrap_err().to_string();
+        let cfg: Config<toml::Table> = read_config(&p, "scrub").unwrap();
+        assert_eq!(cfg.live.policy.as_deref(), Some("aggressive"));
+        assert_eq!(cfg.live.tuned, Some(d.path().join("t.json")));
+        assert_eq!(cfg.metrics.addr.as_deref(), Some("127.0.0.1:9464"));
+        assert_eq!(cfg.own["size"].as_str(), Some("4MiB"));
+        let cfg: Config<toml::Table> = read_config(&p, "record").unwrap();
+        assert!(cfg.own.is_empty());
+        let bad = |name: &str, text: &str| -> String {
+            let p = write(d.path(), name, text);
+            read_config::<toml::Table>(&p, "scrub")
+                .unwrap_err()
+                .to_string()
+        };
+        let e = bad("g.toml", "[live]\npolicyy = \"x\"\n");
         assert!(e.contains("g.toml") && e.contains("policyy"), "{e}");
-        let p = write(d.path(), "h.toml", "policy = \"x\"\n");
-        let e = read_config(&p, "scrub").unwrap_err().to_string();
+        let e = bad("m.toml", "[metrics]\naddr = \"127.0.0.1:1\"\nport = 9464\n");
+        assert!(
+            e.contains("m.toml") && e.contains("[metrics]") && e.contains("port"),
+            "{e}"
+        );
+        let e = bad("n.toml", "[metrics]\naddr = 9464\n");
+        assert!(e.contains("n.toml") && e.contains("[metrics]"), "{e}");
+        let e = bad("h.toml", "policy = \"x\"\n");
         assert!(e.contains("top-level key `policy`"), "{e}");
-        let p = write(d.path(), "i.toml", "[scrub\n");
-        assert!(read_config(&p, "scrub")
+        assert!(bad("i.toml", "[scrub\n").contains("i.toml"));
+    }
+
+    #[test]
+    fn the_metrics_flag_beats_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(d.path(), "f.toml", "[metrics]\naddr = \"127.0.0.1:9464\"\n");
+        let cfg: Config<toml::Table> = read_config(&p, "run").unwrap();
+        assert_eq!(
+            cfg.metrics_addr(None),
+            Some(MetricsAddr {
+                addr: "127.0.0.1:9464".into(),
+                from: format!("{}: [metrics] addr", p.display())
+            })
+        );
+        assert_eq!(
+            cfg.metrics_addr(Some("[::1]:0")),
+            Some(MetricsAddr {
+                addr: "[::1]:0".into(),
+                from: "--metrics".into()
+            })
+        );
+        assert_eq!(Config::<toml::Table>::default().metrics_addr(None), None);
+    }
+
+    #[test]
+    fn policy_precedence_flag_then_tuned_flag_then_file_then_tuned_file_then_default() {
+        let d = tempfile::tempdir().unwrap();
+        let t = write(
+            d.path(),
+            "t.json",
+            r#"{"budget_text": "1ms", "best": {"spec": "fixed-wait:t=205ms", "request_size_bytes": 4096}}"#,
+        );
+        let u = write(
+            d.path(),
+            "u.json",
+            r#"{"budget_text": "1ms", "best": {"spec": "aggressive", "request_size_bytes": 8192}}"#,
+        );
+        let pick = |fp: Option<&str>, ft: Option<&Path>, cp: Option<&str>, ct: Option<&Path>| {
+            let c = choose_policy(fp, ft, cp, ct, "dflt").unwrap();
+            (c.spec, c.from, c.tuned.map(|t| t.request_size_bytes))
+        };
+        let s = |x: &str| x.to_string();
+        assert_eq!(pick(None, None, None, None), (s("dflt"), "default", None));
+        assert_eq!(
+            pick(None, None, None, Some(&u)),
+            (s("aggressive"), "tune result", Some(8192))
+        );
+        // the file's policy beats the file's tune result, which still gives its size
+        assert_eq!(
+            pick(None, None, Some("random"), Some(&u)),
+            (s("random"), "config", Some(8192))
+        );
+        // a --tuned flag beats the file's policy and its tune result
+        assert_eq!(
+            pick(None, Some(&t), Some("random"), Some(&u)),
+            (s("fixed-wait:t=205ms"), "tune result", Some(4096))
+        );
+        assert_eq!(
+            pick(Some("fixed-wait:t=1s"), Some(&t), Some("random"), Some(&u)),
+            (s("fixed-wait:t=1s"), "--policy", Some(4096))
+        );
+        // a named tune result that cannot be read is an error even when unused
+        let e = choose_policy(Some("x"), None, None, Some(Path::new("/no/t.json")), "d")
             .unwrap_err()
-            .to_string()
-            .contains("i.toml"));
+            .to_string();
+        assert!(e.contains("/no/t.json"), "{e}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! pieces are trace input ([`input`]), the terminal summary ([`output`]),
 //! the headline findings ([`findings`]), atomic file writes ([`atomic`]) and
 //! the HTML report with its own SVG plotting ([`report`]).
-//! The live commands ([`scrub`]) share their config and tune-result
+//! The live commands ([`scrub`], [`run`]) share their config and tune-result
 //! reading ([`live_config`]).
 //!
 //! Errors are `anyhow` here and only here. The exit code says whose fault a

@@ -2,6 +2,7 @@
 //! and collisions, and the monitor's FG totals, served in the Prometheus /
 //! OpenMetrics text format at `http://ADDR/metrics` (crate `fallow-metrics`).
 
+use crate::live_config::MetricsAddr;
 use anyhow::{Context, Result};
 use fallow_live::{DriveObserver, DriveState, Driver, SharedStats};
 use fallow_metrics::{Metrics, MetricsServer, PolicyState};
@@ -20,12 +21,11 @@ pub struct Exporter {
 }
 
 impl Exporter {
-    /// Serve on `addr` and observe `driver` and the monitor's `stats`.
-    pub fn start(addr: &str, driver: &mut Driver, stats: SharedStats) -> Result<Exporter> {
+    /// Serve on `at` (`--metrics` or the config's `[metrics] addr`) and
+    /// observe `driver` and the monitor's `stats`.
+    pub fn start(at: &MetricsAddr, driver: &mut Driver, stats: SharedStats) -> Result<Exporter> {
         let metrics = Metrics::new();
-        let server = metrics
-            .serve(addr)
-            .with_context(|| format!("--metrics {addr}"))?;
+        let server = metrics.serve(&at.addr).with_context(|| at.from.clone())?;
         driver.set_observer(Box::new(Observer {
             metrics: metrics.clone(),
             state: PolicyState::Busy,

@@ -8,8 +8,13 @@
 //! then lets finish unpaused; a second Ctrl-C ends fallow at once.
 //! `SIGTERM` and `SIGHUP` end fallow and leave the command running,
 //! thawed, like `SIGKILL` does (then through the guardian).
+//!
+//! Settings come from flags, then a TOML config (`--config`: `[live]`,
+//! `[run]` and `[metrics]` tables), then a `fallow tune --json` result
+//! (`--tuned`: its best policy), then the defaults, as for `fallow scrub`.
 
 use crate::human::{count, pct, secs};
+use crate::live_config::{self, Config, MetricsAddr};
 use crate::{exit_code_of, message, BadInput};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -18,12 +23,12 @@ use fallow_live::combine;
 use fallow_live::net::{self, NamespaceTraffic, NetMonitorConfig, NetSource};
 use fallow_live::run::{
     exit_code, guard, CommandSpec, FreezerKind, GuardianCommand, GuardianSpec, IoAccounting,
-    Managed, RunConfig, RunStats, WatchedDisk,
+    Managed, RunConfig, RunStats, WatchedDisk, SLICE_RANGE_NS,
 };
 use fallow_live::{DriveReport, Driver, DriverConfig, Monitor, MonitorConfig, MonitorStats};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -38,25 +43,33 @@ Examples:
       wait for 500 ms of quiet before resuming, run 50 ms at a time
   fallow run --net eth0 --netns bg --policy preemption-interval:p=20ms -- rsync -a /d/ nas:/d/
       yield to other traffic on eth0; the copy's own traffic, in namespace bg, is told apart
+  fallow run --config /etc/fallow/fallow.toml -- restic backup /data
+      policy, device, slice, report and metrics from the file's [live], [run] and [metrics]
 
 Exit status: the command's (128 + N if a signal N ended it); 2 for bad input or
 usage, 1 for other failures of fallow itself.")]
 pub struct RunArgs {
     /// Serve Prometheus metrics (FG/BG requests and bytes, collisions,
     /// time in each policy state) at `http://ADDR/metrics`, e.g.
-    /// `127.0.0.1:9464`.
+    /// `127.0.0.1:9464`. [default: `[metrics] addr` of --config, if any]
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
 
     /// Run the policy of a `fallow tune --json` result (its `best.spec`;
     /// one budget) instead of `--policy`.
     #[arg(long, value_name = "FILE", conflicts_with = "policy")]
-    pub tuned: Option<std::path::PathBuf>,
+    pub tuned: Option<PathBuf>,
+
+    /// A TOML config with `[live]`, `[run]` and `[metrics]` tables
+    /// (docs/run.md); flags override its keys.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 
     /// BG policy from the registry (`fallow policies`): when the idle
     /// device lets the command run. One BG request is one slice.
-    #[arg(long, value_name = "SPEC", default_value = "fixed-wait")]
-    pub policy: String,
+    /// [default: fixed-wait]
+    #[arg(long, value_name = "SPEC")]
+    pub policy: Option<String>,
 
     /// Disk to watch for foreground I/O: a name (`sda`; a partition means
     /// its disk), a device node, a file or directory on the disk, or a
@@ -85,16 +98,17 @@ pub struct RunArgs {
 
     /// How long the command runs per BG request; an FG arrival during a
     /// slice waits at most this long for the command to be paused.
-    #[arg(long, value_name = "DURATION", default_value = "20ms", value_parser = parse_duration)]
-    pub slice: u64,
+    /// [default: 20ms]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub slice: Option<u64>,
 
-    /// Sampling interval of the monitors.
-    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration)]
-    pub interval: u64,
+    /// Sampling interval of the monitors. [default: 1ms]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub interval: Option<u64>,
 
-    /// Seed of the policy's random stream.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub seed: u64,
+    /// Seed of the policy's random stream. [default: 1]
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
 
     /// Write a JSON report of the run to FILE at the end.
     #[arg(long, value_name = "FILE")]
@@ -133,6 +147,171 @@ fn parse_duration(s: &str) -> Result<u64, String> {
     fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string())
 }
 
+/// The policy when none is given.
+pub const DEFAULT_POLICY: &str = "fixed-wait";
+/// The slice when none is given: an FG arrival waits at most this long.
+pub const DEFAULT_SLICE_NS: u64 = 20_000_000;
+/// The monitors' sampling interval when none is given (the design point).
+pub const DEFAULT_INTERVAL_NS: u64 = 1_000_000;
+
+/// `[run]`: settings of `fallow run` (the `[live]` keys policy, tuned,
+/// interval and seed may be repeated here to differ for it). The command
+/// itself is not here: it stays on the command line after `--`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunSection {
+    policy: Option<String>,
+    tuned: Option<PathBuf>,
+    interval: Option<String>,
+    seed: Option<u64>,
+    device: Option<String>,
+    net: Option<String>,
+    netns: Option<String>,
+    freezer: Option<String>,
+    slice: Option<String>,
+    report: Option<PathBuf>,
+}
+
+/// Read the config: `[live]`, `[metrics]` and `[run]` strictly, paths
+/// relative to the file.
+fn read_config(path: &Path) -> Result<Config<RunSection>> {
+    let mut cfg: Config<RunSection> = live_config::read_config(path, "run")?;
+    let own = &mut cfg.own;
+    own.tuned = own.tuned.take().map(|p| live_config::relative_to(path, p));
+    own.report = own.report.take().map(|p| live_config::relative_to(path, p));
+    Ok(cfg)
+}
+
+/// The disk to watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Disk {
+    /// As `--device` takes it; `from` names the config key it came from.
+    Named { spec: String, from: Option<String> },
+    /// The current directory's disk (the default without a network).
+    CurrentDir,
+    /// None: only the network is watched.
+    Unwatched,
+}
+
+/// Settings after flags, config, tune result and defaults.
+#[derive(Debug)]
+struct Settings {
+    policy: String,
+    policy_from: &'static str,
+    /// Where a policy that is not `--policy` was written (for errors).
+    policy_source: Option<String>,
+    disk: Disk,
+    net: Option<(String, Option<String>)>,
+    netns: Option<String>,
+    freezer: Option<FreezerKind>,
+    slice_ns: u64,
+    interval_ns: u64,
+    seed: u64,
+    report: Option<PathBuf>,
+    metrics: Option<MetricsAddr>,
+}
+
+fn settings(a: &RunArgs) -> Result<Settings> {
+    let cfg = match &a.config {
+        Some(p) => read_config(p)?,
+        None => Config::default(),
+    };
+    let (shared, own) = (&cfg.live, &cfg.own);
+    let file = cfg.path.display().to_string();
+    let choice = live_config::choose_policy(
+        a.policy.as_deref(),
+        a.tuned.as_deref(),
+        own.policy.as_deref().or(shared.policy.as_deref()),
+        own.tuned.as_deref().or(shared.tuned.as_deref()),
+        DEFAULT_POLICY,
+    )?;
+    let policy_source = match choice.from {
+        "config" if own.policy.is_some() => Some(format!("{file}: [run] policy")),
+        "config" => Some(format!("{file}: [live] policy")),
+        "tune result" => a
+            .tuned
+            .as_deref()
+            .or(own.tuned.as_deref())
+            .or(shared.tuned.as_deref())
+            .map(|p| format!("{}: best.spec", p.display())),
+        _ => None,
+    };
+    let net = match (&a.net, &own.net) {
+        (Some(n), _) => Some((n.clone(), None)),
+        (None, Some(n)) => Some((n.clone(), Some(format!("{file}: [run] net")))),
+        (None, None) => None,
+    };
+    // [live] monitor is what scrub watches; for run it names the disk,
+    // with `auto` run's default and `none` no disk at all
+    let disk = match (&a.device, &own.device, shared.monitor.as_deref()) {
+        (Some(d), ..) => Disk::Named {
+            spec: d.clone(),
+            from: None,
+        },
+        (None, Some(d), _) => Disk::Named {
+            spec: d.clone(),
+            from: Some(format!("{file}: [run] device")),
+        },
+        (None, None, Some("none")) => Disk::Unwatched,
+        (None, None, Some("auto") | None) if net.is_some() => Disk::Unwatched,
+        (None, None, Some("auto") | None) => Disk::CurrentDir,
+        (None, None, Some(m)) => Disk::Named {
+            spec: m.to_string(),
+            from: Some(format!("{file}: [live] monitor")),
+        },
+    };
+    if disk == Disk::Unwatched && net.is_none() {
+        return Err(cfg.bad(
+            "live",
+            "monitor",
+            "`none` leaves fallow run nothing to watch: give --device or --net, or [run] device or net",
+        ));
+    }
+    let freezer = match (&a.freezer, &own.freezer) {
+        (Some(f), _) => Some(f.parse::<FreezerKind>().map_err(live)?),
+        (None, Some(f)) => Some(
+            FreezerKind::ALL
+                .into_iter()
+                .find(|k| k.name() == f.trim())
+                .ok_or_else(|| {
+                    cfg.bad(
+                        "run",
+                        "freezer",
+                        format!("`{f}`: use cgroup2, cgroup1 or signal"),
+                    )
+                })?,
+        ),
+        (None, None) => None,
+    };
+    // a flag's slice is checked where the command starts, naming --slice
+    let file_slice = cfg.duration("run", "slice", own.slice.as_deref())?;
+    if let (None, Some(ns)) = (a.slice, file_slice) {
+        let (lo, hi) = SLICE_RANGE_NS;
+        if !(lo..=hi).contains(&ns) {
+            return Err(cfg.bad("run", "slice", format!("{ns} ns: use 1 ms to 60 s")));
+        }
+    }
+    let interval_ns = a
+        .interval
+        .or(cfg.duration("run", "interval", own.interval.as_deref())?)
+        .or(cfg.duration("live", "interval", shared.interval.as_deref())?)
+        .unwrap_or(DEFAULT_INTERVAL_NS);
+    Ok(Settings {
+        policy: choice.spec,
+        policy_from: choice.from,
+        policy_source,
+        disk,
+        net,
+        netns: a.netns.clone().or(own.netns.clone()),
+        freezer,
+        slice_ns: a.slice.or(file_slice).unwrap_or(DEFAULT_SLICE_NS),
+        interval_ns,
+        seed: a.seed.or(own.seed).or(shared.seed).unwrap_or(1),
+        report: a.report.clone().or(own.report.clone()),
+        metrics: cfg.metrics_addr(a.metrics.as_deref()),
+    })
+}
+
 /// A library error as the CLI reports it: bad input exits 2.
 fn live(e: fallow_live::Error) -> anyhow::Error {
     if e.is_bad_input() {
@@ -150,6 +329,10 @@ struct Report {
     freezer: FreezerKind,
     cgroup: Option<PathBuf>,
     io_accounting: &'static str,
+    /// The policy spec run, and where it came from (`--policy`, `config`,
+    /// `tune result`, `default`).
+    policy: String,
+    policy_from: &'static str,
     netns: Option<String>,
     slice_s: f64,
     /// `exited`, `interrupted` (Ctrl-C passed on), or `left-running`
@@ -160,6 +343,14 @@ struct Report {
     run: RunStats,
     driver: DriveReport,
     monitor: MonitorStats,
+}
+
+/// `e`, preceded by the config key the value came from (if it did).
+fn named(e: anyhow::Error, from: &Option<String>) -> anyhow::Error {
+    match from {
+        Some(f) => e.context(f.clone()),
+        None => e,
+    }
 }
 
 /// Run `fallow run`; the exit code is the command's.
@@ -180,47 +371,39 @@ fn say(quiet: bool, line: &str) {
 }
 
 fn run(args: RunArgs) -> Result<i32> {
-    let freezer = args
-        .freezer
-        .as_deref()
-        .map(str::parse::<FreezerKind>)
-        .transpose()
-        .map_err(live)?;
+    let s = settings(&args)?;
     let driver_cfg = DriverConfig {
         // a BG request is a slice of the command's time, whatever its size
-        initial_bg_service: BgService::Constant { ns: args.slice },
-        seed: args.seed,
+        initial_bg_service: BgService::Constant { ns: s.slice_ns },
+        seed: s.seed,
         ..DriverConfig::default()
     };
-    let policy = match &args.tuned {
-        Some(path) => crate::live_config::read_tuned(path)?.spec,
-        None => args.policy.clone(),
-    };
-    let mut driver = Driver::from_spec(&policy, driver_cfg).map_err(live)?;
+    let mut driver =
+        Driver::from_spec(&s.policy, driver_cfg).map_err(|e| named(live(e), &s.policy_source))?;
 
     // what to watch
-    let disk = match (&args.device, &args.net) {
-        (Some(d), _) => Some(WatchedDisk::parse(d).map_err(live)?),
-        (None, Some(_)) => None,
-        (None, None) => Some(WatchedDisk::parse(".").map_err(|e| {
+    let disk = match &s.disk {
+        Disk::Named { spec, from } => {
+            Some(WatchedDisk::parse(spec).map_err(|e| named(live(e), from))?)
+        }
+        Disk::Unwatched => None,
+        Disk::CurrentDir => Some(WatchedDisk::parse(".").map_err(|e| {
             BadInput(format!(
                 "the current directory's disk cannot be watched ({e}): name it with --device"
             ))
         })?),
     };
-    let net_source = args
-        .net
-        .as_deref()
-        .map(NetSource::parse)
-        .transpose()
-        .map_err(live)?;
-    if args.netns.is_some() && args.net.is_none() {
+    let net_source = match &s.net {
+        Some((n, from)) => Some(NetSource::parse(n).map_err(|e| named(live(e), from))?),
+        None => None,
+    };
+    if s.netns.is_some() && s.net.is_none() {
         say(
             args.quiet,
             "note: --netns without --net: the namespace only isolates the command's network",
         );
     }
-    if args.net.is_some() && args.netns.is_none() {
+    if s.net.is_some() && s.netns.is_none() {
         say(
             args.quiet,
             "note: --net without --netns: the command's own traffic on the interface counts as foreground",
@@ -231,7 +414,7 @@ fn run(args: RunArgs) -> Result<i32> {
     let spec = CommandSpec {
         program: program.clone(),
         args: cmd_args.to_vec(),
-        netns: args.netns.clone(),
+        netns: s.netns.clone(),
     };
     spec.check().map_err(live)?;
 
@@ -261,8 +444,8 @@ fn run(args: RunArgs) -> Result<i32> {
     let exe =
         std::env::current_exe().context("cannot find the fallow executable for the guardian")?;
     let cfg = RunConfig {
-        freezer,
-        slice_ns: args.slice,
+        freezer: s.freezer,
+        slice_ns: s.slice_ns,
         account_dev: disk.as_ref().and_then(|d| d.dev),
         guardian: Some(GuardianCommand {
             program: exe,
@@ -271,7 +454,7 @@ fn run(args: RunArgs) -> Result<i32> {
     };
     let mut managed = Managed::spawn(&spec, &cfg, stop.clone()).map_err(live)?;
 
-    let mut monitor = match start_monitors(&args, disk.as_ref(), net_source.as_ref(), &managed) {
+    let mut monitor = match start_monitors(&s, disk.as_ref(), net_source.as_ref(), &managed) {
         Ok(m) => m,
         Err(e) => {
             // it has not run: end it rather than leave it to run unwatched
@@ -280,11 +463,26 @@ fn run(args: RunArgs) -> Result<i32> {
             return Err(e);
         }
     };
+    let exporter = match &s.metrics {
+        Some(at) => {
+            match crate::metrics_export::Exporter::start(at, &mut driver, monitor.shared_stats()) {
+                Ok(e) => Some(e),
+                Err(e) => {
+                    // as above: the command has not run yet
+                    let _ = monitor.stop();
+                    let _ = managed.kill();
+                    let _ = managed.finish();
+                    return Err(e);
+                }
+            }
+        }
+        None => None,
+    };
     let source = monitor.stats().source;
     say(
         args.quiet,
         &format!(
-            "pid {}, frozen by {}{}, {}; policy {}, {} slices; watching {}",
+            "pid {}, frozen by {}{}, {}; policy {} ({}), {} slices; watching {}",
             managed.pid(),
             managed.freezer().kind(),
             managed
@@ -297,8 +495,9 @@ fn run(args: RunArgs) -> Result<i32> {
                     "its disk I/O not told apart (not a disk in sysfs)".to_string(),
                 a => format!("its disk I/O told apart by {}", a.name()),
             },
-            policy,
-            secs(args.slice as f64 / 1e9),
+            s.policy,
+            s.policy_from,
+            secs(s.slice_ns as f64 / 1e9),
             source,
         ),
     );
@@ -306,17 +505,9 @@ fn run(args: RunArgs) -> Result<i32> {
         say(args.quiet, &format!("passed over {why}"));
     }
 
-    let _exporter = match &args.metrics {
-        Some(addr) => {
-            let e =
-                crate::metrics_export::Exporter::start(addr, &mut driver, monitor.shared_stats())?;
-            if let Some(a) = e.addr() {
-                say(args.quiet, &format!("metrics at http://{a}/metrics"));
-            }
-            Some(e)
-        }
-        None => None,
-    };
+    if let Some(a) = exporter.as_ref().and_then(|e| e.addr()) {
+        say(args.quiet, &format!("metrics at http://{a}/metrics"));
+    }
     let drive = driver.run(&mut monitor, &mut managed, &stop);
     let drive = match drive {
         Ok(r) => r,
@@ -395,7 +586,7 @@ fn run(args: RunArgs) -> Result<i32> {
             ),
         );
     }
-    if let Some(path) = &args.report {
+    if let Some(path) = &s.report {
         let report = Report {
             command: args
                 .command
@@ -406,8 +597,10 @@ fn run(args: RunArgs) -> Result<i32> {
             freezer: kind,
             cgroup,
             io_accounting: accounting,
-            netns: args.netns.clone(),
-            slice_s: args.slice as f64 / 1e9,
+            policy: s.policy.clone(),
+            policy_from: s.policy_from,
+            netns: s.netns.clone(),
+            slice_s: s.slice_ns as f64 / 1e9,
             end,
             exit_code: command_code,
             run: stats,
@@ -426,7 +619,7 @@ fn run(args: RunArgs) -> Result<i32> {
 
 /// The disk monitor, the network monitor, or both as one.
 fn start_monitors(
-    args: &RunArgs,
+    s: &Settings,
     disk: Option<&WatchedDisk>,
     net_source: Option<&NetSource>,
     managed: &Managed,
@@ -435,19 +628,19 @@ fn start_monitors(
     if let Some(d) = disk {
         let own = managed.own_io().into_iter().collect();
         let cfg = MonitorConfig {
-            interval_ns: args.interval,
+            interval_ns: s.interval_ns,
         };
         monitors.push(Monitor::start(&d.source, own, cfg).map_err(live)?);
     }
     if let Some(n) = net_source {
-        let own = args
+        let own = s
             .netns
             .as_deref()
             .map(|ns| NamespaceTraffic::of_process_in(managed.pid(), ns))
             .transpose()
             .map_err(live)?;
         let cfg = NetMonitorConfig {
-            interval_ns: args.interval,
+            interval_ns: s.interval_ns,
         };
         monitors.push(net::start(n, own, cfg).map_err(live)?);
     }
@@ -492,4 +685,263 @@ pub fn guardian(args: GuardianArgs) -> Result<()> {
         eprintln!("fallow __guardian: {e}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Settings of `fallow run ARGS -- true`.
+    fn of(args: &[&str]) -> Result<Settings> {
+        let mut argv = vec!["run"];
+        argv.extend_from_slice(args);
+        argv.extend_from_slice(&["--", "true"]);
+        settings(&Cli::try_parse_from(argv).unwrap().run)
+    }
+
+    fn err(args: &[&str]) -> String {
+        let e = of(args).unwrap_err();
+        assert_eq!(crate::exit_code_of(&e), 2, "{e:#}");
+        crate::message(&e)
+    }
+
+    fn named(spec: &str, from: Option<String>) -> Disk {
+        Disk::Named {
+            spec: spec.into(),
+            from,
+        }
+    }
+
+    #[test]
+    fn defaults_without_a_config() {
+        let s = of(&[]).unwrap();
+        assert_eq!(
+            (s.policy.as_str(), s.policy_from),
+            ("fixed-wait", "default")
+        );
+        assert_eq!(s.disk, Disk::CurrentDir);
+        assert_eq!(
+            (s.slice_ns, s.interval_ns, s.seed),
+            (20_000_000, 1_000_000, 1)
+        );
+        assert_eq!((s.freezer, &s.report, &s.metrics), (None, &None, &None));
+        // --net alone watches no disk
+        assert_eq!(of(&["--net", "eth0"]).unwrap().disk, Disk::Unwatched);
+    }
+
+    #[test]
+    fn the_file_beats_the_defaults_and_flags_beat_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "f.toml",
+            "[live]\npolicy = \"aggressive\"\nmonitor = \"/run/emu.stat\"\ninterval = \"2ms\"\nseed = 7\n\n\
+             [run]\nnetns = \"bg\"\nfreezer = \"signal\"\nslice = \"50ms\"\nreport = \"r.json\"\n\n\
+             [metrics]\naddr = \"127.0.0.1:9464\"\n\n[scrub]\nsize = \"4MiB\"\n",
+        );
+        let f = p.to_str().unwrap();
+        let file = |key: &str| Some(format!("{f}: {key}"));
+        // the values clap would default (slice, interval, seed, policy) come from the file
+        let s = of(&["--config", f]).unwrap();
+        assert_eq!((s.policy.as_str(), s.policy_from), ("aggressive", "config"));
+        assert_eq!(s.policy_source, file("[live] policy"));
+        assert_eq!(s.disk, named("/run/emu.stat", file("[live] monitor")));
+        assert_eq!(
+            (s.slice_ns, s.interval_ns, s.seed),
+            (50_000_000, 2_000_000, 7)
+        );
+        assert_eq!(s.freezer, Some(FreezerKind::Signal));
+        assert_eq!(s.netns.as_deref(), Some("bg"));
+        assert_eq!(s.report, Some(d.path().join("r.json")));
+        assert_eq!(s.metrics.as_ref().unwrap().addr, "127.0.0.1:9464");
+        // every flag beats the file
+        let s = of(&[
+            "--config",
+            f,
+            "--policy",
+            "fixed-wait:t=1s",
+            "--device",
+            "sda",
+            "--netns",
+            "other",
+            "--freezer",
+            "cgroup2",
+            "--slice",
+            "30ms",
+            "--interval",
+            "5ms",
+            "--seed",
+            "3",
+            "--report",
+            "x.json",
+            "--metrics",
+            "127.0.0.1:0",
+        ])
+        .unwrap();
+        assert_eq!(
+            (s.policy.as_str(), s.policy_from),
+            ("fixed-wait:t=1s", "--policy")
+        );
+        assert_eq!(s.disk, named("sda", None));
+        assert_eq!(
+            (s.slice_ns, s.interval_ns, s.seed),
+            (30_000_000, 5_000_000, 3)
+        );
+        assert_eq!(s.freezer, Some(FreezerKind::Cgroup2));
+        assert_eq!(s.netns.as_deref(), Some("other"));
+        assert_eq!(s.report, Some(PathBuf::from("x.json")));
+        assert_eq!(s.metrics.as_ref().unwrap().from, "--metrics");
+        // [run] repeats of [live] keys beat [live]; [run] device beats [live] monitor
+        let p = write(
+            d.path(),
+            "g.toml",
+            "[live]\npolicy = \"aggressive\"\nmonitor = \"none\"\ninterval = \"2ms\"\nseed = 7\n\
+             [run]\npolicy = \"random\"\ndevice = \"vda\"\ninterval = \"3ms\"\nseed = 8\n",
+        );
+        let g = p.to_str().unwrap();
+        let s = of(&["--config", g]).unwrap();
+        assert_eq!(s.policy, "random");
+        assert_eq!(s.policy_source, Some(format!("{g}: [run] policy")));
+        assert_eq!(s.disk, named("vda", Some(format!("{g}: [run] device"))));
+        assert_eq!((s.interval_ns, s.seed), (3_000_000, 8));
+    }
+
+    #[test]
+    fn live_monitor_none_and_auto_for_run() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "n.toml",
+            "[live]\nmonitor = \"none\"\n[run]\nnet = \"eth0\"\n",
+        );
+        let s = of(&["--config", p.to_str().unwrap()]).unwrap();
+        assert_eq!(s.disk, Disk::Unwatched);
+        assert_eq!(
+            s.net,
+            Some(("eth0".into(), Some(format!("{}: [run] net", p.display()))))
+        );
+        let p = write(d.path(), "a.toml", "[live]\nmonitor = \"auto\"\n");
+        assert_eq!(
+            of(&["--config", p.to_str().unwrap()]).unwrap().disk,
+            Disk::CurrentDir
+        );
+        // nothing left to watch
+        let p = write(d.path(), "o.toml", "[live]\nmonitor = \"none\"\n");
+        let e = err(&["--config", p.to_str().unwrap()]);
+        assert!(
+            e.contains("o.toml: [live] monitor") && e.contains("nothing to watch"),
+            "{e}"
+        );
+        // but a --device flag gives it a disk
+        let s = of(&["--config", p.to_str().unwrap(), "--device", "sda"]).unwrap();
+        assert_eq!(s.disk, named("sda", None));
+    }
+
+    #[test]
+    fn a_tuned_flag_beats_the_files_policy() {
+        let d = tempfile::tempdir().unwrap();
+        write(
+            d.path(),
+            "t.json",
+            r#"{"budget_text": "1ms", "best": {"spec": "fixed-wait:t=205ms", "request_size_bytes": 4096}}"#,
+        );
+        // relative to the file, not the working directory
+        let p = write(d.path(), "f.toml", "[run]\ntuned = \"t.json\"\n");
+        let s = of(&["--config", p.to_str().unwrap()]).unwrap();
+        assert_eq!(
+            (s.policy.as_str(), s.policy_from),
+            ("fixed-wait:t=205ms", "tune result")
+        );
+        let p = write(d.path(), "g.toml", "[live]\npolicy = \"aggressive\"\n");
+        let t = d.path().join("t.json");
+        let s = of(&[
+            "--config",
+            p.to_str().unwrap(),
+            "--tuned",
+            t.to_str().unwrap(),
+        ])
+        .unwrap();
+        assert_eq!(
+            (s.policy.as_str(), s.policy_from),
+            ("fixed-wait:t=205ms", "tune result")
+        );
+        // the flags themselves still conflict
+        assert!(
+            Cli::try_parse_from(["run", "--tuned", "t", "--policy", "x", "--", "true"]).is_err()
+        );
+    }
+
+    /// The shipped example must stay readable as it documents the keys.
+    #[test]
+    fn the_example_config_reads() {
+        let ex = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/examples/fallow.toml"
+        );
+        let s = of(&["--config", ex]).unwrap();
+        assert_eq!(
+            (s.policy.as_str(), s.policy_from),
+            ("fixed-wait:t=100ms", "config")
+        );
+        assert_eq!(s.disk, named("sda", Some(format!("{ex}: [run] device"))));
+        assert_eq!((s.slice_ns, s.interval_ns), (20_000_000, 1_000_000));
+        assert_eq!(s.metrics.unwrap().addr, "127.0.0.1:9464");
+    }
+
+    #[test]
+    fn the_run_table_is_strict() {
+        let d = tempfile::tempdir().unwrap();
+        let cases = [
+            ("[run]\nslise = \"20ms\"\n", "[run]: unknown field `slise`"),
+            ("[run]\ncommand = [\"rsync\"]\n", "unknown field `command`"),
+            ("[run]\nseed = \"x\"\n", "in `seed`"),
+            ("[run]\nslice = \"fast\"\n", "[run] slice"),
+            (
+                "[run]\nslice = \"0s\"\n",
+                "[run] slice: 0 ns: use 1 ms to 60 s",
+            ),
+            ("[run]\ninterval = \"1 hour\"\n", "[run] interval"),
+            ("[live]\ninterval = \"x\"\n", "[live] interval"),
+            ("[run]\nfreezer = \"cgroup3\"\n", "[run] freezer: `cgroup3`"),
+            (
+                "[metrics]\nadr = \"127.0.0.1:1\"\n",
+                "[metrics]: unknown field `adr`",
+            ),
+            ("device = \"sda\"\n", "top-level key `device`"),
+        ];
+        for (i, (text, want)) in cases.iter().enumerate() {
+            let p = write(d.path(), &format!("c{i}.toml"), text);
+            let e = err(&["--config", p.to_str().unwrap()]);
+            assert!(
+                e.contains(&format!("c{i}.toml")) && e.contains(want),
+                "{text}: `{want}` not in: {e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+        }
+        // a tune result that cannot be read, found beside the file
+        let p = write(d.path(), "t.toml", "[run]\ntuned = \"no-such.json\"\n");
+        let e = err(&["--config", p.to_str().unwrap()]);
+        assert!(
+            e.contains(&d.path().join("no-such.json").display().to_string()),
+            "{e}"
+        );
+        // a bad value is an error even where a flag overrides it
+        let p = write(d.path(), "s.toml", "[run]\nslice = \"fast\"\n");
+        assert!(of(&["--config", p.to_str().unwrap(), "--slice", "5ms"]).is_err());
+        let e = err(&["--config", "/no/such/fallow.toml"]);
+        assert!(e.contains("/no/such/fallow.toml"), "{e}");
+    }
 }

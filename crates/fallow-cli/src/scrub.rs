@@ -2,13 +2,14 @@
 //! idle time a policy picks, with a checkpoint that `--resume` continues
 //! after a crash, `kill -9` or reboot (see docs/live.md).
 //!
-//! Settings come from flags, then a TOML config (`--config`: `[live]` and
-//! `[scrub]` tables), then a `fallow tune --json` result (`--tuned`: its
-//! best policy and request size), then the defaults. With `--resume`,
+//! Settings come from flags, then a TOML config (`--config`: `[live]`,
+//! `[scrub]` and `[metrics]` tables), then a `fallow tune --json` result
+//! (`--tuned`: its best policy and request size), then the defaults; the
+//! policy by [`live_config::choose_policy`]. With `--resume`,
 //! order, regions and request size default to the checkpoint's.
 
 use crate::human::{bytes, count, num, secs};
-use crate::live_config::{self, read_tuned, LiveSection};
+use crate::live_config::{self, Config, MetricsAddr};
 use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -71,7 +72,8 @@ pub struct ScrubArgs {
     #[arg(long, value_name = "TUNE.json")]
     pub tuned: Option<PathBuf>,
 
-    /// A TOML config with `[live]` and `[scrub]` tables (docs/live.md).
+    /// A TOML config with `[live]`, `[scrub]` and `[metrics]` tables
+    /// (docs/live.md); flags override its keys.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -153,7 +155,7 @@ pub struct ScrubArgs {
 
     /// Serve Prometheus metrics (FG/BG requests and bytes, collisions,
     /// time in each policy state) at `http://ADDR/metrics`, e.g.
-    /// `127.0.0.1:9464`.
+    /// `127.0.0.1:9464`. [default: `[metrics] addr` of --config, if any]
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
 
@@ -220,16 +222,18 @@ struct ScrubSection {
     buffered: Option<bool>,
 }
 
-/// Read the config: `[live]` and `[scrub]` strictly, paths relative to the file.
-fn read_config(path: &Path) -> Result<(LiveSection, ScrubSection)> {
-    let (live, table) = live_config::read_config(path, "scrub")?;
-    let mut scrub: ScrubSection = table
-        .try_into()
-        .map_err(|e: toml::de::Error| BadInput(format!("{}: [scrub]: {e}", path.display())))?;
-    scrub.tuned = scrub.tuned.map(|p| live_config::relative_to(path, p));
-    scrub.checkpoint = scrub.checkpoint.map(|p| live_config::relative_to(path, p));
-    scrub.log = scrub.log.map(|p| live_config::relative_to(path, p));
-    Ok((live, scrub))
+/// Read the config: `[live]`, `[metrics]` and `[scrub]` strictly, paths
+/// relative to the file.
+fn read_config(path: &Path) -> Result<Config<ScrubSection>> {
+    let mut cfg: Config<ScrubSection> = live_config::read_config(path, "scrub")?;
+    let sc = &mut cfg.own;
+    sc.tuned = sc.tuned.take().map(|p| live_config::relative_to(path, p));
+    sc.checkpoint = sc
+        .checkpoint
+        .take()
+        .map(|p| live_config::relative_to(path, p));
+    sc.log = sc.log.take().map(|p| live_config::relative_to(path, p));
+    Ok(cfg)
 }
 
 /// Settings after flags, config, tune result and defaults.
@@ -253,39 +257,30 @@ struct Settings {
     monitor: String,
     interval_ns: u64,
     seed: u64,
+    metrics: Option<MetricsAddr>,
 }
 
 fn settings(a: &ScrubArgs) -> Result<Settings> {
-    let (live, sc) = match &a.config {
+    let cfg = match &a.config {
         Some(p) => read_config(p)?,
-        None => Default::default(),
+        None => Config::default(),
     };
-    let cfg_name = a
-        .config
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    let dur = |v: &Option<String>, key: &str| -> Result<Option<u64>> {
-        v.as_deref()
-            .map(|s| {
-                fallow_core::units::parse_duration_ns(s)
-                    .map_err(|e| BadInput(format!("{cfg_name}: {key}: {e}")).into())
-            })
-            .transpose()
-    };
+    let (live, sc) = (&cfg.live, &cfg.own);
+    let dur = |v: &Option<String>, key: &str| cfg.duration("scrub", key, v.as_deref());
+    let live_dur = |v: &Option<String>, key: &str| cfg.duration("live", key, v.as_deref());
     let size_of = |v: &Option<String>, key: &str| -> Result<Option<u64>> {
         v.as_deref()
-            .map(|s| parse_size(s).map_err(|e| BadInput(format!("{cfg_name}: {key}: {e}")).into()))
+            .map(|s| parse_size(s).map_err(|e| cfg.bad("scrub", key, e)))
             .transpose()
     };
-    let tuned_path = a.tuned.clone().or(sc.tuned.clone()).or(live.tuned.clone());
-    let tuned = tuned_path.as_deref().map(read_tuned).transpose()?;
-    let (policy, policy_from) = match (&a.policy, &sc.policy, &live.policy, &tuned) {
-        (Some(p), ..) => (p.clone(), "--policy"),
-        (None, Some(p), ..) | (None, None, Some(p), _) => (p.clone(), "config"),
-        (None, None, None, Some(t)) => (t.spec.clone(), "tune result"),
-        _ => (DEFAULT_POLICY.to_string(), "default"),
-    };
+    let choice = live_config::choose_policy(
+        a.policy.as_deref(),
+        a.tuned.as_deref(),
+        sc.policy.as_deref().or(live.policy.as_deref()),
+        sc.tuned.as_deref().or(live.tuned.as_deref()),
+        DEFAULT_POLICY,
+    )?;
+    let (policy, policy_from, tuned) = (choice.spec, choice.from, choice.tuned);
     let size = a.size.or(size_of(&sc.size, "size")?);
     let regions = a.regions.or(sc.regions);
     let order = match (a.order.or(sc.order), regions) {
@@ -300,25 +295,23 @@ fn settings(a: &ScrubArgs) -> Result<Settings> {
         }),
         (None, None) => None,
     };
-    let max_rate = a
-        .max_rate
-        .as_deref()
-        .or(sc.max_rate.as_deref())
-        .map(scrub::parse_rate)
-        .transpose()
-        .map_err(|e| BadInput(e.to_string()))?;
-    let window_texts = if a.windows.is_empty() {
-        sc.windows.clone().unwrap_or_default()
-    } else {
-        a.windows.clone()
+    // a file's value that fails names the file and key; a flag's, the flag
+    let max_rate = match (&a.max_rate, &sc.max_rate) {
+        (Some(r), _) => Some(scrub::parse_rate(r).map_err(|e| BadInput(e.to_string()))?),
+        (None, Some(r)) => Some(scrub::parse_rate(r).map_err(|e| cfg.bad("scrub", "max_rate", e))?),
+        (None, None) => None,
     };
-    let windows = scrub::Windows(
-        window_texts
+    let parse_windows = |texts: &[String]| -> Result<scrub::Windows, String> {
+        texts
             .iter()
-            .map(|w| w.parse::<scrub::Window>())
+            .map(|w| w.parse::<scrub::Window>().map_err(|e| e.to_string()))
             .collect::<Result<_, _>>()
-            .map_err(|e| BadInput(e.to_string()))?,
-    );
+            .map(scrub::Windows)
+    };
+    let windows = match (&a.windows[..], &sc.windows) {
+        ([], Some(w)) => parse_windows(w).map_err(|e| cfg.bad("scrub", "windows", e))?,
+        (w, _) => parse_windows(w).map_err(BadInput)?,
+    };
     Ok(Settings {
         policy,
         policy_from,
@@ -347,9 +340,10 @@ fn settings(a: &ScrubArgs) -> Result<Settings> {
         interval_ns: a
             .interval
             .or(dur(&sc.interval, "interval")?)
-            .or(dur(&live.interval, "interval")?)
+            .or(live_dur(&live.interval, "interval")?)
             .unwrap_or(1_000_000),
         seed: a.seed.or(sc.seed).or(live.seed).unwrap_or(1),
+        metrics: cfg.metrics_addr(a.metrics.as_deref()),
     })
 }
 
@@ -602,10 +596,10 @@ pub fn run(args: ScrubArgs) -> Result<()> {
         }
     });
 
-    let _exporter = match &args.metrics {
-        Some(addr) => {
+    let _exporter = match &s.metrics {
+        Some(at) => {
             let e =
-                crate::metrics_export::Exporter::start(addr, &mut driver, monitor.shared_stats())?;
+                crate::metrics_export::Exporter::start(at, &mut driver, monitor.shared_stats())?;
             if let (Some(a), false) = (e.addr(), args.json) {
                 eprintln!("fallow: metrics at http://{a}/metrics");
             }
@@ -773,6 +767,30 @@ mod tests {
         p
     }
 
+    /// The shipped example must stay readable as it documents the keys.
+    #[test]
+    fn the_example_config_reads() {
+        let ex = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/examples/fallow.toml"
+        );
+        let cfg = read_config(Path::new(ex)).unwrap();
+        assert_eq!(cfg.own.order, Some(OrderArg::Staggered));
+        assert_eq!(cfg.metrics.addr.as_deref(), Some("127.0.0.1:9464"));
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            scrub: ScrubArgs,
+        }
+        let cli = <Cli as clap::Parser>::parse_from(["scrub", "/dev/null", "--config", ex]);
+        let s = settings(&cli.scrub).unwrap();
+        assert_eq!(
+            (s.policy.as_str(), s.policy_from),
+            ("fixed-wait:t=100ms", "config")
+        );
+        assert_eq!(s.windows.0.len(), 1);
+    }
+
     #[test]
     fn config_sections_are_strict_and_others_ignored() {
         let d = tempfile::tempdir().unwrap();
@@ -781,7 +799,8 @@ mod tests {
             "f.toml",
             "[live]\npolicy = \"aggressive\"\n[scrub]\nsize = \"4MiB\"\norder = \"staggered\"\nregions = 8\nwindows = [\"01:00-06:00\"]\ncheckpoint = \"ck.json\"\n[run]\nanything = 1\n",
         );
-        let (live, sc) = read_config(&p).unwrap();
+        let cfg = read_config(&p).unwrap();
+        let (live, sc) = (cfg.live, cfg.own);
         assert_eq!(live.policy.as_deref(), Some("aggressive"));
         assert_eq!(sc.size.as_deref(), Some("4MiB"));
         assert_eq!(sc.order, Some(OrderArg::Staggered));

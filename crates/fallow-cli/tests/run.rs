@@ -926,3 +926,129 @@ fn a_tune_result_sets_the_policy() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// `--config`: the file's [live], [run] and [metrics] keys are used where
+/// no flag is given (the defaulted flags must not mask them), and a flag
+/// beats the file.
+#[test]
+fn a_config_file_sets_policy_slice_report_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let stat = StatFile::new(dir.path());
+    let cfg = dir.path().join("fallow.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[live]\npolicy = \"aggressive\"\nmonitor = \"{}\"\ninterval = \"2ms\"\nseed = 5\n\n\
+             [run]\nslice = \"40ms\"\nfreezer = \"signal\"\nreport = \"report.json\"\n\n\
+             [metrics]\naddr = \"127.0.0.1:0\"\n\n[scrub]\nsize = \"1MiB\"\n",
+            stat.arg()
+        ),
+    )
+    .unwrap();
+    let report = dir.path().join("report.json");
+    let o = run(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{e}");
+    assert!(
+        e.contains("policy aggressive (config), 40.0\u{a0}ms slices"),
+        "{e}"
+    );
+    assert!(
+        e.contains("fallow run: metrics at http://127.0.0.1:"),
+        "{e}"
+    );
+    // the report, relative to the config file
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(v["policy"], "aggressive");
+    assert_eq!(v["policy_from"], "config");
+    assert_eq!(v["driver"]["policy"], "aggressive");
+    assert_eq!(v["slice_s"], 0.04);
+    assert_eq!(v["freezer"], "signal");
+    assert_eq!(v["monitor"]["interval_s"], 0.002);
+    assert_eq!(v["monitor"]["source"], stat.arg());
+    assert_eq!(v["exit_code"], 3);
+
+    // flags beat the file
+    std::fs::remove_file(&report).unwrap();
+    let other = dir.path().join("other.json");
+    let o = run(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--policy",
+        "fixed-wait:t=10ms",
+        "--slice",
+        "10ms",
+        "--interval",
+        "1ms",
+        "--report",
+        other.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!report.exists(), "the file's report path was overridden");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&other).unwrap()).unwrap();
+    assert_eq!(v["policy"], "fixed-wait:t=10ms");
+    assert_eq!(v["policy_from"], "--policy");
+    assert_eq!(v["slice_s"], 0.01);
+    assert_eq!(v["monitor"]["interval_s"], 0.001);
+    assert_eq!(v["freezer"], "signal");
+}
+
+/// A bad config is refused before the command starts: status 2, and the
+/// message names the file and the key.
+#[test]
+fn a_bad_config_is_a_clear_error_with_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let stat = StatFile::new(dir.path());
+    let marker = dir.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "[run]\nslise = \"20ms\"\n",
+            &["unknown field `slise`", "[run]"],
+        ),
+        ("[run]\nslice = \"soon\"\n", &["[run] slice"]),
+        ("[run]\nseed = -1\n", &["[run]", "seed"]),
+        (
+            "[metrics]\naddress = \"127.0.0.1:0\"\n",
+            &["[metrics]", "address"],
+        ),
+        (
+            "[live]\npolicy = \"no-such-policy\"\n",
+            &["[live] policy", "no-such-policy"],
+        ),
+        (
+            "[run]\ndevice = \"fallow-no-such-disk\"\n",
+            &["[run] device"],
+        ),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        let cfg = dir.path().join(format!("bad{i}.toml"));
+        std::fs::write(&cfg, text).unwrap();
+        let mut args = vec!["run", "--config", cfg.to_str().unwrap()];
+        // every case but the device one has a disk to watch
+        if !text.contains("device") {
+            args.extend(["--device", stat.arg()]);
+        }
+        args.extend(["--", "sh", "-c", &touch]);
+        let o = run(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{text}: {e}");
+        assert!(e.contains(&format!("bad{i}.toml")), "{text}: {e}");
+        for w in *want {
+            assert!(e.contains(w), "{text}: `{w}` not in: {e}");
+        }
+        assert!(!e.contains("panicked"), "{e}");
+        assert!(!marker.exists(), "{text}: the command ran");
+    }
+}

@@ -1173,3 +1173,28 @@ fn metrics_are_served_while_it_scrubs() {
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();
 }
+
+/// `[metrics] addr` in the config serves metrics like `--metrics`; an
+/// unknown key in `[metrics]` is an error.
+#[test]
+fn the_configs_metrics_table_serves_metrics() {
+    let (dir, t) = setup(1 << 20);
+    let cfg = dir.path().join("fallow.toml");
+    std::fs::write(
+        &cfg,
+        "[live]\npolicy = \"aggressive\"\nmonitor = \"none\"\n[scrub]\ncheckpoint = \"ck.json\"\n[metrics]\naddr = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let o = fallow(&["scrub", p(&t), "--config", p(&cfg)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("fallow: metrics at http://127.0.0.1:"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(&cfg, "[metrics]\naddr = \"127.0.0.1:0\"\npath = \"/m\"\n").unwrap();
+    bad_input(
+        &["scrub", p(&t), "--config", p(&cfg)],
+        &["fallow.toml", "[metrics]", "unknown field `path`"],
+    );
+}
