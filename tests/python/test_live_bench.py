@@ -75,7 +75,11 @@ def test_devices_workloads_and_scrubbers_are_all_there(result):
         assert d["device"].startswith("/dev/loop")
         assert [w["name"] for w in d["workloads"]] == ["random", "sequential", "trace"]
         for w in d["workloads"]:
-            assert [r["scrubber"] for r in w["runs"]] == SCRUBBERS, w["runs"]
+            names = [r["scrubber"] for r in w["runs"]]
+            # fallow at the idle class's harm runs when there is harm to match
+            idle = next(r for r in w["runs"] if r["scrubber"] == "idle-class")
+            harmed = idle["fg"]["mean_ratio"] - 1 > result["settings"]["p99_tolerance"]
+            assert names == SCRUBBERS + (["fallow-matched"] if harmed else []), names
             assert isinstance(w["goal"]["met"], bool)
 
 
@@ -159,6 +163,11 @@ def test_every_scrubber_scrubbed_or_the_test_says_why_not(result):
                 assert chosen["request_size_bytes"] % 4096 == 0
             ratio = w["fallow_over_idle_class"]
             assert ratio == pytest.approx(fal["scrub_mb_s"] / by["idle-class"]["scrub_mb_s"])
+            if "fallow-matched" in by:
+                # its budget is the idle class's measured FG mean slowdown
+                harm = by["idle-class"]["fg"]["mean_ratio"] - 1
+                for c in w["tune_matched"]["candidates"]:
+                    assert float(c["budget"].rstrip("%")) == pytest.approx(100 * harm, rel=5e-3)
             # a rate ceiling is a ceiling (10 % slack for the run's start and end)
             fixed = by["fixed-rate"]
             assert fixed["scrub_mb_s"] * 1e6 <= 1.1 * fixed["rate_bytes_per_s"] + 65536
