@@ -11,6 +11,10 @@ step "system tools for the live tests (loop devices; FUSE needs no libfuse)"
 # The emulated-disk and record tests run as root and use losetup (util-linux);
 # without root, /dev/fuse or tracefs they skip with a message.
 command -v losetup >/dev/null || { apt-get update && apt-get install -y mount; }
+# The live benchmark's FG workloads and baseline scrubbers are fio jobs.
+command -v fio >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y fio; } \
+    || echo "no fio: the live benchmark will skip"
+
 step "system tools for the peer namespace tests (ip netns, nsenter)"
 if [ "$(id -u)" = 0 ] && { ! command -v ip >/dev/null || ! command -v nsenter >/dev/null; }; then
     apt-get update -qq && apt-get install -y -qq iproute2 util-linux >/dev/null
@@ -42,6 +46,24 @@ step "bench smoke runs (figures in docs come from the full runs)"
 cargo bench -p fallow-core --bench sim --locked -- --requests 200000
 cargo bench -p fallow-core --bench tune --locked -- --requests 50000 --workload mmpp
 bash bench/peer_bench.sh 8 1
+
+step "live benchmark, quick: fallow scrub vs ionice -c3 vs a fixed rate on loop devices"
+# As root only (loop devices, FUSE, tracefs); pytest checks its JSON
+# (tests/python/test_live_bench.py). Exit status 2: something it needs is missing.
+if [[ $(id -u) -eq 0 ]]; then
+    export FALLOW_LIVE_BENCH_JSON="$PWD/bench/out/live-quick.json"
+    rc=0
+    .venv/bin/python bench/live_bench.py --quick --fallow target/debug/fallow \
+        --json "$FALLOW_LIVE_BENCH_JSON" || rc=$?
+    if ((rc == 2)); then
+        echo "skip: the live benchmark cannot run here (see above)"
+        unset FALLOW_LIVE_BENCH_JSON
+    elif ((rc != 0)); then
+        exit "$rc"
+    fi
+else
+    echo "skip: the live benchmark needs root (loop devices, FUSE, tracefs)"
+fi
 
 step "python: tests (last, so the closing line is the test summary)"
 .venv/bin/python -m pytest -q   # tests/python + doctests (pyproject.toml)

@@ -7,6 +7,14 @@
 //! - [`own`]: fallow's own I/O ([`OwnCounters`], [`CgroupIo`], [`ProcIo`]).
 //! - [`detect`]: the pure state machine from samples to events ([`Detector`]).
 //!
+//! Between two of its own requests a BG worker asks for a *look*
+//! ([`Monitor::look`]): a sample taken with nothing of fallow's in flight.
+//! While an own read is in flight the kernel's counters cannot say whose
+//! a read in flight is, and an FG read that completes while the next own
+//! read is already issued is offset by that read's sectors (counted at
+//! issue); a worker issuing back to back would otherwise never let the
+//! monitor see an FG request that queued behind its own.
+//!
 //! The thread measures its own CPU time (`CLOCK_THREAD_CPUTIME_ID`, the
 //! `getrusage(RUSAGE_THREAD)` account at ns resolution) so its cost is
 //! reported, not guessed ([`MonitorStats::cpu_fraction`]).
@@ -19,13 +27,13 @@ pub use detect::{Detector, DetectorTotals, Event};
 pub use own::{CgroupIo, OwnCounters, OwnIo, OwnIoSource, ProcIo};
 pub use stat::{resolve_device, DiskStat, Inflight, ResolvedDevice, Sample, StatSource};
 
-use crate::clock::{monotonic_ns, sleep_until, thread_cpu_ns};
+use crate::clock::{monotonic_ns, thread_cpu_ns};
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 /// The monitor's statistics, readable from another thread
@@ -102,12 +110,27 @@ impl MonitorStats {
     }
 }
 
+/// The sampling thread's quiet samples, for [`Monitor::look`].
+#[derive(Debug, Default)]
+struct Looks {
+    /// When the latest sample with nothing of fallow's own I/O in flight
+    /// or issued during it began, ns (`CLOCK_MONOTONIC`).
+    quiet_start_ns: Mutex<u64>,
+    /// Signalled after each such sample (its event already sent).
+    quiet: Condvar,
+    /// A look is wanted: sample now rather than at the next tick.
+    kick: AtomicBool,
+}
+
 /// A running monitor: a sampling thread and the channel of its events.
 #[derive(Debug)]
 pub struct Monitor {
     rx: Receiver<Event>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<Result<()>>>,
+    /// The sampling thread, to wake it for a look.
+    thread: Option<Thread>,
+    looks: Arc<Looks>,
     stats: Arc<Mutex<MonitorStats>>,
     /// Keeps the channel open for a monitor without a device.
     _idle_tx: Option<Sender<Event>>,
@@ -143,15 +166,18 @@ impl Monitor {
             interval_s: cfg.interval_ns as f64 / 1e9,
             ..MonitorStats::default()
         }));
-        let (stop2, stats2) = (stop.clone(), stats.clone());
+        let looks = Arc::new(Looks::default());
+        let (stop2, stats2, looks2) = (stop.clone(), stats.clone(), looks.clone());
         let handle = std::thread::Builder::new()
             .name("fallow-monitor".into())
-            .spawn(move || sample_loop(reader, own, cfg, tx, stop2, stats2))
+            .spawn(move || sample_loop(reader, own, cfg, tx, stop2, stats2, &looks2))
             .map_err(|e| Error::Monitor(format!("cannot start the thread: {e}")))?;
         Ok(Monitor {
             rx,
             stop,
+            thread: Some(handle.thread().clone()),
             handle: Some(handle),
+            looks,
             stats,
             _idle_tx: None,
         })
@@ -175,6 +201,8 @@ impl Monitor {
             rx,
             stop: Arc::new(AtomicBool::new(false)),
             handle: None,
+            thread: None,
+            looks: Arc::new(Looks::default()),
             stats: Arc::new(Mutex::new(MonitorStats {
                 source: "none".into(),
                 idle_intervals: 1,
@@ -197,6 +225,9 @@ impl Monitor {
             rx,
             stop,
             handle: Some(handle),
+            // its thread takes no looks: `look` returns at once
+            thread: None,
+            looks: Arc::new(Looks::default()),
             stats,
             _idle_tx: None,
         }
@@ -210,6 +241,44 @@ impl Monitor {
             Err(RecvTimeoutError::Timeout) => Ok(None),
             Err(RecvTimeoutError::Disconnected) => Err(self.thread_error()),
         }
+    }
+
+    /// Wait, at most `timeout_ns`, until the thread has sampled the device
+    /// with nothing of fallow's own I/O in flight or issued, in a sample
+    /// begun after this call (the thread is woken for it, so this takes
+    /// one sample's time, not an interval). Its event, if any, is then
+    /// waiting ([`Monitor::try_recv`]). A BG worker calls it between two
+    /// of its own requests (see the module documentation); `false` if the
+    /// time ran out (the thread is late, or own I/O of another source,
+    /// such as a managed command's, is still moving). Without a device,
+    /// or for a monitor fed by another thread ([`Monitor::from_parts`]),
+    /// `true` at once.
+    pub fn look(&self, timeout_ns: u64) -> bool {
+        let Some(thread) = &self.thread else {
+            return true;
+        };
+        let since = monotonic_ns();
+        let deadline = since.saturating_add(timeout_ns);
+        self.looks.kick.store(true, Ordering::SeqCst);
+        thread.unpark();
+        let mut quiet = self
+            .looks
+            .quiet_start_ns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        while *quiet < since {
+            let now = monotonic_ns();
+            if now >= deadline || self.handle.as_ref().is_none_or(|h| h.is_finished()) {
+                return false;
+            }
+            quiet = self
+                .looks
+                .quiet
+                .wait_timeout(quiet, Duration::from_nanos(deadline - now))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
     }
 
     /// The next event if one is waiting.
@@ -267,6 +336,14 @@ fn own_snapshot(own: &[Arc<dyn OwnIoSource>]) -> OwnIo {
         .fold(OwnIo::default(), |acc, s| acc.plus(s.snapshot()))
 }
 
+/// Nothing of fallow's own I/O was in flight at either end of a sample,
+/// nor issued during it: the device's counters are all FG work's.
+fn quiet(a: &OwnIo, b: &OwnIo) -> bool {
+    !(a.reads_in_flight || b.reads_in_flight || a.writes_in_flight || b.writes_in_flight)
+        && a.read_sectors == b.read_sectors
+        && a.write_sectors == b.write_sectors
+}
+
 fn sample_loop(
     mut reader: stat::StatReader,
     own: Vec<Arc<dyn OwnIoSource>>,
@@ -274,6 +351,7 @@ fn sample_loop(
     tx: Sender<Event>,
     stop: Arc<AtomicBool>,
     stats: Arc<Mutex<MonitorStats>>,
+    looks: &Looks,
 ) -> Result<()> {
     let mut det = Detector::new();
     let (cpu0, wall0) = (thread_cpu_ns(), monotonic_ns());
@@ -300,6 +378,9 @@ fn sample_loop(
         if stop.load(Ordering::Relaxed) {
             break Ok(());
         }
+        let t0 = monotonic_ns();
+        // a sample a look asked for before the tick leaves the ticks alone
+        let tick = t0 >= next;
         let before = own_snapshot(&own);
         let sample = reader.read();
         let after = own_snapshot(&own);
@@ -311,6 +392,14 @@ fn sample_loop(
                     if tx.send(ev).is_err() {
                         break Ok(()); // nobody listens any more
                     }
+                }
+                if quiet(&before, &after) {
+                    let mut q = looks
+                        .quiet_start_ns
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    *q = t0;
+                    looks.quiet.notify_all();
                 }
             }
             // sysfs does not fail transiently; a file being rewritten may
@@ -328,14 +417,24 @@ fn sample_loop(
         if n % 64 == 0 {
             publish(&det, late, skipped);
         }
-        next += cfg.interval_ns;
-        let now = monotonic_ns();
-        if now > next + cfg.interval_ns {
-            // a missed tick: count it, and do not try to catch up
-            late += 1;
-            next = now;
+        if tick {
+            next += cfg.interval_ns;
+            let now = monotonic_ns();
+            if now > next + cfg.interval_ns {
+                // a missed tick: count it, and do not try to catch up
+                late += 1;
+                next = now;
+            }
         }
-        sleep_until(next);
+        // sleep to the next tick, or until a look is wanted (an unpark
+        // between the check and the park makes the park return at once)
+        loop {
+            let now = monotonic_ns();
+            if now >= next || looks.kick.swap(false, Ordering::SeqCst) {
+                break;
+            }
+            std::thread::park_timeout(Duration::from_nanos(next - now));
+        }
     };
     publish(&det, late, skipped);
     result
@@ -403,6 +502,40 @@ mod tests {
         assert_eq!(s.fg_read_bytes, 16 * 512);
         assert!(s.samples > 10, "{s:?}");
         assert!(s.cpu_s > 0.0 && s.cpu_fraction() < 1.0, "{s:?}");
+    }
+
+    #[test]
+    fn a_look_takes_one_sample_not_an_interval_and_waits_out_own_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let stat = dir.path().join("stat");
+        write_stat(&stat, 0, 0);
+        let own = Arc::new(OwnCounters::new(None));
+        // one sample a second: a look must not wait for the next tick
+        let m = Monitor::start(
+            &StatSource::file(&stat).unwrap(),
+            vec![own.clone()],
+            MonitorConfig {
+                interval_ns: 1_000_000_000,
+            },
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(20)); // past the first tick
+        for _ in 0..5 {
+            let t0 = monotonic_ns();
+            assert!(m.look(500_000_000));
+            let took = monotonic_ns() - t0;
+            assert!(took < 200_000_000, "a look took {took} ns");
+        }
+        // with one of our reads in flight no sample is quiet
+        let read = own.begin_read(4096);
+        let t0 = monotonic_ns();
+        assert!(!m.look(30_000_000));
+        assert!(monotonic_ns() - t0 >= 30_000_000);
+        read.done();
+        assert!(m.look(500_000_000));
+        // the looks did not shift the ticks: about one sample per look
+        let s = m.stop().unwrap();
+        assert!(s.samples <= 12, "{s:?}");
     }
 
     #[test]
@@ -485,6 +618,7 @@ mod tests {
             Some(Event::Idle { first: true, .. })
         ));
         assert_eq!(m.recv_timeout(1_000_000).unwrap(), None);
+        assert!(m.look(0));
         assert_eq!(m.stop().unwrap().source, "none");
     }
 }

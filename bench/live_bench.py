@@ -1,0 +1,1330 @@
+#!/usr/bin/env python3
+"""Live benchmark (issue 5): fallow scrub against `ionice -c3` on BFQ and a
+fixed-rate scrubber, on real loop devices, under an fio foreground workload.
+
+Per device — (a) a plain loop device over an image file on this machine's
+disk (`losetup --direct-io=on`), (b) an emulated HDD (`fallow emulate-disk`,
+a loop device over its `MOUNT/disk`) — with the BFQ scheduler, and per
+foreground (FG) workload, Practical Scrubbing §IV-B's two:
+
+  random       4 KiB random reads
+  sequential   64 KiB reads, sequential with a jump to a random offset on
+               1 % of requests (runs of 6.4 MB on average, §IV-B: 8 MB)
+
+each with exponential think times of 100 ms mean (§IV-B): fio's --thinktime
+is a constant, so arrivals are a Poisson process instead (--rate_iops 10
+--rate_process=poisson), open-loop like the simulator's replay; and the
+kind of workload behind the seeds' Table III headline:
+
+  trace        an MSR Cambridge cut replayed open loop at its own times
+               (bursts between heavy-tailed idle intervals; 16 threads, so
+               an arrival never waits for a thread), from --trace-start on
+
+All reads are O_DIRECT (fio's psync, one at a time; the replay's threads
+one each). The runs, all of the same length:
+
+  FG alone     recorded with `fallow record` (the trace fallow tunes on)
+  fallow       `fallow tune` on that trace (fixed-wait, several mean-slowdown
+               budgets, BG service measured on the device), keeping the
+               budget whose answer `fallow simulate` says holds the FG p99
+               within the tolerance; then `fallow scrub DEV --tuned ...`
+  idle class   `ionice -c3 fio --rw=read --bs=64k --direct=1`: back-to-back
+               64 KiB reads in BFQ's idle class (the seeds' CFQ baseline)
+  fixed rate   `fio --rw=read --bs=64k --direct=1 --rate=R` at the default
+               priority, R = fallow's measured scrub rate on the same run
+               (64 KiB every 16 ms, Practical Scrubbing §III-C, if fallow
+               scrubbed nothing): the same work without watching the device
+  FG alone     again, at the end (full mode): the run-to-run noise
+
+and reports FG mean and p99 completion latency (exact, from the per-I/O
+latency log; from arrival for the replay, queueing included) against FG
+alone, and the scrub rate: the device's bytes read during the FG run minus
+the FG's own, over the run's wall time.
+
+Usage (as root; needs fio, losetup, ionice, /dev/fuse and BFQ):
+  python3 bench/live_bench.py --quick             # CI: small images, 5 s runs, < 3 min
+  python3 bench/live_bench.py --json out.json     # full mode: the README's figures
+  python3 bench/live_bench.py --fallow target/debug/fallow --devices emu --runtime 30
+
+The fallow binary is --fallow, else `cargo build --release -p fallow-cli`.
+Everything it sets up (loop devices, the FUSE mount, fio and fallow
+processes, the schedulers it changed) is undone on exit, on failure and on
+SIGINT/SIGTERM/SIGHUP. Exit status 2 when something it needs is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import mmap
+import os
+import platform
+import queue
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+KIB = 1024
+MIB = 1024 * 1024
+
+# Practical Scrubbing §IV-B: 100 ms mean think time; §IV-B/Table III: the
+# idle-class baseline scrubs with 64 KiB requests.
+FG_RATE_IOPS = 10
+BASELINE_BS = 64 * KIB
+# §III-C's "Def. 16ms" scrubber: 64 KB every 16 ms (3.9 MB/s), the fixed
+# rate when fallow's own rate gives none.
+PAPER_FIXED_RATE = 64 * KIB / 0.016
+# The goal of the issue: fallow ≥ 6× the idle class at an FG p99 within 5 %.
+GOAL_RATIO = 6.0
+
+WORKLOADS = {
+    "random": {
+        "title": "random 4 KiB reads",
+        "bs": 4 * KIB,
+        "fio": ["--rw=randread", "--bs=4k", "--norandommap"],
+    },
+    "sequential": {
+        "title": "sequential 64 KiB reads (1 % random jumps)",
+        "bs": 64 * KIB,
+        "fio": ["--rw=randread", "--percentage_random=1", "--bs=64k", "--norandommap"],
+    },
+    # Practical Scrubbing Table III's workloads are traces: bursts separated
+    # by long, heavy-tailed idle intervals, where waiting pays off
+    "trace": {
+        "title": "MSR Cambridge trace replay",
+        "bs": 4 * KIB,  # the cut's median request size (the switch penalty's)
+    },
+}
+# The trace workload: the MSR cut whose idle intervals are heavy-tailed
+# (gap CV 3.4; 1,253 gaps over 10 ms hold 241 of its 243 s) and whose rate
+# (41 requests/s) an HDD can serve. Its writes are replayed as reads of the
+# same size and place: the emulated disk times both alike, and the
+# benchmark writes nothing to a device.
+DEFAULT_TRACE = (
+    Path(os.environ.get("FALLOW_SHARED_TRACES") or REPO.parent / "shared/traces")
+    / "msr-cuts/msr.cut.per_10k.rw_20_80.105.trace"
+)
+# Where the replay starts in the default cut: its 30-40 s hold 1,879
+# requests, a backlog of ~25 s on the emulated HDD that would swamp every
+# run; from 40 s on it asks for 20-47 requests/s.
+DEFAULT_TRACE_START_S = 40.0
+# Largest request the replay issues, and its alignment (O_DIRECT).
+REPLAY_MAX_BYTES = 1 * MIB
+REPLAY_ALIGN = 4 * KIB
+# The replay issues one request at a time, in arrival order, as fio's
+# psync jobs do: an arrival that finds one in service waits in the
+# replay's FIFO (and that wait counts in its latency). With several in
+# flight, the order in which BFQ and the emulated disk's lock serve them
+# varies from run to run, and so does every seek after: FG alone differed
+# by 30 % in mean between two identical 60 s replays on the emulated HDD.
+REPLAY_WORKERS = 1
+DEVICES = {
+    "plain": "Plain loop device over an image on this machine's disk",
+    "emu": "Emulated HDD, a loop device over `fallow emulate-disk` (hdd model)",
+}
+
+
+class BenchError(Exception):
+    """A failure worth one line: which step, which device, what happened."""
+
+
+class Missing(BenchError):
+    """Something the benchmark needs is not on this machine."""
+
+
+def log(msg: str) -> None:
+    print(f"live_bench: {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- processes and cleanup
+
+
+class Cleanup:
+    """Undo steps run last-in first-out, each once, whatever fails; the
+    signal handlers turn SIGTERM/SIGHUP into an exception so they run."""
+
+    def __init__(self) -> None:
+        self._steps: list[tuple[str, object]] = []
+        self._procs: list[subprocess.Popen] = []
+
+    def add(self, what: str, fn) -> None:
+        self._steps.append((what, fn))
+
+    def proc(self, p: subprocess.Popen) -> subprocess.Popen:
+        self._procs.append(p)
+        return p
+
+    def run(self) -> None:
+        # a second Ctrl-C must not cut the undoing short
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        for p in self._procs:
+            stop_process(p, signal.SIGTERM, 5.0)
+        self._procs.clear()
+        while self._steps:
+            what, fn = self._steps.pop()
+            try:
+                fn()
+            except Exception as e:  # keep undoing the rest
+                log(f"cleanup: {what}: {e}")
+
+
+def stop_process(p: subprocess.Popen, sig: int, wait_s: float) -> None:
+    """Signal a child we started and reap it, killing it if it lingers."""
+    if p.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        p.send_signal(sig)
+    try:
+        p.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            p.kill()
+        p.wait()
+
+
+def _raise_exit(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
+def run(cmd: list[str], what: str, **kw) -> subprocess.CompletedProcess:
+    """Run a command to completion; a failure names the step and its stderr."""
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-5:]
+        raise BenchError(f"{what}: `{' '.join(cmd)}` exited {r.returncode}: " + " | ".join(tail))
+    return r
+
+
+# ---------------------------------------------------------------- environment
+
+
+def check_tools(need_cargo: bool) -> None:
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("root (loop devices, FUSE, tracefs, I/O schedulers)")
+    for tool, pkg in [("fio", "fio"), ("losetup", "mount"), ("ionice", "util-linux")]:
+        if shutil.which(tool) is None:
+            missing.append(f"{tool} (apt-get install {pkg})")
+    if need_cargo and shutil.which("cargo") is None:
+        missing.append("cargo (or give --fallow PATH)")
+    if not os.path.exists("/dev/fuse"):
+        missing.append("/dev/fuse (the emulated HDD)")
+    with open("/proc/filesystems") as f:
+        if "tracefs" not in f.read():
+            missing.append("tracefs (fallow record)")
+    if missing:
+        raise Missing("missing: " + "; ".join(missing))
+
+
+def find_fallow(path: str | None) -> Path:
+    if path:
+        p = Path(path).resolve()
+        if not os.access(p, os.X_OK):
+            raise Missing(f"--fallow {path}: not an executable file")
+        return p
+    log("building the release binary: cargo build --release -p fallow-cli")
+    r = subprocess.run(
+        ["cargo", "build", "--release", "-p", "fallow-cli", "--quiet"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    if r.returncode != 0:
+        raise BenchError("cargo build --release -p fallow-cli failed: " + r.stderr.strip()[-500:])
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    if not target.is_absolute():
+        target = REPO / target
+    return target / "release" / "fallow"
+
+
+def fio_version() -> str:
+    return run(["fio", "--version"], "fio --version").stdout.strip()
+
+
+# ---------------------------------------------------------------- devices
+
+
+def loop_name(dev: str) -> str:
+    return os.path.basename(dev)
+
+
+def read_sectors(dev: str) -> int:
+    """Sectors read so far (field 3 of /sys/block/<dev>/stat)."""
+    with open(f"/sys/block/{loop_name(dev)}/stat") as f:
+        return int(f.read().split()[2])
+
+
+def attach_loop(image: Path, cleanup: Cleanup) -> tuple[str, bool]:
+    """A free loop device over `image`, with direct I/O where the backing
+    file takes it (else the host's page cache would answer repeated reads)."""
+    direct = True
+    r = subprocess.run(
+        ["losetup", "-f", "--show", "--direct-io=on", str(image)], capture_output=True, text=True
+    )
+    if r.returncode != 0:
+        direct = False
+        r = subprocess.run(["losetup", "-f", "--show", str(image)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise BenchError(f"losetup -f --show {image}: {r.stderr.strip()}")
+    dev = r.stdout.strip()
+    cleanup.add(f"losetup -d {dev}", lambda: run(["losetup", "-d", dev], f"detach {dev}"))
+    # a direct-I/O request to the backing file may still be refused later
+    # (unaligned image); losetup reports what it really set
+    dio = Path(f"/sys/block/{loop_name(dev)}/loop/dio")
+    if dio.exists():
+        direct = dio.read_text().strip() == "1"
+    return dev, direct
+
+
+def set_scheduler(dev: str, name: str) -> str:
+    """Select an I/O scheduler; returns the one it replaced."""
+    path = Path(f"/sys/block/{loop_name(dev)}/queue/scheduler")
+    text = path.read_text()
+    if name not in text.replace("[", " ").replace("]", " ").split():
+        hint = "; try `modprobe bfq`" if name == "bfq" else ""
+        raise Missing(f"{dev}: no {name} scheduler ({text.strip()}){hint}")
+    before = text[text.index("[") + 1 : text.index("]")]
+    path.write_text(name)
+    if f"[{name}]" not in path.read_text():
+        raise BenchError(f"{dev}: could not select {name} in {path}")
+    return before
+
+
+def set_bfq(dev: str, cleanup: Cleanup) -> None:
+    before = set_scheduler(dev, "bfq")
+    cleanup.add(f"restore {dev}'s scheduler", lambda: set_scheduler(dev, before))
+
+
+def make_plain(work: Path, size: int, cleanup: Cleanup) -> dict:
+    """An image filled with data (holes would read as free) and a loop device."""
+    image = work / "plain.img"
+    block = random.Random(7).randbytes(MIB)
+    with open(image, "wb") as f:
+        for _ in range(size // MIB):
+            f.write(block)
+        f.flush()
+        os.fsync(f.fileno())
+    cleanup.add(f"rm {image}", lambda: image.unlink(missing_ok=True))
+    dev, direct = attach_loop(image, cleanup)
+    set_bfq(dev, cleanup)
+    return {
+        "name": "plain",
+        "title": DEVICES["plain"],
+        "device": dev,
+        "direct_io": direct,
+        "image_bytes": size,
+    }
+
+
+def make_emu(fallow: Path, work: Path, size: int, cleanup: Cleanup) -> dict:
+    """`fallow emulate-disk` over a sparse image (its timing is the model's,
+    not the image's), then a loop device over MOUNT/disk."""
+    image = work / "emu.img"
+    with open(image, "wb") as f:
+        f.truncate(size)
+    cleanup.add(f"rm {image}", lambda: image.unlink(missing_ok=True))
+    mnt = work / "emu"
+    mnt.mkdir(exist_ok=True)
+    logf = work / "emu.log"
+    r = run(
+        [str(fallow), "emulate-disk", str(image), str(mnt), "--json", "--log", str(logf)],
+        "fallow emulate-disk",
+    )
+    info = json.loads(r.stdout)
+    pid = int(info["pid"])
+
+    def unmount() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _mounted(mnt):
+            time.sleep(0.05)
+        if _mounted(mnt):
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    cleanup.add(f"unmount {mnt} (emulator pid {pid})", unmount)
+    dev, direct = attach_loop(Path(info["disk"]), cleanup)
+    set_bfq(dev, cleanup)
+    return {
+        "name": "emu",
+        "title": DEVICES["emu"],
+        "device": dev,
+        "direct_io": direct,
+        "image_bytes": size,
+        "model": info.get("model"),
+    }
+
+
+def _mounted(mnt: Path) -> bool:
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == str(mnt) for line in f)
+
+
+# ---------------------------------------------------------------- service times
+
+
+def time_reads(dev: str, size: int, offsets: list[int]) -> float:
+    """Mean seconds of O_DIRECT reads of `size` bytes at these offsets."""
+    fd = os.open(dev, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, size)  # page-aligned, as O_DIRECT wants
+    try:
+        total = 0
+        for off in offsets:
+            t0 = time.perf_counter_ns()
+            n = os.preadv(fd, [buf], off)
+            total += time.perf_counter_ns() - t0
+            if n != size:
+                raise BenchError(f"{dev}: short read at {off}: {n} of {size} bytes")
+        return total / len(offsets) / 1e9
+    finally:
+        buf.close()
+        os.close(fd)
+
+
+def measure_service(dev: str, dev_bytes: int, quick: bool, rng: random.Random) -> dict:
+    """The BG service model for `fallow tune --bg size:…`: the scrubber
+    reads sequentially, so base = one sequential 64 KiB read and the rate
+    the slope to 4 MiB (Practical Scrubbing Fig. 4's shape); and random
+    reads of each FG size, for the repositioning an FG request pays after
+    BG work (the switch penalty)."""
+    n = 12 if quick else 40
+    big = 4 * MIB
+
+    def seq(size: int, count: int) -> float:
+        start = rng.randrange(0, (dev_bytes - size * count) // size) * size
+        offs = [start + i * size for i in range(count)]
+        time_reads(dev, size, offs[:2])  # position the head; not timed
+        return time_reads(dev, size, offs)
+
+    def rand(size: int, count: int) -> float:
+        return time_reads(
+            dev, size, [rng.randrange(0, dev_bytes // size) * size for _ in range(count)]
+        )
+
+    base_s = seq(64 * KIB, n)
+    big_s = seq(big, max(4, n // 5))
+    # a device whose large reads are no slower per byte than small ones
+    # (a cached SSD) still gets a finite, positive rate
+    slope_s = max(big_s - base_s, 1e-6)
+    rate_bps = (big - 64 * KIB) / slope_s
+    # random reads of each FG size and of the baseline's 64 KiB
+    sizes = sorted({BASELINE_BS, *(w["bs"] for w in WORKLOADS.values())})
+    random_s = {str(b): rand(b, n) for b in sizes}
+    worst_s = max(random_s[str(BASELINE_BS)], base_s)
+
+    def model(b: float) -> str:
+        return f"size:base={round(b * 1e9)}ns,knee=65536B,rate={round(rate_bps)}B"
+
+    return {
+        "seq_64k_s": base_s,
+        "seq_4m_s": big_s,
+        "random_read_s": random_s,
+        "bg_model": model(base_s),
+        # the first scrub read of an idle interval seeks from where the FG
+        # left the head: the collision an FG request may meet is that long
+        "bg_model_seeking": model(worst_s),
+    }
+
+
+# ---------------------------------------------------------------- fio
+
+
+def fg_command(dev: str, workload: str, args, out: Path) -> list[str]:
+    runtime_s, rate_iops, seed = args.runtime, args.fg_iops, args.seed
+    if workload == "trace":
+        return [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "__replay",
+            str(args.trace),
+            dev,
+            f"{runtime_s:g}",
+            str(out),
+            f"{args.trace_start:g}",
+        ]
+    return [
+        "fio",
+        "--name=fg",
+        f"--filename={dev}",
+        *WORKLOADS[workload]["fio"],
+        "--direct=1",
+        "--ioengine=psync",
+        f"--rate_iops={rate_iops}",
+        "--rate_process=poisson",
+        "--time_based",
+        f"--runtime={runtime_s:g}s",
+        f"--randseed={seed}",
+        "--percentile_list=50:90:99:99.9",
+        "--output-format=json",
+        f"--output={out}.json",
+        f"--write_lat_log={out}",
+        "--log_avg_msec=0",
+    ]
+
+
+def scrub_fio_command(dev: str, out: Path, rate_bps: float | None) -> list[str]:
+    cmd = [
+        "fio",
+        "--name=scrub",
+        f"--filename={dev}",
+        "--rw=read",
+        f"--bs={BASELINE_BS}",
+        "--direct=1",
+        "--ioengine=psync",
+        "--time_based",
+        "--runtime=1h",  # stopped with SIGINT when the FG run ends
+        "--output-format=json",
+        f"--output={out}",
+    ]
+    if rate_bps is not None:
+        cmd.append(f"--rate={max(1, round(rate_bps))}")
+    else:
+        cmd = ["ionice", "-c3", *cmd]
+    return cmd
+
+
+def load_fio_json(path: Path) -> dict:
+    """fio's JSON report; fio stopped by a signal writes a line before it."""
+    text = path.read_text()
+    start = text.find("{")
+    if start < 0:
+        raise BenchError(f"{path}: fio wrote no JSON report")
+    return json.loads(text[start:])
+
+
+def fg_result(out: Path) -> dict:
+    """FG figures from fio's JSON (or the replay's) and the per-I/O
+    completion-latency log."""
+    doc = load_fio_json(Path(f"{out}.json"))
+    if "replay" in doc:
+        read = {"io_bytes": doc["replay"]["bytes"]}
+    else:
+        job = doc["jobs"][0]
+        if job.get("error"):
+            raise BenchError(f"fio FG job failed: error {job['error']}")
+        read = job["read"]
+    lats = []
+    for logf in sorted(out.parent.glob(f"{out.name}_clat.*.log")):
+        for line in logf.read_text().splitlines():
+            fields = line.split(",")
+            if len(fields) >= 2:
+                lats.append(int(fields[1]) / 1e9)
+    if not lats:
+        raise BenchError(f"fio wrote no latency log for {out}")
+    lats.sort()
+    return {
+        "requests": len(lats),
+        "bytes": int(read["io_bytes"]),
+        "mean_s": sum(lats) / len(lats),
+        "p99_s": quantile(lats, 0.99),
+        "max_s": lats[-1],
+        # fio's own account, to cross-check ours (none for the replay)
+        "fio_mean_s": read["clat_ns"]["mean"] / 1e9 if "clat_ns" in read else None,
+        "fio_p99_s": (
+            read["clat_ns"].get("percentile", {}).get("99.000000", 0) / 1e9
+            if "clat_ns" in read
+            else None
+        ),
+    }
+
+
+def quantile(sorted_xs: list[float], q: float) -> float:
+    """The q-quantile, linear between order statistics (numpy's default)."""
+    pos = q * (len(sorted_xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+# ---------------------------------------------------------------- trace replay
+
+
+def device_bytes(dev: str) -> int:
+    return int(Path(f"/sys/class/block/{loop_name(dev)}/size").read_text()) * 512
+
+
+def load_msr_cut(
+    trace: Path, runtime_s: float, dev_bytes: int, start_s: float = 0.0
+) -> list[tuple[int, int, int]]:
+    """(arrival_ns from the first request, offset, size) of the requests of
+    an MSR cut (`t_ms dev offset_bytes size_bytes op`) that arrive within
+    `runtime_s`, mapped onto the device: sizes rounded up to the alignment
+    (at most REPLAY_MAX_BYTES), offsets scaled from the cut's span onto
+    the device and aligned."""
+    # offsets scaled, not wrapped: the volume's locality (a hot region
+    # holds a quarter of the cut's requests) is what an HDD's seeks feel
+    span = 1
+    with open(trace) as f:
+        for line in f:
+            fields = line.split()
+            with contextlib.suppress(IndexError, ValueError):
+                span = max(span, int(fields[2]) + int(fields[3]))
+    events = []
+    t0 = None
+    with open(trace) as f:
+        for n, line in enumerate(f, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            try:
+                t_ms, off, size = float(fields[0]), int(fields[2]), int(fields[3])
+            except (IndexError, ValueError):
+                raise BenchError(
+                    f"{trace}:{n}: want `t_ms dev offset_bytes size_bytes op`, got {line.strip()!r}"
+                ) from None
+            t0 = t_ms if t0 is None else t0
+            at_ns = round((t_ms - t0 - start_s * 1e3) * 1e6)
+            if at_ns < 0:
+                continue
+            if at_ns >= runtime_s * 1e9:
+                break
+            size = min(REPLAY_MAX_BYTES, max(REPLAY_ALIGN, -(-size // REPLAY_ALIGN) * REPLAY_ALIGN))
+            room = (dev_bytes - size) // REPLAY_ALIGN
+            events.append((at_ns, off * room // span * REPLAY_ALIGN, size))
+    if not events:
+        raise BenchError(f"{trace}: no requests")
+    return events
+
+
+def replay(trace: Path, dev: str, runtime_s: float, out: Path, start_s: float = 0.0) -> None:
+    """Replay `runtime_s` of the cut from `start_s`, open loop: each
+    request is queued at its arrival time for the replay's worker
+    (REPLAY_WORKERS), and its latency runs from that arrival to its
+    completion (queueing included, as the trace's response times do).
+    Writes `OUT_clat.1.log` in fio's latency-log format (`t_ms,
+    latency_ns, dir, bytes, prio`) and `OUT.json`."""
+    events = load_msr_cut(trace, runtime_s, device_bytes(dev), start_s)
+    fd = os.open(dev, os.O_RDONLY | os.O_DIRECT)
+    jobs: queue.SimpleQueue = queue.SimpleQueue()
+    lat_ns = [0] * len(events)
+    errors: list[str] = []
+
+    def worker() -> None:
+        buf = mmap.mmap(-1, REPLAY_MAX_BYTES)  # page-aligned, as O_DIRECT wants
+        view = memoryview(buf)
+        while (job := jobs.get()) is not None:
+            i, arrival_ns, off, size = job
+            try:
+                n = os.preadv(fd, [view[:size]], off)
+                if n != size:
+                    errors.append(f"{dev}: short read at {off}: {n} of {size} bytes")
+            except OSError as e:
+                errors.append(f"{dev}: read of {size} bytes at {off}: {e}")
+            lat_ns[i] = time.monotonic_ns() - arrival_ns
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(REPLAY_WORKERS)]
+    for t in threads:
+        t.start()
+    start_ns = time.monotonic_ns() + 50_000_000
+    late_ns = 0
+    for i, (at_ns, off, size) in enumerate(events):
+        target = start_ns + at_ns
+        while (now := time.monotonic_ns()) < target:
+            time.sleep(min((target - now) / 1e9, 0.05))
+        late_ns = max(late_ns, now - target)
+        jobs.put((i, target, off, size))
+    for _ in threads:
+        jobs.put(None)
+    for t in threads:
+        t.join()
+    os.close(fd)
+    if errors:
+        raise BenchError(errors[0])
+    with open(f"{out}_clat.1.log", "w") as f:
+        for (at_ns, _, size), lat in zip(events, lat_ns):
+            f.write(f"{at_ns // 1_000_000}, {lat}, 0, {size}, 0\n")
+    Path(f"{out}.json").write_text(
+        json.dumps(
+            {
+                "replay": {
+                    "trace": str(trace),
+                    "requests": len(events),
+                    "bytes": sum(e[2] for e in events),
+                    "runtime_s": runtime_s,
+                    "workers": REPLAY_WORKERS,
+                    "latest_dispatch_s": late_ns / 1e9,
+                }
+            }
+        )
+    )
+
+
+# ---------------------------------------------------------------- scrubbers
+
+
+class FioScrubber:
+    """Back-to-back 64 KiB O_DIRECT reads: in BFQ's idle class (rate None)
+    or at a fixed rate at the default priority."""
+
+    def __init__(self, dev: str, out: Path, rate_bps: float | None, cleanup: Cleanup):
+        self.cmd = scrub_fio_command(dev, out, rate_bps)
+        self.out = out
+        self.cleanup = cleanup
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = self.cleanup.proc(
+            subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        )
+
+    def stop(self) -> dict:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            err = self.proc.stderr.read().decode(errors="replace").strip()
+            raise BenchError(f"`{' '.join(self.cmd)}` ended early ({self.proc.returncode}): {err}")
+        stop_process(self.proc, signal.SIGINT, 30.0)  # fio writes its report on SIGINT
+        job = load_fio_json(self.out)["jobs"][0]
+        return {"reported_bytes": int(job["read"]["io_bytes"]), "note": ""}
+
+
+class FallowScrubber:
+    """`fallow scrub DEV --tuned T`, relaunched with --resume whenever it
+    finishes a pass before the run ends (a small image on a fast device)."""
+
+    def __init__(
+        self, fallow: Path, dev: str, tuned: Path, ck: Path, idle_class: bool, cleanup: Cleanup
+    ):
+        self.base = [str(fallow), "scrub", dev, "--tuned", str(tuned), "--checkpoint", str(ck)]
+        if idle_class:
+            self.base = ["ionice", "-c3", *self.base]
+        # the first run; later ones (after a complete pass) --resume
+        self.cmd = [*self.base, "--restart", "--json"]
+        self.cleanup = cleanup
+        self.lock = threading.Lock()
+        self.stopping = False
+        self.proc: subprocess.Popen | None = None
+        self.reports: list[dict] = []
+        self.error: str | None = None
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _loop(self) -> None:
+        first = True
+        while True:
+            with self.lock:
+                if self.stopping:
+                    return
+                flag = "--restart" if first else "--resume"
+                self.proc = self.cleanup.proc(
+                    subprocess.Popen(
+                        [*self.base, flag, "--json"],
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                    )
+                )
+            first = False
+            out, err = self.proc.communicate()
+            # status 1 with a report: stopped by our SIGTERM
+            if out.strip():
+                try:
+                    self.reports.append(json.loads(out))
+                except json.JSONDecodeError:
+                    self.error = f"fallow scrub printed no JSON: {out[:200]}"
+                    return
+            if self.proc.returncode != 0:
+                with self.lock:
+                    if not self.stopping:
+                        self.error = (
+                            f"fallow scrub exited {self.proc.returncode}: {err.strip()[-400:]}"
+                        )
+                return
+
+    def stop(self) -> dict:
+        with self.lock:
+            self.stopping = True
+            if self.proc is not None:
+                stop_process(self.proc, signal.SIGTERM, 30.0)
+        self.thread.join(60)
+        if self.error:
+            raise BenchError(self.error)
+        return {
+            "reported_bytes": sum(int(r["run_bytes"]) for r in self.reports),
+            "passes_completed": sum(1 for r in self.reports if r.get("complete")),
+            "policy": self.reports[-1]["policy"] if self.reports else None,
+            "collisions": sum(int(r["driver"].get("collisions", 0)) for r in self.reports),
+            "note": "",
+            "runs": self.reports,
+        }
+
+
+# ---------------------------------------------------------------- one workload
+
+
+def run_window(dev: str, fg_cmd: list[str], out: Path, cleanup: Cleanup) -> dict:
+    """One FG run; the device's bytes read beyond the FG's own are the scrub's."""
+    s0 = read_sectors(dev)
+    t0 = time.monotonic()
+    p = cleanup.proc(subprocess.Popen(fg_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    _, err = p.communicate()
+    wall_s = time.monotonic() - t0
+    s1 = read_sectors(dev)
+    if p.returncode != 0:
+        raise BenchError(f"fio FG on {dev} exited {p.returncode}: {err.decode().strip()[-400:]}")
+    fg = fg_result(out)
+    other = max(0, (s1 - s0) * 512 - fg["bytes"])
+    return {"fg": fg, "wall_s": wall_s, "scrub_bytes": other, "scrub_mb_s": other / wall_s / 1e6}
+
+
+def tune(
+    fallow: Path,
+    trace: Path,
+    service: dict,
+    penalty_ns: int,
+    budgets: str,
+    sizes: str,
+    tolerance: float,
+    work: Path,
+    name: str = "tune.json",
+) -> dict:
+    """`fallow tune` at each budget; keep the answer with the most BG
+    throughput whose re-simulation keeps the FG p99 within the tolerance
+    (the goal is stated on p99, tune's budgets on the mean), else the
+    smallest budget's."""
+    cmd = [
+        str(fallow),
+        "tune",
+        str(trace),
+        "--policy",
+        "fixed-wait",
+        "--budget",
+        budgets,
+        "--bg",
+        service["bg_model"],
+        "--switch-penalty",
+        f"{penalty_ns}ns",
+        "--sizes",
+        sizes,
+        "--json",
+    ]
+    docs = json.loads(run(cmd, "fallow tune").stdout)
+    if isinstance(docs, dict):
+        docs = [docs]
+    candidates = []
+    for doc in docs:
+        if doc.get("best") is None:
+            continue
+        best = doc["best"]
+        # the p99 check re-simulates with every BG request paying a random
+        # access: tune's model (sequential reads) leaves out the seek of an
+        # interval's first request, the one an early FG arrival meets
+        check = list(best["reproduce_args"])
+        check[check.index("--bg") + 1] = service["bg_model_seeking"]
+        fg = json.loads(run([str(fallow), *check, "--json"], "fallow simulate").stdout)["fg"]
+        base_p99 = fg["baseline_p99_response_s"]
+        candidates.append(
+            {
+                "doc": doc,
+                "budget": doc["budget_text"],
+                "spec": best["spec"],
+                "request_size_bytes": best["request_size_bytes"],
+                "sim_bg_mb_s": best["bg_throughput_bytes_per_s"] / 1e6,
+                "sim_slowdown": best["fg_slowdown"],
+                "sim_collision_rate": best["fg_collision_rate"],
+                "check_p99_ratio": fg["p99_response_s"] / base_p99 if base_p99 > 0 else None,
+                "check_slowdown": fg["slowdown"],
+            }
+        )
+    result = {
+        "command": cmd,
+        "candidates": [{k: v for k, v in c.items() if k != "doc"} for c in candidates],
+    }
+    if not candidates:
+        result["chosen"] = None
+        return result
+    ok = [
+        c
+        for c in candidates
+        if c["check_p99_ratio"] is not None and c["check_p99_ratio"] <= 1 + tolerance
+    ]
+    chosen = max(ok, key=lambda c: c["sim_bg_mb_s"]) if ok else candidates[0]
+    path = work / name
+    path.write_text(json.dumps(chosen["doc"], indent=1))
+    result["chosen"] = {k: v for k, v in chosen.items() if k != "doc"}
+    result["chosen"]["within_tolerance"] = bool(ok)
+    result["tuned_json"] = str(path)
+    return result
+
+
+def bench_workload(
+    fallow: Path, device: dict, workload: str, args, cleanup: Cleanup, work: Path
+) -> dict:
+    dev = device["device"]
+    wdir = work / f"{device['name']}-{workload}"
+    wdir.mkdir()
+    rt = args.runtime
+
+    def fg(tag: str) -> list[str]:
+        return fg_command(dev, workload, args, wdir / tag)
+
+    def settle() -> None:
+        time.sleep(0.5 if args.quick else 2.0)
+
+    def with_scrubber(scrubber, tag: str) -> dict:
+        """One FG run with `scrubber` started a second before (its monitor
+        and first reads under way) and stopped after."""
+        scrubber.start()
+        try:
+            time.sleep(1.0)
+            r = run_window(dev, fg(tag), wdir / tag, cleanup)
+        finally:
+            report = scrubber.stop()
+        r["scrubber_report"] = report
+        r["command"] = scrubber.cmd
+        return r
+
+    out: dict = {
+        "name": workload,
+        "title": WORKLOADS[workload]["title"]
+        + (
+            f" ({args.trace.name}, {args.trace_start:g} s to {args.trace_start + rt:g} s)"
+            if workload == "trace"
+            else ""
+        ),
+        "fg_rate_iops": None if workload == "trace" else args.fg_iops,
+        "trace": (
+            {"path": str(args.trace), "start_s": args.trace_start} if workload == "trace" else None
+        ),
+        "runtime_s": rt,
+        "fg_command": fg("TAG"),
+        "runs": [],
+    }
+    log(f"{device['name']}/{workload}: FG alone, recorded with fallow record")
+    trace = wdir / "fg.csv"
+    rec = cleanup.proc(
+        subprocess.Popen(
+            [str(fallow), "record", dev, "-o", str(trace), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
+    _wait_for_line(rec, "recording", 15.0)
+    alone = run_window(dev, fg("alone"), wdir / "alone", cleanup)
+    stop_process(rec, signal.SIGTERM, 30.0)
+    rec_out, rec_err = rec.communicate()
+    if rec.returncode != 0:
+        raise BenchError(f"fallow record {dev} exited {rec.returncode}: {rec_err.strip()[-400:]}")
+    out["record"] = json.loads(rec_out)
+    out["runs"].append({"scrubber": "alone", "label": "FG alone", **alone})
+    ref = alone["fg"]
+
+    # the FG request that follows BG work repositions: a random read of its
+    # size instead of its usual service (≈ 0 for random FG, a seek for sequential)
+    rand_s = device["service"]["random_read_s"][str(WORKLOADS[workload]["bs"])]
+    penalty_ns = max(0, round((rand_s - ref["mean_s"]) * 1e9))
+    tuned = tune(
+        fallow, trace, device["service"], penalty_ns, args.budgets, args.sizes, args.tolerance, wdir
+    )
+    tuned["switch_penalty_s"] = penalty_ns / 1e9
+    out["tune"] = tuned
+
+    def fallow_run(tuned: dict, scrubber: str, what: str) -> dict:
+        if tuned["chosen"] is None:
+            log(f"{device['name']}/{workload}: no budget gave a setting: fallow does not scrub")
+            r = run_window(dev, fg(scrubber), wdir / scrubber, cleanup)
+            r.update(scrubber=scrubber, label=f"{what}: no setting met a budget")
+            r["scrubber_report"] = {"reported_bytes": 0, "note": "no setting met any budget"}
+            return r
+        c = tuned["chosen"]
+        size = _size(c["request_size_bytes"])
+        log(f"{device['name']}/{workload}: FG + {what} ({c['spec']}, {size})")
+        s = FallowScrubber(
+            fallow,
+            dev,
+            Path(tuned["tuned_json"]),
+            args.ckdir / "ck.json",
+            args.fallow_sched == "bfq-idle",
+            cleanup,
+        )
+        sched = args.fallow_sched if args.fallow_sched in ("none", "mq-deadline") else None
+        if sched:
+            set_scheduler(dev, sched)
+        try:
+            r = with_scrubber(s, scrubber)
+        finally:
+            if sched:
+                set_scheduler(dev, "bfq")
+        how = {"bfq-idle": ", ionice -c3", "bfq": ", BFQ default class"}.get(
+            args.fallow_sched, f", {args.fallow_sched}"
+        )
+        r.update(scrubber=scrubber, label=f"{what}: {c['spec']}, {size}{how}")
+        r["scheduler"] = args.fallow_sched
+        if r["scrub_bytes"] == 0:
+            note = "the tuned wait was never reached: no idle interval long enough"
+            r["scrubber_report"]["note"] = note
+        return r
+
+    runs = []
+    settle()
+    runs.append(fallow_run(tuned, "fallow", "fallow scrub"))
+    settle()
+
+    log(f"{device['name']}/{workload}: FG + ionice -c3 fio (BFQ idle class)")
+    r = with_scrubber(FioScrubber(dev, wdir / "idle.json", None, cleanup), "idle")
+    r.update(scrubber="idle-class", label="ionice -c3, BFQ, 64 KiB")
+    runs.append(r)
+    settle()
+
+    fallow_bps = runs[0]["scrub_mb_s"] * 1e6
+    rate = args.fixed_rate or (fallow_bps if fallow_bps >= 64 * KIB else PAPER_FIXED_RATE)
+    log(f"{device['name']}/{workload}: FG + fixed-rate fio ({rate / 1e6:.2f} MB/s)")
+    r = with_scrubber(FioScrubber(dev, wdir / "fixed.json", rate, cleanup), "fixed")
+    r.update(scrubber="fixed-rate", label=f"fixed rate {rate / 1e6:.2f} MB/s, 64 KiB")
+    r["rate_bytes_per_s"] = rate
+    runs.append(r)
+
+    # The goal compares at fallow's FG p99; the idle class seldom holds it.
+    # At the idle class's own harm (its measured FG mean slowdown as the
+    # budget), how much does fallow scrub?
+    harm = runs[1]["fg"]["mean_s"] / ref["mean_s"] - 1
+    if harm > args.tolerance:
+        settle()
+        budget = f"{harm * 100:.3g}%"
+        matched = tune(
+            fallow,
+            trace,
+            device["service"],
+            penalty_ns,
+            budget,
+            args.sizes,
+            math.inf,  # no p99 filter: the idle class's harm is the budget
+            wdir,
+            "tune-matched.json",
+        )
+        out["tune_matched"] = matched
+        runs.append(fallow_run(matched, "fallow-matched", f"fallow, budget +{budget}"))
+    else:
+        out["tune_matched"] = None
+
+    if not args.quick:
+        settle()
+        log(f"{device['name']}/{workload}: FG alone again (run-to-run noise)")
+        again = run_window(dev, fg("again"), wdir / "again", cleanup)
+        runs.append({"scrubber": "alone-again", "label": "FG alone, again", **again})
+
+    for r in [out["runs"][0], *runs]:
+        r["fg"]["mean_ratio"] = r["fg"]["mean_s"] / ref["mean_s"]
+        r["fg"]["p99_ratio"] = r["fg"]["p99_s"] / ref["p99_s"]
+    out["runs"].extend(runs)
+    by = {r["scrubber"]: r for r in out["runs"]}
+    fal, idle = by["fallow"], by["idle-class"]
+    out["fallow_over_idle_class"] = (
+        fal["scrub_mb_s"] / idle["scrub_mb_s"] if idle["scrub_mb_s"] > 0 else None
+    )
+    m = by.get("fallow-matched")
+    out["matched_over_idle_class"] = (
+        m["scrub_mb_s"] / idle["scrub_mb_s"] if m and idle["scrub_mb_s"] > 0 else None
+    )
+    out["goal"] = {
+        "ratio": GOAL_RATIO,
+        "p99_tolerance": args.tolerance,
+        "fallow_p99_within": fal["fg"]["p99_ratio"] <= 1 + args.tolerance,
+        "met": bool(
+            fal["fg"]["p99_ratio"] <= 1 + args.tolerance
+            and out["fallow_over_idle_class"] is not None
+            and out["fallow_over_idle_class"] >= GOAL_RATIO
+        ),
+    }
+    return out
+
+
+def _wait_for_line(p: subprocess.Popen, word: str, timeout_s: float) -> None:
+    """Block until the child prints a stderr line containing `word` (the
+    recorder is armed), failing if it exits first."""
+    deadline = time.monotonic() + timeout_s
+    lines = []
+    while time.monotonic() < deadline:
+        line = p.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if word in line:
+            return
+    p.poll()
+    raise BenchError(f"fallow record did not start ({p.returncode}): {''.join(lines).strip()}")
+
+
+# ---------------------------------------------------------------- output
+
+
+def _size(b: int) -> str:
+    return f"{b // MIB} MiB" if b % MIB == 0 else f"{b // KIB} KiB"
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} µs"
+
+
+def table(doc: dict) -> str:
+    lines = []
+    for d in doc["devices"]:
+        sv = d["service"]
+        lines.append(
+            f"\n{d['title']}: {d['device']}, BFQ, {'direct' if d['direct_io'] else 'buffered'} "
+            f"loop I/O, {_size(d['image_bytes'])} image"
+        )
+        lines.append(
+            f"  measured: sequential 64 KiB {_ms(sv['seq_64k_s'])}, 4 MiB {_ms(sv['seq_4m_s'])}"
+            f" → --bg {sv['bg_model']}"
+        )
+        for w in d["workloads"]:
+            lines.append(
+                f"  {w['title']}"
+                + (f", Poisson {w['fg_rate_iops']}/s" if w["fg_rate_iops"] else ", open loop")
+                + f", {w['runtime_s']:g} s per run"
+            )
+            lines.append(
+                f"    {'scrubber':<56} {'FG mean':>9} {'×alone':>7} {'FG p99':>9} {'×alone':>7}"
+                f" {'scrub MB/s':>11}"
+            )
+            for r in w["runs"]:
+                fg = r["fg"]
+                mbs = "—" if r["scrubber"].startswith("alone") else f"{r['scrub_mb_s']:.3g}"
+                lines.append(
+                    f"    {r['label']:<56} {_ms(fg['mean_s']):>9} {fg['mean_ratio']:>7.3f}"
+                    f" {_ms(fg['p99_s']):>9} {fg['p99_ratio']:>7.3f} {mbs:>11}"
+                )
+            t = w["tune"]
+            c = t["chosen"]
+            if c:
+                lines.append(
+                    f"    tuned: budget {c['budget']}, switch penalty {_ms(t['switch_penalty_s'])};"
+                    f" simulated {c['sim_slowdown'] * 100:+.2f} % mean,"
+                    f" {c['sim_bg_mb_s']:.3g} MB/s;"
+                    f" p99 ×{c['check_p99_ratio']:.3f} with a seek per BG request"
+                    + ("" if c["within_tolerance"] else " (no budget kept it in tolerance)")
+                )
+            ratio = w["fallow_over_idle_class"]
+            fal = next(r for r in w["runs"] if r["scrubber"] == "fallow")
+            note = fal["scrubber_report"].get("note")
+            lines.append(
+                "    fallow / idle class: "
+                + (f"{ratio:.3g}× the scrub rate" if ratio is not None else "idle class scrubbed 0")
+                + f"; fallow's FG p99 ×{fal['fg']['p99_ratio']:.3f} alone"
+                + (f" ({note})" if note else "")
+            )
+            mr = w.get("matched_over_idle_class")
+            if mr is not None:
+                lines.append(f"    fallow at the idle class's FG mean / idle class: {mr:.3g}×")
+            g = w["goal"]
+            lines.append(
+                f"    goal (≥ {g['ratio']:g}× at FG p99 ≤ ×{1 + g['p99_tolerance']:.2f}): "
+                + ("met" if g["met"] else "not met")
+            )
+    return "\n".join(lines)
+
+
+def markdown(doc: dict) -> str:
+    """The results as Markdown tables (docs/live.md, the README)."""
+    out = []
+    for d in doc["devices"]:
+        sv = d["service"]
+        out.append(
+            f"**{d['title']}**, {_size(d['image_bytes'])}: sequential 64 KiB read "
+            f"{_ms(sv['seq_64k_s'])}, 4 MiB {_ms(sv['seq_4m_s'])}, random 4 KiB "
+            f"{_ms(sv['random_read_s'][str(4 * KIB)])}.\n"
+        )
+        out.append("| FG | scrubber | FG mean | × alone | FG p99 | × alone | scrub MB/s |")
+        out.append("|---|---|--:|--:|--:|--:|--:|")
+        for w in d["workloads"]:
+            for r in w["runs"]:
+                fg = r["fg"]
+                mbs = "—" if r["scrubber"].startswith("alone") else f"{r['scrub_mb_s']:.3g}"
+                out.append(
+                    f"| {w['name']} | {r['label']} | {_ms(fg['mean_s'])} | {fg['mean_ratio']:.2f}"
+                    f" | {_ms(fg['p99_s'])} | {fg['p99_ratio']:.2f} | {mbs} |"
+                )
+        out.append("")
+        for w in d["workloads"]:
+            fal = next(r for r in w["runs"] if r["scrubber"] == "fallow")
+            ratio = w["fallow_over_idle_class"]
+            line = f"- {w['name']}: fallow scrubs " + (
+                f"{ratio:.2g}× the idle class's rate" if ratio is not None else "(idle class: 0)"
+            )
+            line += f" at FG p99 ×{fal['fg']['p99_ratio']:.2f}"
+            mr = w.get("matched_over_idle_class")
+            if mr is not None:
+                line += f"; at the idle class's FG mean, {mr:.2g}×"
+            line += f"; goal {'met' if w['goal']['met'] else 'not met'}."
+            out.append(line)
+        out.append("")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- main
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["__replay"]:
+        # the trace workload's FG process: __replay TRACE DEV RUNTIME_S OUT START_S
+        trace, dev, runtime_s, out, start_s = sys.argv[2:7]
+        try:
+            replay(Path(trace), dev, float(runtime_s), Path(out), float(start_s))
+        except BenchError as e:
+            log(f"replay: {e}")
+            return 1
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="CI mode: small images, 5 s runs")
+    ap.add_argument("--json", metavar="OUT", help="also write the results as JSON ('-': stdout)")
+    ap.add_argument("--fallow", metavar="PATH", help="fallow binary (default: build release)")
+    ap.add_argument("--devices", default="plain,emu", help="plain,emu (default both)")
+    ap.add_argument(
+        "--workloads",
+        default="random,sequential,trace",
+        help="random,sequential,trace (default all three)",
+    )
+    ap.add_argument(
+        "--trace",
+        type=Path,
+        default=DEFAULT_TRACE,
+        help="MSR cut the trace workload replays (default $FALLOW_SHARED_TRACES or "
+        "../shared/traces, msr-cuts/msr.cut.per_10k.rw_20_80.105.trace)",
+    )
+    ap.add_argument(
+        "--trace-start",
+        type=float,
+        default=DEFAULT_TRACE_START_S,
+        help="seconds into the trace where the replay starts (default %(default)g: "
+        "the default cut's 30-40 s hold 1,879 requests, more than an HDD serves in 10 s)",
+    )
+    ap.add_argument("--runtime", type=float, help="seconds per run (quick 5, full 60)")
+    ap.add_argument("--fg-iops", type=int, default=FG_RATE_IOPS, help="FG Poisson rate (10/s)")
+    ap.add_argument(
+        "--budgets",
+        default="0.1%,0.25%,0.5%,1%,2%,5%",
+        help="mean-slowdown budgets fallow tune tries (default 0.1%%,0.25%%,0.5%%,1%%,2%%,5%%)",
+    )
+    ap.add_argument("--sizes", help="fallow tune --sizes (default 64KiB..4MiB/8, quick /4)")
+    ap.add_argument(
+        "--tolerance", type=float, default=0.05, help="FG p99 tolerance of the goal (0.05)"
+    )
+    ap.add_argument("--fixed-rate", type=float, help="fixed-rate scrubber, bytes/s")
+    ap.add_argument("--plain-size", help="plain image MiB (quick 128, full 2048)", type=int)
+    ap.add_argument("--emu-size", help="emulated image MiB (quick 256, full 4096)", type=int)
+    ap.add_argument(
+        "--fallow-sched",
+        default="bfq-idle",
+        choices=["bfq-idle", "bfq", "none", "mq-deadline"],
+        help="how fallow scrubs: under BFQ in the idle class (ionice -c3, the default), "
+        "BFQ's default class, or another scheduler for its run",
+    )
+    ap.add_argument("--seed", type=int, default=1, help="fio's and the measurements' seed")
+    ap.add_argument("--workdir", help="where images and logs go (default: a temporary dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument(
+        "--markdown",
+        metavar="JSON",
+        help="print the Markdown tables of an earlier run's --json result and exit",
+    )
+    args = ap.parse_args()
+    if args.markdown:
+        try:
+            text = markdown(json.loads(Path(args.markdown).read_text()))
+        except (OSError, ValueError, KeyError) as e:
+            ap.error(f"--markdown {args.markdown}: not a live_bench JSON result ({e!r})")
+        print(text)
+        return 0
+    if args.runtime is None:
+        args.runtime = 5.0 if args.quick else 60.0
+    if args.sizes is None:
+        args.sizes = "64KiB..4MiB/4" if args.quick else "64KiB..4MiB/8"
+    plain_mib = args.plain_size or (128 if args.quick else 2048)
+    emu_mib = args.emu_size or (256 if args.quick else 4096)
+    devices = [d for d in args.devices.split(",") if d]
+    workloads = [w for w in args.workloads.split(",") if w]
+    for d in devices:
+        if d not in DEVICES:
+            ap.error(f"--devices: unknown device {d!r} (plain, emu)")
+    for w in workloads:
+        if w not in WORKLOADS:
+            ap.error(f"--workloads: unknown workload {w!r} (random, sequential, trace)")
+    if "trace" in workloads and not args.trace.is_file():
+        ap.error(f"--trace: {args.trace}: no such file (the trace workload replays it)")
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_exit)
+    cleanup = Cleanup()
+    try:
+        check_tools(need_cargo=args.fallow is None)
+        fallow = find_fallow(args.fallow)
+        work = Path(args.workdir or tempfile.mkdtemp(prefix="fallow-live-bench-")).resolve()
+        work.mkdir(parents=True, exist_ok=True)
+        if not args.keep:
+            cleanup.add(f"rm -r {work}", lambda: shutil.rmtree(work, ignore_errors=True))
+        # fallow's checkpoint (fsynced after every request) goes to memory:
+        # the plain loop device's image is on this machine's only disk, and
+        # docs/live.md asks for the checkpoint on another device than the one
+        # scrubbed, whose writes the monitor cannot attribute
+        shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+        args.ckdir = Path(tempfile.mkdtemp(prefix="fallow-live-bench-", dir=shm))
+        cleanup.add(f"rm -r {args.ckdir}", lambda: shutil.rmtree(args.ckdir, ignore_errors=True))
+        rng = random.Random(args.seed)
+        doc = {
+            "mode": "quick" if args.quick else "full",
+            "fallow": str(fallow),
+            "fio": fio_version(),
+            "kernel": platform.release(),
+            "cpus": os.cpu_count(),
+            "settings": {
+                "runtime_s": args.runtime,
+                "fg_rate_iops": args.fg_iops,
+                "budgets": args.budgets,
+                "sizes": args.sizes,
+                "p99_tolerance": args.tolerance,
+                "goal_ratio": GOAL_RATIO,
+                "seed": args.seed,
+            },
+            "devices": [],
+        }
+        for name in devices:
+            log(f"setting up the {name} device")
+            if name == "plain":
+                device = make_plain(work, plain_mib * MIB, cleanup)
+            else:
+                device = make_emu(fallow, work, emu_mib * MIB, cleanup)
+            device["service"] = measure_service(
+                device["device"], device["image_bytes"], args.quick, rng
+            )
+            device["workloads"] = [
+                bench_workload(fallow, device, w, args, cleanup, work) for w in workloads
+            ]
+            doc["devices"].append(device)
+        # with --json - the JSON owns stdout
+        print(table(doc), file=sys.stderr if args.json == "-" else sys.stdout)
+        if args.json:
+            text = json.dumps(doc, indent=1) + "\n"
+            if args.json == "-":
+                sys.stdout.write(text)
+            else:
+                Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.json).write_text(text)
+        return 0
+    except Missing as e:
+        log(str(e))
+        return 2
+    except BenchError as e:
+        log(f"error: {e}")
+        return 1
+    finally:
+        cleanup.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

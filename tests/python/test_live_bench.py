@@ -1,0 +1,216 @@
+"""The live benchmark, bench/live_bench.py, in its quick mode: the structure
+and sanity of its JSON (positive figures, every scrubber scrubbed, the FG
+ran at its rate), not the goal, which the full mode measures (README).
+
+scripts/test.sh runs the quick mode once as root and passes its JSON in
+FALLOW_LIVE_BENCH_JSON; without it this test runs the script itself, and
+skips with the reason where it cannot (not root, no fio, no /dev/fuse).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bench" / "live_bench.py"
+SCRUBBERS = ["alone", "fallow", "idle-class", "fixed-rate"]
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("live_bench", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _fallow_binary() -> Path | None:
+    """The newest fallow binary built in this checkout."""
+    target = REPO / "target"
+    found = [p for p in (target / "debug" / "fallow", target / "release" / "fallow") if p.is_file()]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory) -> dict:
+    given = os.environ.get("FALLOW_LIVE_BENCH_JSON")
+    if given:
+        return json.loads(Path(given).read_text())
+    if os.geteuid() != 0:
+        pytest.skip("the live benchmark needs root (loop devices, FUSE, tracefs)")
+    missing = [t for t in ("fio", "losetup", "ionice") if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"the live benchmark needs {', '.join(missing)} (scripts/test.sh installs fio)")
+    binary = _fallow_binary()
+    if binary is None:
+        pytest.skip("no fallow binary: cargo build -p fallow-cli")
+    out = tmp_path_factory.mktemp("live") / "live.json"
+    cmd = [sys.executable, str(SCRIPT), "--quick", "--fallow", str(binary), "--json", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if r.returncode == 2:
+        pytest.skip(f"live benchmark: {r.stderr.strip().splitlines()[-1]}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    print(r.stdout)
+    return json.loads(out.read_text())
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def test_devices_workloads_and_scrubbers_are_all_there(result):
+    assert result["mode"] == "quick"
+    assert [d["name"] for d in result["devices"]] == ["plain", "emu"]
+    for d in result["devices"]:
+        assert d["device"].startswith("/dev/loop")
+        assert [w["name"] for w in d["workloads"]] == ["random", "sequential", "trace"]
+        for w in d["workloads"]:
+            names = [r["scrubber"] for r in w["runs"]]
+            # fallow at the idle class's harm runs when there is harm to match
+            idle = next(r for r in w["runs"] if r["scrubber"] == "idle-class")
+            harmed = idle["fg"]["mean_ratio"] - 1 > result["settings"]["p99_tolerance"]
+            assert names == SCRUBBERS + (["fallow-matched"] if harmed else []), names
+            assert isinstance(w["goal"]["met"], bool)
+
+
+def test_measured_service_times_make_a_bg_model(result):
+    for d in result["devices"]:
+        sv = d["service"]
+        assert _positive(sv["seq_64k_s"]) and _positive(sv["seq_4m_s"])
+        # 64 times the bytes cannot be faster than one request
+        assert sv["seq_4m_s"] > sv["seq_64k_s"], sv
+        assert all(_positive(v) for v in sv["random_read_s"].values())
+        assert sv["bg_model"].startswith("size:base=")
+    emu = next(d for d in result["devices"] if d["name"] == "emu")
+    # the emulated HDD pays a rotation per request: milliseconds, not µs
+    assert emu["service"]["random_read_s"]["4096"] > 2e-3
+
+
+def _trace_requests(path: str, start_s: float, runtime_s: float) -> tuple[int, int]:
+    """Requests and bytes of a trace's window, counted here from the file
+    (4 KiB-aligned sizes, at most 1 MiB)."""
+    n = total = 0
+    t0 = None
+    for line in Path(path).read_text().splitlines():
+        t_ms, _, _, size, _ = line.split()
+        t0 = float(t_ms) if t0 is None else t0
+        at_ms = float(t_ms) - t0 - start_s * 1e3
+        if at_ms < 0:
+            continue
+        if at_ms >= runtime_s * 1e3:
+            break
+        n += 1
+        total += min(1 << 20, max(4096, (int(size) + 4095) // 4096 * 4096))
+    return n, total
+
+
+def test_fg_figures_are_sane_and_the_think_time_holds(result):
+    for d in result["devices"]:
+        for w in d["workloads"]:
+            if w["name"] == "trace":
+                want = _trace_requests(w["trace"]["path"], w["trace"]["start_s"], w["runtime_s"])
+                for r in w["runs"]:
+                    # the replay issues every request of the window, once
+                    assert (r["fg"]["requests"], r["fg"]["bytes"]) == want, r["scrubber"]
+                continue
+            expected = w["fg_rate_iops"] * w["runtime_s"]
+            for r in w["runs"]:
+                fg = r["fg"]
+                where = f"{d['name']}/{w['name']}/{r['scrubber']}"
+                assert _positive(fg["mean_s"]) and _positive(fg["p99_s"]), where
+                assert fg["max_s"] >= fg["p99_s"], where
+                assert _positive(fg["mean_ratio"]) and _positive(fg["p99_ratio"]), where
+                # a Poisson count around its mean, not a device flat out
+                assert 0.3 * expected < fg["requests"] < 2.5 * expected, (where, fg["requests"])
+                assert fg["bytes"] == fg["requests"] * (4096 if w["name"] == "random" else 65536)
+            alone = w["runs"][0]
+            assert alone["fg"]["mean_ratio"] == 1.0 and alone["fg"]["p99_ratio"] == 1.0
+            # nothing but the FG read the device when it ran alone
+            assert alone["scrub_bytes"] <= 1 << 20, (d["name"], w["name"], alone["scrub_bytes"])
+
+
+def test_every_scrubber_scrubbed_or_the_test_says_why_not(result):
+    for d in result["devices"]:
+        for w in d["workloads"]:
+            by = {r["scrubber"]: r for r in w["runs"]}
+            for name in ("idle-class", "fixed-rate"):
+                assert by[name]["scrub_bytes"] > 0, (d["name"], w["name"], name)
+                assert _positive(by[name]["scrub_mb_s"])
+                assert by[name]["scrubber_report"]["reported_bytes"] > 0
+            fal = by["fallow"]
+            if fal["scrub_bytes"] == 0:
+                why = fal["scrubber_report"]["note"] or "no reason given"
+                assert fal["scrubber_report"]["note"], "fallow scrubbed nothing without a note"
+                where = f"{d['name']}/{w['name']}"
+                warnings.warn(f"fallow scrubbed nothing on {where}: {why}", stacklevel=1)
+            else:
+                assert fal["scrubber_report"]["reported_bytes"] > 0
+            chosen = w["tune"]["chosen"]
+            if chosen is None:
+                assert fal["scrub_bytes"] == 0
+            else:
+                assert chosen["spec"].startswith("fixed-wait:t=")
+                assert chosen["request_size_bytes"] % 4096 == 0
+            ratio = w["fallow_over_idle_class"]
+            assert ratio == pytest.approx(fal["scrub_mb_s"] / by["idle-class"]["scrub_mb_s"])
+            if "fallow-matched" in by:
+                # its budget is the idle class's measured FG mean slowdown
+                harm = by["idle-class"]["fg"]["mean_ratio"] - 1
+                for c in w["tune_matched"]["candidates"]:
+                    assert float(c["budget"].rstrip("%")) == pytest.approx(100 * harm, rel=5e-3)
+            # a rate ceiling is a ceiling (10 % slack for the run's start and end)
+            fixed = by["fixed-rate"]
+            assert fixed["scrub_mb_s"] * 1e6 <= 1.1 * fixed["rate_bytes_per_s"] + 65536
+
+
+def test_quantile_is_numpys_linear_interpolation():
+    q = _module().quantile
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 3, 10, 101, 1000):
+        xs = sorted(rng.exponential(size=n).tolist())
+        for p in (0.0, 0.5, 0.9, 0.99, 1.0):
+            assert q(xs, p) == pytest.approx(float(np.percentile(xs, 100 * p)))
+
+
+def test_an_msr_cut_maps_onto_the_device_aligned_and_in_range(tmp_path):
+    mod = _module()
+    trace = tmp_path / "cut.trace"
+    trace.write_text(
+        "1000.0 0 8191 1 0\n"  # 1 byte at 8191: one aligned 4 KiB block at 4096
+        "1000.5 0 99999999999 5000000 1\n"  # 5 MB far past the end: capped, wrapped
+        "1002.0 0 0 4096 1\n"  # 2 ms after the first: beyond a 1.5 ms window
+    )
+    dev_bytes = 64 << 20
+    events = mod.load_msr_cut(trace, 0.0015, dev_bytes)
+    assert [e[0] for e in events] == [0, 500_000]
+    span = 99999999999 + 5000000  # the cut's highest byte: the device's end
+    at, off, size = events[1]
+    assert size == 1 << 20
+    assert off % 4096 == 0 and off + size <= dev_bytes
+    # offsets scaled, keeping the volume's locality
+    assert off == 99999999999 * ((dev_bytes - size) // 4096) // span * 4096
+    assert events[0][1:] == (0, 4096)  # 8191 of 100 GB scales to block 0
+    # a start skips the requests before it and times the rest from it
+    assert mod.load_msr_cut(trace, 1.0, dev_bytes, start_s=0.0004)[0][0] == 100_000
+    bad = tmp_path / "bad.trace"
+    bad.write_text("1.0 0 x 4096 0\n")
+    with pytest.raises(mod.BenchError, match=r"bad.trace:1"):
+        mod.load_msr_cut(bad, 1.0, dev_bytes)
+
+
+def test_bad_flags_exit_2_with_the_name():
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--devices", "ssd"], capture_output=True, text=True
+    )
+    assert r.returncode == 2
+    assert "ssd" in r.stderr
