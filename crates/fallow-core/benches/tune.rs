@@ -16,7 +16,9 @@
 //! are used and the sweep visits most of them: its worst case), and a
 //! bursty two-state MMPP (CV 9, bursts of 1000: heavy-tailed idle times
 //! like the real traces', where long waits leave few intervals to visit).
-//! `--workload poisson|mmpp` runs one of them.
+//! `--workload poisson|mmpp` runs one of them; `--per-threshold` times
+//! single sweeps at several waits instead, and four sizes at one wait
+//! walked one at a time and in one multi-lane pass.
 //! BG service is size-based (8 ms up to 64 KiB, then 100 MB/s: Practical
 //! Scrubbing Fig. 4), budgets 1 ms, 2 ms and 4 ms of mean added delay,
 //! 30 sizes from 64 KiB to 4 MiB, at most 50.4 ms per request: the
@@ -119,6 +121,43 @@ fn bench(n: usize, spec: &str) {
             println!(
                 "  t={t_ms}ms: {:.3} ms per sweep",
                 t.elapsed().as_secs_f64() / 20.0 * 1e3
+            );
+        }
+        // four sizes at one threshold: one at a time, then in one pass
+        let sizes = [64u64 << 10, 256 << 10, 1 << 20, 4 << 20];
+        for t_ms in [1.0, 10.0, 30.0, 100.0] {
+            let settings: Vec<tune::Setting> = sizes
+                .iter()
+                .map(|&size_bytes| tune::Setting {
+                    value: t_ms * 1e6,
+                    size_bytes,
+                    cap_added_ns: None,
+                })
+                .collect();
+            let t = Instant::now();
+            for _ in 0..20 {
+                for s in &settings {
+                    std::hint::black_box(sweep.totals(rule, s.value, s.size_bytes, &sim, None));
+                }
+            }
+            let one_s = t.elapsed().as_secs_f64() / 20.0;
+            let t = Instant::now();
+            for _ in 0..20 {
+                std::hint::black_box(sweep.totals_many(rule, &settings, &sim));
+            }
+            let many_s = t.elapsed().as_secs_f64() / 20.0;
+            let t = Instant::now();
+            for _ in 0..20 {
+                for s in settings.chunks(1) {
+                    std::hint::black_box(sweep.totals_many(rule, s, &sim));
+                }
+            }
+            let lone_s = t.elapsed().as_secs_f64() / 20.0;
+            println!(
+                "  t={t_ms}ms, 4 sizes: {:.3} ms one at a time, {:.3} ms one lane at a time, {:.3} ms in one pass",
+                one_s * 1e3,
+                lone_s * 1e3,
+                many_s * 1e3
             );
         }
         return;

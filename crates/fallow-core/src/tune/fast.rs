@@ -21,6 +21,10 @@
 //! its figures equal the simulator's to the bit (tested at sampled points,
 //! and `fallow tune --no-fast` re-simulates every setting).
 //!
+//! Several settings can share a pass ([`FastSweep::totals_many`]): `tune`
+//! keeps a few request sizes going at once and walks their next settings
+//! together, so the walks' independent chains overlap in the CPU.
+//!
 //! What it needs: endless BG work (the supply never runs out mid-trace) and
 //! deterministic BG service (exponential service draws random numbers the
 //! arithmetic cannot reproduce); otherwise tune simulates.
@@ -75,6 +79,54 @@ impl<'a> FastSweep<'a> {
         sim: &SimConfig,
         cap_added_ns: Option<u128>,
     ) -> Option<Totals> {
+        match self.plan(rule, value, size_bytes, sim, cap_added_ns) {
+            Some(plan) => self.walk(&plan, sim.switch_penalty_ns),
+            None => Some(self.unused()),
+        }
+    }
+
+    /// [`totals`](Self::totals) of several settings, the same to the bit,
+    /// in fewer passes: settings that use many intervals are walked
+    /// together, up to [`LANES`] in one pass over the intervals (see
+    /// `walk_lanes`); settings that use few (long waits) each take the
+    /// bitset walk, which visits only their intervals.
+    pub fn totals_many(
+        &self,
+        rule: IntervalRule,
+        settings: &[Setting],
+        sim: &SimConfig,
+    ) -> Vec<Option<Totals>> {
+        let n = self.sorted_desc_ns.len();
+        let penalty_ns = sim.switch_penalty_ns;
+        let mut out = vec![None; settings.len()];
+        let mut dense: Vec<(usize, Plan)> = Vec::new();
+        for (slot, s) in settings.iter().enumerate() {
+            match self.plan(rule, s.value, s.size_bytes, sim, s.cap_added_ns) {
+                None => out[slot] = Some(self.unused()),
+                Some(plan) if plan.used * SPARSE < n => out[slot] = self.walk(&plan, penalty_ns),
+                Some(plan) => dense.push((slot, plan)),
+            }
+        }
+        // lanes with close thresholds share the pass's skipped intervals;
+        // groups as even as LANES allows
+        dense.sort_by_key(|(_, p)| p.threshold_ns);
+        let groups = dense.len().div_ceil(LANES).max(1);
+        for group in dense.chunks(dense.len().div_ceil(groups).max(1)) {
+            self.walk_lanes(group, penalty_ns, &mut out);
+        }
+        out
+    }
+
+    /// Where a setting's walk starts and what its requests cost; `None`:
+    /// it does no BG work at all.
+    fn plan(
+        &self,
+        rule: IntervalRule,
+        value: f64,
+        size_bytes: u64,
+        sim: &SimConfig,
+        cap_added_ns: Option<u128>,
+    ) -> Option<Plan> {
         // (threshold: used iff L > threshold, offset where BG starts)
         let (threshold_ns, offset) = match rule {
             IntervalRule::WaitThenRun => (value as u64, Offset::Threshold),
@@ -84,7 +136,7 @@ impl<'a> FastSweep<'a> {
                 let n = self.sorted_desc_ns.len();
                 let k = (value / 100.0 * n as f64).round() as usize;
                 if k == 0 || n == 0 {
-                    return Some(self.unused());
+                    return None;
                 }
                 (self.sorted_desc_ns[k.min(n) - 1] - 1, Offset::Zero)
             }
@@ -93,14 +145,18 @@ impl<'a> FastSweep<'a> {
         let service_ns = sim
             .bg_service
             .sample_ns(size_bytes, &mut rand_pcg::Pcg64Mcg::seed_from_u64(0));
-        self.walk(
+        Some(Plan {
             threshold_ns,
-            offset,
+            off_ns: match offset {
+                Offset::Threshold => threshold_ns,
+                Offset::Zero => 0,
+            },
             service_ns,
             size_bytes,
-            sim.switch_penalty_ns,
-            cap_added_ns.unwrap_or(u128::MAX),
-        )
+            cap_added_ns: cap_added_ns.unwrap_or(u128::MAX),
+            // intervals longer than the threshold: the only ones a walk starts at
+            used: self.sorted_desc_ns.partition_point(|&g| g > threshold_ns),
+        })
     }
 
     /// No BG work at all.
@@ -113,28 +169,25 @@ impl<'a> FastSweep<'a> {
     }
 
     /// The engine's loop (`sim::Run::go`) specialised to one rule: intervals
-    /// longer than `threshold_ns` get back-to-back requests of `service_ns`
-    /// from `offset` until the FG arrival. Only used intervals and the
+    /// longer than the plan's threshold get back-to-back requests of its
+    /// service time from its offset until the FG arrival. Only used intervals and the
     /// intervals their collisions shift are visited; the idle time of the
     /// others is in the precomputed total.
-    fn walk(
-        &self,
-        threshold_ns: u64,
-        offset: Offset,
-        service_ns: u64,
-        size_bytes: u64,
-        penalty_ns: u64,
-        cap_added_ns: u128,
-    ) -> Option<Totals> {
+    fn walk(&self, plan: &Plan, penalty_ns: u64) -> Option<Totals> {
         let p = self.prep.periods();
+        let Plan {
+            threshold_ns,
+            off_ns,
+            service_ns,
+            size_bytes,
+            cap_added_ns,
+            used,
+        } = *plan;
         let mut w = Walk {
             gaps: &p.idle_len_ns,
             reqs: &p.busy_requests,
             threshold_ns,
-            off_ns: match offset {
-                Offset::Threshold => threshold_ns,
-                Offset::Zero => 0,
-            },
+            off_ns,
             service_ns,
             inv_service: 1.0 / service_ns as f64,
             penalty_ns,
@@ -146,9 +199,7 @@ impl<'a> FastSweep<'a> {
             started: 0,
         };
         let n = w.gaps.len();
-        // intervals longer than the threshold: the only ones a walk starts at
-        let used = self.sorted_desc_ns.partition_point(|&g| g > threshold_ns);
-        if used * 16 < n {
+        if used * SPARSE < n {
             // few: visit them in index order (a bitset sorts them), each
             // followed by the chain of intervals its collision shifts
             let mut bits = vec![0u64; n.div_ceil(64)];
@@ -196,6 +247,247 @@ impl<'a> FastSweep<'a> {
         t.idle_total_ns = self.idle_total_ns - w.idle_lost_ns;
         t.idle_intervals = n as u64 - w.intervals_lost;
         (t.added_ns <= cap_added_ns).then_some(t)
+    }
+
+    /// Several settings' walks in one pass over the intervals, their
+    /// results put in `out` at each setting's slot.
+    ///
+    /// Why lanes are interleaved: one walk is a chain (an interval's
+    /// collision residual is the next one's shift) whose every step waits
+    /// for the last, and at the waits that matter whether an interval is
+    /// used or collides is a coin toss the branch predictor loses. So each
+    /// lane steps branch-free and the lanes' independent chains overlap in
+    /// the CPU, sharing the interval loads. An interval that no lane uses
+    /// and none is shifted into is skipped; a lane whose added delay passes
+    /// its cap leaves the pass (checked every `CHUNK` intervals: it only
+    /// grows, so the verdict is the same), and the pass ends when none is
+    /// left.
+    fn walk_lanes(&self, group: &[(usize, Plan)], penalty_ns: u64, out: &mut [Option<Totals>]) {
+        let p = self.prep.periods();
+        let n = p.idle_len_ns.len();
+        for part in group.chunks(LANES) {
+            let mut lanes: Vec<Lane> = part
+                .iter()
+                .map(|&(slot, plan)| Lane::new(slot, plan))
+                .collect();
+            let mut start = 0;
+            while start < n && !lanes.is_empty() {
+                // one pass per number of live lanes, so each is unrolled
+                // (and a lone lane's state kept in registers)
+                start = match lanes.len() {
+                    1 => self.pass::<1>(&mut lanes, start, penalty_ns),
+                    2 => self.pass::<2>(&mut lanes, start, penalty_ns),
+                    3 => self.pass::<3>(&mut lanes, start, penalty_ns),
+                    4 => self.pass::<4>(&mut lanes, start, penalty_ns),
+                    5 => self.pass::<5>(&mut lanes, start, penalty_ns),
+                    6 => self.pass::<6>(&mut lanes, start, penalty_ns),
+                    7 => self.pass::<7>(&mut lanes, start, penalty_ns),
+                    _ => self.pass::<8>(&mut lanes, start, penalty_ns),
+                };
+                // over its cap: over every budget, the lane leaves
+                lanes.retain(|l| {
+                    let over = l.added_ns > l.plan.cap_added_ns;
+                    if over {
+                        out[l.slot] = None;
+                    }
+                    !over
+                });
+            }
+            for l in &lanes {
+                out[l.slot] = l.finish(
+                    p.busy_requests.get(n).copied(),
+                    n as u64,
+                    self.idle_total_ns,
+                );
+            }
+        }
+    }
+
+    /// Walk the first `K` of `lanes` from interval `start` until the end or
+    /// until a lane's added delay passes its cap (checked every `CHUNK`
+    /// intervals); the interval where it stopped.
+    fn pass<const K: usize>(&self, lanes: &mut [Lane], start: usize, penalty_ns: u64) -> usize {
+        let p = self.prep.periods();
+        let (gaps, reqs) = (&p.idle_len_ns[..], &p.busy_requests[..]);
+        let n = gaps.len();
+        let mut ls: [Lane; K] = std::array::from_fn(|i| lanes[i]);
+        let min_threshold_ns = ls.iter().map(|l| l.plan.threshold_ns).min().unwrap_or(0);
+        // OR of the lanes' shifts after the last visited interval
+        let mut any_shift = ls.iter().fold(0, |a, l| a | l.shift);
+        let mut at = start;
+        while at < n {
+            let end = (at + CHUNK).min(n);
+            for (&gap, &r) in gaps[at..end].iter().zip(&reqs[at..end]) {
+                if any_shift == 0 && gap <= min_threshold_ns {
+                    continue; // unused by every lane
+                }
+                any_shift = 0;
+                for l in ls.iter_mut() {
+                    any_shift |= l.step(gap, r as u64, penalty_ns);
+                }
+            }
+            at = end;
+            if ls.iter().any(|l| l.added_ns > l.plan.cap_added_ns) {
+                break;
+            }
+        }
+        lanes[..K].copy_from_slice(&ls);
+        at
+    }
+}
+
+/// Settings that use fewer than one interval in `SPARSE` take the bitset
+/// walk, which visits only those (measured on the bench's traces: up to a
+/// third, it beats a pass over every interval).
+const SPARSE: usize = 3;
+
+/// Most settings walked in one pass ([`FastSweep::totals_many`]; at most
+/// 8), and the sizes `tune` keeps going at once on each thread to fill
+/// them.
+pub const LANES: usize = 8;
+// walk_lanes has passes for 1 to 8 lanes
+const _: () = {
+    assert!(LANES >= 1);
+    assert!(LANES <= 8);
+};
+
+/// Intervals between checks of the lanes' caps.
+const CHUNK: usize = 1024;
+
+/// One setting for [`FastSweep::totals_many`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Setting {
+    /// The knob's value: ns for the wait rules, percent for the rank rule.
+    pub value: f64,
+    /// BG request size, bytes.
+    pub size_bytes: u64,
+    /// As [`FastSweep::totals`]'s `cap_added_ns`.
+    pub cap_added_ns: Option<u128>,
+}
+
+/// One setting, ready to walk.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    /// Used iff (after any shift) longer than this.
+    threshold_ns: u64,
+    /// Where BG work starts in a used interval.
+    off_ns: u64,
+    service_ns: u64,
+    size_bytes: u64,
+    cap_added_ns: u128,
+    /// Intervals longer than the threshold.
+    used: usize,
+}
+
+/// One setting's state in a multi-lane pass (`FastSweep::walk_lanes`): the
+/// same counts as [`Walk`], kept branch-free.
+#[derive(Debug, Clone, Copy)]
+struct Lane {
+    /// Its index in the caller's settings.
+    slot: usize,
+    plan: Plan,
+    inv_service: f64,
+    shift: u64,
+    added_ns: u128,
+    delayed_requests: u64,
+    collisions: u64,
+    bg_busy_ns: u64,
+    idle_lost_ns: u64,
+    intervals_lost: u64,
+    started: u64,
+}
+
+/// All ones if `b`, else zero: a select without a branch.
+#[inline(always)]
+fn mask(b: bool) -> u64 {
+    (b as u64).wrapping_neg()
+}
+
+impl Lane {
+    fn new(slot: usize, plan: Plan) -> Lane {
+        Lane {
+            slot,
+            plan,
+            inv_service: 1.0 / plan.service_ns as f64,
+            shift: 0,
+            added_ns: 0,
+            delayed_requests: 0,
+            collisions: 0,
+            bg_busy_ns: 0,
+            idle_lost_ns: 0,
+            intervals_lost: 0,
+            started: 0,
+        }
+    }
+
+    /// `Walk::visit` without branches on the data (but the rare shift of
+    /// whole services): busy period `j` with its `requests`, then idle
+    /// interval `j` of `gap` ns. Returns the new shift.
+    #[inline(always)]
+    fn step(&mut self, gap: u64, requests: u64, penalty_ns: u64) -> u64 {
+        let s = self.plan.service_ns;
+        let off = self.plan.off_ns;
+        let shift = self.shift;
+        let (q, rem) = div_rem(gap.saturating_sub(off), s, self.inv_service);
+        // the busy period ends `shift` late: each of its requests waits that long
+        let shifted = mask(shift > 0);
+        self.added_ns += shift as u128 * requests as u128;
+        self.delayed_requests += requests & shifted;
+        // the shift eats the start of the interval, or all of it
+        let eaten = gap.min(shift);
+        let swallowed = shifted & mask(gap <= shift);
+        self.idle_lost_ns += eaten;
+        self.intervals_lost += swallowed & 1;
+        let rest = gap - eaten;
+        let used = mask(rest > self.plan.threshold_ns);
+        // as Walk::visit, masked off when the interval is not used
+        let busy_ns = rest.wrapping_sub(off) & used;
+        let m = rem as i64 - shift as i64;
+        let (k, residual) = if m > -(s as i64) {
+            let up = mask(m > 0);
+            (q + (up & 1), ((s & up) as i64 - m) as u64)
+        } else {
+            // the shift spans whole services (a large switch penalty)
+            let k = div_ceil(busy_ns, s, self.inv_service);
+            (k, k * s - busy_ns)
+        };
+        let (k, residual) = (k & used, residual & used);
+        self.started += k;
+        self.bg_busy_ns += busy_ns;
+        let collided = mask(residual > 0);
+        self.collisions += collided & 1;
+        // a collision carries its residual and the penalty; a swallowed
+        // interval passes the rest of the shift on
+        self.shift = ((residual + penalty_ns) & collided) | (shift.wrapping_sub(gap) & swallowed);
+        self.shift
+    }
+
+    /// The totals after the last interval (`last_requests`: the FG requests
+    /// of the busy period after it), `None` if over the cap.
+    fn finish(
+        &self,
+        last_requests: Option<u32>,
+        intervals: u64,
+        idle_total_ns: u64,
+    ) -> Option<Totals> {
+        let mut t = Totals {
+            added_ns: self.added_ns,
+            delayed_requests: self.delayed_requests,
+            collisions: self.collisions,
+            bg_completed: self.started,
+            bg_bytes: self.started * self.plan.size_bytes,
+            bg_busy_ns: self.bg_busy_ns,
+            // every request started runs its whole service: inside the
+            // idle time, or past the FG arrival
+            bg_overrun_ns: self.started * self.plan.service_ns - self.bg_busy_ns,
+            idle_total_ns: idle_total_ns - self.idle_lost_ns,
+            idle_intervals: intervals - self.intervals_lost,
+        };
+        if let (true, Some(r)) = (self.shift > 0, last_requests) {
+            t.added_ns += self.shift as u128 * r as u128;
+            t.delayed_requests += r as u64;
+        }
+        (t.added_ns <= self.plan.cap_added_ns).then_some(t)
     }
 }
 
@@ -339,6 +631,110 @@ mod tests {
         assert_eq!(div_ceil(0, 7, 1.0 / 7.0), 0);
         assert_eq!(div_ceil(14, 7, 1.0 / 7.0), 2);
         assert_eq!(div_ceil(15, 7, 1.0 / 7.0), 3);
+    }
+
+    /// Busy periods and idle intervals from a seeded generator: idle
+    /// lengths from 1 ns to 50 ms, most short, 1–4 requests a busy period.
+    fn random_prep(n: usize, seed: u64) -> Prepared {
+        let mut x = seed;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 11
+        };
+        let idle: Vec<u64> = (0..n)
+            .map(|_| {
+                let r = next();
+                1 + ((r % 50_000_000) >> (r % 6))
+            })
+            .collect();
+        let busy: Vec<u64> = (0..=n).map(|_| 1_000_000 + next() % 10_000_000).collect();
+        let reqs: Vec<u32> = (0..=n).map(|_| 1 + (next() % 4) as u32).collect();
+        Prepared::from_periods(&busy, &reqs, &idle).unwrap()
+    }
+
+    #[test]
+    fn lanes_walk_as_single_walks_do() {
+        let prep = random_prep(20_000, 7);
+        let size_based = BgService::SizeBased {
+            base_ns: 8_000_000,
+            knee_bytes: 64 << 10,
+            rate_bytes_per_s: 100e6,
+        };
+        let mut exits = 0;
+        for (bg_service, switch_penalty_ns) in [
+            (BgService::Constant { ns: 3_000_000 }, 0),
+            (size_based, 1_500_000),
+            // shifts of several services: the lanes' slow path
+            (BgService::Constant { ns: 3_000_000 }, 20_000_000),
+        ] {
+            let sim = SimConfig {
+                bg_service,
+                switch_penalty_ns,
+                ..SimConfig::default()
+            };
+            let sweep = FastSweep::new(&prep, &sim).unwrap();
+            // dense and sparse settings, each capped so that lanes leave
+            // the pass at different points (or just do not)
+            let mut cases = Vec::new();
+            let rules = [IntervalRule::WaitThenRun, IntervalRule::WholeIfLonger];
+            for (r, rule) in rules.into_iter().enumerate() {
+                for (w, wait_ns) in [1e5, 2e6, 7e6, 1.5e7, 3e7, 4.9e7].into_iter().enumerate() {
+                    for (z, size) in [4096u64, 1 << 20].into_iter().enumerate() {
+                        let plan = sweep.plan(rule, wait_ns, size, &sim, None).unwrap();
+                        let full = sweep.walk(&plan, switch_penalty_ns).unwrap().added_ns;
+                        let cap_added_ns = match (r + w + z) % 4 {
+                            0 => u128::MAX,
+                            1 => full,
+                            2 => full.saturating_sub(1),
+                            _ => full / 3,
+                        };
+                        let plan = Plan {
+                            cap_added_ns,
+                            ..plan
+                        };
+                        let want = sweep.walk(&plan, switch_penalty_ns);
+                        exits += want.is_none() as usize;
+                        cases.push((plan, want));
+                    }
+                }
+            }
+            for k in [1, 2, 3, 4, 5, 8] {
+                for (c, group) in cases.chunks(k).enumerate() {
+                    let plans: Vec<(usize, Plan)> = group.iter().map(|c| c.0).enumerate().collect();
+                    let mut out = vec![Some(Totals::default()); plans.len()];
+                    sweep.walk_lanes(&plans, switch_penalty_ns, &mut out);
+                    for (slot, (plan, want)) in group.iter().enumerate() {
+                        assert_eq!(
+                            out[slot], *want,
+                            "K={k} group {c} lane {slot}: {plan:?} penalty {switch_penalty_ns}"
+                        );
+                    }
+                }
+            }
+            // and through the public entry, which routes sparse settings to the bitset walk
+            let rule = IntervalRule::WaitThenRun;
+            let settings: Vec<Setting> = [1e5, 3e6, 2e7, 4.9e7, 1e9]
+                .into_iter()
+                .flat_map(|v| {
+                    [4096u64, 64 << 10, 1 << 20].map(|size_bytes| Setting {
+                        value: v,
+                        size_bytes,
+                        cap_added_ns: None,
+                    })
+                })
+                .collect();
+            let many = sweep.totals_many(rule, &settings, &sim);
+            for (s, t) in settings.iter().zip(&many) {
+                assert_eq!(
+                    *t,
+                    sweep.totals(rule, s.value, s.size_bytes, &sim, None),
+                    "{s:?}"
+                );
+            }
+        }
+        assert!(exits > 10, "{exits} lanes over their caps");
     }
 }
 

@@ -27,6 +27,11 @@
 //! finer ripples cost at most one coarse step. A size whose every coarse
 //! setting breaks the budget is infeasible.
 //!
+//! Each thread keeps several sizes going, as many as the one-pass sweep
+//! walks together ([`fast::LANES`]), and evaluates their next settings in
+//! one pass; each size still takes exactly the steps it would alone
+//! (`SizeSearch`), so the answers do not depend on it.
+//!
 //! Simulations are shared between budgets: tuning `1ms,2ms,4ms` costs
 //! little more than tuning `1ms`, and because the best point of a smaller
 //! budget is in the cache, a larger budget never gets less throughput. The
@@ -47,7 +52,7 @@ pub mod recommend;
 mod sizes;
 
 pub use budget::Budget;
-pub use fast::FastSweep;
+pub use fast::{FastSweep, Setting};
 pub use ladder::{ladder, Step};
 pub use sizes::{default_sizes, log_spaced, parse_sizes};
 
@@ -285,8 +290,12 @@ impl<'a> Search<'a> {
 }
 
 impl Search<'_> {
-    /// Ladder indices of the coarse grid, most conservative first.
+    /// Ladder indices of the coarse grid, most conservative first (step
+    /// 0 alone when the policy has no knob: only sizes are tried).
     fn coarse(&self) -> Vec<usize> {
+        if self.ladder.is_empty() {
+            return vec![0];
+        }
         (0..self.ladder.len())
             .filter(|&i| self.ladder[i].coarse || i + 1 == self.ladder.len())
             .collect()
@@ -295,9 +304,6 @@ impl Search<'_> {
     /// Steps one budget's search takes at most for one size.
     fn max_steps(&self) -> u64 {
         let coarse = self.coarse();
-        if coarse.is_empty() {
-            return 1;
-        }
         let mut gap = coarse[0];
         for w in coarse.windows(2) {
             gap = gap.max(w[1] - w[0]);
@@ -338,34 +344,51 @@ impl Search<'_> {
         (spec, params, cfg)
     }
 
-    /// Evaluate ladder step `i` at `size`: by the one-pass sweep when the
-    /// search has one, else by simulating. `None`: the sweep stopped once
-    /// the delay added passed `cap_added_ns` (over every budget).
-    fn run(&self, size: u64, i: usize, cap_added_ns: Option<u128>) -> Result<Option<Choice>> {
-        let (spec, params, cfg) = self.setting(size, i);
-        let figures = match &self.fast {
-            Some((rule, sweep)) => {
-                let value = self.ladder.get(i).map_or(0.0, |s| s.value);
-                match sweep.totals(*rule, value, size, &cfg, cap_added_ns) {
-                    Some(t) => self.prep.figures(&t),
-                    None => return Ok(None),
-                }
-            }
-            None => {
-                let mut pol = policy::build(&spec)?;
-                let r = simulate(self.prep, pol.as_mut(), &cfg)?;
-                r.mean_figures()
-            }
+    /// Evaluate settings `(size, ladder step)`: by the one-pass sweep
+    /// when the search has one (several in one pass, [`FastSweep::totals_many`]),
+    /// else by simulating each. `None`: the sweep stopped once the delay
+    /// added passed `cap_added_ns` (over every budget).
+    fn run(&self, asks: &[(u64, usize)], cap_added_ns: u128) -> Vec<Result<Option<Choice>>> {
+        let choice = |size: u64, i: usize, figures: &MeanFigures| {
+            let (spec, params, cfg) = self.setting(size, i);
+            Choice::new(
+                self.entry.name,
+                spec,
+                params,
+                size,
+                cfg.bg_size_bytes,
+                figures,
+                self.knob.map(|_| self.ladder[i].text.clone()),
+            )
         };
-        Ok(Some(Choice::new(
-            self.entry.name,
-            spec,
-            params,
-            size,
-            cfg.bg_size_bytes,
-            &figures,
-            self.knob.map(|_| self.ladder[i].text.clone()),
-        )))
+        match &self.fast {
+            Some((rule, sweep)) => {
+                let settings: Vec<Setting> = asks
+                    .iter()
+                    .map(|&(size, i)| Setting {
+                        value: self.ladder.get(i).map_or(0.0, |s| s.value),
+                        size_bytes: size,
+                        cap_added_ns: Some(cap_added_ns),
+                    })
+                    .collect();
+                // the sweep reads only the service and the penalty from the run settings
+                let totals = sweep.totals_many(*rule, &settings, self.sim);
+                totals
+                    .iter()
+                    .zip(asks)
+                    .map(|(t, &(size, i))| Ok(t.map(|t| choice(size, i, &self.prep.figures(&t)))))
+                    .collect()
+            }
+            None => asks
+                .iter()
+                .map(|&(size, i)| {
+                    let (spec, _, cfg) = self.setting(size, i);
+                    let mut pol = policy::build(&spec)?;
+                    let r = simulate(self.prep, pol.as_mut(), &cfg)?;
+                    Ok(Some(choice(size, i, &r.mean_figures())))
+                })
+                .collect(),
+        }
     }
 
     /// Total added delay (ns) above which a setting breaks every budget:
@@ -381,74 +404,129 @@ impl Search<'_> {
             .fold(0.0, f64::max);
         (most * (1.0 + 1e-6)) as u128 + 1
     }
+}
 
-    /// Every budget at one size, sharing simulations.
-    fn size(
-        &self,
-        size: u64,
+/// Where one budget's search at one size stands (the order of the module docs).
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// Scanning the coarse grid: its `k`-th value next, and the most
+    /// aggressive feasible one so far.
+    Coarse { k: usize, last_ok: Option<usize> },
+    /// Bisecting between ladder steps `lo` (feasible) and `hi` (not).
+    Bisect { lo: usize, hi: usize },
+}
+
+/// One size's search for every budget, as a state machine: a thread keeps
+/// several sizes going and evaluates their next settings together (in one
+/// pass of the sweep), while each size takes exactly the steps it would
+/// alone.
+struct SizeSearch {
+    size: u64,
+    /// Ladder step → its figures (`None`: over every budget), shared
+    /// between budgets.
+    cache: HashMap<usize, Option<Choice>>,
+    /// The budget being searched.
+    budget: usize,
+    /// Settings this budget's search has asked for (cache hits included).
+    steps: u64,
+    phase: Phase,
+    /// Best feasible point and steps of each budget done.
+    done: Vec<(Option<Choice>, u64)>,
+}
+
+impl SizeSearch {
+    fn new(size: u64) -> SizeSearch {
+        SizeSearch {
+            size,
+            cache: HashMap::new(),
+            budget: 0,
+            steps: 0,
+            phase: Phase::Coarse {
+                k: 0,
+                last_ok: None,
+            },
+            done: Vec::new(),
+        }
+    }
+
+    /// Go on through settings already evaluated; the ladder step the search
+    /// needs next, or `None` once every budget is done.
+    fn next(
+        &mut self,
+        coarse: &[usize],
         budgets: &[Budget],
-        sims: &AtomicU64,
+        max_steps: u64,
         tick: &dyn Fn(u64),
-    ) -> Result<Vec<(Option<Choice>, u64)>> {
-        // ladder step → its figures (`None`: over every budget)
-        let mut cache: HashMap<usize, Option<Choice>> = HashMap::new();
-        let cap = self.cap_added_ns(budgets);
-        let mut out = Vec::new();
-        for b in budgets {
-            let mut steps = 0u64;
-            // simulate step i (once per size), then say if it meets the budget
-            let mut meets = |i: usize| -> Result<bool> {
-                steps += 1;
-                tick(1);
-                if let std::collections::hash_map::Entry::Vacant(v) = cache.entry(i) {
-                    sims.fetch_add(1, Ordering::Relaxed);
-                    v.insert(self.run(size, i, Some(cap))?);
-                }
-                Ok(cache[&i]
-                    .as_ref()
-                    .is_some_and(|c| b.meets_means(c.fg_slowdown, c.fg_mean_added_delay_s)))
+    ) -> Option<usize> {
+        loop {
+            let b = budgets.get(self.budget)?;
+            let want = match self.phase {
+                Phase::Coarse { k, .. } => coarse.get(k).copied(),
+                Phase::Bisect { lo, hi } => (hi - lo > 1).then(|| lo + (hi - lo) / 2),
             };
-            if self.ladder.is_empty() {
-                meets(0)?;
-            } else {
-                // (1) the coarse grid, in full
-                let coarse = self.coarse();
-                let mut last_ok = None;
-                for (k, &i) in coarse.iter().enumerate() {
-                    if meets(i)? {
-                        last_ok = Some(k);
-                    }
-                }
+            let Some(i) = want else {
                 // (2) bisect from the most aggressive feasible coarse value
                 // to the next one (invariant: lo feasible, hi not)
-                if let Some(k) = last_ok.filter(|&k| k + 1 < coarse.len()) {
-                    let (mut lo, mut hi) = (coarse[k], coarse[k + 1]);
-                    while hi - lo > 1 {
-                        let mid = lo + (hi - lo) / 2;
-                        if meets(mid)? {
-                            lo = mid;
-                        } else {
-                            hi = mid;
-                        }
+                if let Phase::Coarse { last_ok, .. } = self.phase {
+                    if let Some(k) = last_ok.filter(|&k| k + 1 < coarse.len()) {
+                        self.phase = Phase::Bisect {
+                            lo: coarse[k],
+                            hi: coarse[k + 1],
+                        };
+                        continue;
                     }
                 }
-            }
-            tick(self.max_steps().saturating_sub(steps));
-            // the best feasible point seen at this size (see the module docs)
-            let best = cache
-                .iter()
-                .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
-                .filter(|(_, c)| b.meets_means(c.fg_slowdown, c.fg_mean_added_delay_s))
-                .max_by(|(i, a), (j, c)| {
-                    a.bg_throughput_bytes_per_s
-                        .total_cmp(&c.bg_throughput_bytes_per_s)
-                        .then(c.fg_mean_added_delay_s.total_cmp(&a.fg_mean_added_delay_s))
-                        .then(j.cmp(i))
-                })
-                .map(|(_, c)| c.clone());
-            out.push((best, steps));
+                self.finish_budget(b, max_steps, tick);
+                continue;
+            };
+            let ok = match self.cache.get(&i) {
+                None => return Some(i),
+                Some(c) => c
+                    .as_ref()
+                    .is_some_and(|c| b.meets_means(c.fg_slowdown, c.fg_mean_added_delay_s)),
+            };
+            self.steps += 1;
+            tick(1);
+            self.phase = match self.phase {
+                // (1) the coarse grid, in full
+                Phase::Coarse { k, last_ok } => Phase::Coarse {
+                    k: k + 1,
+                    last_ok: if ok { Some(k) } else { last_ok },
+                },
+                Phase::Bisect { lo, hi } => {
+                    if ok {
+                        Phase::Bisect { lo: i, hi }
+                    } else {
+                        Phase::Bisect { lo, hi: i }
+                    }
+                }
+            };
         }
-        Ok(out)
+    }
+
+    /// Budget `b` is searched: keep its best point, start the next budget.
+    fn finish_budget(&mut self, b: &Budget, max_steps: u64, tick: &dyn Fn(u64)) {
+        tick(max_steps.saturating_sub(self.steps));
+        // the best feasible point seen at this size (see the module docs)
+        let best = self
+            .cache
+            .iter()
+            .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
+            .filter(|(_, c)| b.meets_means(c.fg_slowdown, c.fg_mean_added_delay_s))
+            .max_by(|(i, a), (j, c)| {
+                a.bg_throughput_bytes_per_s
+                    .total_cmp(&c.bg_throughput_bytes_per_s)
+                    .then(c.fg_mean_added_delay_s.total_cmp(&a.fg_mean_added_delay_s))
+                    .then(j.cmp(i))
+            })
+            .map(|(_, c)| c.clone());
+        self.done.push((best, self.steps));
+        self.budget += 1;
+        self.steps = 0;
+        self.phase = Phase::Coarse {
+            k: 0,
+            last_ok: None,
+        };
     }
 }
 
@@ -498,24 +576,67 @@ pub fn tune(
     type SizeResult = Result<Vec<(Option<Choice>, u64)>>;
     let results: Mutex<Vec<Option<SizeResult>>> =
         Mutex::new((0..cfg.sizes.len()).map(|_| None).collect());
+    let coarse = search.coarse();
+    let max_steps = search.max_steps();
+    let cap = search.cap_added_ns(&cfg.budgets);
+    // sizes each thread keeps going: as many as the sweep walks in one pass
+    let lanes = if search.fast.is_some() {
+        fast::LANES
+    } else {
+        1
+    };
     std::thread::scope(|s| {
         for _ in 0..cfg.threads.clamp(1, cfg.sizes.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&size) = cfg.sizes.get(i) else {
-                    break;
-                };
-                let r = if excluded(size) {
-                    tick(per_size);
-                    Ok(Vec::new())
-                } else {
-                    search.size(size, &cfg.budgets, &sims, &tick)
-                };
-                let failed = r.is_err();
-                results.lock().expect("no panics")[i] = Some(r);
-                if failed {
-                    // stop handing out sizes; the error is reported below
-                    next.store(cfg.sizes.len(), Ordering::Relaxed);
+            s.spawn(|| {
+                // (index in cfg.sizes, its search)
+                let mut going: Vec<(usize, SizeSearch)> = Vec::new();
+                loop {
+                    while going.len() < lanes {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&size) = cfg.sizes.get(i) else {
+                            break;
+                        };
+                        if excluded(size) {
+                            tick(per_size);
+                            results.lock().expect("no panics")[i] = Some(Ok(Vec::new()));
+                        } else {
+                            going.push((i, SizeSearch::new(size)));
+                        }
+                    }
+                    if going.is_empty() {
+                        break;
+                    }
+                    // each size's next setting (asks[g] for going[g]); finished sizes leave
+                    let mut asks = Vec::with_capacity(going.len());
+                    let mut g = 0;
+                    while g < going.len() {
+                        match going[g].1.next(&coarse, &cfg.budgets, max_steps, &tick) {
+                            Some(step) => {
+                                asks.push((going[g].1.size, step));
+                                g += 1;
+                            }
+                            None => {
+                                let (i, done) = going.swap_remove(g);
+                                results.lock().expect("no panics")[i] = Some(Ok(done.done));
+                            }
+                        }
+                    }
+                    sims.fetch_add(asks.len() as u64, Ordering::Relaxed);
+                    let evaluated = search.run(&asks, cap);
+                    // backwards, so that a failed size's removal moves only sizes already fed
+                    for (g, r) in evaluated.into_iter().enumerate().rev() {
+                        match r {
+                            Ok(c) => {
+                                going[g].1.cache.insert(asks[g].1, c);
+                            }
+                            Err(e) => {
+                                let (i, _) = going.swap_remove(g);
+                                results.lock().expect("no panics")[i] = Some(Err(e));
+                                // stop handing out sizes; the error is reported below
+                                next.store(cfg.sizes.len(), Ordering::Relaxed);
+                            }
+                        }
+                    }
                 }
             });
         }

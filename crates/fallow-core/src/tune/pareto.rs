@@ -114,7 +114,8 @@ pub fn pareto(
             s.spawn(|| loop {
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&i) = steps.get(k) else { break };
-                let r = search.run(size, i, None).map(|c| {
+                let r = search.run(&[(size, i)], u128::MAX);
+                let r = r.into_iter().next().expect("one setting asked").map(|c| {
                     let c = c.expect("no cap, so always evaluated");
                     ParetoPoint {
                         spec: c.spec,

@@ -2,13 +2,14 @@
 //! settings its totals and figures equal a simulation's to the bit, for
 //! every policy that declares an interval rule, on a recorded trace and on
 //! synthetic ones, with and without a switch penalty (a penalty larger
-//! than a service time takes the sweep's slow path); and `tune` gives the
-//! same answers whichever way it evaluates.
+//! than a service time takes the sweep's slow path), one setting at a time
+//! and several in one pass (the multi-lane walk, lanes leaving at their
+//! caps); and `tune` gives the same answers whichever way it evaluates.
 
 use fallow_core::policy;
-use fallow_core::sim::{simulate, BgService, Prepared, SimConfig};
+use fallow_core::sim::{simulate, BgService, Prepared, SimConfig, SimResult, Totals};
 use fallow_core::trace::{read_trace, ReadOptions};
-use fallow_core::tune::{self, Budget, FastSweep, TuneConfig};
+use fallow_core::tune::{self, Budget, FastSweep, Setting, TuneConfig};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::ServiceModel;
 use std::path::Path;
@@ -75,14 +76,32 @@ fn samples() -> Vec<(&'static str, Vec<f64>)> {
     ]
 }
 
+/// The sweep's totals `t` are the simulation `r`'s, to the bit.
+fn same(prep: &Prepared, t: &Totals, r: &SimResult, at: &str) {
+    assert_eq!(prep.figures(t), r.mean_figures(), "{at}");
+    assert_eq!(t.collisions, r.fg.collisions, "{at}");
+    assert_eq!(t.delayed_requests, r.fg.delayed_requests, "{at}");
+    assert_eq!(t.bg_completed, r.bg.completed, "{at}");
+    assert_eq!(t.bg_bytes, r.bg.bytes, "{at}");
+    assert_eq!(t.idle_intervals, r.idle_intervals, "{at}");
+    assert_eq!(
+        (t.bg_busy_ns + t.bg_overrun_ns) as f64 / 1e9,
+        r.bg.busy_s,
+        "{at}"
+    );
+}
+
 fn check(prep: &Prepared, what: &str) {
     let mut checked = 0;
+    let mut exits = 0;
     for sim in configs() {
         let sweep = FastSweep::new(prep, &sim).expect("deterministic service, endless work");
         for (name, values) in samples() {
             let entry = policy::entry(name).unwrap();
             let rule = entry.interval_rule.expect("declares a rule");
             let knob = entry.knob.unwrap().name;
+            // (setting, where, simulation, single-lane totals)
+            let mut runs = Vec::new();
             for &v in &values {
                 for size in [4096u64, 64 << 10, 1 << 20] {
                     let text = if name == "oracle" {
@@ -101,17 +120,7 @@ fn check(prep: &Prepared, what: &str) {
                         "{what}: {spec} size {size} penalty {}",
                         sim.switch_penalty_ns
                     );
-                    assert_eq!(prep.figures(&t), r.mean_figures(), "{at}");
-                    assert_eq!(t.collisions, r.fg.collisions, "{at}");
-                    assert_eq!(t.delayed_requests, r.fg.delayed_requests, "{at}");
-                    assert_eq!(t.bg_completed, r.bg.completed, "{at}");
-                    assert_eq!(t.bg_bytes, r.bg.bytes, "{at}");
-                    assert_eq!(t.idle_intervals, r.idle_intervals, "{at}");
-                    assert_eq!(
-                        (t.bg_busy_ns + t.bg_overrun_ns) as f64 / 1e9,
-                        r.bg.busy_s,
-                        "{at}"
-                    );
+                    same(prep, &t, &r, &at);
                     // a cap stops the walk exactly when the total passes it
                     if t.added_ns > 0 {
                         assert!(sweep
@@ -119,12 +128,52 @@ fn check(prep: &Prepared, what: &str) {
                             .is_none());
                         assert_eq!(sweep.totals(rule, v, size, &cfg, Some(t.added_ns)), Some(t));
                     }
+                    let setting = Setting {
+                        value: v,
+                        size_bytes: size,
+                        cap_added_ns: None,
+                    };
+                    runs.push((setting, at, r, t));
                     checked += 1;
+                }
+            }
+            // several settings in one pass (the multi-lane walk for those
+            // that use many intervals): the same totals, uncapped and with
+            // caps that stop lanes at different points or just do not
+            for k in [1, 2, 3, 4, 5, 8] {
+                for (c, chunk) in runs.chunks(k).enumerate() {
+                    let settings: Vec<Setting> = chunk.iter().map(|run| run.0).collect();
+                    let many = sweep.totals_many(rule, &settings, &sim);
+                    for ((_, at, r, t), m) in chunk.iter().zip(&many) {
+                        let m = m.expect("no cap");
+                        same(prep, &m, r, &format!("{at}, {k} at once"));
+                        assert_eq!(m, *t, "{at}, {k} at once");
+                    }
+                    let capped: Vec<Setting> = chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(l, (s, _, _, t))| Setting {
+                            cap_added_ns: Some(match (l + c) % 3 {
+                                0 => t.added_ns.saturating_sub(1),
+                                1 => t.added_ns,
+                                _ => t.added_ns / 2,
+                            }),
+                            ..*s
+                        })
+                        .collect();
+                    let many = sweep.totals_many(rule, &capped, &sim);
+                    for (s, (m, (_, at, _, t))) in capped.iter().zip(many.iter().zip(chunk)) {
+                        let cap = s.cap_added_ns.unwrap();
+                        let want = (t.added_ns <= cap).then_some(*t);
+                        exits += want.is_none() as usize;
+                        assert_eq!(*m, want, "{at}, {k} at once, cap {cap}");
+                    }
                 }
             }
         }
     }
     assert!(checked > 100);
+    assert!(exits > 100, "{exits} settings over their caps");
 }
 
 #[test]
@@ -162,17 +211,24 @@ fn tune_gives_the_same_answers_by_sweep_and_by_simulation() {
         cfg.sizes = tune::parse_sizes("16KiB..2MiB/8").unwrap();
         cfg.max_delay_ns = Some(25_000_000);
         cfg.threads = 2;
-        let fast = tune::tune(&prep, policy, sim, &cfg, &|_, _| {}).unwrap();
         cfg.fast = false;
         let slow = tune::tune(&prep, policy, sim, &cfg, &|_, _| {}).unwrap();
-        assert_eq!(fast.method, "sweep", "{policy}");
         assert_eq!(slow.method, "simulation", "{policy}");
-        assert_eq!(
-            serde_json::to_string(&fast.budgets).unwrap(),
-            serde_json::to_string(&slow.budgets).unwrap(),
-            "{policy}"
-        );
-        assert!(fast.budgets.iter().any(|b| b.best.is_some()), "{policy}");
+        // one thread keeps several sizes going, joining as others finish;
+        // two threads split them
+        for threads in [1, 2] {
+            cfg.fast = true;
+            cfg.threads = threads;
+            let fast = tune::tune(&prep, policy, sim, &cfg, &|_, _| {}).unwrap();
+            assert_eq!(fast.method, "sweep", "{policy}");
+            assert_eq!(
+                serde_json::to_string(&fast.budgets).unwrap(),
+                serde_json::to_string(&slow.budgets).unwrap(),
+                "{policy}, {threads} threads"
+            );
+            assert_eq!(fast.simulations, slow.simulations, "{policy}");
+            assert!(fast.budgets.iter().any(|b| b.best.is_some()), "{policy}");
+        }
     }
     // a fixed parameter besides the knob and size, or exponential service: simulated
     let exp = SimConfig::default();
