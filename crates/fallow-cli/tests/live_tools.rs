@@ -10,7 +10,7 @@ use common::{fallow, need_root, run_tool, stderr, BIN};
 use serde_json::Value;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -127,6 +127,23 @@ fn can_emulate(test: &str) -> bool {
     true
 }
 
+/// A temporary directory with an image of `image_bytes` and an empty
+/// mountpoint, and the cleanup that unmounts it (and, once set, stops the
+/// server and detaches the loop device) whatever the test does.
+fn emu_scaffold(image_bytes: u64) -> (tempfile::TempDir, PathBuf, PathBuf, Cleanup) {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("disk.img");
+    File::create(&img).unwrap().set_len(image_bytes).unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let cleanup = Cleanup {
+        pid: None,
+        loop_dev: None,
+        mnt: mnt.canonicalize().unwrap().to_str().unwrap().to_string(),
+    };
+    (dir, img, mnt, cleanup)
+}
+
 #[test]
 fn emulated_disk_loop_device_record_and_analyze() {
     let name = "emulated_disk_loop_device_record_and_analyze";
@@ -137,17 +154,8 @@ fn emulated_disk_loop_device_record_and_analyze() {
         eprintln!("SKIP {name}: no losetup");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("disk.img");
-    File::create(&img).unwrap().set_len(64 << 20).unwrap();
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
+    let (dir, img, mnt, mut cleanup) = emu_scaffold(64 << 20);
     let stat_file = dir.path().join("stat");
-    let mut cleanup = Cleanup {
-        pid: None,
-        loop_dev: None,
-        mnt: mnt.canonicalize().unwrap().to_str().unwrap().to_string(),
-    };
 
     // detached: returns once mounted, the ready line names the disk
     let o = fallow(&[
@@ -288,16 +296,7 @@ fn scrub_reports_exactly_the_sectors_the_emulated_disk_fails() {
     if !can_emulate(name) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("disk.img");
-    File::create(&img).unwrap().set_len(8 << 20).unwrap();
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let mut cleanup = Cleanup {
-        pid: None,
-        loop_dev: None,
-        mnt: mnt.canonicalize().unwrap().to_str().unwrap().to_string(),
-    };
+    let (dir, img, mnt, mut cleanup) = emu_scaffold(8 << 20);
     // sectors 1000-1007 (one 4 KiB block), 5000 alone, and 12000-12001
     let o = fallow(&[
         "emulate-disk",
