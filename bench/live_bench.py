@@ -564,36 +564,32 @@ def load_msr_cut(
     `runtime_s`, mapped onto the device: sizes rounded up to the alignment
     (at most REPLAY_MAX_BYTES), offsets scaled from the cut's span onto
     the device and aligned."""
-    # offsets scaled, not wrapped: the volume's locality (a hot region
-    # holds a quarter of the cut's requests) is what an HDD's seeks feel
-    span = 1
-    with open(trace) as f:
-        for line in f:
-            fields = line.split()
-            with contextlib.suppress(IndexError, ValueError):
-                span = max(span, int(fields[2]) + int(fields[3]))
-    events = []
-    t0 = None
+    requests = []  # (t_ms, offset, size), read once
     with open(trace) as f:
         for n, line in enumerate(f, 1):
             fields = line.split()
             if not fields:
                 continue
             try:
-                t_ms, off, size = float(fields[0]), int(fields[2]), int(fields[3])
+                requests.append((float(fields[0]), int(fields[2]), int(fields[3])))
             except (IndexError, ValueError):
                 raise BenchError(
                     f"{trace}:{n}: want `t_ms dev offset_bytes size_bytes op`, got {line.strip()!r}"
                 ) from None
-            t0 = t_ms if t0 is None else t0
-            at_ns = round((t_ms - t0 - start_s * 1e3) * 1e6)
-            if at_ns < 0:
-                continue
-            if at_ns >= runtime_s * 1e9:
-                break
-            size = min(REPLAY_MAX_BYTES, max(REPLAY_ALIGN, -(-size // REPLAY_ALIGN) * REPLAY_ALIGN))
-            room = (dev_bytes - size) // REPLAY_ALIGN
-            events.append((at_ns, off * room // span * REPLAY_ALIGN, size))
+    # offsets scaled, not wrapped: the volume's locality (a hot region
+    # holds a quarter of the cut's requests) is what an HDD's seeks feel
+    span = max((off + size for _, off, size in requests), default=1)
+    events = []
+    t0 = requests[0][0] if requests else 0.0
+    for t_ms, off, size in requests:
+        at_ns = round((t_ms - t0 - start_s * 1e3) * 1e6)
+        if at_ns < 0:
+            continue
+        if at_ns >= runtime_s * 1e9:
+            break
+        size = min(REPLAY_MAX_BYTES, max(REPLAY_ALIGN, -(-size // REPLAY_ALIGN) * REPLAY_ALIGN))
+        room = (dev_bytes - size) // REPLAY_ALIGN
+        events.append((at_ns, off * room // span * REPLAY_ALIGN, size))
     if not events:
         raise BenchError(f"{trace}: no requests")
     return events
