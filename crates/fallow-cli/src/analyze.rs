@@ -8,6 +8,8 @@ use crate::output::{self, Source};
 use anyhow::Result;
 use clap::Args;
 use fallow_core::{characterize, Characterization, CharacterizeOptions, ServiceModel};
+use crate::atomic::OverwriteArg;
+use fallow_core::outpath::OutputKind;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `fallow analyze`.
@@ -49,10 +51,18 @@ pub struct AnalyzeArgs {
 
     #[command(flatten)]
     pub read: ReadArgs,
+
+    #[command(flatten)]
+    pub out: OverwriteArg,
 }
 
 /// Run `fallow analyze`.
 pub fn run(args: AnalyzeArgs) -> Result<()> {
+    // a report that would overwrite the trace or a device fails before the work
+    if let Some(p) = &args.html {
+        let guard = args.out.guard([args.trace.as_path()]);
+        crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
+    }
     let trace = input::read(&args.trace, &args.read)?;
     let selected = input::select_device(trace, args.device)?;
     let opts = CharacterizeOptions {

@@ -18,6 +18,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use crate::atomic::OverwriteArg;
+use fallow_core::outpath::OutputKind;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -55,6 +57,9 @@ pub struct CompareArgs {
 
     #[command(flatten)]
     pub bg: BgArgs,
+
+    #[command(flatten)]
+    pub out: OverwriteArg,
 }
 
 /// The default line-up: every registered policy with default parameters,
@@ -70,6 +75,10 @@ pub fn default_specs() -> Vec<String> {
 
 /// Run `fallow compare`.
 pub fn run(args: CompareArgs) -> Result<()> {
+    if let Some(p) = &args.html {
+        let guard = args.out.guard(args.input.trace.as_deref());
+        crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
+    }
     let explicit = !args.policies.is_empty();
     let specs = if explicit {
         args.policies.clone()

@@ -4,7 +4,8 @@
 
 use crate::human::{bytes, count};
 use crate::input::{self, ReadArgs};
-use crate::BadInput;
+use crate::atomic::OverwriteArg;
+use fallow_core::outpath::OutputKind;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -24,17 +25,15 @@ pub struct ConvertArgs {
 
     #[command(flatten)]
     pub read: ReadArgs,
+
+    #[command(flatten)]
+    pub out: OverwriteArg,
 }
 
 /// Run `fallow convert`.
 pub fn run(args: ConvertArgs) -> Result<()> {
-    if same_file(&args.trace, &args.output) {
-        return Err(BadInput(format!(
-            "{}: the output would overwrite the input; choose another -o",
-            args.output.display()
-        ))
-        .into());
-    }
+    let guard = args.out.guard([args.trace.as_path()]);
+    crate::atomic::check(&guard, &args.output, OutputKind::FallowBin, "-o")?;
     let trace = input::read(&args.trace, &args.read)?;
     crate::atomic::write_atomically(&args.output, |w| {
         fallow_core::trace::write_fallow_bin(&trace, w)?;
@@ -57,10 +56,3 @@ pub fn run(args: ConvertArgs) -> Result<()> {
     Ok(())
 }
 
-/// Whether two paths name the same existing file.
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
-    }
-}

@@ -21,6 +21,8 @@ use fallow_core::sim::BgService;
 use fallow_core::ServiceModel;
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use crate::atomic::OverwriteArg;
+use fallow_core::outpath::OutputKind;
 
 /// Arguments of `fallow energy`.
 #[derive(Debug, Args)]
@@ -162,6 +164,9 @@ pub struct EnergyArgs {
 
     #[command(flatten)]
     pub read: ReadArgs,
+
+    #[command(flatten)]
+    pub out: OverwriteArg,
 }
 
 /// `--remote`.
@@ -196,6 +201,12 @@ fn parse_positive_bytes(s: &str) -> Result<u64, String> {
 
 /// Run `fallow energy`.
 pub fn run(args: EnergyArgs) -> Result<()> {
+    if let Some(p) = &args.html {
+        let guard = args
+            .out
+            .guard([Some(args.trace.as_path()), args.power.as_deref()].into_iter().flatten());
+        crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
+    }
     let policies = if args.policies.is_empty() {
         energy::default_policies()
     } else {

@@ -15,6 +15,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use crate::atomic::OverwriteArg;
+use fallow_core::outpath::OutputKind;
 
 /// Arguments of `fallow pareto`.
 #[derive(Debug, Args)]
@@ -51,10 +53,17 @@ pub struct ParetoArgs {
 
     #[command(flatten)]
     pub bg: BgArgs,
+
+    #[command(flatten)]
+    pub out: OverwriteArg,
 }
 
 /// Run `fallow pareto`.
 pub fn run(args: ParetoArgs) -> Result<()> {
+    if let Some(p) = &args.html {
+        let guard = args.out.guard(args.input.trace.as_deref());
+        crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
+    }
     let policies: Vec<String> = if args.policy.is_empty() {
         policy::registry()
             .iter()

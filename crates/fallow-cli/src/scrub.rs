@@ -162,6 +162,9 @@ pub struct ScrubArgs {
     /// Also print the monitor's CPU cost and the driver's counts.
     #[arg(long, short = 'v')]
     pub verbose: bool,
+
+    #[command(flatten)]
+    pub out: crate::atomic::OverwriteArg,
 }
 
 /// `--order`.
@@ -243,6 +246,7 @@ struct Settings {
     policy_from: &'static str,
     size: Option<u64>,
     tuned_size: Option<u64>,
+    tuned_path: Option<PathBuf>,
     order: Option<Order>,
     bg_service: Option<BgService>,
     max_rate: Option<f64>,
@@ -317,6 +321,7 @@ fn settings(a: &ScrubArgs) -> Result<Settings> {
         policy_from,
         size,
         tuned_size: tuned.as_ref().map(|t| t.request_size_bytes),
+        tuned_path: a.tuned.clone().or(sc.tuned.clone()).or(live.tuned.clone()),
         order,
         bg_service: tuned.as_ref().and_then(|t| t.bg_service),
         max_rate,
@@ -484,6 +489,16 @@ pub fn run(args: ScrubArgs) -> Result<()> {
             checkpoint_path: checkpoint_path.clone(),
             checkpoint_interval_ns: s.checkpoint_interval_ns,
             log_path: s.log.clone(),
+            // the target is added by the scrubber
+            outputs: args.out.guard(
+                [
+                    args.config.as_deref(),
+                    s.tuned_path.as_deref(),
+                    Some(Path::new(&s.monitor)),
+                ]
+                .into_iter()
+                .flatten(),
+            ),
         },
         if args.resume {
             Resume::Yes

@@ -31,6 +31,7 @@ use crate::clock::monotonic_ns;
 use crate::driver::{BgExecutor, Step};
 use crate::error::{Error, Result};
 use crate::monitor::OwnCounters;
+use fallow_core::outpath::{OutputGuard, OutputKind};
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -60,6 +61,11 @@ pub struct ScrubConfig {
     pub checkpoint_interval_ns: u64,
     /// Append one JSON line per completed request to this file.
     pub log_path: Option<PathBuf>,
+    /// The command's other inputs (config, tune result) and whether the
+    /// user forces replacing files; the target is added here. The
+    /// checkpoint and the log pass it before anything is written
+    /// ([`fallow_core::outpath`]).
+    pub outputs: OutputGuard,
 }
 
 /// How to treat an existing checkpoint.
@@ -192,6 +198,23 @@ impl Scrubber {
             return Err(Error::invalid("--regions", "must be at least 1"));
         }
         let plan = Plan::new(target.size_bytes, size, cfg.order);
+        // nothing is written (not even the lock) before the outputs pass:
+        // never the target or another input, a device node, a directory,
+        // or a file that is not a checkpoint (a log) unless forced
+        let guard = cfg.outputs.clone().input(&target.path);
+        guard.check(&cfg.checkpoint_path, OutputKind::Checkpoint, "--checkpoint")?;
+        if let Some(log) = &cfg.log_path {
+            guard
+                .clone()
+                .input(&cfg.checkpoint_path)
+                .check(log, OutputKind::ScrubLog, "--log")?;
+            if std::path::absolute(log).ok() == std::path::absolute(&cfg.checkpoint_path).ok() {
+                return Err(Error::invalid(
+                    "--log",
+                    format!("{}: is the checkpoint too; give them different paths", log.display()),
+                ));
+            }
+        }
         let lock = checkpoint::lock(&cfg.checkpoint_path)?;
         let existing = match resume {
             Resume::Restart => None,
@@ -259,7 +282,7 @@ impl Scrubber {
             window_reported: false,
             _lock: lock,
         };
-        s.ck.runs += 1;
+        s.ck.runs = s.ck.runs.saturating_add(1);
         if s.ck.segments == 0 {
             s.ck.complete = true;
         }
@@ -382,7 +405,7 @@ impl BgExecutor for Scrubber {
         );
         self.ck.next_visit += n;
         self.ck.scrubbed_bytes += len;
-        self.ck.requests += v.requests;
+        self.ck.requests = self.ck.requests.saturating_add(v.requests);
         self.run_bytes += len;
         self.run_requests += v.requests;
         self.run_retries += v.retries;
@@ -475,6 +498,7 @@ mod tests {
             checkpoint_path: dir.path().join("ck.json"),
             checkpoint_interval_ns: 0,
             log_path: Some(log.clone()),
+            outputs: OutputGuard::default(),
         };
         Fixture {
             _dir: dir,
