@@ -2,14 +2,14 @@
 //! busy periods, burstiness, hazard rates, periodicity — as a terminal
 //! summary, a JSON document (`--json`) or an HTML report (`--html`).
 
+use crate::atomic::OverwriteArg;
 use crate::findings::{findings, Finding};
 use crate::input::{self, ReadArgs};
 use crate::output::{self, Source};
 use anyhow::Result;
 use clap::Args;
-use fallow_core::{characterize, Characterization, CharacterizeOptions, ServiceModel};
-use crate::atomic::OverwriteArg;
 use fallow_core::outpath::OutputKind;
+use fallow_core::{characterize, Characterization, CharacterizeOptions, ServiceModel};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `fallow analyze`.

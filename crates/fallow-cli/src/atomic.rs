@@ -56,9 +56,7 @@ pub fn write_atomically(
     match (result, failure) {
         (Ok(()), _) => Ok(()),
         (Err(_), Some(e)) => Err(e.context(format!("cannot write {}", path.display()))),
-        (Err(e), None) => {
-            Err(e).with_context(|| format!("cannot write {}", path.display()))
-        }
+        (Err(e), None) => Err(e).with_context(|| format!("cannot write {}", path.display())),
     }
 }
 

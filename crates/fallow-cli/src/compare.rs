@@ -7,19 +7,19 @@
 //! Policies run in parallel, one per thread, each with the same seed, so a
 //! policy's row is the same whatever else is compared with it.
 
+use crate::atomic::OverwriteArg;
 use crate::human::{count, num, pct, secs};
 use crate::output::{self, Style};
 use crate::simulate::{build_policy, prepare, signed_pct, BgArgs, Input, InputArgs, Run};
 use anyhow::Result;
 use clap::Args;
+use fallow_core::outpath::OutputKind;
 use fallow_core::policy::{self, Policy};
 use fallow_core::sim::{simulate, Prepared, SimConfig, SimResult};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use crate::atomic::OverwriteArg;
-use fallow_core::outpath::OutputKind;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 

@@ -2,12 +2,12 @@
 //! which `fallow analyze` detects by its magic bytes and loads far faster
 //! than re-parsing text. The output is written atomically.
 
+use crate::atomic::OverwriteArg;
 use crate::human::{bytes, count};
 use crate::input::{self, ReadArgs};
-use crate::atomic::OverwriteArg;
-use fallow_core::outpath::OutputKind;
 use anyhow::Result;
 use clap::Args;
+use fallow_core::outpath::OutputKind;
 use std::path::PathBuf;
 
 /// Arguments of `fallow convert`.
@@ -55,4 +55,3 @@ pub fn run(args: ConvertArgs) -> Result<()> {
     );
     Ok(())
 }
-

@@ -4,16 +4,16 @@
 //! the HTML report and the JSON next to it.
 
 use crate::analyze::present;
+use crate::atomic::OverwriteArg;
 use crate::findings::findings;
 use crate::human::{count, num, pct, secs};
 use crate::output::Source;
 use anyhow::{Context, Result};
 use clap::Args;
+use fallow_core::outpath::OutputKind;
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::{characterize, CharacterizeOptions, ServiceModel};
 use std::path::PathBuf;
-use crate::atomic::OverwriteArg;
-use fallow_core::outpath::OutputKind;
 use std::time::Instant;
 
 /// Size of every demo request.

@@ -4,6 +4,7 @@
 //! disk sleeps (the SARD seed's Tables V and VI, Figures 8 and 9): a table
 //! per figure, `--json`, and `--html` with the seed's plots.
 
+use crate::atomic::OverwriteArg;
 use crate::human::{bytes, count, num, pct, secs};
 use crate::input::{self, ReadArgs};
 use crate::output::{self, describe_model, Style};
@@ -17,12 +18,11 @@ use fallow_core::energy::{
 /// What was simulated, for the tables, JSON and HTML (in the core, shared
 /// with the Python binding).
 pub use fallow_core::energy::{EnergyReport, InputInfo};
+use fallow_core::outpath::OutputKind;
 use fallow_core::sim::BgService;
 use fallow_core::ServiceModel;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use crate::atomic::OverwriteArg;
-use fallow_core::outpath::OutputKind;
 
 /// Arguments of `fallow energy`.
 #[derive(Debug, Args)]
@@ -202,9 +202,11 @@ fn parse_positive_bytes(s: &str) -> Result<u64, String> {
 /// Run `fallow energy`.
 pub fn run(args: EnergyArgs) -> Result<()> {
     if let Some(p) = &args.html {
-        let guard = args
-            .out
-            .guard([Some(args.trace.as_path()), args.power.as_deref()].into_iter().flatten());
+        let guard = args.out.guard(
+            [Some(args.trace.as_path()), args.power.as_deref()]
+                .into_iter()
+                .flatten(),
+        );
         crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
     }
     let policies = if args.policies.is_empty() {

@@ -3,20 +3,20 @@
 //! throughput against mean added FG delay. A table, `--json` (a list of the
 //! core's `Front`s) or an HTML page with one line per policy.
 
+use crate::atomic::OverwriteArg;
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
 use crate::simulate::{prepare, BgArgs, InputArgs};
 use crate::tune::threads;
 use anyhow::{Context, Result};
 use clap::Args;
+use fallow_core::outpath::OutputKind;
 use fallow_core::policy;
 use fallow_core::tune::pareto::{pareto, Front};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use crate::atomic::OverwriteArg;
-use fallow_core::outpath::OutputKind;
 
 /// Arguments of `fallow pareto`.
 #[derive(Debug, Args)]

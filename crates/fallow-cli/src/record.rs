@@ -4,17 +4,17 @@
 //! times. Runs for `--duration` or until Ctrl-C/SIGTERM; the trace file is
 //! written atomically at the end, and the private trace instance removed.
 
+use crate::atomic::OverwriteArg;
 use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::Args;
+use fallow_core::outpath::OutputKind;
 use fallow_record::{write_msr, Device, Op, Recorder};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-use crate::atomic::OverwriteArg;
-use fallow_core::outpath::OutputKind;
 
 /// Arguments of `fallow record`.
 #[derive(Debug, Args)]

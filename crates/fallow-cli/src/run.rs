@@ -379,10 +379,17 @@ fn run(args: RunArgs) -> Result<i32> {
     let s = settings(&args)?;
     // the report must not replace an input or a device, found out at the end
     if let Some(p) = &s.report {
-        let guard = args
-            .out
-            .guard([args.config.as_deref(), args.tuned.as_deref()].into_iter().flatten());
-        crate::atomic::check(&guard, p, fallow_core::outpath::OutputKind::JsonReport, "--report")?;
+        let guard = args.out.guard(
+            [args.config.as_deref(), args.tuned.as_deref()]
+                .into_iter()
+                .flatten(),
+        );
+        crate::atomic::check(
+            &guard,
+            p,
+            fallow_core::outpath::OutputKind::JsonReport,
+            "--report",
+        )?;
     }
     let driver_cfg = DriverConfig {
         // a BG request is a slice of the command's time, whatever its size

@@ -200,11 +200,9 @@ pub fn recognise(path: &Path, kind: OutputKind) -> io::Result<bool> {
         OutputKind::ScrubLog => {
             let first = bytes.split(|&b| b == b'\n').next().unwrap_or(&[]);
             match serde_json::from_slice::<serde_json::Value>(first) {
-                Ok(serde_json::Value::Object(m)) => {
-                    ["first_byte", "last_byte", "bad"]
-                        .iter()
-                        .all(|k| m.contains_key(*k))
-                }
+                Ok(serde_json::Value::Object(m)) => ["first_byte", "last_byte", "bad"]
+                    .iter()
+                    .all(|k| m.contains_key(*k)),
                 _ => false,
             }
         }
@@ -259,9 +257,9 @@ pub fn write_atomically(
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, "not a file name")
-    })?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
     check_replaceable(path)?;
     let (tmp_path, file) = create_temp(&dir, &name.to_string_lossy())?;
     let result = (|| -> io::Result<()> {
@@ -378,7 +376,10 @@ mod tests {
         // and the atomic writer refuses the device node itself
         let e = write_atomically(Path::new("/dev/null"), |w| w.write_all(b"x")).unwrap_err();
         assert!(e.to_string().contains("character device"), "{e}");
-        assert!(fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+        assert!(fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
     }
 
     #[test]
@@ -391,12 +392,18 @@ mod tests {
                 OutputKind::Checkpoint,
                 br#"{"format": "fallow-scrub-checkpoint", "version": 2}"#,
             ),
-            (OutputKind::ScrubLog, b"{\"t_ns\":1,\"first_byte\":0,\"last_byte\":9,\"bad\":[]}\n{\"x\n"),
+            (
+                OutputKind::ScrubLog,
+                b"{\"t_ns\":1,\"first_byte\":0,\"last_byte\":9,\"bad\":[]}\n{\"x\n",
+            ),
             (
                 OutputKind::HtmlReport,
                 b"<!DOCTYPE html>\n<html><head><meta name=\"generator\" content=\"fallow 0.1.0\">",
             ),
-            (OutputKind::JsonReport, br#"{"generator": "fallow 0.1.0", "x": 1}"#),
+            (
+                OutputKind::JsonReport,
+                br#"{"generator": "fallow 0.1.0", "x": 1}"#,
+            ),
             (OutputKind::FallowBin, b"FALLOWT\x01rest"),
             (OutputKind::TextTrace, b""),
         ];
@@ -408,11 +415,18 @@ mod tests {
             );
             fs::write(&p, foreign).unwrap();
             let e = msg(OutputGuard::new(false).check(&p, kind, "-o"));
-            assert!(e.contains("--overwrite") && e.contains(kind.describe()), "{e}");
+            assert!(
+                e.contains("--overwrite") && e.contains(kind.describe()),
+                "{e}"
+            );
             assert!(OutputGuard::new(true).check(&p, kind, "-o").is_ok());
         }
         // a version-1 checkpoint (no marker) is still a checkpoint
-        fs::write(&p, r#"{"version": 1, "target": {}, "segments": 8, "next_visit": 3}"#).unwrap();
+        fs::write(
+            &p,
+            r#"{"version": 1, "target": {}, "segments": 8, "next_visit": 3}"#,
+        )
+        .unwrap();
         assert!(OutputGuard::new(false)
             .check(&p, OutputKind::Checkpoint, "--checkpoint")
             .is_ok());

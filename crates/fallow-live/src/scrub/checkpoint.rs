@@ -143,7 +143,7 @@ impl Checkpoint {
         let bad = |m: String| Error::Parse {
             path: path.to_path_buf(),
             message: format!(
-                "not a fallow scrub checkpoint: {m} (move it away, or --restart to replace it)"
+                "not a fallow scrub checkpoint: {m} (move it away, or give another --checkpoint)"
             ),
         };
         if bytes.len() as u64 > MAX_BYTES {
@@ -155,11 +155,13 @@ impl Checkpoint {
             version: Option<u64>,
         }
         let probe: Probe = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-        let corrupt = |field: &str, m: String| Error::Parse {
+        let corrupt = |field: &str, m: String| {
+            Error::Parse {
             path: path.to_path_buf(),
             message: format!(
                 "corrupt or edited checkpoint: `{field}`: {m}; it cannot be trusted (move it away, or --restart to discard it)"
             ),
+        }
         };
         let body = match probe.version {
             Some(2) => {
@@ -185,7 +187,8 @@ impl Checkpoint {
             None => return Err(bad("no `version` field".into())),
         };
         // straight into the struct: serde refuses duplicate and unknown keys
-        let c: Checkpoint = serde_json::from_str(&body).map_err(|e| corrupt("(json)", e.to_string()))?;
+        let c: Checkpoint =
+            serde_json::from_str(&body).map_err(|e| corrupt("(json)", e.to_string()))?;
         c.validate().map_err(|(field, m)| corrupt(field, m))?;
         Ok(Some(c))
     }
@@ -198,7 +201,10 @@ impl Checkpoint {
             1 if self.format.is_empty() => {}
             1 => return fail("format", "a version-1 checkpoint has no `format`".into()),
             _ if self.format != CHECKPOINT_FORMAT => {
-                return fail("format", format!("{:?}, not {CHECKPOINT_FORMAT:?}", self.format))
+                return fail(
+                    "format",
+                    format!("{:?}, not {CHECKPOINT_FORMAT:?}", self.format),
+                )
             }
             _ => {}
         }
@@ -281,12 +287,18 @@ impl Checkpoint {
             );
         }
         if self.runs == 0 || self.runs > MAX_PASSES {
-            return fail("runs", format!("{} (a saved checkpoint has 1 to {MAX_PASSES})", self.runs));
+            return fail(
+                "runs",
+                format!("{} (a saved checkpoint has 1 to {MAX_PASSES})", self.runs),
+            );
         }
         if self.pass_started_unix_s > self.updated_unix_s {
             return fail(
                 "pass_started_unix_s",
-                format!("{} is after updated_unix_s {}", self.pass_started_unix_s, self.updated_unix_s),
+                format!(
+                    "{} is after updated_unix_s {}",
+                    self.pass_started_unix_s, self.updated_unix_s
+                ),
             );
         }
         if !(self.active_s.is_finite() && self.active_s >= 0.0) {
@@ -452,7 +464,10 @@ fn crc32(text: &str) -> u32 {
 /// of `body` as its last member, and a final newline.
 fn with_checksum(body: &str) -> String {
     let open = body.strip_suffix("\n}").unwrap_or(body);
-    format!("{open},\n  \"checksum\": \"crc32:{:08x}\"\n}}\n", crc32(body))
+    format!(
+        "{open},\n  \"checksum\": \"crc32:{:08x}\"\n}}\n",
+        crc32(body)
+    )
 }
 
 /// Undo [`with_checksum`]: the body and the checksum stored, or `None`
@@ -652,12 +667,21 @@ mod tests {
         eight().save(&p).unwrap();
         assert!(Checkpoint::load(&p).is_ok());
         let text = fs::read_to_string(&p).unwrap();
-        assert!(text.starts_with("{\n  \"format\": \"fallow-scrub-checkpoint\""), "{text}");
+        assert!(
+            text.starts_with("{\n  \"format\": \"fallow-scrub-checkpoint\""),
+            "{text}"
+        );
         // issue 12: segments 8 -> 4, next_visit 3 -> 7, by hand
-        for (from, to) in [("\"segments\": 8", "\"segments\": 4"), ("\"next_visit\": 3", "\"next_visit\": 7")] {
+        for (from, to) in [
+            ("\"segments\": 8", "\"segments\": 4"),
+            ("\"next_visit\": 3", "\"next_visit\": 7"),
+        ] {
             fs::write(&p, text.replace(from, to)).unwrap();
             let e = refused(&p);
-            assert!(e.contains("`checksum`") && e.contains("cannot be trusted"), "{e}");
+            assert!(
+                e.contains("`checksum`") && e.contains("cannot be trusted"),
+                "{e}"
+            );
         }
         // the checksum member removed or mangled
         let body = text.rsplit_once(",\n  \"checksum\"").unwrap().0.to_string() + "\n}\n";
@@ -681,19 +705,40 @@ mod tests {
             // complete claimed with 3 of 8 segments read
             ("complete", Box::new(|c| c.complete = true)),
             ("scrubbed_bytes", Box::new(|c| c.scrubbed_bytes = 9 << 20)),
-            ("bad_ranges", Box::new(|c| c.bad_ranges = vec![[100 << 20, 200 << 20]])),
+            (
+                "bad_ranges",
+                Box::new(|c| c.bad_ranges = vec![[100 << 20, 200 << 20]]),
+            ),
             // inside the target, but in a segment not read yet
-            ("bad_ranges", Box::new(|c| c.bad_ranges = vec![[5 << 20, (5 << 20) + 511]])),
-            ("bad_ranges", Box::new(|c| c.bad_ranges = vec![[1024, 2047], [0, 511]])),
-            ("bad_ranges", Box::new(|c| c.bad_ranges = vec![[0, 511], [512, 1023]])),
+            (
+                "bad_ranges",
+                Box::new(|c| c.bad_ranges = vec![[5 << 20, (5 << 20) + 511]]),
+            ),
+            (
+                "bad_ranges",
+                Box::new(|c| c.bad_ranges = vec![[1024, 2047], [0, 511]]),
+            ),
+            (
+                "bad_ranges",
+                Box::new(|c| c.bad_ranges = vec![[0, 511], [512, 1023]]),
+            ),
             ("bad_ranges", Box::new(|c| c.bad_ranges = vec![[600, 500]])),
             ("request_size_bytes", Box::new(|c| c.request_size_bytes = 0)),
-            ("order", Box::new(|c| c.order = Order::Staggered { regions: 0 })),
+            (
+                "order",
+                Box::new(|c| c.order = Order::Staggered { regions: 0 }),
+            ),
             ("requests", Box::new(|c| c.requests = 0)),
-            ("passes_completed", Box::new(|c| c.passes_completed = u64::MAX)),
+            (
+                "passes_completed",
+                Box::new(|c| c.passes_completed = u64::MAX),
+            ),
             ("runs", Box::new(|c| c.runs = 0)),
             ("active_s", Box::new(|c| c.active_s = -1.0)),
-            ("pass_started_unix_s", Box::new(|c| c.pass_started_unix_s = u64::MAX)),
+            (
+                "pass_started_unix_s",
+                Box::new(|c| c.pass_started_unix_s = u64::MAX),
+            ),
             ("format", Box::new(|c| c.format = "something-else".into())),
         ];
         for (field, edit) in cases {
@@ -730,12 +775,20 @@ mod tests {
         let p = dir.path().join("ck.json");
         let text = serde_json::to_string_pretty(&eight()).unwrap();
         // a second next_visit after the first: serde_json's Value would keep the last
-        let dup = text.replacen("\"next_visit\": 3,", "\"next_visit\": 3,\n  \"next_visit\": 8,", 1);
+        let dup = text.replacen(
+            "\"next_visit\": 3,",
+            "\"next_visit\": 3,\n  \"next_visit\": 8,",
+            1,
+        );
         assert_ne!(dup, text);
         fs::write(&p, with_checksum(&dup)).unwrap();
         let e = refused(&p);
         assert!(e.contains("duplicate field `next_visit`"), "{e}");
-        let dup = text.replacen("\"kind\": \"sequential\"", "\"kind\": \"sequential\", \"kind\": \"sequential\"", 1);
+        let dup = text.replacen(
+            "\"kind\": \"sequential\"",
+            "\"kind\": \"sequential\", \"kind\": \"sequential\"",
+            1,
+        );
         assert_ne!(dup, text);
         fs::write(&p, with_checksum(&dup)).unwrap();
         assert!(refused(&p).contains("duplicate field `kind`"));

@@ -211,7 +211,10 @@ impl Scrubber {
             if std::path::absolute(log).ok() == std::path::absolute(&cfg.checkpoint_path).ok() {
                 return Err(Error::invalid(
                     "--log",
-                    format!("{}: is the checkpoint too; give them different paths", log.display()),
+                    format!(
+                        "{}: is the checkpoint too; give them different paths",
+                        log.display()
+                    ),
                 ));
             }
         }
