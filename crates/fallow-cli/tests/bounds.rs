@@ -1,0 +1,63 @@
+//! Issue 12's flags that aborted or panicked: each now exits 2 with an
+//! error naming the flag, quickly and without allocating first.
+
+mod common;
+
+use common::bad_input;
+
+#[test]
+fn request_counts_and_spawn_ratios_are_bounded_naming_the_flag() {
+    let base = [
+        "--workload",
+        "poisson",
+        "--utilization",
+        "0.3",
+        "--policy",
+        "waiting",
+    ];
+    for cmd in ["simulate", "tune"] {
+        for n in ["10000000000", "18446744073709551615"] {
+            let mut a = vec![cmd];
+            a.extend(base);
+            a.extend(["--requests", n]);
+            if cmd == "tune" {
+                a.extend(["--budget", "1ms"]);
+            }
+            bad_input(&a, &["invalid --requests", n]);
+        }
+    }
+    let mut a = vec!["simulate"];
+    a.extend(base);
+    a.extend(["--requests", "1000", "--bg-work", "writes:1e9%"]);
+    bad_input(&a, &["invalid --bg-work", "lower the ratio"]);
+}
+
+#[test]
+fn an_arrival_rate_too_low_for_the_time_range_is_named() {
+    bad_input(
+        &[
+            "simulate",
+            "--workload",
+            "poisson",
+            "--arrival-rate",
+            "1e-6",
+            "--policy",
+            "aggressive",
+        ],
+        &["invalid --arrival-rate", "raise the rate"],
+    );
+}
+
+#[test]
+fn a_misspelt_config_table_is_an_error_naming_file_and_table() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("f.toml");
+    std::fs::write(&cfg, "[scrubb]\nsize = \"4MiB\"\n").unwrap();
+    let t = d.path().join("t.img");
+    std::fs::write(&t, vec![0u8; 4096]).unwrap();
+    let (t, cfg) = (t.to_str().unwrap(), cfg.to_str().unwrap());
+    bad_input(
+        &["scrub", t, "--config", cfg, "--monitor", "none"],
+        &[cfg, "unknown table [scrubb]"],
+    );
+}
