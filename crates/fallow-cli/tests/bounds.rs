@@ -61,3 +61,25 @@ fn a_misspelt_config_table_is_an_error_naming_file_and_table() {
         &[cfg, "unknown table [scrubb]"],
     );
 }
+
+#[test]
+fn analyze_output_scales_with_the_data_not_the_span() {
+    // issue 12: two MSR records 584 years apart (timestamps in 100 ns
+    // ticks: 1.84e17 ticks = 1.84e19 ns) gave 5.1 million hourly counts
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("span.csv");
+    std::fs::write(
+        &p,
+        "0,hm,0,Read,0,4096,100\n184000000000000000,hm,0,Read,0,4096,100\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let o = common::fallow(&["analyze", p.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
+    // 2 requests: a few hundred curve points and ≤ 10,000 rate bins at most
+    assert!(o.stdout.len() < 1 << 20, "{} bytes of JSON", o.stdout.len());
+    let v = common::json_of(&o);
+    assert!(v["periodicity"].is_null(), "{}", v["periodicity"]);
+    assert_eq!(v["trace"]["requests"], 2);
+}
