@@ -48,7 +48,10 @@ Examples:
   fallow scrub /dev/sdb --resume --max-rate 64MiB/s --window 01:00-06:00 --json
   fallow scrub disk.img --policy aggressive --size 4MiB --checkpoint disk.ck.json
 
-The target is opened read-only and never written. The checkpoint (default
+The target is opened read-only and never written, and no output may be the target or another
+input, a device node, a FIFO or a directory; an existing --checkpoint that is not a fallow
+checkpoint (or --log that is not a fallow scrub log) is replaced only with --overwrite
+(`fallow scrub disk.img --checkpoint old.json --restart --overwrite`). The checkpoint (default
 /var/lib/fallow/scrub/<target>.json for root, else $XDG_STATE_HOME/fallow/scrub/) is replaced
 atomically after every request. --json prints target_bytes, scrubbed_bytes, requests,
 bad_ranges ([first_byte, last_byte] pairs), elapsed_s, complete, the policy, the monitor's
