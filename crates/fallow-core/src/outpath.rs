@@ -46,6 +46,12 @@ pub enum OutputKind {
     /// mark of who wrote them, so an existing non-empty one is never
     /// recognised: replacing it takes `--overwrite`.
     TextTrace,
+    /// A counters file in `/sys/block/<dev>/stat` format (`fallow
+    /// emulate-disk --stat-file`): one line of 11 to 17 whole numbers.
+    StatFile,
+    /// A text log fallow only appends to (`fallow emulate-disk --log`):
+    /// what is there is kept, so any regular file is accepted.
+    AppendedLog,
 }
 
 impl OutputKind {
@@ -58,6 +64,8 @@ impl OutputKind {
             OutputKind::JsonReport => "a JSON report fallow wrote",
             OutputKind::FallowBin => "a trace in fallow's binary format",
             OutputKind::TextTrace => "a trace fallow can tell it wrote",
+            OutputKind::StatFile => "a counters file in /sys/block/<dev>/stat format",
+            OutputKind::AppendedLog => "a log",
         }
     }
 }
@@ -139,17 +147,17 @@ impl OutputGuard {
             .find(|i| i.dev == meta.dev() && i.ino == meta.ino())
         {
             let same = if i.path == path {
-                "it".to_string()
+                String::new()
             } else {
-                format!("the same file as {}", i.path.display())
+                format!(" (the same file as {})", i.path.display())
             };
             return refuse(format!(
-                "is an input of this command ({same}); writing it would destroy it: choose another path"
+                "is an input of this command{same}; writing it would destroy it: choose another path"
             ));
         }
         if let Some(what) = special(&meta.file_type()) {
             return refuse(format!(
-                "is {what}; fallow writes only regular files (a new file renamed over the path, which would replace the node itself)"
+                "is {what}; fallow writes outputs only to regular files (and replacing one by rename would turn the node into a file)"
             ));
         }
         if meta.is_dir() {
@@ -213,6 +221,15 @@ pub fn recognise(path: &Path, kind: OutputKind) -> io::Result<bool> {
         OutputKind::JsonReport => whole && is_json_report(&bytes),
         OutputKind::FallowBin => bytes.starts_with(crate::trace::FALLOW_BIN_MAGIC),
         OutputKind::TextTrace => false,
+        OutputKind::StatFile => {
+            let text = String::from_utf8_lossy(&bytes);
+            let fields: Vec<&str> = text.split_whitespace().collect();
+            bytes.len() <= 512
+                && text.trim_end().lines().count() == 1
+                && (11..=17).contains(&fields.len())
+                && fields.iter().all(|f| f.parse::<u64>().is_ok())
+        }
+        OutputKind::AppendedLog => true,
     })
 }
 
@@ -387,7 +404,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("out");
         let foreign = "my precious notes\n";
-        let cases: [(OutputKind, &[u8]); 6] = [
+        let cases: [(OutputKind, &[u8]); 7] = [
             (
                 OutputKind::Checkpoint,
                 br#"{"format": "fallow-scrub-checkpoint", "version": 2}"#,
@@ -406,6 +423,7 @@ mod tests {
             ),
             (OutputKind::FallowBin, b"FALLOWT\x01rest"),
             (OutputKind::TextTrace, b""),
+            (OutputKind::StatFile, b"1 0 8 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"),
         ];
         for (kind, own) in cases {
             fs::write(&p, own).unwrap();
