@@ -697,7 +697,8 @@ mod tests {
     fn inconsistent_checkpoints_are_refused_naming_the_field() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("ck.json");
-        let cases: Vec<(&str, Box<dyn Fn(&mut Checkpoint)>)> = vec![
+        type Edit = Box<dyn Fn(&mut Checkpoint)>;
+        let cases: Vec<(&str, Edit)> = vec![
             ("segments", Box::new(|c| c.segments = 4)),
             ("next_visit", Box::new(|c| c.next_visit = 9)),
             // next_visit 3 -> 7 with the bytes left at 3 MiB
