@@ -82,4 +82,8 @@ fn analyze_output_scales_with_the_data_not_the_span() {
     let v = common::json_of(&o);
     assert!(v["periodicity"].is_null(), "{}", v["periodicity"]);
     assert_eq!(v["trace"]["requests"], 2);
+    // and the summary says why there is no periodicity
+    let o = common::fallow(&["analyze", p.to_str().unwrap()]);
+    let text = common::stdout_text(&o);
+    assert!(text.contains("too sparse to test hourly counts"), "{text}");
 }
