@@ -327,3 +327,27 @@ fn an_edited_checkpoint_is_refused_on_resume_never_reported_complete() {
     assert_eq!(v["resumed_from_bytes"], 3 << 20);
     assert_eq!(v["complete"], true);
 }
+
+#[test]
+fn the_checkpoints_lock_and_temporary_file_are_never_the_target() {
+    // a save writes `.ck.json.tmp` and locks `ck.json.lock` beside the checkpoint
+    let (dir, _, bytes) = target();
+    for name in [".ck.json.tmp", "ck.json.lock"] {
+        let t = dir.path().join(name);
+        std::fs::write(&t, &bytes).unwrap();
+        let ck = dir.path().join("ck.json");
+        bad_input(
+            &[
+                "scrub",
+                path_str(&t),
+                "--checkpoint",
+                path_str(&ck),
+                "--monitor",
+                "none",
+            ],
+            &["--checkpoint", name, "input of this command"],
+        );
+        assert!(std::fs::read(&t).unwrap() == bytes, "{name} changed");
+        std::fs::remove_file(&t).unwrap();
+    }
+}

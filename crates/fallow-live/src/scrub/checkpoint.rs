@@ -432,11 +432,23 @@ pub struct Lock {
     _file: File,
 }
 
-/// Take the lock of the checkpoint at `path`, or say who holds it.
-pub fn lock(path: &Path) -> Result<Lock> {
+/// The lock file of the checkpoint at `path`: `<path>.lock`.
+pub fn lock_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".lock");
-    let lock_path = PathBuf::from(name);
+    PathBuf::from(name)
+}
+
+/// The temporary file a save of the checkpoint at `path` writes first:
+/// `.<name>.tmp` beside it.
+pub fn temp_path(path: &Path) -> PathBuf {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!(".{name}.tmp"))
+}
+
+/// Take the lock of the checkpoint at `path`, or say who holds it.
+pub fn lock(path: &Path) -> Result<Lock> {
+    let lock_path = lock_path(path);
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -509,6 +521,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     // which the next save truncates (writers of one checkpoint are
     // serialised by its lock, see `lock`)
     let tmp = dir.join(format!(".{name}.tmp"));
+    debug_assert_eq!(tmp.file_name(), temp_path(path).file_name());
     let result = (|| {
         // a stale one is removed (a symlink: the link, never what it points
         // to), then created afresh

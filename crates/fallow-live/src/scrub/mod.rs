@@ -203,6 +203,14 @@ impl Scrubber {
         // or a file that is not a checkpoint (a log) unless forced
         let guard = cfg.outputs.clone().input(&target.path);
         guard.check(&cfg.checkpoint_path, OutputKind::Checkpoint, "--checkpoint")?;
+        // and the files beside it that a save creates and replaces (any
+        // regular file is theirs, but never an input or a device)
+        for p in [
+            checkpoint::lock_path(&cfg.checkpoint_path),
+            checkpoint::temp_path(&cfg.checkpoint_path),
+        ] {
+            guard.check(&p, OutputKind::AppendedLog, "--checkpoint")?;
+        }
         if let Some(log) = &cfg.log_path {
             guard
                 .clone()
