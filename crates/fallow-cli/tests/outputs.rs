@@ -170,6 +170,8 @@ fn device_nodes_are_never_replaced() {
     for dev in ["/dev/full", "/dev/null"] {
         for args in [
             vec!["analyze", path_str(&tiny), "--html", dev],
+            // refused before the command is started
+            vec!["run", "--report", dev, "--", "true"],
             vec!["convert", path_str(&tiny), "-o", dev, "--overwrite"],
             vec![
                 "compare",
