@@ -132,6 +132,18 @@ impl Checkpoint {
     /// `Ok(None)` if there is none.
     pub fn load(path: &Path) -> Result<Option<Checkpoint>> {
         let mut bytes = Vec::new();
+        // never opened unless a regular file: a FIFO would block the open,
+        // a device node give endless bytes
+        match fs::metadata(path) {
+            Ok(m) if !m.is_file() => {
+                return Err(Error::Parse {
+                    path: path.to_path_buf(),
+                    message: "not a fallow scrub checkpoint: not a regular file (a directory, device node, FIFO or socket)".into(),
+                })
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            _ => {}
+        }
         match File::open(path) {
             Ok(f) => f
                 .take(MAX_BYTES + 1)
@@ -781,6 +793,15 @@ mod tests {
         c.bad_ranges = vec![[4 * 4096, 7 * 4096 - 1]]; // segment 6 is not
         forge(&p, &c);
         assert!(refused(&p).contains("`bad_ranges`"));
+    }
+
+    #[test]
+    fn only_regular_files_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        for p in [Path::new("/dev/zero"), dir.path()] {
+            let e = Checkpoint::load(p).unwrap_err().to_string();
+            assert!(e.contains("not a regular file"), "{e}");
+        }
     }
 
     #[test]
