@@ -87,3 +87,27 @@ fn analyze_output_scales_with_the_data_not_the_span() {
     let text = common::stdout_text(&o);
     assert!(text.contains("too sparse to test hourly counts"), "{text}");
 }
+
+#[test]
+fn a_scrub_request_size_past_the_bound_is_refused_before_allocating() {
+    // a sparse 2 TiB target: `--size 1TiB` aborted allocating its buffer
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("sparse.img");
+    std::fs::File::create(&t).unwrap().set_len(2 << 40).unwrap();
+    let ck = d.path().join("ck.json");
+    bad_input(
+        &[
+            "scrub",
+            t.to_str().unwrap(),
+            "--size",
+            "1TiB",
+            "--checkpoint",
+            ck.to_str().unwrap(),
+            "--monitor",
+            "none",
+            "--max-bytes",
+            "1",
+        ],
+        &["invalid --size", "at most 1073741824"],
+    );
+}

@@ -38,6 +38,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// Largest request (segment) a scrub reads at once, bytes: a read needs a
+/// buffer of its size, so `--size 1TiB` on a large target would otherwise
+/// allocate until the process aborts. 1 GiB is far above useful sizes
+/// (Practical Scrubbing Fig. 4 measures up to 4 MiB).
+pub const MAX_REQUEST_BYTES: u64 = 1 << 30;
+
 /// Settings of a scrub.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScrubConfig {
@@ -191,6 +197,14 @@ impl Scrubber {
                     "{size} bytes: the request size must be a positive multiple of {}'s sector size, {} bytes",
                     target.path.display(),
                     target.granule_bytes
+                ),
+            ));
+        }
+        if size > MAX_REQUEST_BYTES {
+            return Err(Error::invalid(
+                "--size",
+                format!(
+                    "{size} bytes: a request is read into a buffer of its size; at most {MAX_REQUEST_BYTES} bytes (1 GiB)"
                 ),
             ));
         }
@@ -471,7 +485,9 @@ impl BgExecutor for Scrubber {
 impl Scrubber {
     /// The next request for a policy asking `size_bytes`: segments, offset, length.
     fn next_range(&self, size_bytes: u64) -> (u64, u64, u64) {
-        let want = (size_bytes / self.plan.segment_bytes).max(1);
+        // a policy's larger request reads several segments, but never more
+        // than MAX_REQUEST_BYTES at once
+        let want = (size_bytes.min(MAX_REQUEST_BYTES) / self.plan.segment_bytes).max(1);
         self.plan.contiguous_from(self.ck.next_visit, want)
     }
 }
@@ -731,6 +747,43 @@ mod tests {
         assert!(r.run_retries > 0);
         let ck = Checkpoint::load(&f.cfg.checkpoint_path).unwrap().unwrap();
         assert_eq!(ck.bad_ranges, r.bad_ranges);
+    }
+
+    #[test]
+    fn requests_larger_than_the_bound_are_refused_before_any_buffer() {
+        let f = fixture(64 * 1024);
+        let own = Arc::new(OwnCounters::new(None));
+        let mut cfg = f.cfg.clone();
+        cfg.request_size_bytes = 1 << 40; // 1 TiB, whole sectors
+        let e = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own.clone(),
+            cfg,
+            Resume::No,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            e.contains("--size") && e.contains("at most 1073741824"),
+            "{e}"
+        );
+        // a policy asking for more than the bound per request reads at most
+        // the bound: a sparse 3 GiB target, 1 MiB segments
+        let big = f._dir.path().join("sparse.img");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(3 << 30)
+            .unwrap();
+        let target = Target::open(&big, false).unwrap();
+        let mut cfg = f.cfg.clone();
+        cfg.request_size_bytes = 1 << 20;
+        cfg.checkpoint_path = f._dir.path().join("big.json");
+        let reader = Box::new(target.reader(own.clone()).unwrap());
+        let s = Scrubber::new(&target, reader, "read", own, cfg, Resume::No).unwrap();
+        assert_eq!(s.next_range(u64::MAX), (1024, 0, MAX_REQUEST_BYTES));
     }
 
     #[test]
