@@ -111,3 +111,30 @@ fn a_scrub_request_size_past_the_bound_is_refused_before_allocating() {
         &["invalid --size", "at most 1073741824"],
     );
 }
+
+#[test]
+fn emulator_thread_counts_are_bounded() {
+    let d = tempfile::tempdir().unwrap();
+    let img = d.path().join("disk.img");
+    std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let o = common::fallow(&[
+        "emulate-disk",
+        img.to_str().unwrap(),
+        mnt.to_str().unwrap(),
+        "--foreground",
+        "--threads",
+        "100000000",
+    ]);
+    let e = common::stderr(&o);
+    if e.contains("FUSE") {
+        println!("skip: FUSE is not available here ({})", e.trim());
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("threads") && e.contains("must be 1 to 1024"),
+        "{e}"
+    );
+}
