@@ -904,7 +904,8 @@ def bench_workload(
     trace = wdir / "fg.csv"
     rec = cleanup.proc(
         subprocess.Popen(
-            [str(fallow), "record", dev, "-o", str(trace), "--json"],
+            # the trace of an earlier run in the same --workdir is replaced
+            [str(fallow), "record", dev, "-o", str(trace), "--overwrite", "--json"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

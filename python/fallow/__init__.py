@@ -158,7 +158,10 @@ def characterize(
             recorded ones).
         seed: seed of the service model's random stream.
         **options: ``acf_max_lag`` (50), ``ar_max_order`` (10),
-            ``rate_bin_s`` (chosen from the span), ``curve_points`` (200).
+            ``rate_bin_s`` (chosen from the span), ``curve_points`` (200);
+            at most 10,000, 1,000 and 100,000 lags, orders and points
+            (more is a ``ParameterError`` naming the option), and a
+            ``rate_bin_s`` giving more than 10,000 bins is widened.
 
     Returns:
         A :class:`Characterization`: ``.data`` holds the plain result (the

@@ -2,11 +2,13 @@
 //! busy periods, burstiness, hazard rates, periodicity — as a terminal
 //! summary, a JSON document (`--json`) or an HTML report (`--html`).
 
+use crate::atomic::OverwriteArg;
 use crate::findings::{findings, Finding};
 use crate::input::{self, ReadArgs};
 use crate::output::{self, Source};
 use anyhow::Result;
 use clap::Args;
+use fallow_core::outpath::OutputKind;
 use fallow_core::{characterize, Characterization, CharacterizeOptions, ServiceModel};
 use std::path::{Path, PathBuf};
 
@@ -49,10 +51,18 @@ pub struct AnalyzeArgs {
 
     #[command(flatten)]
     pub read: ReadArgs,
+
+    #[command(flatten)]
+    pub out: OverwriteArg,
 }
 
 /// Run `fallow analyze`.
 pub fn run(args: AnalyzeArgs) -> Result<()> {
+    // a report that would overwrite the trace or a device fails before the work
+    if let Some(p) = &args.html {
+        let guard = args.out.guard([args.trace.as_path()]);
+        crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
+    }
     let trace = input::read(&args.trace, &args.read)?;
     let selected = input::select_device(trace, args.device)?;
     let opts = CharacterizeOptions {

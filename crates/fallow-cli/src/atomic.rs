@@ -1,80 +1,69 @@
-//! Atomic file output: write to a temporary file in the destination's
-//! directory, fsync it, rename it over the destination, fsync the directory.
-//! A crash or a failed write never leaves a truncated report or cache behind;
-//! readers see either the old file or the complete new one.
+//! File outputs of the CLI: the `--overwrite` flag, the check every output
+//! path passes before any work starts ([`fallow_core::outpath`]: never an
+//! input, a device node, a FIFO, a directory, or an existing file fallow
+//! does not recognise as its own), and the atomic write itself (temporary
+//! file, fsync, rename, fsync of the directory), so a crash or a failed
+//! write never leaves a truncated report or cache behind.
 
 use anyhow::{Context, Result};
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use clap::Args;
+use fallow_core::outpath::{self, OutputGuard, OutputKind};
+use std::io::Write;
+use std::path::Path;
 
-/// Write `path` atomically with the bytes `write` produces.
+/// `--overwrite`, flattened into every command that writes files.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct OverwriteArg {
+    /// Replace an existing output file even if fallow does not recognise it
+    /// as its own (an HTML/JSON report it wrote, a checkpoint, a converted
+    /// trace). Inputs of the command, device nodes, FIFOs and directories
+    /// are refused regardless.
+    #[arg(long)]
+    pub overwrite: bool,
+}
+
+impl OverwriteArg {
+    /// A guard over `inputs` (paths that do not exist are left out).
+    pub fn guard<'a>(self, inputs: impl IntoIterator<Item = &'a Path>) -> OutputGuard {
+        let mut g = OutputGuard::new(self.overwrite);
+        for p in inputs {
+            g.add_input(p);
+        }
+        g
+    }
+}
+
+/// Check `path` as output `kind` of `flag` (see [`fallow_core::outpath`]).
+pub fn check(guard: &OutputGuard, path: &Path, kind: OutputKind, flag: &str) -> Result<()> {
+    guard.check(path, kind, flag)?;
+    Ok(())
+}
+
+/// Write `path` atomically with the bytes `write` produces. Callers check
+/// the path with [`check`] first, before any work.
 pub fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> Result<()>,
 ) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .with_context(|| format!("{}: not a file name", path.display()))?;
-    if path.is_dir() {
-        return Err(crate::BadInput(format!("{}: is a directory", path.display())).into());
+    let mut failure = None;
+    let result = outpath::write_atomically(path, |w| {
+        write(w).map_err(|e| {
+            let io = std::io::Error::other(e.to_string());
+            failure = Some(e);
+            io
+        })
+    });
+    match (result, failure) {
+        (Ok(()), _) => Ok(()),
+        (Err(_), Some(e)) => Err(e.context(format!("cannot write {}", path.display()))),
+        (Err(e), None) => Err(e).with_context(|| format!("cannot write {}", path.display())),
     }
-    let (tmp_path, file) = create_temp(&dir, &name.to_string_lossy())?;
-    let result = (|| -> Result<()> {
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        write(&mut out)?;
-        let file = out
-            .into_inner()
-            .map_err(|e| e.into_error())
-            .with_context(|| format!("{}: write failed", tmp_path.display()))?;
-        file.sync_all()
-            .with_context(|| format!("{}: fsync failed", tmp_path.display()))?;
-        drop(file);
-        fs::rename(&tmp_path, path).with_context(|| {
-            format!(
-                "cannot move {} into place as {}",
-                tmp_path.display(),
-                path.display()
-            )
-        })?;
-        // Make the rename itself durable. Not every platform can open a
-        // directory for syncing; the data is safe either way.
-        if let Ok(d) = File::open(&dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp_path);
-    }
-    result
-}
-
-/// A new, exclusively created temporary file next to the destination.
-fn create_temp(dir: &Path, name: &str) -> Result<(PathBuf, File)> {
-    let pid = std::process::id();
-    let mut last_err = None;
-    for attempt in 0..100u32 {
-        let tmp = dir.join(format!(".{name}.{pid}.{attempt}.tmp"));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Ok(f) => return Ok((tmp, f)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_err = Some(e),
-            Err(e) => {
-                return Err(e).with_context(|| format!("cannot create a file in {}", dir.display()))
-            }
-        }
-    }
-    Err(last_err.expect("at least one attempt"))
-        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn replaces_and_cleans_up() {
@@ -88,7 +77,7 @@ mod tests {
             w.write_all(b"partial")?;
             anyhow::bail!("boom")
         });
-        assert!(err.is_err());
+        assert!(err.unwrap_err().chain().any(|c| c.to_string() == "boom"));
         assert_eq!(fs::read_to_string(&p).unwrap(), "two");
         let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1);

@@ -7,11 +7,13 @@
 //! Policies run in parallel, one per thread, each with the same seed, so a
 //! policy's row is the same whatever else is compared with it.
 
+use crate::atomic::OverwriteArg;
 use crate::human::{count, num, pct, secs};
 use crate::output::{self, Style};
 use crate::simulate::{build_policy, prepare, signed_pct, BgArgs, Input, InputArgs, Run};
 use anyhow::Result;
 use clap::Args;
+use fallow_core::outpath::OutputKind;
 use fallow_core::policy::{self, Policy};
 use fallow_core::sim::{simulate, Prepared, SimConfig, SimResult};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -55,6 +57,9 @@ pub struct CompareArgs {
 
     #[command(flatten)]
     pub bg: BgArgs,
+
+    #[command(flatten)]
+    pub out: OverwriteArg,
 }
 
 /// The default line-up: every registered policy with default parameters,
@@ -70,6 +75,10 @@ pub fn default_specs() -> Vec<String> {
 
 /// Run `fallow compare`.
 pub fn run(args: CompareArgs) -> Result<()> {
+    if let Some(p) = &args.html {
+        let guard = args.out.guard(args.input.trace.as_deref());
+        crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
+    }
     let explicit = !args.policies.is_empty();
     let specs = if explicit {
         args.policies.clone()

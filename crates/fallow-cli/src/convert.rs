@@ -2,11 +2,12 @@
 //! which `fallow analyze` detects by its magic bytes and loads far faster
 //! than re-parsing text. The output is written atomically.
 
+use crate::atomic::OverwriteArg;
 use crate::human::{bytes, count};
 use crate::input::{self, ReadArgs};
-use crate::BadInput;
 use anyhow::Result;
 use clap::Args;
+use fallow_core::outpath::OutputKind;
 use std::path::PathBuf;
 
 /// Arguments of `fallow convert`.
@@ -24,17 +25,15 @@ pub struct ConvertArgs {
 
     #[command(flatten)]
     pub read: ReadArgs,
+
+    #[command(flatten)]
+    pub out: OverwriteArg,
 }
 
 /// Run `fallow convert`.
 pub fn run(args: ConvertArgs) -> Result<()> {
-    if same_file(&args.trace, &args.output) {
-        return Err(BadInput(format!(
-            "{}: the output would overwrite the input; choose another -o",
-            args.output.display()
-        ))
-        .into());
-    }
+    let guard = args.out.guard([args.trace.as_path()]);
+    crate::atomic::check(&guard, &args.output, OutputKind::FallowBin, "-o")?;
     let trace = input::read(&args.trace, &args.read)?;
     crate::atomic::write_atomically(&args.output, |w| {
         fallow_core::trace::write_fallow_bin(&trace, w)?;
@@ -55,12 +54,4 @@ pub fn run(args: ConvertArgs) -> Result<()> {
         bytes(in_size),
     );
     Ok(())
-}
-
-/// Whether two paths name the same existing file.
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
-    }
 }

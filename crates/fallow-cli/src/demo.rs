@@ -4,11 +4,13 @@
 //! the HTML report and the JSON next to it.
 
 use crate::analyze::present;
+use crate::atomic::OverwriteArg;
 use crate::findings::findings;
 use crate::human::{count, num, pct, secs};
 use crate::output::Source;
 use anyhow::{Context, Result};
 use clap::Args;
+use fallow_core::outpath::OutputKind;
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::{characterize, CharacterizeOptions, ServiceModel};
 use std::path::PathBuf;
@@ -40,6 +42,9 @@ pub struct DemoArgs {
     /// Seed of the workload's random streams: the same seed gives the same report.
     #[arg(long, value_name = "N", default_value_t = 42)]
     pub seed: u64,
+
+    #[command(flatten)]
+    pub overwrite: OverwriteArg,
 }
 
 fn parse_utilization(s: &str) -> Result<f64, String> {
@@ -68,6 +73,11 @@ fn arrivals(service: &ServiceModel, utilization: f64) -> ArrivalProcess {
 /// Run `fallow demo`.
 pub fn run(args: DemoArgs) -> Result<()> {
     let started = Instant::now();
+    let html = args.out.join("report.html");
+    let json = args.out.join("report.json");
+    let guard = args.overwrite.guard([]);
+    crate::atomic::check(&guard, &html, OutputKind::HtmlReport, "--out")?;
+    crate::atomic::check(&guard, &json, OutputKind::JsonReport, "--out")?;
     let service = ServiceModel::Disk(Default::default());
     let process = arrivals(&service, args.utilization);
     let ArrivalProcess::Mmpp2 { rate_per_s, .. } = process else {
@@ -101,10 +111,19 @@ pub fn run(args: DemoArgs) -> Result<()> {
 
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create the output directory {}", args.out.display()))?;
-    let html = args.out.join("report.html");
-    let json = args.out.join("report.json");
     crate::atomic::write_atomically(&json, |w| {
-        serde_json::to_writer_pretty(&mut *w, &c)?;
+        // marked as fallow's (fallow_core::outpath), so the next demo may replace it
+        #[derive(serde::Serialize)]
+        struct Marked<'a> {
+            generator: String,
+            #[serde(flatten)]
+            c: &'a fallow_core::Characterization,
+        }
+        let doc = Marked {
+            generator: format!("fallow {}", env!("CARGO_PKG_VERSION")),
+            c: &c,
+        };
+        serde_json::to_writer_pretty(&mut *w, &doc)?;
         w.write_all(b"\n")?;
         Ok(())
     })?;

@@ -13,6 +13,7 @@ use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::device::{DiskModel, ServiceModel};
+use fallow_core::outpath::OutputKind;
 use fallow_core::units::parse_bytes;
 use fallow_emu::{EmuConfig, Emulator, FailRanges};
 use std::io::{BufRead, BufReader, Write};
@@ -106,6 +107,9 @@ pub struct EmulateDiskArgs {
     /// model, stat_file, fail_bytes, pid).
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub out: crate::atomic::OverwriteArg,
 }
 
 fn bad(e: impl std::fmt::Display) -> anyhow::Error {
@@ -194,6 +198,14 @@ fn describe(model: &Option<ServiceModel>) -> String {
 
 /// Run `fallow emulate-disk`.
 pub fn run(args: EmulateDiskArgs) -> Result<()> {
+    // the counters and the log never replace the image or a device
+    let guard = args.out.guard([args.image.as_path()]);
+    if let Some(p) = &args.stat_file {
+        crate::atomic::check(&guard, p, OutputKind::StatFile, "--stat-file")?;
+    }
+    if let Some(p) = &args.log {
+        crate::atomic::check(&guard, p, OutputKind::AppendedLog, "--log")?;
+    }
     if !args.foreground && !args.detached_child {
         return run_detached();
     }

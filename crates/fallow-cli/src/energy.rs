@@ -4,6 +4,7 @@
 //! disk sleeps (the SARD seed's Tables V and VI, Figures 8 and 9): a table
 //! per figure, `--json`, and `--html` with the seed's plots.
 
+use crate::atomic::OverwriteArg;
 use crate::human::{bytes, count, num, pct, secs};
 use crate::input::{self, ReadArgs};
 use crate::output::{self, describe_model, Style};
@@ -17,6 +18,7 @@ use fallow_core::energy::{
 /// What was simulated, for the tables, JSON and HTML (in the core, shared
 /// with the Python binding).
 pub use fallow_core::energy::{EnergyReport, InputInfo};
+use fallow_core::outpath::OutputKind;
 use fallow_core::sim::BgService;
 use fallow_core::ServiceModel;
 use std::fmt::Write as _;
@@ -162,6 +164,9 @@ pub struct EnergyArgs {
 
     #[command(flatten)]
     pub read: ReadArgs,
+
+    #[command(flatten)]
+    pub out: OverwriteArg,
 }
 
 /// `--remote`.
@@ -196,6 +201,14 @@ fn parse_positive_bytes(s: &str) -> Result<u64, String> {
 
 /// Run `fallow energy`.
 pub fn run(args: EnergyArgs) -> Result<()> {
+    if let Some(p) = &args.html {
+        let guard = args.out.guard(
+            [Some(args.trace.as_path()), args.power.as_deref()]
+                .into_iter()
+                .flatten(),
+        );
+        crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
+    }
     let policies = if args.policies.is_empty() {
         energy::default_policies()
     } else {

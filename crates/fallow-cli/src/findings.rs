@@ -313,8 +313,14 @@ fn correlation(c: &Characterization) -> Option<Finding> {
 
 fn periodicity(c: &Characterization) -> Finding {
     let text = match &c.periodicity {
-        None => format!(
+        None if c.trace.span_s < 4.0 * 3600.0 => format!(
             "The trace spans {}, too short to test for periodic load (at least 4 hours are needed).",
+            secs(c.trace.span_s)
+        ),
+        // fallow_core::stats::anova: hourly counts only where they mean something
+        None => format!(
+            "{} requests over {} are fewer than one an hour: too sparse to test hourly counts for periodic load.",
+            c.trace.requests,
             secs(c.trace.span_s)
         ),
         Some(p) => match p.best_period_h {

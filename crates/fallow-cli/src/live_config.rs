@@ -5,9 +5,10 @@
 //!
 //! A config file holds a `[live]` table (policy, tune result, monitor,
 //! interval, seed), a `[metrics]` table (`addr`) and one table per command
-//! (`[scrub]`, `[run]`, …); each command reads its own strictly and ignores
-//! the others'. A key outside any table is an error, as is an unknown key
-//! in `[live]` or `[metrics]`.
+//! (`[scrub]`, `[run]`); each command reads its own strictly and ignores
+//! the other commands'. A key outside any table is an error, as is an
+//! unknown key in `[live]` or `[metrics]`, and a table no command reads
+//! (`[scrubb]`): a misspelt table would otherwise be ignored in silence.
 
 use crate::BadInput;
 use anyhow::Result;
@@ -15,6 +16,10 @@ use fallow_core::sim::BgService;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+
+/// Every table a config file may hold: the shared ones and one per live
+/// command. Another command's table is skipped; any other name is an error.
+pub const TABLES: [&str; 4] = ["live", "metrics", "scrub", "run"];
 
 /// `[live]`: settings shared by the live commands.
 #[derive(Debug, Default, Deserialize)]
@@ -87,7 +92,14 @@ pub fn read_config<S: DeserializeOwned + Default>(path: &Path, command: &str) ->
                     .try_into()
                     .map_err(|e: toml::de::Error| bad(format!("[{command}]: {}", one_line(&e))))?
             }
-            (_, toml::Value::Table(_)) => {} // another command's table
+            (k, toml::Value::Table(_)) if TABLES.contains(&k) => {} // another command's table
+            (k, toml::Value::Table(_)) => {
+                return Err(bad(format!(
+                    "unknown table [{k}]: a config holds [{}]",
+                    TABLES.join("], [")
+                ))
+                .into())
+            }
             (k, _) => {
                 return Err(bad(format!(
                     "top-level key `{k}`: settings go in a [live], [metrics] or [{command}] table"
@@ -311,6 +323,14 @@ mod tests {
         let e = bad("h.toml", "policy = \"x\"\n");
         assert!(e.contains("top-level key `policy`"), "{e}");
         assert!(bad("i.toml", "[scrub\n").contains("i.toml"));
+        // issue 12: a misspelt table is an error naming the file and the table
+        let e = bad("j.toml", "[scrubb]\nsize = \"4MiB\"\n");
+        assert!(
+            e.contains("j.toml") && e.contains("unknown table [scrubb]"),
+            "{e}"
+        );
+        let e = bad("k.toml", "[live]\n[scrub]\n[metric]\naddr = \"x\"\n");
+        assert!(e.contains("k.toml") && e.contains("[metric]"), "{e}");
     }
 
     #[test]

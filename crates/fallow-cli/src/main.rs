@@ -178,7 +178,12 @@ fn exit_code_of(err: &anyhow::Error) -> u8 {
 fn message(err: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in err.chain() {
-        let text = cause.to_string();
+        let text = match cause.downcast_ref::<fallow_core::Error>() {
+            Some(fallow_core::Error::InvalidParameter { name, message }) => {
+                format!("invalid {}: {message}", flag_of(name))
+            }
+            _ => cause.to_string(),
+        };
         if out.contains(&text) {
             continue;
         }
@@ -188,6 +193,19 @@ fn message(err: &anyhow::Error) -> String {
         out.push_str(&text);
     }
     out
+}
+
+/// The flag of a parameter the core names in words (the core validates,
+/// the CLI says which flag to change); other names are shown as they are.
+fn flag_of(name: &str) -> &str {
+    match name {
+        "requests" => "--requests",
+        "arrival rate" => "--arrival-rate",
+        "bg work" => "--bg-work",
+        "bg size" => "--bg-size",
+        "request size" => "--request-size",
+        other => other,
+    }
 }
 
 fn main() -> ExitCode {

@@ -3,12 +3,14 @@
 //! throughput against mean added FG delay. A table, `--json` (a list of the
 //! core's `Front`s) or an HTML page with one line per policy.
 
+use crate::atomic::OverwriteArg;
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
 use crate::simulate::{prepare, BgArgs, InputArgs};
 use crate::tune::threads;
 use anyhow::{Context, Result};
 use clap::Args;
+use fallow_core::outpath::OutputKind;
 use fallow_core::policy;
 use fallow_core::tune::pareto::{pareto, Front};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -51,10 +53,17 @@ pub struct ParetoArgs {
 
     #[command(flatten)]
     pub bg: BgArgs,
+
+    #[command(flatten)]
+    pub out: OverwriteArg,
 }
 
 /// Run `fallow pareto`.
 pub fn run(args: ParetoArgs) -> Result<()> {
+    if let Some(p) = &args.html {
+        let guard = args.out.guard(args.input.trace.as_deref());
+        crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
+    }
     let policies: Vec<String> = if args.policy.is_empty() {
         policy::registry()
             .iter()

@@ -4,12 +4,14 @@
 //! times. Runs for `--duration` or until Ctrl-C/SIGTERM; the trace file is
 //! written atomically at the end, and the private trace instance removed.
 
+use crate::atomic::OverwriteArg;
 use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::Args;
+use fallow_core::outpath::OutputKind;
 use fallow_record::{write_msr, Device, Op, Recorder};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +43,9 @@ pub struct RecordArgs {
     /// Print a summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub out: OverwriteArg,
 }
 
 #[derive(Debug, Serialize)]
@@ -72,9 +77,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
         None => None,
     };
-    if args.output.is_dir() {
-        return Err(BadInput(format!("-o {}: is a directory", args.output.display())).into());
-    }
+    // the device recorded is an input too (refused as a device node anyway)
+    let guard = args.out.guard([Path::new(&args.device)]);
+    crate::atomic::check(&guard, &args.output, OutputKind::TextTrace, "-o")?;
     let device = Device::resolve(&args.device).map_err(|e| BadInput(e.to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -114,6 +114,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
 
+    #[command(flatten)]
+    pub out: crate::atomic::OverwriteArg,
+
     /// No lines of fallow's own on standard error, except errors.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -324,6 +327,8 @@ fn live(e: fallow_live::Error) -> anyhow::Error {
 /// The JSON report.
 #[derive(Debug, Serialize)]
 struct Report {
+    /// `fallow VERSION`: marks the file as fallow's (fallow_core::outpath).
+    generator: String,
     command: Vec<String>,
     pid: u32,
     freezer: FreezerKind,
@@ -372,6 +377,20 @@ fn say(quiet: bool, line: &str) {
 
 fn run(args: RunArgs) -> Result<i32> {
     let s = settings(&args)?;
+    // the report must not replace an input or a device, found out at the end
+    if let Some(p) = &s.report {
+        let guard = args.out.guard(
+            [args.config.as_deref(), args.tuned.as_deref()]
+                .into_iter()
+                .flatten(),
+        );
+        crate::atomic::check(
+            &guard,
+            p,
+            fallow_core::outpath::OutputKind::JsonReport,
+            "--report",
+        )?;
+    }
     let driver_cfg = DriverConfig {
         // a BG request is a slice of the command's time, whatever its size
         initial_bg_service: BgService::Constant { ns: s.slice_ns },
@@ -588,6 +607,7 @@ fn run(args: RunArgs) -> Result<i32> {
     }
     if let Some(path) = &s.report {
         let report = Report {
+            generator: format!("fallow {}", env!("CARGO_PKG_VERSION")),
             command: args
                 .command
                 .iter()

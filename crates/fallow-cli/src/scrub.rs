@@ -48,7 +48,10 @@ Examples:
   fallow scrub /dev/sdb --resume --max-rate 64MiB/s --window 01:00-06:00 --json
   fallow scrub disk.img --policy aggressive --size 4MiB --checkpoint disk.ck.json
 
-The target is opened read-only and never written. The checkpoint (default
+The target is opened read-only and never written, and no output may be the target or another
+input, a device node, a FIFO or a directory; an existing --checkpoint that is not a fallow
+checkpoint (or --log that is not a fallow scrub log) is replaced only with --overwrite
+(`fallow scrub disk.img --checkpoint old.json --restart --overwrite`). The checkpoint (default
 /var/lib/fallow/scrub/<target>.json for root, else $XDG_STATE_HOME/fallow/scrub/) is replaced
 atomically after every request. --json prints target_bytes, scrubbed_bytes, requests,
 bad_ranges ([first_byte, last_byte] pairs), elapsed_s, complete, the policy, the monitor's
@@ -162,6 +165,9 @@ pub struct ScrubArgs {
     /// Also print the monitor's CPU cost and the driver's counts.
     #[arg(long, short = 'v')]
     pub verbose: bool,
+
+    #[command(flatten)]
+    pub out: crate::atomic::OverwriteArg,
 }
 
 /// `--order`.
@@ -243,6 +249,7 @@ struct Settings {
     policy_from: &'static str,
     size: Option<u64>,
     tuned_size: Option<u64>,
+    tuned_path: Option<PathBuf>,
     order: Option<Order>,
     bg_service: Option<BgService>,
     max_rate: Option<f64>,
@@ -317,6 +324,7 @@ fn settings(a: &ScrubArgs) -> Result<Settings> {
         policy_from,
         size,
         tuned_size: tuned.as_ref().map(|t| t.request_size_bytes),
+        tuned_path: a.tuned.clone().or(sc.tuned.clone()).or(live.tuned.clone()),
         order,
         bg_service: tuned.as_ref().and_then(|t| t.bg_service),
         max_rate,
@@ -484,6 +492,16 @@ pub fn run(args: ScrubArgs) -> Result<()> {
             checkpoint_path: checkpoint_path.clone(),
             checkpoint_interval_ns: s.checkpoint_interval_ns,
             log_path: s.log.clone(),
+            // the target is added by the scrubber
+            outputs: args.out.guard(
+                [
+                    args.config.as_deref(),
+                    s.tuned_path.as_deref(),
+                    Some(Path::new(&s.monitor)),
+                ]
+                .into_iter()
+                .flatten(),
+            ),
         },
         if args.resume {
             Resume::Yes

@@ -6,7 +6,7 @@
 //! change for users' scripts.
 
 use crate::device::ServiceModel;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::period::{periods_of, CompletionSource, Periods};
 use crate::stats;
 use crate::trace::{DeviceCount, Format, Trace};
@@ -28,6 +28,32 @@ pub struct CharacterizeOptions {
     pub rate_bin_ns: u64,
     /// Points kept in curves (CDF, remaining idle time, concentration).
     pub curve_points: usize,
+}
+
+/// Upper bounds of [`CharacterizeOptions`]: each is far above any use
+/// (defaults 50, 10 and 200) and keeps the work and the output bounded
+/// (the ACF costs idle intervals × lags, the AR fit orders², a curve its
+/// points) whatever a caller passes.
+pub const MAX_ACF_LAG: usize = 10_000;
+/// See [`MAX_ACF_LAG`].
+pub const MAX_AR_ORDER: usize = 1_000;
+/// See [`MAX_ACF_LAG`].
+pub const MAX_CURVE_POINTS: usize = 100_000;
+
+impl CharacterizeOptions {
+    /// Refuse options past the bounds above, naming the option.
+    pub fn validate(&self) -> Result<()> {
+        for (name, v, max) in [
+            ("acf_max_lag", self.acf_max_lag, MAX_ACF_LAG),
+            ("ar_max_order", self.ar_max_order, MAX_AR_ORDER),
+            ("curve_points", self.curve_points, MAX_CURVE_POINTS),
+        ] {
+            if v > max {
+                return Err(Error::invalid(name, format!("{v} is more than {max}")));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for CharacterizeOptions {
@@ -133,6 +159,7 @@ pub fn characterize(
     device: Option<u32>,
     opts: &CharacterizeOptions,
 ) -> Result<Characterization> {
+    opts.validate()?;
     let present = trace.devices();
     if present.len() > 1 {
         let list: Vec<String> = present
@@ -221,5 +248,64 @@ pub fn characterize_periods(
         ar: stats::ArFit::by_aic(&idle_s, opts.ar_max_order),
         periodicity: stats::Periodicity::of(trace.arrival_ns()),
         rate: stats::RateSeries::of(trace.arrival_ns(), trace.size_bytes(), opts.rate_bin_ns),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{ArrivalProcess, SyntheticWorkload};
+
+    #[test]
+    fn options_past_their_bounds_are_refused_naming_them() {
+        let trace = SyntheticWorkload {
+            arrivals: ArrivalProcess::Poisson { rate_per_s: 10.0 },
+            requests: 500,
+            service: ServiceModel::Exponential {
+                mean_ns: 10_000_000,
+            },
+            request_size_bytes: 4096,
+            capacity_bytes: 1 << 30,
+            write_fraction: 0.5,
+            seed: 3,
+        }
+        .generate()
+        .unwrap();
+        let run = |opts: CharacterizeOptions| characterize(&trace, trace.devices(), None, &opts);
+        for (name, opts) in [
+            (
+                "acf_max_lag",
+                CharacterizeOptions {
+                    acf_max_lag: usize::MAX,
+                    ..Default::default()
+                },
+            ),
+            (
+                "ar_max_order",
+                CharacterizeOptions {
+                    ar_max_order: MAX_AR_ORDER + 1,
+                    ..Default::default()
+                },
+            ),
+            (
+                "curve_points",
+                CharacterizeOptions {
+                    curve_points: 1 << 40,
+                    ..Default::default()
+                },
+            ),
+        ] {
+            let e = run(opts).unwrap_err().to_string();
+            assert!(e.contains(name), "{e}");
+        }
+        // the bounds themselves are accepted
+        let c = run(CharacterizeOptions {
+            acf_max_lag: MAX_ACF_LAG,
+            curve_points: 1000,
+            ..Default::default()
+        })
+        .unwrap();
+        // the ACF stops at the last lag the 499 idle intervals or fewer have
+        assert!(c.acf.lags.len() <= 500, "{}", c.acf.lags.len());
     }
 }

@@ -58,6 +58,7 @@ pub mod characterize;
 pub mod device;
 pub mod energy;
 pub mod error;
+pub mod outpath;
 pub mod period;
 pub mod policy;
 pub mod sim;

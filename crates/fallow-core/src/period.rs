@@ -134,7 +134,8 @@ pub fn fcfs_completions(
     let mut out = Vec::with_capacity(arrival_ns.len());
     for i in 0..arrival_ns.len() {
         let service = sampler.service_ns(offset_bytes[i], size_bytes[i]);
-        free_at = arrival_ns[i].max(free_at) + service;
+        // saturating: a time past the u64 range stays at its end, never wraps before the arrival
+        free_at = arrival_ns[i].max(free_at).saturating_add(service);
         out.push(free_at);
     }
     out

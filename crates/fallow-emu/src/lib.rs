@@ -56,6 +56,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Most FUSE worker threads an emulator runs.
+pub const MAX_THREADS: usize = 1024;
+
 /// What to emulate.
 #[derive(Debug, Clone)]
 pub struct EmuConfig {
@@ -70,7 +73,7 @@ pub struct EmuConfig {
     pub stat_file: Option<PathBuf>,
     /// Seed of the model's random stream (rotational positions).
     pub seed: u64,
-    /// FUSE worker threads: how many requests can be waiting in the
+    /// FUSE worker threads (1 to [`MAX_THREADS`]): how many requests can be waiting in the
     /// server's queue at once (more wait in the kernel, uncounted).
     pub threads: usize,
     /// Serve the image read-only (writes fail with `EROFS`).
@@ -172,10 +175,11 @@ impl Emulator {
         if let Some(reason) = fuse_unavailable() {
             return Err(Error::NoFuse(reason));
         }
-        if config.threads == 0 {
+        // each is an OS thread: a count past the bound would fail to spawn
+        if !(1..=MAX_THREADS).contains(&config.threads) {
             return Err(Error::InvalidParameter {
                 what: "threads",
-                message: "must be at least 1".into(),
+                message: format!("{}: must be 1 to {MAX_THREADS}", config.threads),
             });
         }
         let server = Arc::new(Server::new(

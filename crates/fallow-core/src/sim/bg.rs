@@ -306,6 +306,30 @@ pub enum BgWork {
     },
 }
 
+/// Most BG requests `writes:R` may spawn over a run (R × FG requests):
+/// each waits in a queue (8 bytes) until served, so a ratio such as
+/// `writes:1e9%` would otherwise allocate until the process aborts.
+pub const MAX_SPAWNED_BG_REQUESTS: f64 = 1e8;
+
+impl BgWork {
+    /// Refuse `writes:R` when R × `fg_requests` passes [`MAX_SPAWNED_BG_REQUESTS`].
+    pub fn check_spawn(&self, fg_requests: usize) -> Result<()> {
+        if let BgWork::PerFgWrite { ratio } = *self {
+            let spawned = ratio * fg_requests as f64;
+            if spawned > MAX_SPAWNED_BG_REQUESTS {
+                return Err(Error::invalid(
+                    "bg work",
+                    format!(
+                        "writes:{}% spawns {spawned:.3e} BG requests over {fg_requests} FG requests; at most {MAX_SPAWNED_BG_REQUESTS:.0e} are simulated: lower the ratio",
+                        ratio * 100.0
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl FromStr for BgWork {
     type Err = Error;
     /// `endless`, `requests:1000`, `bytes:10GiB`, `writes:100%` / `writes:10`.
@@ -341,6 +365,19 @@ impl FromStr for BgWork {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    #[test]
+    fn spawned_work_is_bounded_before_the_queue_grows() {
+        // writes:1e9% is a ratio of 1e7: 1e10 BG requests over 1000 FG ones
+        let w: BgWork = "writes:1e9%".parse().unwrap();
+        let e = w.check_spawn(1000).unwrap_err().to_string();
+        assert!(e.contains("bg work") && e.contains("1.000e10"), "{e}");
+        // the bound itself is allowed: 1e5 × 1000 = 1e8
+        let w: BgWork = "writes:100000".parse().unwrap();
+        assert!(w.check_spawn(1000).is_ok());
+        assert!(w.check_spawn(1001).is_err());
+        assert!(BgWork::Endless.check_spawn(usize::MAX).is_ok());
+    }
 
     #[test]
     fn constant_bursts_by_hand() {

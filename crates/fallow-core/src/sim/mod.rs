@@ -371,6 +371,7 @@ pub fn simulate(prep: &Prepared, policy: &mut dyn Policy, cfg: &SimConfig) -> Re
     if cfg.bg_size_bytes == 0 {
         return Err(Error::invalid("bg size", "must be positive"));
     }
+    cfg.bg_work.check_spawn(prep.requests())?;
     let mut run = Run::new(prep, cfg);
     policy.prepare(&prep.periods);
     run.go(policy);

@@ -3,11 +3,20 @@
 //! P (in hours) group the counts by hour-of-period (h mod P) and test whether
 //! the group means differ. The period with the smallest p-value (largest F
 //! on ties) is the strongest; none below 1 % means no periodicity.
+//!
+//! The hourly counts scale with the data, not with the span: they cover at
+//! most the first [`MAX_HOURS`] hours (52 weeks: the longest candidate,
+//! 168 h, repeats 52 times), and a trace with fewer requests than hours in
+//! that window (most hours empty: the counts say nothing about a cycle) is
+//! not tested. A 2-request trace spanning 584 years once produced 5 million
+//! counts (46 MB of JSON, 14 s); it now has none.
 
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, FisherSnedecor};
 
 const HOUR_NS: u64 = 3_600_000_000_000;
+/// Most hourly counts kept and tested: 52 weeks.
+pub const MAX_HOURS: usize = 52 * 168;
 /// p-value below which a period counts as detected.
 pub const SIGNIFICANCE: f64 = 0.01;
 
@@ -25,7 +34,8 @@ pub struct PeriodTest {
 /// Result of the periodicity analysis.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Periodicity {
-    /// Hourly request counts the test ran on.
+    /// Hourly request counts the test ran on (at most [`MAX_HOURS`]: the
+    /// trace's first hours when it is longer).
     pub hourly_counts: Vec<u64>,
     /// Strongest significant period, hours (`None`: no periodicity found).
     pub best_period_h: Option<u32>,
@@ -77,21 +87,29 @@ pub fn anova_period(counts: &[u64], period: usize) -> Option<PeriodTest> {
 }
 
 impl Periodicity {
-    /// Test periods of 2..=168 hours that fit at least twice in the trace;
-    /// `None` for traces shorter than 4 hours.
+    /// Test periods of 2..=168 hours that fit at least twice in the
+    /// trace's first [`MAX_HOURS`] hours; `None` for traces shorter than 4
+    /// hours or with fewer requests than hours (see the module documentation).
     pub fn of(arrival_ns: &[u64]) -> Option<Periodicity> {
-        let last = *arrival_ns.last()?;
-        let hours = (last / HOUR_NS) as usize + 1;
-        if hours < 4 {
+        let last = *arrival_ns.iter().max()?;
+        let span_hours = last / HOUR_NS + 1;
+        if span_hours < 4 {
             return None;
         }
+        let hours = span_hours.min(MAX_HOURS as u64) as usize;
         let mut counts = vec![0u64; hours];
         for &a in arrival_ns {
-            counts[(a / HOUR_NS) as usize] += 1;
+            if let Some(c) = counts.get_mut((a / HOUR_NS) as usize) {
+                *c += 1;
+            }
         }
-        // drop a final partial hour: it would look like a quiet hour
-        if last % HOUR_NS != 0 && hours > 4 {
+        // drop a final partial hour: it would look like a quiet hour (a
+        // trace cut at MAX_HOURS goes on, so its last hour kept is whole)
+        if hours as u64 == span_hours && last % HOUR_NS != 0 && hours > 4 {
             counts.pop();
+        }
+        if counts.iter().sum::<u64>() < counts.len() as u64 {
+            return None;
         }
         let candidates: Vec<PeriodTest> = (2..=168.min(counts.len() / 2))
             .filter_map(|p| anova_period(&counts, p))
@@ -143,6 +161,30 @@ mod tests {
             }
         }
         let p = Periodicity::of(&arrivals).unwrap();
+        assert_eq!(p.best_period_h.map(|b| b % 24), Some(0));
+    }
+
+    #[test]
+    fn counts_scale_with_the_data_not_the_span() {
+        // issue 12: two requests 584 years apart
+        assert_eq!(Periodicity::of(&[0, u64::MAX - 1]), None);
+        // sparse: 100 requests over a week (168 hours) say nothing hourly
+        let sparse: Vec<u64> = (0..100).map(|i| i * 168 * HOUR_NS / 100).collect();
+        assert_eq!(Periodicity::of(&sparse), None);
+        // two years of a daily cycle: the first 52 weeks are tested, and found
+        let mut arrivals = vec![];
+        for h in 0..(2 * 365 * 24u64) {
+            let n = if (9..17).contains(&(h % 24)) {
+                20
+            } else {
+                2 + h % 3
+            };
+            arrivals.extend((0..n).map(|i| h * HOUR_NS + i * (HOUR_NS / n)));
+        }
+        let p = Periodicity::of(&arrivals).unwrap();
+        assert_eq!(p.hourly_counts.len(), MAX_HOURS);
+        // hour 24·7 + 10 is a busy hour of day 8: 20 requests
+        assert_eq!(p.hourly_counts[24 * 7 + 10], 20);
         assert_eq!(p.best_period_h.map(|b| b % 24), Some(0));
     }
 

@@ -1,4 +1,7 @@
-//! Request and byte rate over time in fixed bins.
+//! Request and byte rate over time in fixed bins: about 300 by default,
+//! and never more than [`MAX_BINS`], whatever the span: a bin width asked
+//! for that would give more is widened to the next "nice" width that gives
+//! at most that many (the series says the width it used, `bin_s`).
 
 use serde::Serialize;
 
@@ -14,6 +17,9 @@ pub struct RateSeries {
     /// Bytes per second in each bin.
     pub bytes_per_s: Vec<f64>,
 }
+
+/// Most bins a series has.
+pub const MAX_BINS: u64 = 10_000;
 
 /// A "nice" bin width (1, 2, 5 × 10^k ns) giving at most ~`target` bins.
 fn nice_bin_ns(span_ns: u64, target: u64) -> u64 {
@@ -36,8 +42,12 @@ impl RateSeries {
         let Some(&last) = arrival_ns.last() else {
             return RateSeries::default();
         };
+        let span_ns = last.saturating_add(1);
         let bin = if bin_ns == 0 {
-            nice_bin_ns(last + 1, 300)
+            nice_bin_ns(span_ns, 300)
+        } else if last / bin_ns >= MAX_BINS {
+            // the nice width at or above span / MAX_BINS, rounded up
+            nice_bin_ns(span_ns.div_ceil(MAX_BINS), 1)
         } else {
             bin_ns
         };
@@ -62,6 +72,20 @@ impl RateSeries {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_narrow_bin_over_a_long_span_is_widened_to_at_most_max_bins() {
+        // 2 requests 584 years apart, 1 ns bins asked for
+        let r = RateSeries::of(&[0, u64::MAX - 1], &[4096, 512], 1);
+        assert!(r.start_s.len() as u64 <= MAX_BINS, "{}", r.start_s.len());
+        // u64::MAX / 10^4 = 1.8e15 ns: the nice width above it is 2e15 ns
+        assert_eq!(r.bin_s, 2e6);
+        let total: f64 = r.requests_per_s.iter().map(|x| x * r.bin_s).sum();
+        assert!((total - 2.0).abs() < 1e-9);
+        // a width that fits is kept
+        let r = RateSeries::of(&[0, 999], &[1, 1], 100);
+        assert_eq!((r.bin_s, r.start_s.len()), (100e-9, 10));
+    }
 
     #[test]
     fn bins_by_hand() {

@@ -22,6 +22,7 @@ mod vscsi;
 
 pub use builder::{RawRequest, TraceBuilder};
 pub use fallow_bin::write_fallow_bin;
+pub(crate) use fallow_bin::MAGIC as FALLOW_BIN_MAGIC;
 #[doc(hidden)]
 pub use parallel::Parallelism;
 

@@ -28,6 +28,16 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, Gamma, LogNormal};
 use rand_pcg::Pcg64Mcg;
 
+/// Most requests a synthetic workload may have. Generating and simulating
+/// take about 100 bytes per request (`fallow simulate --workload poisson
+/// --requests 1000000`: 101 MB peak RSS), so this is about 10 GB: more is
+/// refused with an error rather than an allocation abort.
+pub const MAX_SYNTHETIC_REQUESTS: usize = 100_000_000;
+/// Latest arrival a synthetic workload may have, ns (2⁶², 146 years): a
+/// timestamp is a u64 of ns (584 years), and completion times and the
+/// simulation's BG work are added on top, so arrivals keep a 4× margin.
+pub const MAX_SPAN_NS: f64 = (1u64 << 62) as f64;
+
 /// The lognormal distribution with this mean and CV (σ² = ln(1 + CV²),
 /// μ = ln(mean) − σ²/2).
 pub(crate) fn lognormal(mean: f64, cv: f64) -> Result<LogNormal<f64>> {
@@ -228,8 +238,31 @@ impl ArrivalProcess {
     /// `n` arrival times in ns starting after time 0, from `rng`.
     pub fn arrivals_ns(&self, n: usize, rng: &mut Pcg64Mcg) -> Result<Vec<u64>> {
         self.validate()?;
+        if n > MAX_SYNTHETIC_REQUESTS {
+            return Err(too_many(n));
+        }
         let mut out = Vec::with_capacity(n);
         let mut t = 0.0f64; // seconds
+                            // a rate so low that the arrivals pass the ns range (issue 12:
+                            // --arrival-rate 1e-6 saturated them, and completions then came
+                            // before arrivals): checked on each arrival, as the gaps are random
+        let fits = |t: f64, k: usize| {
+            if t * 1e9 < MAX_SPAN_NS {
+                Ok((t * 1e9).round() as u64)
+            } else {
+                Err(Error::invalid(
+                    "arrival rate",
+                    format!(
+                        "{} requests at a mean rate of {:.3e}/s would span about {:.3e} s; arrival {} is already past {:.0} years, the range of ns timestamps kept: raise the rate or ask for fewer requests",
+                        n,
+                        self.mean_rate_per_s(),
+                        n as f64 / self.mean_rate_per_s(),
+                        k + 1,
+                        MAX_SPAN_NS / 1e9 / 31_557_600.0
+                    ),
+                ))
+            }
+        };
         match *self {
             ArrivalProcess::Mmpp2 {
                 rate_per_s,
@@ -242,7 +275,7 @@ impl ArrivalProcess {
                     let total = rate_per_s[state] + switch_per_s[state];
                     t += Exp::new(total).expect("validated").sample(rng);
                     if rng.random::<f64>() * total < rate_per_s[state] {
-                        out.push((t * 1e9).round() as u64);
+                        out.push(fits(t, out.len())?);
                     } else {
                         state ^= 1;
                     }
@@ -250,9 +283,9 @@ impl ArrivalProcess {
             }
             _ => {
                 let mut gap = self.gap_sampler()?;
-                for _ in 0..n {
+                for k in 0..n {
                     t += gap(rng);
-                    out.push((t * 1e9).round() as u64);
+                    out.push(fits(t, k)?);
                 }
             }
         }
@@ -295,6 +328,16 @@ impl ArrivalProcess {
     }
 }
 
+/// The error for more than [`MAX_SYNTHETIC_REQUESTS`].
+fn too_many(n: usize) -> Error {
+    Error::invalid(
+        "requests",
+        format!(
+            "{n} is more than {MAX_SYNTHETIC_REQUESTS}, the most a synthetic workload may have (about 100 bytes of memory each)"
+        ),
+    )
+}
+
 /// A synthetic workload: arrivals, request shape and a service model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntheticWorkload {
@@ -319,6 +362,9 @@ impl SyntheticWorkload {
     pub fn generate(&self) -> Result<Trace> {
         if self.requests == 0 {
             return Err(Error::invalid("requests", "must be at least 1"));
+        }
+        if self.requests > MAX_SYNTHETIC_REQUESTS {
+            return Err(too_many(self.requests));
         }
         if self.request_size_bytes == 0 {
             return Err(Error::invalid("request size", "must be positive"));
@@ -362,6 +408,53 @@ impl SyntheticWorkload {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn poisson(rate_per_s: f64, requests: usize) -> SyntheticWorkload {
+        SyntheticWorkload {
+            arrivals: ArrivalProcess::Poisson { rate_per_s },
+            requests,
+            service: ServiceModel::Exponential { mean_ns: 1_000_000 },
+            request_size_bytes: 4096,
+            capacity_bytes: 1 << 30,
+            write_fraction: 0.5,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn request_counts_past_the_bound_are_refused_before_allocating() {
+        for n in [MAX_SYNTHETIC_REQUESTS + 1, 10_000_000_000, usize::MAX] {
+            let e = poisson(100.0, n).generate().unwrap_err();
+            assert!(
+                matches!(&e, Error::InvalidParameter { name, .. } if name == "requests"),
+                "{e}"
+            );
+            assert!(e.to_string().contains(&n.to_string()), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_rate_too_low_for_the_ns_range_is_an_error_not_a_wrap() {
+        // 1e-6/s: arrivals pass 2^62 ns = 4.61e9 s after about 4.61e9 × 1e-6
+        // = 4612 of them (Poisson: ± 68 for one standard deviation)
+        let e = poisson(1e-6, 1_000_000).generate().unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("invalid arrival rate"), "{text}");
+        let k: f64 = text
+            .split("arrival ")
+            .nth(2)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no arrival index in {text}"));
+        let expected = MAX_SPAN_NS / 1e9 * 1e-6;
+        assert!(
+            (k - expected).abs() < 5.0 * expected.sqrt(),
+            "{k} vs {expected}"
+        );
+        // a rate that fits keeps every arrival, in order, below the bound
+        let t = poisson(1e-6, 4000).generate().unwrap();
+        assert_eq!(t.len(), 4000);
+    }
 
     fn gaps(p: &ArrivalProcess, n: usize) -> Vec<f64> {
         let mut rng = Pcg64Mcg::seed_from_u64(11);

@@ -6,16 +6,50 @@
 //! Atomic replacement: write a temporary file in the same directory,
 //! fsync it, rename it over the checkpoint, fsync the directory. A reader
 //! sees the old checkpoint or the new one, never a mix or a truncated one.
+//!
+//! ## Format (version 2)
+//!
+//! Pretty-printed JSON: `"format": "fallow-scrub-checkpoint"` first (the
+//! mark [`fallow_core::outpath`] recognises before replacing a file), the
+//! fields of [`Checkpoint`], and last a `"checksum": "crc32:XXXXXXXX"`
+//! member: the CRC-32 (IEEE, as in gzip) of the file's bytes with that
+//! member (the `,\n  "checksum": …` line) taken out. Any edit, even of
+//! white space, makes the checksum disagree, and the file is refused.
+//!
+//! ## What `load` checks
+//!
+//! Before a checkpoint is trusted ([`Checkpoint::load`]): the checksum; no
+//! duplicate and no unknown keys; then, field by field, consistency with
+//! the target and request size it records ([`Checkpoint::validate`]):
+//! `segments` = ⌈target size / request size⌉, `next_visit` ≤ `segments`,
+//! `complete` exactly when every segment is visited, `scrubbed_bytes` the
+//! bytes of the visited segments, bad ranges ordered, merged, inside the
+//! target and inside the visited segments, staggered `regions` ≥ 1, pass
+//! and run counts and times plausible. [`Checkpoint::check_matches`] then
+//! compares the recorded target with the real one. Every refusal names
+//! the file and the field.
+//!
+//! Version-1 checkpoints (before the checksum) are accepted with the same
+//! validation, so a scrub under way survives an upgrade; the next save
+//! writes version 2.
 
-use super::order::Order;
+use super::order::{Order, Plan};
 use crate::error::{Error, Result};
+use fallow_core::outpath::CHECKPOINT_FORMAT;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Format version written; a different one is refused with a clear message.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+/// The oldest version read (without a checksum; validated all the same).
+pub const OLDEST_VERSION: u32 = 1;
+/// Most passes a checkpoint may claim: a run starts at most one pass, so
+/// more than this many (2³², a run a second for 136 years) is corruption.
+pub const MAX_PASSES: u64 = 1 << 32;
+/// A checkpoint larger than this is not one (64 MiB: millions of bad ranges).
+const MAX_BYTES: u64 = 64 << 20;
 
 /// What makes a target the same target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +68,9 @@ pub struct TargetId {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Checkpoint {
+    /// [`CHECKPOINT_FORMAT`] (absent in version 1).
+    #[serde(default)]
+    pub format: String,
     /// Format version ([`VERSION`]).
     pub version: u32,
     /// The target scrubbed.
@@ -72,6 +109,7 @@ impl Checkpoint {
     pub fn new(target: TargetId, order: Order, request_size_bytes: u64, segments: u64) -> Self {
         let now = unix_now_s();
         Checkpoint {
+            format: CHECKPOINT_FORMAT.to_string(),
             version: VERSION,
             target,
             order,
@@ -90,49 +128,207 @@ impl Checkpoint {
         }
     }
 
-    /// Read a checkpoint; `Ok(None)` if there is none.
+    /// Read a checkpoint and check it (see the module documentation);
+    /// `Ok(None)` if there is none.
     pub fn load(path: &Path) -> Result<Option<Checkpoint>> {
-        let text = match fs::read_to_string(path) {
-            Ok(t) => t,
+        let mut bytes = Vec::new();
+        // never opened unless a regular file: a FIFO would block the open,
+        // a device node give endless bytes
+        match fs::metadata(path) {
+            Ok(m) if !m.is_file() => {
+                return Err(Error::Parse {
+                    path: path.to_path_buf(),
+                    message: "not a fallow scrub checkpoint: not a regular file (a directory, device node, FIFO or socket)".into(),
+                })
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            _ => {}
+        }
+        match File::open(path) {
+            Ok(f) => f
+                .take(MAX_BYTES + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| Error::io(path, "cannot read the checkpoint", e))?,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io(path, "cannot read the checkpoint", e)),
         };
         let bad = |m: String| Error::Parse {
             path: path.to_path_buf(),
-            message: format!("not a fallow scrub checkpoint: {m} (move it away to start afresh)"),
+            message: format!(
+                "not a fallow scrub checkpoint: {m} (move it away, or give another --checkpoint)"
+            ),
         };
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-        match v.get("version").and_then(|x| x.as_u64()) {
-            Some(n) if n == u64::from(VERSION) => {}
+        if bytes.len() as u64 > MAX_BYTES {
+            return Err(bad(format!("larger than {MAX_BYTES} bytes")));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| bad("not UTF-8 text".into()))?;
+        #[derive(Deserialize)]
+        struct Probe {
+            version: Option<u64>,
+        }
+        let probe: Probe = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let corrupt = |field: &str, m: String| {
+            Error::Parse {
+            path: path.to_path_buf(),
+            message: format!(
+                "corrupt or edited checkpoint: `{field}`: {m}; it cannot be trusted (move it away, or --restart to discard it)"
+            ),
+        }
+        };
+        let body = match probe.version {
+            Some(2) => {
+                let (body, stored) = split_checksum(&text)
+                    .ok_or_else(|| corrupt("checksum", "missing or malformed".into()))?;
+                let computed = crc32(&body);
+                if stored != computed {
+                    return Err(corrupt(
+                        "checksum",
+                        format!(
+                            "the file says crc32:{stored:08x}, its content gives crc32:{computed:08x}"
+                        ),
+                    ));
+                }
+                body
+            }
+            Some(1) => text,
             Some(n) => {
                 return Err(bad(format!(
-                    "format version {n}, this fallow reads version {VERSION}"
+                    "format version {n}, this fallow reads versions {OLDEST_VERSION} to {VERSION}"
                 )))
             }
             None => return Err(bad("no `version` field".into())),
-        }
-        let c: Checkpoint = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
-        if c.segments == 0 && c.target.size_bytes > 0
-            || c.next_visit > c.segments
-            || c.request_size_bytes == 0
-        {
-            return Err(bad(format!(
-                "inconsistent: next_visit {} of {} segments of {} bytes",
-                c.next_visit, c.segments, c.request_size_bytes
-            )));
-        }
+        };
+        // straight into the struct: serde refuses duplicate and unknown keys
+        let c: Checkpoint =
+            serde_json::from_str(&body).map_err(|e| corrupt("(json)", e.to_string()))?;
+        c.validate().map_err(|(field, m)| corrupt(field, m))?;
         Ok(Some(c))
     }
 
-    /// Write atomically (see the module documentation).
+    /// Internal consistency: every field against the target size and
+    /// request size the checkpoint records. The error names the field.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let fail = |field: &'static str, m: String| Err((field, m));
+        match self.version {
+            1 if self.format.is_empty() => {}
+            1 => return fail("format", "a version-1 checkpoint has no `format`".into()),
+            _ if self.format != CHECKPOINT_FORMAT => {
+                return fail(
+                    "format",
+                    format!("{:?}, not {CHECKPOINT_FORMAT:?}", self.format),
+                )
+            }
+            _ => {}
+        }
+        let size = self.target.size_bytes;
+        if self.request_size_bytes == 0 {
+            return fail("request_size_bytes", "0".into());
+        }
+        if let Order::Staggered { regions: 0 } = self.order {
+            return fail("order", "a staggered order of 0 regions".into());
+        }
+        let plan = Plan::new(size, self.request_size_bytes, self.order);
+        if self.segments != plan.segments {
+            return fail(
+                "segments",
+                format!(
+                    "{}, but a target of {size} bytes in requests of {} bytes has {}",
+                    self.segments, self.request_size_bytes, plan.segments
+                ),
+            );
+        }
+        if self.next_visit > self.segments {
+            return fail(
+                "next_visit",
+                format!("{} of {} segments", self.next_visit, self.segments),
+            );
+        }
+        if self.complete != (self.next_visit == self.segments) {
+            return fail(
+                "complete",
+                format!(
+                    "{} with {} of {} segments visited",
+                    self.complete, self.next_visit, self.segments
+                ),
+            );
+        }
+        let visited = plan.visited_bytes(self.next_visit);
+        if self.scrubbed_bytes != visited {
+            return fail(
+                "scrubbed_bytes",
+                format!(
+                    "{}, but the {} segments visited hold {visited} bytes (target {size} bytes)",
+                    self.scrubbed_bytes, self.next_visit
+                ),
+            );
+        }
+        if self.next_visit > 0 && self.requests == 0 {
+            return fail(
+                "requests",
+                format!("0 with {} segments visited", self.next_visit),
+            );
+        }
+        let mut prev: Option<[u64; 2]> = None;
+        for (i, r) in self.bad_ranges.iter().enumerate() {
+            let [first, last] = *r;
+            if first > last || last >= size {
+                return fail(
+                    "bad_ranges",
+                    format!("range {i} [{first}, {last}] is not inside the target of {size} bytes"),
+                );
+            }
+            if prev.is_some_and(|p| first <= p[1].saturating_add(1)) {
+                return fail(
+                    "bad_ranges",
+                    format!("range {i} [{first}, {last}] is out of order or not merged with the one before"),
+                );
+            }
+            let seg = self.request_size_bytes;
+            if plan.max_visit_in(first / seg, last / seg) >= self.next_visit {
+                return fail(
+                    "bad_ranges",
+                    format!("range {i} [{first}, {last}] lies in segments not scrubbed yet"),
+                );
+            }
+            prev = Some(*r);
+        }
+        if self.passes_completed > MAX_PASSES {
+            return fail(
+                "passes_completed",
+                format!("{} (more than {MAX_PASSES})", self.passes_completed),
+            );
+        }
+        if self.runs == 0 || self.runs > MAX_PASSES {
+            return fail(
+                "runs",
+                format!("{} (a saved checkpoint has 1 to {MAX_PASSES})", self.runs),
+            );
+        }
+        if self.pass_started_unix_s > self.updated_unix_s {
+            return fail(
+                "pass_started_unix_s",
+                format!(
+                    "{} is after updated_unix_s {}",
+                    self.pass_started_unix_s, self.updated_unix_s
+                ),
+            );
+        }
+        if !(self.active_s.is_finite() && self.active_s >= 0.0) {
+            return fail("active_s", format!("{}", self.active_s));
+        }
+        Ok(())
+    }
+
+    /// Write atomically (see the module documentation), with its checksum.
     pub fn save(&mut self, path: &Path) -> Result<()> {
         self.updated_unix_s = unix_now_s();
-        let mut text = serde_json::to_vec_pretty(self).map_err(|e| Error::Parse {
+        self.format = CHECKPOINT_FORMAT.to_string();
+        self.version = VERSION;
+        let text = serde_json::to_string_pretty(self).map_err(|e| Error::Parse {
             path: path.to_path_buf(),
             message: format!("cannot serialise the checkpoint: {e}"),
         })?;
-        text.push(b'\n');
-        write_atomically(path, &text)
+        write_atomically(path, with_checksum(&text).as_bytes())
     }
 
     /// Refuse a checkpoint made for another scrub: a different target
@@ -248,11 +444,23 @@ pub struct Lock {
     _file: File,
 }
 
-/// Take the lock of the checkpoint at `path`, or say who holds it.
-pub fn lock(path: &Path) -> Result<Lock> {
+/// The lock file of the checkpoint at `path`: `<path>.lock`.
+pub fn lock_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".lock");
-    let lock_path = PathBuf::from(name);
+    PathBuf::from(name)
+}
+
+/// The temporary file a save of the checkpoint at `path` writes first:
+/// `.<name>.tmp` beside it.
+pub fn temp_path(path: &Path) -> PathBuf {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!(".{name}.tmp"))
+}
+
+/// Take the lock of the checkpoint at `path`, or say who holds it.
+pub fn lock(path: &Path) -> Result<Lock> {
+    let lock_path = lock_path(path);
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -269,6 +477,34 @@ pub fn lock(path: &Path) -> Result<Lock> {
         ))),
         Err(e) => Err(Error::io(&lock_path, "cannot lock", e.into())),
     }
+}
+
+/// CRC-32 (IEEE) of `text`.
+fn crc32(text: &str) -> u32 {
+    crc32fast::hash(text.as_bytes())
+}
+
+/// The saved text: `body` (pretty JSON ending in `\n}`) with the checksum
+/// of `body` as its last member, and a final newline.
+fn with_checksum(body: &str) -> String {
+    let open = body.strip_suffix("\n}").unwrap_or(body);
+    format!(
+        "{open},\n  \"checksum\": \"crc32:{:08x}\"\n}}\n",
+        crc32(body)
+    )
+}
+
+/// Undo [`with_checksum`]: the body and the checksum stored, or `None`
+/// when the last member is not a well-formed checksum.
+fn split_checksum(text: &str) -> Option<(String, u32)> {
+    let rest = text.strip_suffix("\"\n}\n")?;
+    let at = rest.rfind(",\n  \"checksum\": \"crc32:")?;
+    let hex = &rest[at + ",\n  \"checksum\": \"crc32:".len()..];
+    if hex.len() != 8 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let stored = u32::from_str_radix(hex, 16).ok()?;
+    Some((format!("{}\n}}", &rest[..at]), stored))
 }
 
 /// Unix time now, s.
@@ -297,11 +533,19 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     // which the next save truncates (writers of one checkpoint are
     // serialised by its lock, see `lock`)
     let tmp = dir.join(format!(".{name}.tmp"));
+    debug_assert_eq!(tmp.file_name(), temp_path(path).file_name());
     let result = (|| {
+        // a stale one is removed (a symlink: the link, never what it points
+        // to), then created afresh
+        match fs::remove_file(&tmp) {
+            Err(e) if e.kind() != ErrorKind::NotFound => {
+                return Err(Error::io(&tmp, "cannot remove a stale temporary file", e))
+            }
+            _ => {}
+        }
         let mut f = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(&tmp)
             .map_err(|e| Error::io(&tmp, "cannot create the checkpoint's temporary file", e))?;
         f.write_all(bytes)
@@ -309,6 +553,9 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         f.sync_all()
             .map_err(|e| Error::io(&tmp, "fsync of the checkpoint failed", e))?;
         drop(f);
+        // never replace a device node, FIFO or directory by the rename
+        fallow_core::outpath::check_replaceable(path)
+            .map_err(|e| Error::io(path, "refusing to replace it with the checkpoint", e))?;
         fs::rename(&tmp, path)
             .map_err(|e| Error::io(path, "cannot move the new checkpoint into place", e))?;
         // make the rename durable; not every file system lets a directory be synced
@@ -386,6 +633,7 @@ mod tests {
         assert_eq!(Checkpoint::load(&p).unwrap(), Some(c.clone()));
         // and the next save still works and replaces the checkpoint whole
         c.next_visit = 18;
+        c.scrubbed_bytes = 18 << 20;
         c.save(&p).unwrap();
         assert_eq!(Checkpoint::load(&p).unwrap().unwrap().next_visit, 18);
     }
@@ -410,11 +658,196 @@ mod tests {
         fs::write(&p, r#"{"version": 7}"#).unwrap();
         let e = Checkpoint::load(&p).unwrap_err().to_string();
         assert!(e.contains("version 7"), "{e}");
-        let mut v = serde_json::to_value(sample()).unwrap();
-        v["next_visit"] = 5000.into();
-        fs::write(&p, v.to_string()).unwrap();
-        let e = Checkpoint::load(&p).unwrap_err().to_string();
-        assert!(e.contains("inconsistent"), "{e}");
+    }
+
+    /// Write `c` as a forger who recomputes the checksum would: only the
+    /// consistency checks can catch it then.
+    fn forge(p: &Path, c: &Checkpoint) {
+        let text = serde_json::to_string_pretty(c).unwrap();
+        fs::write(p, with_checksum(&text)).unwrap();
+    }
+
+    fn refused(p: &Path) -> String {
+        let e = Checkpoint::load(p).unwrap_err().to_string();
+        assert!(e.contains(&p.display().to_string()), "{e}");
+        e
+    }
+
+    /// An 8 MiB target in 1 MiB requests, 3 segments done (issue 12's case).
+    fn eight() -> Checkpoint {
+        let mut t = target();
+        t.size_bytes = 8 << 20;
+        let mut c = Checkpoint::new(t, Order::Sequential, 1 << 20, 8);
+        c.next_visit = 3;
+        c.scrubbed_bytes = 3 << 20;
+        c.requests = 3;
+        c.runs = 1;
+        c
+    }
+
+    #[test]
+    fn a_hand_edit_breaks_the_checksum() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ck.json");
+        eight().save(&p).unwrap();
+        assert!(Checkpoint::load(&p).is_ok());
+        let text = fs::read_to_string(&p).unwrap();
+        assert!(
+            text.starts_with("{\n  \"format\": \"fallow-scrub-checkpoint\""),
+            "{text}"
+        );
+        // issue 12: segments 8 -> 4, next_visit 3 -> 7, by hand
+        for (from, to) in [
+            ("\"segments\": 8", "\"segments\": 4"),
+            ("\"next_visit\": 3", "\"next_visit\": 7"),
+        ] {
+            fs::write(&p, text.replace(from, to)).unwrap();
+            let e = refused(&p);
+            assert!(
+                e.contains("`checksum`") && e.contains("cannot be trusted"),
+                "{e}"
+            );
+        }
+        // the checksum member removed or mangled
+        let body = text.rsplit_once(",\n  \"checksum\"").unwrap().0.to_string() + "\n}\n";
+        fs::write(&p, &body).unwrap();
+        assert!(refused(&p).contains("missing or malformed"));
+        fs::write(&p, text.replace("crc32:", "crc32:zz")).unwrap();
+        assert!(refused(&p).contains("missing or malformed"));
+        // the checksum is CRC-32/IEEE of the body: check one by hand (zlib's)
+        assert_eq!(crc32("123456789"), 0xcbf4_3926);
+    }
+
+    #[test]
+    fn inconsistent_checkpoints_are_refused_naming_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ck.json");
+        type Edit = Box<dyn Fn(&mut Checkpoint)>;
+        let cases: Vec<(&str, Edit)> = vec![
+            ("segments", Box::new(|c| c.segments = 4)),
+            ("next_visit", Box::new(|c| c.next_visit = 9)),
+            // next_visit 3 -> 7 with the bytes left at 3 MiB
+            ("scrubbed_bytes", Box::new(|c| c.next_visit = 7)),
+            // complete claimed with 3 of 8 segments read
+            ("complete", Box::new(|c| c.complete = true)),
+            ("scrubbed_bytes", Box::new(|c| c.scrubbed_bytes = 9 << 20)),
+            (
+                "bad_ranges",
+                Box::new(|c| c.bad_ranges = vec![[100 << 20, 200 << 20]]),
+            ),
+            // inside the target, but in a segment not read yet
+            (
+                "bad_ranges",
+                Box::new(|c| c.bad_ranges = vec![[5 << 20, (5 << 20) + 511]]),
+            ),
+            (
+                "bad_ranges",
+                Box::new(|c| c.bad_ranges = vec![[1024, 2047], [0, 511]]),
+            ),
+            (
+                "bad_ranges",
+                Box::new(|c| c.bad_ranges = vec![[0, 511], [512, 1023]]),
+            ),
+            ("bad_ranges", Box::new(|c| c.bad_ranges = vec![[600, 500]])),
+            ("request_size_bytes", Box::new(|c| c.request_size_bytes = 0)),
+            (
+                "order",
+                Box::new(|c| c.order = Order::Staggered { regions: 0 }),
+            ),
+            ("requests", Box::new(|c| c.requests = 0)),
+            (
+                "passes_completed",
+                Box::new(|c| c.passes_completed = u64::MAX),
+            ),
+            ("runs", Box::new(|c| c.runs = 0)),
+            ("active_s", Box::new(|c| c.active_s = -1.0)),
+            (
+                "pass_started_unix_s",
+                Box::new(|c| c.pass_started_unix_s = u64::MAX),
+            ),
+            ("format", Box::new(|c| c.format = "something-else".into())),
+        ];
+        for (field, edit) in cases {
+            let mut c = eight();
+            edit(&mut c);
+            forge(&p, &c);
+            let e = refused(&p);
+            assert!(e.contains(&format!("`{field}`")), "{field}: {e}");
+        }
+        // consistent ones load, a staggered one with a short last segment too
+        let mut c = eight();
+        c.bad_ranges = vec![[0, 511], [(2 << 20) + 4096, (3 << 20) - 1]];
+        forge(&p, &c);
+        assert_eq!(Checkpoint::load(&p).unwrap(), Some(c));
+        let mut t = target();
+        t.size_bytes = 10 * 4096 + 100; // 11 segments, 3 regions of 4, 4, 3
+        let mut c = Checkpoint::new(t, Order::Staggered { regions: 3 }, 4096, 11);
+        // visits 0..6 are segments 0, 4, 8, 1, 5, 9; the short one (10) is not among them
+        c.next_visit = 6;
+        c.scrubbed_bytes = 6 * 4096;
+        c.requests = 6;
+        c.runs = 1;
+        c.bad_ranges = vec![[4 * 4096, 6 * 4096 - 1]]; // segments 4 and 5: visited
+        forge(&p, &c);
+        assert!(Checkpoint::load(&p).is_ok());
+        c.bad_ranges = vec![[4 * 4096, 7 * 4096 - 1]]; // segment 6 is not
+        forge(&p, &c);
+        assert!(refused(&p).contains("`bad_ranges`"));
+    }
+
+    #[test]
+    fn only_regular_files_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        for p in [Path::new("/dev/zero"), dir.path()] {
+            let e = Checkpoint::load(p).unwrap_err().to_string();
+            assert!(e.contains("not a regular file"), "{e}");
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ck.json");
+        let text = serde_json::to_string_pretty(&eight()).unwrap();
+        // a second next_visit after the first: serde_json's Value would keep the last
+        let dup = text.replacen(
+            "\"next_visit\": 3,",
+            "\"next_visit\": 3,\n  \"next_visit\": 8,",
+            1,
+        );
+        assert_ne!(dup, text);
+        fs::write(&p, with_checksum(&dup)).unwrap();
+        let e = refused(&p);
+        assert!(e.contains("duplicate field `next_visit`"), "{e}");
+        let dup = text.replacen(
+            "\"kind\": \"sequential\"",
+            "\"kind\": \"sequential\", \"kind\": \"sequential\"",
+            1,
+        );
+        assert_ne!(dup, text);
+        fs::write(&p, with_checksum(&dup)).unwrap();
+        assert!(refused(&p).contains("duplicate field `kind`"));
+    }
+
+    #[test]
+    fn version_one_checkpoints_are_read_with_the_same_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ck.json");
+        let mut v = serde_json::to_value(eight()).unwrap();
+        v.as_object_mut().unwrap().remove("format");
+        v["version"] = 1.into();
+        fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+        let c = Checkpoint::load(&p).unwrap().unwrap();
+        assert_eq!((c.version, c.next_visit), (1, 3));
+        // and saving it writes version 2 with a checksum
+        let mut c = c;
+        c.save(&p).unwrap();
+        let text = fs::read_to_string(&p).unwrap();
+        assert!(text.contains("\"version\": 2") && text.contains("\"checksum\": \"crc32:"));
+        assert!(Checkpoint::load(&p).is_ok());
+        v["next_visit"] = 7.into();
+        fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+        assert!(refused(&p).contains("`scrubbed_bytes`"));
     }
 
     #[test]

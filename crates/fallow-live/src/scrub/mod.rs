@@ -31,11 +31,18 @@ use crate::clock::monotonic_ns;
 use crate::driver::{BgExecutor, Step};
 use crate::error::{Error, Result};
 use crate::monitor::OwnCounters;
+use fallow_core::outpath::{OutputGuard, OutputKind};
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// Largest request (segment) a scrub reads at once, bytes: a read needs a
+/// buffer of its size, so `--size 1TiB` on a large target would otherwise
+/// allocate until the process aborts. 1 GiB is far above useful sizes
+/// (Practical Scrubbing Fig. 4 measures up to 4 MiB).
+pub const MAX_REQUEST_BYTES: u64 = 1 << 30;
 
 /// Settings of a scrub.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +67,11 @@ pub struct ScrubConfig {
     pub checkpoint_interval_ns: u64,
     /// Append one JSON line per completed request to this file.
     pub log_path: Option<PathBuf>,
+    /// The command's other inputs (config, tune result) and whether the
+    /// user forces replacing files; the target is added here. The
+    /// checkpoint and the log pass it before anything is written
+    /// ([`fallow_core::outpath`]).
+    pub outputs: OutputGuard,
 }
 
 /// How to treat an existing checkpoint.
@@ -188,10 +200,46 @@ impl Scrubber {
                 ),
             ));
         }
+        if size > MAX_REQUEST_BYTES {
+            return Err(Error::invalid(
+                "--size",
+                format!(
+                    "{size} bytes: a request is read into a buffer of its size; at most {MAX_REQUEST_BYTES} bytes (1 GiB)"
+                ),
+            ));
+        }
         if let Order::Staggered { regions: 0 } = cfg.order {
             return Err(Error::invalid("--regions", "must be at least 1"));
         }
         let plan = Plan::new(target.size_bytes, size, cfg.order);
+        // nothing is written (not even the lock) before the outputs pass:
+        // never the target or another input, a device node, a directory,
+        // or a file that is not a checkpoint (a log) unless forced
+        let guard = cfg.outputs.clone().input(&target.path);
+        guard.check(&cfg.checkpoint_path, OutputKind::Checkpoint, "--checkpoint")?;
+        // and the files beside it that a save creates and replaces (any
+        // regular file is theirs, but never an input or a device)
+        for p in [
+            checkpoint::lock_path(&cfg.checkpoint_path),
+            checkpoint::temp_path(&cfg.checkpoint_path),
+        ] {
+            guard.check(&p, OutputKind::AppendedLog, "--checkpoint")?;
+        }
+        if let Some(log) = &cfg.log_path {
+            guard
+                .clone()
+                .input(&cfg.checkpoint_path)
+                .check(log, OutputKind::ScrubLog, "--log")?;
+            if std::path::absolute(log).ok() == std::path::absolute(&cfg.checkpoint_path).ok() {
+                return Err(Error::invalid(
+                    "--log",
+                    format!(
+                        "{}: is the checkpoint too; give them different paths",
+                        log.display()
+                    ),
+                ));
+            }
+        }
         let lock = checkpoint::lock(&cfg.checkpoint_path)?;
         let existing = match resume {
             Resume::Restart => None,
@@ -259,7 +307,7 @@ impl Scrubber {
             window_reported: false,
             _lock: lock,
         };
-        s.ck.runs += 1;
+        s.ck.runs = s.ck.runs.saturating_add(1);
         if s.ck.segments == 0 {
             s.ck.complete = true;
         }
@@ -382,7 +430,7 @@ impl BgExecutor for Scrubber {
         );
         self.ck.next_visit += n;
         self.ck.scrubbed_bytes += len;
-        self.ck.requests += v.requests;
+        self.ck.requests = self.ck.requests.saturating_add(v.requests);
         self.run_bytes += len;
         self.run_requests += v.requests;
         self.run_retries += v.retries;
@@ -437,7 +485,9 @@ impl BgExecutor for Scrubber {
 impl Scrubber {
     /// The next request for a policy asking `size_bytes`: segments, offset, length.
     fn next_range(&self, size_bytes: u64) -> (u64, u64, u64) {
-        let want = (size_bytes / self.plan.segment_bytes).max(1);
+        // a policy's larger request reads several segments, but never more
+        // than MAX_REQUEST_BYTES at once
+        let want = (size_bytes.min(MAX_REQUEST_BYTES) / self.plan.segment_bytes).max(1);
         self.plan.contiguous_from(self.ck.next_visit, want)
     }
 }
@@ -475,6 +525,7 @@ mod tests {
             checkpoint_path: dir.path().join("ck.json"),
             checkpoint_interval_ns: 0,
             log_path: Some(log.clone()),
+            outputs: OutputGuard::default(),
         };
         Fixture {
             _dir: dir,
@@ -696,6 +747,43 @@ mod tests {
         assert!(r.run_retries > 0);
         let ck = Checkpoint::load(&f.cfg.checkpoint_path).unwrap().unwrap();
         assert_eq!(ck.bad_ranges, r.bad_ranges);
+    }
+
+    #[test]
+    fn requests_larger_than_the_bound_are_refused_before_any_buffer() {
+        let f = fixture(64 * 1024);
+        let own = Arc::new(OwnCounters::new(None));
+        let mut cfg = f.cfg.clone();
+        cfg.request_size_bytes = 1 << 40; // 1 TiB, whole sectors
+        let e = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own.clone(),
+            cfg,
+            Resume::No,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            e.contains("--size") && e.contains("at most 1073741824"),
+            "{e}"
+        );
+        // a policy asking for more than the bound per request reads at most
+        // the bound: a sparse 3 GiB target, 1 MiB segments
+        let big = f._dir.path().join("sparse.img");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(3 << 30)
+            .unwrap();
+        let target = Target::open(&big, false).unwrap();
+        let mut cfg = f.cfg.clone();
+        cfg.request_size_bytes = 1 << 20;
+        cfg.checkpoint_path = f._dir.path().join("big.json");
+        let reader = Box::new(target.reader(own.clone()).unwrap());
+        let s = Scrubber::new(&target, reader, "read", own, cfg, Resume::No).unwrap();
+        assert_eq!(s.next_range(u64::MAX), (1024, 0, MAX_REQUEST_BYTES));
     }
 
     #[test]

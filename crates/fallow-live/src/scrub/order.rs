@@ -82,6 +82,82 @@ impl Plan {
         }
     }
 
+    /// The visit index of segment `s` (s < segments): the inverse of
+    /// [`Plan::segment_of_visit`], used to check a checkpoint.
+    pub fn visit_of_segment(&self, s: u64) -> u64 {
+        debug_assert!(s < self.segments);
+        match self.order {
+            Order::Sequential => s,
+            Order::Staggered { regions } => {
+                let (r_count, q, rem) = self.regions(regions);
+                // the first `rem` regions have q+1 segments, the others q
+                let (region, round) = if s < rem * (q + 1) {
+                    (s / (q + 1), s % (q + 1))
+                } else {
+                    let t = s - rem * (q + 1);
+                    (rem + t / q, t % q)
+                };
+                round * r_count + region
+            }
+        }
+    }
+
+    /// The largest visit index of segments `first..=last` (≤ segments - 1),
+    /// in constant time: a range is scrubbed when this is below the
+    /// checkpoint's next visit.
+    pub fn max_visit_in(&self, first: u64, last: u64) -> u64 {
+        debug_assert!(first <= last && last < self.segments);
+        match self.order {
+            Order::Sequential => last,
+            Order::Staggered { regions } => {
+                let (r_count, q, rem) = self.regions(regions);
+                let region_of = |s: u64| {
+                    if s < rem * (q + 1) {
+                        s / (q + 1)
+                    } else {
+                        rem + (s - rem * (q + 1)) / q
+                    }
+                };
+                let (ra, rb) = (region_of(first), region_of(last));
+                let mut best = self.visit_of_segment(last);
+                if rb > ra {
+                    // regions ra..rb-1 are covered to their ends; a region's
+                    // last segment is visited in round q (the longer first
+                    // `rem`) or q - 1, so the highest-numbered longer one wins
+                    let end = if ra < rem {
+                        q * r_count + (rb - 1).min(rem - 1)
+                    } else {
+                        (q - 1) * r_count + (rb - 1)
+                    };
+                    best = best.max(end);
+                }
+                best
+            }
+        }
+    }
+
+    /// Bytes of the segments of visits `0..next_visit`.
+    pub fn visited_bytes(&self, next_visit: u64) -> u64 {
+        debug_assert!(next_visit <= self.segments);
+        if next_visit == 0 {
+            return 0;
+        }
+        let full = next_visit * self.segment_bytes;
+        let last = self.segments - 1;
+        let short = self.segment_bytes - self.segment_range(last).1;
+        if self.visit_of_segment(last) < next_visit {
+            full - short
+        } else {
+            full
+        }
+    }
+
+    /// Regions actually used, segments per region (q; the first `rem` have q+1).
+    fn regions(&self, regions: u64) -> (u64, u64, u64) {
+        let r_count = regions.clamp(1, self.segments.max(1));
+        (r_count, self.segments / r_count, self.segments % r_count)
+    }
+
     /// Byte range `[offset, offset + len)` of segment `s`.
     pub fn segment_range(&self, s: u64) -> (u64, u64) {
         let off = s * self.segment_bytes;
@@ -141,6 +217,39 @@ mod tests {
                 let firsts: Vec<u64> = (0..r).map(|k| p.segment_of_visit(k)).collect();
                 assert!(firsts.windows(2).all(|w| w[0] < w[1]));
                 assert_eq!(firsts[0], 0);
+            }
+        }
+    }
+
+    #[test]
+    fn inverse_and_range_maxima_agree_with_brute_force() {
+        for segments in [1u64, 2, 3, 7, 10, 64, 100] {
+            for order in [
+                Order::Sequential,
+                Order::Staggered { regions: 1 },
+                Order::Staggered { regions: 3 },
+                Order::Staggered { regions: 7 },
+                Order::Staggered { regions: 128 },
+            ] {
+                // a short last segment: 100 bytes of 512
+                let p = Plan::new(segments * 512 - 412, 512, order);
+                for k in 0..segments {
+                    assert_eq!(p.visit_of_segment(p.segment_of_visit(k)), k);
+                }
+                for a in 0..segments {
+                    for b in a..segments {
+                        let brute = (a..=b).map(|s| p.visit_of_segment(s)).max().unwrap();
+                        assert_eq!(p.max_visit_in(a, b), brute, "{order} {segments} {a}..={b}");
+                    }
+                }
+                let mut bytes = 0;
+                for k in 0..=segments {
+                    assert_eq!(p.visited_bytes(k), bytes, "{order} {segments} {k}");
+                    if k < segments {
+                        bytes += p.segment_range(p.segment_of_visit(k)).1;
+                    }
+                }
+                assert_eq!(bytes, p.target_bytes);
             }
         }
     }

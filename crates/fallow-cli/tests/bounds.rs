@@ -1,0 +1,140 @@
+//! Issue 12's flags that aborted or panicked: each now exits 2 with an
+//! error naming the flag, quickly and without allocating first.
+
+mod common;
+
+use common::bad_input;
+
+#[test]
+fn request_counts_and_spawn_ratios_are_bounded_naming_the_flag() {
+    let base = [
+        "--workload",
+        "poisson",
+        "--utilization",
+        "0.3",
+        "--policy",
+        "waiting",
+    ];
+    for cmd in ["simulate", "tune"] {
+        for n in ["10000000000", "18446744073709551615"] {
+            let mut a = vec![cmd];
+            a.extend(base);
+            a.extend(["--requests", n]);
+            if cmd == "tune" {
+                a.extend(["--budget", "1ms"]);
+            }
+            bad_input(&a, &["invalid --requests", n]);
+        }
+    }
+    let mut a = vec!["simulate"];
+    a.extend(base);
+    a.extend(["--requests", "1000", "--bg-work", "writes:1e9%"]);
+    bad_input(&a, &["invalid --bg-work", "lower the ratio"]);
+}
+
+#[test]
+fn an_arrival_rate_too_low_for_the_time_range_is_named() {
+    bad_input(
+        &[
+            "simulate",
+            "--workload",
+            "poisson",
+            "--arrival-rate",
+            "1e-6",
+            "--policy",
+            "aggressive",
+        ],
+        &["invalid --arrival-rate", "raise the rate"],
+    );
+}
+
+#[test]
+fn a_misspelt_config_table_is_an_error_naming_file_and_table() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("f.toml");
+    std::fs::write(&cfg, "[scrubb]\nsize = \"4MiB\"\n").unwrap();
+    let t = d.path().join("t.img");
+    std::fs::write(&t, vec![0u8; 4096]).unwrap();
+    let (t, cfg) = (t.to_str().unwrap(), cfg.to_str().unwrap());
+    bad_input(
+        &["scrub", t, "--config", cfg, "--monitor", "none"],
+        &[cfg, "unknown table [scrubb]"],
+    );
+}
+
+#[test]
+fn analyze_output_scales_with_the_data_not_the_span() {
+    // issue 12: two MSR records 584 years apart (timestamps in 100 ns
+    // ticks: 1.84e17 ticks = 1.84e19 ns) gave 5.1 million hourly counts
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("span.csv");
+    std::fs::write(
+        &p,
+        "0,hm,0,Read,0,4096,100\n184000000000000000,hm,0,Read,0,4096,100\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let o = common::fallow(&["analyze", p.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
+    // 2 requests: a few hundred curve points and ≤ 10,000 rate bins at most
+    assert!(o.stdout.len() < 1 << 20, "{} bytes of JSON", o.stdout.len());
+    let v = common::json_of(&o);
+    assert!(v["periodicity"].is_null(), "{}", v["periodicity"]);
+    assert_eq!(v["trace"]["requests"], 2);
+    // and the summary says why there is no periodicity
+    let o = common::fallow(&["analyze", p.to_str().unwrap()]);
+    let text = common::stdout_text(&o);
+    assert!(text.contains("too sparse to test hourly counts"), "{text}");
+}
+
+#[test]
+fn a_scrub_request_size_past_the_bound_is_refused_before_allocating() {
+    // a sparse 2 TiB target: `--size 1TiB` aborted allocating its buffer
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("sparse.img");
+    std::fs::File::create(&t).unwrap().set_len(2 << 40).unwrap();
+    let ck = d.path().join("ck.json");
+    bad_input(
+        &[
+            "scrub",
+            t.to_str().unwrap(),
+            "--size",
+            "1TiB",
+            "--checkpoint",
+            ck.to_str().unwrap(),
+            "--monitor",
+            "none",
+            "--max-bytes",
+            "1",
+        ],
+        &["invalid --size", "at most 1073741824"],
+    );
+}
+
+#[test]
+fn emulator_thread_counts_are_bounded() {
+    let d = tempfile::tempdir().unwrap();
+    let img = d.path().join("disk.img");
+    std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let o = common::fallow(&[
+        "emulate-disk",
+        img.to_str().unwrap(),
+        mnt.to_str().unwrap(),
+        "--foreground",
+        "--threads",
+        "100000000",
+    ]);
+    let e = common::stderr(&o);
+    if e.contains("FUSE") {
+        println!("skip: FUSE is not available here ({})", e.trim());
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("threads") && e.contains("must be 1 to 1024"),
+        "{e}"
+    );
+}

@@ -1,0 +1,478 @@
+//! The one guard every output path of fallow passes before anything is
+//! written to it: checkpoints, scrub logs, HTML and JSON reports, converted
+//! and recorded traces. "Nothing the user owns is written by accident":
+//!
+//! - never an input of the command (the scrub target, the trace, a config):
+//!   the same file by device and inode, through any symlink or hard link;
+//! - never a device node (`/dev/null`, `/dev/full`, a disk), FIFO or
+//!   socket: writes are atomic (temporary file + rename), and a rename
+//!   would replace the node itself with a regular file;
+//! - never a directory;
+//! - an existing regular file only if it is empty or fallow recognises it
+//!   as its own output of that kind ([`OutputKind`] says how), unless the
+//!   user forces it (`--overwrite`, [`OutputGuard::new`]'s `overwrite`).
+//!
+//! The first three are refused even with `--overwrite`: no flag makes
+//! replacing the input being read, or `/dev/null`, what the user meant.
+//! [`write_atomically`] repeats the device-node test just before its
+//! rename, so a path that became one since the check is still refused.
+
+use crate::error::{Error, Result};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Read, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// What an output is, which decides what an existing file must look like
+/// to be replaced without `--overwrite`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputKind {
+    /// A scrub checkpoint: a JSON object with `"format":
+    /// "fallow-scrub-checkpoint"` (version 2 on), or a version-1 one (a
+    /// `version` of 1 with `target`, `segments` and `next_visit` keys).
+    Checkpoint,
+    /// The scrub's per-request log (appended to, never replaced): its first
+    /// line is a JSON object with `first_byte`, `last_byte` and `bad`.
+    ScrubLog,
+    /// An HTML report: `<meta name="generator" content="fallow` in its head.
+    HtmlReport,
+    /// A JSON report fallow wrote (`fallow demo`'s `report.json`, `fallow
+    /// run --report`): a top-level `"generator": "fallow …"`, or the
+    /// top-level keys of one written before the marker existed.
+    JsonReport,
+    /// A trace in fallow's binary format (`fallow convert`): its magic bytes.
+    FallowBin,
+    /// A text trace `fallow record` writes (MSR CSV). Text traces carry no
+    /// mark of who wrote them, so an existing non-empty one is never
+    /// recognised: replacing it takes `--overwrite`.
+    TextTrace,
+    /// A counters file in `/sys/block/<dev>/stat` format (`fallow
+    /// emulate-disk --stat-file`): one line of 11 to 17 whole numbers.
+    StatFile,
+    /// A text log fallow only appends to (`fallow emulate-disk --log`):
+    /// what is there is kept, so any regular file is accepted.
+    AppendedLog,
+}
+
+impl OutputKind {
+    /// The kind in words, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            OutputKind::Checkpoint => "a fallow scrub checkpoint",
+            OutputKind::ScrubLog => "a fallow scrub log",
+            OutputKind::HtmlReport => "an HTML report fallow wrote",
+            OutputKind::JsonReport => "a JSON report fallow wrote",
+            OutputKind::FallowBin => "a trace in fallow's binary format",
+            OutputKind::TextTrace => "a trace fallow can tell it wrote",
+            OutputKind::StatFile => "a counters file in /sys/block/<dev>/stat format",
+            OutputKind::AppendedLog => "a log",
+        }
+    }
+}
+
+/// The marker of a version-2 (and later) checkpoint.
+pub const CHECKPOINT_FORMAT: &str = "fallow-scrub-checkpoint";
+/// The value of a JSON report's `generator` key (followed by the version).
+pub const JSON_GENERATOR: &str = "fallow";
+/// How much of an existing file is read to recognise it. A checkpoint is
+/// parsed whole (bad ranges can make it long); a longer file is not one.
+const HEAD_BYTES: u64 = 64 << 10;
+const WHOLE_BYTES: u64 = 64 << 20;
+
+/// An input of the command, by identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Input {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+/// The inputs of one command and whether the user forces overwriting.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutputGuard {
+    inputs: Vec<Input>,
+    overwrite: bool,
+}
+
+impl OutputGuard {
+    /// A guard with no inputs yet; `overwrite` lets existing regular files
+    /// fallow does not recognise be replaced (`--overwrite`).
+    pub fn new(overwrite: bool) -> OutputGuard {
+        OutputGuard {
+            inputs: Vec::new(),
+            overwrite,
+        }
+    }
+
+    /// Whether unrecognised files may be replaced.
+    pub fn overwrite(&self) -> bool {
+        self.overwrite
+    }
+
+    /// Add an input (followed through symlinks). A path that does not
+    /// exist is no input anything could overwrite and is left out.
+    pub fn input(mut self, path: &Path) -> OutputGuard {
+        self.add_input(path);
+        self
+    }
+
+    /// [`OutputGuard::input`] in place.
+    pub fn add_input(&mut self, path: &Path) {
+        if let Ok(m) = fs::metadata(path) {
+            self.inputs.push(Input {
+                path: path.to_path_buf(),
+                dev: m.dev(),
+                ino: m.ino(),
+            });
+        }
+    }
+
+    /// Refuse `path` as the output `kind` given by `param` (a flag such as
+    /// `--html`, or a config key) if writing it could destroy something
+    /// the user owns; see the module documentation for the rules.
+    pub fn check(&self, path: &Path, kind: OutputKind, param: &str) -> Result<()> {
+        let refuse = |why: String| Err(Error::invalid(param, format!("{}: {why}", path.display())));
+        if path.file_name().is_none() {
+            return refuse("not a file name".into());
+        }
+        let meta = match fs::metadata(path) {
+            Ok(m) => m,
+            // nothing there (or a dangling symlink, which the rename replaces)
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return refuse(format!("cannot inspect it ({e}); refusing to write it")),
+        };
+        if let Some(i) = self
+            .inputs
+            .iter()
+            .find(|i| i.dev == meta.dev() && i.ino == meta.ino())
+        {
+            let same = if i.path == path {
+                String::new()
+            } else {
+                format!(" (the same file as {})", i.path.display())
+            };
+            return refuse(format!(
+                "is an input of this command{same}; writing it would destroy it: choose another path"
+            ));
+        }
+        if let Some(what) = special(&meta.file_type()) {
+            return refuse(format!(
+                "is {what}; fallow writes outputs only to regular files (and replacing one by rename would turn the node into a file)"
+            ));
+        }
+        if meta.is_dir() {
+            return refuse("is a directory; give a file name".into());
+        }
+        if meta.len() == 0 || self.overwrite {
+            return Ok(());
+        }
+        match recognise(path, kind) {
+            Ok(true) => Ok(()),
+            Ok(false) => refuse(format!(
+                "exists and is not {}; pass --overwrite to replace it",
+                kind.describe()
+            )),
+            Err(e) => refuse(format!(
+                "exists and cannot be read to tell whether fallow wrote it ({e}); pass --overwrite to replace it"
+            )),
+        }
+    }
+}
+
+/// A file type fallow never writes into: a device node, FIFO or socket.
+fn special(t: &fs::FileType) -> Option<&'static str> {
+    if t.is_char_device() {
+        Some("a character device")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        None
+    }
+}
+
+/// Whether the existing file at `path` is fallow's own output of `kind`.
+pub fn recognise(path: &Path, kind: OutputKind) -> io::Result<bool> {
+    let limit = match kind {
+        OutputKind::Checkpoint | OutputKind::JsonReport => WHOLE_BYTES,
+        _ => HEAD_BYTES,
+    };
+    let mut bytes = Vec::new();
+    File::open(path)?.take(limit + 1).read_to_end(&mut bytes)?;
+    let whole = bytes.len() as u64 <= limit;
+    Ok(match kind {
+        OutputKind::Checkpoint => whole && is_checkpoint(&bytes),
+        OutputKind::ScrubLog => {
+            let first = bytes.split(|&b| b == b'\n').next().unwrap_or(&[]);
+            match serde_json::from_slice::<serde_json::Value>(first) {
+                Ok(serde_json::Value::Object(m)) => ["first_byte", "last_byte", "bad"]
+                    .iter()
+                    .all(|k| m.contains_key(*k)),
+                _ => false,
+            }
+        }
+        OutputKind::HtmlReport => {
+            let marker = b"<meta name=\"generator\" content=\"fallow";
+            bytes.windows(marker.len()).any(|w| w == marker)
+        }
+        OutputKind::JsonReport => whole && is_json_report(&bytes),
+        OutputKind::FallowBin => bytes.starts_with(crate::trace::FALLOW_BIN_MAGIC),
+        OutputKind::TextTrace => false,
+        OutputKind::StatFile => {
+            let text = String::from_utf8_lossy(&bytes);
+            let fields: Vec<&str> = text.split_whitespace().collect();
+            bytes.len() <= 512
+                && text.trim_end().lines().count() == 1
+                && (11..=17).contains(&fields.len())
+                && fields.iter().all(|f| f.parse::<u64>().is_ok())
+        }
+        OutputKind::AppendedLog => true,
+    })
+}
+
+fn is_checkpoint(bytes: &[u8]) -> bool {
+    let Ok(serde_json::Value::Object(m)) = serde_json::from_slice::<serde_json::Value>(bytes)
+    else {
+        return false;
+    };
+    m.get("format").and_then(|f| f.as_str()) == Some(CHECKPOINT_FORMAT)
+        || (m.get("version").and_then(|v| v.as_u64()) == Some(1)
+            && ["target", "segments", "next_visit"]
+                .iter()
+                .all(|k| m.contains_key(*k)))
+}
+
+fn is_json_report(bytes: &[u8]) -> bool {
+    let Ok(serde_json::Value::Object(m)) = serde_json::from_slice::<serde_json::Value>(bytes)
+    else {
+        return false;
+    };
+    let has = |keys: &[&str]| keys.iter().all(|k| m.contains_key(*k));
+    m.get("generator")
+        .and_then(|g| g.as_str())
+        .is_some_and(|g| g.split(' ').next() == Some(JSON_GENERATOR))
+        // written before the marker: a characterisation (`fallow demo`),
+        // a `fallow run --report`
+        || has(&["trace", "idle", "busy", "utilization"])
+        || has(&["command", "policy_from", "driver", "monitor"])
+}
+
+/// Replace `path` atomically with what `write` produces: a new temporary
+/// file in the same directory, fsync, rename over `path`, fsync the
+/// directory. Readers see the old file or the new one, never a mix; a
+/// failure leaves the old file and no temporary behind. The destination
+/// must not be a device node, FIFO, socket or directory (checked again
+/// right before the rename); callers check it with [`OutputGuard`] first.
+pub fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
+    check_replaceable(path)?;
+    let (tmp_path, file) = create_temp(&dir, &name.to_string_lossy())?;
+    let result = (|| -> io::Result<()> {
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        write(&mut out)?;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        drop(file);
+        check_replaceable(path)?;
+        fs::rename(&tmp_path, path)?;
+        // make the rename durable; not every file system lets a directory be synced
+        if let Ok(d) = File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp_path);
+    }
+    result
+}
+
+/// Refuse to replace `path` by a rename when it is (or its symlink points
+/// to) a directory, a device node, a FIFO or a socket.
+pub fn check_replaceable(path: &Path) -> io::Result<()> {
+    match fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "is a directory",
+        )),
+        Ok(m) => match special(&m.file_type()) {
+            Some(what) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("is {what}; refusing to replace it with a regular file"),
+            )),
+            None => Ok(()),
+        },
+        Err(_) => Ok(()),
+    }
+}
+
+/// A new, exclusively created temporary file next to the destination
+/// (never an existing file: `create_new`).
+fn create_temp(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
+    let pid = std::process::id();
+    let mut last_err = None;
+    for attempt in 0..100u32 {
+        let tmp = dir.join(format!(".{name}.{pid}.{attempt}.tmp"));
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| io::Error::other("no temporary file name free")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(r: Result<()>) -> String {
+        r.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn an_input_is_refused_through_any_name() {
+        let d = tempfile::tempdir().unwrap();
+        let data = d.path().join("data.img");
+        fs::write(&data, vec![7u8; 4096]).unwrap();
+        let link = d.path().join("link.img");
+        std::os::unix::fs::symlink(&data, &link).unwrap();
+        let hard = d.path().join("hard.img");
+        fs::hard_link(&data, &hard).unwrap();
+        // --overwrite does not lift it
+        let g = OutputGuard::new(true).input(&data);
+        for p in [&data, &link, &hard] {
+            let e = msg(g.check(p, OutputKind::Checkpoint, "--checkpoint"));
+            assert!(
+                e.contains("--checkpoint") && e.contains("input of this command"),
+                "{e}"
+            );
+            assert!(e.contains(&p.display().to_string()), "{e}");
+        }
+        // a missing input is no input; a path next to it is fine
+        let g = OutputGuard::new(false)
+            .input(&d.path().join("missing"))
+            .input(&data);
+        assert!(g
+            .check(&d.path().join("ck.json"), OutputKind::Checkpoint, "x")
+            .is_ok());
+    }
+
+    #[test]
+    fn device_nodes_fifos_and_directories_are_refused_even_forced() {
+        let d = tempfile::tempdir().unwrap();
+        let g = OutputGuard::new(true);
+        for (p, what) in [
+            (Path::new("/dev/null"), "character device"),
+            (Path::new("/dev/full"), "character device"),
+            (d.path(), "directory"),
+        ] {
+            let e = msg(g.check(p, OutputKind::HtmlReport, "--html"));
+            assert!(e.contains(what), "{e}");
+        }
+        let fifo = d.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            let e = msg(g.check(&fifo, OutputKind::ScrubLog, "--log"));
+            assert!(e.contains("FIFO"), "{e}");
+        } else {
+            println!("skip: mkfifo is not available; FIFO case not tested");
+        }
+        // and the atomic writer refuses the device node itself
+        let e = write_atomically(Path::new("/dev/null"), |w| w.write_all(b"x")).unwrap_err();
+        assert!(e.to_string().contains("character device"), "{e}");
+        assert!(fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+    }
+
+    #[test]
+    fn existing_files_need_to_be_fallows_own_or_forced() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out");
+        let foreign = "my precious notes\n";
+        let cases: [(OutputKind, &[u8]); 7] = [
+            (
+                OutputKind::Checkpoint,
+                br#"{"format": "fallow-scrub-checkpoint", "version": 2}"#,
+            ),
+            (
+                OutputKind::ScrubLog,
+                b"{\"t_ns\":1,\"first_byte\":0,\"last_byte\":9,\"bad\":[]}\n{\"x\n",
+            ),
+            (
+                OutputKind::HtmlReport,
+                b"<!DOCTYPE html>\n<html><head><meta name=\"generator\" content=\"fallow 0.1.0\">",
+            ),
+            (
+                OutputKind::JsonReport,
+                br#"{"generator": "fallow 0.1.0", "x": 1}"#,
+            ),
+            (OutputKind::FallowBin, b"FALLOWT\x01rest"),
+            (OutputKind::TextTrace, b""),
+            (OutputKind::StatFile, b"1 0 8 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"),
+        ];
+        for (kind, own) in cases {
+            fs::write(&p, own).unwrap();
+            assert!(
+                OutputGuard::new(false).check(&p, kind, "-o").is_ok(),
+                "{kind:?}"
+            );
+            fs::write(&p, foreign).unwrap();
+            let e = msg(OutputGuard::new(false).check(&p, kind, "-o"));
+            assert!(
+                e.contains("--overwrite") && e.contains(kind.describe()),
+                "{e}"
+            );
+            assert!(OutputGuard::new(true).check(&p, kind, "-o").is_ok());
+        }
+        // a version-1 checkpoint (no marker) is still a checkpoint
+        fs::write(
+            &p,
+            r#"{"version": 1, "target": {}, "segments": 8, "next_visit": 3}"#,
+        )
+        .unwrap();
+        assert!(OutputGuard::new(false)
+            .check(&p, OutputKind::Checkpoint, "--checkpoint")
+            .is_ok());
+        // a JSON file that is not one of fallow's reports
+        fs::write(&p, r#"{"generator": "fallowish", "a": 1}"#).unwrap();
+        assert!(OutputGuard::new(false)
+            .check(&p, OutputKind::JsonReport, "--report")
+            .is_err());
+        // a text trace someone has is never taken for fallow's own
+        fs::write(&p, "128166372003061629,hm,0,Read,0,4096,100\n").unwrap();
+        assert!(OutputGuard::new(false)
+            .check(&p, OutputKind::TextTrace, "-o")
+            .is_err());
+    }
+
+    #[test]
+    fn atomic_writes_replace_whole_and_clean_up() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out.txt");
+        write_atomically(&p, |w| w.write_all(b"one")).unwrap();
+        write_atomically(&p, |w| w.write_all(b"two")).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "two");
+        let e = write_atomically(&p, |w| {
+            w.write_all(b"partial")?;
+            Err(io::Error::other("boom"))
+        });
+        assert!(e.is_err());
+        assert_eq!(fs::read_to_string(&p).unwrap(), "two");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+}
