@@ -131,7 +131,7 @@ impl OwnIoSource for GateIo {
 /// The gate over every device a native job touches.
 #[derive(Debug, Default)]
 pub struct Gate {
-    ios: Vec<Arc<GateIo>>,
+    ios: Mutex<Vec<Arc<GateIo>>>,
 }
 
 impl Gate {
@@ -139,35 +139,59 @@ impl Gate {
     /// watched).
     pub fn new(sources: &[StatSource]) -> Result<Arc<Gate>> {
         Ok(Arc::new(Gate {
-            ios: sources
-                .iter()
-                .map(|s| GateIo::new(s).map(Arc::new))
-                .collect::<Result<_>>()?,
+            ios: Mutex::new(
+                sources
+                    .iter()
+                    .map(|s| GateIo::new(s).map(Arc::new))
+                    .collect::<Result<_>>()?,
+            ),
         }))
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<GateIo>>> {
+        self.ios.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The per-device sources, for the monitors.
-    pub fn ios(&self) -> &[Arc<GateIo>] {
-        &self.ios
+    pub fn ios(&self) -> Vec<Arc<GateIo>> {
+        self.lock().clone()
+    }
+
+    /// Also count `source` (a monitor named by the user: an emulated
+    /// disk's counters); the same source twice gives the same counter.
+    pub fn watch(&self, source: &StatSource) -> Result<Arc<GateIo>> {
+        let mut ios = self.lock();
+        if let Some(g) = ios.iter().find(|g| g.source.stat_path == source.stat_path) {
+            return Ok(g.clone());
+        }
+        let g = Arc::new(GateIo::new(source)?);
+        if ios
+            .first()
+            .is_some_and(|f| f.state.lock().unwrap_or_else(|p| p.into_inner()).open)
+        {
+            g.set(true);
+        }
+        ios.push(g.clone());
+        Ok(g)
     }
 
     /// The job is about to run.
     pub fn open(&self) {
-        for g in &self.ios {
+        for g in self.lock().iter() {
             g.set(true);
         }
     }
 
     /// The job has stopped (nothing of it is in flight any more).
     pub fn close(&self) {
-        for g in &self.ios {
+        for g in self.lock().iter() {
             g.set(false);
         }
     }
 
     /// Whether the gate is open.
     pub fn is_open(&self) -> bool {
-        self.ios
+        self.lock()
             .first()
             .is_some_and(|g| g.state.lock().unwrap_or_else(|p| p.into_inner()).open)
     }

@@ -28,10 +28,13 @@
 
 pub mod btrfs;
 pub mod control;
+pub mod fstrim;
 pub mod gate;
+pub mod session;
 
 pub use control::{Control, Output, RecordedControl, SystemControl};
 pub use gate::{Gate, GateIo};
+pub use session::{NativeOutcome, NativeSession, SessionConfig, Watch};
 
 use crate::driver::BgExecutor;
 use crate::error::{Error, Result};
@@ -67,7 +70,7 @@ impl std::fmt::Debug for Kind {
 }
 
 /// Every native kind, one line each (alphabetical).
-pub const KINDS: &[Kind] = &[btrfs::KIND];
+pub const KINDS: &[Kind] = &[btrfs::KIND, fstrim::KIND];
 
 /// The kind registered under `prefix`.
 pub fn kind(prefix: &str) -> Option<&'static Kind> {
@@ -129,6 +132,14 @@ impl std::fmt::Display for NativeTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}", self.prefix, self.arg)
     }
+}
+
+/// Where a target's checkpoint goes when none is given (for kinds that
+/// keep one): the block scrubber's directory, named after the target
+/// (`fstrim:/srv` → `fstrim_srv.json`).
+pub fn default_checkpoint(t: &NativeTarget) -> Result<PathBuf> {
+    let name = format!("/{}/{}", t.prefix, t.arg.trim_start_matches('/'));
+    crate::scrub::checkpoint::default_path(std::path::Path::new(&name))
 }
 
 fn example(prefix: &str) -> &'static str {
@@ -272,6 +283,8 @@ mod tests {
         assert_eq!((t.prefix.as_str(), t.arg.as_str()), ("btrfs", "/mnt/x"));
         assert_eq!(t.to_string(), "btrfs:/mnt/x");
         assert_eq!(t.kind().prefix, "btrfs");
+        let t = NativeTarget::parse("fstrim:/srv").unwrap().unwrap();
+        assert_eq!(t.arg, "/srv");
         assert_eq!(NativeTarget::parse("/dev/sda").unwrap(), None);
         assert_eq!(
             NativeTarget::parse("/dev/disk/by-path/pci-0000:00:1f").unwrap(),
