@@ -319,6 +319,95 @@ fn acceptance_fg_at_300_iops_keeps_the_btrfs_scrub_off_then_it_finishes() {
     }
 }
 
+/// The other order: the scrub runs on an idle device, then the FG starts.
+/// The monitor cannot see FG reads while the scrub runs, so each request
+/// ends with a cancel at a chunk boundary and the driver looks: the scrub
+/// stops within one chunk of the FG's arrival (a blind scrub would read
+/// the whole rest of the file system under the FG).
+#[test]
+fn an_fg_arriving_mid_scrub_stops_it_within_one_chunk() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !common::have("fio") {
+        eprintln!("skip: fio is not installed");
+        return;
+    }
+    let Some(fs) = btrfs_with_data() else {
+        return;
+    };
+    if scrub_speed_max_files(fs.mnt()).is_empty() {
+        eprintln!("skip: this kernel has no scrub_speed_max");
+        return;
+    }
+    // the largest device extent, read independently of fallow
+    let tree = sh(
+        "btrfs",
+        &["inspect-internal", "dump-tree", "-t", "dev", &fs.dev],
+    )
+    .unwrap();
+    let chunk = tree
+        .lines()
+        .filter_map(|l| l.split(" length ").nth(1))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .max()
+        .unwrap();
+    let target = format!("btrfs:{}", fs.mnt());
+    let fallow = fallow_cmd(&[
+        "scrub",
+        &target,
+        "--policy",
+        "fixed-wait:t=200ms",
+        "--max-rate",
+        "50MiB/s",
+        "--json",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let before = fs.read_sectors();
+    let fio_out = fs._dir.path().join("fio.json");
+    let st = Command::new("fio")
+        .args([
+            "--name=fg",
+            &format!("--filename={}", fs.mnt.join("data").display()),
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=psync",
+            "--rate_iops=300",
+            "--time_based",
+            "--runtime=10",
+            "--output-format=json",
+            &format!("--output={}", fio_out.display()),
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let during = (fs.read_sectors() - before) * 512;
+    let o = fallow.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    let fio_v: Value = serde_json::from_str(&std::fs::read_to_string(&fio_out).unwrap()).unwrap();
+    let fg_bytes = fio_v["jobs"][0]["read"]["io_bytes"].as_u64().unwrap();
+    let bound = fg_bytes + chunk + (4 << 20);
+    eprintln!(
+        "fg arrives mid-scrub: device read {} MiB in the FG's 10 s (fio {} MiB, largest chunk {} MiB; bound {} MiB); {} boundary looks",
+        during >> 20,
+        fg_bytes >> 20,
+        chunk >> 20,
+        bound >> 20,
+        v["native"]["fallow_boundary_looks"]
+    );
+    assert!(
+        during <= bound,
+        "read {during} bytes under the FG (bound {bound})"
+    );
+    assert_eq!(v["complete"], true, "{v}");
+    assert!(status_text(fs.mnt()).contains("no errors found"));
+}
+
 #[test]
 fn kill_9_while_paused_the_guardian_resumes_the_scrub_and_restores_the_limit() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
