@@ -2,10 +2,11 @@
 //!
 //! The scrub runs in the kernel, so freezing the process that started it
 //! pauses nothing. Instead one BG request lets it run for a *slice* of
-//! time; [`BgExecutor::pause`] is `btrfs scrub cancel` (~30 ms; btrfs
-//! keeps its position per chunk in `/var/lib/btrfs/scrub.status.<fsid>`)
-//! and the next request is `btrfs scrub resume`. Back-to-back requests
-//! leave it running, as `fallow run` leaves its command thawed.
+//! time and on to the next chunk boundary, where it is cancelled (`btrfs
+//! scrub cancel`, ~30 ms; btrfs keeps its position in
+//! `/var/lib/btrfs/scrub.status.<fsid>`); the next request is `btrfs scrub
+//! resume`. [`BgExecutor::pause`] cancels a run still going (when the
+//! boundary is unknown).
 //!
 //! - **Start**: `btrfs scrub start -B MOUNT` (or `resume -B`) as a child in
 //!   its own process group, output discarded. `-B` rather than the

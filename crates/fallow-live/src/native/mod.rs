@@ -12,7 +12,7 @@
 //!
 //! | target | one BG request | pause | progress |
 //! |---|---|---|---|
-//! | `btrfs:MOUNT` ([`btrfs`]) | a slice of time | `btrfs scrub cancel` | `btrfs scrub status -R` |
+//! | `btrfs:MOUNT` ([`btrfs`]) | a slice of time, then on to the next chunk boundary | `btrfs scrub cancel` | `btrfs scrub status -R` |
 //! | `fstrim:MOUNT` ([`fstrim`]) | one FITRIM range | — (ranges end by themselves) | the next offset, in a checkpoint |
 //!
 //! - [`control`]: [`Control`], how an executor runs the native tool's
