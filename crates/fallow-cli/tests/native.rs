@@ -744,3 +744,88 @@ fn fitrim_killed_mid_way_resumes_at_its_offset_and_skips_nothing() {
         "{v}"
     );
 }
+
+/// A btrfs over two loop devices (RAID1): both are watched, by one
+/// monitor over both, and the scrub's reads on either are its own.
+#[test]
+fn a_two_device_btrfs_is_watched_on_both_devices() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !need_root("loop devices and a mount") {
+        return;
+    }
+    if !common::have("btrfs") {
+        eprintln!("skip: btrfs-progs is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut devs = Vec::new();
+    for i in 0..2 {
+        let img = dir.path().join(format!("d{i}.img"));
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(512 << 20)
+            .unwrap();
+        match sh("losetup", &["-f", "--show", path_str(&img)]) {
+            Ok(d) => devs.push(d),
+            Err(e) => {
+                eprintln!("skip: losetup: {e}");
+                for d in &devs {
+                    let _ = sh("losetup", &["-d", d]);
+                }
+                return;
+            }
+        }
+    }
+    struct Detach(Vec<String>, PathBuf);
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.1).status();
+            for d in &self.0 {
+                let _ = Command::new("losetup").args(["-d", d]).status();
+            }
+        }
+    }
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let _cleanup = Detach(devs.clone(), mnt.clone());
+    let made = sh(
+        "mkfs.btrfs",
+        &["-q", "-f", "-d", "raid1", "-m", "raid1", &devs[0], &devs[1]],
+    )
+    .and_then(|_| sh("mount", &[&devs[0], path_str(&mnt)]));
+    if let Err(e) = made {
+        eprintln!("skip: cannot make a two-device btrfs: {e}");
+        return;
+    }
+    let mut f = std::fs::File::create(mnt.join("data")).unwrap();
+    f.write_all(&vec![0x5a; 64 << 20]).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    sh("sync", &[]).unwrap();
+    let o = fallow_cmd(&[
+        "scrub",
+        &format!("btrfs:{}", path_str(&mnt)),
+        "--policy",
+        "aggressive",
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    let mut want: Vec<String> = devs
+        .iter()
+        .map(|d| d.trim_start_matches("/dev/").to_string())
+        .collect();
+    want.sort();
+    assert_eq!(v["devices"], serde_json::json!(want), "{v}");
+    assert_eq!(v["complete"], true, "{v}");
+    // both copies of the 64 MiB were verified
+    assert!(
+        v["native"]["data_bytes_scrubbed"].as_u64().unwrap() >= 128 << 20,
+        "{v}"
+    );
+    assert_eq!(v["monitor"]["busy_periods"], 0, "{v}");
+    let src = v["monitor"]["source"].as_str().unwrap();
+    assert!(want.iter().all(|d| src.contains(d.as_str())), "{src}");
+}
