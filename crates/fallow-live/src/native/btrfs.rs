@@ -29,8 +29,8 @@
 //!   shorter than a chunk's scrub time would never finish it. So when a
 //!   cancel finds `last_physical` where the previous one left it, the next
 //!   run after a resume is held to at least twice as long as that one (up
-//!   to [`MIN_RUN_MAX_NS`]) before it may be paused; once a cancel finds
-//!   progress, runs are short again. An FG arrival then waits for at most
+//!   to [`MIN_RUN_MAX_NS`]) before it may be paused; each cancel that finds
+//!   progress halves that hold. An FG arrival then waits for at most
 //!   that run, as for any non-preemptible request; the report counts such
 //!   runs (`fallow_runs_without_progress` in `native`).
 //! - **Looks at chunk boundaries**: while the scrub runs, the monitor
@@ -45,9 +45,11 @@
 //!   sees FG work (the request stays paused [`BOUNDARY_LOOK_NS`] first, so
 //!   the next FG read of a sparse FG shows); if there is none, the next
 //!   request resumes. Blind time
-//!   is at most one slice plus one chunk's scrub time. For a file system
-//!   with several devices (one `last_physical` per device) the extents are
-//!   not used and a run stays blind until the driver pauses it.
+//!   is at most one slice plus one chunk's scrub time. A file system with
+//!   several devices has one `last_physical` per device and no common
+//!   boundary: there each request ends with a cancel after its slice (held
+//!   longer while cancels find no progress, see above), which bounds the
+//!   blind time at the price of re-reading partial chunks.
 //! - **Progress and errors**: `btrfs scrub status -R MOUNT`
 //!   ([`ScrubStatus::parse`]): `data_bytes_scrubbed + tree_bytes_scrubbed`,
 //!   `last_physical`, the error counters; finished when it says so.
@@ -301,6 +303,11 @@ pub struct Btrfs {
     extents: Vec<(u64, u64)>,
     /// Requests that ended with a cancel at a chunk boundary.
     boundary_looks: u64,
+    /// Several member devices (one position each, no common boundary):
+    /// every request ends with a cancel after its (held) slice instead.
+    looks_by_time: bool,
+    /// Requests that ended with such a cancel.
+    time_looks: u64,
     active_ns: u64,
     requests: u64,
     t0_ns: u64,
@@ -430,6 +437,8 @@ impl Btrfs {
             runs_without_progress: 0,
             extents: Vec::new(),
             boundary_looks: 0,
+            looks_by_time: members.len() > 1,
+            time_looks: 0,
             active_ns: 0,
             requests: 0,
             t0_ns: monotonic_ns(),
@@ -674,7 +683,9 @@ impl Btrfs {
         let at = self.status.get("last_physical");
         if self.finished || at > self.durable_physical {
             self.durable_physical = at;
-            self.min_run_ns = 0;
+            // halved, not forgotten: with several devices, where requests
+            // end by time, runs settle near the length that makes progress
+            self.min_run_ns /= 2;
         } else {
             // the run's work is lost: hold the next one longer
             self.runs_without_progress += 1;
@@ -750,6 +761,12 @@ impl BgExecutor for Btrfs {
             self.stopped(out, false)?;
         } else if self.cancel_at_boundary()? {
             // cancelled where nothing is lost: the driver looks for FG work
+        } else if self.looks_by_time {
+            // no common boundary: a look now, at the price of re-reading
+            // the partial chunks (held runs still make progress)
+            self.time_looks += 1;
+            self.cancel()?;
+            std::thread::sleep(std::time::Duration::from_nanos(BOUNDARY_LOOK_NS));
         } else if self.max_bytes.is_some() || self.bucket.is_some() {
             // progress is needed now to stop at --max-bytes or to pace
             self.refresh()?;
@@ -824,6 +841,7 @@ impl NativeExecutor for Btrfs {
             self.runs_without_progress,
         );
         native.insert("fallow_boundary_looks".into(), self.boundary_looks);
+        native.insert("fallow_time_looks".into(), self.time_looks);
         Ok(NativeReport {
             target: self.label.clone(),
             kind: "btrfs".into(),
@@ -1040,7 +1058,7 @@ Duration:         0:00:01
         let t0 = monotonic_ns();
         b.run_one(4096).unwrap();
         assert!(monotonic_ns() - t0 >= held, "the held run was cut short");
-        // progress: runs are short again
+        // progress: the hold is halved
         c.on_run(
             "btrfs scrub status -R /mnt",
             [Output::new(
@@ -1049,7 +1067,7 @@ Duration:         0:00:01
             )],
         );
         b.pause().unwrap();
-        assert_eq!((b.durable_physical, b.min_run_ns), (298049792, 0));
+        assert_eq!((b.durable_physical, b.min_run_ns), (298049792, held / 2));
         let r = b.report().unwrap();
         assert_eq!(r.native["fallow_runs_without_progress"], 1);
     }
@@ -1154,6 +1172,35 @@ device tree key (DEV_TREE ROOT_ITEM 0)
         assert!(b.job.is_none() && !b.gate().is_open());
         assert_eq!((b.boundary_looks, b.durable_physical), (1, end));
         assert_eq!(b.runs_without_progress, 0);
+    }
+
+    #[test]
+    fn with_several_devices_each_request_ends_with_a_cancel() {
+        let never = format!("UUID: {UUID}\n\tno stats available\n");
+        let (d, c) = recorded(&never);
+        let sys = d.path().join(format!("sys/fs/btrfs/{UUID}"));
+        std::fs::create_dir_all(sys.join("devices/loop8")).unwrap();
+        let blk = d.path().join("sys/class/block/loop8");
+        std::fs::create_dir_all(&blk).unwrap();
+        std::fs::write(blk.join("stat"), "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n").unwrap();
+        let mut b = Btrfs::open(&target(), &NativeConfig::default(), c.clone()).unwrap();
+        assert_eq!(b.devices(), ["loop8", "loop9"]);
+        c.on_spawn(
+            "btrfs scrub start -B /mnt",
+            [RecordedJob {
+                waits: 1000,
+                output: Output::new(1, ""),
+                until: Some("btrfs scrub cancel /mnt".into()),
+            }],
+        );
+        c.on_run("btrfs scrub cancel /mnt", [Output::new(0, "")]);
+        c.on_run(
+            "btrfs scrub status -R /mnt",
+            [Output::new(0, &status("aborted", 1 << 20))],
+        );
+        assert_eq!(b.run_one(4096).unwrap(), Step::More);
+        assert!(b.job.is_none() && !b.gate().is_open());
+        assert_eq!(b.report().unwrap().native["fallow_time_looks"], 1);
     }
 
     #[test]
