@@ -33,6 +33,11 @@
 //!   progress halves that hold. An FG arrival then waits for at most
 //!   that run, as for any non-preemptible request; the report counts such
 //!   runs (`fallow_runs_without_progress` in `native`).
+//!   The chunk is thus the scrub's non-preemptible unit of work, the kind
+//!   of BG task whose cost to the FG the policies are built to bound (Mi
+//!   et al., *Efficient Management of Idleness in Storage Systems*, §1:
+//!   background media scans as non-preemptable tasks; Practical
+//!   Scrubbing's scrub request, §V-B2).
 //! - **Looks at chunk boundaries**: while the scrub runs, the monitor
 //!   cannot tell its reads from FG reads (the gate counts all as the
 //!   scrub's), so a run that back-to-back requests keep going would be
