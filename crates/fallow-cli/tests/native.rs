@@ -829,3 +829,51 @@ fn a_two_device_btrfs_is_watched_on_both_devices() {
     let src = v["monitor"]["source"].as_str().unwrap();
     assert!(want.iter().all(|d| src.contains(d.as_str())), "{src}");
 }
+
+/// `--window` applies to native jobs: outside it nothing starts, and a
+/// signal ends the wait cleanly (exit 1, `--resume` named).
+#[test]
+fn outside_its_window_no_btrfs_scrub_starts_and_a_signal_stops_the_wait() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(fs) = LoopFs::new(&["mkfs.btrfs", "-q", "-f"], 256 << 20, "defaults") else {
+        return;
+    };
+    if !common::have("btrfs") {
+        eprintln!("skip: btrfs-progs is not installed");
+        return;
+    }
+    // a window two to three hours from now, in UTC (TZ is set for the child)
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 86_400;
+    let hm = |s: u64| format!("{:02}:{:02}", (s / 3600) % 24, (s / 60) % 60);
+    let window = format!("{}-{}", hm(now_s + 2 * 3600), hm(now_s + 3 * 3600));
+    let child = fallow_cmd(&[
+        "scrub",
+        &format!("btrfs:{}", fs.mnt()),
+        "--policy",
+        "aggressive",
+        "--window",
+        &window,
+        "--json",
+    ])
+    .env("TZ", "UTC")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    sh("kill", &["-15", &child.id().to_string()]).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(v["outcome"], "stopped", "{v}");
+    assert_eq!(v["driver"]["bg_requests"], 0, "{v}");
+    assert!(v["driver"]["throttled_s"].as_f64().unwrap() > 1.0, "{v}");
+    // btrfs itself says no scrub was ever started
+    let st = sh("btrfs", &["scrub", "status", fs.mnt()]).unwrap();
+    assert!(st.contains("no stats available"), "{st}");
+}
