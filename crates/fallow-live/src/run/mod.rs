@@ -64,7 +64,7 @@ pub mod io;
 pub mod watch;
 
 pub use freezer::{CgroupLayout, Freezer, FreezerKind};
-pub use guardian::{guard, GuardReport, Guardian, GuardianSpec};
+pub use guardian::{guard, GuardReport, Guardian, GuardianSpec, ReleaseAction};
 pub use io::{BlkioIo, IoAccounting, Linger, Members, ProcGroupIo};
 pub use watch::WatchedDisk;
 
@@ -365,6 +365,7 @@ impl Managed {
                         .into_iter()
                         .chain(blkio_dir.clone())
                         .collect(),
+                    release: vec![],
                 };
                 match Guardian::spawn(&g.program, &g.leading_args, &spec) {
                     Ok(g) => Some(g),
