@@ -66,6 +66,7 @@ pub mod disk;
 pub mod error;
 pub mod fuse;
 pub mod index;
+pub mod keys;
 pub mod manifest;
 pub mod membership;
 pub mod metrics;
@@ -73,6 +74,7 @@ pub mod node;
 pub mod overlay;
 pub mod peers;
 pub mod proto;
+pub mod seal;
 pub mod server;
 mod sys;
 
