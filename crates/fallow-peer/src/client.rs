@@ -9,15 +9,15 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
-use tokio::net::TcpStream;
+use crate::transport::{Conn, Transport};
 
 /// Idle connections kept per peer.
 const POOL_PER_PEER: usize = 8;
 
 /// A client of peers' data channels.
-#[derive(Debug)]
 pub struct Client {
-    pool: Mutex<HashMap<SocketAddr, Vec<TcpStream>>>,
+    pool: Mutex<HashMap<SocketAddr, Vec<Conn>>>,
+    transport: Transport,
     /// Deadline of one request.
     pub timeout: Duration,
 }
@@ -31,11 +31,22 @@ pub enum CallError {
     Failed,
 }
 
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("transport", &self.transport)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
 impl Client {
-    /// A client whose requests time out after `timeout`.
-    pub fn new(timeout: Duration) -> Client {
+    /// A client whose requests time out after `timeout` (connect, TLS
+    /// handshake, send and receive together).
+    pub fn new(timeout: Duration, transport: Transport) -> Client {
         Client {
             pool: Mutex::new(HashMap::new()),
+            transport,
             timeout,
         }
     }
@@ -70,8 +81,8 @@ impl Client {
             // a pooled connection may have been closed by the peer since
             // (idle limit, restart): one retry on a fresh connection
             let reused = pooled.is_some();
-            match exchange(addr, pooled, &body).await {
-                Err(_) if reused => exchange(addr, None, &body).await,
+            match exchange(&self.transport, addr, pooled, &body).await {
+                Err(_) if reused => exchange(&self.transport, addr, None, &body).await,
                 r => r,
             }
         };
@@ -97,19 +108,14 @@ impl Client {
 
 /// One request and its answer on `conn` (or a new connection).
 async fn exchange(
+    transport: &Transport,
     addr: SocketAddr,
-    conn: Option<TcpStream>,
+    conn: Option<Conn>,
     body: &[u8],
-) -> Result<(TcpStream, Response), String> {
+) -> Result<(Conn, Response), String> {
     let mut conn = match conn {
         Some(c) => c,
-        None => {
-            let c = TcpStream::connect(addr)
-                .await
-                .map_err(|e| format!("connecting: {e}"))?;
-            let _ = c.set_nodelay(true);
-            c
-        }
+        None => transport.connect(addr).await?,
     };
     write_frame(&mut conn, body)
         .await

@@ -19,6 +19,9 @@
 //!   residency check).
 //! - [`proto`], [`server`], [`client`]: the data channel — length-prefixed
 //!   requests for a chunk, a peer's advertisement, or its status, over TCP.
+//! - [`keys`], [`seal`], [`transport`]: the fleet's credentials (a CA
+//!   and node certificates), sealed gossip, and mutual TLS on the data
+//!   channel.
 //! - [`membership`]: full membership with `foca` (SWIM + gossip) on UDP;
 //!   gossip also carries each node's advertisement version, and
 //!   [`peers::PeerTable`] fetches the lists and answers "who holds file F
@@ -77,5 +80,6 @@ pub mod proto;
 pub mod seal;
 pub mod server;
 mod sys;
+pub mod transport;
 
 pub use error::{Error, Result};

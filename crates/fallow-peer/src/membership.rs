@@ -13,17 +13,30 @@
 //! "my advertisement is at version V"; the list itself travels over the
 //! data channel ([`crate::peers`]), since thousands of file names do not fit
 //! a datagram.
+//!
+//! With fleet keys every datagram is sealed ([`crate::seal`]) and one that
+//! does not open is dropped before foca sees it. Then, before foca acts on
+//! a datagram: its sender's identity must be the datagram's real source
+//! address; every identity in it (sender, target, each member update) must
+//! pass [`AddrPolicy`] — no unspecified, multicast, broadcast or port-0
+//! address, no loopback unless this node is on loopback, the same address
+//! family as this node, a start time (`bump`) not in the future and an
+//! incarnation at most [`MAX_INCARNATION`]; and a new member is refused once
+//! [`MAX_MEMBERS`] are known. Version broadcasts are kept only for known
+//! members, so the broadcast state is bounded by the membership.
 
 use crate::error::{Error, Result};
-use crate::peers::PeerTable;
+use crate::metrics::Metrics;
+use crate::peers::{PeerTable, MAX_MEMBERS};
+use crate::seal::Keyring;
 use foca::{
-    AccumulatingRuntime, BroadcastHandler, Config, Foca, Invalidates, OwnedNotification,
-    PostcardCodec, Timer,
+    AccumulatingRuntime, BroadcastHandler, Codec, Config, Foca, Header, Invalidates, Member,
+    Message, OwnedNotification, PostcardCodec, Timer,
 };
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
-use std::net::SocketAddr;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -100,6 +113,7 @@ pub struct BadBroadcast;
 struct Handler {
     seen: HashMap<SocketAddr, u64>,
     table: Arc<PeerTable>,
+    known: Known,
 }
 
 impl BroadcastHandler<PeerId> for Handler {
@@ -112,6 +126,14 @@ impl BroadcastHandler<PeerId> for Handler {
         _sender: Option<&PeerId>,
     ) -> Result<Option<AdvertKey>, BadBroadcast> {
         let key = AdvertKey::decode(data)?;
+        // versions of strangers are neither kept nor relayed
+        if !self.known.read().expect("known lock").contains(&key.addr) {
+            return Ok(None);
+        }
+        if self.seen.len() >= MAX_MEMBERS && !self.seen.contains_key(&key.addr) {
+            self.seen
+                .retain(|a, _| self.known.read().expect("known lock").contains(a));
+        }
         let seen = self.seen.entry(key.addr).or_insert(0);
         if key.version <= *seen {
             return Ok(None);
@@ -119,6 +141,138 @@ impl BroadcastHandler<PeerId> for Handler {
         *seen = key.version;
         self.table.note_version(key.addr, key.version);
         Ok(Some(key))
+    }
+}
+
+/// The addresses of every member foca knows (alive, suspect or down),
+/// shared with the codec to cap the membership.
+type Known = Arc<RwLock<HashSet<SocketAddr>>>;
+
+/// The largest incarnation accepted in an update. Foca's incarnation is a
+/// `u16` a member raises by one per refuted suspicion; one forged at the
+/// maximum could never be refuted. Live members stay far below.
+pub const MAX_INCARNATION: u16 = 1 << 12;
+
+/// How far in the future a member's start time (`bump`) may be.
+const MAX_BUMP_AHEAD_NS: u64 = 60_000_000_000;
+
+/// Which identities may appear in gossip.
+#[derive(Debug, Clone, Copy)]
+pub struct AddrPolicy {
+    /// This node's identity address.
+    pub me: SocketAddr,
+}
+
+impl AddrPolicy {
+    /// Why `addr` may not be a member, if it may not.
+    pub fn refuse(&self, addr: SocketAddr) -> Option<&'static str> {
+        let ip = addr.ip();
+        if addr.port() == 0 {
+            return Some("port 0");
+        }
+        if ip.is_unspecified() {
+            return Some("unspecified address");
+        }
+        if ip.is_multicast() || ip == IpAddr::from([255, 255, 255, 255]) {
+            return Some("multicast or broadcast address");
+        }
+        if ip.is_loopback() != self.me.ip().is_loopback() {
+            return Some("loopback address off loopback");
+        }
+        if ip.is_ipv4() != self.me.ip().is_ipv4() {
+            return Some("another address family");
+        }
+        None
+    }
+
+    fn check(&self, id: &PeerId) -> bool {
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        self.refuse(id.addr).is_none() && id.bump <= now_ns.saturating_add(MAX_BUMP_AHEAD_NS)
+    }
+}
+
+/// A codec refusing what [`AddrPolicy`] forbids and new members past the
+/// cap; the wire format is foca's postcard encoding.
+struct GuardedCodec {
+    policy: AddrPolicy,
+    known: Known,
+}
+
+/// Why the codec refused a datagram.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("{0}")]
+    Postcard(#[from] postcard_error::Error),
+    #[error("forbidden identity")]
+    Identity,
+    #[error("incarnation too large")]
+    Incarnation,
+    #[error("membership full")]
+    Full,
+}
+
+mod postcard_error {
+    /// foca's postcard codec error, by the trait's associated type.
+    pub type Error = <foca::PostcardCodec as foca::Codec<super::PeerId>>::Error;
+}
+
+fn ids_of(m: &Message<PeerId>) -> Option<&PeerId> {
+    match m {
+        Message::PingReq { target, .. } | Message::IndirectAck { target, .. } => Some(target),
+        Message::IndirectPing { origin, .. } | Message::ForwardedAck { origin, .. } => Some(origin),
+        _ => None,
+    }
+}
+
+impl Codec<PeerId> for GuardedCodec {
+    type Error = Refused;
+
+    fn encode_header(
+        &mut self,
+        header: &Header<PeerId>,
+        buf: impl bytes::BufMut,
+    ) -> Result<(), Refused> {
+        Ok(PostcardCodec.encode_header(header, buf)?)
+    }
+
+    fn decode_header(&mut self, buf: impl bytes::Buf) -> Result<Header<PeerId>, Refused> {
+        let h: Header<PeerId> = PostcardCodec.decode_header(buf)?;
+        let ok = self.policy.check(&h.src)
+            && self.policy.check(&h.dst)
+            && ids_of(&h.message).is_none_or(|id| self.policy.check(id));
+        if !ok {
+            return Err(Refused::Identity);
+        }
+        if h.src_incarnation > MAX_INCARNATION {
+            return Err(Refused::Incarnation);
+        }
+        Ok(h)
+    }
+
+    fn encode_member(
+        &mut self,
+        member: &Member<PeerId>,
+        buf: impl bytes::BufMut,
+    ) -> Result<(), Refused> {
+        Ok(PostcardCodec.encode_member(member, buf)?)
+    }
+
+    fn decode_member(&mut self, buf: impl bytes::Buf) -> Result<Member<PeerId>, Refused> {
+        let m: Member<PeerId> = PostcardCodec.decode_member(buf)?;
+        if !self.policy.check(m.id()) {
+            return Err(Refused::Identity);
+        }
+        if m.incarnation() > MAX_INCARNATION {
+            return Err(Refused::Incarnation);
+        }
+        let known = self.known.read().expect("known lock");
+        if known.len() >= MAX_MEMBERS && !known.contains(&m.id().addr) {
+            return Err(Refused::Full);
+        }
+        Ok(m)
     }
 }
 
@@ -131,6 +285,11 @@ pub struct MembershipConfig {
     /// Seeds to join through (announced to every second while not
     /// members).
     pub seeds: Vec<SocketAddr>,
+    /// The keys sealing every datagram; `None` only on loopback.
+    pub keys: Option<Keyring>,
+    /// This node's identity address when it differs from the bound one
+    /// (bound to `0.0.0.0`, known by its certificate's address).
+    pub identity: Option<IpAddr>,
 }
 
 enum Cmd {
@@ -155,6 +314,7 @@ impl Membership {
         addr: SocketAddr,
         cfg: MembershipConfig,
         table: Arc<PeerTable>,
+        metrics: Arc<Metrics>,
     ) -> Result<Membership> {
         let socket = UdpSocket::bind(addr).await.map_err(|e| Error::Net {
             what: format!("udp socket {addr}"),
@@ -164,11 +324,19 @@ impl Membership {
             what: format!("udp socket {addr}"),
             source: e,
         })?;
+        let addr = SocketAddr::new(cfg.identity.unwrap_or(addr.ip()), addr.port());
         let bump = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1);
         let me = PeerId { addr, bump };
+        let policy = AddrPolicy { me: addr };
+        if let Some(why) = policy.refuse(addr) {
+            return Err(Error::invalid(
+                "--listen",
+                format!("{addr}: cannot be a member's identity ({why}); give the address peers reach"),
+            ));
+        }
         let size = NonZeroU32::new(cfg.fleet_size.max(1)).expect("non-zero");
         let mut config = Config::new_lan(size);
         // foca's LAN profile waits 500 ms for a probe's answer; a loaded
@@ -179,12 +347,18 @@ impl Membership {
         config.probe_rtt = Duration::from_secs(1);
         config.probe_period = Duration::from_secs(2);
         config.suspect_to_down_after = config.suspect_to_down_after.max(Duration::from_secs(6));
+        let known: Known = Arc::new(RwLock::new(HashSet::new()));
         let handler = Handler {
             seen: HashMap::new(),
             table: table.clone(),
+            known: known.clone(),
+        };
+        let codec = GuardedCodec {
+            policy,
+            known: known.clone(),
         };
         let rng: rand::rngs::StdRng = rand::make_rng();
-        let foca = Foca::with_custom_broadcast(me.clone(), config, rng, PostcardCodec, handler);
+        let foca = Foca::with_custom_broadcast(me.clone(), config, rng, codec, handler);
         let (tx, rx) = mpsc::channel(64);
         let members = Arc::new(RwLock::new(Vec::new()));
         let driver = Driver {
@@ -196,6 +370,9 @@ impl Membership {
             members: members.clone(),
             table,
             seeds: cfg.seeds.into_iter().filter(|s| *s != addr).collect(),
+            keys: cfg.keys,
+            known,
+            metrics,
         };
         tokio::spawn(driver.run(rx));
         Ok(Membership { tx, me, members })
@@ -220,7 +397,7 @@ impl Membership {
     }
 }
 
-type FocaT = Foca<PeerId, PostcardCodec, rand::rngs::StdRng, Handler>;
+type FocaT = Foca<PeerId, GuardedCodec, rand::rngs::StdRng, Handler>;
 
 struct Driver {
     foca: FocaT,
@@ -233,9 +410,24 @@ struct Driver {
     members: Arc<RwLock<Vec<PeerId>>>,
     table: Arc<PeerTable>,
     seeds: Vec<SocketAddr>,
+    keys: Option<Keyring>,
+    known: Known,
+    metrics: Arc<Metrics>,
 }
 
 impl Driver {
+    /// Open a datagram from `from` and check that its sender is `from`:
+    /// the plain text for foca, or `None` to drop it.
+    fn admit(&self, data: &[u8], from: SocketAddr) -> Option<Vec<u8>> {
+        let plain = match &self.keys {
+            Some(k) => k.open(data).ok()?,
+            None => data.to_vec(),
+        };
+        let mut b = &plain[..];
+        let h: Header<PeerId> = PostcardCodec.decode_header(&mut b).ok()?;
+        (h.src.addr == from).then_some(plain)
+    }
+
     async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
         let mut buf = vec![0u8; 65_536];
         let mut rejoin = tokio::time::interval(Duration::from_secs(1));
@@ -248,10 +440,17 @@ impl Driver {
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 r = self.socket.recv_from(&mut buf) => {
-                    if let Ok((n, _from)) = r {
-                        // a malformed datagram is dropped: foca's errors
-                        // only say so
-                        let _ = self.foca.handle_data(&buf[..n], &mut self.runtime);
+                    if let Ok((n, from)) = r {
+                        // a datagram that does not open, whose sender is
+                        // not its source, or that foca or the codec
+                        // refuses, is dropped and counted
+                        let ok = match self.admit(&buf[..n], from) {
+                            Some(plain) => self.foca.handle_data(&plain, &mut self.runtime).is_ok(),
+                            None => false,
+                        };
+                        if !ok {
+                            self.metrics.gossip_dropped();
+                        }
                     }
                 }
                 _ = tokio::time::sleep_until(next) => {
@@ -295,7 +494,11 @@ impl Driver {
     /// Carry out what foca asked for.
     async fn flush(&mut self) {
         while let Some((dst, data)) = self.runtime.to_send() {
-            let _ = self.socket.send_to(&data, dst.addr).await;
+            let out = match &self.keys {
+                Some(k) => k.seal(&data),
+                None => data.to_vec(),
+            };
+            let _ = self.socket.send_to(&out, dst.addr).await;
         }
         let now = Instant::now();
         while let Some((after, timer)) = self.runtime.to_schedule() {
@@ -315,6 +518,11 @@ impl Driver {
             );
         }
         if changed {
+            *self.known.write().expect("known lock") = self
+                .foca
+                .iter_membership_state()
+                .map(|m| m.id().addr)
+                .collect();
             let mut live: Vec<PeerId> = self.foca.iter_members().map(|m| m.id().clone()).collect();
             live.sort();
             self.table
@@ -362,18 +570,22 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn three_members_converge_and_see_a_leave() {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let ring = Keyring::new(vec![crate::seal::GossipKey::random(1)]).unwrap();
         let cfg = |seeds| MembershipConfig {
             fleet_size: 3,
             seeds,
+            keys: Some(ring.clone()),
+            identity: None,
         };
+        let m = || Arc::new(Metrics::new());
         let t1 = Arc::new(PeerTable::new());
-        let a = Membership::start(any, cfg(vec![]), t1.clone())
+        let a = Membership::start(any, cfg(vec![]), t1.clone(), m())
             .await
             .unwrap();
-        let b = Membership::start(any, cfg(vec![a.me.addr]), Arc::new(PeerTable::new()))
+        let b = Membership::start(any, cfg(vec![a.me.addr]), Arc::new(PeerTable::new()), m())
             .await
             .unwrap();
-        let c = Membership::start(any, cfg(vec![b.me.addr]), Arc::new(PeerTable::new()))
+        let c = Membership::start(any, cfg(vec![b.me.addr]), Arc::new(PeerTable::new()), m())
             .await
             .unwrap();
         for m in [&a, &b, &c] {

@@ -7,10 +7,13 @@ use crate::client::Client;
 use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::index::{Index, Root};
+use crate::keys::NodeKeys;
 use crate::membership::{Membership, MembershipConfig};
 use crate::metrics::Metrics;
 use crate::peers::PeerTable;
 use crate::proto::{Advert, Request, Response};
+use crate::server::{Gate, Limits};
+use crate::transport::Transport;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
@@ -43,6 +46,11 @@ pub struct NodeConfig {
     /// Test only: wait this long before answering each chunk request (to
     /// kill a peer mid-transfer).
     pub serve_delay: Duration,
+    /// The fleet's credentials: mutual TLS and sealed gossip. Without
+    /// them the node starts on loopback only.
+    pub keys: Option<NodeKeys>,
+    /// What the server may spend on peers.
+    pub limits: Limits,
 }
 
 impl Default for NodeConfig {
@@ -59,7 +67,69 @@ impl Default for NodeConfig {
             fleet_size: 100,
             tamper: false,
             serve_delay: Duration::ZERO,
+            keys: None,
+            limits: Limits::default(),
         }
+    }
+}
+
+/// Descriptors kept free for the mount's local reads and the node's own
+/// files, whatever peers do: connections are capped so that at least this
+/// many (or a quarter of the limit, if more) stay unused.
+pub const FD_RESERVE: u64 = 256;
+
+/// Raise the soft limit on open descriptors to the hard limit and return
+/// the soft limit now in force.
+pub fn raise_nofile() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut l = getrlimit(Resource::Nofile);
+    if l.current != l.maximum {
+        l.current = l.maximum;
+        let _ = setrlimit(Resource::Nofile, l);
+    }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
+/// The connection cap that keeps the descriptor reserve with a soft limit
+/// of `soft`: half of what is left after the reserve goes to accepted
+/// connections, half to this node's own connections to peers.
+pub fn conn_cap(soft: u64, wanted: usize) -> usize {
+    let reserve = FD_RESERVE.max(soft / 4);
+    let spare = soft.saturating_sub(reserve) / 2;
+    (wanted as u64).min(spare).max(1) as usize
+}
+
+/// Where the node's identity lives: the listening address, unless it is
+/// unspecified (`0.0.0.0`), when the certificate's first address is; and
+/// without keys, only loopback.
+pub fn check_listen(listen: SocketAddr, keys: Option<&NodeKeys>) -> Result<Option<std::net::IpAddr>> {
+    match keys {
+        None if listen.ip().is_loopback() => Ok(None),
+        None => Err(Error::invalid(
+            "--keys",
+            format!(
+                "refusing to listen on {listen} without fleet keys (anyone on the network could read, \
+                 join and forge): make them with `fallow peer init --fleet DIR` once, then \
+                 `fallow peer keygen --fleet DIR --ip THIS_IP --out NODE_DIR` for each node, and \
+                 start with `--keys NODE_DIR` (or listen on 127.0.0.1)"
+            ),
+        )),
+        Some(k) if listen.ip().is_unspecified() => match k.ips.first() {
+            Some(ip) => Ok(Some(*ip)),
+            None => Err(Error::invalid(
+                "--keys",
+                format!("{}: the certificate names no IP address to be known by", k.dir.display()),
+            )),
+        },
+        Some(k) if k.ips.contains(&listen.ip()) => Ok(None),
+        Some(k) => Err(Error::invalid(
+            "--listen",
+            format!(
+                "{listen}: the certificate in {} names {:?}, not this address (peers would refuse it)",
+                k.dir.display(),
+                k.ips
+            ),
+        )),
     }
 }
 
@@ -81,7 +151,11 @@ pub struct Shared {
     index: RwLock<Arc<Index>>,
     adverts: RwLock<Arc<OwnAdverts>>,
     /// Counters.
-    pub metrics: Metrics,
+    pub metrics: Arc<Metrics>,
+    /// The server's caps and what is in use.
+    pub gate: Arc<Gate>,
+    /// True with mutual TLS and sealed gossip.
+    pub secure: bool,
     /// The peers and what they advertise.
     pub peers: Arc<PeerTable>,
     /// Client for requests to peers.
@@ -138,6 +212,8 @@ impl Shared {
             "metrics": self.metrics.snapshot(),
             "disk": self.disk.as_ref().map(|d| d.snapshot()),
             "tamper": self.tamper,
+            "secure": self.secure,
+            "conns": {"open": self.gate.open_conns(), "max": self.gate.limits().max_conns},
         });
         v.to_string()
     }
@@ -167,9 +243,20 @@ impl Node {
                 format!("{}: must be in (0, 1]", cfg.min_resident),
             ));
         }
+        let identity = check_listen(cfg.listen, cfg.keys.as_ref())?;
         let index = Index::build(&cfg.roots, cfg.chunk_bytes, None)?;
+        let soft = raise_nofile();
+        let mut limits = cfg.limits.clone();
+        limits.max_conns = conn_cap(soft, limits.max_conns);
+        let transport = match &cfg.keys {
+            Some(k) => Transport::tls(k.clone()),
+            None => Transport::plain(),
+        };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
+            // the server's answers take at most `max_blocking` of these;
+            // the rest serve the mount's reads and the index
+            .max_blocking_threads(limits.max_blocking + 16)
             .enable_all()
             .thread_name("fallow-peer")
             .build()
@@ -189,13 +276,17 @@ impl Node {
                 source: e,
             })?;
             let peers = Arc::new(PeerTable::new());
+            let metrics = Arc::new(Metrics::new());
+            let addr = SocketAddr::new(identity.unwrap_or(addr.ip()), addr.port());
             let shared = Arc::new(Shared {
                 addr,
                 index: RwLock::new(Arc::new(index)),
                 adverts: RwLock::new(Arc::new(OwnAdverts::default())),
-                metrics: Metrics::new(),
+                metrics: metrics.clone(),
+                gate: Arc::new(Gate::new(limits)),
+                secure: cfg.keys.is_some(),
                 peers: peers.clone(),
-                client: Client::new(cfg.fetch_timeout),
+                client: Client::new(cfg.fetch_timeout, transport.clone()),
                 tamper: cfg.tamper,
                 serve_delay: cfg.serve_delay,
                 disk,
@@ -203,20 +294,24 @@ impl Node {
                 started: Instant::now(),
             });
             // gossip on the data port's number, so one address names a peer
+            let bound = SocketAddr::new(cfg.listen.ip(), addr.port());
             let membership = Membership::start(
-                addr,
+                bound,
                 MembershipConfig {
                     fleet_size: cfg.fleet_size,
                     seeds: cfg.seeds.clone(),
+                    keys: cfg.keys.as_ref().map(|k| k.gossip.clone()),
+                    identity,
                 },
                 peers,
+                metrics,
             )
             .await?;
             shared
                 .membership
                 .set(membership.clone())
                 .expect("membership set once");
-            tokio::spawn(crate::server::serve(listener, shared.clone()));
+            tokio::spawn(crate::server::serve(listener, shared.clone(), transport));
             tokio::spawn(advertiser(shared.clone(), membership.clone(), cfg.clone()));
             tokio::spawn(fetcher(shared.clone()));
             if let Some(every) = cfg.rescan_every {
@@ -307,21 +402,34 @@ async fn advertiser(shared: Arc<Shared>, membership: Membership, cfg: NodeConfig
     }
 }
 
+/// Advertisement lists fetched at once.
+const FETCHES_AT_ONCE: usize = 8;
+
 async fn fetcher(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         let mut set = tokio::task::JoinSet::new();
+        // a bounded number of fetches (and connections) at once
+        let slots = Arc::new(tokio::sync::Semaphore::new(FETCHES_AT_ONCE));
         for (addr, have) in shared.peers.due(Instant::now()) {
             let s = shared.clone();
+            let slots = slots.clone();
             set.spawn(async move {
+                let Ok(_slot) = slots.acquire().await else {
+                    return;
+                };
+                let idx = s.index();
+                let useful = |w: &str, r: &crate::manifest::Hash| {
+                    idx.get(w).is_some_and(|e| &e.manifest.root == r)
+                };
                 match s.client.call(addr, &Request::Adverts { have }).await {
                     Ok(Response::Adverts { version, files }) => {
-                        s.peers.set_adverts(addr, version, Some(files))
+                        s.peers.set_adverts(addr, version, Some(files), &useful)
                     }
                     Ok(Response::AdvertsUnchanged { version }) => {
-                        s.peers.set_adverts(addr, version, None)
+                        s.peers.set_adverts(addr, version, None, &useful)
                     }
                     _ => {
                         s.client.forget(addr);
