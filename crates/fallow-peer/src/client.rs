@@ -59,6 +59,9 @@ impl Client {
                 addr,
                 message: match kind {
                     CallError::Timeout => format!("no answer within {:?}", self.timeout),
+                    CallError::Failed if !self.transport.is_tls() => format!(
+                        "{msg} (a fleet with keys speaks TLS only: pass --keys NODE_DIR)"
+                    ),
                     CallError::Failed => msg,
                 },
             })

@@ -206,6 +206,8 @@ impl Shared {
                 "chunk_bytes": idx.chunk_bytes,
                 "skipped_unreadable": idx.skipped.unreadable.len(),
                 "skipped_not_regular": idx.skipped.not_regular,
+                "skipped_not_world_readable": idx.skipped.not_world_readable,
+                "skipped_mount_points": idx.skipped.mount_points,
             },
             "advertised": {"version": adv.version, "files": adv.files.len()},
             "peers": self.peers.summary(),

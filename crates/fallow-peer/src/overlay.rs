@@ -13,7 +13,12 @@
 //!    peer.
 //!
 //! A peer that sent bytes that fail verification is quarantined for a
-//! while: its chunks are not asked for again until then.
+//! while (`--quarantine`), and one that did not answer in time for
+//! [`TIMEOUT_QUARANTINE`]: its chunks are not asked for again until then,
+//! by IP address, whatever identity it re-announces under. The remote part
+//! of a read has one deadline (the client's timeout), and each chunk is
+//! asked of at most [`HOLDERS_PER_CHUNK`] holders, so a fleet of stalling
+//! or lying peers costs one read at most one deadline before the disk.
 
 use crate::client::CallError;
 use crate::disk::Disk;
@@ -28,6 +33,12 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Holders asked for one chunk before giving up on peers.
+pub const HOLDERS_PER_CHUNK: usize = 2;
+
+/// How long a peer that did not answer in time is left out.
+pub const TIMEOUT_QUARANTINE: Duration = Duration::from_secs(10);
 
 /// The overlay of one indexed root.
 #[derive(Debug)]
@@ -93,7 +104,12 @@ impl Overlay {
             buf = self.local(file, offset, len).await?;
             Served::Local
         } else {
-            match self.remote(rel, &meta, offset, len).await {
+            // one deadline over every chunk and holder of this read
+            let deadline = self.shared.client.timeout;
+            let remote = tokio::time::timeout(deadline, self.remote(rel, &meta, offset, len))
+                .await
+                .unwrap_or(Err(Fallback::PeerFailed));
+            match remote {
                 Ok(b) => {
                     self.disk.note_read_elsewhere();
                     buf = b;
@@ -213,7 +229,7 @@ async fn fetch_chunk(
     };
     let mut why = Fallback::NotServed;
     let n = holders.len();
-    for k in 0..n {
+    for k in 0..n.min(HOLDERS_PER_CHUNK) {
         let peer = holders[(i as usize + k) % n];
         let t = Instant::now();
         let outcome = match shared.client.call_classified(peer, &req).await {
@@ -232,6 +248,7 @@ async fn fetch_chunk(
                 shared.client.forget(peer);
                 why = worse(Some(why), Fallback::PeerFailed);
                 if kind == CallError::Timeout {
+                    shared.peers.quarantine(peer, TIMEOUT_QUARANTINE);
                     Attempt::Timeout
                 } else {
                     Attempt::Error
