@@ -598,4 +598,128 @@ mod tests {
         wait_for(&b, 1, Duration::from_secs(10)).await;
         assert_eq!(a.members()[0].addr, b.me.addr);
     }
+
+    #[test]
+    fn address_policy_refuses_what_cannot_be_a_peer() {
+        let p = AddrPolicy {
+            me: "10.0.0.1:7946".parse().unwrap(),
+        };
+        for bad in [
+            "127.0.0.1:7946",
+            "0.0.0.0:7946",
+            "224.0.0.1:7946",
+            "255.255.255.255:7946",
+            "10.0.0.2:0",
+            "[::1]:7946",
+            "[fd00::2]:7946",
+        ] {
+            assert!(p.refuse(bad.parse().unwrap()).is_some(), "{bad}");
+        }
+        assert_eq!(p.refuse("10.0.0.2:7946".parse().unwrap()), None);
+        let future = PeerId {
+            addr: "10.0.0.2:7946".parse().unwrap(),
+            bump: u64::MAX,
+        };
+        assert!(!p.check(&future), "a start time in the future");
+        // on loopback, loopback peers are the fleet
+        let lo = AddrPolicy {
+            me: "127.0.0.1:7000".parse().unwrap(),
+        };
+        assert_eq!(lo.refuse("127.0.0.1:7001".parse().unwrap()), None);
+        assert!(lo.refuse("10.0.0.2:7946".parse().unwrap()).is_some());
+    }
+
+    /// Datagrams an attacker sends to a member: unsealed fake members, a
+    /// sealed packet whose sender is not its source, a forged "down" at
+    /// the maximum incarnation, an unspecified member address. All are
+    /// dropped and counted; the membership is unchanged.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn forged_datagrams_are_dropped() {
+        use bytes::BufMut;
+        use foca::State;
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let ring = Keyring::new(vec![crate::seal::GossipKey::random(7)]).unwrap();
+        let cfg = |seeds| MembershipConfig {
+            fleet_size: 3,
+            seeds,
+            keys: Some(ring.clone()),
+            identity: None,
+        };
+        let metrics = Arc::new(Metrics::new());
+        let a = Membership::start(any, cfg(vec![]), Arc::new(PeerTable::new()), metrics.clone())
+            .await
+            .unwrap();
+        let b = Membership::start(
+            any,
+            cfg(vec![a.me.addr]),
+            Arc::new(PeerTable::new()),
+            Arc::new(Metrics::new()),
+        )
+        .await
+        .unwrap();
+        wait_for(&a, 1, Duration::from_secs(10)).await;
+        wait_for(&b, 1, Duration::from_secs(10)).await;
+        let before = metrics.snapshot().served.gossip_dropped;
+
+        let atk = UdpSocket::bind(any).await.unwrap();
+        let me_atk = PeerId {
+            addr: atk.local_addr().unwrap(),
+            bump: 1,
+        };
+        let packet = |src: &PeerId, updates: &[Member<PeerId>]| {
+            let mut buf = Vec::new();
+            let h = Header {
+                src: src.clone(),
+                src_incarnation: 0,
+                dst: a.me.clone(),
+                message: Message::Gossip,
+            };
+            PostcardCodec.encode_header(&h, &mut buf).unwrap();
+            buf.put_u16(updates.len() as u16);
+            for m in updates {
+                PostcardCodec.encode_member(m, &mut buf).unwrap();
+            }
+            buf
+        };
+        let mut sent = 0;
+        // 300 fake members, unsealed
+        let fakes: Vec<Member<PeerId>> = (0..300u16)
+            .map(|k| {
+                Member::alive(PeerId {
+                    addr: SocketAddr::from(([127, 0, 0, 1], 20_000 + k)),
+                    bump: 1,
+                })
+            })
+            .collect();
+        for chunk in fakes.chunks(30) {
+            atk.send_to(&packet(&me_atk, chunk), a.me.addr).await.unwrap();
+            sent += 1;
+        }
+        // sealed with the fleet key (an insider), claiming to be b
+        let down_b = Member::new(b.me.clone(), 1, State::Down);
+        let spoofed = ring.seal(&packet(&b.me, std::slice::from_ref(&down_b)));
+        atk.send_to(&spoofed, a.me.addr).await.unwrap();
+        // sealed, from its real address, b down at the maximum incarnation
+        let max_down = Member::new(b.me.clone(), u16::MAX, State::Down);
+        atk.send_to(&ring.seal(&packet(&me_atk, &[max_down])), a.me.addr)
+            .await
+            .unwrap();
+        // sealed, a member at the unspecified address
+        let nowhere = Member::alive(PeerId {
+            addr: "0.0.0.0:7946".parse().unwrap(),
+            bump: 1,
+        });
+        atk.send_to(&ring.seal(&packet(&me_atk, &[nowhere])), a.me.addr)
+            .await
+            .unwrap();
+        sent += 3;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            metrics.snapshot().served.gossip_dropped - before,
+            sent,
+            "every forged datagram dropped"
+        );
+        let members: Vec<SocketAddr> = a.members().iter().map(|p| p.addr).collect();
+        assert_eq!(members, [b.me.addr], "the membership is unchanged");
+    }
 }

@@ -104,12 +104,7 @@ impl Overlay {
             buf = self.local(file, offset, len).await?;
             Served::Local
         } else {
-            // one deadline over every chunk and holder of this read
-            let deadline = self.shared.client.timeout;
-            let remote = tokio::time::timeout(deadline, self.remote(rel, &meta, offset, len))
-                .await
-                .unwrap_or(Err(Fallback::PeerFailed));
-            match remote {
+            match self.remote(rel, &meta, offset, len).await {
                 Ok(b) => {
                     self.disk.note_read_elsewhere();
                     buf = b;
@@ -161,6 +156,8 @@ impl Overlay {
             return Err(Fallback::NoPeer);
         }
         let chunks = entry.manifest.chunks_for(offset, len as u64);
+        // one deadline over every chunk and holder of this read
+        let deadline = tokio::time::Instant::now() + self.shared.client.timeout;
         let mut set = tokio::task::JoinSet::new();
         for i in chunks.clone() {
             let shared = self.shared.clone();
@@ -169,7 +166,8 @@ impl Overlay {
             let holders = holders.clone();
             let quarantine = self.quarantine;
             set.spawn(async move {
-                let r = fetch_chunk(&shared, &idx, &wire, i, &holders, quarantine).await;
+                let r =
+                    fetch_chunk(&shared, &idx, &wire, i, &holders, quarantine, deadline).await;
                 (i, r)
             });
         }
@@ -220,6 +218,7 @@ async fn fetch_chunk(
     i: u32,
     holders: &[SocketAddr],
     quarantine: Duration,
+    deadline: tokio::time::Instant,
 ) -> Result<Vec<u8>, Fallback> {
     let manifest = &idx.get(wire).ok_or(Fallback::NotIndexed)?.manifest;
     let req = Request::Chunk {
@@ -230,9 +229,15 @@ async fn fetch_chunk(
     let mut why = Fallback::NotServed;
     let n = holders.len();
     for k in 0..n.min(HOLDERS_PER_CHUNK) {
+        if tokio::time::Instant::now() >= deadline {
+            break; // no time left: the next holder is not to blame
+        }
         let peer = holders[(i as usize + k) % n];
         let t = Instant::now();
-        let outcome = match shared.client.call_classified(peer, &req).await {
+        let call = tokio::time::timeout_at(deadline, shared.client.call_classified(peer, &req))
+            .await
+            .unwrap_or_else(|_| Err((CallError::Timeout, "the read's deadline passed".into())));
+        let outcome = match call {
             Ok(Response::Chunk(data)) if manifest.verify(i, &data) => {
                 shared.metrics.attempt(Attempt::Verified, t.elapsed());
                 return Ok(data);
