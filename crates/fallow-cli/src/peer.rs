@@ -12,10 +12,10 @@ use fallow_peer::disk::{Disk, DiskSpec};
 use fallow_peer::error::Error as PeerError;
 use fallow_peer::index::{Index, Root};
 use fallow_peer::keys::NodeKeys;
-use fallow_peer::transport::Transport;
 use fallow_peer::manifest::hex;
 use fallow_peer::node::{Node, NodeConfig};
 use fallow_peer::proto::{Request, Response};
+use fallow_peer::transport::Transport;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -375,14 +375,19 @@ pub fn run(args: PeerArgs) -> Result<()> {
             fallow_peer::keys::issue_node(&a.fleet, &a.out, &name, &a.ips).map_err(lift)?;
             println!(
                 "node keys for {name} ({}) in {}: start it with --keys {}",
-                a.ips.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", "),
+                a.ips
+                    .iter()
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 a.out.display(),
                 a.out.display()
             );
             Ok(())
         }
         PeerCommand::Rotate(a) => {
-            let ring = fallow_peer::keys::rotate_gossip(&a.fleet, a.promote, a.retire).map_err(lift)?;
+            let ring =
+                fallow_peer::keys::rotate_gossip(&a.fleet, a.promote, a.retire).map_err(lift)?;
             let ids: Vec<String> = ring.keys().iter().map(|k| k.id.to_string()).collect();
             println!(
                 "gossip keys now {} (key {} seals): copy {}/gossip.keys to every node's keys \

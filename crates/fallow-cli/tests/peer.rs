@@ -83,8 +83,14 @@ impl Fleet {
         // the fleet's keys: one per node, naming its address, and one for
         // the test itself on the bridge (.254), for status and get
         let fleet_dir = fleet.dir.path().join("fleet");
-        run_tool(BIN, &["peer", "init", "--fleet", &fleet_dir.to_string_lossy()])?;
-        for i in (1..=nodes).map(|i| i.to_string()).chain(["254".to_string()]) {
+        run_tool(
+            BIN,
+            &["peer", "init", "--fleet", &fleet_dir.to_string_lossy()],
+        )?;
+        for i in (1..=nodes)
+            .map(|i| i.to_string())
+            .chain(["254".to_string()])
+        {
             let out = fleet.dir.path().join(format!("keys{i}"));
             run_tool(
                 BIN,
@@ -138,7 +144,11 @@ impl Fleet {
 
     /// Node `i`'s keys directory (254: the test's own, on the bridge).
     fn keys(&self, i: usize) -> String {
-        self.dir.path().join(format!("keys{i}")).display().to_string()
+        self.dir
+            .path()
+            .join(format!("keys{i}"))
+            .display()
+            .to_string()
     }
 
     fn ns(&self, i: usize) -> String {
@@ -682,7 +692,11 @@ fn rss_kib(pid: u32) -> u64 {
 /// `per_ip` non-blocking connections to `to` from each address of `from`
 /// (bound before connecting), kept open by the caller; each sends the
 /// first byte of a TLS record and nothing more.
-fn flood(from: &[std::net::IpAddr], to: std::net::SocketAddr, per_ip: usize) -> Vec<std::net::TcpStream> {
+fn flood(
+    from: &[std::net::IpAddr],
+    to: std::net::SocketAddr,
+    per_ip: usize,
+) -> Vec<std::net::TcpStream> {
     use rustix::net::{bind, connect, socket_with, AddressFamily, SocketFlags, SocketType};
     use std::io::Write;
     let mut v = Vec::new();
@@ -700,7 +714,7 @@ fn flood(from: &[std::net::IpAddr], to: std::net::SocketAddr, per_ip: usize) -> 
                 Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
                 Err(e) => panic!("connect from {ip}: {e}"),
             }
-            let mut s = std::net::TcpStream::from(std::os::fd::OwnedFd::from(fd));
+            let mut s = std::net::TcpStream::from(fd);
             let _ = s.write(&[0x16]);
             v.push(s);
         }
@@ -785,7 +799,11 @@ fn attacks_from_the_network_fail() {
     // an outsider (no keys, or another fleet's) reads nothing, not even
     // the status, from its own namespace
     let stranger = root.join("stranger");
-    run_tool(BIN, &["peer", "init", "--fleet", &stranger.to_string_lossy()]).unwrap();
+    run_tool(
+        BIN,
+        &["peer", "init", "--fleet", &stranger.to_string_lossy()],
+    )
+    .unwrap();
     let skeys = root.join("stranger-keys");
     run_tool(
         BIN,
@@ -827,10 +845,17 @@ fn attacks_from_the_network_fail() {
         .args(["--keys", &f.keys(254)])
         .output()
         .unwrap();
-    assert!(stderr(&out).contains("not an indexed file"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not an indexed file"),
+        "{}",
+        stderr(&out)
+    );
 
     // an outsider tries to join with another fleet's keys
-    let dropped = n(&f.status(1).unwrap(), &["metrics", "served", "gossip_dropped"]);
+    let dropped = n(
+        &f.status(1).unwrap(),
+        &["metrics", "served", "gossip_dropped"],
+    );
     let junk_app = root.join("m3/app");
     std::fs::create_dir_all(&junk_app).unwrap();
     let join_args: Vec<String> = [
@@ -853,7 +878,12 @@ fn attacks_from_the_network_fail() {
         let s = f.status(i).unwrap();
         assert_eq!(s["alive"], 2, "node {i}: {}", s["members"]);
     }
-    assert!(n(&f.status(1).unwrap(), &["metrics", "served", "gossip_dropped"]) > dropped);
+    assert!(
+        n(
+            &f.status(1).unwrap(),
+            &["metrics", "served", "gossip_dropped"]
+        ) > dropped
+    );
     f.kill(3);
 
     // node 2's whitelisted directory is swapped for a link to /etc: the
@@ -870,7 +900,11 @@ fn attacks_from_the_network_fail() {
             .unwrap()
     };
     let out = get2("app/passwd");
-    assert!(stderr(&out).contains("not an indexed file"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not an indexed file"),
+        "{}",
+        stderr(&out)
+    );
     // and the files of the directory it was given are still served (get
     // learns the root from the advertisement: retried while the
     // advertisement is being recomputed)
@@ -884,7 +918,8 @@ fn attacks_from_the_network_fail() {
             t.elapsed() < Duration::from_secs(5),
             "{}; node 2: {:?}",
             stderr(&out),
-            f.status(2).map(|s| (s["index"].clone(), s["advertised"].clone()))
+            f.status(2)
+                .map(|s| (s["index"].clone(), s["advertised"].clone()))
         );
         std::thread::sleep(Duration::from_millis(300));
     }
@@ -940,7 +975,13 @@ fn attacks_from_the_network_fail() {
     for ip in &flood_ips {
         run_tool(
             "ip",
-            &["addr", "add", &format!("{ip}/24"), "dev", &format!("{}b", f.tag)],
+            &[
+                "addr",
+                "add",
+                &format!("{ip}/24"),
+                "dev",
+                &format!("{}b", f.tag),
+            ],
         )
         .unwrap();
     }
@@ -958,13 +999,22 @@ fn attacks_from_the_network_fail() {
     std::thread::sleep(Duration::from_millis(500));
     let mut peak = open_fds(pid1);
     for (name, data) in files() {
-        assert!(read_all(&mnt.join(name)) == data, "{name} differs during the flood");
+        assert!(
+            read_all(&mnt.join(name)) == data,
+            "{name} differs during the flood"
+        );
         peak = peak.max(open_fds(pid1));
     }
     std::thread::sleep(Duration::from_secs(1));
     peak = peak.max(open_fds(pid1));
-    eprintln!("node 1 during a flood of {}: at most {peak} descriptors of 1024", conns.len());
-    assert!(peak < 1024 - 256, "the descriptor reserve was eaten: {peak}");
+    eprintln!(
+        "node 1 during a flood of {}: at most {peak} descriptors of 1024",
+        conns.len()
+    );
+    assert!(
+        peak < 1024 - 256,
+        "the descriptor reserve was eaten: {peak}"
+    );
     drop(conns);
     let s = f.wait_for(1, "flood refused", Duration::from_secs(60), |s| {
         n(s, &["metrics", "served", "refused_conns"]) >= 1000

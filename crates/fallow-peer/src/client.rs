@@ -5,14 +5,18 @@
 
 use crate::error::{Error, Result};
 use crate::proto::{read_frame, write_frame, Request, Response};
+use crate::transport::{Conn, Transport};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
-use crate::transport::{Conn, Transport};
 
 /// Idle connections kept per peer.
 const POOL_PER_PEER: usize = 8;
+
+/// Idle connections kept in all: each holds a descriptor, and the fleet
+/// may be large (the descriptor reserve of [`crate::node::FD_RESERVE`]).
+const POOL_TOTAL: usize = 64;
 
 /// A client of peers' data channels.
 pub struct Client {
@@ -59,9 +63,9 @@ impl Client {
                 addr,
                 message: match kind {
                     CallError::Timeout => format!("no answer within {:?}", self.timeout),
-                    CallError::Failed if !self.transport.is_tls() => format!(
-                        "{msg} (a fleet with keys speaks TLS only: pass --keys NODE_DIR)"
-                    ),
+                    CallError::Failed if !self.transport.is_tls() => {
+                        format!("{msg} (a fleet with keys speaks TLS only: pass --keys NODE_DIR)")
+                    }
                     CallError::Failed => msg,
                 },
             })
@@ -94,8 +98,9 @@ impl Client {
             Ok(Err(msg)) => Err((CallError::Failed, msg)),
             Ok(Ok((conn, resp))) => {
                 let mut pool = self.pool.lock().expect("pool lock");
+                let total: usize = pool.values().map(Vec::len).sum();
                 let v = pool.entry(addr).or_default();
-                if v.len() < POOL_PER_PEER {
+                if v.len() < POOL_PER_PEER && total < POOL_TOTAL {
                     v.push(conn);
                 }
                 Ok(resp)

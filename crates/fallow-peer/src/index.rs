@@ -414,7 +414,11 @@ fn list_beneath(root: &Root, rel: &Path) -> std::io::Result<Vec<(std::ffi::OsStr
             FileType::RegularFile => Kind::File,
             FileType::Unknown => {
                 // some file systems do not fill d_type: ask
-                match rustix::fs::statat(&fd, ent.file_name(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+                match rustix::fs::statat(
+                    &fd,
+                    ent.file_name(),
+                    rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+                ) {
                     Ok(st) => match FileType::from_raw_mode(st.st_mode) {
                         FileType::Directory => Kind::Dir,
                         FileType::RegularFile => Kind::File,
@@ -448,7 +452,13 @@ fn open_beneath(root: &Root, rel: &Path) -> std::io::Result<File> {
         return Err(std::io::ErrorKind::InvalidInput.into());
     }
     let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
-    Ok(File::from(openat2(root.fd.as_fd(), rel, flags, Mode::empty(), beneath())?))
+    Ok(File::from(openat2(
+        root.fd.as_fd(),
+        rel,
+        flags,
+        Mode::empty(),
+        beneath(),
+    )?))
 }
 
 #[cfg(test)]
@@ -546,7 +556,10 @@ mod tests {
         std::fs::set_permissions(app.join("private"), std::fs::Permissions::from_mode(0o600))
             .unwrap();
         let idx = Index::build(std::slice::from_ref(&root), 4096, None).unwrap();
-        assert!(matches!(idx.resolve("app/private"), Err(Refusal::NotIndexed(_))));
+        assert!(matches!(
+            idx.resolve("app/private"),
+            Err(Refusal::NotIndexed(_))
+        ));
         assert_eq!(idx.skipped.not_world_readable, 1);
         // a file made private after indexing is refused when served
         std::fs::set_permissions(app.join("bin"), std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -564,7 +577,11 @@ mod tests {
         std::os::unix::fs::symlink(&other, &app).unwrap();
         let again = Index::build(std::slice::from_ref(&root), 4096, Some(&idx)).unwrap();
         let names: Vec<&str> = again.files().map(|e| e.wire.as_str()).collect();
-        assert_eq!(names, ["app/bin", "app/lib/a.so"], "the swap is not followed");
+        assert_eq!(
+            names,
+            ["app/bin", "app/lib/a.so"],
+            "the swap is not followed"
+        );
         assert!(again.open(again.get("app/bin").unwrap()).is_ok());
         // a bind mount inside a root is not crossed (needs root)
         std::fs::remove_file(&app).unwrap();
@@ -581,9 +598,14 @@ mod tests {
             return;
         }
         let crossed = Index::build(std::slice::from_ref(&root), 4096, None);
-        let _ = std::process::Command::new("umount").arg(app.join("mnt")).status();
+        let _ = std::process::Command::new("umount")
+            .arg(app.join("mnt"))
+            .status();
         let crossed = crossed.unwrap();
-        assert!(crossed.get("app/mnt/shadow").is_none(), "bind mount crossed");
+        assert!(
+            crossed.get("app/mnt/shadow").is_none(),
+            "bind mount crossed"
+        );
         assert_eq!(crossed.skipped.mount_points, 1);
     }
 

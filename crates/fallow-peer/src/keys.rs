@@ -106,8 +106,18 @@ pub fn init_fleet(dir: &Path) -> Result<()> {
             ));
         }
     }
-    write_file(&dir.join("ca.key"), key.serialize_pem().as_bytes(), 0o600, false)?;
-    write_file(&dir.join("gossip.keys"), ring.to_text().as_bytes(), 0o600, false)?;
+    write_file(
+        &dir.join("ca.key"),
+        key.serialize_pem().as_bytes(),
+        0o600,
+        false,
+    )?;
+    write_file(
+        &dir.join("gossip.keys"),
+        ring.to_text().as_bytes(),
+        0o600,
+        false,
+    )?;
     write_file(&dir.join("ca.pem"), cert.pem().as_bytes(), 0o644, false)
 }
 
@@ -161,8 +171,18 @@ pub fn issue_node(fleet: &Path, out: &Path, name: &str, ips: &[IpAddr]) -> Resul
     let key = KeyPair::generate().map_err(gen("node key"))?;
     let cert = p.signed_by(&key, &issuer).map_err(gen("node cert"))?;
     std::fs::create_dir_all(out).map_err(io(out))?;
-    write_file(&out.join("node.key"), key.serialize_pem().as_bytes(), 0o600, false)?;
-    write_file(&out.join("gossip.keys"), ring.to_text().as_bytes(), 0o600, true)?;
+    write_file(
+        &out.join("node.key"),
+        key.serialize_pem().as_bytes(),
+        0o600,
+        false,
+    )?;
+    write_file(
+        &out.join("gossip.keys"),
+        ring.to_text().as_bytes(),
+        0o600,
+        true,
+    )?;
     write_file(&out.join("node.pem"), cert.pem().as_bytes(), 0o644, false)?;
     write_file(&out.join("ca.pem"), &ca_pem, 0o644, true)
 }
@@ -215,7 +235,9 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 impl NodeKeys {
     /// Load a node directory made by [`issue_node`].
     pub fn load(dir: &Path) -> Result<NodeKeys> {
-        let bad = |p: &Path, e: &dyn std::fmt::Display| Error::invalid(p.display().to_string(), e.to_string());
+        let bad = |p: &Path, e: &dyn std::fmt::Display| {
+            Error::invalid(p.display().to_string(), e.to_string())
+        };
         let ca_path = dir.join("ca.pem");
         let cert_path = dir.join("node.pem");
         let key_path = dir.join("node.key");
@@ -229,7 +251,8 @@ impl NodeKeys {
             .ok_or_else(|| bad(&cert_path, &"no certificate"))?
             .clone();
         let key_pem = read_secret(&key_path)?;
-        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| bad(&key_path, &e))?;
+        let key =
+            PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| bad(&key_path, &e))?;
         let gossip = read_keyring(&dir.join("gossip.keys"))?;
         let ips = cert_ips(&leaf).map_err(|e| bad(&cert_path, &e))?;
 
@@ -273,12 +296,12 @@ fn cert_ips(der: &CertificateDer<'_>) -> std::result::Result<Vec<IpAddr>, String
     let mut out: Vec<IpAddr> = Vec::new();
     for i in 0..d.len().saturating_sub(1) {
         let cand: Option<IpAddr> = match (d[i], d[i + 1]) {
-            (0x87, 4) if i + 6 <= d.len() => {
-                Some(IpAddr::from(<[u8; 4]>::try_from(&d[i + 2..i + 6]).expect("4")))
-            }
-            (0x87, 16) if i + 18 <= d.len() => {
-                Some(IpAddr::from(<[u8; 16]>::try_from(&d[i + 2..i + 18]).expect("16")))
-            }
+            (0x87, 4) if i + 6 <= d.len() => Some(IpAddr::from(
+                <[u8; 4]>::try_from(&d[i + 2..i + 6]).expect("4"),
+            )),
+            (0x87, 16) if i + 18 <= d.len() => Some(IpAddr::from(
+                <[u8; 16]>::try_from(&d[i + 2..i + 18]).expect("16"),
+            )),
             _ => None,
         };
         if let Some(ip) = cand {
@@ -314,7 +337,10 @@ mod tests {
         assert_eq!(mode(&fleet.join("ca.key")), 0o600);
         assert_eq!(mode(&fleet.join("gossip.keys")), 0o600);
         // a second init refuses to overwrite the fleet
-        assert!(init_fleet(&fleet).unwrap_err().to_string().contains("exists"));
+        assert!(init_fleet(&fleet)
+            .unwrap_err()
+            .to_string()
+            .contains("exists"));
         let ips: Vec<IpAddr> = vec!["10.0.0.2".parse().unwrap(), "fd00::2".parse().unwrap()];
         issue_node(&fleet, &t.path().join("n2"), "n2", &ips).unwrap();
         let k = NodeKeys::load(&t.path().join("n2")).unwrap();

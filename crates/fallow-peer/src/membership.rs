@@ -334,7 +334,9 @@ impl Membership {
         if let Some(why) = policy.refuse(addr) {
             return Err(Error::invalid(
                 "--listen",
-                format!("{addr}: cannot be a member's identity ({why}); give the address peers reach"),
+                format!(
+                    "{addr}: cannot be a member's identity ({why}); give the address peers reach"
+                ),
             ));
         }
         let size = NonZeroU32::new(cfg.fleet_size.max(1)).expect("non-zero");
@@ -646,9 +648,14 @@ mod tests {
             identity: None,
         };
         let metrics = Arc::new(Metrics::new());
-        let a = Membership::start(any, cfg(vec![]), Arc::new(PeerTable::new()), metrics.clone())
-            .await
-            .unwrap();
+        let a = Membership::start(
+            any,
+            cfg(vec![]),
+            Arc::new(PeerTable::new()),
+            metrics.clone(),
+        )
+        .await
+        .unwrap();
         let b = Membership::start(
             any,
             cfg(vec![a.me.addr]),
@@ -692,7 +699,9 @@ mod tests {
             })
             .collect();
         for chunk in fakes.chunks(30) {
-            atk.send_to(&packet(&me_atk, chunk), a.me.addr).await.unwrap();
+            atk.send_to(&packet(&me_atk, chunk), a.me.addr)
+                .await
+                .unwrap();
             sent += 1;
         }
         // sealed with the fleet key (an insider), claiming to be b

@@ -102,7 +102,10 @@ pub fn conn_cap(soft: u64, wanted: usize) -> usize {
 /// Where the node's identity lives: the listening address, unless it is
 /// unspecified (`0.0.0.0`), when the certificate's first address is; and
 /// without keys, only loopback.
-pub fn check_listen(listen: SocketAddr, keys: Option<&NodeKeys>) -> Result<Option<std::net::IpAddr>> {
+pub fn check_listen(
+    listen: SocketAddr,
+    keys: Option<&NodeKeys>,
+) -> Result<Option<std::net::IpAddr>> {
     match keys {
         None if listen.ip().is_loopback() => Ok(None),
         None => Err(Error::invalid(

@@ -166,8 +166,7 @@ impl Overlay {
             let holders = holders.clone();
             let quarantine = self.quarantine;
             set.spawn(async move {
-                let r =
-                    fetch_chunk(&shared, &idx, &wire, i, &holders, quarantine, deadline).await;
+                let r = fetch_chunk(&shared, &idx, &wire, i, &holders, quarantine, deadline).await;
                 (i, r)
             });
         }

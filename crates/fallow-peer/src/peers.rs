@@ -230,8 +230,18 @@ mod tests {
         let mut due = t.due(Instant::now());
         due.sort();
         assert_eq!(due, [(addr(2), 3), (addr(3), 0)], "version 4 was gossiped");
-        t.set_adverts(addr(2), 5, Some(vec![adv("app/a", 1), adv("app/b", 2)]), &all);
-        t.set_adverts(addr(3), 9, Some(vec![adv("app/a", 1), adv("app/b", 3)]), &all);
+        t.set_adverts(
+            addr(2),
+            5,
+            Some(vec![adv("app/a", 1), adv("app/b", 2)]),
+            &all,
+        );
+        t.set_adverts(
+            addr(3),
+            9,
+            Some(vec![adv("app/a", 1), adv("app/b", 3)]),
+            &all,
+        );
         assert!(t.due(Instant::now()).is_empty());
         assert_eq!(t.holders("app/a", &[1; 32]), [addr(2), addr(3)]);
         assert_eq!(t.holders("app/b", &[2; 32]), [addr(2)], "same root only");
@@ -256,7 +266,12 @@ mod tests {
         t.set_members(&[(addr(4), 1)]);
         let only_a = |w: &str, r: &Hash| w == "app/a" && r == &[1; 32];
         let huge: Vec<Advert> = (0..10_000).map(|k| adv(&format!("junk/{k}"), 1)).collect();
-        t.set_adverts(addr(4), 1, Some([huge, vec![adv("app/a", 1)]].concat()), &only_a);
+        t.set_adverts(
+            addr(4),
+            1,
+            Some([huge, vec![adv("app/a", 1)]].concat()),
+            &only_a,
+        );
         assert_eq!(t.summary()[0].files, 1);
         assert_eq!(t.holders("app/a", &[1; 32]), [addr(4)]);
     }

@@ -70,7 +70,8 @@ impl Gate {
             per_ip: Mutex::new(HashMap::new()),
             // at least one chunk of the largest size fits
             budget: Semaphore::new(
-                (limits.answer_budget_bytes >> 10).max(crate::manifest::MAX_CHUNK_BYTES as usize >> 10),
+                (limits.answer_budget_bytes >> 10)
+                    .max(crate::manifest::MAX_CHUNK_BYTES as usize >> 10),
             ),
             blocking: Semaphore::new(limits.max_blocking.max(1)),
             limits,
@@ -145,12 +146,11 @@ async fn connection(mut conn: Conn, kind: PeerKind, from: SocketAddr, shared: &A
     let limits = shared.gate.limits.clone();
     loop {
         // idle wait for the next request, then one deadline for the frame
-        let len = match tokio::time::timeout(limits.idle, read_len(&mut conn, MAX_REQUEST_BYTES))
-            .await
-        {
-            Ok(Ok(Some(len))) => len,
-            _ => return,
-        };
+        let len =
+            match tokio::time::timeout(limits.idle, read_len(&mut conn, MAX_REQUEST_BYTES)).await {
+                Ok(Ok(Some(len))) => len,
+                _ => return,
+            };
         let frame =
             match tokio::time::timeout(limits.frame_deadline, read_body(&mut conn, len)).await {
                 Ok(Ok(f)) => f,
@@ -199,7 +199,9 @@ async fn answer_async(
     }
     let _thread = shared.gate.blocking.acquire().await.ok()?;
     let s = shared.clone();
-    tokio::task::spawn_blocking(move || answer(&s, req)).await.ok()
+    tokio::task::spawn_blocking(move || answer(&s, req))
+        .await
+        .ok()
 }
 
 /// Status (paths, members, disk state) goes to fleet members, and to

@@ -97,7 +97,11 @@ impl Transport {
     /// Complete an accepted connection from `from`: the TLS handshake and
     /// the check that the client's certificate names `from`'s address; a
     /// plain connection only from loopback. The caller bounds the time.
-    pub async fn accept(&self, tcp: TcpStream, from: SocketAddr) -> Result<(Conn, PeerKind), String> {
+    pub async fn accept(
+        &self,
+        tcp: TcpStream,
+        from: SocketAddr,
+    ) -> Result<(Conn, PeerKind), String> {
         let _ = tcp.set_nodelay(true);
         match &self.acceptor {
             None if from.ip().is_loopback() => Ok((Box::new(tcp), PeerKind::Loopback)),

@@ -61,8 +61,10 @@ fn tls_fleet_serves_members_and_refuses_outsiders() {
     };
     let nb = Node::start(cfg("b", kb, vec![]), None).unwrap();
     let disk = Arc::new(
-        Disk::open(&DiskSpec::parse("emulated:t=60s,spinup=50ms,shutdown=0s,start=asleep").unwrap())
-            .unwrap(),
+        Disk::open(
+            &DiskSpec::parse("emulated:t=60s,spinup=50ms,shutdown=0s,start=asleep").unwrap(),
+        )
+        .unwrap(),
     );
     let na = Node::start(cfg("a", ka.clone(), vec![nb.addr()]), Some(disk.clone())).unwrap();
     assert!(na.shared().secure);
@@ -71,8 +73,17 @@ fn tls_fleet_serves_members_and_refuses_outsiders() {
     let idx = na.shared().index();
     let e = idx.get("app/big").unwrap().clone();
     let t0 = Instant::now();
-    while na.shared().peers.holders(&e.wire, &e.manifest.root).is_empty() {
-        assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", na.shared().peers.summary());
+    while na
+        .shared()
+        .peers
+        .holders(&e.wire, &e.manifest.root)
+        .is_empty()
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "{:?}",
+            na.shared().peers.summary()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let big = t.path().join("a/big");
@@ -114,7 +125,10 @@ fn tls_fleet_serves_members_and_refuses_outsiders() {
     for (who, tr) in [
         ("another fleet", Transport::tls(k_out.clone())),
         ("no keys", Transport::plain()),
-        ("a certificate naming another address", Transport::tls(k_elsewhere)),
+        (
+            "a certificate naming another address",
+            Transport::tls(k_elsewhere),
+        ),
     ] {
         for req in [&chunk, &Request::Status, &Request::Adverts { have: 0 }] {
             let r = call(tr.clone(), req);
@@ -146,8 +160,15 @@ fn tls_fleet_serves_members_and_refuses_outsiders() {
         .unwrap()
     });
     rt.block_on(async { tokio::time::sleep(Duration::from_secs(3)).await });
-    assert_eq!(nb.shared().members(), vec![na.addr()], "the outsider joined");
-    assert!(outsider.members().is_empty(), "the outsider learned members");
+    assert_eq!(
+        nb.shared().members(),
+        vec![na.addr()],
+        "the outsider joined"
+    );
+    assert!(
+        outsider.members().is_empty(),
+        "the outsider learned members"
+    );
     assert!(nb.shared().metrics.snapshot().served.gossip_dropped > dropped_before);
     na.shutdown();
     nb.shutdown();
