@@ -324,6 +324,14 @@ impl Index {
         self.files.values()
     }
 
+    /// The indexed files whose wire name sorts after `wire`, in order.
+    pub fn files_after<'a>(&'a self, wire: &str) -> impl Iterator<Item = &'a Entry> + 'a {
+        use std::ops::Bound::{Excluded, Unbounded};
+        self.files
+            .range::<str, _>((Excluded(wire), Unbounded))
+            .map(|(_, e)| e)
+    }
+
     /// Number of indexed files.
     pub fn len(&self) -> usize {
         self.files.len()

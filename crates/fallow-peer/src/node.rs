@@ -360,37 +360,102 @@ impl Node {
     }
 }
 
-/// Which indexed files are resident enough to advertise.
-fn resident_files(idx: &Index, min_resident: f64) -> Vec<Advert> {
-    idx.files()
-        .filter(|e| {
-            let Ok(f) = idx.open(e) else { return false };
-            crate::cache::residency(&f, e.manifest.size_bytes)
-                .map(|r| r.total_pages > 0 && r.fraction() >= min_resident)
-                .unwrap_or(false)
-        })
-        .map(|e| Advert {
-            wire: e.wire.clone(),
-            root: e.manifest.root,
-        })
-        .collect()
+/// Share of one core the residency scan may take: each tick checks files
+/// from where the last one stopped until it has spent this share of the
+/// tick's period, so the cost is bounded whatever the tree's size, and a
+/// large tree is covered over several ticks (60,000 files at about 16 µs
+/// each, 2 s ticks: a full pass every ~100 s).
+pub const SCAN_CPU_SHARE: f64 = 0.01;
+
+/// The residency scan's state between ticks.
+#[derive(Debug, Default)]
+struct Scan {
+    /// The last file checked; the next tick starts after it.
+    cursor: Option<String>,
+    /// Files found resident, with the root they were found under.
+    resident: std::collections::BTreeMap<String, crate::manifest::Hash>,
+}
+
+impl Scan {
+    /// Check files for `budget`, continuing from the cursor; true when the
+    /// set of resident files changed.
+    fn step(&mut self, idx: &Index, min_resident: f64, budget: Duration) -> bool {
+        let t = Instant::now();
+        let before = self.resident.len();
+        // files no longer indexed, or re-hashed to another root, go
+        self.resident
+            .retain(|w, r| idx.get(w).is_some_and(|e| &e.manifest.root == r));
+        let mut changed = self.resident.len() != before;
+        let mut checked = 0usize;
+        loop {
+            let next = match &self.cursor {
+                None => idx.files().next(),
+                Some(c) => idx.files_after(c).next(),
+            };
+            let Some(e) = next else {
+                self.cursor = None; // a full pass: wrap around
+                if checked == 0 {
+                    break; // an empty index
+                }
+                if checked >= idx.len() {
+                    break; // every file checked this tick
+                }
+                continue;
+            };
+            self.cursor = Some(e.wire.clone());
+            let resident = idx.open(e).is_ok_and(|f| {
+                crate::cache::residency(&f, e.manifest.size_bytes)
+                    .is_ok_and(|r| r.total_pages > 0 && r.fraction() >= min_resident)
+            });
+            changed |= if resident {
+                self.resident.insert(e.wire.clone(), e.manifest.root) != Some(e.manifest.root)
+            } else {
+                self.resident.remove(&e.wire).is_some()
+            };
+            checked += 1;
+            if checked >= idx.len() || t.elapsed() >= budget {
+                break;
+            }
+        }
+        changed
+    }
+
+    fn adverts(&self) -> Vec<Advert> {
+        self.resident
+            .iter()
+            .map(|(w, r)| Advert {
+                wire: w.clone(),
+                root: *r,
+            })
+            .collect()
+    }
 }
 
 async fn advertiser(shared: Arc<Shared>, membership: Membership, cfg: NodeConfig) {
     let mut tick = tokio::time::interval(cfg.advertise_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_gossip = Instant::now();
+    let budget = cfg
+        .advertise_every
+        .mul_f64(SCAN_CPU_SHARE)
+        .max(Duration::from_micros(200));
+    let scan = Arc::new(std::sync::Mutex::new(Scan::default()));
     loop {
         tick.tick().await;
         let s = shared.clone();
         let min = cfg.min_resident;
-        let Ok(files) = tokio::task::spawn_blocking(move || resident_files(&s.index(), min)).await
+        let sc = scan.clone();
+        let Ok(files) = tokio::task::spawn_blocking(move || {
+            let mut sc = sc.lock().expect("scan lock");
+            sc.step(&s.index(), min, budget).then(|| sc.adverts())
+        })
+        .await
         else {
             return;
         };
-        let old = shared.adverts();
-        let changed = old.files != files;
-        if changed {
+        let changed = files.is_some();
+        if let Some(files) = files {
+            let old = shared.adverts();
             let now_ms = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
@@ -466,5 +531,45 @@ async fn rescanner(shared: Arc<Shared>, roots: Vec<Root>, chunk_bytes: u32, ever
         if let Ok(Ok(idx)) = built {
             *shared.index.write().expect("index lock") = Arc::new(idx);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_residency_scan_covers_the_index_within_its_budget() {
+        let t = tempfile::tempdir().unwrap();
+        for k in 0..50 {
+            std::fs::write(t.path().join(format!("f{k:02}")), vec![k as u8; 5000]).unwrap();
+        }
+        let root = Root::parse(&format!("app={}", t.path().display())).unwrap();
+        let idx = Index::build(&[root.clone()], 4096, None).unwrap();
+        let mut scan = Scan::default();
+        // a zero budget checks one file a tick: 50 ticks for a full pass
+        for tick in 0..50 {
+            scan.step(&idx, 1.0, Duration::ZERO);
+            assert!(scan.resident.len() <= tick + 1);
+        }
+        if scan.resident.len() != 50 {
+            eprintln!("skip: residency scan test (fresh files are not all cached here)");
+            return;
+        }
+        // a generous budget checks every file once in one tick, no more
+        let f7 = std::fs::File::open(t.path().join("f07")).unwrap();
+        crate::cache::drop_cached(&f7).unwrap();
+        let cold = crate::cache::residency(&f7, 5000).unwrap().cached_pages == 0;
+        assert!(scan.step(&idx, 1.0, Duration::from_secs(10)) == cold);
+        assert_eq!(scan.resident.len(), if cold { 49 } else { 50 });
+        assert!(
+            !scan.step(&idx, 1.0, Duration::from_secs(10)),
+            "nothing changed"
+        );
+        // a file gone from the index leaves the advertisement at once
+        std::fs::remove_file(t.path().join("f00")).unwrap();
+        let idx2 = Index::build(&[root], 4096, Some(&idx)).unwrap();
+        assert!(scan.step(&idx2, 1.0, Duration::ZERO));
+        assert!(!scan.adverts().iter().any(|a| a.wire == "app/f00"));
     }
 }
