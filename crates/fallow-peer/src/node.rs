@@ -545,7 +545,7 @@ mod tests {
             std::fs::write(t.path().join(format!("f{k:02}")), vec![k as u8; 5000]).unwrap();
         }
         let root = Root::parse(&format!("app={}", t.path().display())).unwrap();
-        let idx = Index::build(&[root.clone()], 4096, None).unwrap();
+        let idx = Index::build(std::slice::from_ref(&root), 4096, None).unwrap();
         let mut scan = Scan::default();
         // a zero budget checks one file a tick: 50 ticks for a full pass
         for tick in 0..50 {
