@@ -42,7 +42,7 @@ Examples:
   fallow peer bench --keys /etc/fallow/peer --peer 10.0.0.2:7946 --dir app=/srv/app --file app/big.bin
   fallow peer rotate --fleet /root/fleet [--promote|--retire]
       roll the gossip key: add (all nodes open it), promote (it seals), retire the old one;
-      copy gossip.keys to every node and restart it after each step
+      copy gossip.keys to every node after each step (running nodes re-read it)
 
 Without --keys a node listens on loopback only: off loopback the data channel is mutual
 TLS (certificates signed by the fleet CA, naming the node's address) and every gossip
@@ -391,7 +391,7 @@ pub fn run(args: PeerArgs) -> Result<()> {
             let ids: Vec<String> = ring.keys().iter().map(|k| k.id.to_string()).collect();
             println!(
                 "gossip keys now {} (key {} seals): copy {}/gossip.keys to every node's keys \
-                 directory and restart it",
+                 directory (running nodes re-read it within a second)",
                 ids.join(", "),
                 ids[0],
                 a.fleet.display()

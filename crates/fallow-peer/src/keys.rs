@@ -200,7 +200,8 @@ fn read_secret(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(io(path))
 }
 
-fn read_keyring(path: &Path) -> Result<Keyring> {
+/// Read a gossip key file (`ID HEX` lines; readable by the owner only).
+pub fn read_keyring(path: &Path) -> Result<Keyring> {
     Keyring::parse(&read_secret(path)?, path)
 }
 

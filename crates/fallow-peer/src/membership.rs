@@ -287,6 +287,9 @@ pub struct MembershipConfig {
     pub seeds: Vec<SocketAddr>,
     /// The keys sealing every datagram; `None` only on loopback.
     pub keys: Option<Keyring>,
+    /// The file the keys came from: re-read when it changes (checked every
+    /// second), so a key roll needs no restart.
+    pub keys_file: Option<std::path::PathBuf>,
     /// This node's identity address when it differs from the bound one
     /// (bound to `0.0.0.0`, known by its certificate's address).
     pub identity: Option<IpAddr>,
@@ -372,6 +375,11 @@ impl Membership {
             members: members.clone(),
             table,
             seeds: cfg.seeds.into_iter().filter(|s| *s != addr).collect(),
+            keys_mtime: cfg
+                .keys_file
+                .as_ref()
+                .and_then(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok()),
+            keys_file: cfg.keys_file,
             keys: cfg.keys,
             known,
             metrics,
@@ -413,11 +421,31 @@ struct Driver {
     table: Arc<PeerTable>,
     seeds: Vec<SocketAddr>,
     keys: Option<Keyring>,
+    keys_file: Option<std::path::PathBuf>,
+    keys_mtime: Option<std::time::SystemTime>,
     known: Known,
     metrics: Arc<Metrics>,
 }
 
 impl Driver {
+    /// Re-read the key file if it changed since it was read; a file that
+    /// does not parse leaves the keys in use.
+    fn reload_keys(&mut self) {
+        let Some(path) = &self.keys_file else {
+            return;
+        };
+        let Ok(mtime) = std::fs::metadata(path).and_then(|m| m.modified()) else {
+            return;
+        };
+        if Some(mtime) == self.keys_mtime {
+            return;
+        }
+        self.keys_mtime = Some(mtime);
+        if let Ok(ring) = crate::keys::read_keyring(path) {
+            self.keys = Some(ring);
+        }
+    }
+
     /// Open a datagram from `from` and check that its sender is `from`:
     /// the plain text for foca, or `None` to drop it.
     fn admit(&self, data: &[u8], from: SocketAddr) -> Option<Vec<u8>> {
@@ -463,6 +491,7 @@ impl Driver {
                     }
                 }
                 _ = rejoin.tick() => {
+                    self.reload_keys();
                     // announce to every seed that is not a member (yet, or
                     // any more): checking only "alone" would leave a seed
                     // outside when two newcomers find each other first
@@ -577,6 +606,7 @@ mod tests {
             fleet_size: 3,
             seeds,
             keys: Some(ring.clone()),
+            keys_file: None,
             identity: None,
         };
         let m = || Arc::new(Metrics::new());
@@ -645,6 +675,7 @@ mod tests {
             fleet_size: 3,
             seeds,
             keys: Some(ring.clone()),
+            keys_file: None,
             identity: None,
         };
         let metrics = Arc::new(Metrics::new());
@@ -730,5 +761,55 @@ mod tests {
         );
         let members: Vec<SocketAddr> = a.members().iter().map(|p| p.addr).collect();
         assert_eq!(members, [b.me.addr], "the membership is unchanged");
+    }
+
+    /// A key roll without restarts: both members re-read their key files
+    /// at each step and stay members throughout; afterwards a member that
+    /// holds only the new key joins them (so they seal with it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_key_roll_needs_no_restart() {
+        use crate::seal::GossipKey;
+        use std::os::unix::fs::PermissionsExt;
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let t = tempfile::tempdir().unwrap();
+        let (old, new) = (GossipKey::random(1), GossipKey::random(2));
+        let write = |name: &str, keys: &[&GossipKey]| {
+            let ring = Keyring::new(keys.iter().map(|k| (*k).clone()).collect()).unwrap();
+            let p = t.path().join(name);
+            std::fs::write(&p, ring.to_text()).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+            ring
+        };
+        let start = |name: &'static str, ring: Keyring, seeds: Vec<SocketAddr>| {
+            let cfg = MembershipConfig {
+                fleet_size: 3,
+                seeds,
+                keys: Some(ring),
+                keys_file: Some(t.path().join(name)),
+                identity: None,
+            };
+            Membership::start(
+                any,
+                cfg,
+                Arc::new(PeerTable::new()),
+                Arc::new(Metrics::new()),
+            )
+        };
+        let r0 = write("a", &[&old]);
+        write("b", &[&old]);
+        let a = start("a", r0.clone(), vec![]).await.unwrap();
+        let b = start("b", r0, vec![a.me.addr]).await.unwrap();
+        wait_for(&a, 1, Duration::from_secs(10)).await;
+        for step in [vec![&old, &new], vec![&new, &old], vec![&new]] {
+            write("a", &step);
+            write("b", &step);
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+            assert_eq!(a.members().len(), 1, "a lost b at a step of the roll");
+            assert_eq!(b.members().len(), 1, "b lost a at a step of the roll");
+        }
+        let c = start("c", write("c", &[&new]), vec![a.me.addr])
+            .await
+            .unwrap();
+        wait_for(&c, 2, Duration::from_secs(10)).await;
     }
 }

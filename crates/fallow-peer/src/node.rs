@@ -306,6 +306,7 @@ impl Node {
                     fleet_size: cfg.fleet_size,
                     seeds: cfg.seeds.clone(),
                     keys: cfg.keys.as_ref().map(|k| k.gossip.clone()),
+                    keys_file: cfg.keys.as_ref().map(|k| k.dir.join("gossip.keys")),
                     identity,
                 },
                 peers,

@@ -16,7 +16,8 @@
 //! Rotation (accept old and new during a roll): every node first gets the
 //! new key as a second line (it still seals with the old one and opens
 //! both), then the new key is moved first (it seals with the new one), then
-//! the old line is removed.
+//! the old line is removed. A running node re-reads its key file when it
+//! changes ([`crate::membership`]), so no step needs a restart.
 
 use crate::error::{Error, Result};
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};

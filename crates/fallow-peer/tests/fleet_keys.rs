@@ -151,6 +151,7 @@ fn tls_fleet_serves_members_and_refuses_outsiders() {
                 fleet_size: 3,
                 seeds: vec![nb.addr()],
                 keys: Some(k_out.gossip.clone()),
+                keys_file: None,
                 identity: None,
             },
             Arc::new(PeerTable::new()),
