@@ -91,10 +91,11 @@ struct KeygenArgs {
     #[arg(long, value_name = "DIR")]
     fleet: PathBuf,
 
-    /// An address the node is reached at (repeat for several); the first
-    /// is its identity when it listens on 0.0.0.0. None: a client-only key
-    /// (status, get, bench) usable from no address.
-    #[arg(long = "ip", value_name = "IP")]
+    /// An address the node listens on (repeat for several; the first is its
+    /// identity when it listens on 0.0.0.0) — for a machine that only runs
+    /// `status`, `get` or `bench`, the address it connects from: peers
+    /// accept a certificate only from an address it names.
+    #[arg(long = "ip", value_name = "IP", required = true)]
     ips: Vec<std::net::IpAddr>,
 
     /// The node's directory to write (ca.pem, node.pem, node.key, gossip.keys).
@@ -367,11 +368,7 @@ pub fn run(args: PeerArgs) -> Result<()> {
             Ok(())
         }
         PeerCommand::Keygen(a) => {
-            let name = a
-                .name
-                .clone()
-                .or_else(|| a.ips.first().map(|ip| ip.to_string()))
-                .unwrap_or_else(|| "fallow peer client".into());
+            let name = a.name.clone().unwrap_or_else(|| a.ips[0].to_string());
             fallow_peer::keys::issue_node(&a.fleet, &a.out, &name, &a.ips).map_err(lift)?;
             println!(
                 "node keys for {name} ({}) in {}: start it with --keys {}",
