@@ -381,6 +381,19 @@ mod tests {
         assert_eq!(read_frame(&mut b).await.unwrap().unwrap(), b"hello");
         assert_eq!(read_frame(&mut b).await.unwrap().unwrap(), b"");
         assert!(read_frame(&mut b).await.unwrap().is_none());
+        // a server reads requests of at most 8 KiB: a larger length is
+        // refused before anything is allocated
+        let (mut a, mut b) = tokio::io::duplex(64);
+        a.write_all(&(MAX_REQUEST_BYTES + 1).to_be_bytes())
+            .await
+            .unwrap();
+        assert!(read_len(&mut b, MAX_REQUEST_BYTES).await.is_err());
+        let longest = Request::Chunk {
+            wire: "a".repeat(crate::index::MAX_WIRE_BYTES),
+            root: [0; 32],
+            index: u32::MAX,
+        };
+        assert!(longest.encode().len() <= MAX_REQUEST_BYTES as usize);
         let (mut a, mut b) = tokio::io::duplex(64);
         a.write_all(&(MAX_FRAME_BYTES + 1).to_be_bytes())
             .await
