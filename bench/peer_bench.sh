@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Remote chunk fetch (a peer's page cache over veth) against local O_DIRECT
 # reads of the same file, in one run: `fallow peer bench` between two network
-# namespaces joined by a veth pair. Needs root and `ip netns`.
+# namespaces joined by a veth pair, with the fleet's keys: every remote chunk
+# travels over mutual TLS and is verified. Needs root and `ip netns`.
 #
 # Usage: bash bench/peer_bench.sh [SIZE_MB] [REPEAT]   (defaults 64, 3)
 #        FALLOW=target/release/fallow bash bench/peer_bench.sh
@@ -41,14 +42,19 @@ cp "$WORK/server/app/big.bin" "$WORK/client/app/big.bin"
 sync
 cat "$WORK/server/app/big.bin" > /dev/null
 
-nsenter --net="/run/netns/$A" -- "$FALLOW" peer serve --dir "app=$WORK/server/app" \
+# a fleet of two: the server (10.232.0.1) and the bench client (10.232.0.2)
+"$FALLOW" peer init --fleet "$WORK/fleet" > /dev/null
+"$FALLOW" peer keygen --fleet "$WORK/fleet" --ip 10.232.0.1 --out "$WORK/keys1" > /dev/null
+"$FALLOW" peer keygen --fleet "$WORK/fleet" --ip 10.232.0.2 --out "$WORK/keys2" > /dev/null
+
+nsenter --net="/run/netns/$A" -- "$FALLOW" peer serve --keys "$WORK/keys1" --dir "app=$WORK/server/app" \
     --listen 10.232.0.1:7946 --fleet-size 2 2> "$WORK/server.log" &
 SERVER_PID=$!
 for _ in $(seq 100); do
-    nsenter --net="/run/netns/$B" -- "$FALLOW" peer status --peer 10.232.0.1:7946 --json \
+    nsenter --net="/run/netns/$B" -- "$FALLOW" peer status --keys "$WORK/keys2" --peer 10.232.0.1:7946 --json \
         2>/dev/null | grep -q '"advertised":{"files":1' && break
     sleep 0.2
 done
-echo "fallow: $FALLOW; file: ${SIZE_MB} MiB; kernel $(uname -r); $(nproc) cores"
-nsenter --net="/run/netns/$B" -- "$FALLOW" peer bench --peer 10.232.0.1:7946 \
+echo "fallow: $FALLOW; file: ${SIZE_MB} MiB; mutual TLS; kernel $(uname -r); $(nproc) cores"
+nsenter --net="/run/netns/$B" -- "$FALLOW" peer bench --keys "$WORK/keys2" --peer 10.232.0.1:7946 \
     --dir "app=$WORK/client/app" --file app/big.bin --repeat "$REPEAT" "${@:3}"

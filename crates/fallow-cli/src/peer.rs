@@ -11,9 +11,11 @@ use clap::{Args, Subcommand};
 use fallow_peer::disk::{Disk, DiskSpec};
 use fallow_peer::error::Error as PeerError;
 use fallow_peer::index::{Index, Root};
+use fallow_peer::keys::NodeKeys;
 use fallow_peer::manifest::hex;
 use fallow_peer::node::{Node, NodeConfig};
 use fallow_peer::proto::{Request, Response};
+use fallow_peer::transport::Transport;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,16 +25,28 @@ use std::time::Duration;
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
-  fallow peer serve --dir /usr/bin --dir /usr/lib --listen 10.0.0.2:7946 --peers 10.0.0.1:7946
+  fallow peer init --fleet /root/fleet
+      once per fleet: a CA and a gossip key (keep this directory off the nodes)
+  fallow peer keygen --fleet /root/fleet --ip 10.0.0.2 --out /etc/fallow/peer
+      once per node: its certificate (naming its address) and the gossip keys
+  fallow peer serve --keys /etc/fallow/peer --dir /usr/bin --dir /usr/lib \\
+        --listen 10.0.0.2:7946 --peers 10.0.0.1:7946
       index, advertise what is in memory, serve chunks from the page cache only
-  fallow peer mount --source /usr/bin --mountpoint /mnt/bin --listen 10.0.0.1:7946 \\
-        --peers 10.0.0.2:7946 --disk-state device:/dev/sda
+  fallow peer mount --keys /etc/fallow/peer --source /usr/bin --mountpoint /mnt/bin \\
+        --listen 10.0.0.1:7946 --peers 10.0.0.2:7946 --disk-state device:/dev/sda
       overlay /usr/bin: while sda sleeps, read from peers, verified, else from sda
   fallow peer mount --source app=/srv/app --mountpoint /mnt/app \\
         --disk-state emulated:t=10s,spinup=200ms,start=asleep --listen 127.0.0.1:7000
       the same with an emulated disk (the energy simulation's timeout model)
-  fallow peer status --peer 10.0.0.2:7946
-  fallow peer bench --peer 10.0.0.2:7946 --dir app=/srv/app --file app/big.bin
+  fallow peer status --keys /etc/fallow/peer --peer 10.0.0.2:7946
+  fallow peer bench --keys /etc/fallow/peer --peer 10.0.0.2:7946 --dir app=/srv/app --file app/big.bin
+  fallow peer rotate --fleet /root/fleet [--promote|--retire]
+      roll the gossip key: add (all nodes open it), promote (it seals), retire the old one;
+      copy gossip.keys to every node after each step (running nodes re-read it)
+
+Without --keys a node listens on loopback only: off loopback the data channel is mutual
+TLS (certificates signed by the fleet CA, naming the node's address) and every gossip
+datagram is sealed with the fleet's gossip key.
 
 Files are named ROOT/relative/path on the wire; ROOT is the name given as NAME=DIR
 (default: the directory's path without the leading /), so fleets that keep an
@@ -54,14 +68,72 @@ enum PeerCommand {
     Get(GetArgs),
     /// Remote chunk fetches against local O_DIRECT reads of the same file.
     Bench(BenchArgs),
+    /// Make a fleet: a certificate authority and a gossip key.
+    Init(InitArgs),
+    /// Issue a node's keys (certificate naming its addresses, gossip keys).
+    Keygen(KeygenArgs),
+    /// Roll the fleet's gossip key: add a new one, promote it, retire the old.
+    Rotate(RotateArgs),
+}
+
+/// Arguments of `fallow peer init`.
+#[derive(Debug, Args)]
+struct InitArgs {
+    /// The fleet directory to create (ca.pem, ca.key, gossip.keys).
+    #[arg(long, value_name = "DIR")]
+    fleet: PathBuf,
+}
+
+/// Arguments of `fallow peer keygen`.
+#[derive(Debug, Args)]
+struct KeygenArgs {
+    /// The fleet directory made by `fallow peer init`.
+    #[arg(long, value_name = "DIR")]
+    fleet: PathBuf,
+
+    /// An address the node listens on (repeat for several; the first is its
+    /// identity when it listens on 0.0.0.0) — for a machine that only runs
+    /// `status`, `get` or `bench`, the address it connects from: peers
+    /// accept a certificate only from an address it names.
+    #[arg(long = "ip", value_name = "IP", required = true)]
+    ips: Vec<std::net::IpAddr>,
+
+    /// The node's directory to write (ca.pem, node.pem, node.key, gossip.keys).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+
+    /// The certificate's common name. [default: the first IP]
+    #[arg(long)]
+    name: Option<String>,
+}
+
+/// Arguments of `fallow peer rotate`.
+#[derive(Debug, Args)]
+struct RotateArgs {
+    /// The fleet directory.
+    #[arg(long, value_name = "DIR")]
+    fleet: PathBuf,
+
+    /// Make the newest key the sealing one (step 2 of a roll).
+    #[arg(long, conflicts_with = "retire")]
+    promote: bool,
+
+    /// Drop every key but the sealing one (step 3 of a roll).
+    #[arg(long)]
+    retire: bool,
 }
 
 /// Flags shared by `serve` and `mount`.
 #[derive(Debug, Args)]
 struct NodeArgs {
-    /// Address for the data channel (TCP) and gossip (UDP), same port.
+    /// Address for the data channel (TCP) and gossip (UDP), same port; on
+    /// 0.0.0.0 the node is known by its certificate's first address.
     #[arg(long, value_name = "IP:PORT", default_value = "0.0.0.0:7946")]
     listen: SocketAddr,
+
+    /// The node's keys (`fallow peer keygen`); required off loopback.
+    #[arg(long, value_name = "DIR")]
+    keys: Option<PathBuf>,
 
     /// Peers to join through, comma-separated (any live member will do).
     #[arg(long, value_name = "IP:PORT,…", value_delimiter = ',')]
@@ -147,6 +219,11 @@ struct StatusArgs {
     #[arg(long, value_name = "IP:PORT")]
     peer: SocketAddr,
 
+    /// Keys to present (`fallow peer keygen`; the certificate must name the
+    /// address this command connects from); none: plain, loopback peers only.
+    #[arg(long, value_name = "DIR")]
+    keys: Option<PathBuf>,
+
     /// Print the whole status as JSON.
     #[arg(long)]
     json: bool,
@@ -158,6 +235,11 @@ struct GetArgs {
     /// The peer to ask.
     #[arg(long, value_name = "IP:PORT")]
     peer: SocketAddr,
+
+    /// Keys to present (`fallow peer keygen`; the certificate must name the
+    /// address this command connects from); none: plain, loopback peers only.
+    #[arg(long, value_name = "DIR")]
+    keys: Option<PathBuf>,
 
     /// File name on the wire, `ROOT/relative/path`.
     #[arg(value_name = "NAME")]
@@ -178,6 +260,11 @@ struct BenchArgs {
     /// The peer serving the file from its page cache.
     #[arg(long, value_name = "IP:PORT")]
     peer: SocketAddr,
+
+    /// Keys to present (`fallow peer keygen`; the certificate must name the
+    /// address this command connects from); none: plain, loopback peers only.
+    #[arg(long, value_name = "DIR")]
+    keys: Option<PathBuf>,
 
     /// The local copy's directory, `[NAME=]DIR` (named as on the peer).
     #[arg(long = "dir", value_name = "[NAME=]DIR")]
@@ -233,8 +320,21 @@ fn chunk_bytes(size: u64) -> Result<u32> {
     Ok(c)
 }
 
+fn load_keys(dir: Option<&PathBuf>) -> Result<Option<NodeKeys>> {
+    dir.map(|d| NodeKeys::load(d).map_err(lift)).transpose()
+}
+
+fn transport(dir: Option<&PathBuf>) -> Result<Transport> {
+    Ok(match load_keys(dir)? {
+        Some(k) => Transport::tls(k),
+        None => Transport::plain(),
+    })
+}
+
 fn node_config(a: &NodeArgs, roots: Vec<Root>) -> Result<NodeConfig> {
     Ok(NodeConfig {
+        keys: load_keys(a.keys.as_ref())?,
+        limits: Default::default(),
         listen: a.listen,
         seeds: a.peers.clone(),
         roots,
@@ -257,6 +357,44 @@ pub fn run(args: PeerArgs) -> Result<()> {
         PeerCommand::Status(a) => status(a),
         PeerCommand::Get(a) => get(a),
         PeerCommand::Bench(a) => bench(a),
+        PeerCommand::Init(a) => {
+            fallow_peer::keys::init_fleet(&a.fleet).map_err(lift)?;
+            println!(
+                "fleet made in {}: ca.pem, ca.key and gossip.keys (keep ca.key and gossip.keys secret); \
+                 now `fallow peer keygen --fleet {} --ip NODE_IP --out NODE_DIR` for each node",
+                a.fleet.display(),
+                a.fleet.display()
+            );
+            Ok(())
+        }
+        PeerCommand::Keygen(a) => {
+            let name = a.name.clone().unwrap_or_else(|| a.ips[0].to_string());
+            fallow_peer::keys::issue_node(&a.fleet, &a.out, &name, &a.ips).map_err(lift)?;
+            println!(
+                "node keys for {name} ({}) in {}: start it with --keys {}",
+                a.ips
+                    .iter()
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                a.out.display(),
+                a.out.display()
+            );
+            Ok(())
+        }
+        PeerCommand::Rotate(a) => {
+            let ring =
+                fallow_peer::keys::rotate_gossip(&a.fleet, a.promote, a.retire).map_err(lift)?;
+            let ids: Vec<String> = ring.keys().iter().map(|k| k.id.to_string()).collect();
+            println!(
+                "gossip keys now {} (key {} seals): copy {}/gossip.keys to every node's keys \
+                 directory (running nodes re-read it within a second)",
+                ids.join(", "),
+                ids[0],
+                a.fleet.display()
+            );
+            Ok(())
+        }
     }
 }
 
@@ -333,18 +471,19 @@ fn mount(a: MountArgs) -> Result<()> {
     Ok(())
 }
 
-fn one_call(peer: SocketAddr, req: &Request) -> Result<Response> {
+fn one_call(peer: SocketAddr, keys: Option<&PathBuf>, req: &Request) -> Result<Response> {
+    let t = transport(keys)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    let client = fallow_peer::client::Client::new(Duration::from_secs(5));
+    let client = fallow_peer::client::Client::new(Duration::from_secs(5), t);
     rt.block_on(client.call(peer, req))
         .map_err(anyhow::Error::from)
 }
 
 fn status(a: StatusArgs) -> Result<()> {
-    let Response::Status(json) = one_call(a.peer, &Request::Status)? else {
+    let Response::Status(json) = one_call(a.peer, a.keys.as_ref(), &Request::Status)? else {
         anyhow::bail!("peer {}: unexpected answer to a status request", a.peer);
     };
     if a.json {
@@ -390,7 +529,7 @@ fn status(a: StatusArgs) -> Result<()> {
 fn get(a: GetArgs) -> Result<()> {
     let root = match &a.root {
         Some(h) => parse_hex(h)?,
-        None => match one_call(a.peer, &Request::Adverts { have: 0 })? {
+        None => match one_call(a.peer, a.keys.as_ref(), &Request::Adverts { have: 0 })? {
             Response::Adverts { files, .. } => files
                 .iter()
                 .find(|f| f.wire == a.name)
@@ -404,7 +543,7 @@ fn get(a: GetArgs) -> Result<()> {
         root,
         index: a.chunk,
     };
-    match one_call(a.peer, &req)? {
+    match one_call(a.peer, a.keys.as_ref(), &req)? {
         Response::Chunk(d) => {
             println!(
                 "chunk {} of {}: {} bytes, blake3 {}",
@@ -448,6 +587,7 @@ fn bench(a: BenchArgs) -> Result<()> {
         a.connections,
         a.repeat.max(1),
         Duration::from_secs(10),
+        transport(a.keys.as_ref())?,
     )
     .map_err(lift)?;
     if a.json {

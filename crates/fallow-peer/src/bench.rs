@@ -96,6 +96,7 @@ pub fn run(
     connections: usize,
     repeat: u32,
     timeout: Duration,
+    transport: crate::transport::Transport,
 ) -> Result<BenchReport> {
     let entry = index
         .get(wire)
@@ -112,7 +113,7 @@ pub fn run(
             what: "tokio runtime".into(),
             source: e,
         })?;
-    let client = Arc::new(Client::new(timeout));
+    let client = Arc::new(Client::new(timeout, transport));
     let wire_arc: Arc<str> = Arc::from(wire);
     let fetch =
         |client: Arc<Client>, i: u32| fetch_one(client, peer, wire_arc.clone(), m.clone(), i);

@@ -5,19 +5,23 @@
 
 use crate::error::{Error, Result};
 use crate::proto::{read_frame, write_frame, Request, Response};
+use crate::transport::{Conn, Transport};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
-use tokio::net::TcpStream;
 
 /// Idle connections kept per peer.
 const POOL_PER_PEER: usize = 8;
 
+/// Idle connections kept in all: each holds a descriptor, and the fleet
+/// may be large (the descriptor reserve of [`crate::node::FD_RESERVE`]).
+const POOL_TOTAL: usize = 64;
+
 /// A client of peers' data channels.
-#[derive(Debug)]
 pub struct Client {
-    pool: Mutex<HashMap<SocketAddr, Vec<TcpStream>>>,
+    pool: Mutex<HashMap<SocketAddr, Vec<Conn>>>,
+    transport: Transport,
     /// Deadline of one request.
     pub timeout: Duration,
 }
@@ -31,11 +35,22 @@ pub enum CallError {
     Failed,
 }
 
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("transport", &self.transport)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
 impl Client {
-    /// A client whose requests time out after `timeout`.
-    pub fn new(timeout: Duration) -> Client {
+    /// A client whose requests time out after `timeout` (connect, TLS
+    /// handshake, send and receive together).
+    pub fn new(timeout: Duration, transport: Transport) -> Client {
         Client {
             pool: Mutex::new(HashMap::new()),
+            transport,
             timeout,
         }
     }
@@ -48,6 +63,9 @@ impl Client {
                 addr,
                 message: match kind {
                     CallError::Timeout => format!("no answer within {:?}", self.timeout),
+                    CallError::Failed if !self.transport.is_tls() => {
+                        format!("{msg} (a fleet with keys speaks TLS only: pass --keys NODE_DIR)")
+                    }
                     CallError::Failed => msg,
                 },
             })
@@ -70,8 +88,8 @@ impl Client {
             // a pooled connection may have been closed by the peer since
             // (idle limit, restart): one retry on a fresh connection
             let reused = pooled.is_some();
-            match exchange(addr, pooled, &body).await {
-                Err(_) if reused => exchange(addr, None, &body).await,
+            match exchange(&self.transport, addr, pooled, &body).await {
+                Err(_) if reused => exchange(&self.transport, addr, None, &body).await,
                 r => r,
             }
         };
@@ -80,8 +98,9 @@ impl Client {
             Ok(Err(msg)) => Err((CallError::Failed, msg)),
             Ok(Ok((conn, resp))) => {
                 let mut pool = self.pool.lock().expect("pool lock");
+                let total: usize = pool.values().map(Vec::len).sum();
                 let v = pool.entry(addr).or_default();
-                if v.len() < POOL_PER_PEER {
+                if v.len() < POOL_PER_PEER && total < POOL_TOTAL {
                     v.push(conn);
                 }
                 Ok(resp)
@@ -97,19 +116,14 @@ impl Client {
 
 /// One request and its answer on `conn` (or a new connection).
 async fn exchange(
+    transport: &Transport,
     addr: SocketAddr,
-    conn: Option<TcpStream>,
+    conn: Option<Conn>,
     body: &[u8],
-) -> Result<(TcpStream, Response), String> {
+) -> Result<(Conn, Response), String> {
     let mut conn = match conn {
         Some(c) => c,
-        None => {
-            let c = TcpStream::connect(addr)
-                .await
-                .map_err(|e| format!("connecting: {e}"))?;
-            let _ = c.set_nodelay(true);
-            c
-        }
+        None => transport.connect(addr).await?,
     };
     write_frame(&mut conn, body)
         .await

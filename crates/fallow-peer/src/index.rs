@@ -9,24 +9,49 @@
 //! walking a root are indexed: symbolic links are not followed (a link's
 //! target is indexed where it lives, if inside a root), and a request is
 //! served only for a name in the index, opened beneath its root with
-//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` and checked to be the
-//! same inode, size and modification time as when it was hashed.
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV)` and
+//! checked to be the same inode, size and modification time as when it
+//! was hashed.
+//!
+//! Authorisation: each root directory is opened once, when it is given
+//! ([`Root::parse`]), and every walk and every open happens beneath that
+//! held descriptor — replacing the directory by a link later changes
+//! nothing. Nothing crosses a mount point (`RESOLVE_NO_XDEV`: a bind mount
+//! inside a root is skipped). Only world-readable regular files are indexed
+//! and served (mode `o+r`): a peer gets nothing a local unprivileged user
+//! could not read. Hard links are served like any file: a link names the
+//! same inode, whose mode is checked, so a link to a private file is
+//! refused for that file's mode, and a link to a world-readable file
+//! gives out only what every local user can read already.
 
 use crate::error::{Error, Result};
 use crate::manifest::{check_chunk_bytes, Manifest};
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// An indexed application directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Root {
     /// Its name on the wire.
     pub name: String,
     /// The directory, canonical.
     pub dir: PathBuf,
+    /// The directory, opened once when given: every walk and open
+    /// resolves beneath it.
+    fd: Arc<OwnedFd>,
 }
+
+impl PartialEq for Root {
+    fn eq(&self, other: &Root) -> bool {
+        self.name == other.name && self.dir == other.dir
+    }
+}
+
+impl Eq for Root {}
 
 impl Root {
     /// Parse `[NAME=]DIR`: the directory must exist; the default name is
@@ -58,7 +83,18 @@ impl Root {
                 format!("`{spec}`: the root name must be a relative path without `.` or `..` (name it: NAME=DIR)"),
             ));
         }
-        Ok(Root { name, dir })
+        use rustix::fs::{open, Mode, OFlags};
+        let fd = open(
+            &dir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::io(&dir, e.into()))?;
+        Ok(Root {
+            name,
+            dir,
+            fd: Arc::new(fd),
+        })
     }
 }
 
@@ -153,6 +189,10 @@ pub struct Skipped {
     pub not_utf8: u64,
     /// Symbolic links, devices, sockets and FIFOs.
     pub not_regular: u64,
+    /// Regular files not readable by everyone (never served).
+    pub not_world_readable: u64,
+    /// Directories that are mount points (never crossed).
+    pub mount_points: u64,
 }
 
 /// The whitelist of one node.
@@ -191,33 +231,31 @@ impl Index {
             let mut stack = vec![PathBuf::new()];
             while let Some(rel_dir) = stack.pop() {
                 let dir = root.dir.join(&rel_dir);
-                let rd = match std::fs::read_dir(&dir) {
-                    Ok(rd) => rd,
+                let names = match list_beneath(root, &rel_dir) {
+                    Ok(n) => n,
                     Err(e) if rel_dir.as_os_str().is_empty() => return Err(Error::io(&dir, e)),
+                    Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                        index.skipped.mount_points += 1;
+                        continue;
+                    }
                     Err(e) => {
                         index.skipped.unreadable.push((dir, e.to_string()));
                         continue;
                     }
                 };
-                let mut names: Vec<_> = rd.filter_map(|e| e.ok()).collect();
-                names.sort_by_key(|e| e.file_name());
-                for de in names {
-                    let rel = rel_dir.join(de.file_name());
+                for (name, kind) in names {
+                    let rel = rel_dir.join(&name);
                     let path = root.dir.join(&rel);
-                    let meta = match std::fs::symlink_metadata(&path) {
-                        Ok(m) => m,
-                        Err(e) => {
-                            index.skipped.unreadable.push((path, e.to_string()));
+                    match kind {
+                        Kind::Dir => {
+                            stack.push(rel);
                             continue;
                         }
-                    };
-                    if meta.is_dir() {
-                        stack.push(rel);
-                        continue;
-                    }
-                    if !meta.is_file() {
-                        index.skipped.not_regular += 1;
-                        continue;
+                        Kind::Other => {
+                            index.skipped.not_regular += 1;
+                            continue;
+                        }
+                        Kind::File => {}
                     }
                     let Some(rel_str) = rel.to_str() else {
                         index.skipped.not_utf8 += 1;
@@ -228,10 +266,35 @@ impl Index {
                         index.skipped.not_utf8 += 1;
                         continue;
                     }
+                    let f = match open_beneath(root, &rel) {
+                        Ok(f) => f,
+                        Err(e) => {
+                            index.skipped.unreadable.push((path, e.to_string()));
+                            continue;
+                        }
+                    };
+                    let meta = match f.metadata() {
+                        Ok(m) => m,
+                        Err(e) => {
+                            index.skipped.unreadable.push((path, e.to_string()));
+                            continue;
+                        }
+                    };
+                    if !meta.is_file() {
+                        index.skipped.not_regular += 1;
+                        continue;
+                    }
+                    if !world_readable(&meta) {
+                        index.skipped.not_world_readable += 1;
+                        continue;
+                    }
                     let stamp = Stamp::of(&meta);
                     let manifest = match reuse.and_then(|p| p.files.get(&wire)) {
                         Some(old) if old.stamp == stamp => old.manifest.clone(),
-                        _ => match Manifest::of_file(&path, chunk_bytes) {
+                        _ => match Manifest::from_reader(
+                            std::io::BufReader::with_capacity(1 << 20, f),
+                            chunk_bytes,
+                        ) {
                             Ok(m) => m,
                             Err(e) => {
                                 index.skipped.unreadable.push((path, e.to_string()));
@@ -259,6 +322,14 @@ impl Index {
     /// Every indexed file, by wire name.
     pub fn files(&self) -> impl Iterator<Item = &Entry> {
         self.files.values()
+    }
+
+    /// The indexed files whose wire name sorts after `wire`, in order.
+    pub fn files_after<'a>(&'a self, wire: &str) -> impl Iterator<Item = &'a Entry> + 'a {
+        use std::ops::Bound::{Excluded, Unbounded};
+        self.files
+            .range::<str, _>((Excluded(wire), Unbounded))
+            .map(|(_, e)| e)
     }
 
     /// Number of indexed files.
@@ -301,42 +372,101 @@ impl Index {
     pub fn open(&self, e: &Entry) -> Result<File, Refusal> {
         let changed = || Refusal::Changed(e.wire.clone());
         let root = &self.roots[e.root];
-        let f = open_beneath(&root.dir, &e.rel).map_err(|_| changed())?;
+        let f = open_beneath(root, &e.rel).map_err(|_| changed())?;
         let meta = f.metadata().map_err(|_| changed())?;
-        if !meta.is_file() || Stamp::of(&meta) != e.stamp {
+        if !meta.is_file() || !world_readable(&meta) || Stamp::of(&meta) != e.stamp {
             return Err(changed());
         }
         Ok(f)
     }
 }
 
-/// Open `rel` read-only beneath `dir`, refusing `..` escapes and every
-/// symbolic link on the way (`openat2`, Linux 5.6). On older kernels the
-/// canonical path is opened with `O_NOFOLLOW` and must stay beneath `dir`.
-fn open_beneath(dir: &Path, rel: &Path) -> std::io::Result<File> {
-    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
+/// Readable by everyone: the only files a peer may get.
+fn world_readable(m: &std::fs::Metadata) -> bool {
+    m.mode() & 0o004 != 0
+}
+
+enum Kind {
+    Dir,
+    File,
+    Other,
+}
+
+/// The entries of directory `rel` beneath `root` (without `.` and `..`),
+/// sorted by name, with their kind as the directory lists it (a symbolic
+/// link is `Other`, whatever it points to).
+fn list_beneath(root: &Root, rel: &Path) -> std::io::Result<Vec<(std::ffi::OsString, Kind)>> {
+    use rustix::fs::{openat2, Dir, FileType, Mode, OFlags};
+    use std::os::unix::ffi::OsStrExt;
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    let fd = openat2(
+        root.fd.as_fd(),
+        rel,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+        beneath(),
+    )?;
+    let mut out = Vec::new();
+    for ent in Dir::read_from(&fd)? {
+        let ent = ent?;
+        let name = ent.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let kind = match ent.file_type() {
+            FileType::Directory => Kind::Dir,
+            FileType::RegularFile => Kind::File,
+            FileType::Unknown => {
+                // some file systems do not fill d_type: ask
+                match rustix::fs::statat(
+                    &fd,
+                    ent.file_name(),
+                    rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+                ) {
+                    Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                        FileType::Directory => Kind::Dir,
+                        FileType::RegularFile => Kind::File,
+                        _ => Kind::Other,
+                    },
+                    Err(_) => Kind::Other,
+                }
+            }
+            _ => Kind::Other,
+        };
+        out.push((std::ffi::OsStr::from_bytes(name).to_os_string(), kind));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+fn beneath() -> rustix::fs::ResolveFlags {
+    use rustix::fs::ResolveFlags;
+    ResolveFlags::BENEATH
+        | ResolveFlags::NO_SYMLINKS
+        | ResolveFlags::NO_MAGICLINKS
+        | ResolveFlags::NO_XDEV
+}
+
+/// Open `rel` read-only beneath the root's held descriptor, refusing `..`
+/// escapes, every symbolic link on the way and every mount crossing
+/// (`openat2`, Linux 5.6; older kernels serve nothing).
+fn open_beneath(root: &Root, rel: &Path) -> std::io::Result<File> {
+    use rustix::fs::{openat2, Mode, OFlags};
     if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
         return Err(std::io::ErrorKind::InvalidInput.into());
     }
-    let dirf = File::open(dir)?;
     let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
-    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    match openat2(&dirf, rel, flags, Mode::empty(), resolve) {
-        Ok(fd) => Ok(File::from(fd)),
-        Err(rustix::io::Errno::NOSYS) => {
-            let full = dir.join(rel);
-            let canon = std::fs::canonicalize(&full)?;
-            if canon != full {
-                return Err(std::io::ErrorKind::InvalidInput.into());
-            }
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&canon)
-        }
-        Err(e) => Err(e.into()),
-    }
+    Ok(File::from(openat2(
+        root.fd.as_fd(),
+        rel,
+        flags,
+        Mode::empty(),
+        beneath(),
+    )?))
 }
 
 #[cfg(test)]
@@ -423,6 +553,68 @@ mod tests {
             again.get("app/lib/a.so").unwrap().manifest,
             idx.get("app/lib/a.so").unwrap().manifest
         );
+    }
+
+    #[test]
+    fn private_files_swapped_roots_and_mounts_are_not_served() {
+        use std::os::unix::fs::PermissionsExt;
+        let (t, root) = tree();
+        let app = t.path().join("app");
+        std::fs::write(app.join("private"), b"0600 secret").unwrap();
+        std::fs::set_permissions(app.join("private"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        let idx = Index::build(std::slice::from_ref(&root), 4096, None).unwrap();
+        assert!(matches!(
+            idx.resolve("app/private"),
+            Err(Refusal::NotIndexed(_))
+        ));
+        assert_eq!(idx.skipped.not_world_readable, 1);
+        // a file made private after indexing is refused when served
+        std::fs::set_permissions(app.join("bin"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(matches!(
+            idx.open(idx.resolve("app/bin").unwrap()),
+            Err(Refusal::Changed(_))
+        ));
+        std::fs::set_permissions(app.join("bin"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        // the whitelisted directory is replaced by a link to another tree:
+        // the held descriptor still names the original directory
+        let other = t.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("shadow"), b"not whitelisted").unwrap();
+        std::fs::rename(&app, t.path().join("app.moved")).unwrap();
+        std::os::unix::fs::symlink(&other, &app).unwrap();
+        let again = Index::build(std::slice::from_ref(&root), 4096, Some(&idx)).unwrap();
+        let names: Vec<&str> = again.files().map(|e| e.wire.as_str()).collect();
+        assert_eq!(
+            names,
+            ["app/bin", "app/lib/a.so"],
+            "the swap is not followed"
+        );
+        assert!(again.open(again.get("app/bin").unwrap()).is_ok());
+        // a bind mount inside a root is not crossed (needs root)
+        std::fs::remove_file(&app).unwrap();
+        std::fs::rename(t.path().join("app.moved"), &app).unwrap();
+        std::fs::create_dir(app.join("mnt")).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["--bind"])
+            .arg(&other)
+            .arg(app.join("mnt"))
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("skip: bind mount part (mount --bind failed: not root?)");
+            return;
+        }
+        let crossed = Index::build(std::slice::from_ref(&root), 4096, None);
+        let _ = std::process::Command::new("umount")
+            .arg(app.join("mnt"))
+            .status();
+        let crossed = crossed.unwrap();
+        assert!(
+            crossed.get("app/mnt/shadow").is_none(),
+            "bind mount crossed"
+        );
+        assert_eq!(crossed.skipped.mount_points, 1);
     }
 
     #[test]

@@ -19,6 +19,9 @@
 //!   residency check).
 //! - [`proto`], [`server`], [`client`]: the data channel — length-prefixed
 //!   requests for a chunk, a peer's advertisement, or its status, over TCP.
+//! - [`keys`], [`seal`], [`transport`]: the fleet's credentials (a CA
+//!   and node certificates), sealed gossip, and mutual TLS on the data
+//!   channel.
 //! - [`membership`]: full membership with `foca` (SWIM + gossip) on UDP;
 //!   gossip also carries each node's advertisement version, and
 //!   [`peers::PeerTable`] fetches the lists and answers "who holds file F
@@ -66,6 +69,7 @@ pub mod disk;
 pub mod error;
 pub mod fuse;
 pub mod index;
+pub mod keys;
 pub mod manifest;
 pub mod membership;
 pub mod metrics;
@@ -73,7 +77,9 @@ pub mod node;
 pub mod overlay;
 pub mod peers;
 pub mod proto;
+pub mod seal;
 pub mod server;
 mod sys;
+pub mod transport;
 
 pub use error::{Error, Result};

@@ -13,17 +13,30 @@
 //! "my advertisement is at version V"; the list itself travels over the
 //! data channel ([`crate::peers`]), since thousands of file names do not fit
 //! a datagram.
+//!
+//! With fleet keys every datagram is sealed ([`crate::seal`]) and one that
+//! does not open is dropped before foca sees it. Then, before foca acts on
+//! a datagram: its sender's identity must be the datagram's real source
+//! address; every identity in it (sender, target, each member update) must
+//! pass [`AddrPolicy`] — no unspecified, multicast, broadcast or port-0
+//! address, no loopback unless this node is on loopback, the same address
+//! family as this node, a start time (`bump`) not in the future and an
+//! incarnation at most [`MAX_INCARNATION`]; and a new member is refused once
+//! [`MAX_MEMBERS`] are known. Version broadcasts are kept only for known
+//! members, so the broadcast state is bounded by the membership.
 
 use crate::error::{Error, Result};
-use crate::peers::PeerTable;
+use crate::metrics::Metrics;
+use crate::peers::{PeerTable, MAX_MEMBERS};
+use crate::seal::Keyring;
 use foca::{
-    AccumulatingRuntime, BroadcastHandler, Config, Foca, Invalidates, OwnedNotification,
-    PostcardCodec, Timer,
+    AccumulatingRuntime, BroadcastHandler, Codec, Config, Foca, Header, Invalidates, Member,
+    Message, OwnedNotification, PostcardCodec, Timer,
 };
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
-use std::net::SocketAddr;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -100,6 +113,7 @@ pub struct BadBroadcast;
 struct Handler {
     seen: HashMap<SocketAddr, u64>,
     table: Arc<PeerTable>,
+    known: Known,
 }
 
 impl BroadcastHandler<PeerId> for Handler {
@@ -112,6 +126,14 @@ impl BroadcastHandler<PeerId> for Handler {
         _sender: Option<&PeerId>,
     ) -> Result<Option<AdvertKey>, BadBroadcast> {
         let key = AdvertKey::decode(data)?;
+        // versions of strangers are neither kept nor relayed
+        if !self.known.read().expect("known lock").contains(&key.addr) {
+            return Ok(None);
+        }
+        if self.seen.len() >= MAX_MEMBERS && !self.seen.contains_key(&key.addr) {
+            self.seen
+                .retain(|a, _| self.known.read().expect("known lock").contains(a));
+        }
         let seen = self.seen.entry(key.addr).or_insert(0);
         if key.version <= *seen {
             return Ok(None);
@@ -119,6 +141,138 @@ impl BroadcastHandler<PeerId> for Handler {
         *seen = key.version;
         self.table.note_version(key.addr, key.version);
         Ok(Some(key))
+    }
+}
+
+/// The addresses of every member foca knows (alive, suspect or down),
+/// shared with the codec to cap the membership.
+type Known = Arc<RwLock<HashSet<SocketAddr>>>;
+
+/// The largest incarnation accepted in an update. Foca's incarnation is a
+/// `u16` a member raises by one per refuted suspicion; one forged at the
+/// maximum could never be refuted. Live members stay far below.
+pub const MAX_INCARNATION: u16 = 1 << 12;
+
+/// How far in the future a member's start time (`bump`) may be.
+const MAX_BUMP_AHEAD_NS: u64 = 60_000_000_000;
+
+/// Which identities may appear in gossip.
+#[derive(Debug, Clone, Copy)]
+pub struct AddrPolicy {
+    /// This node's identity address.
+    pub me: SocketAddr,
+}
+
+impl AddrPolicy {
+    /// Why `addr` may not be a member, if it may not.
+    pub fn refuse(&self, addr: SocketAddr) -> Option<&'static str> {
+        let ip = addr.ip();
+        if addr.port() == 0 {
+            return Some("port 0");
+        }
+        if ip.is_unspecified() {
+            return Some("unspecified address");
+        }
+        if ip.is_multicast() || ip == IpAddr::from([255, 255, 255, 255]) {
+            return Some("multicast or broadcast address");
+        }
+        if ip.is_loopback() != self.me.ip().is_loopback() {
+            return Some("loopback address off loopback");
+        }
+        if ip.is_ipv4() != self.me.ip().is_ipv4() {
+            return Some("another address family");
+        }
+        None
+    }
+
+    fn check(&self, id: &PeerId) -> bool {
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        self.refuse(id.addr).is_none() && id.bump <= now_ns.saturating_add(MAX_BUMP_AHEAD_NS)
+    }
+}
+
+/// A codec refusing what [`AddrPolicy`] forbids and new members past the
+/// cap; the wire format is foca's postcard encoding.
+struct GuardedCodec {
+    policy: AddrPolicy,
+    known: Known,
+}
+
+/// Why the codec refused a datagram.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("{0}")]
+    Postcard(#[from] postcard_error::Error),
+    #[error("forbidden identity")]
+    Identity,
+    #[error("incarnation too large")]
+    Incarnation,
+    #[error("membership full")]
+    Full,
+}
+
+mod postcard_error {
+    /// foca's postcard codec error, by the trait's associated type.
+    pub type Error = <foca::PostcardCodec as foca::Codec<super::PeerId>>::Error;
+}
+
+fn ids_of(m: &Message<PeerId>) -> Option<&PeerId> {
+    match m {
+        Message::PingReq { target, .. } | Message::IndirectAck { target, .. } => Some(target),
+        Message::IndirectPing { origin, .. } | Message::ForwardedAck { origin, .. } => Some(origin),
+        _ => None,
+    }
+}
+
+impl Codec<PeerId> for GuardedCodec {
+    type Error = Refused;
+
+    fn encode_header(
+        &mut self,
+        header: &Header<PeerId>,
+        buf: impl bytes::BufMut,
+    ) -> Result<(), Refused> {
+        Ok(PostcardCodec.encode_header(header, buf)?)
+    }
+
+    fn decode_header(&mut self, buf: impl bytes::Buf) -> Result<Header<PeerId>, Refused> {
+        let h: Header<PeerId> = PostcardCodec.decode_header(buf)?;
+        let ok = self.policy.check(&h.src)
+            && self.policy.check(&h.dst)
+            && ids_of(&h.message).is_none_or(|id| self.policy.check(id));
+        if !ok {
+            return Err(Refused::Identity);
+        }
+        if h.src_incarnation > MAX_INCARNATION {
+            return Err(Refused::Incarnation);
+        }
+        Ok(h)
+    }
+
+    fn encode_member(
+        &mut self,
+        member: &Member<PeerId>,
+        buf: impl bytes::BufMut,
+    ) -> Result<(), Refused> {
+        Ok(PostcardCodec.encode_member(member, buf)?)
+    }
+
+    fn decode_member(&mut self, buf: impl bytes::Buf) -> Result<Member<PeerId>, Refused> {
+        let m: Member<PeerId> = PostcardCodec.decode_member(buf)?;
+        if !self.policy.check(m.id()) {
+            return Err(Refused::Identity);
+        }
+        if m.incarnation() > MAX_INCARNATION {
+            return Err(Refused::Incarnation);
+        }
+        let known = self.known.read().expect("known lock");
+        if known.len() >= MAX_MEMBERS && !known.contains(&m.id().addr) {
+            return Err(Refused::Full);
+        }
+        Ok(m)
     }
 }
 
@@ -131,6 +285,14 @@ pub struct MembershipConfig {
     /// Seeds to join through (announced to every second while not
     /// members).
     pub seeds: Vec<SocketAddr>,
+    /// The keys sealing every datagram; `None` only on loopback.
+    pub keys: Option<Keyring>,
+    /// The file the keys came from: re-read when it changes (checked every
+    /// second), so a key roll needs no restart.
+    pub keys_file: Option<std::path::PathBuf>,
+    /// This node's identity address when it differs from the bound one
+    /// (bound to `0.0.0.0`, known by its certificate's address).
+    pub identity: Option<IpAddr>,
 }
 
 enum Cmd {
@@ -155,6 +317,7 @@ impl Membership {
         addr: SocketAddr,
         cfg: MembershipConfig,
         table: Arc<PeerTable>,
+        metrics: Arc<Metrics>,
     ) -> Result<Membership> {
         let socket = UdpSocket::bind(addr).await.map_err(|e| Error::Net {
             what: format!("udp socket {addr}"),
@@ -164,11 +327,21 @@ impl Membership {
             what: format!("udp socket {addr}"),
             source: e,
         })?;
+        let addr = SocketAddr::new(cfg.identity.unwrap_or(addr.ip()), addr.port());
         let bump = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1);
         let me = PeerId { addr, bump };
+        let policy = AddrPolicy { me: addr };
+        if let Some(why) = policy.refuse(addr) {
+            return Err(Error::invalid(
+                "--listen",
+                format!(
+                    "{addr}: cannot be a member's identity ({why}); give the address peers reach"
+                ),
+            ));
+        }
         let size = NonZeroU32::new(cfg.fleet_size.max(1)).expect("non-zero");
         let mut config = Config::new_lan(size);
         // foca's LAN profile waits 500 ms for a probe's answer; a loaded
@@ -179,12 +352,18 @@ impl Membership {
         config.probe_rtt = Duration::from_secs(1);
         config.probe_period = Duration::from_secs(2);
         config.suspect_to_down_after = config.suspect_to_down_after.max(Duration::from_secs(6));
+        let known: Known = Arc::new(RwLock::new(HashSet::new()));
         let handler = Handler {
             seen: HashMap::new(),
             table: table.clone(),
+            known: known.clone(),
+        };
+        let codec = GuardedCodec {
+            policy,
+            known: known.clone(),
         };
         let rng: rand::rngs::StdRng = rand::make_rng();
-        let foca = Foca::with_custom_broadcast(me.clone(), config, rng, PostcardCodec, handler);
+        let foca = Foca::with_custom_broadcast(me.clone(), config, rng, codec, handler);
         let (tx, rx) = mpsc::channel(64);
         let members = Arc::new(RwLock::new(Vec::new()));
         let driver = Driver {
@@ -196,6 +375,14 @@ impl Membership {
             members: members.clone(),
             table,
             seeds: cfg.seeds.into_iter().filter(|s| *s != addr).collect(),
+            keys_mtime: cfg
+                .keys_file
+                .as_ref()
+                .and_then(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok()),
+            keys_file: cfg.keys_file,
+            keys: cfg.keys,
+            known,
+            metrics,
         };
         tokio::spawn(driver.run(rx));
         Ok(Membership { tx, me, members })
@@ -220,7 +407,7 @@ impl Membership {
     }
 }
 
-type FocaT = Foca<PeerId, PostcardCodec, rand::rngs::StdRng, Handler>;
+type FocaT = Foca<PeerId, GuardedCodec, rand::rngs::StdRng, Handler>;
 
 struct Driver {
     foca: FocaT,
@@ -233,9 +420,44 @@ struct Driver {
     members: Arc<RwLock<Vec<PeerId>>>,
     table: Arc<PeerTable>,
     seeds: Vec<SocketAddr>,
+    keys: Option<Keyring>,
+    keys_file: Option<std::path::PathBuf>,
+    keys_mtime: Option<std::time::SystemTime>,
+    known: Known,
+    metrics: Arc<Metrics>,
 }
 
 impl Driver {
+    /// Re-read the key file if it changed since it was read; a file that
+    /// does not parse leaves the keys in use.
+    fn reload_keys(&mut self) {
+        let Some(path) = &self.keys_file else {
+            return;
+        };
+        let Ok(mtime) = std::fs::metadata(path).and_then(|m| m.modified()) else {
+            return;
+        };
+        if Some(mtime) == self.keys_mtime {
+            return;
+        }
+        self.keys_mtime = Some(mtime);
+        if let Ok(ring) = crate::keys::read_keyring(path) {
+            self.keys = Some(ring);
+        }
+    }
+
+    /// Open a datagram from `from` and check that its sender is `from`:
+    /// the plain text for foca, or `None` to drop it.
+    fn admit(&self, data: &[u8], from: SocketAddr) -> Option<Vec<u8>> {
+        let plain = match &self.keys {
+            Some(k) => k.open(data).ok()?,
+            None => data.to_vec(),
+        };
+        let mut b = &plain[..];
+        let h: Header<PeerId> = PostcardCodec.decode_header(&mut b).ok()?;
+        (h.src.addr == from).then_some(plain)
+    }
+
     async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
         let mut buf = vec![0u8; 65_536];
         let mut rejoin = tokio::time::interval(Duration::from_secs(1));
@@ -248,10 +470,17 @@ impl Driver {
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 r = self.socket.recv_from(&mut buf) => {
-                    if let Ok((n, _from)) = r {
-                        // a malformed datagram is dropped: foca's errors
-                        // only say so
-                        let _ = self.foca.handle_data(&buf[..n], &mut self.runtime);
+                    if let Ok((n, from)) = r {
+                        // a datagram that does not open, whose sender is
+                        // not its source, or that foca or the codec
+                        // refuses, is dropped and counted
+                        let ok = match self.admit(&buf[..n], from) {
+                            Some(plain) => self.foca.handle_data(&plain, &mut self.runtime).is_ok(),
+                            None => false,
+                        };
+                        if !ok {
+                            self.metrics.gossip_dropped();
+                        }
                     }
                 }
                 _ = tokio::time::sleep_until(next) => {
@@ -262,6 +491,7 @@ impl Driver {
                     }
                 }
                 _ = rejoin.tick() => {
+                    self.reload_keys();
                     // announce to every seed that is not a member (yet, or
                     // any more): checking only "alone" would leave a seed
                     // outside when two newcomers find each other first
@@ -295,7 +525,11 @@ impl Driver {
     /// Carry out what foca asked for.
     async fn flush(&mut self) {
         while let Some((dst, data)) = self.runtime.to_send() {
-            let _ = self.socket.send_to(&data, dst.addr).await;
+            let out = match &self.keys {
+                Some(k) => k.seal(&data),
+                None => data.to_vec(),
+            };
+            let _ = self.socket.send_to(&out, dst.addr).await;
         }
         let now = Instant::now();
         while let Some((after, timer)) = self.runtime.to_schedule() {
@@ -315,6 +549,11 @@ impl Driver {
             );
         }
         if changed {
+            *self.known.write().expect("known lock") = self
+                .foca
+                .iter_membership_state()
+                .map(|m| m.id().addr)
+                .collect();
             let mut live: Vec<PeerId> = self.foca.iter_members().map(|m| m.id().clone()).collect();
             live.sort();
             self.table
@@ -362,18 +601,23 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn three_members_converge_and_see_a_leave() {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let ring = Keyring::new(vec![crate::seal::GossipKey::random(1)]).unwrap();
         let cfg = |seeds| MembershipConfig {
             fleet_size: 3,
             seeds,
+            keys: Some(ring.clone()),
+            keys_file: None,
+            identity: None,
         };
+        let m = || Arc::new(Metrics::new());
         let t1 = Arc::new(PeerTable::new());
-        let a = Membership::start(any, cfg(vec![]), t1.clone())
+        let a = Membership::start(any, cfg(vec![]), t1.clone(), m())
             .await
             .unwrap();
-        let b = Membership::start(any, cfg(vec![a.me.addr]), Arc::new(PeerTable::new()))
+        let b = Membership::start(any, cfg(vec![a.me.addr]), Arc::new(PeerTable::new()), m())
             .await
             .unwrap();
-        let c = Membership::start(any, cfg(vec![b.me.addr]), Arc::new(PeerTable::new()))
+        let c = Membership::start(any, cfg(vec![b.me.addr]), Arc::new(PeerTable::new()), m())
             .await
             .unwrap();
         for m in [&a, &b, &c] {
@@ -385,5 +629,187 @@ mod tests {
         wait_for(&a, 1, Duration::from_secs(10)).await;
         wait_for(&b, 1, Duration::from_secs(10)).await;
         assert_eq!(a.members()[0].addr, b.me.addr);
+    }
+
+    #[test]
+    fn address_policy_refuses_what_cannot_be_a_peer() {
+        let p = AddrPolicy {
+            me: "10.0.0.1:7946".parse().unwrap(),
+        };
+        for bad in [
+            "127.0.0.1:7946",
+            "0.0.0.0:7946",
+            "224.0.0.1:7946",
+            "255.255.255.255:7946",
+            "10.0.0.2:0",
+            "[::1]:7946",
+            "[fd00::2]:7946",
+        ] {
+            assert!(p.refuse(bad.parse().unwrap()).is_some(), "{bad}");
+        }
+        assert_eq!(p.refuse("10.0.0.2:7946".parse().unwrap()), None);
+        let future = PeerId {
+            addr: "10.0.0.2:7946".parse().unwrap(),
+            bump: u64::MAX,
+        };
+        assert!(!p.check(&future), "a start time in the future");
+        // on loopback, loopback peers are the fleet
+        let lo = AddrPolicy {
+            me: "127.0.0.1:7000".parse().unwrap(),
+        };
+        assert_eq!(lo.refuse("127.0.0.1:7001".parse().unwrap()), None);
+        assert!(lo.refuse("10.0.0.2:7946".parse().unwrap()).is_some());
+    }
+
+    /// Datagrams an attacker sends to a member: unsealed fake members, a
+    /// sealed packet whose sender is not its source, a forged "down" at
+    /// the maximum incarnation, an unspecified member address. All are
+    /// dropped and counted; the membership is unchanged.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn forged_datagrams_are_dropped() {
+        use bytes::BufMut;
+        use foca::State;
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let ring = Keyring::new(vec![crate::seal::GossipKey::random(7)]).unwrap();
+        let cfg = |seeds| MembershipConfig {
+            fleet_size: 3,
+            seeds,
+            keys: Some(ring.clone()),
+            keys_file: None,
+            identity: None,
+        };
+        let metrics = Arc::new(Metrics::new());
+        let a = Membership::start(
+            any,
+            cfg(vec![]),
+            Arc::new(PeerTable::new()),
+            metrics.clone(),
+        )
+        .await
+        .unwrap();
+        let b = Membership::start(
+            any,
+            cfg(vec![a.me.addr]),
+            Arc::new(PeerTable::new()),
+            Arc::new(Metrics::new()),
+        )
+        .await
+        .unwrap();
+        wait_for(&a, 1, Duration::from_secs(10)).await;
+        wait_for(&b, 1, Duration::from_secs(10)).await;
+        let before = metrics.snapshot().served.gossip_dropped;
+
+        let atk = UdpSocket::bind(any).await.unwrap();
+        let me_atk = PeerId {
+            addr: atk.local_addr().unwrap(),
+            bump: 1,
+        };
+        let packet = |src: &PeerId, updates: &[Member<PeerId>]| {
+            let mut buf = Vec::new();
+            let h = Header {
+                src: src.clone(),
+                src_incarnation: 0,
+                dst: a.me.clone(),
+                message: Message::Gossip,
+            };
+            PostcardCodec.encode_header(&h, &mut buf).unwrap();
+            buf.put_u16(updates.len() as u16);
+            for m in updates {
+                PostcardCodec.encode_member(m, &mut buf).unwrap();
+            }
+            buf
+        };
+        let mut sent = 0;
+        // 300 fake members, unsealed
+        let fakes: Vec<Member<PeerId>> = (0..300u16)
+            .map(|k| {
+                Member::alive(PeerId {
+                    addr: SocketAddr::from(([127, 0, 0, 1], 20_000 + k)),
+                    bump: 1,
+                })
+            })
+            .collect();
+        for chunk in fakes.chunks(30) {
+            atk.send_to(&packet(&me_atk, chunk), a.me.addr)
+                .await
+                .unwrap();
+            sent += 1;
+        }
+        // sealed with the fleet key (an insider), claiming to be b
+        let down_b = Member::new(b.me.clone(), 1, State::Down);
+        let spoofed = ring.seal(&packet(&b.me, std::slice::from_ref(&down_b)));
+        atk.send_to(&spoofed, a.me.addr).await.unwrap();
+        // sealed, from its real address, b down at the maximum incarnation
+        let max_down = Member::new(b.me.clone(), u16::MAX, State::Down);
+        atk.send_to(&ring.seal(&packet(&me_atk, &[max_down])), a.me.addr)
+            .await
+            .unwrap();
+        // sealed, a member at the unspecified address
+        let nowhere = Member::alive(PeerId {
+            addr: "0.0.0.0:7946".parse().unwrap(),
+            bump: 1,
+        });
+        atk.send_to(&ring.seal(&packet(&me_atk, &[nowhere])), a.me.addr)
+            .await
+            .unwrap();
+        sent += 3;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            metrics.snapshot().served.gossip_dropped - before,
+            sent,
+            "every forged datagram dropped"
+        );
+        let members: Vec<SocketAddr> = a.members().iter().map(|p| p.addr).collect();
+        assert_eq!(members, [b.me.addr], "the membership is unchanged");
+    }
+
+    /// A key roll without restarts: both members re-read their key files
+    /// at each step and stay members throughout; afterwards a member that
+    /// holds only the new key joins them (so they seal with it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_key_roll_needs_no_restart() {
+        use crate::seal::GossipKey;
+        use std::os::unix::fs::PermissionsExt;
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let t = tempfile::tempdir().unwrap();
+        let (old, new) = (GossipKey::random(1), GossipKey::random(2));
+        let write = |name: &str, keys: &[&GossipKey]| {
+            let ring = Keyring::new(keys.iter().map(|k| (*k).clone()).collect()).unwrap();
+            let p = t.path().join(name);
+            std::fs::write(&p, ring.to_text()).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+            ring
+        };
+        let start = |name: &'static str, ring: Keyring, seeds: Vec<SocketAddr>| {
+            let cfg = MembershipConfig {
+                fleet_size: 3,
+                seeds,
+                keys: Some(ring),
+                keys_file: Some(t.path().join(name)),
+                identity: None,
+            };
+            Membership::start(
+                any,
+                cfg,
+                Arc::new(PeerTable::new()),
+                Arc::new(Metrics::new()),
+            )
+        };
+        let r0 = write("a", &[&old]);
+        write("b", &[&old]);
+        let a = start("a", r0.clone(), vec![]).await.unwrap();
+        let b = start("b", r0, vec![a.me.addr]).await.unwrap();
+        wait_for(&a, 1, Duration::from_secs(10)).await;
+        for step in [vec![&old, &new], vec![&new, &old], vec![&new]] {
+            write("a", &step);
+            write("b", &step);
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+            assert_eq!(a.members().len(), 1, "a lost b at a step of the roll");
+            assert_eq!(b.members().len(), 1, "b lost a at a step of the roll");
+        }
+        let c = start("c", write("c", &[&new]), vec![a.me.addr])
+            .await
+            .unwrap();
+        wait_for(&c, 2, Duration::from_secs(10)).await;
     }
 }

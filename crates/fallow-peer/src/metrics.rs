@@ -151,6 +151,8 @@ pub struct Metrics {
     served_not_cached: AtomicU64,
     served_refused: AtomicU64,
     served_adverts: AtomicU64,
+    refused_conns: AtomicU64,
+    gossip_dropped: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -196,6 +198,8 @@ impl Metrics {
             served_not_cached: AtomicU64::new(0),
             served_refused: AtomicU64::new(0),
             served_adverts: AtomicU64::new(0),
+            refused_conns: AtomicU64::new(0),
+            gossip_dropped: AtomicU64::new(0),
         }
     }
 
@@ -244,6 +248,18 @@ impl Metrics {
         self.served_adverts.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A connection was refused: over a cap, a failed or slow TLS
+    /// handshake, a certificate not naming its source.
+    pub fn refused_conn(&self) {
+        self.refused_conns.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A gossip datagram was dropped: not sealed with a fleet key, stale,
+    /// or naming a forbidden or forged identity.
+    pub fn gossip_dropped(&self) {
+        self.gossip_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> MetricsSnapshot {
         let a = |x: Attempt| self.attempts[attempt_slot(x)].load(Ordering::Relaxed);
@@ -277,6 +293,8 @@ impl Metrics {
                 not_cached: self.served_not_cached.load(Ordering::Relaxed),
                 refused: self.served_refused.load(Ordering::Relaxed),
                 adverts: self.served_adverts.load(Ordering::Relaxed),
+                refused_conns: self.refused_conns.load(Ordering::Relaxed),
+                gossip_dropped: self.gossip_dropped.load(Ordering::Relaxed),
             },
         }
     }
@@ -342,6 +360,10 @@ pub struct ServedToPeers {
     pub refused: u64,
     /// Advertisement lists sent.
     pub adverts: u64,
+    /// Connections refused (caps, TLS, certificate not naming its source).
+    pub refused_conns: u64,
+    /// Gossip datagrams dropped (unsealed, stale, forbidden identities).
+    pub gossip_dropped: u64,
 }
 
 /// A snapshot of [`Metrics`].

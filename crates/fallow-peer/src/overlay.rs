@@ -13,7 +13,12 @@
 //!    peer.
 //!
 //! A peer that sent bytes that fail verification is quarantined for a
-//! while: its chunks are not asked for again until then.
+//! while (`--quarantine`), and one that did not answer in time for
+//! [`TIMEOUT_QUARANTINE`]: its chunks are not asked for again until then,
+//! by IP address, whatever identity it re-announces under. The remote part
+//! of a read has one deadline (the client's timeout), and each chunk is
+//! asked of at most [`HOLDERS_PER_CHUNK`] holders, so a fleet of stalling
+//! or lying peers costs one read at most one deadline before the disk.
 
 use crate::client::CallError;
 use crate::disk::Disk;
@@ -28,6 +33,12 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Holders asked for one chunk before giving up on peers.
+pub const HOLDERS_PER_CHUNK: usize = 2;
+
+/// How long a peer that did not answer in time is left out.
+pub const TIMEOUT_QUARANTINE: Duration = Duration::from_secs(10);
 
 /// The overlay of one indexed root.
 #[derive(Debug)]
@@ -145,6 +156,8 @@ impl Overlay {
             return Err(Fallback::NoPeer);
         }
         let chunks = entry.manifest.chunks_for(offset, len as u64);
+        // one deadline over every chunk and holder of this read
+        let deadline = tokio::time::Instant::now() + self.shared.client.timeout;
         let mut set = tokio::task::JoinSet::new();
         for i in chunks.clone() {
             let shared = self.shared.clone();
@@ -153,7 +166,7 @@ impl Overlay {
             let holders = holders.clone();
             let quarantine = self.quarantine;
             set.spawn(async move {
-                let r = fetch_chunk(&shared, &idx, &wire, i, &holders, quarantine).await;
+                let r = fetch_chunk(&shared, &idx, &wire, i, &holders, quarantine, deadline).await;
                 (i, r)
             });
         }
@@ -204,6 +217,7 @@ async fn fetch_chunk(
     i: u32,
     holders: &[SocketAddr],
     quarantine: Duration,
+    deadline: tokio::time::Instant,
 ) -> Result<Vec<u8>, Fallback> {
     let manifest = &idx.get(wire).ok_or(Fallback::NotIndexed)?.manifest;
     let req = Request::Chunk {
@@ -213,10 +227,16 @@ async fn fetch_chunk(
     };
     let mut why = Fallback::NotServed;
     let n = holders.len();
-    for k in 0..n {
+    for k in 0..n.min(HOLDERS_PER_CHUNK) {
+        if tokio::time::Instant::now() >= deadline {
+            break; // no time left: the next holder is not to blame
+        }
         let peer = holders[(i as usize + k) % n];
         let t = Instant::now();
-        let outcome = match shared.client.call_classified(peer, &req).await {
+        let call = tokio::time::timeout_at(deadline, shared.client.call_classified(peer, &req))
+            .await
+            .unwrap_or_else(|_| Err((CallError::Timeout, "the read's deadline passed".into())));
+        let outcome = match call {
             Ok(Response::Chunk(data)) if manifest.verify(i, &data) => {
                 shared.metrics.attempt(Attempt::Verified, t.elapsed());
                 return Ok(data);
@@ -232,6 +252,7 @@ async fn fetch_chunk(
                 shared.client.forget(peer);
                 why = worse(Some(why), Fallback::PeerFailed);
                 if kind == CallError::Timeout {
+                    shared.peers.quarantine(peer, TIMEOUT_QUARANTINE);
                     Attempt::Timeout
                 } else {
                     Attempt::Error

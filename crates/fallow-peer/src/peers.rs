@@ -10,6 +10,14 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// The most members (peers) a node keeps: more are refused by the
+/// membership's codec, and versions gossiped for more are dropped.
+pub const MAX_MEMBERS: usize = 4096;
+
+/// The most quarantined addresses remembered; when full, the soonest to
+/// expire is forgotten first.
+pub const MAX_QUARANTINED: usize = 4096;
+
 /// Re-fetch a peer's list at least this often, in case a gossiped version
 /// was missed.
 pub const REFRESH_AFTER: Duration = Duration::from_secs(10);
@@ -25,7 +33,6 @@ struct Peer {
     fetched_version: u64,
     fetched_at: Option<Instant>,
     files: HashMap<String, Hash>,
-    quarantined_until: Option<Instant>,
 }
 
 /// One peer in a [`PeerTable::summary`].
@@ -37,7 +44,7 @@ pub struct PeerSummary {
     pub files: usize,
     /// Version of that list.
     pub version: u64,
-    /// Quarantined for serving bad bytes.
+    /// Quarantined for serving bad bytes or not answering.
     pub quarantined: bool,
 }
 
@@ -48,6 +55,9 @@ pub struct PeerTable {
     /// Versions gossiped for peers not (yet) in the table: a broadcast can
     /// arrive in the same datagram as the news that its sender joined.
     pending: Mutex<HashMap<SocketAddr, u64>>,
+    /// Addresses left out until the instant, by IP: a peer that lied or
+    /// stalled stays out when it re-announces under a new identity or port.
+    quarantine: Mutex<HashMap<std::net::IpAddr, Instant>>,
 }
 
 impl PeerTable {
@@ -62,7 +72,7 @@ impl PeerTable {
         let mut peers = self.peers.lock().expect("peer table lock");
         let mut pending = self.pending.lock().expect("pending lock");
         peers.retain(|addr, p| live.iter().any(|(a, b)| a == addr && *b == p.bump));
-        for (addr, bump) in live {
+        for (addr, bump) in live.iter().take(MAX_MEMBERS) {
             peers.entry(*addr).or_insert_with(|| Peer {
                 bump: *bump,
                 gossip_version: pending.remove(addr).unwrap_or(0),
@@ -77,6 +87,9 @@ impl PeerTable {
             Some(p) => p.gossip_version = p.gossip_version.max(version),
             None => {
                 let mut pending = self.pending.lock().expect("pending lock");
+                if pending.len() >= MAX_MEMBERS && !pending.contains_key(&addr) {
+                    return;
+                }
                 let v = pending.entry(addr).or_insert(0);
                 *v = (*v).max(version);
             }
@@ -98,14 +111,27 @@ impl PeerTable {
             .collect()
     }
 
-    /// A fetched list (or `None`: unchanged since the version held).
-    pub fn set_adverts(&self, addr: SocketAddr, version: u64, files: Option<Vec<Advert>>) {
+    /// A fetched list (or `None`: unchanged since the version held). Only
+    /// the entries `useful` keeps are stored — files this node indexed
+    /// with the same root, the only ones it could ever ask for — so a
+    /// peer's huge list costs this node no more than its own index.
+    pub fn set_adverts(
+        &self,
+        addr: SocketAddr,
+        version: u64,
+        files: Option<Vec<Advert>>,
+        useful: &dyn Fn(&str, &Hash) -> bool,
+    ) {
         let mut peers = self.peers.lock().expect("peer table lock");
         let Some(p) = peers.get_mut(&addr) else {
             return; // it left meanwhile
         };
         if let Some(files) = files {
-            p.files = files.into_iter().map(|a| (a.wire, a.root)).collect();
+            p.files = files
+                .into_iter()
+                .filter(|a| useful(&a.wire, &a.root))
+                .map(|a| (a.wire, a.root))
+                .collect();
         }
         p.fetched_version = version;
         p.gossip_version = p.gossip_version.max(version);
@@ -126,9 +152,10 @@ impl PeerTable {
     pub fn holders(&self, wire: &str, root: &Hash) -> Vec<SocketAddr> {
         let now = Instant::now();
         let peers = self.peers.lock().expect("peer table lock");
+        let q = self.quarantine.lock().expect("quarantine lock");
         let mut v: Vec<SocketAddr> = peers
             .iter()
-            .filter(|(_, p)| p.quarantined_until.is_none_or(|t| t <= now))
+            .filter(|(a, _)| q.get(&a.ip()).is_none_or(|t| *t <= now))
             .filter(|(_, p)| p.files.get(wire) == Some(root))
             .map(|(a, _)| *a)
             .collect();
@@ -136,17 +163,31 @@ impl PeerTable {
         v
     }
 
-    /// Stop asking `addr` for chunks for `dur` (it sent bytes that did not
-    /// match the manifest).
+    /// Stop asking `addr`'s IP address for chunks for `dur` (it sent bytes
+    /// that did not match the manifest, or did not answer in time). Kept
+    /// by address, not by member, so a new identity does not reset it.
     pub fn quarantine(&self, addr: SocketAddr, dur: Duration) {
-        if let Some(p) = self.peers.lock().expect("peer table lock").get_mut(&addr) {
-            p.quarantined_until = Some(Instant::now() + dur);
+        let now = Instant::now();
+        let until = now + dur;
+        let mut q = self.quarantine.lock().expect("quarantine lock");
+        q.retain(|_, t| *t > now);
+        if q.len() >= MAX_QUARANTINED && !q.contains_key(&addr.ip()) {
+            if let Some(first) = q.iter().min_by_key(|(_, t)| **t).map(|(ip, _)| *ip) {
+                q.remove(&first);
+            }
         }
+        let t = q.entry(addr.ip()).or_insert(until);
+        *t = (*t).max(until);
+    }
+
+    /// True while `addr`'s IP address is quarantined.
+    pub fn is_quarantined(&self, addr: SocketAddr) -> bool {
+        let q = self.quarantine.lock().expect("quarantine lock");
+        q.get(&addr.ip()).is_some_and(|t| *t > Instant::now())
     }
 
     /// Every known peer, by address.
     pub fn summary(&self) -> Vec<PeerSummary> {
-        let now = Instant::now();
         let peers = self.peers.lock().expect("peer table lock");
         let mut v: Vec<PeerSummary> = peers
             .iter()
@@ -154,7 +195,7 @@ impl PeerTable {
                 addr: *a,
                 files: p.files.len(),
                 version: p.fetched_version,
-                quarantined: p.quarantined_until.is_some_and(|t| t > now),
+                quarantined: self.is_quarantined(*a),
             })
             .collect();
         v.sort_by_key(|p| p.addr);
@@ -184,12 +225,23 @@ mod tests {
         t.note_version(addr(2), 4);
         t.set_members(&[(addr(2), 1), (addr(3), 1)]);
         assert_eq!(t.due(Instant::now()).len(), 2, "never fetched");
-        t.set_adverts(addr(2), 3, Some(vec![]));
+        let all = |_: &str, _: &Hash| true;
+        t.set_adverts(addr(2), 3, Some(vec![]), &all);
         let mut due = t.due(Instant::now());
         due.sort();
         assert_eq!(due, [(addr(2), 3), (addr(3), 0)], "version 4 was gossiped");
-        t.set_adverts(addr(2), 5, Some(vec![adv("app/a", 1), adv("app/b", 2)]));
-        t.set_adverts(addr(3), 9, Some(vec![adv("app/a", 1), adv("app/b", 3)]));
+        t.set_adverts(
+            addr(2),
+            5,
+            Some(vec![adv("app/a", 1), adv("app/b", 2)]),
+            &all,
+        );
+        t.set_adverts(
+            addr(3),
+            9,
+            Some(vec![adv("app/a", 1), adv("app/b", 3)]),
+            &all,
+        );
         assert!(t.due(Instant::now()).is_empty());
         assert_eq!(t.holders("app/a", &[1; 32]), [addr(2), addr(3)]);
         assert_eq!(t.holders("app/b", &[2; 32]), [addr(2)], "same root only");
@@ -201,8 +253,26 @@ mod tests {
         // 3 crashed and came back as a new incarnation: its list is gone
         t.set_members(&[(addr(2), 1), (addr(3), 2)]);
         assert!(t.holders("app/a", &[1; 32]).is_empty());
+        // 2 re-announces on another port: the quarantine follows its IP
+        let other_port = SocketAddr::from(([10, 0, 0, 2], 9000));
+        t.set_members(&[(other_port, 7)]);
+        t.set_adverts(other_port, 1, Some(vec![adv("app/a", 1)]), &all);
+        assert!(t.holders("app/a", &[1; 32]).is_empty(), "still quarantined");
+        assert!(t.summary()[0].quarantined);
         t.set_members(&[]);
         assert!(t.summary().is_empty());
         assert!(t.due(Instant::now() + REFRESH_AFTER).is_empty());
+        // only files the reader indexed are kept from a peer's list
+        t.set_members(&[(addr(4), 1)]);
+        let only_a = |w: &str, r: &Hash| w == "app/a" && r == &[1; 32];
+        let huge: Vec<Advert> = (0..10_000).map(|k| adv(&format!("junk/{k}"), 1)).collect();
+        t.set_adverts(
+            addr(4),
+            1,
+            Some([huge, vec![adv("app/a", 1)]].concat()),
+            &only_a,
+        );
+        assert_eq!(t.summary()[0].files, 1);
+        assert_eq!(t.holders("app/a", &[1; 32]), [addr(4)]);
     }
 }

@@ -71,8 +71,23 @@ pub enum Response {
     Status(String),
 }
 
-/// Read one frame; `None` at a clean end of the stream.
+/// The largest request a server reads: a chunk request with the longest
+/// name (4 KiB) and room to spare. A request is small, so a peer that
+/// sends large or slow frames ties up little memory.
+pub const MAX_REQUEST_BYTES: u32 = 8 * 1024;
+
+/// Read one frame of at most [`MAX_FRAME_BYTES`]; `None` at a clean end
+/// of the stream.
 pub async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> Result<Option<Vec<u8>>> {
+    match read_len(r, MAX_FRAME_BYTES).await? {
+        None => Ok(None),
+        Some(len) => read_body(r, len).await.map(Some),
+    }
+}
+
+/// Read a frame's 4-byte length, refusing more than `max`; `None` at a
+/// clean end of the stream.
+pub async fn read_len(r: &mut (impl AsyncRead + Unpin), max: u32) -> Result<Option<u32>> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len).await {
         Ok(_) => {}
@@ -80,16 +95,21 @@ pub async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> Result<Option<Vec<u
         Err(e) => return Err(Error::Protocol(format!("reading a frame: {e}"))),
     }
     let len = u32::from_be_bytes(len);
-    if len > MAX_FRAME_BYTES {
+    if len > max {
         return Err(Error::Protocol(format!(
-            "frame of {len} bytes is larger than {MAX_FRAME_BYTES}"
+            "frame of {len} bytes is larger than {max}"
         )));
     }
+    Ok(Some(len))
+}
+
+/// Read a frame's body of `len` bytes (already checked against a limit).
+pub async fn read_body(r: &mut (impl AsyncRead + Unpin), len: u32) -> Result<Vec<u8>> {
     let mut body = vec![0u8; len as usize];
     r.read_exact(&mut body)
         .await
         .map_err(|e| Error::Protocol(format!("reading a frame of {len} bytes: {e}")))?;
-    Ok(Some(body))
+    Ok(body)
 }
 
 /// Write one frame.
@@ -102,6 +122,10 @@ pub async fn write_frame(w: &mut (impl AsyncWrite + Unpin), body: &[u8]) -> Resu
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(body);
     w.write_all(&out)
+        .await
+        .map_err(|e| Error::Protocol(format!("writing a frame: {e}")))?;
+    // TLS buffers records: push them out now
+    w.flush()
         .await
         .map_err(|e| Error::Protocol(format!("writing a frame: {e}")))?;
     Ok(())
@@ -357,6 +381,19 @@ mod tests {
         assert_eq!(read_frame(&mut b).await.unwrap().unwrap(), b"hello");
         assert_eq!(read_frame(&mut b).await.unwrap().unwrap(), b"");
         assert!(read_frame(&mut b).await.unwrap().is_none());
+        // a server reads requests of at most 8 KiB: a larger length is
+        // refused before anything is allocated
+        let (mut a, mut b) = tokio::io::duplex(64);
+        a.write_all(&(MAX_REQUEST_BYTES + 1).to_be_bytes())
+            .await
+            .unwrap();
+        assert!(read_len(&mut b, MAX_REQUEST_BYTES).await.is_err());
+        let longest = Request::Chunk {
+            wire: "a".repeat(crate::index::MAX_WIRE_BYTES),
+            root: [0; 32],
+            index: u32::MAX,
+        };
+        assert!(longest.encode().len() <= MAX_REQUEST_BYTES as usize);
         let (mut a, mut b) = tokio::io::duplex(64);
         a.write_all(&(MAX_FRAME_BYTES + 1).to_be_bytes())
             .await

@@ -2,53 +2,213 @@
 //! only from the page cache, so serving a peer never spins up this node's
 //! disk (SARD seed §III: peers help with what they hold in memory).
 //! Requests name files as the index does; anything else is refused.
+//!
+//! Everything a peer can make the server spend is capped ([`Limits`]):
+//! connections overall and per address (at the cap the server stops
+//! accepting, so waiting connections cost no descriptor), the time of a TLS
+//! handshake and of each frame once its first byte arrived, the size of a
+//! request, the bytes of answers in flight, and the answers computed at
+//! once on blocking threads.
 
 use crate::node::Shared;
-use crate::proto::{read_frame, write_frame, Request, Response};
-use std::sync::Arc;
+use crate::proto::{read_body, read_len, write_frame, Request, Response, MAX_REQUEST_BYTES};
+use crate::transport::{Conn, PeerKind, Transport};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
-/// A connection idle this long is closed.
-const IDLE_LIMIT: Duration = Duration::from_secs(120);
+/// What one server may spend on its peers.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Connections open at once, overall.
+    pub max_conns: usize,
+    /// Connections open at once from one IP address.
+    pub max_conns_per_ip: usize,
+    /// A TLS handshake, and a frame once its first byte arrived, must
+    /// complete within this.
+    pub frame_deadline: Duration,
+    /// A connection idle this long between requests is closed.
+    pub idle: Duration,
+    /// Bytes of answers (chunks) held in memory at once.
+    pub answer_budget_bytes: usize,
+    /// Answers computed at once (each on a blocking thread).
+    pub max_blocking: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_conns: 256,
+            max_conns_per_ip: 16,
+            frame_deadline: Duration::from_secs(5),
+            idle: Duration::from_secs(60),
+            answer_budget_bytes: 64 << 20,
+            max_blocking: 8,
+        }
+    }
+}
+
+/// The server's shared counters of what is in use.
+#[derive(Debug)]
+pub struct Gate {
+    limits: Limits,
+    conns: Arc<Semaphore>,
+    per_ip: Mutex<HashMap<IpAddr, usize>>,
+    /// Answer bytes, in KiB permits.
+    budget: Semaphore,
+    blocking: Semaphore,
+}
+
+impl Gate {
+    /// A gate enforcing `limits`.
+    pub fn new(limits: Limits) -> Gate {
+        Gate {
+            conns: Arc::new(Semaphore::new(limits.max_conns.max(1))),
+            per_ip: Mutex::new(HashMap::new()),
+            // at least one chunk of the largest size fits
+            budget: Semaphore::new(
+                (limits.answer_budget_bytes >> 10)
+                    .max(crate::manifest::MAX_CHUNK_BYTES as usize >> 10),
+            ),
+            blocking: Semaphore::new(limits.max_blocking.max(1)),
+            limits,
+        }
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Connections open now.
+    pub fn open_conns(&self) -> usize {
+        self.limits.max_conns.max(1) - self.conns.available_permits()
+    }
+
+    fn admit_ip(&self, ip: IpAddr) -> bool {
+        let mut m = self.per_ip.lock().expect("per-ip lock");
+        let n = m.entry(ip).or_insert(0);
+        if *n >= self.limits.max_conns_per_ip {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    fn release_ip(&self, ip: IpAddr) {
+        let mut m = self.per_ip.lock().expect("per-ip lock");
+        if let Some(n) = m.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&ip);
+            }
+        }
+    }
+}
 
 /// Accept connections until the runtime shuts down.
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>, transport: Transport) {
+    let gate = shared.gate.clone();
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
+        // at the cap, stop accepting: further connections wait in the
+        // kernel's backlog and hold no descriptor of this process
+        let Ok(permit) = gate.conns.clone().acquire_owned().await else {
+            return;
+        };
+        let Ok((stream, from)) = listener.accept().await else {
             // out of descriptors or similar: back off, keep serving
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let _ = stream.set_nodelay(true);
-        tokio::spawn(connection(stream, shared.clone()));
+        if !gate.admit_ip(from.ip()) {
+            shared.metrics.refused_conn();
+            continue; // dropped: closed at once
+        }
+        let s = shared.clone();
+        let t = transport.clone();
+        let g = gate.clone();
+        tokio::spawn(async move {
+            let deadline = g.limits.frame_deadline;
+            match tokio::time::timeout(deadline, t.accept(stream, from)).await {
+                Ok(Ok((conn, kind))) => connection(conn, kind, from, &s).await,
+                _ => s.metrics.refused_conn(),
+            }
+            g.release_ip(from.ip());
+            drop(permit);
+        });
     }
 }
 
-async fn connection(mut stream: TcpStream, shared: Arc<Shared>) {
+async fn connection(mut conn: Conn, kind: PeerKind, from: SocketAddr, shared: &Arc<Shared>) {
+    let limits = shared.gate.limits.clone();
     loop {
-        let frame = match tokio::time::timeout(IDLE_LIMIT, read_frame(&mut stream)).await {
-            Ok(Ok(Some(f))) => f,
-            // idle, closed, or malformed: drop the connection
-            _ => return,
+        // idle wait for the next request, then one deadline for the frame
+        let len =
+            match tokio::time::timeout(limits.idle, read_len(&mut conn, MAX_REQUEST_BYTES)).await {
+                Ok(Ok(Some(len))) => len,
+                _ => return,
+            };
+        let frame =
+            match tokio::time::timeout(limits.frame_deadline, read_body(&mut conn, len)).await {
+                Ok(Ok(f)) => f,
+                _ => return,
+            };
+        // an answer's buffer is at most one chunk: reserve it in the
+        // budget before it is allocated, and hold it until it is sent
+        let kib = (shared.index().chunk_bytes as usize).div_ceil(1024) as u32;
+        let Ok(_bytes) = shared.gate.budget.acquire_many(kib).await else {
+            return;
         };
         let resp = match Request::decode(&frame) {
             Err(e) => Response::Refused(e.to_string()),
-            Ok(req) => {
-                if matches!(req, Request::Chunk { .. }) && !shared.serve_delay.is_zero() {
-                    tokio::time::sleep(shared.serve_delay).await;
-                }
-                let s = shared.clone();
-                match tokio::task::spawn_blocking(move || answer(&s, req)).await {
-                    Ok(r) => r,
-                    Err(_) => return,
-                }
-            }
+            Ok(req) => match answer_async(shared, req, kind, from).await {
+                Some(r) => r,
+                None => return,
+            },
         };
-        if write_frame(&mut stream, &resp.encode()).await.is_err() {
+        let sent = tokio::time::timeout(
+            limits.frame_deadline,
+            write_frame(&mut conn, &resp.encode()),
+        )
+        .await;
+        if !matches!(sent, Ok(Ok(()))) {
             return;
         }
     }
+}
+
+/// Answer on a blocking thread within the budgets; `None` when the
+/// runtime is shutting down.
+async fn answer_async(
+    shared: &Arc<Shared>,
+    req: Request,
+    kind: PeerKind,
+    from: SocketAddr,
+) -> Option<Response> {
+    if matches!(req, Request::Status) && !status_allowed(kind, from) {
+        shared.metrics.served_refused();
+        return Some(Response::Refused(
+            "refused: status is served to fleet members and on loopback only".into(),
+        ));
+    }
+    if matches!(req, Request::Chunk { .. }) && !shared.serve_delay.is_zero() {
+        tokio::time::sleep(shared.serve_delay).await;
+    }
+    let _thread = shared.gate.blocking.acquire().await.ok()?;
+    let s = shared.clone();
+    tokio::task::spawn_blocking(move || answer(&s, req))
+        .await
+        .ok()
+}
+
+/// Status (paths, members, disk state) goes to fleet members, and to
+/// anyone on loopback — local users can read the same from `/proc` and the
+/// file system anyway.
+fn status_allowed(kind: PeerKind, from: SocketAddr) -> bool {
+    kind == PeerKind::Member || from.ip().is_loopback()
 }
 
 /// The answer to one request (blocking: reads files).
