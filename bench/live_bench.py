@@ -1187,7 +1187,6 @@ def make_btrfs(fallow: Path, work: Path, size: int, fill: int, cleanup: Cleanup)
     if len(devinfo) != 1:
         raise BenchError(f"{fsdir}/devinfo: want one member device, found {len(devinfo)}")
     speed = devinfo[0] / "scrub_speed_max"
-    chunk = fsdir / "allocation" / "data" / "chunk_size"
     device.update(
         name="btrfs",
         title="btrfs on the emulated HDD (a loop device over `fallow emulate-disk`, hdd model)",
@@ -1195,7 +1194,6 @@ def make_btrfs(fallow: Path, work: Path, size: int, fill: int, cleanup: Cleanup)
         fsid=fsdir.name,
         fill_bytes=fill // MIB * MIB,
         speed_file=str(speed) if speed.exists() else None,
-        data_chunk_bytes=int(chunk.read_text()) if chunk.exists() else None,
     )
     return device
 
@@ -1272,7 +1270,9 @@ def btrfs_window(dev: str, mnt: Path, fg_cmd: list[str], out: Path, cleanup: Cle
     return r
 
 
-def bench_btrfs_workload(fallow: Path, device: dict, workload: str, args, cleanup: Cleanup, work: Path) -> dict:
+def bench_btrfs_workload(
+    fallow: Path, device: dict, workload: str, args, cleanup: Cleanup, work: Path
+) -> dict:
     dev, mnt = device["device"], Path(device["mount"])
     wdir = work / f"btrfs-{workload}"
     wdir.mkdir()
@@ -1316,7 +1316,11 @@ def bench_btrfs_workload(fallow: Path, device: dict, workload: str, args, cleanu
     log(f"btrfs/{workload}: FG alone, recorded with fallow record")
     trace = wdir / "fg.csv"
     alone, out["record"] = record_alone(
-        fallow, dev, trace, cleanup, lambda: btrfs_window(dev, mnt, fg("alone"), wdir / "alone", cleanup)
+        fallow,
+        dev,
+        trace,
+        cleanup,
+        lambda: btrfs_window(dev, mnt, fg("alone"), wdir / "alone", cleanup),
     )
     out["runs"].append({"scrubber": "alone", "label": "FG alone", **alone})
     ref = alone["fg"]
@@ -1343,7 +1347,9 @@ def bench_btrfs_workload(fallow: Path, device: dict, workload: str, args, cleanu
         r = with_scrubber(s, scrubber)
         r.update(scrubber=scrubber, label=f"{what}: {c['spec']}, {size}")
         if r["scrub_bytes"] == 0:
-            r["scrubber_report"]["note"] = "the tuned wait was never reached: no idle interval long enough"
+            r["scrubber_report"]["note"] = (
+                "the tuned wait was never reached: no idle interval long enough"
+            )
         return r
 
     runs = []
@@ -1371,7 +1377,14 @@ def bench_btrfs_workload(fallow: Path, device: dict, workload: str, args, cleanu
     if harm > args.tolerance:
         budget = f"{harm * 100:.3g}%"
         matched = tune(
-            fallow, trace, device["service"], penalty_ns, budget, args.sizes, math.inf, wdir,
+            fallow,
+            trace,
+            device["service"],
+            penalty_ns,
+            budget,
+            args.sizes,
+            math.inf,
+            wdir,
             "tune-matched.json",
         )
         out["tune_matched"] = matched
@@ -1410,9 +1423,7 @@ def btrfs_goal(runs: list[dict], tolerance: float) -> dict:
     at_cost = by.get("fallow-matched")
     if at_cost is None and fal["fg"]["mean_ratio"] <= idle["fg"]["mean_ratio"]:
         at_cost = fal
-    within = [
-        r for r in runs if r["scrubber"] != "alone" and r["fg"]["p99_ratio"] <= 1 + tolerance
-    ]
+    within = [r for r in runs if r["scrubber"] != "alone" and r["fg"]["p99_ratio"] <= 1 + tolerance]
     best = max(within, key=lambda r: r["scrub_mb_s"], default=None)
     fal_within = fal["fg"]["p99_ratio"] <= 1 + tolerance
     others = [r["scrub_mb_s"] for r in within if not r["scrubber"].startswith("fallow")]
@@ -1453,7 +1464,6 @@ def bench_btrfs(fallow: Path, args, cleanup: Cleanup, work: Path, rng: random.Ra
         g = w["goal"]
         g["met"] = bool(g["at_idle_cost_met"] and g["most_within_p99_met"])
     return device
-
 
 
 # ---------------------------------------------------------------- output
@@ -1586,7 +1596,8 @@ def _btrfs_verdict(w: dict) -> str:
         + f" (goal ≥ {g['ratio']:g}×: {'met' if g['at_idle_cost_met'] else 'not met'}); "
         f"fallow's FG p99 ×{fal['fg']['p99_ratio']:.3f}; within ×{1 + g['p99_tolerance']:.2f}"
         f" of FG alone's p99 the most scrubbed by {within['most_scrubbed'] or 'none'}"
-        f" ({'met' if g['most_within_p99_met'] else 'not met'}); goal {'met' if g['met'] else 'not met'}"
+        f" ({'met' if g['most_within_p99_met'] else 'not met'});"
+        f" goal {'met' if g['met'] else 'not met'}"
     )
 
 
@@ -1639,7 +1650,6 @@ def markdown_btrfs(d: dict) -> str:
     return "\n".join(out)
 
 
-
 # ---------------------------------------------------------------- main
 
 
@@ -1686,7 +1696,11 @@ def main() -> int:
         help="seconds into the trace where the replay starts (default %(default)g: "
         "the default cut's 30-40 s hold 1,879 requests, more than an HDD serves in 10 s)",
     )
-    ap.add_argument("--runtime", type=float, help="seconds per run (quick 5, full 60; --btrfs: quick 3, full 45)")
+    ap.add_argument(
+        "--runtime",
+        type=float,
+        help="seconds per run (quick 5, full 60; --btrfs: quick 3, full 45)",
+    )
     ap.add_argument("--fg-iops", type=int, default=FG_RATE_IOPS, help="FG Poisson rate (10/s)")
     ap.add_argument(
         "--budgets",
