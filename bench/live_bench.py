@@ -67,7 +67,7 @@ Usage (as root; needs fio, losetup, ionice, /dev/fuse and BFQ; --btrfs
 also btrfs-progs):
   python3 bench/live_bench.py --quick             # CI: small images, 5 s runs, < 3 min
   python3 bench/live_bench.py --quick --btrfs     # CI: the btrfs part, 3 s runs, ~75 s
-  python3 bench/live_bench.py --btrfs --json b.json   # its figures: 45 s runs, ~14 min
+  python3 bench/live_bench.py --btrfs --json b.json   # its figures: 30 s runs, ~10 min
   python3 bench/live_bench.py --json out.json     # full mode: the README's figures
   python3 bench/live_bench.py --fallow target/debug/fallow --devices emu --runtime 30
 
@@ -1320,6 +1320,10 @@ def bench_btrfs_workload(
             report = scrubber.stop()
         r["scrubber_report"] = report
         r["command"] = scrubber.cmd
+        log(
+            f"btrfs/{workload}: FG mean {_ms(r['fg']['mean_s'])}, p99 {_ms(r['fg']['p99_s'])};"
+            f" scrubbed {r['scrub_mb_s']:.3g} MB/s ({r['scrub_status']})"
+        )
         return r
 
     out: dict = {
@@ -1706,9 +1710,9 @@ def main() -> int:
         help="run the btrfs part (issue 13): fallow scrub btrfs:MNT vs btrfs scrub -c 3, "
         "the kernel's scrub_speed_max and an unthrottled scrub, instead of the block devices",
     )
-    ap.add_argument("--btrfs-size", type=int, help="btrfs image MiB (quick 1024, full 4096)")
+    ap.add_argument("--btrfs-size", type=int, help="btrfs image MiB (quick 1024, full 8192)")
     ap.add_argument(
-        "--btrfs-fill", type=int, help="MiB of data on the btrfs (quick 640, full 3072)"
+        "--btrfs-fill", type=int, help="MiB of data on the btrfs (quick 640, full 6144)"
     )
     ap.add_argument(
         "--trace",
@@ -1727,7 +1731,7 @@ def main() -> int:
     ap.add_argument(
         "--runtime",
         type=float,
-        help="seconds per run (quick 5, full 60; --btrfs: quick 3, full 45)",
+        help="seconds per run (quick 5, full 60; --btrfs: quick 3, full 30)",
     )
     ap.add_argument("--fg-iops", type=int, default=FG_RATE_IOPS, help="FG Poisson rate (10/s)")
     ap.add_argument(
@@ -1767,7 +1771,7 @@ def main() -> int:
         return 0
     if args.runtime is None:
         # the btrfs part's quick mode: 12 runs in CI's 90 s
-        quick_s, full_s = (3.0, 45.0) if args.btrfs else (5.0, 60.0)
+        quick_s, full_s = (3.0, 30.0) if args.btrfs else (5.0, 60.0)
         args.runtime = quick_s if args.quick else full_s
     if args.sizes is None:
         args.sizes = "64KiB..4MiB/4" if args.quick else "64KiB..4MiB/8"
@@ -1778,8 +1782,10 @@ def main() -> int:
         args.workloads = BTRFS_WORKLOADS if args.btrfs else "random,sequential,trace"
     workloads = [w for w in args.workloads.split(",") if w]
     args.workloads_list = workloads
-    args.btrfs_size = args.btrfs_size or (1024 if args.quick else 4096)
-    args.btrfs_fill = args.btrfs_fill or (640 if args.quick else 3072)
+    # an unthrottled scrub must not finish within a run: the emulated HDD's
+    # media rate (150 MB/s) bounds it, 6 GiB outlast a 31 s run at that rate
+    args.btrfs_size = args.btrfs_size or (1024 if args.quick else 8192)
+    args.btrfs_fill = args.btrfs_fill or (640 if args.quick else 6144)
     if not 0 < args.btrfs_fill * 4 <= args.btrfs_size * 3:
         ap.error(f"--btrfs-fill {args.btrfs_fill}: want 1 .. 3/4 of --btrfs-size (MiB)")
     for d in devices:
