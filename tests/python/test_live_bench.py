@@ -397,3 +397,13 @@ def test_btrfs_goal_by_hand():
     # no matched run: fallow's own counts only if it cost no more than the idle class
     g = goal([r for r in runs if r["scrubber"] != "fallow-matched"], 0.05)
     assert g["at_idle_cost"] == {"scrubber": "fallow", "over_idle_class": 6.0}
+
+
+def test_btrfs_fill_beyond_the_file_system_exits_2_with_the_flag():
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--btrfs", "--btrfs-size", "1000", "--btrfs-fill", "900"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2
+    assert "--btrfs-fill 900" in r.stderr
