@@ -72,6 +72,23 @@ else
     echo "skip: the live benchmark needs root (loop devices, FUSE, tracefs)"
 fi
 
+step "live benchmark, quick, btrfs: fallow scrub btrfs:MNT vs btrfs scrub -c 3, scrub_speed_max, unthrottled"
+# issue 13 item 4, on the emulated HDD (~75 s); tests/python/test_live_bench.py checks its JSON
+if [[ $(id -u) -eq 0 ]]; then
+    export FALLOW_LIVE_BTRFS_JSON="$PWD/bench/out/live-btrfs-quick.json"
+    rc=0
+    .venv/bin/python bench/live_bench.py --quick --btrfs --fallow target/debug/fallow \
+        --json "$FALLOW_LIVE_BTRFS_JSON" || rc=$?
+    if ((rc == 2)); then
+        echo "skip: the btrfs benchmark cannot run here (see above: btrfs-progs, fio or FUSE missing)"
+        unset FALLOW_LIVE_BTRFS_JSON
+    elif ((rc != 0)); then
+        exit "$rc"
+    fi
+else
+    echo "skip: the btrfs benchmark needs root (loop devices, FUSE, mount)"
+fi
+
 step "python: tests (last, so the closing line is the test summary)"
 .venv/bin/python -m pytest -q   # tests/python + doctests (pyproject.toml)
 
