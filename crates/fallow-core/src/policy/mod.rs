@@ -152,7 +152,11 @@ pub trait Policy: Send {
         let _ = (idle_ns, collided);
     }
 
-    /// A busy period of `busy_ns` serving `requests` FG requests ended.
+    /// A busy period of `busy_ns` serving `requests` FG requests ended:
+    /// the device's, from its first FG arrival to its last FG completion,
+    /// waits behind BG work included. When such a wait carries one busy
+    /// period past the next FG arrival the device never falls idle, and
+    /// the two come as one (the simulator and the live driver alike).
     fn on_busy_end(&mut self, busy_ns: u64, requests: u32) {
         let _ = (busy_ns, requests);
     }
