@@ -709,6 +709,7 @@ impl<'a> Run<'a> {
             idle_used_fraction: f.idle_used_fraction,
             idle_intervals: t.idle_intervals,
             span_s: prep.span_ns as f64 / 1e9,
+            notes: policy.notes(),
         }
     }
 }
