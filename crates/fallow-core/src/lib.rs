@@ -60,6 +60,7 @@ pub mod energy;
 pub mod error;
 pub mod period;
 pub mod policy;
+pub mod scrubplan;
 pub mod sim;
 pub mod stats;
 pub mod trace;
