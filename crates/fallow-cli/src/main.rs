@@ -35,6 +35,7 @@ mod report;
 mod retune;
 mod run;
 mod scrub;
+mod scrub_plan;
 mod simulate;
 mod tune;
 
@@ -115,6 +116,8 @@ enum Command {
     Policies(policies::PoliciesArgs),
     /// Verify a block device or file read-only in the idle time a policy picks (checkpointed).
     Scrub(scrub::ScrubArgs),
+    /// Mean latent error time of sequential and staggered scrub orders under LSE bursts.
+    ScrubPlan(scrub_plan::ScrubPlanArgs),
     /// Record a block trace of a device from kernel tracepoints, as CSV `fallow analyze` reads.
     Record(record::RecordArgs),
     /// Run a maintenance command only in a device's idle time, frozen the rest of the time.
@@ -204,6 +207,7 @@ fn main() -> ExitCode {
         Command::Policies(args) => policies::run(args),
         Command::Recommend(args) => recommend::run(args),
         Command::Scrub(args) => scrub::run(args),
+        Command::ScrubPlan(args) => scrub_plan::run(args),
         Command::Record(args) => record::run(args),
         Command::Run(args) => return run::main(args),
         Command::Guardian(args) => run::guardian(args),

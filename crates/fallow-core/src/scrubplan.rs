@@ -268,6 +268,10 @@ fn even_residual(k: u64, gap: f64, p: f64) -> f64 {
     (k1 * gap * gap + (p - k1 * gap).powi(2)) / (2.0 * p)
 }
 
+/// Most segments one burst may cover in [`mlet`] (placements across a
+/// region boundary cost k² log k).
+pub const MAX_BURST_SEGMENTS: u64 = 4096;
+
 /// MLET and scrub time of one plan.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Estimate {
@@ -306,6 +310,15 @@ pub fn mlet(disk: &Disk, plan: &Plan, span_bytes: u64) -> Result<Estimate> {
     // weight: ranges inside one region by the closed form, counted; the
     // ones across a region boundary one by one.
     let starts = n - q; // first segments with room for q + 1 segments
+    if q + 2 > MAX_BURST_SEGMENTS {
+        return Err(Error::invalid(
+            "burst span",
+            format!(
+                "{span_bytes} bytes cover up to {} segments of {s} bytes: at most {MAX_BURST_SEGMENTS} (use larger segments)",
+                q + 2
+            ),
+        ));
+    }
     let (mut sum, mut weight) = (0.0f64, 0.0f64);
     for (k, w, limit) in [
         (q + 1, (s - r) as f64, starts),
@@ -314,21 +327,28 @@ pub fn mlet(disk: &Disk, plan: &Plan, span_bytes: u64) -> Result<Estimate> {
         if w == 0.0 || limit == 0 {
             continue;
         }
-        let mut inside = 0u64;
-        for reg in 0..lay.regions {
-            let lo = reg * lay.m;
-            let end = lo + lay.m; // first segment of the next region
-                                  // starts lo ≤ i < lo + m − (k − 1) stay inside the region
-            let hi = end.saturating_sub(k - 1).min(limit);
-            inside += hi.saturating_sub(lo.min(hi));
-            for i in hi.max(lo)..end.min(limit) {
-                let mut t: Vec<f64> = (i..i + k).map(|g| times.at(g, disk.duty)).collect();
-                sum += residual(&mut t, p) * w;
-                weight += w;
+        // Starts at offset o < m − (k − 1) of a region stay inside it.
+        let inside_to = lay.m.saturating_sub(k - 1);
+        for o in 0..lay.m {
+            // regions whose start at offset o is a valid placement
+            let count = (0..lay.regions)
+                .take_while(|reg| reg * lay.m + o < limit)
+                .count() as u64;
+            if count == 0 {
+                continue;
             }
+            let e = if o < inside_to {
+                even_residual(k, gap, p)
+            } else {
+                // Across a boundary: the visit times of region reg + 1 are
+                // those of region reg plus one step, so the gaps, and E,
+                // are the same for every region: work it out on region 0.
+                let mut t: Vec<f64> = (o..o + k).map(|g| times.at(g, disk.duty)).collect();
+                residual(&mut t, p)
+            };
+            sum += e * w * count as f64;
+            weight += w * count as f64;
         }
-        sum += even_residual(k, gap, p) * w * inside as f64;
-        weight += w * inside as f64;
     }
     let mlet_ns = sum / weight;
     Ok(Estimate {
