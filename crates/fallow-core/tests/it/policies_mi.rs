@@ -244,7 +244,10 @@ fn bursty_cdf_estimates_is_gentler_for_equal_bg_work_on_mmpp() {
     // "large after large" can gain (docs/policies.md)
     let ll9 = lp.lags[8].large_large.unwrap();
     let large = 1.0 - lp.small_fraction;
-    println!("large intervals {:.2} %, P(large→large) lag 1 {ll1:.3}, lag 9 {ll9:.3}", large * 100.0);
+    println!(
+        "large intervals {:.2} %, P(large→large) lag 1 {ll1:.3}, lag 9 {ll9:.3}",
+        large * 100.0
+    );
     assert!(ll9 < 0.25 && large < 0.01, "lag 9 {ll9}, large {large}");
 
     let grid = [0.05, 0.1, 0.2, 0.5, 1.0];
