@@ -25,7 +25,7 @@ Examples:
   fallow scrub-plan --regions 1,32,128,512 --segment 64KiB --burst-span 16MiB --json
   fallow scrub-plan --capacity 4TB --rpm 7200 --full-stroke 15ms --duty 0.05
       a 4 TB 7,200 rpm disk scrubbed 5 % of the time
-  fallow scrub-plan --capacity 10GB --check 100000
+  fallow scrub-plan --capacity 10GB --regions 16,128,2048 --check 100000
       each figure also by a Monte Carlo of the same model (mean ± standard error)
 
 Model (docs/scrub-plan.md): requests read one segment; a request that starts where the last
@@ -45,7 +45,7 @@ pub struct ScrubPlanArgs {
     pub capacity: String,
 
     /// Region counts of the staggered order, comma-separated.
-    #[arg(long, value_name = "N,N,…", default_value = "16,64,128,512")]
+    #[arg(long, value_name = "N,N,…", default_value = "16,128,1024,8192")]
     pub regions: String,
 
     /// Segment (request) sizes, comma-separated.
