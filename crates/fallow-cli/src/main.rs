@@ -36,6 +36,7 @@ mod report;
 mod retune;
 mod run;
 mod scrub;
+mod scrub_plan;
 mod simulate;
 mod tune;
 
@@ -118,6 +119,8 @@ enum Command {
     Scrub(scrub::ScrubArgs),
     /// FITRIM a mounted file system's free space in idle time, one range per BG request (= `fallow scrub fstrim:MOUNT`).
     Trim(scrub::ScrubArgs),
+    /// Mean latent error time of sequential and staggered scrub orders under LSE bursts.
+    ScrubPlan(scrub_plan::ScrubPlanArgs),
     /// Record a block trace of a device from kernel tracepoints, as CSV `fallow analyze` reads.
     Record(record::RecordArgs),
     /// Run a maintenance command only in a device's idle time, frozen the rest of the time.
@@ -229,6 +232,7 @@ fn main() -> ExitCode {
             args.target = format!("fstrim:{}", args.target.display()).into();
             scrub::run(args)
         }
+        Command::ScrubPlan(args) => scrub_plan::run(args),
         Command::Record(args) => record::run(args),
         Command::Run(args) => return run::main(args),
         Command::Guardian(args) => run::guardian(args),

@@ -389,7 +389,8 @@ Examples:
 keys spec, input, fg (mean_response_s, baseline_mean_response_s, slowdown, mean_added_delay_s,
 p50/p90/p99/p999_response_s, collision_rate, delayed_requests, collisions, ccdf, baseline_ccdf),
 bg (completed, bytes, throughput_bytes_per_s, mean_response_s, spawned, busy_s), utilization,
-idle_total_s, idle_used_fraction, idle_intervals, span_s; with --retune, retune (budget, knob,
+idle_total_s, idle_used_fraction, idle_intervals, span_s, notes (the policy's notes on how it
+ran, e.g. busy-bee's Threshold rule); with --retune, retune (budget, knob,
 window, every, final_spec, history: [time_s, intervals, knob, value, fit]); with --then, parts
 (source, requests, span_s, mean_added_delay_s, slowdown, bg_throughput_bytes_per_s, …). Times
 are in seconds.
@@ -646,6 +647,14 @@ fn summary(spec: &str, input: &Input, bg: &BgArgs, r: &SimResult) -> String {
         pct(input.fg_utilization()),
         secs(r.span_s)
     );
+    if !r.notes.is_empty() {
+        let _ = writeln!(s);
+        for note in &r.notes {
+            for (k, line) in output::wrap(note, 94).iter().enumerate() {
+                let _ = writeln!(s, "{} {line}", if k == 0 { "Note:" } else { "     " });
+            }
+        }
+    }
     s.lines().map(|l| l.trim_end().to_string() + "\n").collect()
 }
 

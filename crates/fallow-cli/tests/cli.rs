@@ -19,8 +19,8 @@ use serde_json::Value;
 /// Idle intervals: 15→40 = 25 ms, 50→100 = 50 ms: count 2, mean 37.5 ms,
 /// population std 12.5 ms, CV 1/3, p50 37.5 ms (midway), max 50 ms.
 /// Busy: 3 periods of 15, 10, 50 ms (mean 25 ms), 2, 1, 3 requests (mean 2,
-/// max 3). Threshold = the smallest T with at most 10 % of periods ≥ T;
-/// 10 % of 3 periods is 0.3, so no period may reach it: T = 4.
+/// max 3). Threshold = the nearest-rank 90th percentile: the ⌈2.7⌉ = 3rd
+/// smallest of 1, 2, 3 is 3 (not the shortest, so no fallback): T = 3.
 /// Utilisation: busy 75 ms of the 150 ms window = 0.5.
 #[test]
 fn analyze_tiny_trace_matches_hand_calculation() {
@@ -40,7 +40,8 @@ fn analyze_tiny_trace_matches_hand_calculation() {
     assert_close(num(&v, "busy.mean_s"), 0.025, 1e-12);
     assert_close(num(&v, "busy.mean_requests"), 2.0, 1e-12);
     assert_eq!(v["busy"]["max_requests"], 3);
-    assert_eq!(v["busy"]["threshold_requests"], 4);
+    assert_eq!(v["busy"]["threshold_requests"], 3);
+    assert_eq!(v["busy"]["threshold_rule"], "p90");
     assert_close(num(&v, "utilization"), 0.5, 1e-12);
 }
 

@@ -61,6 +61,7 @@ pub mod error;
 pub mod outpath;
 pub mod period;
 pub mod policy;
+pub mod scrubplan;
 pub mod sim;
 pub mod stats;
 pub mod trace;

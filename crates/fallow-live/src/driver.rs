@@ -70,6 +70,38 @@ pub trait BgExecutor {
     }
 }
 
+/// Where the driver gets its events and its time: a [`Monitor`] on the
+/// monotonic clock, or a device replayed in virtual time (a test that
+/// compares the driver with the simulator exactly). The driver reads the
+/// time only from here, so one run on a virtual clock is the same code as
+/// a live one.
+pub trait EventSource {
+    /// Now, ns (`CLOCK_MONOTONIC` for a monitor).
+    fn now_ns(&self) -> u64;
+    /// The next event, waiting at most `timeout_ns`; `Ok(None)` on timeout
+    /// ([`Monitor::recv_timeout`]).
+    fn recv_timeout(&mut self, timeout_ns: u64) -> Result<Option<Event>>;
+    /// The next event if one is waiting ([`Monitor::try_recv`]).
+    fn try_recv(&mut self) -> Result<Option<Event>>;
+    /// A look with nothing of fallow's in flight ([`Monitor::look`]).
+    fn look(&self, timeout_ns: u64) -> bool;
+}
+
+impl EventSource for Monitor {
+    fn now_ns(&self) -> u64 {
+        monotonic_ns()
+    }
+    fn recv_timeout(&mut self, timeout_ns: u64) -> Result<Option<Event>> {
+        Monitor::recv_timeout(self, timeout_ns)
+    }
+    fn try_recv(&mut self) -> Result<Option<Event>> {
+        Monitor::try_recv(self)
+    }
+    fn look(&self, timeout_ns: u64) -> bool {
+        Monitor::look(self, timeout_ns)
+    }
+}
+
 /// Longest wait for the monitor's look between two requests: it normally
 /// takes one sample (tens of µs); on a machine too loaded to schedule the
 /// monitor in time, the next request goes ahead rather than stall.
@@ -280,7 +312,7 @@ impl Driver {
     /// Wait until `deadline_ns` (forever if `None`), an event, or the stop
     /// flag, with the executor paused.
     fn wait(
-        monitor: &mut Monitor,
+        monitor: &mut dyn EventSource,
         exec: &mut dyn BgExecutor,
         deadline_ns: Option<u64>,
         stop: &AtomicBool,
@@ -290,7 +322,7 @@ impl Driver {
             if stop.load(Ordering::SeqCst) {
                 return Ok(Wake::Stop);
             }
-            let now = monotonic_ns();
+            let now = monitor.now_ns();
             let slice = match deadline_ns {
                 Some(d) if now >= d => return Ok(Wake::Deadline),
                 Some(d) => (d - now).min(STOP_POLL_NS),
@@ -302,9 +334,9 @@ impl Driver {
         }
     }
 
-    fn finish(&mut self, outcome: Outcome, t0: u64) -> DriveReport {
+    fn finish(&mut self, outcome: Outcome, t0: u64, now_ns: u64) -> DriveReport {
         self.report.outcome = outcome;
-        self.report.wall_s = (monotonic_ns() - t0) as f64 / 1e9;
+        self.report.wall_s = now_ns.saturating_sub(t0) as f64 / 1e9;
         self.report.bg_mean_service_s = if self.report.bg_requests > 0 {
             self.report.bg_service_s / self.report.bg_requests as f64
         } else {
@@ -320,13 +352,25 @@ impl Driver {
         exec: &mut dyn BgExecutor,
         stop: &AtomicBool,
     ) -> Result<DriveReport> {
-        let t_start = monotonic_ns();
+        self.run_on(monitor, exec, stop)
+    }
+
+    /// [`Driver::run`] on any source of events and time.
+    pub fn run_on(
+        &mut self,
+        monitor: &mut dyn EventSource,
+        exec: &mut dyn BgExecutor,
+        stop: &AtomicBool,
+    ) -> Result<DriveReport> {
+        let t_start = monitor.now_ns();
         'busy: loop {
             self.observe(|o| o.state(DriveState::Busy));
             // Busy (or not yet known idle): wait for the device to fall idle.
             let (idle_start, last_arrival) = loop {
                 match Self::wait(monitor, exec, None, stop)? {
-                    Wake::Stop => return Ok(self.finish(Outcome::Stopped, t_start)),
+                    Wake::Stop => {
+                        return Ok(self.finish(Outcome::Stopped, t_start, monitor.now_ns()))
+                    }
                     Wake::Deadline | Wake::Event(Event::Busy { .. }) => continue,
                     Wake::Event(Event::Idle {
                         idle_start_ns,
@@ -360,7 +404,9 @@ impl Driver {
                     _ => {
                         // quiet until the next FG arrival
                         match Self::wait(monitor, exec, None, stop)? {
-                            Wake::Stop => return Ok(self.finish(Outcome::Stopped, t_start)),
+                            Wake::Stop => {
+                                return Ok(self.finish(Outcome::Stopped, t_start, monitor.now_ns()))
+                            }
                             Wake::Event(Event::Busy { at_ns, after_ns }) => {
                                 end_idle(&mut self.policy, after_ns, at_ns, false);
                                 continue 'busy;
@@ -375,7 +421,7 @@ impl Driver {
                 loop {
                     // wait for the policy's time and the executor's readiness
                     loop {
-                        let now = monotonic_ns();
+                        let now = monitor.now_ns();
                         let ready = exec.ready_in_ns(size, now)?;
                         let target = deadline.max(now.saturating_add(ready));
                         if now >= target {
@@ -383,12 +429,14 @@ impl Driver {
                         }
                         let throttle_from = now.max(deadline);
                         let wake = Self::wait(monitor, exec, Some(target), stop)?;
-                        let waited_to = monotonic_ns().min(target);
+                        let waited_to = monitor.now_ns().min(target);
                         if ready > 0 && waited_to > throttle_from {
                             self.report.throttled_s += (waited_to - throttle_from) as f64 / 1e9;
                         }
                         match wake {
-                            Wake::Stop => return Ok(self.finish(Outcome::Stopped, t_start)),
+                            Wake::Stop => {
+                                return Ok(self.finish(Outcome::Stopped, t_start, monitor.now_ns()))
+                            }
                             Wake::Event(Event::Busy { at_ns, after_ns }) => {
                                 end_idle(&mut self.policy, after_ns, at_ns, false);
                                 continue 'busy;
@@ -401,10 +449,10 @@ impl Driver {
                         end_idle(&mut self.policy, after_ns, at_ns, false);
                         continue 'busy;
                     }
-                    let t0 = monotonic_ns();
+                    let t0 = monitor.now_ns();
                     self.observe(|o| o.state(DriveState::BgRunning));
                     let step = exec.run_one(size)?;
-                    let t1 = monotonic_ns();
+                    let t1 = monitor.now_ns();
                     self.observe(|o| {
                         o.bg_request(size, t1 - t0);
                         o.state(DriveState::IdleWaiting);
@@ -417,7 +465,7 @@ impl Driver {
                         None => took,
                     });
                     if step == Step::Finished {
-                        return Ok(self.finish(Outcome::Finished, t_start));
+                        return Ok(self.finish(Outcome::Finished, t_start, monitor.now_ns()));
                     }
                     monitor.look(LOOK_TIMEOUT_NS);
                     // in an idle interval only an FG arrival can come
@@ -432,7 +480,7 @@ impl Driver {
                         continue 'busy;
                     }
                     if stop.load(Ordering::SeqCst) {
-                        return Ok(self.finish(Outcome::Stopped, t_start));
+                        return Ok(self.finish(Outcome::Stopped, t_start, monitor.now_ns()));
                     }
                     done += 1;
                     left = left.saturating_sub(1);

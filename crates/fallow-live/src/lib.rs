@@ -69,7 +69,8 @@ pub mod run;
 pub mod scrub;
 
 pub use driver::{
-    BgExecutor, DriveObserver, DriveReport, DriveState, Driver, DriverConfig, Outcome, Step,
+    BgExecutor, DriveObserver, DriveReport, DriveState, Driver, DriverConfig, EventSource, Outcome,
+    Step,
 };
 pub use error::{Error, Result};
 pub use monitor::{

@@ -32,13 +32,18 @@
 //!   busy period" (the per-arrival `BP_length ++` would otherwise re-arm on
 //!   every arrival), and a cluster longer than CWS stays conservative.
 //!
-//! Threshold is [`busy_clusters`]'s top-decile rule (the smallest T with
-//! P(length ≥ T) ≤ 10 %, see `stats/busy.rs` for why not the nearest-rank
-//! p90). Before the first window completes nothing is learned, and the
+//! Threshold is the 90th percentile of busy-period length in requests
+//! (Figure 4 step 1.b; [`busy_clusters`]), a period at least that long
+//! being long. Where that degenerates — the percentile is the shortest
+//! length, so every period is long (≥ 90 % of periods of one request) —
+//! the window falls back to the top-decile rule (the smallest T with
+//! P(length ≥ T) ≤ 10 %) and the run's notes say in how many windows
+//! ([`Policy::notes`]). `rule=top-decile` asks for the top decile always.
+//! Before the first window completes nothing is learned, and the
 //! policy is conservative: the paper's baseline, and the safe choice when
 //! long and short periods cannot yet be told apart. A window with fewer than
 //! 10 busy periods (no top decile to speak of) keeps the previous
-//! parameters. A period is long when its length is ≥ Threshold (Figure 4
+//! //! parameters. A period is long when its length is ≥ Threshold (Figure 4
 //! step 2.c.iv). Windows are spans of trace time (`window=5h`, §5.1) that
 //! start at the first decision, or counts of busy periods (`window=2000bp`).
 //! `threshold=` and `cws=` fix the parameters instead of learning them
@@ -46,7 +51,7 @@
 
 use super::{Ctx, Decision, Params, Policy, Start};
 use crate::error::{Error, Result};
-use crate::stats::busy_clusters;
+use crate::stats::{busy_clusters_with, ThresholdRule};
 
 /// Fewest busy periods a window needs to relearn: with fewer than 10, the
 /// top decile is empty (⌊0.1·n⌋ = 0) and nothing could ever be long.
@@ -81,6 +86,9 @@ pub struct BusyBeeConfig {
     pub fixed: Option<(u64, u32)>,
     /// BG request size, bytes (`None`: the run's size).
     pub size_bytes: Option<u64>,
+    /// How Threshold is learned: the 90th percentile (falling back to the
+    /// top decile where it degenerates), or the top decile always.
+    pub rule: ThresholdRule,
 }
 
 impl Default for BusyBeeConfig {
@@ -93,6 +101,7 @@ impl Default for BusyBeeConfig {
             max_lag: 20,
             fixed: None,
             size_bytes: None,
+            rule: ThresholdRule::P90,
         }
     }
 }
@@ -115,6 +124,12 @@ pub struct BusyBee {
     cluster_count: u32,
     /// Windows completed so far.
     windows: u64,
+    /// Windows that learned, and those whose 90th percentile degenerated
+    /// (every period long) so the top-decile rule set Threshold.
+    learned_windows: u64,
+    fallback_windows: u64,
+    /// The rule that set the Threshold in force.
+    last_rule: Option<ThresholdRule>,
 }
 
 impl BusyBee {
@@ -173,7 +188,18 @@ impl BusyBee {
             }
         };
         let size_bytes = p.bytes("size", None)?;
+        let rule = match p.take("rule").as_deref().map(str::trim) {
+            None | Some("p90") => ThresholdRule::P90,
+            Some("top-decile") => ThresholdRule::TopDecile,
+            Some(v) => {
+                return Err(Error::invalid(
+                    "busy-bee:rule",
+                    format!("`{v}`: use p90 (Busy Bee Fig. 4, the default) or top-decile"),
+                ))
+            }
+        };
         p.finish(&[
+            "rule",
             "idle-wait",
             "t",
             "window",
@@ -188,6 +214,7 @@ impl BusyBee {
             max_lag: max_lag as usize,
             fixed,
             size_bytes,
+            rule,
         }))
     }
 
@@ -208,10 +235,15 @@ impl BusyBee {
             self.window_lengths.clear();
             return;
         }
-        let b = busy_clusters(&self.window_lengths, self.config.max_lag);
+        let b = busy_clusters_with(&self.window_lengths, self.config.max_lag, self.config.rule);
         // Eq. 1 unreached within max_lag: busy_clusters caps CWS at max_lag,
         // the "no clustering → long CWS → conservative" end of §4.
         self.learned = Some((b.threshold_requests, b.cws));
+        self.learned_windows += 1;
+        if self.config.rule == ThresholdRule::P90 && b.threshold_rule == ThresholdRule::TopDecile {
+            self.fallback_windows += 1;
+        }
+        self.last_rule = Some(b.threshold_rule);
         self.window_lengths.clear();
     }
 }
@@ -246,6 +278,32 @@ fn parse_window(v: &str) -> Result<Window> {
 impl Policy for BusyBee {
     fn name(&self) -> &str {
         "busy-bee"
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let mut notes = vec![];
+        if self.config.fixed.is_some() {
+            return notes;
+        }
+        match (self.learned, self.last_rule) {
+            (Some((t, cws)), Some(rule)) => notes.push(format!(
+                "busy-bee: {} of {} learning windows set Threshold and CWS; the last: Threshold {t} requests by {}, CWS {cws} idle intervals",
+                self.learned_windows,
+                self.windows,
+                rule.describe()
+            )),
+            _ => notes.push(format!(
+                "busy-bee: no learning window completed with at least {MIN_PERIODS} busy periods ({} window(s) closed): conservative (idle wait) throughout",
+                self.windows
+            )),
+        }
+        if self.fallback_windows > 0 {
+            notes.push(format!(
+                "busy-bee: in {} of {} learning windows the 90th percentile of busy-period length was the shortest length, which makes every period long; Threshold fell back to the top-decile rule there",
+                self.fallback_windows, self.learned_windows
+            ));
+        }
+        notes
     }
 
     fn on_busy_end(&mut self, _busy_ns: u64, requests: u32) {
@@ -371,11 +429,12 @@ mod tests {
     #[test]
     fn conservative_until_the_first_window_then_learns() {
         // window of 20 busy periods: lengths 1..=10 twice (stats/busy.rs's
-        // hand example): at most 2 of 20 may be long, so Threshold = 10; the
+        // hand example), the top-decile rule asked for: at most 2 of 20 may
+        // be long, so Threshold = 10; the
         // long ones sit at 3 and 10; P_1..P_6 = 0, P_7 = 1/2, P_8.. = 0, so Σ
         // never reaches 0.8 and CWS = max_lag = 20.
         let l: Vec<u32> = vec![1, 2, 9, 10, 3, 4, 5, 6, 7, 8, 10, 1, 2, 3, 4, 5, 6, 7, 8, 9];
-        let mut bb = build("busy-bee:idle-wait=7ms,window=20bp");
+        let mut bb = build("busy-bee:idle-wait=7ms,window=20bp,rule=top-decile");
         for (k, &len) in l.iter().enumerate() {
             bb.on_busy_end(MS, len);
             let w = wait_at(&mut bb, k as u64 * MS);
@@ -402,7 +461,7 @@ mod tests {
         // Window 1 = [0, 1 s) from the first decision: 20 periods, ten of 8
         // and ten of 1. At most ⌊0.1·20⌋ = 2 may be long, but ten are ≥ 8,
         // so Threshold = 9: nothing is long and the policy is aggressive.
-        let mut bb = build("busy-bee:idle-wait=5ms,window=1s");
+        let mut bb = build("busy-bee:idle-wait=5ms,window=1s,rule=top-decile");
         let mut t = 0;
         for k in 0..20 {
             bb.on_busy_end(MS, if (k / 2) % 2 == 0 { 8 } else { 1 });
@@ -433,7 +492,54 @@ mod tests {
     }
 
     #[test]
+    fn the_90th_percentile_by_default() {
+        // the same 20 lengths: the 18th smallest is 9, so the periods of 9
+        // and 10 (indices 2, 3, 10, 19) are long. P_1 = 1/3 (2→3),
+        // P_2..P_6 = 0, P_7 = 1/3 (3→10), P_8 = 1/3 (2→10): Σ reaches 0.8
+        // at lag 8
+        let l: Vec<u32> = vec![1, 2, 9, 10, 3, 4, 5, 6, 7, 8, 10, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+        let mut bb = build("busy-bee:idle-wait=7ms,window=20bp");
+        for (k, &len) in l.iter().enumerate() {
+            bb.on_busy_end(MS, len);
+            wait_at(&mut bb, k as u64 * MS);
+        }
+        assert_eq!(bb.learned(), Some((9, 8)));
+        let notes = bb.notes();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("Threshold 9 requests by the 90th percentile"));
+        // a period of 9 is long: conservative for 8 intervals
+        bb.on_busy_end(MS, 9);
+        for k in 0..8 {
+            assert_eq!(wait_at(&mut bb, (100 + k) * MS), 7 * MS, "{k}");
+            bb.on_busy_end(MS, 1);
+        }
+        assert_eq!(wait_at(&mut bb, 200 * MS), 0);
+    }
+
+    #[test]
+    fn falls_back_to_the_top_decile_where_every_period_would_be_long_and_says_so() {
+        // 19 of 20 periods have one request: p90 = 1 would make all long
+        let mut bb = build("busy-bee:idle-wait=7ms,window=20bp");
+        assert!(bb.notes()[0].contains("no learning window"));
+        for k in 0..20u64 {
+            bb.on_busy_end(MS, if k == 5 { 4 } else { 1 });
+            wait_at(&mut bb, k * MS);
+        }
+        // at most 2 of 20 may be long: T = 4 (only the period of 4 is long)
+        assert_eq!(bb.learned().map(|l| l.0), Some(4));
+        let notes = bb.notes();
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[1].contains("in 1 of 1 learning windows"), "{notes:?}");
+        // a one-request period is short: aggressive
+        bb.on_busy_end(MS, 1);
+        assert_eq!(wait_at(&mut bb, 100 * MS), 0);
+    }
+
+    #[test]
     fn builds_from_params() {
+        assert!(crate::policy::build("busy-bee:rule=p90").is_ok());
+        assert!(crate::policy::build("busy-bee:rule=top-decile").is_ok());
+        assert!(crate::policy::build("busy-bee:rule=median").is_err());
         assert!(crate::policy::build("busy-bee:idle-wait=20ms,window=5h").is_ok());
         assert!(crate::policy::build("busy-bee:t=20ms,window=500bp").is_ok());
         assert!(crate::policy::build("busy-bee:threshold=4").is_err());

@@ -152,9 +152,20 @@ pub trait Policy: Send {
         let _ = (idle_ns, collided);
     }
 
-    /// A busy period of `busy_ns` serving `requests` FG requests ended.
+    /// A busy period of `busy_ns` serving `requests` FG requests ended:
+    /// the device's, from its first FG arrival to its last FG completion,
+    /// waits behind BG work included. When such a wait carries one busy
+    /// period past the next FG arrival the device never falls idle, and
+    /// the two come as one (the simulator and the live driver alike).
     fn on_busy_end(&mut self, busy_ns: u64, requests: u32) {
         let _ = (busy_ns, requests);
+    }
+
+    /// What the user should know about how the policy ran (a rule that
+    /// fell back, a parameter never learned), one sentence each; shown by
+    /// `fallow simulate` and in its JSON (`notes`). Default: nothing.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
     }
 
     /// Called once by [`crate::sim::simulate`] before the run with the
@@ -426,7 +437,7 @@ pub fn registry() -> &'static [Entry] {
         Entry {
             name: "busy-bee",
             summary: "conservative (idle wait) for CWS idle intervals after a long busy period, aggressive otherwise; Threshold and CWS relearned every window",
-            params: "idle-wait=DURATION (default 100ms), window=DURATION|Nbp (default 5h), max-lag=N (20), threshold=N and cws=N (fix instead of learning), size=BYTES",
+            params: "idle-wait=DURATION (default 100ms), window=DURATION|Nbp (default 5h), max-lag=N (20), rule=p90|top-decile (Threshold: 90th percentile, Fig. 4, the default; top decile where that makes every period long), threshold=N and cws=N (fix instead of learning), size=BYTES",
             clairvoyant: false,
             build: BusyBee::build,
             knob: Some(Knob::wait("idle-wait", "100ms")),

@@ -26,6 +26,8 @@ pub struct SimResult {
     pub idle_intervals: u64,
     /// From the first FG arrival to the last FG completion (baseline), seconds.
     pub span_s: f64,
+    /// The policy's notes on how it ran ([`crate::policy::Policy::notes`]).
+    pub notes: Vec<String>,
 }
 
 impl SimResult {

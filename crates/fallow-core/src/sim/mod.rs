@@ -447,6 +447,12 @@ impl<'a> Run<'a> {
         let clairvoyant = policy.clairvoyant();
         let mut shift: u64 = 0; // delay of the current busy period
         let mut first_req = 0usize;
+        // The device's busy period under way: its first FG arrival and its
+        // FG requests so far. A delay that carries a busy period past the
+        // next arrival merges the two: the device never fell idle, so the
+        // policy hears one busy period, as the live driver does.
+        let mut device_start_ns: Option<u64> = None;
+        let mut device_requests = 0u32;
         for j in 0..p.busy_len_ns.len() {
             let n = p.busy_requests[j] as usize;
             let reqs = first_req..first_req + n;
@@ -457,17 +463,29 @@ impl<'a> Run<'a> {
             if let Supply::Queue { .. } = self.supply {
                 self.spawn(reqs);
             }
-            policy.on_busy_end(p.busy_len_ns[j], p.busy_requests[j]);
-            let Some(&gap) = p.idle_len_ns.get(j) else {
+            let start_ns = *device_start_ns.get_or_insert(p.busy_start_ns[j]);
+            device_requests = device_requests.saturating_add(p.busy_requests[j]);
+            // the last FG completion, every request of the period moved by `shift`
+            let end_ns = p.busy_start_ns[j] + p.busy_len_ns[j] + shift;
+            let gap = p.idle_len_ns.get(j).copied();
+            if let Some(gap) = gap {
+                if gap <= shift {
+                    // the shifted busy period runs into the next one: no idle time
+                    shift -= gap;
+                    continue;
+                }
+            }
+            // From the first FG arrival to the last FG completion, waits
+            // behind BG work included (period::extract of the completions
+            // with BG work).
+            policy.on_busy_end(end_ns - start_ns, device_requests);
+            device_start_ns = None;
+            device_requests = 0;
+            let Some(gap) = gap else {
                 break;
             };
-            if gap <= shift {
-                // the shifted busy period runs into the next one: no idle time
-                shift -= gap;
-                continue;
-            }
             let idle = gap - shift;
-            let idle_start = p.busy_start_ns[j] + p.busy_len_ns[j] + shift;
+            let idle_start = end_ns;
             self.t.idle_total_ns += idle;
             self.t.idle_intervals += 1;
             let last_arrival = self.prep.arrival_ns[first_req - 1];
@@ -692,6 +710,7 @@ impl<'a> Run<'a> {
             idle_used_fraction: f.idle_used_fraction,
             idle_intervals: t.idle_intervals,
             span_s: prep.span_ns as f64 / 1e9,
+            notes: policy.notes(),
         }
     }
 }

@@ -16,7 +16,7 @@ mod summary;
 pub use acf::Acf;
 pub use anova::{PeriodTest, Periodicity};
 pub use ar::ArFit;
-pub use busy::{busy_clusters, BusyClusters};
+pub use busy::{busy_clusters, busy_clusters_with, BusyClusters, ThresholdRule};
 pub use concentration::Concentration;
 pub use hazard::Remaining;
 pub use lag_pairs::{LagPair, LagPairs};

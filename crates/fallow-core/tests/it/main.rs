@@ -1,5 +1,6 @@
 //! Integration tests of `fallow-core`, one module per area.
 
+mod busy_periods;
 mod energy;
 mod fast_sweep;
 mod pareto;

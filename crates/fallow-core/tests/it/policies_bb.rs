@@ -172,65 +172,95 @@ fn clustered(periods: usize, seed: u64) -> Vec<(u32, u64)> {
     out
 }
 
+/// Dynamic (`busy-bee` with `extra` parameters) against conservative
+/// (`fixed-wait`) over idle waits `waits_ms` on the clustered trace of
+/// `seed`: per wait, (wait, FG mean response s, dynamic BG mean response
+/// s, conservative's BG mean response at the same FG mean response s,
+/// learned Threshold, CWS).
+fn dynamic_vs_conservative(
+    seed: u64,
+    extra: &str,
+    waits_ms: &[u64],
+) -> Vec<(u64, f64, f64, Option<f64>, u64, u32)> {
+    let periods = clustered(30_000, seed);
+    let trace = trace_of(&periods, 5 * MS, |k| k % 2 == 0);
+    let prep = Prepared::new(&trace, None, 0).unwrap();
+    // Busy Bee §5.1: BG work 100 % of FG work, spawned by writes; switch
+    // penalty ≈ 2 × FG service.
+    let cfg = SimConfig {
+        bg_service: BgService::Constant { ns: 5 * MS },
+        bg_work: BgWork::PerFgWrite { ratio: 1.0 },
+        switch_penalty_ns: 10 * MS,
+        ..SimConfig::default()
+    };
+    let (mut cons, mut dynamic) = (vec![], vec![]);
+    for &w in waits_ms {
+        let c = run(&prep, &format!("fixed-wait:t={w}ms"), &cfg);
+        let (_, params) =
+            policy::Params::parse(&format!("busy-bee:idle-wait={w}ms,window=5min{extra}")).unwrap();
+        let mut bb = policy::BusyBee::from_params(params).unwrap();
+        let d = simulate(&prep, &mut bb, &cfg).unwrap();
+        let (threshold, cws) = bb.learned().unwrap();
+        cons.push((c.fg.mean_response_s, c.bg.mean_response_s.unwrap()));
+        dynamic.push((
+            d.fg.mean_response_s,
+            d.bg.mean_response_s.unwrap(),
+            threshold,
+            cws,
+        ));
+    }
+    waits_ms
+        .iter()
+        .zip(&dynamic)
+        .map(|(&w, &(fg, bg, t, cws))| (w, fg, bg, interpolate(&cons, fg), t, cws))
+        .collect()
+}
+
 #[test]
 fn busy_bee_dynamic_beats_conservative_on_clustered_busy_periods() {
-    // Found (three seeds): with idle waits of 2–60 ms the dynamic policy's
-    // BG response time is 1–12 % below conservative's at the same FG mean
-    // response time. Its FG response time has a floor (≈ 7.4–7.6 ms here,
-    // conservative reaches ≈ 6.5 ms): aggressive mode after short periods
-    // always collides with the next period. Near that floor (waits ≥ 100 ms,
-    // beyond the paper's 0–100 ms range for seeds 12 and 13) conservative is
-    // as good or better, unlike the paper's "consistently outperforms".
+    // Found (three seeds), with the engine reporting the device's busy
+    // periods (merged after a collision) and Threshold the 90th percentile:
+    // dynamic's BG response time is below conservative's at the same FG
+    // response time for every idle wait from 2 to 80 ms (by 0.8–13.7 %);
+    // at 100 ms in two seeds of three (−9.2 %, +2.2 %, −1.0 %); at 150 ms
+    // in none. The top-decile Threshold on the same engine does no better
+    // at any wait from 30 to 100 ms. Figures and the before/after in
+    // docs/policies.md.
+    let waits_ms = [0u64, 2, 5, 10, 15, 20, 30, 40, 60, 80, 100, 150];
     for seed in [11, 12, 13] {
-        let periods = clustered(30_000, seed);
-        let trace = trace_of(&periods, 5 * MS, |k| k % 2 == 0);
-        let prep = Prepared::new(&trace, None, 0).unwrap();
-        // Busy Bee §5.1: BG work 100 % of FG work, spawned by writes; switch
-        // penalty ≈ 2 × FG service.
-        let cfg = SimConfig {
-            bg_service: BgService::Constant { ns: 5 * MS },
-            bg_work: BgWork::PerFgWrite { ratio: 1.0 },
-            switch_penalty_ns: 10 * MS,
-            ..SimConfig::default()
-        };
-        let waits_ms = [0u64, 2, 5, 10, 15, 20, 30, 40, 60, 80, 100, 150];
-        let (mut cons, mut dynamic) = (vec![], vec![]);
-        for &w in &waits_ms {
-            let c = run(&prep, &format!("fixed-wait:t={w}ms"), &cfg);
-            let (_, params) =
-                policy::Params::parse(&format!("busy-bee:idle-wait={w}ms,window=5min")).unwrap();
-            let mut bb = policy::BusyBee::from_params(params).unwrap();
-            let d = simulate(&prep, &mut bb, &cfg).unwrap();
-            // the clusters are learned: long = top decile, CWS small
-            let (threshold, cws) = bb.learned().unwrap();
-            assert!(
-                (10..=30).contains(&threshold) && cws <= 4,
-                "{threshold} {cws}"
-            );
-            cons.push((c.fg.mean_response_s, c.bg.mean_response_s.unwrap()));
-            dynamic.push((d.fg.mean_response_s, d.bg.mean_response_s.unwrap()));
+        let mut gain = vec![];
+        for (rule, extra) in [("p90", ""), ("top-decile", ",rule=top-decile")] {
+            let rows = dynamic_vs_conservative(seed, extra, &waits_ms);
+            let mut g = vec![];
+            for (w, fg, bg, bg_c, t, cws) in rows {
+                println!(
+                    "seed {seed}, {rule:>10}, idle wait {w:>3} ms: Threshold {t:>2}, CWS {cws:>2}, FG {:.3} ms, BG dynamic {:.1} ms vs conservative {} at the same FG ({})",
+                    fg * 1e3,
+                    bg * 1e3,
+                    bg_c.map_or("-".into(), |b| format!("{:.1} ms", b * 1e3)),
+                    bg_c.map_or("-".into(), |b| format!("{:+.1} %", (bg / b - 1.0) * 100.0)),
+                );
+                g.push((w, bg_c.map(|b| 1.0 - bg / b)));
+            }
+            gain.push(g);
         }
-        let mut best_gain: f64 = 0.0;
-        for (&w, &(fg, bg)) in waits_ms.iter().zip(&dynamic) {
-            let Some(bg_c) = interpolate(&cons, fg) else {
-                continue;
-            };
-            println!(
-                "seed {seed}, idle wait {w:>3} ms: FG {:.3} ms, BG dynamic {:.1} ms vs \
-                 conservative {:.1} ms at the same FG ({:+.1} %)",
-                fg * 1e3,
-                bg * 1e3,
-                bg_c * 1e3,
-                (bg / bg_c - 1.0) * 100.0
-            );
-            if (2..=60).contains(&w) {
-                assert!(bg < bg_c, "seed {seed}, wait {w} ms: {bg} ≥ {bg_c}");
-                best_gain = best_gain.max(1.0 - bg / bg_c);
+        let (p90, top) = (&gain[0], &gain[1]);
+        for &(w, g) in p90 {
+            if (2..=80).contains(&w) {
+                let g = g.expect("conservative spans dynamic's FG range");
+                assert!(g > 0.0, "seed {seed}, wait {w} ms: dynamic loses ({g})");
             }
         }
-        assert!(best_gain >= 0.05, "seed {seed}: best gain {best_gain}");
-        let floor = |v: &[(f64, f64)]| v.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
-        assert!(floor(&dynamic) > floor(&cons));
+        let best = p90.iter().filter_map(|x| x.1).fold(0.0, f64::max);
+        assert!(best >= 0.10, "seed {seed}: best gain {best}");
+        for (&(w, a), &(_, b)) in p90.iter().zip(top) {
+            if (30..=100).contains(&w) {
+                assert!(
+                    a.unwrap() >= b.unwrap(),
+                    "seed {seed}, wait {w} ms: p90 {a:?} < top decile {b:?}"
+                );
+            }
+        }
     }
 }
 
