@@ -222,7 +222,7 @@ impl TraceBuilder {
                 *x -= origin;
             }
         }
-        report.reordered += self.reordered;
+        report.reordered = report.reordered.saturating_add(self.reordered);
         // Added, not set: a reader of already rebased columns (fallow's own
         // format) passes the source's origin in the report.
         report.origin_ns = report.origin_ns.saturating_add(origin);

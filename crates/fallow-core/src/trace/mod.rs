@@ -23,7 +23,7 @@ mod vscsi;
 pub use builder::{RawRequest, TraceBuilder};
 pub use fallow_bin::write_fallow_bin;
 #[doc(hidden)]
-pub use parallel::Parallelism;
+pub use parallel::{threads_from_env, Parallelism};
 
 use crate::error::{Error, Location, Result};
 use serde::Serialize;
@@ -225,11 +225,23 @@ pub struct ReadReport {
     pub reordered: u64,
     /// Records ignored by design (blkparse events other than D/C, unmatched completions, …).
     pub ignored: u64,
+    /// `ignored` by reason (blkparse), so nothing is dropped without saying why.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub ignored_by_reason: std::collections::BTreeMap<&'static str, u64>,
     /// Absolute time of the first arrival in the source's clock, ns (time zero of the columns).
     pub origin_ns: u64,
     /// Format of the original source when this trace was read from a fallow
     /// binary cache (`fallow convert`); `None` otherwise or when unknown.
     pub source_format: Option<Format>,
+}
+
+impl ReadReport {
+    /// Count one record ignored by design, and why.
+    pub(crate) fn ignore(&mut self, reason: &'static str) {
+        self.ignored = self.ignored.saturating_add(1);
+        let n = self.ignored_by_reason.entry(reason).or_default();
+        *n = n.saturating_add(1);
+    }
 }
 
 /// A block trace as columns (struct of arrays), sorted by arrival.
@@ -488,14 +500,26 @@ impl<'a> ReadContext<'a> {
         } = self;
         report.skip_examples = skip_errors.iter().map(Error::to_string).collect();
         if builder.is_empty() {
-            let detail = if report.skipped > 0 {
-                format!(
-                    " ({} malformed records skipped; first: {})",
+            let mut notes = Vec::new();
+            if report.skipped > 0 {
+                notes.push(format!(
+                    "{} malformed records skipped; first: {}",
                     report.skipped,
                     report.skip_examples.first().cloned().unwrap_or_default()
-                )
-            } else {
+                ));
+            }
+            if !report.ignored_by_reason.is_empty() {
+                let why: Vec<String> = report
+                    .ignored_by_reason
+                    .iter()
+                    .map(|(reason, n)| format!("{n} {reason}"))
+                    .collect();
+                notes.push(format!("ignored: {}", why.join(", ")));
+            }
+            let detail = if notes.is_empty() {
                 String::new()
+            } else {
+                format!(" ({})", notes.join("; "))
             };
             return Err(Error::Empty {
                 path: path.to_path_buf(),
@@ -526,14 +550,15 @@ pub fn read_trace(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<Trace> {
 /// (MSR, SPC, plain) is read by several threads, one byte range each; the
 /// result, including errors and the report, is the same as a sequential
 /// read's. Threads: one per core, or `FALLOW_THREADS` if that environment
-/// variable is set to a positive integer (`FALLOW_THREADS=1` reads
-/// sequentially). Files under 32 MiB are always read sequentially.
+/// variable is set (`FALLOW_THREADS=1` reads sequentially), at most four
+/// per core; a value that is not a whole number from 1 to 1024 is an
+/// error naming the variable. Files under 32 MiB are always read sequentially.
 pub fn read_trace_with_progress(
     path: impl AsRef<Path>,
     opts: &ReadOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Trace> {
-    read_trace_tuned(path, opts, progress, Parallelism::from_env())
+    read_trace_tuned(path, opts, progress, Parallelism::try_from_env()?)
 }
 
 /// [`read_trace_with_progress`] with explicit parallelism, so tests can
