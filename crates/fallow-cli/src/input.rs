@@ -6,7 +6,7 @@ use crate::human::count;
 use anyhow::Result;
 use clap::Args;
 use fallow_core::trace::{
-    read_trace_with_progress, DeviceCount, Format, PlainOptions, ReadOptions, TimeUnit,
+    read_trace_with_progress, DeviceCount, DeviceSel, Format, PlainOptions, ReadOptions, TimeUnit,
 };
 use fallow_core::Trace;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -146,10 +146,10 @@ pub struct Selected {
 
 /// Select `device`, or the busiest one (saying so on stderr) when the trace
 /// has several and none was asked for.
-pub fn select_device(trace: Trace, device: Option<u32>) -> Result<Selected> {
+pub fn select_device(trace: Trace, device: Option<DeviceSel>) -> Result<Selected> {
     let devices = trace.devices();
     let id = match device {
-        Some(id) => id,
+        Some(sel) => trace.resolve_device(&sel)?,
         None => {
             // busiest first; the lowest id wins a tie so the choice is stable
             let busiest = devices

@@ -139,6 +139,12 @@ impl TraceBuilder {
         self.device.append(&mut other.device);
     }
 
+    /// Rewrite every device id with `f` (the parallel reader renumbering a
+    /// chunk's MSR hosts into the whole file's numbering).
+    pub(crate) fn map_devices(&mut self, f: impl Fn(u32) -> u32) {
+        self.device.iter_mut().for_each(|d| *d = f(*d));
+    }
+
     /// Add a request. An inconsistent one is refused with `(field, message)`
     /// so the reader can say where it was.
     pub fn push(&mut self, r: RawRequest) -> std::result::Result<(), (&'static str, String)> {

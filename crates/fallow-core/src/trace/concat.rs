@@ -70,6 +70,12 @@ impl Trace {
             },
             origin_ns: ra.origin_ns,
             source_format: ra.source_format.filter(|&f| rb.source_format == Some(f)),
+            // Device ids name hosts by index: only the same host list keeps meaning.
+            hosts: if ra.hosts == rb.hosts {
+                ra.hosts.clone()
+            } else {
+                Vec::new()
+            },
         };
         Ok(Trace {
             arrival_ns,

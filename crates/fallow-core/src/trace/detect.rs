@@ -20,7 +20,7 @@ pub(crate) fn detect(head: &[u8], path: &Path) -> Result<Format> {
     if name.contains(".vscsi") || super::vscsi::looks_like(head) {
         return Ok(Format::Vscsi);
     }
-    let first_line = first_data_line(head);
+    let first_line = first_data_line(head.strip_prefix(super::lines::BOM).unwrap_or(head));
     if let Some(line) = first_line {
         if super::blkparse::looks_like(line) {
             return Ok(Format::Blkparse);

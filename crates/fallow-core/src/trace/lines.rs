@@ -14,6 +14,9 @@ use std::io::BufRead;
 /// from growing the line buffer until the process aborts.
 pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
 
+/// The UTF-8 byte-order mark.
+pub(crate) const BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// Call `f(line_number, line)` for every line (1-based, without `\n`/`\r\n`);
 /// the number of lines ends up in `ctx.lines`. A line longer than
 /// [`MAX_LINE_BYTES`] is a bad record (field `line`): an error, or with
@@ -23,6 +26,14 @@ pub(crate) fn for_each_line(
     ctx: &mut ReadContext<'_>,
     mut f: impl FnMut(&mut ReadContext<'_>, u64, &[u8]) -> Result<()>,
 ) -> Result<()> {
+    // A UTF-8 byte-order mark (spreadsheet exports) is not part of line 1.
+    let mut f = |ctx: &mut ReadContext<'_>, n: u64, line: &[u8]| {
+        let line = match line.strip_prefix(BOM) {
+            Some(rest) if n == 1 && ctx.at_file_start => rest,
+            _ => line,
+        };
+        f(ctx, n, line)
+    };
     let mut carry: Vec<u8> = Vec::new();
     let mut line_no: u64 = 0;
     // Inside an overlong line already reported: drop bytes up to its end.

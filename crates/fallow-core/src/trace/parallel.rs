@@ -18,6 +18,7 @@
 //! they free up, so one thread slowed by a busy core does not hold up the
 //! whole read.
 
+use super::MSR_DISK_BITS;
 use super::{
     lines_in, read_format, Format, ReadContext, ReadOptions, Trace, TraceBuilder, SKIP_EXAMPLES,
 };
@@ -321,6 +322,43 @@ impl<'a> Joined<'a> {
                 return None;
             }
         };
+        // The chunk numbered MSR hosts by their first appearance in it;
+        // renumber them by their first appearance in the file.
+        let mut renumber = Vec::with_capacity(chunk.hosts.len());
+        for host in std::mem::take(&mut chunk.hosts) {
+            let index = match self.all.hosts.iter().position(|h| *h == host) {
+                Some(i) => i,
+                None => {
+                    self.all.hosts.push(host);
+                    self.all.hosts.len() - 1
+                }
+            };
+            renumber.push(index as u32);
+        }
+        if renumber.len() > 1 << (32 - MSR_DISK_BITS)
+            || self.all.hosts.len() > 1 << (32 - MSR_DISK_BITS)
+        {
+            self.error = Some(Error::Record {
+                path: self.all.path.to_path_buf(),
+                location: Location::Line(self.lines_before + 1),
+                field: "hostname",
+                message: format!(
+                    "more than {} hosts in one file",
+                    1u32 << (32 - MSR_DISK_BITS)
+                ),
+            });
+            return None;
+        }
+        if renumber.iter().enumerate().any(|(i, &r)| r != i as u32) {
+            let mask = (1u32 << MSR_DISK_BITS) - 1;
+            chunk.builder.map_devices(|d| {
+                let host = renumber
+                    .get((d >> MSR_DISK_BITS) as usize)
+                    .copied()
+                    .unwrap_or(0);
+                host << MSR_DISK_BITS | (d & mask)
+            });
+        }
         self.all.builder.append(&mut chunk.builder);
         self.all.report.skipped = self.all.report.skipped.saturating_add(chunk.report.skipped);
         self.all.report.ignored = self.all.report.ignored.saturating_add(chunk.report.ignored);
