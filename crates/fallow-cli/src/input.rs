@@ -125,12 +125,21 @@ fn report_read(trace: &Trace) {
             if r.reordered == 1 { "was" } else { "were" },
         );
     }
-    if r.ignored > 0 {
+    if r.ignored > 0 && r.ignored_by_reason.is_empty() {
         eprintln!(
             "fallow: ignored {} record{} that carry no request (such as unmatched events)",
             count(r.ignored),
             if r.ignored == 1 { "" } else { "s" }
         );
+    } else if r.ignored > 0 {
+        eprintln!(
+            "fallow: ignored {} record{} that carry no request:",
+            count(r.ignored),
+            if r.ignored == 1 { "" } else { "s" }
+        );
+        for (reason, n) in &r.ignored_by_reason {
+            eprintln!("  {:>9}  {reason}", count(*n));
+        }
     }
 }
 

@@ -122,7 +122,11 @@ impl FromStr for Format {
             .ok_or_else(|| {
                 Error::invalid(
                     "format",
-                    format!("unknown format `{s}` (known: {})", Format::names()),
+                    format!(
+                        "unknown format `{}` (known: {})",
+                        lines::escape_controls(s),
+                        Format::names()
+                    ),
                 )
             })
     }
@@ -163,7 +167,10 @@ impl FromStr for TimeUnit {
             "s" => Ok(TimeUnit::S),
             _ => Err(Error::invalid(
                 "time unit",
-                format!("`{s}` is not one of ns, us, ms, s"),
+                format!(
+                    "`{}` is not one of ns, us, ms, s",
+                    lines::escape_controls(s)
+                ),
             )),
         }
     }
