@@ -299,8 +299,10 @@ pub struct ReadReport {
     /// binary cache (`fallow convert`); `None` otherwise or when unknown.
     pub source_format: Option<Format>,
     /// MSR hostnames by index (the device id's high bits), in order of
-    /// first appearance; empty for other formats.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// first appearance; empty for other formats. Not serialised: the
+    /// names reach summaries through [`Trace::devices`], and only for files
+    /// of several hosts, so single-host outputs stay as they were.
+    #[serde(skip)]
     pub hosts: Vec<String>,
 }
 
