@@ -42,7 +42,7 @@ pub(crate) fn for_each_line(
         ctx.bad(
             Location::Line(line_no),
             "line",
-            format!("longer than {MAX_LINE_BYTES} bytes (no line end; is this a text trace?)"),
+            format!("longer than {MAX_LINE_BYTES} bytes; no trace record is that long"),
         )
     };
     loop {
