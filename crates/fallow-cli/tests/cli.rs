@@ -179,6 +179,12 @@ fn msr_hosts_are_devices_named_host_disk() {
     assert_eq!(v["idle"]["count"], 2);
     assert_close(num(&v, "idle.mean_s"), 0.014, 1e-12);
     assert_eq!(v["busy"]["count"], 3);
+    let o = fallow(&["analyze", path_str(&fixture("two_hosts.csv")), "--json"]);
+    let err = stderr(&o);
+    assert!(
+        err.contains("hm:0: 2, rsrch:0: 3") && err.contains("busiest, device rsrch:0"),
+        "{err}"
+    );
     let hm = json(&["analyze", path_str(&fixture("two_hosts.csv")), "-d", "hm:0"]);
     assert_eq!(hm["trace"]["requests"], 2);
     // Disk 0 is on both hosts: a plain number is ambiguous.

@@ -141,7 +141,10 @@ pub fn characterize(
     if present.len() > 1 {
         let list: Vec<String> = present
             .iter()
-            .map(|d| format!("{} ({} requests)", d.id, d.requests))
+            .map(|d| match &d.name {
+                Some(name) => format!("{name} ({} requests)", d.requests),
+                None => format!("{} ({} requests)", d.id, d.requests),
+            })
             .collect();
         // Busy and idle periods are per device: merging disks would invent overlap.
         return Err(crate::Error::Unsupported(format!(
