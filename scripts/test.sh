@@ -41,6 +41,21 @@ step "rust: tests"
 # fallow-py is a Python extension (no libpython link); pytest tests it below.
 cargo test --workspace --exclude fallow-py --locked
 
+step "fuzz smoke: every trace reader for 20 s with overflow checks (cargo-fuzz, nightly)"
+# The first build of the targets compiles every dependency with the
+# sanitizer (15 min on a busy 2-core machine); later runs reuse it.
+if cargo +nightly --version >/dev/null 2>&1; then
+    if ! cargo fuzz --version >/dev/null 2>&1; then
+        # 2 min 30 s measured on a busy 2-core machine.
+        cargo install cargo-fuzz --locked || echo "skip: cannot install cargo-fuzz"
+    fi
+    if cargo fuzz --version >/dev/null 2>&1; then
+        bash scripts/fuzz.sh 20
+    fi
+else
+    echo "skip: fuzz smoke needs a nightly toolchain (rustup toolchain install nightly) and cargo-fuzz"
+fi
+
 step "python: set up .venv and build the extension"
 bash scripts/dev-python.sh
 

@@ -9,6 +9,7 @@ use crate::output::{self, Source};
 use anyhow::Result;
 use clap::Args;
 use fallow_core::outpath::OutputKind;
+use fallow_core::trace::DeviceSel;
 use fallow_core::{characterize, Characterization, CharacterizeOptions, ServiceModel};
 use std::path::{Path, PathBuf};
 
@@ -24,9 +25,10 @@ pub struct AnalyzeArgs {
     pub trace: PathBuf,
 
     /// Device to analyse, by its id in the trace (MSR DiskNumber, HP SRT
-    /// physical disk, …). [default: the device with the most requests]
+    /// physical disk, …) or, in an MSR file of several hosts, as HOST:DISK
+    /// (`hm:0`). [default: the device with the most requests]
     #[arg(long, short = 'd', value_name = "ID")]
-    pub device: Option<u32>,
+    pub device: Option<DeviceSel>,
 
     /// Print the full characterisation as JSON on stdout instead of the summary.
     #[arg(long)]
@@ -64,7 +66,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
     }
     let trace = input::read(&args.trace, &args.read)?;
-    let selected = input::select_device(trace, args.device)?;
+    let selected = input::select_device(trace, args.device.clone())?;
     let opts = CharacterizeOptions {
         service: args.service.clone(),
         seed: args.seed,

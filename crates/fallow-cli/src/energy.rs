@@ -20,6 +20,7 @@ use fallow_core::energy::{
 pub use fallow_core::energy::{EnergyReport, InputInfo};
 use fallow_core::outpath::OutputKind;
 use fallow_core::sim::BgService;
+use fallow_core::trace::DeviceSel;
 use fallow_core::ServiceModel;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -52,9 +53,9 @@ pub struct EnergyArgs {
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
 
-    /// Device of a block trace, by its id. [default: the busiest]
+    /// Device of a block trace, by its id (MSR of several hosts: HOST:DISK). [default: the busiest]
     #[arg(long, short = 'd', value_name = "ID")]
-    pub device: Option<u32>,
+    pub device: Option<DeviceSel>,
 
     /// Spin-down policy `NAME[:k=v,…]`; repeat for several. [default:
     /// every policy with its default parameters]
@@ -355,7 +356,7 @@ fn prepare(args: &EnergyArgs) -> Result<(EnergyInput, InputInfo)> {
         return Ok((input, info));
     }
     let trace = input::read(&args.trace, &args.read)?;
-    let selected = input::select_device(trace, args.device)?;
+    let selected = input::select_device(trace, args.device.clone())?;
     let input = EnergyInput::from_trace(&selected.trace, args.service.as_ref(), seed)?;
     let info = InputInfo::new(
         &input,

@@ -6,7 +6,7 @@ use crate::human::count;
 use anyhow::Result;
 use clap::Args;
 use fallow_core::trace::{
-    read_trace_with_progress, DeviceCount, Format, PlainOptions, ReadOptions, TimeUnit,
+    read_trace_with_progress, DeviceCount, DeviceSel, Format, PlainOptions, ReadOptions, TimeUnit,
 };
 use fallow_core::Trace;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -125,12 +125,21 @@ fn report_read(trace: &Trace) {
             if r.reordered == 1 { "was" } else { "were" },
         );
     }
-    if r.ignored > 0 {
+    if r.ignored > 0 && r.ignored_by_reason.is_empty() {
         eprintln!(
             "fallow: ignored {} record{} that carry no request (such as unmatched events)",
             count(r.ignored),
             if r.ignored == 1 { "" } else { "s" }
         );
+    } else if r.ignored > 0 {
+        eprintln!(
+            "fallow: ignored {} record{} that carry no request:",
+            count(r.ignored),
+            if r.ignored == 1 { "" } else { "s" }
+        );
+        for (reason, n) in &r.ignored_by_reason {
+            eprintln!("  {:>9}  {reason}", count(*n));
+        }
     }
 }
 
@@ -146,10 +155,10 @@ pub struct Selected {
 
 /// Select `device`, or the busiest one (saying so on stderr) when the trace
 /// has several and none was asked for.
-pub fn select_device(trace: Trace, device: Option<u32>) -> Result<Selected> {
+pub fn select_device(trace: Trace, device: Option<DeviceSel>) -> Result<Selected> {
     let devices = trace.devices();
     let id = match device {
-        Some(id) => id,
+        Some(sel) => trace.resolve_device(&sel)?,
         None => {
             // busiest first; the lowest id wins a tie so the choice is stable
             let busiest = devices
@@ -158,13 +167,19 @@ pub fn select_device(trace: Trace, device: Option<u32>) -> Result<Selected> {
                 .map(|d| d.id)
                 .unwrap_or(0);
             if devices.len() > 1 {
+                // MSR files of several hosts name their devices `host:disk`.
+                let label = |d: &DeviceCount| d.name.clone().unwrap_or_else(|| d.id.to_string());
                 let list = devices
                     .iter()
-                    .map(|d| format!("{}: {}", d.id, count(d.requests)))
+                    .map(|d| format!("{}: {}", label(d), count(d.requests)))
                     .collect::<Vec<_>>()
                     .join(", ");
+                let chosen = devices
+                    .iter()
+                    .find(|d| d.id == busiest)
+                    .map_or_else(|| busiest.to_string(), label);
                 eprintln!(
-                    "fallow: the trace has {} devices (requests per device: {list}); analysing the busiest, device {busiest} (choose with --device)",
+                    "fallow: the trace has {} devices (requests per device: {list}); analysing the busiest, device {chosen} (choose with --device)",
                     devices.len()
                 );
             }

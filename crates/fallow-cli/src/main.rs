@@ -198,7 +198,20 @@ fn message(err: &anyhow::Error) -> String {
         }
         out.push_str(&text);
     }
-    out
+    // Echoed input must not move the cursor or overwrite the line (a CR
+    // can make a bad value look valid): escape control characters, keeping
+    // the line breaks and tabs messages use themselves.
+    out.chars()
+        .flat_map(|c| {
+            let keep = !c.is_control() || c == '\n' || c == '\t';
+            let escaped: Vec<char> = if keep {
+                vec![c]
+            } else {
+                c.escape_default().collect()
+            };
+            escaped
+        })
+        .collect()
 }
 
 /// The flag of a parameter the core names in words (the core validates,
@@ -257,6 +270,12 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn messages_escape_control_characters() {
+        let err = anyhow::anyhow!("bad value `12\r34\x1b[2K`\nsecond line");
+        assert_eq!(message(&err), "bad value `12\\r34\\u{1b}[2K`\nsecond line");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::policy::Policy;
 use fallow_core::sim::Part;
+use fallow_core::trace::DeviceSel;
 use fallow_core::trace::Trace;
 use fallow_core::tune::online::{OnlineConfig, OnlineTuner, Refit, Report, DEFAULT_WINDOW};
 use fallow_core::tune::Budget;
@@ -50,7 +51,7 @@ pub struct RetuneArgs {
 
     /// Device of the --then trace, by its id there.
     #[arg(long, value_name = "ID", requires = "then")]
-    pub then_device: Option<u32>,
+    pub then_device: Option<DeviceSel>,
 
     /// Idle time between the end of TRACE and the first request of the
     /// --then trace: ns, us, ms, s; a bare number is seconds.
@@ -108,11 +109,11 @@ impl Runner {
 pub fn prepare_then(
     a: &InputArgs,
     then: &Path,
-    then_device: Option<u32>,
+    then_device: Option<DeviceSel>,
     gap_ns: u64,
 ) -> Result<(Input, usize)> {
     let first_path = a.trace.as_ref().expect("clap: --then requires TRACE");
-    let first = input::select_device(input::read(first_path, &a.read)?, a.device)?;
+    let first = input::select_device(input::read(first_path, &a.read)?, a.device.clone())?;
     let second = input::select_device(input::read(then, &a.read)?, then_device)?;
     let mut tail = second.trace.clone();
     // one device: the second trace's requests land on the first's

@@ -16,6 +16,7 @@ use fallow_core::policy;
 use fallow_core::sim::{
     simulate, simulate_split, BgService, BgWork, Prepared, SimConfig, SimResult,
 };
+use fallow_core::trace::DeviceSel;
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::ServiceModel;
 use serde::Serialize;
@@ -32,9 +33,9 @@ pub struct InputArgs {
     #[arg(value_name = "TRACE", required_unless_present = "workload")]
     pub trace: Option<PathBuf>,
 
-    /// Device to simulate, by its id in the trace. [default: the device with the most requests]
+    /// Device to simulate, by its id in the trace (MSR of several hosts: HOST:DISK). [default: the device with the most requests]
     #[arg(long, short = 'd', value_name = "ID", conflicts_with = "workload")]
-    pub device: Option<u32>,
+    pub device: Option<DeviceSel>,
 
     /// A synthetic FG workload instead of a trace, by its arrival process:
     /// `poisson`, `erlang:k=4` (or `erlang:cv=0.5`), `lognormal:cv=3`,
@@ -223,7 +224,7 @@ pub fn prepare(a: &InputArgs) -> Result<Input> {
     }
     let path = a.trace.as_ref().expect("clap requires TRACE or --workload");
     let trace = input::read(path, &a.read)?;
-    let selected = input::select_device(trace, a.device)?;
+    let selected = input::select_device(trace, a.device.clone())?;
     prepare_trace(
         a,
         &selected.trace,
@@ -474,8 +475,12 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let mut runner = Runner::new(&args.policy, &args.retune, &args.bg, seed)?;
     let (input, first) = match &args.retune.then {
         Some(then) => {
-            let (input, n) =
-                retune::prepare_then(&args.input, then, args.retune.then_device, args.retune.gap)?;
+            let (input, n) = retune::prepare_then(
+                &args.input,
+                then,
+                args.retune.then_device.clone(),
+                args.retune.gap,
+            )?;
             (input, Some(n))
         }
         None => (prepare(&args.input)?, None),

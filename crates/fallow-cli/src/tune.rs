@@ -229,7 +229,7 @@ pub(crate) fn simulate_args(i: &InputArgs, sim: &SimConfig, c: &Choice) -> Vec<S
         flag("--request-size", i.request_size.to_string());
         flag("--write-fraction", i.write_fraction.to_string());
     }
-    if let Some(d) = i.device {
+    if let Some(d) = &i.device {
         flag("--device", d.to_string());
     }
     if let Some(f) = i.read.format {

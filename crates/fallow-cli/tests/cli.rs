@@ -6,7 +6,8 @@
 mod common;
 
 use common::{
-    assert_close, fallow, fixture, json, num, path_str, shared_trace, stderr, stdout_text,
+    assert_close, bad_input, fallow, fixture, json, num, path_str, shared_trace, stderr,
+    stdout_text,
 };
 use serde_json::Value;
 
@@ -153,6 +154,58 @@ fn unknown_device_is_a_usage_error() {
     assert!(
         err.contains("no device 7") && err.contains("3 (4 requests)"),
         "{err}"
+    );
+}
+
+/// two_hosts.csv: `hm,0` at 0 and 20 ms, `rsrch,0` at 10, 30 and 40 ms,
+/// each taking 1 ms. Two devices (issue 12: they were one, and the gaps
+/// between them counted as idle). rsrch:0 alone: idle 11→30 and 31→40 ms,
+/// two intervals of mean 14 ms, three busy periods.
+#[test]
+fn msr_hosts_are_devices_named_host_disk() {
+    let v = json(&[
+        "analyze",
+        path_str(&fixture("two_hosts.csv")),
+        "--device",
+        "rsrch:0",
+    ]);
+    assert_eq!(
+        v["trace"]["devices"],
+        serde_json::json!([
+            {"id": 0, "requests": 2, "name": "hm:0"},
+            {"id": 16777216, "requests": 3, "name": "rsrch:0"}
+        ])
+    );
+    assert_eq!(v["trace"]["requests"], 3);
+    assert_eq!(v["idle"]["count"], 2);
+    assert_close(num(&v, "idle.mean_s"), 0.014, 1e-12);
+    assert_eq!(v["busy"]["count"], 3);
+    let o = fallow(&["analyze", path_str(&fixture("two_hosts.csv")), "--json"]);
+    let err = stderr(&o);
+    assert!(
+        err.contains("hm:0: 2, rsrch:0: 3") && err.contains("busiest, device rsrch:0"),
+        "{err}"
+    );
+    let hm = json(&["analyze", path_str(&fixture("two_hosts.csv")), "-d", "hm:0"]);
+    assert_eq!(hm["trace"]["requests"], 2);
+    // Disk 0 is on both hosts: a plain number is ambiguous.
+    bad_input(
+        &[
+            "analyze",
+            path_str(&fixture("two_hosts.csv")),
+            "--device",
+            "0",
+        ],
+        &["disk 0 is on several hosts", "hm:0", "rsrch:0"],
+    );
+    bad_input(
+        &[
+            "analyze",
+            path_str(&fixture("two_hosts.csv")),
+            "--device",
+            "src1:0",
+        ],
+        &["no device src1:0", "rsrch:0 (3 requests)"],
     );
 }
 

@@ -120,6 +120,10 @@ pub struct TraceSummary {
     pub skipped: u64,
     /// Records sorted into place because they arrived out of order.
     pub reordered: u64,
+    /// Records ignored by design, by reason (blkparse: unmatched events,
+    /// requeues, events moving no data, …); absent when there is none.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub ignored_by_reason: std::collections::BTreeMap<&'static str, u64>,
     /// Reads and writes.
     pub reads: u64,
     /// Writes.
@@ -164,7 +168,10 @@ pub fn characterize(
     if present.len() > 1 {
         let list: Vec<String> = present
             .iter()
-            .map(|d| format!("{} ({} requests)", d.id, d.requests))
+            .map(|d| match &d.name {
+                Some(name) => format!("{name} ({} requests)", d.requests),
+                None => format!("{} ({} requests)", d.id, d.requests),
+            })
             .collect();
         // Busy and idle periods are per device: merging disks would invent overlap.
         return Err(crate::Error::Unsupported(format!(
@@ -201,6 +208,7 @@ fn trace_summary(
         completions,
         skipped: r.skipped,
         reordered: r.reordered,
+        ignored_by_reason: r.ignored_by_reason.clone(),
         reads: trace.len() as u64 - writes,
         writes,
     }

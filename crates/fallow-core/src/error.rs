@@ -72,8 +72,8 @@ pub enum Error {
     NoSuchDevice {
         /// The file.
         path: PathBuf,
-        /// The device asked for.
-        device: u32,
+        /// The device asked for (`3`, or `hm:0` in an MSR file of several hosts).
+        device: String,
         /// The devices present.
         available: String,
     },

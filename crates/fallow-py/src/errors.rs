@@ -98,7 +98,11 @@ fn convert(py: Python<'_>, err: Error) -> Result<PyErr, PyErr> {
         Error::NoSuchDevice { device, .. } => {
             let e = ParameterError::new_err(msg);
             set(py, &e, "name", "device")?;
-            set(py, &e, "device", device)?;
+            // An int as before; `host:disk` for an MSR file of several hosts.
+            match device.parse::<u32>() {
+                Ok(id) => set(py, &e, "device", id)?,
+                Err(_) => set(py, &e, "device", device)?,
+            }
             e
         }
         Error::InvalidParameter { name, .. } => {

@@ -139,6 +139,12 @@ impl TraceBuilder {
         self.device.append(&mut other.device);
     }
 
+    /// Rewrite every device id with `f` (the parallel reader renumbering a
+    /// chunk's MSR hosts into the whole file's numbering).
+    pub(crate) fn map_devices(&mut self, f: impl Fn(u32) -> u32) {
+        self.device.iter_mut().for_each(|d| *d = f(*d));
+    }
+
     /// Add a request. An inconsistent one is refused with `(field, message)`
     /// so the reader can say where it was.
     pub fn push(&mut self, r: RawRequest) -> std::result::Result<(), (&'static str, String)> {
@@ -222,7 +228,7 @@ impl TraceBuilder {
                 *x -= origin;
             }
         }
-        report.reordered += self.reordered;
+        report.reordered = report.reordered.saturating_add(self.reordered);
         // Added, not set: a reader of already rebased columns (fallow's own
         // format) passes the source's origin in the report.
         report.origin_ns = report.origin_ns.saturating_add(origin);

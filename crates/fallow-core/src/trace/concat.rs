@@ -50,17 +50,32 @@ impl Trace {
         let report = ReadReport {
             path: PathBuf::from(format!("{} + {}", ra.path.display(), rb.path.display())),
             format: ra.format.filter(|&f| rb.format == Some(f)),
-            skipped: ra.skipped + rb.skipped,
+            // Saturating: the counts may come from fallow binary headers.
+            skipped: ra.skipped.saturating_add(rb.skipped),
             skip_examples: ra
                 .skip_examples
                 .iter()
                 .chain(&rb.skip_examples)
                 .cloned()
                 .collect(),
-            reordered: ra.reordered + rb.reordered,
-            ignored: ra.ignored + rb.ignored,
+            reordered: ra.reordered.saturating_add(rb.reordered),
+            ignored: ra.ignored.saturating_add(rb.ignored),
+            ignored_by_reason: {
+                let mut m = ra.ignored_by_reason.clone();
+                for (reason, n) in &rb.ignored_by_reason {
+                    let e = m.entry(reason).or_default();
+                    *e = e.saturating_add(*n);
+                }
+                m
+            },
             origin_ns: ra.origin_ns,
             source_format: ra.source_format.filter(|&f| rb.source_format == Some(f)),
+            // Device ids name hosts by index: only the same host list keeps meaning.
+            hosts: if ra.hosts == rb.hosts {
+                ra.hosts.clone()
+            } else {
+                Vec::new()
+            },
         };
         Ok(Trace {
             arrival_ns,

@@ -268,9 +268,11 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
     let r = &mut ctx.report;
     r.origin_ns = origin_ns;
     r.source_format = format_of(le_u32(&h, 32));
-    r.skipped += le_u64(&h, 40);
-    r.reordered += le_u64(&h, 48);
-    r.ignored += le_u64(&h, 56);
+    // The header's counts come from the file: saturate rather than wrap (a
+    // corrupt header must not turn "many skipped" into "none skipped").
+    r.skipped = r.skipped.saturating_add(le_u64(&h, 40));
+    r.reordered = r.reordered.saturating_add(le_u64(&h, 48));
+    r.ignored = r.ignored.saturating_add(le_u64(&h, 56));
     Ok(())
 }
 
@@ -452,5 +454,26 @@ mod tests {
         out.push(0);
         let e = read_bytes(&out, false).unwrap_err().to_string();
         assert!(e.contains("data after the last"), "{e}");
+    }
+
+    #[test]
+    fn header_counts_saturate_instead_of_wrapping() {
+        // Issue 12: `skipped`/`reordered` near u64::MAX wrapped to small
+        // numbers (and panicked with overflow checks on).
+        let mut out = Vec::new();
+        write_fallow_bin(&sample(), &mut out).unwrap();
+        for at in [40, 48, 56] {
+            out[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        }
+        out[12] = 1;
+        // A bad op makes the reader count one more skip on top of the header's.
+        let op_at = 64 + 3 * (8 + 8 + 8 + 4) + 1;
+        out[op_at] = 9;
+        let t = read_bytes(&out, true).unwrap();
+        let r = t.report();
+        assert_eq!(
+            (r.skipped, r.reordered, r.ignored),
+            (u64::MAX, u64::MAX, u64::MAX)
+        );
     }
 }

@@ -91,7 +91,9 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
         at += size as u64;
         match parse_record(&buf[..size]) {
             Ok(Some(r)) => ctx.push(loc, r)?,
-            Ok(None) => ctx.report.ignored += 1,
+            Ok(None) => ctx
+                .report
+                .ignore("hp-srt: suspect record (DiskSim skips them)"),
             Err((field, msg)) => ctx.bad(loc, field, msg)?,
         }
     }

@@ -6,18 +6,45 @@
 //! `0.000001` seconds is 1000 ns, not 999.
 
 use super::ReadContext;
-use crate::error::Result;
+use crate::error::{Location, Result};
 use std::io::BufRead;
 
+/// Longest line the text readers accept, bytes. Trace records are under
+/// 200 bytes; the bound keeps a file without newlines (or a corrupt one)
+/// from growing the line buffer until the process aborts.
+pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// The UTF-8 byte-order mark.
+pub(crate) const BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// Call `f(line_number, line)` for every line (1-based, without `\n`/`\r\n`);
-/// the number of lines ends up in `ctx.lines`.
+/// the number of lines ends up in `ctx.lines`. A line longer than
+/// [`MAX_LINE_BYTES`] is a bad record (field `line`): an error, or with
+/// `skip_bad` skipped to its end without being buffered.
 pub(crate) fn for_each_line(
     input: &mut dyn BufRead,
     ctx: &mut ReadContext<'_>,
     mut f: impl FnMut(&mut ReadContext<'_>, u64, &[u8]) -> Result<()>,
 ) -> Result<()> {
+    // A UTF-8 byte-order mark (spreadsheet exports) is not part of line 1.
+    let mut f = |ctx: &mut ReadContext<'_>, n: u64, line: &[u8]| {
+        let line = match line.strip_prefix(BOM) {
+            Some(rest) if n == 1 && ctx.at_file_start => rest,
+            _ => line,
+        };
+        f(ctx, n, line)
+    };
     let mut carry: Vec<u8> = Vec::new();
     let mut line_no: u64 = 0;
+    // Inside an overlong line already reported: drop bytes up to its end.
+    let mut skipping = false;
+    let too_long = |ctx: &mut ReadContext<'_>, line_no: u64| {
+        ctx.bad(
+            Location::Line(line_no),
+            "line",
+            format!("longer than {MAX_LINE_BYTES} bytes; no trace record is that long"),
+        )
+    };
     loop {
         let buf = match input.fill_buf() {
             Ok(b) => b,
@@ -30,14 +57,36 @@ pub(crate) fn for_each_line(
         let len = buf.len();
         let mut start = 0;
         // Finish a line that straddled the previous buffer.
-        if !carry.is_empty() {
+        if skipping || !carry.is_empty() {
             match memchr::memchr(b'\n', buf) {
+                Some(nl) if skipping => {
+                    skipping = false;
+                    start = nl + 1;
+                }
+                Some(nl) if carry.len() + nl > MAX_LINE_BYTES => {
+                    line_no += 1;
+                    too_long(ctx, line_no)?;
+                    carry.clear();
+                    start = nl + 1;
+                }
                 Some(nl) => {
                     carry.extend_from_slice(&buf[..nl]);
                     line_no += 1;
                     f(ctx, line_no, trim_cr(&carry))?;
                     carry.clear();
                     start = nl + 1;
+                }
+                None if skipping => {
+                    input.consume(len);
+                    continue;
+                }
+                None if carry.len() + len > MAX_LINE_BYTES => {
+                    line_no += 1;
+                    too_long(ctx, line_no)?;
+                    carry = Vec::new();
+                    skipping = true;
+                    input.consume(len);
+                    continue;
                 }
                 None => {
                     carry.extend_from_slice(buf);
@@ -50,10 +99,20 @@ pub(crate) fn for_each_line(
         for nl in memchr::memchr_iter(b'\n', &buf[start..]) {
             let end = start + nl;
             line_no += 1;
-            f(ctx, line_no, trim_cr(&buf[pos..end]))?;
+            if end - pos > MAX_LINE_BYTES {
+                too_long(ctx, line_no)?;
+            } else {
+                f(ctx, line_no, trim_cr(&buf[pos..end]))?;
+            }
             pos = end + 1;
         }
-        carry.extend_from_slice(&buf[pos..]);
+        if len - pos > MAX_LINE_BYTES {
+            line_no += 1;
+            too_long(ctx, line_no)?;
+            skipping = true;
+        } else {
+            carry.extend_from_slice(&buf[pos..]);
+        }
         input.consume(len);
     }
     if !carry.is_empty() {
@@ -88,14 +147,29 @@ pub(crate) fn is_blank_or_comment(line: &[u8]) -> bool {
     t.is_empty() || t[0] == b'#'
 }
 
-/// Printable excerpt of a field for messages.
+/// Printable excerpt of a field for messages: at most 40 bytes, control
+/// characters escaped (`\r`, `\u{1b}`, …) so that echoed input cannot
+/// move the cursor or hide the rest of the message.
 pub(crate) fn show(field: &[u8]) -> String {
-    let s = String::from_utf8_lossy(&field[..field.len().min(40)]).into_owned();
+    let s = String::from_utf8_lossy(&field[..field.len().min(40)]);
+    let mut out = escape_controls(&s);
     if field.len() > 40 {
-        format!("{s}…")
-    } else {
-        s
+        out.push('…');
     }
+    out
+}
+
+/// `s` with control characters written as Rust escapes.
+pub fn escape_controls(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Parse an unsigned decimal integer (surrounding blanks allowed).
@@ -187,14 +261,18 @@ pub(crate) fn parse_time_ns(field: &[u8], unit_ns: u64) -> std::result::Result<u
         let d = (b - b'0') as u64;
         if scale >= 10 {
             scale /= 10;
-            ns += d * scale;
+            ns = ns
+                .checked_add(d * scale)
+                .ok_or_else(|| format!("`{}` is too large", show(t)))?;
         } else if rem_num == 0 {
             // first digit below 1 ns decides rounding
             rem_num = d + 1;
         }
     }
     if rem_num > 5 {
-        ns += 1;
+        ns = ns
+            .checked_add(1)
+            .ok_or_else(|| format!("`{}` is too large", show(t)))?;
     }
     Ok(ns)
 }
@@ -256,5 +334,66 @@ mod tests {
             .contains("too large"));
         assert!(parse_u64(b"4x").is_err());
         assert!(parse_u64(b"+").is_err());
+    }
+
+    #[test]
+    fn time_with_a_fraction_that_overflows_is_an_error() {
+        // Found with overflow checks on: the whole part fits, the fraction
+        // pushes it past u64::MAX.
+        assert!(parse_time_ns(b"18446744073709551615.9", 1)
+            .unwrap_err()
+            .contains("too large"));
+        assert!(parse_time_ns(b"18446744073.709551615999", 1_000_000_000)
+            .unwrap_err()
+            .contains("too large"));
+        assert_eq!(
+            parse_time_ns(b"18446744073.709551615", 1_000_000_000),
+            Ok(u64::MAX)
+        );
+    }
+
+    #[test]
+    fn echoed_input_has_control_characters_escaped() {
+        assert_eq!(show(b"12\r34"), "12\\r34");
+        assert_eq!(show(b"\x1b[2Jx"), "\\u{1b}[2Jx");
+        assert_eq!(show(b"tab\there"), "tab\\there");
+        assert_eq!(show("é".as_bytes()), "é");
+    }
+
+    fn lines_of(input: &[u8], cap: usize, skip_bad: bool) -> crate::Result<Vec<(u64, usize)>> {
+        let opts = crate::trace::ReadOptions {
+            skip_bad,
+            ..Default::default()
+        };
+        let path = std::path::Path::new("t");
+        let mut ctx = ReadContext::new(path, &opts, crate::trace::Format::Plain);
+        let mut seen = Vec::new();
+        let mut input = std::io::BufReader::with_capacity(cap, input);
+        for_each_line(&mut input, &mut ctx, |_, n, l| {
+            seen.push((n, l.len()));
+            Ok(())
+        })?;
+        assert_eq!(ctx.report.skipped, u64::from(skip_bad) * 2);
+        Ok(seen)
+    }
+
+    #[test]
+    fn an_endless_line_is_an_error_naming_it_not_an_unbounded_buffer() {
+        let long = vec![b'7'; MAX_LINE_BYTES + 1];
+        for cap in [1 << 16, MAX_LINE_BYTES * 2 + 100] {
+            // Line 2 is too long, in one buffer or across many.
+            let input = [&b"a\n"[..], &long, b"\nbb\n", &long].concat();
+            let e = lines_of(&input, cap, false).unwrap_err().to_string();
+            assert!(e.contains("line 2") && e.contains("field `line`"), "{e}");
+            // Skipped: lines 1 and 3 come through, 2 and 4 are counted.
+            let seen = lines_of(&input, cap, true).unwrap();
+            assert_eq!(seen, [(1, 1), (3, 2)], "cap {cap}");
+        }
+        // Exactly the limit is fine.
+        let ok = [&vec![b'1'; MAX_LINE_BYTES][..], b"\n"].concat();
+        assert_eq!(
+            lines_of(&ok, 1 << 16, false).unwrap(),
+            [(1, MAX_LINE_BYTES)]
+        );
     }
 }

@@ -24,7 +24,7 @@ pub use builder::{RawRequest, TraceBuilder};
 pub use fallow_bin::write_fallow_bin;
 pub(crate) use fallow_bin::MAGIC as FALLOW_BIN_MAGIC;
 #[doc(hidden)]
-pub use parallel::Parallelism;
+pub use parallel::{threads_from_env, Parallelism};
 
 use crate::error::{Error, Location, Result};
 use serde::Serialize;
@@ -123,7 +123,11 @@ impl FromStr for Format {
             .ok_or_else(|| {
                 Error::invalid(
                     "format",
-                    format!("unknown format `{s}` (known: {})", Format::names()),
+                    format!(
+                        "unknown format `{}` (known: {})",
+                        lines::escape_controls(s),
+                        Format::names()
+                    ),
                 )
             })
     }
@@ -164,7 +168,10 @@ impl FromStr for TimeUnit {
             "s" => Ok(TimeUnit::S),
             _ => Err(Error::invalid(
                 "time unit",
-                format!("`{s}` is not one of ns, us, ms, s"),
+                format!(
+                    "`{}` is not one of ns, us, ms, s",
+                    lines::escape_controls(s)
+                ),
             )),
         }
     }
@@ -203,13 +210,71 @@ pub struct ReadOptions {
 }
 
 /// Requests per device, as listed in summaries (`trace.devices`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeviceCount {
-    /// Device id as in the trace (HP SRT: physical disk number).
+    /// Device id as in the trace (HP SRT: physical disk number; MSR: the
+    /// disk number, plus `host_index << 24` for the second and later hosts).
     pub id: u32,
     /// Requests on that device.
     pub requests: u64,
+    /// `host:disk` for an MSR file with several hosts (absent otherwise, so
+    /// single-host summaries are unchanged).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
+
+/// A device as the user names it: an id (`0`), or an MSR `host:disk`
+/// (`hm:0`). A number in a file with several MSR hosts means the disk of
+/// that number when only one host has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceSel {
+    /// A device id, or a disk number.
+    Id(u32),
+    /// An MSR host and disk number.
+    Name {
+        /// Hostname as in the file's second column.
+        host: String,
+        /// Disk number.
+        disk: u32,
+    },
+}
+
+impl FromStr for DeviceSel {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let t = s.trim();
+        let bad = || {
+            Error::invalid(
+                "device",
+                format!(
+                    "`{}` is neither a device id (`0`) nor an MSR `host:disk` (`hm:0`)",
+                    lines::escape_controls(t)
+                ),
+            )
+        };
+        match t.rsplit_once(':') {
+            Some((host, disk)) if !host.is_empty() => Ok(DeviceSel::Name {
+                host: host.to_string(),
+                disk: disk.parse().map_err(|_| bad())?,
+            }),
+            Some(_) => Err(bad()),
+            None => t.parse().map(DeviceSel::Id).map_err(|_| bad()),
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceSel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceSel::Id(id) => write!(f, "{id}"),
+            DeviceSel::Name { host, disk } => write!(f, "{host}:{disk}"),
+        }
+    }
+}
+
+/// Bits of an MSR device id that hold the disk number; the host's index
+/// (in order of first appearance) sits above them.
+pub(crate) const MSR_DISK_BITS: u32 = 24;
 
 /// What reading a trace noticed, for reports.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -226,11 +291,29 @@ pub struct ReadReport {
     pub reordered: u64,
     /// Records ignored by design (blkparse events other than D/C, unmatched completions, …).
     pub ignored: u64,
+    /// `ignored` by reason (blkparse), so nothing is dropped without saying why.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub ignored_by_reason: std::collections::BTreeMap<&'static str, u64>,
     /// Absolute time of the first arrival in the source's clock, ns (time zero of the columns).
     pub origin_ns: u64,
     /// Format of the original source when this trace was read from a fallow
     /// binary cache (`fallow convert`); `None` otherwise or when unknown.
     pub source_format: Option<Format>,
+    /// MSR hostnames by index (the device id's high bits), in order of
+    /// first appearance; empty for other formats. Not serialised: the
+    /// names reach summaries through [`Trace::devices`], and only for files
+    /// of several hosts, so single-host outputs stay as they were.
+    #[serde(skip)]
+    pub hosts: Vec<String>,
+}
+
+impl ReadReport {
+    /// Count one record ignored by design, and why.
+    pub(crate) fn ignore(&mut self, reason: &'static str) {
+        self.ignored = self.ignored.saturating_add(1);
+        let n = self.ignored_by_reason.entry(reason).or_default();
+        *n = n.saturating_add(1);
+    }
 }
 
 /// A block trace as columns (struct of arrays), sorted by arrival.
@@ -296,7 +379,8 @@ impl Trace {
         last_arrival.max(last_completion)
     }
 
-    /// Devices in the trace with their request counts, by id.
+    /// Devices in the trace with their request counts, by id; named
+    /// `host:disk` when the trace has several MSR hosts.
     pub fn devices(&self) -> Vec<DeviceCount> {
         let mut counts: std::collections::BTreeMap<u32, u64> = Default::default();
         for &d in &self.device {
@@ -304,24 +388,90 @@ impl Trace {
         }
         counts
             .into_iter()
-            .map(|(id, requests)| DeviceCount { id, requests })
+            .map(|(id, requests)| DeviceCount {
+                id,
+                requests,
+                name: (self.report.hosts.len() > 1)
+                    .then(|| self.device_name(id))
+                    .flatten(),
+            })
             .collect()
+    }
+
+    /// `host:disk` of an MSR device id, if the trace knows its host.
+    pub fn device_name(&self, id: u32) -> Option<String> {
+        let host = self.report.hosts.get((id >> MSR_DISK_BITS) as usize)?;
+        Some(format!("{host}:{}", id & ((1 << MSR_DISK_BITS) - 1)))
+    }
+
+    /// The id of the device `sel` names. A number is an id, except in a
+    /// trace with several MSR hosts, where it is a disk number that must be
+    /// unique among the hosts (`0` with `hm:0` and `rsrch:0` is ambiguous).
+    pub fn resolve_device(&self, sel: &DeviceSel) -> Result<u32> {
+        let devices = self.devices();
+        let missing = |device: String| Error::NoSuchDevice {
+            path: self.report.path.clone(),
+            device,
+            available: self.device_list(),
+        };
+        match sel {
+            DeviceSel::Id(n) if self.report.hosts.len() > 1 => {
+                let disk_mask = (1 << MSR_DISK_BITS) - 1;
+                let same_disk: Vec<&DeviceCount> =
+                    devices.iter().filter(|d| d.id & disk_mask == *n).collect();
+                match same_disk.as_slice() {
+                    [one] => Ok(one.id),
+                    [] if devices.iter().any(|d| d.id == *n) => Ok(*n),
+                    [] => Err(missing(n.to_string())),
+                    several => Err(Error::invalid(
+                        "device",
+                        format!(
+                            "disk {n} is on several hosts ({}); name one as host:disk",
+                            several
+                                .iter()
+                                .filter_map(|d| d.name.clone())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )),
+                }
+            }
+            DeviceSel::Id(n) => Ok(*n),
+            DeviceSel::Name { host, disk } => self
+                .report
+                .hosts
+                .iter()
+                .position(|h| h == host)
+                .filter(|_| *disk < 1 << MSR_DISK_BITS)
+                .map(|i| (i as u32) << MSR_DISK_BITS | disk)
+                .filter(|id| devices.iter().any(|d| d.id == *id))
+                .ok_or_else(|| missing(sel.to_string())),
+        }
+    }
+
+    /// `id (n requests)` or `host:disk (n requests)` for every device.
+    fn device_list(&self) -> String {
+        self.devices()
+            .iter()
+            .map(|d| match &d.name {
+                Some(name) => format!("{name} ({} requests)", d.requests),
+                None => format!("{} ({} requests)", d.id, d.requests),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// The requests of one device, as a trace of their own (time zero kept).
     pub fn select_device(&self, id: u32) -> Result<Trace> {
         let keep: Vec<usize> = (0..self.len()).filter(|&i| self.device[i] == id).collect();
         if keep.is_empty() {
-            let available = self
-                .devices()
-                .iter()
-                .map(|d| format!("{} ({} requests)", d.id, d.requests))
-                .collect::<Vec<_>>()
-                .join(", ");
             return Err(Error::NoSuchDevice {
                 path: self.report.path.clone(),
-                device: id,
-                available,
+                device: (self.report.hosts.len() > 1)
+                    .then(|| self.device_name(id))
+                    .flatten()
+                    .unwrap_or_else(|| id.to_string()),
+                available: self.device_list(),
             });
         }
         Ok(self.take(&keep))
@@ -411,6 +561,11 @@ pub(crate) struct ReadContext<'a> {
     /// until [`ReadContext::finish`] so a chunk's line numbers can still be
     /// shifted; they become `report.skip_examples`.
     pub skip_errors: Vec<Error>,
+    /// MSR hostnames seen, in order of first appearance (the index is the
+    /// device id's high bits); `last_host` is the index of the previous
+    /// line's, as nearly every line repeats it.
+    pub hosts: Vec<Vec<u8>>,
+    pub last_host: usize,
 }
 
 /// Skip reasons kept for the report.
@@ -435,6 +590,8 @@ impl<'a> ReadContext<'a> {
             at_file_start: true,
             lines: 0,
             skip_errors: Vec::new(),
+            hosts: Vec::new(),
+            last_host: 0,
         }
     }
 
@@ -485,18 +642,35 @@ impl<'a> ReadContext<'a> {
             mut report,
             skip_errors,
             path,
+            hosts,
             ..
         } = self;
         report.skip_examples = skip_errors.iter().map(Error::to_string).collect();
+        report.hosts = hosts
+            .iter()
+            .map(|h| lines::escape_controls(&String::from_utf8_lossy(h)))
+            .collect();
         if builder.is_empty() {
-            let detail = if report.skipped > 0 {
-                format!(
-                    " ({} malformed records skipped; first: {})",
+            let mut notes = Vec::new();
+            if report.skipped > 0 {
+                notes.push(format!(
+                    "{} malformed records skipped; first: {}",
                     report.skipped,
                     report.skip_examples.first().cloned().unwrap_or_default()
-                )
-            } else {
+                ));
+            }
+            if !report.ignored_by_reason.is_empty() {
+                let why: Vec<String> = report
+                    .ignored_by_reason
+                    .iter()
+                    .map(|(reason, n)| format!("{n} {reason}"))
+                    .collect();
+                notes.push(format!("ignored: {}", why.join(", ")));
+            }
+            let detail = if notes.is_empty() {
                 String::new()
+            } else {
+                format!(" ({})", notes.join("; "))
             };
             return Err(Error::Empty {
                 path: path.to_path_buf(),
@@ -527,14 +701,15 @@ pub fn read_trace(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<Trace> {
 /// (MSR, SPC, plain) is read by several threads, one byte range each; the
 /// result, including errors and the report, is the same as a sequential
 /// read's. Threads: one per core, or `FALLOW_THREADS` if that environment
-/// variable is set to a positive integer (`FALLOW_THREADS=1` reads
-/// sequentially). Files under 32 MiB are always read sequentially.
+/// variable is set (`FALLOW_THREADS=1` reads sequentially), at most four
+/// per core; a value that is not a whole number from 1 to 1024 is an
+/// error naming the variable. Files under 32 MiB are always read sequentially.
 pub fn read_trace_with_progress(
     path: impl AsRef<Path>,
     opts: &ReadOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Trace> {
-    read_trace_tuned(path, opts, progress, Parallelism::from_env())
+    read_trace_tuned(path, opts, progress, Parallelism::try_from_env()?)
 }
 
 /// [`read_trace_with_progress`] with explicit parallelism, so tests can

@@ -1,14 +1,25 @@
 //! MSR Cambridge / SNIA CSV:
 //! `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`, with
 //! Timestamp and ResponseTime in Windows filetime ticks (100 ns). The
-//! response time gives the completion; DiskNumber is the device.
+//! response time gives the completion.
+//!
+//! A device is a (host, disk) pair: `hm,0` and `rsrch,0` in one file are
+//! two disks. The device id is the disk number for the first host in the
+//! file (so single-host files keep their ids) and `host_index << 24 |
+//! disk` for the later ones, hosts numbered in order of first appearance;
+//! the trace keeps the hostnames (`hm:0`, see [`super::DeviceSel`]). A
+//! line with more than seven fields is an error (a stray comma must not
+//! shift columns); a UTF-8 byte-order mark at the start is skipped.
 
 use super::lines::{for_each_line, is_blank_or_comment, parse_u64, show, split};
-use super::{Op, RawRequest, ReadContext};
+use super::{Op, RawRequest, ReadContext, MSR_DISK_BITS};
 use crate::error::{Location, Result};
 use std::io::BufRead;
 
 const NS_PER_TICK: u64 = 100;
+/// Hosts one file may hold: the bits above the disk number.
+const MAX_HOSTS: usize = 1 << (32 - MSR_DISK_BITS);
+const MAX_DISK: u64 = (1 << MSR_DISK_BITS) - 1;
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     for_each_line(input, ctx, |ctx, line_no, line| {
@@ -16,8 +27,11 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
         // First, as nearly every line is a well-formed record: the fast path
         // accepts only lines that start with a digit, never a blank line, a
         // comment or the header.
-        if let Some(r) = parse_record_fast(line) {
-            return ctx.push(loc, r);
+        if let Some((r, host)) = parse_record_fast(line) {
+            return match device_id(ctx, host, r.device) {
+                Ok(device) => ctx.push(loc, RawRequest { device, ..r }),
+                Err((field, msg)) => ctx.bad(loc, field, msg),
+            };
         }
         if is_blank_or_comment(line) {
             return Ok(());
@@ -25,11 +39,47 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
         if line_no == 1 && ctx.at_file_start && line.starts_with(b"Timestamp") {
             return Ok(()); // header
         }
-        match parse_record(line) {
+        match parse_record(line).and_then(|(r, host)| {
+            let device = device_id(ctx, host, r.device)?;
+            Ok(RawRequest { device, ..r })
+        }) {
             Ok(r) => ctx.push(loc, r),
             Err((field, msg)) => ctx.bad(loc, field, msg),
         }
     })
+}
+
+/// The device id of `disk` on `host`: the disk number for the file's first
+/// host, `host_index << 24 | disk` for the others.
+fn device_id(ctx: &mut ReadContext<'_>, host: &[u8], disk: u32) -> Result<u32, FieldError> {
+    if u64::from(disk) > MAX_DISK {
+        return Err((
+            "disk_number",
+            format!("{disk} is above {MAX_DISK}, the largest MSR disk number fallow keeps"),
+        ));
+    }
+    let index = match ctx.hosts.get(ctx.last_host) {
+        Some(h) if h.as_slice() == host => ctx.last_host,
+        _ => match ctx.hosts.iter().position(|h| h.as_slice() == host) {
+            Some(i) => i,
+            None if ctx.hosts.len() < MAX_HOSTS => {
+                ctx.hosts.push(host.to_vec());
+                ctx.hosts.len() - 1
+            }
+            None => {
+                return Err((
+                    "hostname",
+                    format!(
+                        "`{}` would be host {}; one file holds at most {MAX_HOSTS}",
+                        show(host),
+                        MAX_HOSTS + 1
+                    ),
+                ))
+            }
+        },
+    };
+    ctx.last_host = index;
+    Ok((index as u32) << MSR_DISK_BITS | disk)
 }
 
 type FieldError = (&'static str, String);
@@ -122,15 +172,18 @@ fn eight_digits(t: u64) -> u64 {
     (t.wrapping_mul(1 + (10_000 << 32))) >> 32
 }
 
-/// One pass over a well-formed line, no allocation; `None` sends the line
-/// to [`parse_record`], which says exactly what is wrong with it.
+/// One pass over a well-formed line, no allocation: the request (its
+/// device the disk number) and the hostname. `None` sends the line to
+/// [`parse_record`], which says exactly what is wrong with it.
 #[inline]
-fn parse_record_fast(line: &[u8]) -> Option<RawRequest> {
+fn parse_record_fast(line: &[u8]) -> Option<(RawRequest, &[u8])> {
     let mut i = 0usize;
     let ticks = number(line, &mut i, false)?;
     // hostname: anything up to the next comma
+    let host_start = i;
     let host_end = memchr::memchr(b',', &line[i..])?;
     i += host_end + 1;
+    let host = &line[host_start..host_start + host_end];
     let device = number(line, &mut i, false)?;
     let op = match line.get(i..i + 5) {
         Some(b"Read,") => {
@@ -152,17 +205,19 @@ fn parse_record_fast(line: &[u8]) -> Option<RawRequest> {
         return None;
     }
     let arrival_ns = ticks.checked_mul(NS_PER_TICK)?;
-    Some(RawRequest {
+    let r = RawRequest {
         arrival_ns,
         completion_ns: Some(resp.checked_mul(NS_PER_TICK)?.checked_add(arrival_ns)?),
         offset_bytes,
         size_bytes: u32::try_from(size).ok()?,
         op,
         device: u32::try_from(device).ok()?,
-    })
+    };
+    Some((r, host))
 }
 
-fn parse_record(line: &[u8]) -> std::result::Result<RawRequest, FieldError> {
+/// A record (its device the disk number) and its hostname, or the field at fault.
+fn parse_record(line: &[u8]) -> std::result::Result<(RawRequest, &[u8]), FieldError> {
     let mut f = split(line, b',');
     let mut next = |name: &'static str| {
         f.next().ok_or_else(|| {
@@ -173,12 +228,22 @@ fn parse_record(line: &[u8]) -> std::result::Result<RawRequest, FieldError> {
         })
     };
     let ts = next("timestamp")?;
-    let _host = next("hostname")?;
+    let host = next("hostname")?;
     let disk = next("disk_number")?;
     let ty = next("type")?;
     let offset = next("offset")?;
     let size = next("size")?;
     let resp = next("response_time")?;
+    let extra = f.count();
+    if extra > 0 {
+        return Err((
+            "fields",
+            format!(
+                "{} fields, expected 7: a stray comma would shift the columns",
+                7 + extra
+            ),
+        ));
+    }
     let ticks = parse_u64(ts).map_err(|m| ("timestamp", m))?;
     let arrival_ns = ticks
         .checked_mul(NS_PER_TICK)
@@ -200,14 +265,15 @@ fn parse_record(line: &[u8]) -> std::result::Result<RawRequest, FieldError> {
         .checked_mul(NS_PER_TICK)
         .and_then(|r| r.checked_add(arrival_ns))
         .ok_or_else(|| ("response_time", format!("`{}` is too large", show(resp))))?;
-    Ok(RawRequest {
+    let r = RawRequest {
         arrival_ns,
         completion_ns: Some(completion_ns),
         offset_bytes,
         size_bytes,
         op,
         device,
-    })
+    };
+    Ok((r, host))
 }
 
 fn parse_op(field: &[u8]) -> Option<Op> {
@@ -227,7 +293,9 @@ mod tests {
 
     #[test]
     fn parses_one_record() {
-        let r = parse_record(b"134085312000008510,pgbench,0,Read,138620928,16384,5120").unwrap();
+        let (r, host) =
+            parse_record(b"134085312000008510,pgbench,0,Read,138620928,16384,5120").unwrap();
+        assert_eq!(host, b"pgbench");
         assert_eq!(r.arrival_ns, 134085312000008510 * 100);
         assert_eq!(r.completion_ns, Some(134085312000008510 * 100 + 512_000));
         assert_eq!(
@@ -345,5 +413,129 @@ mod tests {
             "timestamp"
         );
         assert_eq!(parse_record(b"1,h,0,Read,-5,1,1").unwrap_err().0, "offset");
+    }
+
+    fn read_with(text: &[u8], skip_bad: bool) -> crate::Result<crate::trace::Trace> {
+        let opts = crate::trace::ReadOptions {
+            format: Some(crate::trace::Format::Msr),
+            skip_bad,
+            ..Default::default()
+        };
+        crate::trace::read_from(&mut &text[..], std::path::Path::new("t.csv"), &opts)
+    }
+
+    #[test]
+    fn a_device_is_a_host_and_a_disk() {
+        // Issue 12: `hm,0` and `rsrch,0` were one device.
+        let t = read_with(
+            b"100,hm,0,Read,0,512,10\n\
+              200,rsrch,0,Write,4096,512,10\n\
+              300,hm,1,Read,0,512,10\n\
+              400,rsrch,0,Read,8192,1024,10\n",
+            false,
+        )
+        .unwrap();
+        let rsrch0 = 1 << MSR_DISK_BITS;
+        assert_eq!(t.device(), &[0, rsrch0, 1, rsrch0]);
+        let devices = t.devices();
+        let listed: Vec<(u32, u64, Option<&str>)> = devices
+            .iter()
+            .map(|d| (d.id, d.requests, d.name.as_deref()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                (0, 1, Some("hm:0")),
+                (1, 1, Some("hm:1")),
+                (rsrch0, 2, Some("rsrch:0"))
+            ]
+        );
+        use crate::trace::DeviceSel;
+        let id = |s: &str| t.resolve_device(&s.parse::<DeviceSel>().unwrap());
+        assert_eq!(id("rsrch:0").unwrap(), rsrch0);
+        assert_eq!(id("hm:0").unwrap(), 0);
+        // A plain disk number works where only one host has it.
+        assert_eq!(id("1").unwrap(), 1);
+        let e = id("0").unwrap_err().to_string();
+        assert!(e.contains("hm:0") && e.contains("rsrch:0"), "{e}");
+        let e = id("hm:7").unwrap_err().to_string();
+        assert!(
+            e.contains("no device hm:7") && e.contains("rsrch:0 (2 requests)"),
+            "{e}"
+        );
+        let one = t.select_device(rsrch0).unwrap();
+        assert_eq!(one.offset_bytes(), &[4096, 8192]);
+    }
+
+    #[test]
+    fn a_single_host_file_keeps_plain_ids_and_no_names() {
+        let t = read_with(b"100,hm,3,Read,0,512,10\n200,hm,0,Read,0,512,10\n", false).unwrap();
+        assert_eq!(t.device(), &[3, 0]);
+        assert!(t.devices().iter().all(|d| d.name.is_none()));
+        let json = serde_json::to_string(&t.devices()).unwrap();
+        assert_eq!(json, r#"[{"id":0,"requests":1},{"id":3,"requests":1}]"#);
+        // Named selection works here too.
+        let sel = "hm:3".parse().unwrap();
+        assert_eq!(t.resolve_device(&sel).unwrap(), 3);
+        assert_eq!(
+            t.resolve_device(&crate::trace::DeviceSel::Id(3)).unwrap(),
+            3
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_accepted() {
+        let body =
+            b"Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n1,h,0,Read,0,512,1\n";
+        let with_bom = [super::super::lines::BOM, &body[..]].concat();
+        let t = read_with(&with_bom, false).unwrap();
+        assert_eq!(t.len(), 1);
+        // and detection sees through it
+        let t = crate::trace::read_from(
+            &mut &with_bom[..],
+            std::path::Path::new("t.csv"),
+            &Default::default(),
+        )
+        .unwrap();
+        assert_eq!(t.report().format, Some(crate::trace::Format::Msr));
+        let headless = [super::super::lines::BOM, b"1,h,0,Read,0,512,1\n"].concat();
+        let t = crate::trace::read_from(
+            &mut &headless[..],
+            std::path::Path::new("t"),
+            &Default::default(),
+        )
+        .unwrap();
+        assert_eq!(t.report().format, Some(crate::trace::Format::Msr));
+    }
+
+    #[test]
+    fn extra_fields_are_an_error_naming_the_line() {
+        // A stray comma in the hostname shifts every column after it.
+        let text = b"1,h,0,Read,0,512,1\n2,h,x,0,Read,0,512,1\n3,h,0,Read,0,512,1,7\n";
+        let e = read_with(text, false).unwrap_err().to_string();
+        assert!(e.contains("line 2"), "{e}");
+        assert_eq!(
+            parse_record(b"2,h,x,0,Read,0,512,1").unwrap_err().0,
+            "fields"
+        );
+        let (field, msg) = parse_record(b"3,h,0,Read,0,512,1,7").unwrap_err();
+        assert_eq!(field, "fields");
+        assert!(msg.contains("8 fields, expected 7"), "{msg}");
+        let t = read_with(text, true).unwrap();
+        assert_eq!((t.len(), t.report().skipped), (1, 2));
+    }
+
+    #[test]
+    fn disk_numbers_beyond_the_id_bits_are_an_error() {
+        let e = read_with(b"1,h,16777216,Read,0,512,1\n", false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 1") && e.contains("disk_number"), "{e}");
+        assert_eq!(
+            read_with(b"1,h,16777215,Read,0,512,1\n", false)
+                .unwrap()
+                .device(),
+            &[16777215]
+        );
     }
 }

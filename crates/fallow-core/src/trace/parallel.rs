@@ -18,6 +18,7 @@
 //! they free up, so one thread slowed by a busy core does not hold up the
 //! whole read.
 
+use super::MSR_DISK_BITS;
 use super::{
     lines_in, read_format, Format, ReadContext, ReadOptions, Trace, TraceBuilder, SKIP_EXAMPLES,
 };
@@ -54,14 +55,27 @@ impl Parallelism {
     /// Default [`Parallelism::chunk_bytes`]: 16 MiB.
     pub const CHUNK_BYTES: u64 = 16 << 20;
 
-    /// `FALLOW_THREADS` threads if that is set to a positive integer, else
-    /// one per core ([`std::thread::available_parallelism`]).
+    /// Most reader threads per core: more only add memory and switching.
+    pub const MAX_THREADS_PER_CORE: usize = 4;
+
+    /// `FALLOW_THREADS` threads if that is set, else one per core
+    /// ([`std::thread::available_parallelism`]); never more than
+    /// [`Parallelism::MAX_THREADS_PER_CORE`] per core. A value that is not a
+    /// positive integer or is absurd (see [`threads_from_env`]) falls back
+    /// to the default here; [`Parallelism::try_from_env`] reports it.
     pub fn from_env() -> Self {
-        let threads = std::env::var("FALLOW_THREADS")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        Self::try_from_env().unwrap_or_else(|_| Self::with_threads(cores()))
+    }
+
+    /// [`Parallelism::from_env`], refusing a bad `FALLOW_THREADS`.
+    pub fn try_from_env() -> Result<Self> {
+        let threads = threads_from_env()?.unwrap_or_else(cores);
+        Ok(Self::with_threads(
+            threads.min(cores().saturating_mul(Self::MAX_THREADS_PER_CORE)),
+        ))
+    }
+
+    fn with_threads(threads: usize) -> Self {
         Parallelism {
             threads,
             min_file_bytes: Self::MIN_FILE_BYTES,
@@ -71,15 +85,50 @@ impl Parallelism {
 
     /// One thread: the sequential reader, whatever the file.
     pub fn sequential() -> Self {
-        Parallelism {
-            threads: 1,
-            ..Self::from_env()
-        }
+        Self::with_threads(1)
     }
 
     /// Whether a plain file of `size` bytes is to be split.
     pub(crate) fn splits(&self, size: u64) -> bool {
         POSITIONED_READS && self.threads > 1 && size > 0 && size >= self.min_file_bytes
+    }
+}
+
+/// Cores of this machine (1 if unknown).
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Most threads `FALLOW_THREADS` may ask for, whatever the machine.
+pub const MAX_THREADS: usize = 1024;
+
+/// The thread count in `FALLOW_THREADS`: `None` when unset or blank, an
+/// error naming the variable when it is not an integer in
+/// 1..=[`MAX_THREADS`] (a typo must not start 100 000 threads, nor be
+/// silently ignored).
+pub fn threads_from_env() -> Result<Option<usize>> {
+    parse_threads(std::env::var_os("FALLOW_THREADS").as_deref())
+}
+
+fn parse_threads(raw: Option<&std::ffi::OsStr>) -> Result<Option<usize>> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let text = raw.to_string_lossy();
+    let t = text.trim();
+    if t.is_empty() {
+        return Ok(None);
+    }
+    match t.parse::<u64>() {
+        Ok(n @ 1..) if n <= MAX_THREADS as u64 => Ok(Some(n as usize)),
+        _ => Err(Error::invalid(
+            "FALLOW_THREADS",
+            format!(
+                "`{}` is not a thread count from 1 to {MAX_THREADS} (this machine has {} cores)",
+                super::lines::show(t.as_bytes()),
+                cores()
+            ),
+        )),
     }
 }
 
@@ -129,17 +178,26 @@ pub(crate) fn read(
     let running = AtomicUsize::new(threads);
     let this = std::thread::current();
     std::thread::scope(|s| {
+        // A thread the system refuses is not an error: the others take
+        // its ranges (and with none at all, this thread reads them).
         let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
+            .filter_map(|_| {
+                let spawned = std::thread::Builder::new().spawn_scoped(s, || {
                     let _wake = Finished {
                         running: &running,
                         waiting: &this,
                     };
                     work(job, &ranges, &shared);
-                })
+                });
+                if spawned.is_err() {
+                    running.fetch_sub(1, Release);
+                }
+                spawned.ok()
             })
             .collect();
+        if workers.is_empty() {
+            work(job, &ranges, &shared);
+        }
         // The progress callback need not be `Send`: call it from here.
         while running.load(Acquire) > 0 {
             progress(shared.bytes_read.load(Relaxed));
@@ -264,9 +322,50 @@ impl<'a> Joined<'a> {
                 return None;
             }
         };
+        // The chunk numbered MSR hosts by their first appearance in it;
+        // renumber them by their first appearance in the file.
+        let mut renumber = Vec::with_capacity(chunk.hosts.len());
+        for host in std::mem::take(&mut chunk.hosts) {
+            let index = match self.all.hosts.iter().position(|h| *h == host) {
+                Some(i) => i,
+                None => {
+                    self.all.hosts.push(host);
+                    self.all.hosts.len() - 1
+                }
+            };
+            renumber.push(index as u32);
+        }
+        if renumber.len() > 1 << (32 - MSR_DISK_BITS)
+            || self.all.hosts.len() > 1 << (32 - MSR_DISK_BITS)
+        {
+            self.error = Some(Error::Record {
+                path: self.all.path.to_path_buf(),
+                location: Location::Line(self.lines_before + 1),
+                field: "hostname",
+                message: format!(
+                    "more than {} hosts in one file",
+                    1u32 << (32 - MSR_DISK_BITS)
+                ),
+            });
+            return None;
+        }
+        if renumber.iter().enumerate().any(|(i, &r)| r != i as u32) {
+            let mask = (1u32 << MSR_DISK_BITS) - 1;
+            chunk.builder.map_devices(|d| {
+                let host = renumber
+                    .get((d >> MSR_DISK_BITS) as usize)
+                    .copied()
+                    .unwrap_or(0);
+                host << MSR_DISK_BITS | (d & mask)
+            });
+        }
         self.all.builder.append(&mut chunk.builder);
-        self.all.report.skipped += chunk.report.skipped;
-        self.all.report.ignored += chunk.report.ignored;
+        self.all.report.skipped = self.all.report.skipped.saturating_add(chunk.report.skipped);
+        self.all.report.ignored = self.all.report.ignored.saturating_add(chunk.report.ignored);
+        for (reason, n) in &chunk.report.ignored_by_reason {
+            let all = self.all.report.ignored_by_reason.entry(reason).or_default();
+            *all = all.saturating_add(*n);
+        }
         for e in chunk.skip_errors {
             if self.all.skip_errors.len() < SKIP_EXAMPLES {
                 self.all.skip_errors.push(shift_line(e, self.lines_before));
@@ -422,6 +521,26 @@ fn read_at(_: &File, _: &mut [u8], _: u64) -> std::io::Result<usize> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fallow_threads_is_bounded_and_checked() {
+        let p = |v: &str| parse_threads(Some(std::ffi::OsStr::new(v)));
+        assert_eq!(p("4").unwrap(), Some(4));
+        assert_eq!(p(" 1024 ").unwrap(), Some(1024));
+        assert_eq!(p("").unwrap(), None);
+        assert_eq!(parse_threads(None).unwrap(), None);
+        for bad in ["0", "100000", "-3", "x", "18446744073709551616", "2\u{1b}"] {
+            let e = p(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("FALLOW_THREADS") && e.contains("1 to 1024"),
+                "{e}"
+            );
+            assert!(!e.contains('\u{1b}'), "{e}");
+        }
+        // Whatever the variable says, no more than four threads per core.
+        let most = cores() * Parallelism::MAX_THREADS_PER_CORE;
+        assert!(Parallelism::from_env().threads <= most);
+    }
+
     use super::*;
     use crate::trace::read_trace_tuned;
     use std::path::PathBuf;

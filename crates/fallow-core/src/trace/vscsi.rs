@@ -74,7 +74,7 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
         at += RECORD as u64;
         match parse_record(&buf) {
             Ok(Some(r)) => ctx.push(loc, r)?,
-            Ok(None) => ctx.report.ignored += 1,
+            Ok(None) => ctx.report.ignore("vscsi: command moving no data"),
             Err((field, msg)) => ctx.bad(loc, field, msg)?,
         }
     }

@@ -97,13 +97,15 @@ impl TuneConfig {
 }
 
 /// Sizes simulated at once when none is given: `FALLOW_THREADS` if set to a
-/// positive number, else the number of cores.
+/// thread count (see [`crate::trace::threads_from_env`]), else the number
+/// of cores; never more than four per core.
 pub fn default_threads() -> usize {
-    std::env::var("FALLOW_THREADS")
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    crate::trace::threads_from_env()
         .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
-        .unwrap_or(1)
+        .flatten()
+        .unwrap_or(cores)
+        .min(cores.saturating_mul(4))
         .max(1)
 }
 

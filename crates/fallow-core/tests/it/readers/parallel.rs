@@ -167,6 +167,15 @@ fn msr_split_into_chunks_reads_as_sequentially() {
         assert_eq!(t.len(), 60_000);
         assert!(text.len() > 3_000_000, "{}", text.len());
         assert_eq!(t.report().reordered, 0);
+        // Four hosts (and ` usr` etc. from the lines with blanks) of three
+        // disks each: chunks meet the hosts in other orders than the file
+        // and renumber them into the file's (the report and the device
+        // column are compared with the sequential read above).
+        let names: Vec<String> = t.devices().into_iter().filter_map(|d| d.name).collect();
+        assert!(names.len() >= 12, "{names:?}");
+        for want in ["usr:0", "hm:1", "proj:2", "a-rather-long-hostname:0"] {
+            assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
+        }
     }
 }
 

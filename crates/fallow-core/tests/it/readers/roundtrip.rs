@@ -1,0 +1,388 @@
+//! Round trips, one property per reader: random requests written out in
+//! the format by a short writer here (from the format's documentation, not
+//! from the reader) and read back keep every request: the count, arrival
+//! and completion times (where the format has them), offsets, sizes,
+//! directions and devices. Requests are compared as sorted lists, so the
+//! writers may emit lines out of time order, which the readers must sort,
+//! not drop. blkparse includes concurrent requests to one sector (issue 12:
+//! `D D C C` kept one of two), MSR files several hosts with the same disk
+//! numbers (issue 12: `hm,0` and `rsrch,0` were one device).
+
+use fallow_core::trace::{read_from, write_fallow_bin, Format, Op, ReadOptions};
+use fallow_core::Trace;
+use proptest::prelude::*;
+use std::path::Path;
+
+/// One request as the writers see it: absolute times in ns, a device key
+/// the test can name independently of the reader's numbering.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Req {
+    arrival_ns: u64,
+    completion_ns: Option<u64>,
+    offset_bytes: u64,
+    size_bytes: u32,
+    write: bool,
+    device: String,
+}
+
+/// Raw draws: gap to the previous arrival, service time, offset and size
+/// in units, direction, device index, and a sort key for shuffling lines.
+type Draw = (u64, u64, u64, u32, bool, usize, u32);
+
+fn draws(max_offset_units: u64) -> impl Strategy<Value = (Vec<Draw>, bool)> {
+    (
+        prop::collection::vec(
+            (
+                prop_oneof![Just(0u64), 0u64..5_000],
+                0u64..20_000,
+                0..max_offset_units,
+                1u32..256,
+                any::<bool>(),
+                0usize..4,
+                any::<u32>(),
+            ),
+            1..40,
+        ),
+        any::<bool>(),
+    )
+}
+
+/// Arrivals from gaps, in `unit_ns` steps from `base`.
+fn arrivals(d: &[Draw], base_units: u64, unit_ns: u64) -> Vec<u64> {
+    let mut t = base_units;
+    d.iter()
+        .map(|x| {
+            t += x.0;
+            t * unit_ns
+        })
+        .collect()
+}
+
+/// Line order: as drawn (time order), or shuffled by the draws' keys.
+fn order(d: &[Draw], shuffle: bool) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..d.len()).collect();
+    if shuffle {
+        idx.sort_by_key(|&i| d[i].6);
+    }
+    idx
+}
+
+/// What the reader returned, as [`Req`]s with absolute times and devices
+/// named by `name`.
+fn got(t: &Trace, name: impl Fn(u32) -> String) -> Vec<Req> {
+    let origin = t.report().origin_ns;
+    let mut v: Vec<Req> = (0..t.len())
+        .map(|i| Req {
+            arrival_ns: t.arrival_ns()[i] + origin,
+            completion_ns: t.completion_ns().map(|c| c[i] + origin),
+            offset_bytes: t.offset_bytes()[i],
+            size_bytes: t.size_bytes()[i],
+            write: t.op()[i] == Op::Write,
+            device: name(t.device()[i]),
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn read(text: &[u8], format: Option<Format>) -> Trace {
+    let opts = ReadOptions {
+        format,
+        ..Default::default()
+    };
+    read_from(&mut &text[..], Path::new("roundtrip"), &opts).expect("a written trace reads")
+}
+
+/// Checks common to every format: nothing dropped, skipped or ignored,
+/// and the requests equal.
+fn check(t: &Trace, mut want: Vec<Req>, got: Vec<Req>) -> Result<(), TestCaseError> {
+    want.sort();
+    let r = t.report();
+    prop_assert_eq!((r.skipped, r.ignored), (0, 0));
+    prop_assert_eq!(got.len(), want.len());
+    prop_assert_eq!(got, want);
+    Ok(())
+}
+
+const HOSTS: [&str; 3] = ["hm", "rsrch", "src1"];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn msr_keeps_every_request_of_every_host((d, shuffle) in draws(1 << 30)) {
+        // Windows filetime ticks of 100 ns, from 2008 like the MSR traces.
+        let arr = arrivals(&d, 128_166_372_000_000_000, 100);
+        let mut want = Vec::new();
+        let mut text = String::from("Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n");
+        let lines: Vec<String> = d.iter().zip(&arr).map(|(x, &a)| {
+            let (host, disk) = (HOSTS[x.5 % 3], x.5 / 3 + (x.5 % 2));
+            want.push(Req {
+                arrival_ns: a,
+                completion_ns: Some(a + x.1 * 100),
+                offset_bytes: x.2 * 512,
+                size_bytes: x.3 * 512,
+                write: x.4,
+                device: format!("{host}:{disk}"),
+            });
+            format!("{},{host},{disk},{},{},{},{}\n", a / 100,
+                if x.4 { "Write" } else { "Read" }, x.2 * 512, x.3 * 512, x.1)
+        }).collect();
+        for i in order(&d, shuffle) {
+            text += &lines[i];
+        }
+        let t = read(text.as_bytes(), None);
+        prop_assert_eq!(t.report().format, Some(Format::Msr));
+        let hosts: std::collections::BTreeSet<&str> =
+            want.iter().map(|r| r.device.split(':').next().unwrap()).collect();
+        let got = got(&t, |id| {
+            // One host: plain disk numbers; several: names.
+            if hosts.len() == 1 {
+                format!("{}:{id}", hosts.iter().next().unwrap())
+            } else {
+                t.device_name(id).expect("every device has a name")
+            }
+        });
+        let devices: std::collections::BTreeSet<&String> = want.iter().map(|r| &r.device).collect();
+        prop_assert_eq!(t.devices().len(), devices.len());
+        check(&t, want, got)?;
+    }
+
+    #[test]
+    fn spc_keeps_every_request((d, shuffle) in draws(1 << 40)) {
+        let arr = arrivals(&d, 0, 1);
+        let mut want = Vec::new();
+        let lines: Vec<String> = d.iter().zip(&arr).map(|(x, &a)| {
+            want.push(Req {
+                arrival_ns: a,
+                completion_ns: None,
+                offset_bytes: x.2 * 512,
+                size_bytes: x.3 * 512,
+                write: x.4,
+                device: x.5.to_string(),
+            });
+            format!("{},{},{},{},{}.{:09}\n", x.5, x.2, x.3 * 512,
+                if x.4 { "w" } else { "R" }, a / 1_000_000_000, a % 1_000_000_000)
+        }).collect();
+        let text: String = order(&d, shuffle).into_iter().map(|i| lines[i].as_str()).collect();
+        let t = read(text.as_bytes(), None);
+        prop_assert_eq!(t.report().format, Some(Format::Spc));
+        let got = got(&t, |id| id.to_string());
+        check(&t, want, got)?;
+    }
+
+    #[test]
+    fn plain_keeps_every_request((d, shuffle) in draws(1 << 40)) {
+        // Default units: time in ms (six decimals are whole ns), bytes.
+        let arr = arrivals(&d, 7, 1);
+        let mut want = Vec::new();
+        let lines: Vec<String> = d.iter().zip(&arr).map(|(x, &a)| {
+            want.push(Req {
+                arrival_ns: a,
+                completion_ns: None,
+                offset_bytes: x.2,
+                size_bytes: x.3,
+                write: x.4,
+                device: x.5.to_string(),
+            });
+            format!("{}.{:06} {} {} {} {}\n", a / 1_000_000, a % 1_000_000, x.5, x.2, x.3,
+                if x.4 { 0 } else { 1 })
+        }).collect();
+        let text: String = order(&d, shuffle).into_iter().map(|i| lines[i].as_str()).collect();
+        let t = read(text.as_bytes(), None);
+        prop_assert_eq!(t.report().format, Some(Format::Plain));
+        let got = got(&t, |id| id.to_string());
+        check(&t, want, got)?;
+    }
+
+    #[test]
+    fn blkparse_keeps_concurrent_requests_to_one_sector((d, shuffle) in draws(4)) {
+        // Four sectors on two devices: requests in flight to one sector are
+        // common. blkparse cannot tell which of two such requests a
+        // completion belongs to, so each sector's requests complete in
+        // issue order (FIFO), which the reader assumes.
+        // Issues at distinct times: two issues to one sector at the same
+        // instant are told apart only by line order, which shuffling loses.
+        let d: Vec<Draw> = d
+            .into_iter()
+            .map(|mut x| {
+                x.0 += 1;
+                x
+            })
+            .collect();
+        let arr = arrivals(&d, 1_000, 1);
+        let devs = [(8u32, 0u32), (8, 16)];
+        let mut last_done: std::collections::HashMap<(usize, u64), u64> = Default::default();
+        let mut want = Vec::new();
+        // (time, rank: D before C at one instant, line)
+        let mut events: Vec<(u64, u8, String)> = Vec::new();
+        for (seq, (x, &a)) in d.iter().zip(&arr).enumerate() {
+            let (dev, sector) = (x.5 % 2, x.2 * 8);
+            let done = last_done.entry((dev, sector)).or_default();
+            let c = (a + x.1).max(*done);
+            *done = c;
+            let (maj, min) = devs[dev];
+            let rwbs = if x.4 { "WS" } else { "R" };
+            let at = |t: u64| format!("{}.{:09}", t / 1_000_000_000, t % 1_000_000_000);
+            events.push((a, 0, format!(
+                "{maj:3},{min:<3} 0 {:8} {:14} {:5}  D {rwbs:>3} {sector} + {} [fio]\n",
+                2 * seq + 1, at(a), 100 + seq, x.3)));
+            events.push((c, 1, format!(
+                "{maj:3},{min:<3} 1 {:8} {:14}     0  C {rwbs:>3} {sector} + {} [0]\n",
+                2 * seq + 2, at(c), x.3)));
+            want.push(Req {
+                arrival_ns: a,
+                completion_ns: Some(c),
+                offset_bytes: sector * 512,
+                size_bytes: x.3 * 512,
+                write: x.4,
+                device: format!("{maj},{min}"),
+            });
+        }
+        // blkparse prints events in time order; shuffled, the reader must
+        // sort them (stably) before matching.
+        events.sort_by_key(|e| (e.0, e.1));
+        if shuffle {
+            let mut keyed: Vec<(u32, String)> = events
+                .into_iter()
+                .zip(d.iter().flat_map(|x| [x.6, x.6.rotate_left(7)]))
+                .map(|(e, k)| (k, e.2))
+                .collect();
+            keyed.sort();
+            events = keyed.into_iter().map(|(_, l)| (0, 0, l)).collect();
+        }
+        let mut text: String = events.into_iter().map(|e| e.2).collect();
+        text += "CPU0 (8,0):\n Reads Queued:           0,        0KiB\n";
+        let t = read(text.as_bytes(), None);
+        prop_assert_eq!(t.report().format, Some(Format::Blkparse));
+        let got = got(&t, |id| format!("{},{}", id >> 20, id & 0xFFFFF));
+        // Only the two summary lines are ignored.
+        prop_assert_eq!(t.report().ignored, 2);
+        want.sort();
+        prop_assert_eq!(got, want);
+        if !shuffle {
+            prop_assert_eq!(t.report().reordered, 0);
+        }
+    }
+
+    #[test]
+    fn hp_srt_keeps_every_request((d, shuffle) in draws(1 << 31), header in any::<bool>()) {
+        // Big-endian words: size, id (version 1, short I/O), sec, usec,
+        // start, stop (µs after enqueue), size_bytes, sectno, devno (disk in
+        // bits 8..16), drivertype, cylno, ioflags (bit 0: read), info.
+        let arr = arrivals(&d, 700_000_000, 1_000);
+        let mut want = Vec::new();
+        let recs: Vec<Vec<u8>> = d.iter().zip(&arr).map(|(x, &a)| {
+            let us = a / 1_000;
+            want.push(Req {
+                arrival_ns: a,
+                completion_ns: Some(a + x.1 * 1_000),
+                offset_bytes: x.2 * 512,
+                size_bytes: x.3 * 512,
+                write: x.4,
+                device: x.5.to_string(),
+            });
+            let words: [u32; 13] = [52, 1 << 16 | 1, (us / 1_000_000) as u32, (us % 1_000_000) as u32,
+                0, x.1 as u32, x.3 * 512, x.2 as u32, (x.5 as u32) << 8 | 3, 0, 0,
+                u32::from(!x.4), 0];
+            words.iter().flat_map(|w| w.to_be_bytes()).collect()
+        }).collect();
+        let mut bytes = if header { b"$$TR_IOREC-1.3 roundtrip\n\x0c".to_vec() } else { Vec::new() };
+        for i in order(&d, shuffle) {
+            bytes.extend_from_slice(&recs[i]);
+        }
+        let t = read(&bytes, None);
+        prop_assert_eq!(t.report().format, Some(Format::HpSrt));
+        let got = got(&t, |id| id.to_string());
+        check(&t, want, got)?;
+    }
+
+    #[test]
+    fn vscsi_keeps_every_request((d, shuffle) in draws(1 << 40)) {
+        // 32-byte little-endian records: sn, len, nSG, cmd (READ(10) 0x28,
+        // WRITE(10) 0x2a), ver 0x0100, lbn (sectors), ts (µs). One device.
+        let arr = arrivals(&d, 5, 1_000);
+        let mut want = Vec::new();
+        let recs: Vec<Vec<u8>> = d.iter().zip(&arr).enumerate().map(|(i, (x, &a))| {
+            want.push(Req {
+                arrival_ns: a,
+                completion_ns: None,
+                offset_bytes: x.2 * 512,
+                size_bytes: x.3 * 512,
+                write: x.4,
+                device: "0".into(),
+            });
+            let mut r = Vec::with_capacity(32);
+            r.extend_from_slice(&(i as u32).to_le_bytes());
+            r.extend_from_slice(&(x.3 * 512).to_le_bytes());
+            r.extend_from_slice(&1u32.to_le_bytes());
+            r.extend_from_slice(&(if x.4 { 0x2au16 } else { 0x28 }).to_le_bytes());
+            r.extend_from_slice(&0x0100u16.to_le_bytes());
+            r.extend_from_slice(&x.2.to_le_bytes());
+            r.extend_from_slice(&(a / 1_000).to_le_bytes());
+            r
+        }).collect();
+        let bytes: Vec<u8> = order(&d, shuffle).into_iter().flat_map(|i| recs[i].clone()).collect();
+        // Detection needs two records; the format is forced for one.
+        let t = read(&bytes, Some(Format::Vscsi));
+        let got = got(&t, |id| id.to_string());
+        check(&t, want, got)?;
+    }
+
+    #[test]
+    fn fallow_binary_keeps_every_request((d, _) in draws(1 << 50), completions in any::<bool>()) {
+        let arr = arrivals(&d, 3, 1);
+        let want: Vec<Req> = d.iter().zip(&arr).map(|(x, &a)| Req {
+            arrival_ns: a,
+            completion_ns: completions.then_some(a + x.1),
+            offset_bytes: x.2,
+            size_bytes: x.3,
+            write: x.4,
+            device: x.5.to_string(),
+        }).collect();
+        let columns = Trace::from_columns(
+            want.iter().map(|r| r.arrival_ns).collect(),
+            completions.then(|| want.iter().map(|r| r.completion_ns.unwrap()).collect()),
+            want.iter().map(|r| r.offset_bytes).collect(),
+            want.iter().map(|r| r.size_bytes).collect(),
+            want.iter().map(|r| if r.write { Op::Write } else { Op::Read }).collect(),
+            want.iter().map(|r| r.device.parse().unwrap()).collect(),
+        ).unwrap();
+        let mut bytes = Vec::new();
+        write_fallow_bin(&columns, &mut bytes).unwrap();
+        let t = read(&bytes, None);
+        prop_assert_eq!(t.report().format, Some(Format::Fallow));
+        let got = got(&t, |id| id.to_string());
+        check(&t, want, got)?;
+    }
+}
+
+/// The case of issue 12 in full: 1,000 MSR-like requests, many of them to
+/// the same few sectors while others are in flight, written as blkparse
+/// and read back: all 1,000 (the old reader kept 883).
+#[test]
+fn a_thousand_overlapping_requests_all_survive_blkparse() {
+    let mut text = String::new();
+    let mut events = Vec::new();
+    let mut last_done = std::collections::HashMap::new();
+    let mut x: u64 = 12345;
+    for i in 0..1000u64 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let a = 1_000 + i * 500;
+        let sector = (x >> 40) % 16 * 8;
+        let done: &mut u64 = last_done.entry(sector).or_default();
+        let c = (a + 100 + (x >> 20) % 20_000).max(*done);
+        *done = c;
+        events.push((a, 0, format!("8,0 0 {i} 0.{a:09} 1 D R {sector} + 8 [a]\n")));
+        events.push((c, 1, format!("8,0 0 {i} 0.{c:09} 0 C R {sector} + 8 [0]\n")));
+    }
+    events.sort_by_key(|e| (e.0, e.1));
+    for e in events {
+        text += &e.2;
+    }
+    let t = read(text.as_bytes(), Some(Format::Blkparse));
+    assert_eq!(t.len(), 1000);
+    assert_eq!(t.report().ignored, 0);
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Run the cargo-fuzz targets of the trace readers with optimisations AND
+# overflow checks and debug assertions (`-O -a`): without `-a` an integer
+# that wraps goes unnoticed (issue 12: the fallow_bin target panicked within
+# seconds once overflow checks were on). Needs a nightly toolchain and
+# cargo-fuzz (`cargo install cargo-fuzz`).
+# Usage: bash scripts/fuzz.sh SECONDS [TARGET...]   (default: every target)
+# Extra libFuzzer flags go in FUZZ_FLAGS, e.g. FUZZ_FLAGS="-jobs=1 -workers=1".
+set -euo pipefail
+cd "$(dirname "$0")/../fuzz"
+secs=${1:?usage: fuzz.sh SECONDS [TARGET...]}
+shift
+all=(msr spc plain blkparse hp_srt vscsi fallow_bin detect)
+targets=("${@:-${all[@]}}")
+
+# Seed corpora from the hand-made fixtures (corpus/ is git-ignored).
+for t in "${all[@]}"; do mkdir -p "corpus/$t"; done
+data=../tests/data/traces
+cp -n "$data"/*.trace corpus/plain/
+cp -n "$data"/*.spc corpus/spc/
+cp -n "$data"/*.blkparse corpus/blkparse/
+cp -n "$data"/*.srt corpus/hp_srt/
+cp -n "$data"/*.vscsi corpus/vscsi/
+cp -n "$data"/*.fallow corpus/fallow_bin/
+cp -n "$data"/small.* corpus/detect/
+[ -f corpus/msr/seed.csv ] ||
+    printf '134085312000000000,pgbench,0,Read,138502144,4096,2670\n128166372003061629,usr,1,Write,3154132992,4096,1412\n' >corpus/msr/seed.csv
+[ -f corpus/msr/hosts.csv ] ||
+    printf 'Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n1,hm,0,Read,0,4096,10\n2,rsrch,0,Write,8192,512,10\n' >corpus/msr/hosts.csv
+
+for t in "${targets[@]}"; do
+    echo "fuzz: $t for ${secs}s (overflow checks on)"
+    # shellcheck disable=SC2086
+    cargo +nightly fuzz run -O -a "$t" "corpus/$t" -- \
+        -max_total_time="$secs" -max_len=4096 ${FUZZ_FLAGS:-}
+done
