@@ -25,6 +25,7 @@ mod human;
 mod input;
 mod live_config;
 mod metrics_export;
+mod native_scrub;
 mod output;
 mod pareto;
 mod peer;
@@ -115,6 +116,8 @@ enum Command {
     Policies(policies::PoliciesArgs),
     /// Verify a block device or file read-only in the idle time a policy picks (checkpointed).
     Scrub(scrub::ScrubArgs),
+    /// FITRIM a mounted file system's free space in idle time, one range per BG request (= `fallow scrub fstrim:MOUNT`).
+    Trim(scrub::ScrubArgs),
     /// Record a block trace of a device from kernel tracepoints, as CSV `fallow analyze` reads.
     Record(record::RecordArgs),
     /// Run a maintenance command only in a device's idle time, frozen the rest of the time.
@@ -204,6 +207,10 @@ fn main() -> ExitCode {
         Command::Policies(args) => policies::run(args),
         Command::Recommend(args) => recommend::run(args),
         Command::Scrub(args) => scrub::run(args),
+        Command::Trim(mut args) => {
+            args.target = format!("fstrim:{}", args.target.display()).into();
+            scrub::run(args)
+        }
         Command::Record(args) => record::run(args),
         Command::Run(args) => return run::main(args),
         Command::Guardian(args) => run::guardian(args),

@@ -141,6 +141,9 @@ pub struct GuardianArgs {
     /// A cgroup to remove once its processes have gone.
     #[arg(long, value_name = "DIR")]
     pub cgroup: Vec<PathBuf>,
+    /// A release action of a native executor (JSON), done when fallow is gone.
+    #[arg(long, value_name = "JSON")]
+    pub release: Vec<String>,
 }
 
 fn parse_duration(s: &str) -> Result<u64, String> {
@@ -702,6 +705,12 @@ pub fn guardian(args: GuardianArgs) -> Result<()> {
         kind,
         control: args.control,
         cgroups: args.cgroup,
+        release: args
+            .release
+            .iter()
+            .map(|r| fallow_live::run::ReleaseAction::from_arg(r))
+            .collect::<Result<_, _>>()
+            .map_err(live)?,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [
@@ -713,7 +722,10 @@ pub fn guardian(args: GuardianArgs) -> Result<()> {
             .context("cannot install a signal handler")?;
     }
     let report = guard(std::io::stdin(), &spec, &stop, 100);
-    if report.thawed && report.fallow_gone {
+    for r in &report.released {
+        eprintln!("fallow __guardian: fallow is gone; done: {}", r.to_arg());
+    }
+    if report.thawed && report.fallow_gone && !report.pgids.is_empty() {
         eprintln!(
             "fallow __guardian: fallow is gone; thawed the command (process group {}); its cgroups go when its last process does",
             report

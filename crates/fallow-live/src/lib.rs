@@ -63,6 +63,7 @@ pub mod combine;
 pub mod driver;
 pub mod error;
 pub mod monitor;
+pub mod native;
 pub mod net;
 pub mod run;
 pub mod scrub;

@@ -14,11 +14,16 @@
 //!
 //! `PR_SET_PDEATHSIG` would only signal the command; thawing needs a
 //! process that outlives fallow.
+//!
+//! A native executor ([`crate::native`]) has no process to thaw: it
+//! registers [`ReleaseAction`]s instead (`btrfs scrub resume MOUNT` for a
+//! scrub fallow cancelled, a speed limit to restore), which the guardian
+//! carries out, in order, when fallow is gone.
 
 use super::freezer::{cgroup_is_empty, remove_cgroup, thaw_raw, FreezerKind};
 use crate::error::{Error, Result};
 use rustix::pipe::{pipe_with, PipeFlags};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -38,6 +43,68 @@ pub struct GuardianSpec {
     pub control: Option<PathBuf>,
     /// Cgroups made for the command, removed once empty.
     pub cgroups: Vec<PathBuf>,
+    /// What else to do when fallow is gone, in order (native executors).
+    pub release: Vec<ReleaseAction>,
+}
+
+/// Something the guardian does when fallow is gone, so a native job is
+/// never left paused or throttled by a fallow that no longer runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReleaseAction {
+    /// Run a command to its end (`["btrfs", "scrub", "resume", "/mnt"]`).
+    Exec {
+        /// Program and arguments.
+        argv: Vec<String>,
+    },
+    /// Write `text` to the file `path` (a sysfs attribute).
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What to write.
+        text: String,
+    },
+}
+
+impl ReleaseAction {
+    /// The action as one command-line argument (JSON).
+    pub fn to_arg(&self) -> String {
+        serde_json::to_string(self).expect("a release action serialises")
+    }
+
+    /// Parse [`ReleaseAction::to_arg`]'s text.
+    pub fn from_arg(text: &str) -> Result<ReleaseAction> {
+        serde_json::from_str(text)
+            .map_err(|e| Error::invalid("--release", format!("`{text}`: {e}")))
+    }
+
+    /// Do it; what went wrong, in words.
+    pub fn perform(&self) -> std::result::Result<(), String> {
+        match self {
+            ReleaseAction::Exec { argv } => {
+                let Some((program, args)) = argv.split_first() else {
+                    return Err("an empty command".into());
+                };
+                let out = Command::new(program)
+                    .args(args)
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(|e| format!("cannot run `{}`: {e}", argv.join(" ")))?;
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "`{}` failed ({}): {}",
+                        argv.join(" "),
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ))
+                }
+            }
+            ReleaseAction::Write { path, text } => std::fs::write(path, text)
+                .map_err(|e| format!("cannot write `{text}` to {}: {e}", path.display())),
+        }
+    }
 }
 
 impl GuardianSpec {
@@ -52,6 +119,10 @@ impl GuardianSpec {
         for d in &self.cgroups {
             a.push("--cgroup".into());
             a.push(d.into());
+        }
+        for r in &self.release {
+            a.push("--release".into());
+            a.push(r.to_arg().into());
         }
         a
     }
@@ -141,6 +212,8 @@ pub struct GuardReport {
     pub thawed: bool,
     /// Cgroups it removed.
     pub removed: Vec<PathBuf>,
+    /// Release actions it carried out successfully.
+    pub released: Vec<ReleaseAction>,
     /// What went wrong (thawing, removing), in words.
     pub errors: Vec<String>,
 }
@@ -200,6 +273,12 @@ pub fn guard(
         Ok(()) => report.thawed = true,
         Err(e) => report.errors.push(e.to_string()),
     }
+    for r in &spec.release {
+        match r.perform() {
+            Ok(()) => report.released.push(r.clone()),
+            Err(e) => report.errors.push(e),
+        }
+    }
     // the command may run for hours more; its cgroups go when it does
     for dir in &spec.cgroups {
         while !cgroup_is_empty(dir) {
@@ -229,6 +308,7 @@ mod tests {
             kind: FreezerKind::Cgroup1,
             control: Some("/c/freezer.state".into()),
             cgroups: vec!["/c".into(), "/b".into()],
+            release: vec![],
         };
         let a: Vec<String> = s
             .to_args()
@@ -256,6 +336,7 @@ mod tests {
             kind: FreezerKind::Signal,
             control: None,
             cgroups: vec![],
+            release: vec![],
         };
         let r = guard(&b"pgid 12\ndone\n"[..], &spec, &AtomicBool::new(false), 10);
         assert_eq!(r.pgids, vec![12]);
@@ -287,10 +368,58 @@ mod tests {
             kind: FreezerKind::Signal,
             control: None,
             cgroups: vec![],
+            release: vec![],
         };
         let r = guard(File::from(rd), &spec, &AtomicBool::new(false), 10);
         assert!(r.fallow_gone && r.thawed, "{r:?}");
         let st = child.wait().unwrap();
         assert_eq!(st.code(), Some(3), "{st:?} {:?}", st.signal());
+    }
+
+    #[test]
+    fn release_actions_round_trip_and_run_when_fallow_is_gone() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("speed");
+        let mark = d.path().join("resumed");
+        let spec = GuardianSpec {
+            kind: FreezerKind::Signal,
+            control: None,
+            cgroups: vec![],
+            release: vec![
+                ReleaseAction::Write {
+                    path: f.clone(),
+                    text: "0\n".into(),
+                },
+                ReleaseAction::Exec {
+                    argv: vec!["touch".into(), mark.display().to_string()],
+                },
+                ReleaseAction::Exec {
+                    argv: vec!["false".into()],
+                },
+            ],
+        };
+        let args: Vec<String> = spec
+            .to_args()
+            .into_iter()
+            .map(|x| x.into_string().unwrap())
+            .collect();
+        let back: Vec<ReleaseAction> = args
+            .windows(2)
+            .filter(|w| w[0] == "--release")
+            .map(|w| ReleaseAction::from_arg(&w[1]).unwrap())
+            .collect();
+        assert_eq!(back, spec.release);
+        assert!(ReleaseAction::from_arg("{").is_err());
+        // `done`: nothing is done
+        let r = guard(&b"done\n"[..], &spec, &AtomicBool::new(false), 10);
+        assert!(r.released.is_empty() && !f.exists() && !mark.exists());
+        // the end of the input: everything, in order, failures reported
+        let r = guard(&b""[..], &spec, &AtomicBool::new(false), 10);
+        assert!(r.fallow_gone);
+        assert_eq!(r.released, spec.release[..2]);
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "0\n");
+        assert!(mark.exists());
+        assert_eq!(r.errors.len(), 1, "{r:?}");
+        assert!(r.errors[0].contains("`false` failed"), "{r:?}");
     }
 }

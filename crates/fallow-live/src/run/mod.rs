@@ -70,7 +70,7 @@ pub use freezer::{CgroupLayout, Freezer, FreezerKind};
 pub use frozen_io::{
     native_alternative, FrozenIoNotice, FrozenIoProbe, FrozenIoStats, FrozenIoWatch, OnFrozenIo,
 };
-pub use guardian::{guard, GuardReport, Guardian, GuardianSpec};
+pub use guardian::{guard, GuardReport, Guardian, GuardianSpec, ReleaseAction};
 pub use io::{BlkioIo, IoAccounting, Linger, Members, ProcGroupIo};
 pub use watch::WatchedDisk;
 
@@ -380,6 +380,7 @@ impl Managed {
                         .into_iter()
                         .chain(blkio_dir.clone())
                         .collect(),
+                    release: vec![],
                 };
                 match Guardian::spawn(&g.program, &g.leading_args, &spec) {
                     Ok(g) => Some(g),

@@ -1,0 +1,851 @@
+//! `btrfs:MOUNT`: a btrfs scrub driven through its own control.
+//!
+//! The scrub runs in the kernel, so freezing the process that started it
+//! pauses nothing. Instead one BG request lets it run for a *slice* of
+//! time; [`BgExecutor::pause`] is `btrfs scrub cancel` (~30 ms; btrfs
+//! keeps its position per chunk in `/var/lib/btrfs/scrub.status.<fsid>`)
+//! and the next request is `btrfs scrub resume`. Back-to-back requests
+//! leave it running, as `fallow run` leaves its command thawed.
+//!
+//! - **Start**: `btrfs scrub start -B MOUNT` (or `resume -B`) as a child in
+//!   its own process group, output discarded. `-B` rather than the
+//!   background mode: the child's exit says exactly when the scrub stopped
+//!   (finished, or cancelled and its status file written), so a resume
+//!   never races the previous run's status update and a scrub that
+//!   finishes mid-slice is noticed within [`control`](super::control)'s
+//!   2 ms poll instead of at the slice's end.
+//! - **Slice**: `--slice` if given, else the request size over the
+//!   measured scrub rate (bytes btrfs reports scrubbed over the time it
+//!   was let run, weighted 0.3 to the newest slice; 100 MB/s until a slice
+//!   has been measured), within [`SLICE_MIN_NS`]..[`SLICE_MAX_NS`] (below
+//!   50 ms the fork, the scrub's setup and its cancel would cost more than
+//!   it reads).
+//! - **Progress and errors**: `btrfs scrub status -R MOUNT`
+//!   ([`ScrubStatus::parse`]): `data_bytes_scrubbed + tree_bytes_scrubbed`,
+//!   `last_physical`, the error counters; finished when it says so.
+//! - **Rate ceiling** (`--max-rate`): the kernel's per-device
+//!   `/sys/fs/btrfs/<fsid>/devinfo/<id>/scrub_speed_max` (what `btrfs
+//!   scrub limit` sets in btrfs-progs ≥ 6.5; written directly, so older
+//!   progs work too), restored at the end and by the guardian. Without
+//!   that file (kernels before 5.14), fallow's own token bucket paces the
+//!   slices instead, and the report says so.
+//! - **Own I/O**: a [`Gate`] over every member device (from
+//!   `/sys/fs/btrfs/<fsid>/devices/`), open from just before the start or
+//!   resume until the child has exited after the cancel.
+//! - **If fallow dies**: a slice's child keeps running (its own process
+//!   group) and the scrub finishes unthrottled; a cancelled scrub is
+//!   resumed by the guardian ([`NativeExecutor::release_actions`]: `btrfs
+//!   scrub resume MOUNT`, then the speed limits restored). A clean stop
+//!   (Ctrl-C) leaves it cancelled: `--resume` continues it.
+
+use super::control::{Control, Job};
+use super::gate::Gate;
+use super::{Kind, NativeConfig, NativeExecutor, NativeReport, NativeTarget};
+use crate::clock::monotonic_ns;
+use crate::driver::{BgExecutor, Step};
+use crate::error::{Error, Result};
+use crate::monitor::StatSource;
+use crate::run::guardian::ReleaseAction;
+use crate::scrub::{Resume, TokenBucket};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The registry entry.
+pub const KIND: Kind = Kind {
+    prefix: "btrfs",
+    summary: "btrfs scrub of a mounted file system: runs a slice per BG request, paused by `btrfs scrub cancel`, continued by `btrfs scrub resume`",
+    open,
+};
+
+/// Shortest slice, ns.
+pub const SLICE_MIN_NS: u64 = 50_000_000;
+/// Longest slice, ns: an FG arrival waits at most this long.
+pub const SLICE_MAX_NS: u64 = 10_000_000_000;
+/// Scrub rate assumed until one slice has been measured, bytes/s.
+pub const INITIAL_RATE_BYTES_PER_S: f64 = 100e6;
+/// Weight of the newest slice in the measured rate.
+const RATE_EWMA: f64 = 0.3;
+/// Longest a `btrfs` command may take (a cancel waits for the chunk in
+/// service to end), ns.
+const TOOL_TIMEOUT_NS: u64 = 60_000_000_000;
+
+/// The scrub's state as `btrfs scrub status` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScrubState {
+    /// Never scrubbed (`no stats available`).
+    None,
+    /// In progress.
+    Running,
+    /// Cancelled: `btrfs scrub resume` continues it.
+    Aborted,
+    /// Stopped without a cancel (a crash, a reboot): resumable too.
+    Interrupted,
+    /// Done.
+    Finished,
+}
+
+/// `btrfs scrub status -R MOUNT`, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScrubStatus {
+    /// The file system's UUID (`/sys/fs/btrfs/<uuid>`).
+    pub uuid: String,
+    /// Its state.
+    pub state: ScrubState,
+    /// The raw counters by btrfs's names (`data_bytes_scrubbed`, `csum_errors`, …).
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl ScrubStatus {
+    /// Parse the text of `btrfs scrub status -R` (btrfs-progs'
+    /// `cmds/scrub.c`: `UUID:` and `Status:` lines, then one indented
+    /// `name: value` line per counter of `print_scrub_full`).
+    pub fn parse(text: &str) -> std::result::Result<ScrubStatus, String> {
+        let mut uuid = None;
+        let mut state = None;
+        let mut counters = BTreeMap::new();
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if t == "no stats available" {
+                state = Some(ScrubState::None);
+                continue;
+            }
+            let Some((k, v)) = t.split_once(':') else {
+                continue;
+            };
+            let v = v.trim();
+            match k.trim() {
+                "UUID" => uuid = Some(v.to_string()),
+                "Status" => {
+                    state = Some(match v {
+                        "running" => ScrubState::Running,
+                        "aborted" => ScrubState::Aborted,
+                        "interrupted" => ScrubState::Interrupted,
+                        "finished" => ScrubState::Finished,
+                        other => return Err(format!("line {}: unknown status `{other}`", i + 1)),
+                    })
+                }
+                key if line.starts_with('\t')
+                    && key.chars().all(|c| c.is_ascii_lowercase() || c == '_') =>
+                {
+                    let n: u64 = v.parse().map_err(|_| {
+                        format!("line {}: {key}: `{v}` is not an unsigned integer", i + 1)
+                    })?;
+                    counters.insert(key.to_string(), n);
+                }
+                _ => {}
+            }
+        }
+        let uuid = uuid.ok_or("no `UUID:` line")?;
+        let state = state.ok_or("no `Status:` line and no `no stats available`")?;
+        if state != ScrubState::None {
+            for key in [
+                "data_bytes_scrubbed",
+                "tree_bytes_scrubbed",
+                "last_physical",
+            ] {
+                if !counters.contains_key(key) {
+                    return Err(format!("no `{key}` counter"));
+                }
+            }
+        }
+        Ok(ScrubStatus {
+            uuid,
+            state,
+            counters,
+        })
+    }
+
+    /// Bytes scrubbed, as btrfs counts them (data + metadata).
+    pub fn scrubbed_bytes(&self) -> u64 {
+        self.get("data_bytes_scrubbed") + self.get("tree_bytes_scrubbed")
+    }
+
+    /// A counter, 0 if absent.
+    pub fn get(&self, key: &str) -> u64 {
+        self.counters.get(key).copied().unwrap_or(0)
+    }
+
+    /// Errors btrfs found (read, checksum, verify, super), corrected or not.
+    pub fn errors_found(&self) -> u64 {
+        [
+            "read_errors",
+            "csum_errors",
+            "verify_errors",
+            "super_errors",
+        ]
+        .iter()
+        .map(|k| self.get(k))
+        .sum()
+    }
+}
+
+/// A btrfs scrub under fallow's control.
+#[derive(Debug)]
+pub struct Btrfs {
+    label: String,
+    mount: String,
+    ctl: Arc<dyn Control>,
+    uuid: String,
+    devices: Vec<String>,
+    gate: Arc<Gate>,
+    tool: String,
+    /// The running `btrfs scrub start|resume -B` child, if any.
+    job: Option<Box<dyn Job>>,
+    /// The next run starts a new scrub (else resumes).
+    start_next: bool,
+    finished: bool,
+    slice_ns: Option<u64>,
+    rate_bytes_per_s: Option<f64>,
+    max_bytes: Option<u64>,
+    windows: crate::scrub::Windows,
+    bucket: Option<TokenBucket>,
+    /// `scrub_speed_max` files and their values before fallow set them.
+    limits: Vec<(PathBuf, String)>,
+    rate_limit: Option<String>,
+    status: ScrubStatus,
+    base_scrubbed: u64,
+    run_since_ns: Option<u64>,
+    run_since_bytes: u64,
+    active_ns: u64,
+    requests: u64,
+    t0_ns: u64,
+}
+
+fn open(
+    t: &NativeTarget,
+    cfg: &NativeConfig,
+    ctl: Arc<dyn Control>,
+) -> Result<Box<dyn NativeExecutor>> {
+    Ok(Box::new(Btrfs::open(t, cfg, ctl)?))
+}
+
+impl Btrfs {
+    fn btrfs(&self, args: &[&str]) -> Result<super::Output> {
+        self.ctl.run("btrfs", args, TOOL_TIMEOUT_NS)
+    }
+
+    fn read_status(ctl: &dyn Control, label: &str, mount: &str) -> Result<ScrubStatus> {
+        let out = ctl.run("btrfs", &["scrub", "status", "-R", mount], TOOL_TIMEOUT_NS)?;
+        if !out.success() {
+            return Err(Error::invalid(
+                "target",
+                format!(
+                    "{label}: `btrfs scrub status -R {mount}` failed: {}",
+                    out.message()
+                ),
+            ));
+        }
+        ScrubStatus::parse(&out.stdout).map_err(|m| Error::Parse {
+            path: PathBuf::from(format!("btrfs scrub status -R {mount}")),
+            message: m,
+        })
+    }
+
+    /// Open `btrfs:MOUNT`: its status, member devices and rate ceiling.
+    pub fn open(t: &NativeTarget, cfg: &NativeConfig, ctl: Arc<dyn Control>) -> Result<Btrfs> {
+        cfg.check_options("btrfs", &[])?;
+        let label = t.to_string();
+        let mount = t.arg.clone();
+        if !Path::new(&mount).is_absolute() {
+            return Err(Error::invalid(
+                "target",
+                format!("{label}: give the mount point as an absolute path"),
+            ));
+        }
+        let version = ctl
+            .run("btrfs", &["--version"], TOOL_TIMEOUT_NS)
+            .map_err(|e| {
+                Error::Unsupported(format!(
+                    "{label}: the `btrfs` tool (btrfs-progs) cannot be run: {e}"
+                ))
+            })?;
+        let tool = version.stdout.trim().to_string();
+        let status = Self::read_status(ctl.as_ref(), &label, &mount)?;
+        let start_next = match (&status.state, cfg.resume) {
+            (ScrubState::Running, _) => {
+                return Err(Error::Unsupported(format!(
+                    "{label}: a scrub is already running there, not under fallow: `btrfs scrub cancel {mount}`, then `fallow scrub {label} --resume` continues it in idle time"
+                )))
+            }
+            (ScrubState::Aborted | ScrubState::Interrupted, Resume::Yes) => false,
+            (ScrubState::Aborted | ScrubState::Interrupted, Resume::No) => {
+                return Err(Error::invalid(
+                    "target",
+                    format!(
+                        "{label}: an unfinished scrub is there (status {:?}, {} bytes scrubbed): --resume continues it, --restart starts a new one",
+                        status.state,
+                        status.scrubbed_bytes()
+                    )
+                    .to_lowercase(),
+                ))
+            }
+            _ => true,
+        };
+        let sys = PathBuf::from("/sys/fs/btrfs").join(&status.uuid);
+        let mut devices = Vec::new();
+        for name in ctl.list(&sys.join("devices")).unwrap_or_default() {
+            devices.push(whole_disk(ctl.as_ref(), &name));
+        }
+        devices.sort();
+        devices.dedup();
+        let sources = devices
+            .iter()
+            .map(|d| {
+                StatSource::file(
+                    ctl.resolve(&PathBuf::from("/sys/class/block").join(d).join("stat")),
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let gate = Gate::new(&sources)?;
+
+        let mut b = Btrfs {
+            label,
+            mount,
+            ctl,
+            uuid: status.uuid.clone(),
+            devices,
+            gate,
+            tool,
+            job: None,
+            start_next,
+            finished: false,
+            slice_ns: cfg.slice_ns,
+            rate_bytes_per_s: None,
+            max_bytes: cfg.max_bytes,
+            windows: cfg.windows.clone(),
+            bucket: None,
+            limits: Vec::new(),
+            rate_limit: None,
+            base_scrubbed: if start_next {
+                0
+            } else {
+                status.scrubbed_bytes()
+            },
+            status,
+            run_since_ns: None,
+            run_since_bytes: 0,
+            active_ns: 0,
+            requests: 0,
+            t0_ns: monotonic_ns(),
+        };
+        if let Some(ns) = b.slice_ns {
+            if !(SLICE_MIN_NS..=SLICE_MAX_NS).contains(&ns) {
+                return Err(Error::invalid(
+                    "--slice",
+                    format!("{} ms: use 50 ms to 10 s", ns / 1_000_000),
+                ));
+            }
+        }
+        if let Some(rate) = cfg.max_rate_bytes_per_s {
+            b.set_limit(rate, &sys)?;
+        }
+        Ok(b)
+    }
+
+    /// The rate ceiling: the kernel's per-device limit where it has one,
+    /// else fallow's token bucket over the bytes btrfs reports.
+    fn set_limit(&mut self, rate: f64, sys: &Path) -> Result<()> {
+        let ids = self.ctl.list(&sys.join("devinfo")).unwrap_or_default();
+        let files: Vec<PathBuf> = ids
+            .iter()
+            .map(|id| sys.join("devinfo").join(id).join("scrub_speed_max"))
+            .filter(|f| self.ctl.read(f).is_ok())
+            .collect();
+        if files.is_empty() {
+            self.bucket = Some(TokenBucket::new(rate, 64 << 20)?);
+            self.rate_limit = Some(format!(
+                "fallow pacing at {rate:.0} bytes/s (this kernel has no scrub_speed_max)"
+            ));
+            return Ok(());
+        }
+        let value = format!("{}", rate.round() as u64);
+        for f in files {
+            let old = self.ctl.read(&f)?.trim().to_string();
+            self.ctl.write(&f, &value)?;
+            self.limits.push((f, old));
+        }
+        self.rate_limit = Some(format!(
+            "btrfs scrub_speed_max = {value} bytes/s on each of {} devices",
+            self.limits.len()
+        ));
+        Ok(())
+    }
+
+    fn restore_limits(&mut self) -> Result<()> {
+        let mut first = None;
+        for (f, old) in self.limits.drain(..) {
+            if let Err(e) = self.ctl.write(&f, &old) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    fn refresh(&mut self) -> Result<()> {
+        self.status = Self::read_status(self.ctl.as_ref(), &self.label, &self.mount)?;
+        Ok(())
+    }
+
+    fn slice_for(&self, size_bytes: u64) -> u64 {
+        if let Some(s) = self.slice_ns {
+            return s;
+        }
+        let rate = self.rate_bytes_per_s.unwrap_or(INITIAL_RATE_BYTES_PER_S);
+        ((size_bytes as f64 / rate * 1e9) as u64).clamp(SLICE_MIN_NS, SLICE_MAX_NS)
+    }
+
+    fn run_bytes(&self) -> u64 {
+        self.status
+            .scrubbed_bytes()
+            .saturating_sub(self.base_scrubbed)
+    }
+
+    /// The child ended (by itself, or after a cancel): close the gate,
+    /// read the status, account the time and rate.
+    fn stopped(&mut self, out: super::Output, cancelled: bool) -> Result<()> {
+        self.job = None;
+        self.gate.close();
+        let now = monotonic_ns();
+        self.refresh()?;
+        if let Some(t) = self.run_since_ns.take() {
+            let dt = now.saturating_sub(t);
+            self.active_ns += dt;
+            self.measure(dt);
+        }
+        match self.status.state {
+            ScrubState::Finished => self.finished = true,
+            ScrubState::Aborted | ScrubState::Interrupted if cancelled => {}
+            ref s => {
+                return Err(Error::Unsupported(format!(
+                    "{}: the scrub stopped by itself (status {s:?}, `btrfs scrub` exit {:?}): {}",
+                    self.label,
+                    out.code,
+                    out.message()
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    fn measure(&mut self, dt_ns: u64) {
+        let bytes = self
+            .status
+            .scrubbed_bytes()
+            .saturating_sub(self.run_since_bytes);
+        // a slice shorter than 20 ms says more about the fork than the disk
+        if dt_ns < 20_000_000 || bytes == 0 {
+            return;
+        }
+        let r = bytes as f64 / (dt_ns as f64 / 1e9);
+        self.rate_bytes_per_s = Some(match self.rate_bytes_per_s {
+            Some(m) => m + RATE_EWMA * (r - m),
+            None => r,
+        });
+        if let Some(b) = &mut self.bucket {
+            b.take(bytes, monotonic_ns());
+        }
+        self.run_since_bytes = self.status.scrubbed_bytes();
+    }
+
+    /// Cancel a running slice and wait for its child.
+    fn cancel(&mut self) -> Result<()> {
+        if self.job.is_none() {
+            return Ok(());
+        }
+        let out = self.btrfs(&["scrub", "cancel", &self.mount])?;
+        let job = self.job.as_mut().expect("checked above");
+        let ended = job.wait_ns(TOOL_TIMEOUT_NS)?;
+        let Some(ended) = ended else {
+            return Err(Error::Unsupported(format!(
+                "{}: `btrfs scrub cancel` returned ({}) but the scrub process (pid {}) did not end within 60 s",
+                self.label,
+                out.message(),
+                job.pid()
+            )));
+        };
+        // a cancel that found nothing running (it had just finished) is fine
+        self.stopped(ended, true)
+    }
+}
+
+/// The whole disk a member device is on (`sda1` → `sda`), for the monitor:
+/// FG work on any partition competes for the same disk.
+fn whole_disk(ctl: &dyn Control, name: &str) -> String {
+    let class = PathBuf::from("/sys/class/block").join(name);
+    if ctl.read(&class.join("partition")).is_ok() {
+        if let Ok(link) = std::fs::read_link(ctl.resolve(&class)) {
+            if let Some(parent) = link.parent().and_then(|p| p.file_name()) {
+                return parent.to_string_lossy().into_owned();
+            }
+        }
+    }
+    name.to_string()
+}
+
+impl BgExecutor for Btrfs {
+    fn ready_in_ns(&mut self, size_bytes: u64, now_ns: u64) -> Result<u64> {
+        let w = u64::from(self.windows.wait_now_s()) * 1_000_000_000;
+        if w > 0 {
+            return Ok(w);
+        }
+        Ok(match &mut self.bucket {
+            // the bucket is charged with what btrfs reports, after the slice
+            Some(b) => b.ready_in_ns(size_bytes.min(64 << 20), now_ns),
+            None => 0,
+        })
+    }
+
+    fn run_one(&mut self, size_bytes: u64) -> Result<Step> {
+        if self.finished {
+            return Ok(Step::Finished);
+        }
+        self.requests += 1;
+        if self.job.is_none() {
+            let verb = if self.start_next { "start" } else { "resume" };
+            self.gate.open();
+            self.run_since_bytes = self.status.scrubbed_bytes();
+            match self.ctl.spawn("btrfs", &["scrub", verb, "-B", &self.mount]) {
+                Ok(j) => self.job = Some(j),
+                Err(e) => {
+                    self.gate.close();
+                    return Err(e);
+                }
+            }
+            self.run_since_ns = Some(monotonic_ns());
+            if self.start_next {
+                // a new scrub's counters start at 0
+                self.start_next = false;
+                self.run_since_bytes = 0;
+                self.base_scrubbed = 0;
+            }
+        }
+        let slice = self.slice_for(size_bytes);
+        let job = self.job.as_mut().expect("started above");
+        if let Some(out) = job.wait_ns(slice)? {
+            self.stopped(out, false)?;
+        } else if self.max_bytes.is_some() || self.bucket.is_some() {
+            // progress is needed now to stop at --max-bytes or to pace
+            self.refresh()?;
+            if let Some(t) = self.run_since_ns {
+                let now = monotonic_ns();
+                self.active_ns += now - t;
+                self.measure(now - t);
+                self.run_since_ns = Some(now);
+            }
+        }
+        if self.finished {
+            return Ok(Step::Finished);
+        }
+        if self.max_bytes.is_some_and(|m| self.run_bytes() >= m) {
+            self.cancel()?;
+            return Ok(Step::Finished);
+        }
+        Ok(Step::More)
+    }
+
+    fn pause(&mut self) -> Result<()> {
+        self.cancel()
+    }
+}
+
+impl NativeExecutor for Btrfs {
+    fn devices(&self) -> Vec<String> {
+        self.devices.clone()
+    }
+
+    fn gate(&self) -> Arc<Gate> {
+        self.gate.clone()
+    }
+
+    fn release_actions(&self) -> Vec<ReleaseAction> {
+        let mut v = vec![ReleaseAction::Exec {
+            argv: ["btrfs", "scrub", "resume", self.mount.as_str()]
+                .map(String::from)
+                .to_vec(),
+        }];
+        for (f, old) in &self.limits {
+            v.push(ReleaseAction::Write {
+                path: self.ctl.resolve(f),
+                text: old.clone(),
+            });
+        }
+        v
+    }
+
+    fn report(&mut self) -> Result<NativeReport> {
+        if self.job.is_some() {
+            self.refresh()?;
+        }
+        let s = &self.status;
+        Ok(NativeReport {
+            target: self.label.clone(),
+            kind: "btrfs".into(),
+            tool: self.tool.clone(),
+            target_bytes: None,
+            scrubbed_bytes: s.scrubbed_bytes(),
+            position_bytes: s.get("last_physical"),
+            run_bytes: self.run_bytes(),
+            run_requests: self.requests,
+            run_active_s: self.active_ns as f64 / 1e9,
+            run_elapsed_s: (monotonic_ns() - self.t0_ns) as f64 / 1e9,
+            complete: s.state == ScrubState::Finished,
+            errors_corrected: Some(s.get("corrected_errors")),
+            errors_uncorrectable: Some(s.get("uncorrectable_errors")),
+            native: s.counters.clone(),
+            rate_limit: self.rate_limit.clone(),
+            checkpoint: Some(format!("/var/lib/btrfs/scrub.status.{}", self.uuid)),
+        })
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        let cancelled = self.cancel();
+        let restored = self.restore_limits();
+        cancelled?;
+        restored?;
+        self.refresh()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::native::control::{Output, RecordedControl, RecordedJob};
+
+    /// `btrfs scrub status -R` of btrfs-progs v6.2, recorded here mid-run.
+    pub(crate) const RUNNING: &str = "UUID:             009990be-e7f1-4858-aa27-8edb96551d88
+Scrub started:    Wed Nov 25 20:27:26 2026
+Status:           running
+Duration:         0:00:01
+\tdata_extents_scrubbed: 784
+\ttree_extents_scrubbed: 60
+\tdata_bytes_scrubbed: 51380224
+\ttree_bytes_scrubbed: 983040
+\tread_errors: 0
+\tcsum_errors: 2
+\tverify_errors: 0
+\tno_csum: 0
+\tcsum_discards: 0
+\tsuper_errors: 0
+\tmalloc_errors: 0
+\tuncorrectable_errors: 1
+\tunverified_errors: 0
+\tcorrected_errors: 1
+\tlast_physical: 198049792
+";
+
+    fn status(state: &str, data: u64) -> String {
+        RUNNING
+            .replace("running", state)
+            .replace("51380224", &data.to_string())
+    }
+
+    #[test]
+    fn parses_status_raw() {
+        let s = ScrubStatus::parse(RUNNING).unwrap();
+        assert_eq!(s.uuid, "009990be-e7f1-4858-aa27-8edb96551d88");
+        assert_eq!(s.state, ScrubState::Running);
+        assert_eq!(s.scrubbed_bytes(), 51380224 + 983040);
+        assert_eq!(s.get("last_physical"), 198049792);
+        assert_eq!(s.errors_found(), 2);
+        assert_eq!(s.counters.len(), 15);
+        for (st, want) in [
+            ("aborted", ScrubState::Aborted),
+            ("interrupted", ScrubState::Interrupted),
+            ("finished", ScrubState::Finished),
+        ] {
+            assert_eq!(ScrubStatus::parse(&status(st, 1)).unwrap().state, want);
+        }
+        let none = "UUID:             009990be-e7f1-4858-aa27-8edb96551d88\n\tno stats available\n";
+        assert_eq!(ScrubStatus::parse(none).unwrap().state, ScrubState::None);
+        let e = ScrubStatus::parse(&RUNNING.replace("0\n\tcsum_errors", "x\n\tcsum_errors"))
+            .unwrap_err();
+        assert!(e.contains("read_errors") && e.contains("line 9"), "{e}");
+        let e = ScrubStatus::parse(&RUNNING.replace("running", "dancing")).unwrap_err();
+        assert!(e.contains("dancing"), "{e}");
+        assert!(ScrubStatus::parse("").is_err());
+        let e =
+            ScrubStatus::parse(&RUNNING.replace("\tlast_physical: 198049792\n", "")).unwrap_err();
+        assert!(e.contains("last_physical"), "{e}");
+    }
+
+    const UUID: &str = "009990be-e7f1-4858-aa27-8edb96551d88";
+
+    /// A recorded system: one member device `loop9` with a stat file.
+    fn recorded(first_status: &str) -> (tempfile::TempDir, Arc<RecordedControl>) {
+        let d = tempfile::tempdir().unwrap();
+        let fs = d.path().join(format!("sys/fs/btrfs/{UUID}"));
+        std::fs::create_dir_all(fs.join("devices/loop9")).unwrap();
+        std::fs::create_dir_all(fs.join("devinfo/1")).unwrap();
+        std::fs::write(fs.join("devinfo/1/scrub_speed_max"), "0\n").unwrap();
+        let blk = d.path().join("sys/class/block/loop9");
+        std::fs::create_dir_all(&blk).unwrap();
+        std::fs::write(blk.join("stat"), "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n").unwrap();
+        let c = Arc::new(RecordedControl::new(d.path()));
+        c.on_run("btrfs --version", [Output::new(0, "btrfs-progs v6.2\n")]);
+        c.on_run("btrfs scrub status -R /mnt", [Output::new(0, first_status)]);
+        (d, c)
+    }
+
+    fn target() -> NativeTarget {
+        NativeTarget::parse("btrfs:/mnt").unwrap().unwrap()
+    }
+
+    #[test]
+    fn slices_run_back_to_back_and_pause_cancels_then_resume_continues() {
+        let never = format!("UUID: {UUID}\n\tno stats available\n");
+        let (_d, c) = recorded(&never);
+        let mut b = Btrfs::open(&target(), &NativeConfig::default(), c.clone()).unwrap();
+        assert_eq!(b.devices(), ["loop9"]);
+        // the scrub keeps running over two requests, then is cancelled
+        c.on_spawn(
+            "btrfs scrub start -B /mnt",
+            [RecordedJob {
+                waits: 2,
+                output: Output::new(1, ""),
+            }],
+        );
+        c.on_run(
+            "btrfs scrub cancel /mnt",
+            [Output::new(0, "scrub cancelled\n")],
+        );
+        c.on_run(
+            "btrfs scrub status -R /mnt",
+            [Output::new(0, &status("aborted", 40 << 20))],
+        );
+        assert_eq!(b.run_one(64 << 20).unwrap(), Step::More);
+        assert!(b.gate().is_open());
+        assert_eq!(b.run_one(64 << 20).unwrap(), Step::More);
+        b.pause().unwrap();
+        assert!(!b.gate().is_open());
+        b.pause().unwrap(); // nothing running: nothing done
+                            // resumed; it finishes mid-slice
+        c.on_spawn(
+            "btrfs scrub resume -B /mnt",
+            [RecordedJob {
+                waits: 0,
+                output: Output::new(0, ""),
+            }],
+        );
+        c.on_run(
+            "btrfs scrub status -R /mnt",
+            [Output::new(0, &status("finished", 300 << 20))],
+        );
+        assert_eq!(b.run_one(64 << 20).unwrap(), Step::Finished);
+        assert_eq!(b.run_one(64 << 20).unwrap(), Step::Finished);
+        let log: Vec<String> = c.log().into_iter().skip(2).collect();
+        assert_eq!(
+            log,
+            [
+                "spawn btrfs scrub start -B /mnt",
+                "run btrfs scrub cancel /mnt",
+                "run btrfs scrub status -R /mnt",
+                "spawn btrfs scrub resume -B /mnt",
+                "run btrfs scrub status -R /mnt",
+            ]
+        );
+        let r = b.report().unwrap();
+        assert!(r.complete);
+        assert_eq!(r.scrubbed_bytes, (300 << 20) + 983040);
+        assert_eq!(r.run_bytes, r.scrubbed_bytes);
+        assert_eq!(
+            (r.errors_corrected, r.errors_uncorrectable),
+            (Some(1), Some(1))
+        );
+        assert_eq!(r.tool, "btrfs-progs v6.2");
+    }
+
+    #[test]
+    fn slice_follows_size_over_measured_rate() {
+        let never = format!("UUID: {UUID}\n\tno stats available\n");
+        let (_d, c) = recorded(&never);
+        let mut b = Btrfs::open(&target(), &NativeConfig::default(), c).unwrap();
+        // 100 MB/s assumed: 64 MiB → 671 ms; tiny sizes → the 50 ms floor
+        assert_eq!(b.slice_for(64 << 20), (64u64 << 20) * 10);
+        assert_eq!(b.slice_for(4096), SLICE_MIN_NS);
+        assert_eq!(b.slice_for(u64::MAX / 4), SLICE_MAX_NS);
+        // measured: 300 MB in 1 s
+        b.status = ScrubStatus::parse(&status("running", 300_000_000 - 983_040)).unwrap();
+        b.run_since_bytes = 0;
+        b.measure(1_000_000_000);
+        assert!((b.rate_bytes_per_s.unwrap() - 300e6).abs() < 1.0);
+        assert_eq!(b.slice_for(30_000_000), 100_000_000);
+    }
+
+    #[test]
+    fn refuses_running_and_unfinished_scrubs_without_resume() {
+        let (_d, c) = recorded(RUNNING);
+        let e = Btrfs::open(&target(), &NativeConfig::default(), c)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("already running") && e.contains("btrfs scrub cancel /mnt"),
+            "{e}"
+        );
+        let (_d, c) = recorded(&status("aborted", 5));
+        let e = Btrfs::open(&target(), &NativeConfig::default(), c).unwrap_err();
+        assert!(e.is_bad_input());
+        assert!(e.to_string().contains("--resume continues it"), "{e}");
+        let (_d, c) = recorded(&status("interrupted", 5));
+        let cfg = NativeConfig {
+            resume: Resume::Yes,
+            ..NativeConfig::default()
+        };
+        let b = Btrfs::open(&target(), &cfg, c).unwrap();
+        assert!(!b.start_next);
+        assert_eq!(b.base_scrubbed, 5 + 983040);
+        let e = NativeTarget::parse("btrfs:mnt").unwrap().unwrap();
+        let (_d, c) = recorded(RUNNING);
+        let e = Btrfs::open(&e, &NativeConfig::default(), c)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("absolute"), "{e}");
+    }
+
+    #[test]
+    fn max_rate_sets_the_kernel_limit_and_the_guardian_restores_it() {
+        let never = format!("UUID: {UUID}\n\tno stats available\n");
+        let (d, c) = recorded(&never);
+        let cfg = NativeConfig {
+            max_rate_bytes_per_s: Some(50e6),
+            ..NativeConfig::default()
+        };
+        let mut b = Btrfs::open(&target(), &cfg, c.clone()).unwrap();
+        let f = d
+            .path()
+            .join(format!("sys/fs/btrfs/{UUID}/devinfo/1/scrub_speed_max"));
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "50000000");
+        assert!(b.rate_limit.as_deref().unwrap().contains("scrub_speed_max"));
+        let rel = b.release_actions();
+        assert_eq!(
+            rel[0],
+            ReleaseAction::Exec {
+                argv: vec![
+                    "btrfs".into(),
+                    "scrub".into(),
+                    "resume".into(),
+                    "/mnt".into()
+                ]
+            }
+        );
+        assert_eq!(
+            rel[1],
+            ReleaseAction::Write {
+                path: f.clone(),
+                text: "0".into()
+            }
+        );
+        b.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "0");
+        // no scrub_speed_max: fallow paces
+        let (d, c) = recorded(&never);
+        std::fs::remove_file(
+            d.path()
+                .join(format!("sys/fs/btrfs/{UUID}/devinfo/1/scrub_speed_max")),
+        )
+        .unwrap();
+        let b = Btrfs::open(&target(), &cfg, c).unwrap();
+        assert!(b.bucket.is_some());
+        assert!(b.rate_limit.unwrap().contains("fallow pacing"));
+    }
+}

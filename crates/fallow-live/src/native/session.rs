@@ -1,0 +1,235 @@
+//! A native job from start to report: open the executor, start the
+//! guardian with its release actions, watch its devices, run the driver,
+//! leave the job resumable, report. A front end converts its flags into a
+//! [`NativeConfig`] and a [`SessionConfig`] and prints the [`NativeOutcome`].
+
+use super::control::Control;
+use super::{NativeConfig, NativeExecutor, NativeReport, NativeTarget};
+use crate::combine;
+use crate::driver::{DriveObserver, DriveReport, Driver, DriverConfig};
+use crate::error::{Error, Result};
+use crate::monitor::{Monitor, MonitorConfig, MonitorStats, OwnIoSource, SharedStats, StatSource};
+use crate::run::guardian::{Guardian, GuardianSpec};
+use crate::run::{FreezerKind, GuardianCommand};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Which counters the monitor watches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Watch {
+    /// Every member device of the target.
+    Auto,
+    /// Nothing: the device is taken as always idle.
+    None,
+    /// A device name (`sda`) or a stat-format file (an emulated disk's).
+    Spec(String),
+}
+
+impl Watch {
+    /// `auto`, `none`, or a device or file.
+    pub fn parse(text: &str) -> Watch {
+        match text {
+            "auto" => Watch::Auto,
+            "none" => Watch::None,
+            s => Watch::Spec(s.to_string()),
+        }
+    }
+}
+
+/// Settings of a session besides the executor's.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// The policy, `NAME[:k=v,…]`.
+    pub policy: String,
+    /// The driver's settings (request size, initial BG service, seed).
+    pub driver: DriverConfig,
+    /// What the monitor watches.
+    pub watch: Watch,
+    /// Monitor sampling interval, ns.
+    pub interval_ns: u64,
+    /// The guardian to start (`fallow __guardian`); `None` runs without
+    /// one (a `kill -9` then leaves the job as it was: for tests).
+    pub guardian: Option<GuardianCommand>,
+}
+
+/// What a session did.
+#[derive(Debug, Clone)]
+pub struct NativeOutcome {
+    /// The job's progress and errors.
+    pub report: NativeReport,
+    /// The driver's counts.
+    pub drive: DriveReport,
+    /// The monitor's counts and cost.
+    pub monitor: MonitorStats,
+    /// Things the user should know (no device to watch, a fallback).
+    pub warnings: Vec<String>,
+}
+
+/// An open native job, ready to run.
+pub struct NativeSession {
+    exec: Box<dyn NativeExecutor>,
+    monitor: Monitor,
+    driver: Driver,
+    guardian: Option<Guardian>,
+    warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for NativeSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeSession")
+            .field("devices", &self.exec.devices())
+            .field("guardian", &self.guardian)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NativeSession {
+    /// Open `target`: the policy first (a bad one fails before anything
+    /// is touched), then the executor, the guardian and the monitor.
+    pub fn open(
+        target: &NativeTarget,
+        native: &NativeConfig,
+        cfg: &SessionConfig,
+        control: Arc<dyn Control>,
+    ) -> Result<NativeSession> {
+        let driver = Driver::from_spec(&cfg.policy, cfg.driver)?;
+        let mut exec = target.open(native, control)?;
+        let mut warnings = Vec::new();
+        let guardian = match &cfg.guardian {
+            Some(g) => {
+                let spec = GuardianSpec {
+                    kind: FreezerKind::Signal,
+                    control: None,
+                    cgroups: vec![],
+                    release: exec.release_actions(),
+                };
+                match Guardian::spawn(&g.program, &g.leading_args, &spec) {
+                    Ok(g) => Some(g),
+                    Err(e) => {
+                        let _ = exec.finish();
+                        return Err(e);
+                    }
+                }
+            }
+            None => None,
+        };
+        let monitor = match Self::monitor(target, exec.as_ref(), cfg, &mut warnings) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = exec.finish();
+                if let Some(g) = guardian {
+                    let _ = g.release();
+                }
+                return Err(e);
+            }
+        };
+        Ok(NativeSession {
+            exec,
+            monitor,
+            driver,
+            guardian,
+            warnings,
+        })
+    }
+
+    fn monitor(
+        target: &NativeTarget,
+        exec: &dyn NativeExecutor,
+        cfg: &SessionConfig,
+        warnings: &mut Vec<String>,
+    ) -> Result<Monitor> {
+        let mcfg = MonitorConfig {
+            interval_ns: cfg.interval_ns,
+        };
+        let gate = exec.gate();
+        let start = |io: Arc<super::GateIo>| {
+            let src = io.source().clone();
+            Monitor::start(&src, vec![io as Arc<dyn OwnIoSource>], mcfg)
+        };
+        match &cfg.watch {
+            Watch::None => Ok(Monitor::without_device()),
+            Watch::Spec(s) => {
+                let src = StatSource::parse(s)?;
+                start(gate.watch(&src)?)
+            }
+            Watch::Auto => {
+                let ios = gate.ios();
+                if ios.is_empty() {
+                    warnings.push(format!(
+                        "{target}: no block device under it that sysfs knows; running without watching for foreground I/O (--monitor DEV to name one)"
+                    ));
+                    return Ok(Monitor::without_device());
+                }
+                let mut ms = ios.into_iter().map(start).collect::<Result<Vec<_>>>()?;
+                if ms.len() == 1 {
+                    Ok(ms.pop().expect("one monitor"))
+                } else {
+                    combine::either(ms)
+                }
+            }
+        }
+    }
+
+    /// The driver, to attach an observer (metrics) before [`NativeSession::run`].
+    pub fn set_observer(&mut self, observer: Box<dyn DriveObserver>) {
+        self.driver.set_observer(observer);
+    }
+
+    /// The driver itself (the metrics exporter takes it).
+    pub fn driver_mut(&mut self) -> &mut Driver {
+        &mut self.driver
+    }
+
+    /// The monitor's statistics while it runs.
+    pub fn shared_stats(&self) -> SharedStats {
+        self.monitor.shared_stats()
+    }
+
+    /// The devices watched, by kernel name.
+    pub fn devices(&self) -> Vec<String> {
+        self.exec.devices()
+    }
+
+    /// The job's progress before the run (what `--resume` continues from).
+    pub fn report(&mut self) -> Result<NativeReport> {
+        self.exec.report()
+    }
+
+    /// Run until the job is done or `stop` is raised; the job is then left
+    /// as its tool can resume it, temporary settings undone and the
+    /// guardian released (or, if that failed, left to do its release).
+    pub fn run(mut self, stop: &AtomicBool) -> Result<NativeOutcome> {
+        let drive = self.driver.run(&mut self.monitor, self.exec.as_mut(), stop);
+        let finished = self.exec.finish();
+        let mon = self.monitor.stop();
+        match (&finished, self.guardian.take()) {
+            (Ok(()), Some(g)) => g.release()?,
+            (Err(_), Some(g)) => g.hand_over(),
+            (_, None) => {}
+        }
+        let drive = drive?;
+        finished?;
+        let report = self.exec.report()?;
+        Ok(NativeOutcome {
+            report,
+            drive,
+            monitor: mon?,
+            warnings: self.warnings,
+        })
+    }
+}
+
+/// `Error` for a target whose text names no native kind.
+pub fn not_native(text: &str) -> Error {
+    Error::invalid(
+        "target",
+        format!(
+            "`{text}` is not a native target ({})",
+            super::KINDS
+                .iter()
+                .map(|k| format!("{}:…", k.prefix))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    )
+}
