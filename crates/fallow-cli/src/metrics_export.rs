@@ -51,7 +51,8 @@ impl Exporter {
                             f.bytes.saturating_sub(frozen_bytes),
                             (f.seconds - frozen_s).max(0.0),
                         );
-                        (frozen_bytes, frozen_s) = (frozen_bytes.max(f.bytes), frozen_s.max(f.seconds));
+                        (frozen_bytes, frozen_s) =
+                            (frozen_bytes.max(f.bytes), frozen_s.max(f.seconds));
                     }
                     let s = stats.get();
                     let b = s.fg_read_bytes + s.fg_write_bytes;

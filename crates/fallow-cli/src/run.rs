@@ -22,8 +22,8 @@ use fallow_core::sim::BgService;
 use fallow_live::combine;
 use fallow_live::net::{self, NamespaceTraffic, NetMonitorConfig, NetSource};
 use fallow_live::run::{
-    exit_code, guard, native_alternative, CommandSpec, FreezerKind, GuardianCommand, GuardianSpec, IoAccounting,
-    Managed, RunConfig, RunStats, WatchedDisk, SLICE_RANGE_NS,
+    exit_code, guard, native_alternative, CommandSpec, FreezerKind, GuardianCommand, GuardianSpec,
+    IoAccounting, Managed, RunConfig, RunStats, WatchedDisk, SLICE_RANGE_NS,
 };
 use fallow_live::{DriveReport, Driver, DriverConfig, Monitor, MonitorConfig, MonitorStats};
 use serde::{Deserialize, Serialize};

@@ -184,16 +184,25 @@ fn a_btrfs_scrub_frozen_in_vain_is_reported_within_a_second() {
     let mnt = fs.mnt.to_str().unwrap();
     // the default policy, as a user would run it
     let (mut child, lines) = run_watched(
-        &["--device", &fs.dev, "--", "btrfs", "scrub", "start", "-B", mnt],
+        &[
+            "--device", &fs.dev, "--", "btrfs", "scrub", "start", "-B", mnt,
+        ],
         &report,
     );
     // on an idle device the scrub runs after the policy's 100 ms wait; then
     // FG reads come and fallow freezes it at the first
     let mut seen = vec![];
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !seen.iter().any(|(_, l): &(Instant, String)| l.contains("frozen by")) {
+    while !seen
+        .iter()
+        .any(|(_, l): &(Instant, String)| l.contains("frozen by"))
+    {
         let left = deadline.saturating_duration_since(Instant::now());
-        seen.push(lines.recv_timeout(left).expect("no `frozen by` header within 10 s"));
+        seen.push(
+            lines
+                .recv_timeout(left)
+                .expect("no `frozen by` header within 10 s"),
+        );
     }
     std::thread::sleep(Duration::from_millis(400));
     let fg_from = Instant::now();
@@ -288,7 +297,9 @@ fn dd_that_reads_only_while_running_is_not_flagged() {
     let text: Vec<String> = lines.try_iter().map(|(_, l)| l).collect();
     assert!(st.success(), "{st}: {text:#?}");
     assert!(
-        !text.iter().any(|l| l.contains("warning") || l.contains("note:")),
+        !text
+            .iter()
+            .any(|l| l.contains("warning") || l.contains("note:")),
         "{text:#?}"
     );
     let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();

@@ -353,7 +353,9 @@ impl Md {
         let devices = members(ctl.as_ref(), &dir, &name)?;
         let sources = devices
             .iter()
-            .map(|d| StatSource::file(ctl.resolve(Path::new(&format!("/sys/class/block/{d}/stat")))))
+            .map(|d| {
+                StatSource::file(ctl.resolve(Path::new(&format!("/sys/class/block/{d}/stat"))))
+            })
             .collect::<Result<Vec<_>>>()?;
         let mut md = Md {
             label,
@@ -385,7 +387,10 @@ impl Md {
             md.user_speed_max = Some(if now.contains("(system)") {
                 "system".to_string()
             } else {
-                now.split_ascii_whitespace().next().unwrap_or("system").to_string()
+                now.split_ascii_whitespace()
+                    .next()
+                    .unwrap_or("system")
+                    .to_string()
             });
             md.write("sync_speed_max", &kib.to_string())?;
             // and fallow's pacing between windows, so the policy sees it
@@ -496,7 +501,11 @@ fn members(ctl: &dyn Control, dir: &Path, name: &str) -> Result<Vec<String>> {
                 // /sys/class/block/sdb1 -> …/block/sdb/sdb1: the parent is the disk
                 std::fs::canonicalize(&class)
                     .ok()
-                    .and_then(|c| c.parent()?.file_name().map(|n| n.to_string_lossy().into_owned()))
+                    .and_then(|c| {
+                        c.parent()?
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                    })
                     .unwrap_or(p)
             } else {
                 p
@@ -680,10 +689,12 @@ echo "$2" > sync_min && echo "$3" > sync_max || exit 1
             errors_corrected: repair.then_some(mismatches),
             errors_uncorrectable: None,
             native,
-            rate_limit: self
-                .bucket
-                .as_ref()
-                .map(|b| format!("md sync_speed_max {:.0} KiB/s", b.rate_bytes_per_s() / 1024.0)),
+            rate_limit: self.bucket.as_ref().map(|b| {
+                format!(
+                    "md sync_speed_max {:.0} KiB/s",
+                    b.rate_bytes_per_s() / 1024.0
+                )
+            }),
             checkpoint: Some(self.ck_path.display().to_string()),
         })
     }

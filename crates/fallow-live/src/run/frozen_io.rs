@@ -153,7 +153,8 @@ impl FrozenIoWatch {
                         _ => None,
                     };
                     if let Some(n) = notice {
-                        if let Some(f) = s2.notify.lock().unwrap_or_else(|p| p.into_inner()).as_mut()
+                        if let Some(f) =
+                            s2.notify.lock().unwrap_or_else(|p| p.into_inner()).as_mut()
                         {
                             f(&n);
                         }
@@ -210,10 +211,7 @@ impl FrozenIoWatch {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -398,7 +396,11 @@ mod tests {
         assert_eq!(poll(&s, 3 << 20, 50 * MS, false), None);
         // still at 150 ms, then 400 MB/s from 200 ms
         assert_eq!(poll(&s, 3 << 20, 150 * MS, false), None);
-        assert_eq!(poll(&s, (3 << 20) + (20 << 20), 250 * MS, false), None, "judged at 400 ms");
+        assert_eq!(
+            poll(&s, (3 << 20) + (20 << 20), 250 * MS, false),
+            None,
+            "judged at 400 ms"
+        );
         let n = poll(&s, (3 << 20) + (40 << 20), 400 * MS, false).expect("noticed");
         assert_eq!(n.bytes, 40 << 20);
         assert!((n.after_freeze_s - 0.4).abs() < 1e-9);
@@ -465,7 +467,9 @@ mod tests {
         w.on_frozen_io(Box::new(move |n| {
             let _ = tx.send(n.clone());
         }));
-        let n = rx.recv_timeout(Duration::from_secs(1)).expect("no notice within 1 s");
+        let n = rx
+            .recv_timeout(Duration::from_secs(1))
+            .expect("no notice within 1 s");
         assert!(n.bytes > FrozenIoWatch::SLACK_BYTES, "{n:?}");
         std::thread::sleep(Duration::from_millis(100));
         let leak = w.thawed(monotonic_ns());
@@ -489,11 +493,15 @@ mod tests {
         assert!(h("sudo ionice -c 3 /usr/bin/btrfs scrub resume -B /srv")
             .unwrap()
             .ends_with("`fallow scrub btrfs:/srv`"));
-        assert!(h("zpool scrub -w tank").unwrap().ends_with("`fallow scrub zfs:tank`"));
+        assert!(h("zpool scrub -w tank")
+            .unwrap()
+            .ends_with("`fallow scrub zfs:tank`"));
         assert!(h("mdadm --action=check /dev/md0")
             .unwrap()
             .ends_with("`fallow scrub md:/dev/md0`"));
-        assert!(h("fstrim -v /home").unwrap().ends_with("`fallow scrub fstrim:/home`"));
+        assert!(h("fstrim -v /home")
+            .unwrap()
+            .ends_with("`fallow scrub fstrim:/home`"));
         for other in [
             "rsync -a /btrfs/ /backup/",
             "btrfs balance start /mnt",

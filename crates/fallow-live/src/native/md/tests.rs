@@ -107,7 +107,9 @@ impl FakeKernel {
                 }
                 let max = max.unwrap_or(TOTAL);
                 if max < last_max {
-                    violation(format!("sync_max lowered from {last_max} to {max} while running"));
+                    violation(format!(
+                        "sync_max lowered from {last_max} to {max} while running"
+                    ));
                 }
                 if max % CHUNK != 0 && max != TOTAL {
                     violation(format!("sync_max {max} is not a multiple of the chunk"));
@@ -174,7 +176,10 @@ fn session_cfg() -> SessionConfig {
 }
 
 fn text(md: &Path, f: &str) -> String {
-    std::fs::read_to_string(md.join(f)).unwrap().trim().to_string()
+    std::fs::read_to_string(md.join(f))
+        .unwrap()
+        .trim()
+        .to_string()
 }
 
 /// Writes to `file` in the control's log, in order.
@@ -224,11 +229,18 @@ fn a_whole_check_runs_window_by_window_through_the_driver() {
     assert_eq!(seen.starts, 1);
     assert!(seen.violations.is_empty(), "{:?}", seen.violations);
     assert_eq!(
-        (text(&md, "sync_action"), text(&md, "sync_min"), text(&md, "sync_max")),
+        (
+            text(&md, "sync_action"),
+            text(&md, "sync_min"),
+            text(&md, "sync_max")
+        ),
         ("idle".into(), "0".into(), "max".into())
     );
     let c = MdCheckpoint::load(&ck).unwrap().unwrap();
-    assert!(c.complete && c.next_sector == TOTAL && c.mismatch_sectors == 24, "{c:?}");
+    assert!(
+        c.complete && c.next_sector == TOTAL && c.mismatch_sectors == 24,
+        "{c:?}"
+    );
 }
 
 #[test]
@@ -251,7 +263,11 @@ fn stopped_midway_it_leaves_the_array_idle_and_resume_skips_nothing() {
     // the held check was stopped and the bounds put back
     assert_eq!(writes(&ctl, "sync_action"), vec!["check", "idle"]);
     assert_eq!(
-        (text(&md, "sync_action"), text(&md, "sync_min"), text(&md, "sync_max")),
+        (
+            text(&md, "sync_action"),
+            text(&md, "sync_min"),
+            text(&md, "sync_max")
+        ),
         ("idle".into(), "0".into(), "max".into())
     );
     assert_eq!(text(&md, "sync_completed"), "none");
@@ -304,7 +320,11 @@ fn the_guardians_release_actions_undo_a_held_check() {
     let seen = kernel.stop();
     assert_eq!(seen.covered, vec![[0, 6144]]);
     assert_eq!(
-        (text(&md, "sync_action"), text(&md, "sync_min"), text(&md, "sync_max")),
+        (
+            text(&md, "sync_action"),
+            text(&md, "sync_min"),
+            text(&md, "sync_max")
+        ),
         ("idle".into(), "0".into(), "max".into())
     );
     assert_eq!(MdCheckpoint::load(&ck).unwrap().unwrap().next_sector, 6144);
@@ -345,7 +365,10 @@ fn busy_absent_and_misconfigured_arrays_are_clear_errors() {
 #[test]
 fn sync_completed_forms() {
     assert_eq!(SyncCompleted::parse("none\n"), Ok(SyncCompleted::None));
-    assert_eq!(SyncCompleted::parse("delayed\n"), Ok(SyncCompleted::Delayed));
+    assert_eq!(
+        SyncCompleted::parse("delayed\n"),
+        Ok(SyncCompleted::Delayed)
+    );
     assert_eq!(
         SyncCompleted::parse("2048 / 65536\n"),
         Ok(SyncCompleted::Progress {
@@ -354,7 +377,9 @@ fn sync_completed_forms() {
         })
     );
     assert!(SyncCompleted::parse("9 / 8").is_err());
-    assert!(SyncCompleted::parse("x / 8").unwrap_err().contains("done `x`"));
+    assert!(SyncCompleted::parse("x / 8")
+        .unwrap_err()
+        .contains("done `x`"));
     assert!(SyncCompleted::parse("").is_err());
     assert_eq!(parse_sync_max("max\n"), Ok(None));
     assert_eq!(parse_sync_max("4096\n"), Ok(Some(4096)));
