@@ -14,6 +14,13 @@ command -v losetup >/dev/null || { apt-get update && apt-get install -y mount; }
 # The live benchmark's FG workloads and baseline scrubbers are fio jobs.
 command -v fio >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y fio; } \
     || echo "no fio: the live benchmark will skip"
+# `fallow scrub btrfs:MNT` drives the kernel's btrfs scrub through btrfs-progs
+# (crates/fallow-cli/tests/native.rs makes a btrfs on a loop device); FITRIM's
+# test uses mkfs.ext4 (e2fsprogs).
+if [ "$(id -u)" = 0 ] && ! command -v btrfs >/dev/null; then
+    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y btrfs-progs \
+        || echo "no btrfs-progs: the native btrfs tests will skip"
+fi
 
 step "system tools for the peer namespace tests (ip netns, nsenter)"
 if [ "$(id -u)" = 0 ] && { ! command -v ip >/dev/null || ! command -v nsenter >/dev/null; }; then

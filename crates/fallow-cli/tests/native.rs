@@ -1,0 +1,591 @@
+//! Native targets end to end, as root on this kernel: a real btrfs scrub
+//! (`fallow scrub btrfs:MNT`) on a btrfs over a loop device, against real
+//! FG reads (fio), and real FITRIM (`fallow trim MNT`) on ext4 over a loop
+//! device. Each test skips with a `skip:` line without root, btrfs-progs,
+//! mkfs.ext4 or fio.
+//!
+//! The tests of one binary run in parallel; these share the machine's
+//! disks and a timing bound, so they take a lock and run one at a time.
+
+mod common;
+
+use common::{fallow_cmd, json_of, need_root, path_str, stderr};
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn sh(cmd: &str, args: &[&str]) -> Result<String, String> {
+    common::run_tool(cmd, args)
+}
+
+/// A file system on a loop device, mounted under a temporary directory;
+/// unmounted and detached on drop.
+struct LoopFs {
+    dev: String,
+    mnt: PathBuf,
+    backing: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl LoopFs {
+    /// `mkfs` (`mkfs.btrfs`, `mkfs.ext4`) on a sparse image of `len`
+    /// bytes, mounted with `opts`; `None` with a `skip:` line where that
+    /// cannot be done here.
+    fn new(mkfs: &[&str], len: u64, opts: &str) -> Option<LoopFs> {
+        if !need_root("a loop device and a mount") {
+            return None;
+        }
+        if !common::have(mkfs[0]) {
+            eprintln!("skip: {} is not installed", mkfs[0]);
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let backing = dir.path().join("fs.img");
+        std::fs::File::create(&backing)
+            .unwrap()
+            .set_len(len)
+            .unwrap();
+        let dev = match sh("losetup", &["-f", "--show", path_str(&backing)]) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("skip: losetup: {e}");
+                return None;
+            }
+        };
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let mut args: Vec<&str> = mkfs[1..].to_vec();
+        args.push(&dev);
+        let made =
+            sh(mkfs[0], &args).and_then(|_| sh("mount", &["-o", opts, &dev, path_str(&mnt)]));
+        if let Err(e) = made {
+            let _ = sh("losetup", &["-d", &dev]);
+            eprintln!("skip: cannot make and mount the file system: {e}");
+            return None;
+        }
+        Some(LoopFs {
+            dev,
+            mnt,
+            backing,
+            _dir: dir,
+        })
+    }
+
+    fn name(&self) -> &str {
+        self.dev.trim_start_matches("/dev/")
+    }
+
+    fn mnt(&self) -> &str {
+        path_str(&self.mnt)
+    }
+
+    /// 512-byte sectors the device has read (`/sys/block/loopN/stat`).
+    fn read_sectors(&self) -> u64 {
+        let t = std::fs::read_to_string(format!("/sys/block/{}/stat", self.name())).unwrap();
+        t.split_whitespace().nth(2).unwrap().parse().unwrap()
+    }
+
+    /// Write `len` bytes of random content to `name` on it, and sync.
+    fn fill(&self, name: &str, len: usize) {
+        let mut f = std::fs::File::create(self.mnt.join(name)).unwrap();
+        // xorshift: incompressible enough, and faster than /dev/urandom
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut buf = vec![0u8; 1 << 20];
+        for _ in 0..len >> 20 {
+            for c in buf.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                c.copy_from_slice(&x.to_le_bytes());
+            }
+            f.write_all(&buf).unwrap();
+        }
+        f.sync_all().unwrap();
+        sh("sync", &[]).unwrap();
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt).status();
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+/// A btrfs with 300 MiB of random data, or `None` (skip).
+fn btrfs_with_data() -> Option<LoopFs> {
+    if !common::have("btrfs") {
+        eprintln!("skip: btrfs-progs is not installed (apt-get install btrfs-progs)");
+        return None;
+    }
+    let fs = LoopFs::new(&["mkfs.btrfs", "-q", "-f"], 1 << 30, "defaults")?;
+    fs.fill("data", 300 << 20);
+    Some(fs)
+}
+
+/// `btrfs scrub status MNT` (the human form), for independent checks.
+fn status_text(mnt: &str) -> String {
+    sh("btrfs", &["scrub", "status", mnt]).unwrap()
+}
+
+fn scrub_speed_max_files(mnt: &str) -> Vec<PathBuf> {
+    let uuid = sh("findmnt", &["-no", "UUID", mnt]).unwrap();
+    let dir = PathBuf::from(format!("/sys/fs/btrfs/{uuid}/devinfo"));
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("scrub_speed_max"))
+        .filter(|p| p.exists())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_btrfs_scrub_runs_to_the_end_and_its_own_reads_are_not_foreground() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(fs) = btrfs_with_data() else {
+        return;
+    };
+    let target = format!("btrfs:{}", fs.mnt());
+    let o = fallow_cmd(&["scrub", &target, "--policy", "aggressive", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(v["complete"], true, "{v}");
+    assert_eq!(v["outcome"], "finished", "{v}");
+    // all the data was verified: btrfs's own count covers the 300 MiB written
+    let data = v["native"]["data_bytes_scrubbed"].as_u64().unwrap();
+    assert!(data >= 300 << 20, "{v}");
+    assert_eq!(v["errors_uncorrectable"], 0);
+    assert_eq!(v["devices"], serde_json::json!([fs.name()]));
+    // the scrub's hundreds of MiB were not taken for FG work
+    assert!(
+        v["monitor"]["fg_read_bytes"].as_u64().unwrap() < 4 << 20,
+        "{v}"
+    );
+    assert_eq!(v["monitor"]["busy_periods"], 0, "{v}");
+    let st = status_text(fs.mnt());
+    assert!(
+        st.contains("finished") && st.contains("no errors found"),
+        "{st}"
+    );
+    // a second run without --resume starts a new scrub (the last finished)
+    let o = fallow_cmd(&["scrub", &target, "--policy", "aggressive"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("complete") && text.contains("no errors"),
+        "{text}"
+    );
+}
+
+/// Issue 13's acceptance test: FG random reads at 300/s for 10 s on the
+/// scrubbed device; `fixed-wait:t=200ms` must keep the scrub off it (the
+/// device reads no more than the FG's own bytes plus one slice), then
+/// finish once the FG stops.
+#[test]
+fn acceptance_fg_at_300_iops_keeps_the_btrfs_scrub_off_then_it_finishes() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !common::have("fio") {
+        eprintln!("skip: fio is not installed");
+        return;
+    }
+    let Some(fs) = btrfs_with_data() else {
+        return;
+    };
+    let target = format!("btrfs:{}", fs.mnt());
+    // The image sits in the page cache, where an unthrottled scrub reads
+    // ~3 GB/s: one slice would be more than the whole file system and the
+    // bound could not fail. Under the kernel's scrub_speed_max (--max-rate)
+    // one 200 ms slice is ~10 MiB, while a scrub that ignored the FG would
+    // read all 300 MiB in the FG's 10 s.
+    let limits = scrub_speed_max_files(fs.mnt());
+    if limits.is_empty() {
+        eprintln!("skip: this kernel has no scrub_speed_max");
+        return;
+    }
+    let limit = 50u64 << 20;
+    // the scrub's rate under that limit, measured apart: one slice's bytes
+    for f in &limits {
+        std::fs::write(f, limit.to_string()).unwrap();
+    }
+    let t0 = Instant::now();
+    sh("btrfs", &["scrub", "start", "-B", fs.mnt()]).unwrap();
+    let scrub_rate = (300u64 << 20) as f64 / t0.elapsed().as_secs_f64();
+    for f in &limits {
+        std::fs::write(f, "0").unwrap();
+    }
+    let slice_s = 0.2;
+    let one_slice = (scrub_rate * slice_s) as u64;
+
+    let fio_out = fs._dir.path().join("fio.json");
+    let mut fio = Command::new("fio")
+        .args([
+            "--name=fg",
+            &format!("--filename={}", fs.mnt.join("data").display()),
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=psync",
+            "--rate_iops=300",
+            "--time_based",
+            "--runtime=10",
+            "--output-format=json",
+            &format!("--output={}", fio_out.display()),
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // until fio reads (its start-up takes a moment)
+    let r0 = fs.read_sectors();
+    let t_wait = Instant::now();
+    while fs.read_sectors() < r0 + 64 {
+        assert!(
+            t_wait.elapsed() < Duration::from_secs(10),
+            "fio does not read"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let before = fs.read_sectors();
+    let t_fg = Instant::now();
+    let fallow = fallow_cmd(&[
+        "scrub",
+        &target,
+        "--policy",
+        "fixed-wait:t=200ms",
+        "--slice",
+        "200ms",
+        "--max-rate",
+        "50MiB/s",
+        "--json",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    assert!(fio.wait().unwrap().success());
+    let during = fs.read_sectors() - before;
+    let fg_s = t_fg.elapsed().as_secs_f64();
+    let o = fallow.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    let fio_v: Value = serde_json::from_str(&std::fs::read_to_string(&fio_out).unwrap()).unwrap();
+    let fg_bytes = fio_v["jobs"][0]["read"]["io_bytes"].as_u64().unwrap();
+    // the FG's own reads, at most one slice of the scrub, and a little of
+    // btrfs's own metadata (checksum tree) reads for the FG's reads
+    let bound = fg_bytes + one_slice + (4 << 20);
+    eprintln!(
+        "acceptance: device read {} MiB in {fg_s:.1} s of FG (fio {} MiB, one slice {} MiB at {:.0} MB/s; bound {} MiB); fallow: {}",
+        (during * 512) >> 20,
+        fg_bytes >> 20,
+        one_slice >> 20,
+        scrub_rate / 1e6,
+        bound >> 20,
+        v["driver"]
+    );
+    assert!(
+        during * 512 <= bound,
+        "the device read {} bytes during the FG's {fg_s:.1} s (bound {bound})",
+        during * 512
+    );
+    assert!(fg_bytes >= 10 << 20, "fio read only {fg_bytes} bytes");
+    assert_eq!(v["complete"], true, "{v}");
+    assert_eq!(v["errors_uncorrectable"], 0, "{v}");
+    assert_eq!(v["errors_corrected"], 0, "{v}");
+    let st = status_text(fs.mnt());
+    assert!(st.contains("Status:           finished"), "{st}");
+    assert!(st.contains("no errors found"), "{st}");
+    // the limit is back as it was
+    for f in &limits {
+        assert_eq!(std::fs::read_to_string(f).unwrap().trim(), "0");
+    }
+}
+
+#[test]
+fn kill_9_while_paused_the_guardian_resumes_the_scrub_and_restores_the_limit() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(fs) = btrfs_with_data() else {
+        return;
+    };
+    let files = scrub_speed_max_files(fs.mnt());
+    if files.is_empty() {
+        eprintln!("skip: this kernel has no scrub_speed_max");
+        return;
+    }
+    let before: Vec<String> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    let target = format!("btrfs:{}", fs.mnt());
+    // short slices, far apart: most of the time the scrub is cancelled
+    let mut child = fallow_cmd(&[
+        "scrub",
+        &target,
+        "--policy",
+        "fixed-rate:r=400ms",
+        "--slice",
+        "50ms",
+        "--max-rate",
+        "20MiB/s",
+        "--json",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // until the first slice has run and the scrub is cancelled (paused)
+    let t0 = Instant::now();
+    loop {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no slice ran");
+        let st = status_text(fs.mnt());
+        if st.contains("aborted") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // the limit is set while fallow runs
+    let set = std::fs::read_to_string(&files[0]).unwrap();
+    assert_eq!(set.trim(), (20u64 << 20).to_string());
+    child.kill().unwrap(); // SIGKILL
+    let _ = child.wait();
+    // the guardian resumes it, unthrottled, and it finishes
+    let t1 = Instant::now();
+    loop {
+        let st = status_text(fs.mnt());
+        if st.contains("finished") {
+            break;
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(30),
+            "not finished 30 s after fallow died: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after: Vec<String> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    assert_eq!(
+        after, before,
+        "the guardian did not restore scrub_speed_max"
+    );
+    assert!(status_text(fs.mnt()).contains("no errors found"));
+}
+
+#[test]
+fn an_interrupted_btrfs_scrub_needs_resume_and_resume_finishes_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(fs) = btrfs_with_data() else {
+        return;
+    };
+    let target = format!("btrfs:{}", fs.mnt());
+    // one slice then stop: --max-bytes
+    let o = fallow_cmd(&[
+        "scrub",
+        &target,
+        "--policy",
+        "aggressive",
+        "--max-bytes",
+        "32MiB",
+        "--slice",
+        "50ms",
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(v["complete"], false, "{v}");
+    assert!(status_text(fs.mnt()).contains("aborted"));
+    let first = v["scrubbed_bytes"].as_u64().unwrap();
+    // without --resume: refused, exit 2, nothing started
+    let o = fallow_cmd(&["scrub", &target]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
+    let o = fallow_cmd(&[
+        "scrub",
+        &target,
+        "--resume",
+        "--policy",
+        "aggressive",
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(v["complete"], true, "{v}");
+    // resumed, not restarted: the counters carry on from the first run
+    let total = v["scrubbed_bytes"].as_u64().unwrap();
+    assert!(total >= first && total >= 300 << 20, "{first} then {v}");
+    assert_eq!(v["run_bytes"].as_u64().unwrap(), total - first, "{v}");
+}
+
+#[test]
+fn block_scrubber_flags_and_bad_native_targets_are_clear_errors() {
+    let o = fallow_cmd(&["scrub", "btrfs:/", "--order", "staggered"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--order does not apply to btrfs"),
+        "{}",
+        stderr(&o)
+    );
+    let o = fallow_cmd(&["scrub", "btrfs:"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("nothing after `btrfs:`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = fallow_cmd(&["scrub", "fstrim:/", "--slice", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--slice does not apply to fstrim"),
+        "{}",
+        stderr(&o)
+    );
+    if common::have("btrfs") {
+        // / is not btrfs here: btrfs says so, and that is the user's error
+        let d = tempfile::tempdir().unwrap();
+        let o = fallow_cmd(&["scrub", &format!("btrfs:{}", d.path().display())])
+            .output()
+            .unwrap();
+        if sh("findmnt", &["-no", "FSTYPE", "-T", path_str(d.path())]).as_deref() != Ok("btrfs") {
+            assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        }
+    }
+}
+
+/// Allocated bytes of a (sparse) file.
+fn allocated(p: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).unwrap().blocks() * 512
+}
+
+fn ext4_with_freed_space() -> Option<LoopFs> {
+    // mounted without `discard`: deleted blocks stay allocated in the image
+    // until a FITRIM punches them out of it
+    let fs = LoopFs::new(
+        &["mkfs.ext4", "-q", "-F", "-E", "nodiscard"],
+        512 << 20,
+        "nodiscard",
+    )?;
+    fs.fill("junk", 200 << 20);
+    std::fs::remove_file(fs.mnt.join("junk")).unwrap();
+    sh("sync", &[]).unwrap();
+    Some(fs)
+}
+
+#[test]
+fn fitrim_by_ranges_under_a_policy_frees_the_deleted_space() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(fs) = ext4_with_freed_space() else {
+        return;
+    };
+    let ck = fs._dir.path().join("trim.json");
+    let held = allocated(&fs.backing);
+    assert!(held >= 200 << 20, "the image holds only {held} bytes");
+    let o = fallow_cmd(&[
+        "trim",
+        fs.mnt(),
+        "--policy",
+        "fixed-wait:t=20ms",
+        "--size",
+        "64MiB",
+        "--checkpoint",
+        path_str(&ck),
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(v["complete"], true, "{v}");
+    let fs_bytes = v["target_bytes"].as_u64().unwrap();
+    // one FITRIM per 64 MiB range, the last running to the end
+    assert_eq!(
+        v["native"]["ranges"].as_u64().unwrap(),
+        fs_bytes.div_ceil(64 << 20),
+        "{v}"
+    );
+    let freed = held - allocated(&fs.backing);
+    let trimmed = v["native"]["trimmed_bytes"].as_u64().unwrap();
+    eprintln!("fitrim: ext4 reported {trimmed} bytes trimmed; the image shrank by {freed} bytes");
+    // the 200 MiB deleted went back to the image's file system
+    assert!(freed >= 190 << 20, "freed {freed}, {v}");
+    assert!(trimmed >= freed, "{trimmed} < {freed}");
+    // the discards were the job's own: no FG writes seen
+    assert!(
+        v["monitor"]["fg_write_bytes"].as_u64().unwrap() < 1 << 20,
+        "{v}"
+    );
+}
+
+#[test]
+fn fitrim_killed_mid_way_resumes_at_its_offset_and_skips_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(fs) = ext4_with_freed_space() else {
+        return;
+    };
+    let ck = fs._dir.path().join("trim.json");
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "trim",
+            fs.mnt(),
+            "--size",
+            "16MiB",
+            "--checkpoint",
+            path_str(&ck),
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    // a range every 100 ms: 32 ranges take ~3 s; killed after ~1 s
+    let a = args(&["--policy", "fixed-rate:r=100ms"]);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let mut child = fallow_cmd(&a)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    child.kill().unwrap();
+    let _ = child.wait();
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&ck).unwrap()).unwrap();
+    let at = saved["next_offset"].as_u64().unwrap();
+    let fs_bytes = saved["fs_bytes"].as_u64().unwrap();
+    assert!(at > 0 && at < fs_bytes && at % (16 << 20) == 0, "{saved}");
+    assert_eq!(saved["complete"], false);
+    // without --resume: refused
+    let a = args(&[]);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let o = fallow_cmd(&a).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let a = args(&["--resume", "--policy", "aggressive"]);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let o = fallow_cmd(&a).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(v["complete"], true, "{v}");
+    // the second run covered exactly what the first had not
+    assert_eq!(v["run_bytes"].as_u64().unwrap(), fs_bytes - at, "{v}");
+    let ranges_before = saved["ranges"].as_u64().unwrap();
+    assert_eq!(
+        v["native"]["ranges"].as_u64().unwrap() - ranges_before,
+        (fs_bytes - at).div_ceil(16 << 20),
+        "{v}"
+    );
+}
