@@ -365,7 +365,7 @@ pub fn native_alternative(argv: &[OsString]) -> Option<String> {
                 .unwrap_or("/dev/mdX")
         )),
         "fstrim" => Some(format!(
-            "fstrim trims in one FITRIM ioctl in the kernel, which freezing `fstrim` does not pause: use `fallow scrub fstrim:{}`",
+            "fstrim trims in one FITRIM ioctl in the kernel, which freezing `fstrim` does not pause: use `fallow trim {}` (FITRIM by ranges)",
             last.unwrap_or("MOUNT")
         )),
         _ => None,
@@ -503,7 +503,7 @@ mod tests {
             .ends_with("`fallow scrub md:/dev/md0`"));
         assert!(h("fstrim -v /home")
             .unwrap()
-            .ends_with("`fallow scrub fstrim:/home`"));
+            .contains("`fallow trim /home`"));
         for other in [
             "rsync -a /btrfs/ /backup/",
             "btrfs balance start /mnt",
