@@ -207,8 +207,8 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
     }
     if out.drive.outcome == fallow_live::Outcome::Stopped {
         return Err(anyhow::anyhow!(
-            "interrupted at {}; {t} is left resumable: run again with --resume to continue",
-            bytes(out.report.position_bytes)
+            "interrupted after {} of progress; {t} is left resumable: run again with --resume to continue",
+            bytes(out.report.scrubbed_bytes)
         ));
     }
     Ok(())

@@ -11,7 +11,7 @@ use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What a finished command printed and how it ended.
@@ -253,14 +253,41 @@ impl Control for SystemControl {
     }
 }
 
-/// A recorded job: running for `waits` calls of [`Job::wait_ns`], then
-/// ended with `output`.
+/// A recorded job: running for `waits` calls of [`Job::wait_ns`] (or
+/// until the control runs the command line `until`, as a cancel ends a
+/// scrub), then ended with `output`.
 #[derive(Debug, Clone)]
 pub struct RecordedJob {
     /// Waits that still find it running.
     pub waits: u32,
     /// How it ends.
     pub output: Output,
+    /// A command line (`btrfs scrub cancel /mnt`) that ends it when run.
+    pub until: Option<String>,
+}
+
+#[derive(Debug)]
+struct RecordedRun {
+    job: RecordedJob,
+    log: Arc<Mutex<Vec<String>>>,
+    spawned_at: usize,
+}
+
+impl Job for RecordedRun {
+    fn wait_ns(&mut self, timeout_ns: u64) -> Result<Option<Output>> {
+        let ended_by_command = self.job.until.as_ref().is_some_and(|u| {
+            let want = format!("run {u}");
+            self.log.lock().unwrap_or_else(|p| p.into_inner())[self.spawned_at..].contains(&want)
+        });
+        if ended_by_command {
+            return Ok(Some(self.job.output.clone()));
+        }
+        self.job.wait_ns(timeout_ns)
+    }
+
+    fn pid(&self) -> u32 {
+        0
+    }
 }
 
 impl Job for RecordedJob {
@@ -269,8 +296,8 @@ impl Job for RecordedJob {
             return Ok(Some(self.output.clone()));
         }
         self.waits -= 1;
-        // a running job takes the time a real one would, up to 1 ms
-        std::thread::sleep(Duration::from_nanos(timeout_ns.min(1_000_000)));
+        // a running job takes the time a real one would, up to 200 ms
+        std::thread::sleep(Duration::from_nanos(timeout_ns.min(200_000_000)));
         Ok(None)
     }
 
@@ -287,7 +314,7 @@ pub struct RecordedControl {
     root: PathBuf,
     runs: Mutex<BTreeMap<String, VecDeque<(Output, bool)>>>,
     jobs: Mutex<BTreeMap<String, VecDeque<(RecordedJob, bool)>>>,
-    log: Mutex<Vec<String>>,
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl RecordedControl {
@@ -297,7 +324,7 @@ impl RecordedControl {
             root: root.into(),
             runs: Mutex::new(BTreeMap::new()),
             jobs: Mutex::new(BTreeMap::new()),
-            log: Mutex::new(Vec::new()),
+            log: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -356,8 +383,15 @@ impl Control for RecordedControl {
     fn spawn(&self, program: &str, args: &[&str]) -> Result<Box<dyn Job>> {
         let line = command_line(program, args);
         self.note(format!("spawn {line}"));
+        let spawned_at = self.log.lock().unwrap_or_else(|p| p.into_inner()).len();
         Self::next(&self.jobs, &line)
-            .map(|j| Box::new(j) as Box<dyn Job>)
+            .map(|job| {
+                Box::new(RecordedRun {
+                    job,
+                    log: self.log.clone(),
+                    spawned_at,
+                }) as Box<dyn Job>
+            })
             .ok_or_else(|| Error::Unsupported(format!("no recorded job for `{line}`")))
     }
 
@@ -448,6 +482,7 @@ mod tests {
             [RecordedJob {
                 waits: 1,
                 output: Output::new(0, "b"),
+                until: None,
             }],
         );
         assert_eq!(c.run("tool", &["a"], 0).unwrap().stdout, "one");

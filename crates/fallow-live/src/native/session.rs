@@ -233,3 +233,78 @@ pub fn not_native(text: &str) -> Error {
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Outcome;
+    use crate::native::control::{Output, RecordedControl, RecordedJob};
+
+    const UUID: &str = "009990be-e7f1-4858-aa27-8edb96551d88";
+
+    fn status(state: &str, data: u64) -> String {
+        format!(
+            "UUID: {UUID}\nStatus: {state}\n\tdata_bytes_scrubbed: {data}\n\ttree_bytes_scrubbed: 0\n\tcorrected_errors: 0\n\tuncorrectable_errors: 0\n\tlast_physical: {data}\n"
+        )
+    }
+
+    /// A recorded btrfs whose scrub finishes during its first slice, under
+    /// a session watching a stat file named by the user (an emulated disk's).
+    #[test]
+    fn a_session_runs_a_recorded_scrub_to_its_end_watching_a_named_file() {
+        let d = tempfile::tempdir().unwrap();
+        let fs = d.path().join(format!("sys/fs/btrfs/{UUID}/devices"));
+        std::fs::create_dir_all(&fs).unwrap();
+        let stat = d.path().join("emu.stat");
+        std::fs::write(&stat, "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n").unwrap();
+        let c = Arc::new(RecordedControl::new(d.path()));
+        c.on_run("btrfs --version", [Output::new(0, "btrfs-progs v6.2\n")]);
+        c.on_run(
+            "btrfs scrub status -R /mnt",
+            [
+                Output::new(0, &format!("UUID: {UUID}\n\tno stats available\n")),
+                Output::new(0, &status("finished", 1 << 20)),
+            ],
+        );
+        c.on_spawn(
+            "btrfs scrub start -B /mnt",
+            [RecordedJob {
+                waits: 3,
+                output: Output::new(0, ""),
+                until: None,
+            }],
+        );
+        let t = NativeTarget::parse("btrfs:/mnt").unwrap().unwrap();
+        let cfg = SessionConfig {
+            policy: "aggressive".into(),
+            driver: DriverConfig::default(),
+            watch: Watch::parse(path_str(&stat)),
+            interval_ns: 1_000_000,
+            guardian: None,
+        };
+        let mut s = NativeSession::open(&t, &NativeConfig::default(), &cfg, c.clone()).unwrap();
+        // no member device in sysfs: only the named file is watched
+        assert!(s.devices().is_empty());
+        assert_eq!(s.report().unwrap().scrubbed_bytes, 0);
+        let out = s.run(&AtomicBool::new(false)).unwrap();
+        assert_eq!(out.drive.outcome, Outcome::Finished);
+        assert!(out.report.complete);
+        assert_eq!(out.report.scrubbed_bytes, 1 << 20);
+        assert_eq!(out.monitor.source, stat.display().to_string());
+        assert!(c
+            .log()
+            .contains(&"spawn btrfs scrub start -B /mnt".to_string()));
+        // a bad policy fails before the tool is asked anything
+        let c = Arc::new(RecordedControl::new(d.path()));
+        let bad = SessionConfig {
+            policy: "no-such-policy".into(),
+            ..cfg
+        };
+        assert!(NativeSession::open(&t, &NativeConfig::default(), &bad, c.clone()).is_err());
+        assert!(c.log().is_empty());
+    }
+
+    fn path_str(p: &std::path::Path) -> &str {
+        p.to_str().unwrap()
+    }
+}
