@@ -50,7 +50,7 @@ fn a_zfs_scrub_runs_to_the_end_through_the_cli() {
         "scrub",
         "zfs:tank",
         "--policy",
-        "fixed-rate:r=400ms",
+        "fixed-rate:r=600ms",
         "--slice",
         "100ms",
         "--monitor",

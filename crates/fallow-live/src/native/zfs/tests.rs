@@ -90,10 +90,11 @@ fn target() -> NativeTarget {
     NativeTarget::parse("zfs:tank").unwrap().unwrap()
 }
 
-/// One 100 ms slice every 250 ms: paused between every two.
+/// One 100 ms slice every 500 ms (a slice and its status call take well
+/// under that even on a loaded machine): paused between every two.
 fn session_cfg() -> SessionConfig {
     SessionConfig {
-        policy: "fixed-rate:r=250ms".into(),
+        policy: "fixed-rate:r=500ms".into(),
         driver: DriverConfig {
             bg_size_bytes: 64 * MIB,
             ..DriverConfig::default()
@@ -109,8 +110,8 @@ fn count(log: &[String], line: &str) -> usize {
 }
 
 fn whole_scrub(json: bool) {
-    // 1 GiB at 2 GiB/s: 0.5 s of running, in 100 ms slices
-    let f = Fake::new(json, GIB, 2 * GIB);
+    // 1 GiB at 1 GiB/s: 1 s of running, in 100 ms slices
+    let f = Fake::new(json, GIB, GIB);
     let s = NativeSession::open(
         &target(),
         &f.cfg(Resume::No, None),
@@ -127,8 +128,8 @@ fn whole_scrub(json: bool) {
     assert_eq!(r.errors_uncorrectable, Some(2), "{r:?}");
     assert_eq!(r.native["repaired_bytes"], 1572864, "1.50M");
     assert_eq!(r.tool.contains("status -j"), json, "{}", r.tool);
-    // it only moves while running: 0.5 s of slices at the least
-    assert!(r.run_active_s >= 0.45, "{r:?}");
+    // it only moves while running: 1 s of slices at the least
+    assert!(r.run_active_s >= 0.95, "{r:?}");
     // started once, then paused and resumed between slices
     let (starts, pauses) = (count(&log, "scrub tank"), count(&log, "scrub -p tank"));
     assert!(pauses >= 3, "{log:#?}");
