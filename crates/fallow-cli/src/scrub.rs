@@ -49,9 +49,10 @@ Examples:
   fallow scrub disk.img --policy aggressive --size 4MiB --checkpoint disk.ck.json
   fallow scrub btrfs:/mnt/data --policy fixed-wait:t=200ms --max-rate 100MiB/s
       drive the kernel's btrfs scrub: each BG request lets it run for a slice (--slice, or
-      the request size over its measured rate), `btrfs scrub cancel` pauses it, `btrfs scrub
-      resume` continues; every member device is watched; --json adds errors_corrected,
-      errors_uncorrectable and btrfs's own counters (native). Tested live on loop devices.
+      the request size over its measured rate) and on to the next chunk boundary, where
+      `btrfs scrub cancel` pauses it without losing work; `btrfs scrub resume` continues.
+      Every member device is watched; --json adds errors_corrected, errors_uncorrectable and
+      btrfs's own counters (native). Tested live on loop devices only (not on an HDD).
   fallow scrub fstrim:/srv --size 1GiB --minlen 64KiB --resume     (or: fallow trim /srv)
       FITRIM one range of --size per BG request; the next offset is checkpointed.
   fallow scrub md:/dev/md0 --size 64MiB --resume        (--action repair to rewrite mismatches)
@@ -82,7 +83,8 @@ pub struct ScrubArgs {
     #[arg(long, short = 'p', value_name = "POLICY")]
     pub policy: Option<String>,
 
-    /// Request (segment) size. [default: 1MiB, or the tuned size]
+    /// Request (segment) size. [default: 1MiB (64MiB for btrfs: and
+    /// fstrim: targets), or the tuned size]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub size: Option<u64>,
 
@@ -181,8 +183,10 @@ pub struct ScrubArgs {
     #[arg(long, short = 'v')]
     pub verbose: bool,
 
-    /// btrfs, zfs: how long one BG request lets the scrub run (50ms to
-    /// 10s). [default: the request size over the measured scrub rate]
+    /// btrfs: the least time one BG request lets the scrub run (50ms to
+    /// 10s) before it is cancelled at the next chunk boundary; zfs: how
+    /// long one BG request lets the scrub run before `zpool scrub -p`.
+    /// [default: the request size over the measured scrub rate]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub slice: Option<u64>,
 

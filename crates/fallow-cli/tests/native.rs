@@ -319,6 +319,95 @@ fn acceptance_fg_at_300_iops_keeps_the_btrfs_scrub_off_then_it_finishes() {
     }
 }
 
+/// The other order: the scrub runs on an idle device, then the FG starts.
+/// The monitor cannot see FG reads while the scrub runs, so each request
+/// ends with a cancel at a chunk boundary and the driver looks: the scrub
+/// stops within one chunk of the FG's arrival (a blind scrub would read
+/// the whole rest of the file system under the FG).
+#[test]
+fn an_fg_arriving_mid_scrub_stops_it_within_one_chunk() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !common::have("fio") {
+        eprintln!("skip: fio is not installed");
+        return;
+    }
+    let Some(fs) = btrfs_with_data() else {
+        return;
+    };
+    if scrub_speed_max_files(fs.mnt()).is_empty() {
+        eprintln!("skip: this kernel has no scrub_speed_max");
+        return;
+    }
+    // the largest device extent, read independently of fallow
+    let tree = sh(
+        "btrfs",
+        &["inspect-internal", "dump-tree", "-t", "dev", &fs.dev],
+    )
+    .unwrap();
+    let chunk = tree
+        .lines()
+        .filter_map(|l| l.split(" length ").nth(1))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .max()
+        .unwrap();
+    let target = format!("btrfs:{}", fs.mnt());
+    let fallow = fallow_cmd(&[
+        "scrub",
+        &target,
+        "--policy",
+        "fixed-wait:t=200ms",
+        "--max-rate",
+        "50MiB/s",
+        "--json",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let before = fs.read_sectors();
+    let fio_out = fs._dir.path().join("fio.json");
+    let st = Command::new("fio")
+        .args([
+            "--name=fg",
+            &format!("--filename={}", fs.mnt.join("data").display()),
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=psync",
+            "--rate_iops=300",
+            "--time_based",
+            "--runtime=10",
+            "--output-format=json",
+            &format!("--output={}", fio_out.display()),
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let during = (fs.read_sectors() - before) * 512;
+    let o = fallow.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    let fio_v: Value = serde_json::from_str(&std::fs::read_to_string(&fio_out).unwrap()).unwrap();
+    let fg_bytes = fio_v["jobs"][0]["read"]["io_bytes"].as_u64().unwrap();
+    let bound = fg_bytes + chunk + (4 << 20);
+    eprintln!(
+        "fg arrives mid-scrub: device read {} MiB in the FG's 10 s (fio {} MiB, largest chunk {} MiB; bound {} MiB); {} boundary looks",
+        during >> 20,
+        fg_bytes >> 20,
+        chunk >> 20,
+        bound >> 20,
+        v["native"]["fallow_boundary_looks"]
+    );
+    assert!(
+        during <= bound,
+        "read {during} bytes under the FG (bound {bound})"
+    );
+    assert_eq!(v["complete"], true, "{v}");
+    assert!(status_text(fs.mnt()).contains("no errors found"));
+}
+
 #[test]
 fn kill_9_while_paused_the_guardian_resumes_the_scrub_and_restores_the_limit() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -335,16 +424,17 @@ fn kill_9_while_paused_the_guardian_resumes_the_scrub_and_restores_the_limit() {
         .map(|f| std::fs::read_to_string(f).unwrap())
         .collect();
     let target = format!("btrfs:{}", fs.mnt());
-    // short slices, far apart: most of the time the scrub is cancelled
+    // requests far apart: after the first (a slice, then on to a chunk
+    // boundary) the scrub stays cancelled for seconds
     let mut child = fallow_cmd(&[
         "scrub",
         &target,
         "--policy",
-        "fixed-rate:r=400ms",
+        "fixed-rate:r=8s",
         "--slice",
         "50ms",
         "--max-rate",
-        "20MiB/s",
+        "50MiB/s",
         "--json",
     ])
     .stdout(Stdio::null())
@@ -354,7 +444,7 @@ fn kill_9_while_paused_the_guardian_resumes_the_scrub_and_restores_the_limit() {
     // until the first slice has run and the scrub is cancelled (paused)
     let t0 = Instant::now();
     loop {
-        assert!(t0.elapsed() < Duration::from_secs(20), "no slice ran");
+        assert!(t0.elapsed() < Duration::from_secs(30), "no slice ran");
         let st = status_text(fs.mnt());
         if st.contains("aborted") {
             break;
@@ -363,7 +453,7 @@ fn kill_9_while_paused_the_guardian_resumes_the_scrub_and_restores_the_limit() {
     }
     // the limit is set while fallow runs
     let set = std::fs::read_to_string(&files[0]).unwrap();
-    assert_eq!(set.trim(), (20u64 << 20).to_string());
+    assert_eq!(set.trim(), (50u64 << 20).to_string());
     child.kill().unwrap(); // SIGKILL
     let _ = child.wait();
     // the guardian resumes it, unthrottled, and it finishes
@@ -391,10 +481,11 @@ fn kill_9_while_paused_the_guardian_resumes_the_scrub_and_restores_the_limit() {
 }
 
 /// btrfs resumes a cancelled scrub at the start of the chunk in progress:
-/// runs shorter than a chunk, each cancelled, would never finish. The
-/// executor holds a run that made no durable progress longer next time.
+/// runs shorter than a chunk, each cancelled mid-chunk, would never
+/// finish. Each request ends with a cancel at a chunk boundary instead, so
+/// a policy that pauses after every short slice re-reads little.
 #[test]
-fn a_scrub_cancelled_after_every_short_slice_still_finishes() {
+fn a_scrub_paused_after_every_short_slice_finishes_and_rereads_little() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(fs) = btrfs_with_data() else {
         return;
@@ -420,20 +511,24 @@ fn a_scrub_cancelled_after_every_short_slice_still_finishes() {
     .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let v = json_of(&o);
+    let scrubbed = v["scrubbed_bytes"].as_u64().unwrap();
     eprintln!(
-        "short slices: finished in {:.1} s, {} runs without progress, {} MB scrubbed for 300 MiB of data",
+        "short slices: finished in {:.1} s, {} boundary looks, {} runs without progress, {} MB scrubbed for 300 MiB of data",
         t0.elapsed().as_secs_f64(),
+        v["native"]["fallow_boundary_looks"],
         v["native"]["fallow_runs_without_progress"],
-        v["scrubbed_bytes"].as_u64().unwrap() / 1_000_000
+        scrubbed / 1_000_000
     );
     assert_eq!(v["complete"], true, "{v}");
-    // 50 ms at 100 MiB/s is far less than a chunk: some runs were lost
     assert!(
-        v["native"]["fallow_runs_without_progress"]
-            .as_u64()
-            .unwrap()
-            >= 1,
+        v["native"]["fallow_boundary_looks"].as_u64().unwrap() >= 1,
         "{v}"
+    );
+    // cancels mid-chunk would each re-read up to a chunk (~112 MiB here)
+    let data = 300u64 << 20;
+    assert!(
+        scrubbed <= data + data / 5,
+        "{scrubbed} bytes scrubbed for {data}"
     );
     assert!(status_text(fs.mnt()).contains("finished"));
 }
@@ -455,6 +550,8 @@ fn an_interrupted_btrfs_scrub_needs_resume_and_resume_finishes_it() {
         "32MiB",
         "--slice",
         "50ms",
+        "--max-rate",
+        "100MiB/s",
         "--json",
     ])
     .output()
@@ -646,4 +743,137 @@ fn fitrim_killed_mid_way_resumes_at_its_offset_and_skips_nothing() {
         (fs_bytes - at).div_ceil(16 << 20),
         "{v}"
     );
+}
+
+/// A btrfs over two loop devices (RAID1): both are watched, by one
+/// monitor over both, and the scrub's reads on either are its own.
+#[test]
+fn a_two_device_btrfs_is_watched_on_both_devices() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !need_root("loop devices and a mount") {
+        return;
+    }
+    if !common::have("btrfs") {
+        eprintln!("skip: btrfs-progs is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut devs = Vec::new();
+    for i in 0..2 {
+        let img = dir.path().join(format!("d{i}.img"));
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(512 << 20)
+            .unwrap();
+        match sh("losetup", &["-f", "--show", path_str(&img)]) {
+            Ok(d) => devs.push(d),
+            Err(e) => {
+                eprintln!("skip: losetup: {e}");
+                for d in &devs {
+                    let _ = sh("losetup", &["-d", d]);
+                }
+                return;
+            }
+        }
+    }
+    struct Detach(Vec<String>, PathBuf);
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.1).status();
+            for d in &self.0 {
+                let _ = Command::new("losetup").args(["-d", d]).status();
+            }
+        }
+    }
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let _cleanup = Detach(devs.clone(), mnt.clone());
+    let made = sh(
+        "mkfs.btrfs",
+        &["-q", "-f", "-d", "raid1", "-m", "raid1", &devs[0], &devs[1]],
+    )
+    .and_then(|_| sh("mount", &[&devs[0], path_str(&mnt)]));
+    if let Err(e) = made {
+        eprintln!("skip: cannot make a two-device btrfs: {e}");
+        return;
+    }
+    let mut f = std::fs::File::create(mnt.join("data")).unwrap();
+    f.write_all(&vec![0x5a; 64 << 20]).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    sh("sync", &[]).unwrap();
+    let o = fallow_cmd(&[
+        "scrub",
+        &format!("btrfs:{}", path_str(&mnt)),
+        "--policy",
+        "aggressive",
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    let mut want: Vec<String> = devs
+        .iter()
+        .map(|d| d.trim_start_matches("/dev/").to_string())
+        .collect();
+    want.sort();
+    assert_eq!(v["devices"], serde_json::json!(want), "{v}");
+    assert_eq!(v["complete"], true, "{v}");
+    // both copies of the 64 MiB were verified
+    assert!(
+        v["native"]["data_bytes_scrubbed"].as_u64().unwrap() >= 128 << 20,
+        "{v}"
+    );
+    assert_eq!(v["monitor"]["busy_periods"], 0, "{v}");
+    let src = v["monitor"]["source"].as_str().unwrap();
+    assert!(want.iter().all(|d| src.contains(d.as_str())), "{src}");
+}
+
+/// `--window` applies to native jobs: outside it nothing starts, and a
+/// signal ends the wait cleanly (exit 1, `--resume` named).
+#[test]
+fn outside_its_window_no_btrfs_scrub_starts_and_a_signal_stops_the_wait() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(fs) = LoopFs::new(&["mkfs.btrfs", "-q", "-f"], 256 << 20, "defaults") else {
+        return;
+    };
+    if !common::have("btrfs") {
+        eprintln!("skip: btrfs-progs is not installed");
+        return;
+    }
+    // a window two to three hours from now, in UTC (TZ is set for the child)
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 86_400;
+    let hm = |s: u64| format!("{:02}:{:02}", (s / 3600) % 24, (s / 60) % 60);
+    let window = format!("{}-{}", hm(now_s + 2 * 3600), hm(now_s + 3 * 3600));
+    let child = fallow_cmd(&[
+        "scrub",
+        &format!("btrfs:{}", fs.mnt()),
+        "--policy",
+        "aggressive",
+        "--window",
+        &window,
+        "--json",
+    ])
+    .env("TZ", "UTC")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    sh("kill", &["-15", &child.id().to_string()]).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(v["outcome"], "stopped", "{v}");
+    assert_eq!(v["driver"]["bg_requests"], 0, "{v}");
+    assert!(v["driver"]["throttled_s"].as_f64().unwrap() > 1.0, "{v}");
+    // btrfs itself says no scrub was ever started
+    let st = sh("btrfs", &["scrub", "status", fs.mnt()]).unwrap();
+    assert!(st.contains("no stats available"), "{st}");
 }

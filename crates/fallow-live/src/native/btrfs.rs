@@ -2,10 +2,11 @@
 //!
 //! The scrub runs in the kernel, so freezing the process that started it
 //! pauses nothing. Instead one BG request lets it run for a *slice* of
-//! time; [`BgExecutor::pause`] is `btrfs scrub cancel` (~30 ms; btrfs
-//! keeps its position per chunk in `/var/lib/btrfs/scrub.status.<fsid>`)
-//! and the next request is `btrfs scrub resume`. Back-to-back requests
-//! leave it running, as `fallow run` leaves its command thawed.
+//! time and on to the next chunk boundary, where it is cancelled (`btrfs
+//! scrub cancel`, ~30 ms; btrfs keeps its position in
+//! `/var/lib/btrfs/scrub.status.<fsid>`); the next request is `btrfs scrub
+//! resume`. [`BgExecutor::pause`] cancels a run still going (when the
+//! boundary is unknown).
 //!
 //! - **Start**: `btrfs scrub start -B MOUNT` (or `resume -B`) as a child in
 //!   its own process group, output discarded. `-B` rather than the
@@ -28,10 +29,32 @@
 //!   shorter than a chunk's scrub time would never finish it. So when a
 //!   cancel finds `last_physical` where the previous one left it, the next
 //!   run after a resume is held to at least twice as long as that one (up
-//!   to [`MIN_RUN_MAX_NS`]) before it may be paused; once a cancel finds
-//!   progress, runs are short again. An FG arrival then waits for at most
+//!   to [`MIN_RUN_MAX_NS`]) before it may be paused; each cancel that finds
+//!   progress halves that hold. An FG arrival then waits for at most
 //!   that run, as for any non-preemptible request; the report counts such
 //!   runs (`fallow_runs_without_progress` in `native`).
+//!   The chunk is thus the scrub's non-preemptible unit of work, the kind
+//!   of BG task whose cost to the FG the policies are built to bound (Mi
+//!   et al., *Efficient Management of Idleness in Storage Systems*, §1:
+//!   background media scans as non-preemptable tasks; Practical
+//!   Scrubbing's scrub request, §V-B2).
+//! - **Looks at chunk boundaries**: while the scrub runs, the monitor
+//!   cannot tell its reads from FG reads (the gate counts all as the
+//!   scrub's), so a run that back-to-back requests keep going would be
+//!   blind to FG arrivals. Each request therefore ends with a cancel at
+//!   the first chunk boundary after its slice: `btrfs inspect-internal
+//!   dump-tree -t dev` gives the device extents; after the slice the live
+//!   `last_physical` is polled every [`BOUNDARY_POLL_NS`] until it passes
+//!   the end of the extent it was in, then the scrub is cancelled there,
+//!   where a resume loses nothing. The driver's look between requests then
+//!   sees FG work (the request stays paused [`BOUNDARY_LOOK_NS`] first, so
+//!   the next FG read of a sparse FG shows); if there is none, the next
+//!   request resumes. Blind time
+//!   is at most one slice plus one chunk's scrub time. A file system with
+//!   several devices has one `last_physical` per device and no common
+//!   boundary: there each request ends with a cancel after its slice (held
+//!   longer while cancels find no progress, see above), which bounds the
+//!   blind time at the price of re-reading partial chunks.
 //! - **Progress and errors**: `btrfs scrub status -R MOUNT`
 //!   ([`ScrubStatus::parse`]): `data_bytes_scrubbed + tree_bytes_scrubbed`,
 //!   `last_physical`, the error counters; finished when it says so.
@@ -74,6 +97,56 @@ pub const KIND: Kind = Kind {
 pub const SLICE_MIN_NS: u64 = 50_000_000;
 /// Longest slice, ns: an FG arrival waits at most this long.
 pub const SLICE_MAX_NS: u64 = 10_000_000_000;
+/// How often the live position is read while a request waits for a chunk
+/// boundary, ns.
+pub const BOUNDARY_POLL_NS: u64 = 100_000_000;
+/// How long a request stays paused after its cancel at a chunk boundary,
+/// so that the monitor sees FG reads that arrive meanwhile, ns.
+pub const BOUNDARY_LOOK_NS: u64 = 50_000_000;
+/// Longest a request waits for a chunk boundary after its slice, ns.
+const BOUNDARY_WAIT_MAX_NS: u64 = 120_000_000_000;
+
+/// Device extents `[start, end)` of device `devid` from the text of
+/// `btrfs inspect-internal dump-tree -t dev DEVICE` (an item line `key
+/// (DEVID DEV_EXTENT START)` followed by one with `length LEN`), sorted.
+pub fn parse_dev_extents(text: &str, devid: u64) -> std::result::Result<Vec<(u64, u64)>, String> {
+    let mut out = Vec::new();
+    let mut pending: Option<u64> = None;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if let Some(rest) = t.split("key (").nth(1) {
+            pending = None;
+            let mut w = rest
+                .trim_end_matches(|c| c != ')')
+                .trim_end_matches(')')
+                .split_whitespace();
+            if let (Some(id), Some("DEV_EXTENT"), Some(start)) = (w.next(), w.next(), w.next()) {
+                let id: u64 = id
+                    .parse()
+                    .map_err(|_| format!("line {}: devid `{id}`", i + 1))?;
+                let start: u64 = start
+                    .parse()
+                    .map_err(|_| format!("line {}: offset `{start}`", i + 1))?;
+                if id == devid {
+                    pending = Some(start);
+                }
+            }
+            continue;
+        }
+        if let (Some(start), Some(len)) = (pending, t.split(" length ").nth(1)) {
+            let len: u64 = len
+                .split_whitespace()
+                .next()
+                .and_then(|l| l.parse().ok())
+                .ok_or_else(|| format!("line {}: length in `{t}`", i + 1))?;
+            out.push((start, start.saturating_add(len)));
+            pending = None;
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
 /// Longest a run after a resume is held before it may be paused, ns (a
 /// 1 GiB chunk at 10 MB/s).
 pub const MIN_RUN_MAX_NS: u64 = 120_000_000_000;
@@ -230,6 +303,16 @@ pub struct Btrfs {
     min_run_ns: u64,
     /// Runs whose cancel found no durable progress.
     runs_without_progress: u64,
+    /// Device extents of the only member device (empty: several devices,
+    /// or unknown): where a cancel loses nothing.
+    extents: Vec<(u64, u64)>,
+    /// Requests that ended with a cancel at a chunk boundary.
+    boundary_looks: u64,
+    /// Several member devices (one position each, no common boundary):
+    /// every request ends with a cancel after its (held) slice instead.
+    looks_by_time: bool,
+    /// Requests that ended with such a cancel.
+    time_looks: u64,
     active_ns: u64,
     requests: u64,
     t0_ns: u64,
@@ -310,6 +393,7 @@ impl Btrfs {
         for name in ctl.list(&sys.join("devices")).unwrap_or_default() {
             devices.push(whole_disk(ctl.as_ref(), &name));
         }
+        let members = ctl.list(&sys.join("devices")).unwrap_or_default();
         devices.sort();
         devices.dedup();
         let sources = devices
@@ -356,6 +440,10 @@ impl Btrfs {
             resumed_at_ns: None,
             min_run_ns: 0,
             runs_without_progress: 0,
+            extents: Vec::new(),
+            boundary_looks: 0,
+            looks_by_time: members.len() > 1,
+            time_looks: 0,
             active_ns: 0,
             requests: 0,
             t0_ns: monotonic_ns(),
@@ -368,10 +456,84 @@ impl Btrfs {
                 ));
             }
         }
+        if let [only] = members.as_slice() {
+            // without the extents a run is only looked at when the driver pauses it
+            b.extents = b.dev_extents(&sys, only).unwrap_or_default();
+        }
         if let Some(rate) = cfg.max_rate_bytes_per_s {
             b.set_limit(rate, &sys)?;
         }
         Ok(b)
+    }
+
+    /// The device extents of the member device `name` (its devid from
+    /// `devinfo/*/` … the only one there is).
+    fn dev_extents(&self, sys: &Path, name: &str) -> Result<Vec<(u64, u64)>> {
+        let ids = self.ctl.list(&sys.join("devinfo"))?;
+        let [id] = ids.as_slice() else {
+            return Ok(Vec::new());
+        };
+        let devid: u64 = id.parse().map_err(|_| {
+            Error::invalid(
+                "target",
+                format!("{}: devinfo/{id} is not a devid", self.label),
+            )
+        })?;
+        let dev = format!("/dev/{name}");
+        let out = self.btrfs(&["inspect-internal", "dump-tree", "-t", "dev", &dev])?;
+        if !out.success() {
+            return Ok(Vec::new());
+        }
+        parse_dev_extents(&out.stdout, devid).map_err(|m| Error::Parse {
+            path: PathBuf::from(format!("btrfs inspect-internal dump-tree -t dev {dev}")),
+            message: m,
+        })
+    }
+
+    /// The end of the device extent holding `pos`, if any.
+    fn extent_end(&self, pos: u64) -> Option<u64> {
+        self.extents
+            .iter()
+            .find(|&&(a, b)| a <= pos && pos < b)
+            .map(|&(_, b)| b)
+    }
+
+    /// After a request's slice: wait until the live position passes the
+    /// end of the extent it is in, then cancel there. `Ok(true)` if it
+    /// did (or the scrub ended meanwhile).
+    fn cancel_at_boundary(&mut self) -> Result<bool> {
+        if self.extents.is_empty() {
+            return Ok(false);
+        }
+        self.refresh()?;
+        let Some(end) = self.extent_end(self.status.get("last_physical")) else {
+            return Ok(false);
+        };
+        let t0 = monotonic_ns();
+        loop {
+            let job = self.job.as_mut().expect("a run is going");
+            if let Some(out) = job.wait_ns(BOUNDARY_POLL_NS)? {
+                self.stopped(out, false)?;
+                self.resumed_at_ns = None;
+                return Ok(true);
+            }
+            self.refresh()?;
+            if self.status.get("last_physical") >= end {
+                self.boundary_looks += 1;
+                self.cancel()?;
+                // the driver's look is one 1 ms sample, and FG reads that
+                // completed during the run were counted as the scrub's: an
+                // FG of 300 short reads/s shows in such a sample with
+                // probability ~0.3. Stay paused until its next read shows
+                // (without this, one run here missed it at a boundary and
+                // read 165 MiB under the FG instead of 29 MiB).
+                std::thread::sleep(std::time::Duration::from_nanos(BOUNDARY_LOOK_NS));
+                return Ok(true);
+            }
+            if monotonic_ns() - t0 > BOUNDARY_WAIT_MAX_NS {
+                return Ok(false);
+            }
+        }
     }
 
     /// The rate ceiling: the kernel's per-device limit where it has one,
@@ -526,7 +688,9 @@ impl Btrfs {
         let at = self.status.get("last_physical");
         if self.finished || at > self.durable_physical {
             self.durable_physical = at;
-            self.min_run_ns = 0;
+            // halved, not forgotten: with several devices, where requests
+            // end by time, runs settle near the length that makes progress
+            self.min_run_ns /= 2;
         } else {
             // the run's work is lost: hold the next one longer
             self.runs_without_progress += 1;
@@ -600,6 +764,14 @@ impl BgExecutor for Btrfs {
         let job = self.job.as_mut().expect("started above");
         if let Some(out) = job.wait_ns(slice)? {
             self.stopped(out, false)?;
+        } else if self.cancel_at_boundary()? {
+            // cancelled where nothing is lost: the driver looks for FG work
+        } else if self.looks_by_time {
+            // no common boundary: a look now, at the price of re-reading
+            // the partial chunks (held runs still make progress)
+            self.time_looks += 1;
+            self.cancel()?;
+            std::thread::sleep(std::time::Duration::from_nanos(BOUNDARY_LOOK_NS));
         } else if self.max_bytes.is_some() || self.bucket.is_some() {
             // progress is needed now to stop at --max-bytes or to pace
             self.refresh()?;
@@ -673,6 +845,8 @@ impl NativeExecutor for Btrfs {
             "fallow_runs_without_progress".into(),
             self.runs_without_progress,
         );
+        native.insert("fallow_boundary_looks".into(), self.boundary_looks);
+        native.insert("fallow_time_looks".into(), self.time_looks);
         Ok(NativeReport {
             target: self.label.clone(),
             kind: "btrfs".into(),
@@ -834,6 +1008,8 @@ Duration:         0:00:01
         assert_eq!(
             log,
             [
+                // no extents recorded: requests are not cut at chunk boundaries
+                "run btrfs inspect-internal dump-tree -t dev /dev/loop9",
                 "spawn btrfs scrub start -B /mnt",
                 "run btrfs scrub cancel /mnt",
                 "run btrfs scrub status -R /mnt",
@@ -887,7 +1063,7 @@ Duration:         0:00:01
         let t0 = monotonic_ns();
         b.run_one(4096).unwrap();
         assert!(monotonic_ns() - t0 >= held, "the held run was cut short");
-        // progress: runs are short again
+        // progress: the hold is halved
         c.on_run(
             "btrfs scrub status -R /mnt",
             [Output::new(
@@ -896,7 +1072,7 @@ Duration:         0:00:01
             )],
         );
         b.pause().unwrap();
-        assert_eq!((b.durable_physical, b.min_run_ns), (298049792, 0));
+        assert_eq!((b.durable_physical, b.min_run_ns), (298049792, held / 2));
         let r = b.report().unwrap();
         assert_eq!(r.native["fallow_runs_without_progress"], 1);
     }
@@ -924,6 +1100,112 @@ Duration:         0:00:01
         assert_eq!(b.run_one(4096).unwrap(), Step::Finished);
         let reads = c.log().iter().filter(|l| l.contains("status -R")).count();
         assert_eq!(reads, 3, "{:?}", c.log()); // open, the transient, the real one
+    }
+
+    /// `btrfs inspect-internal dump-tree -t dev /dev/loop1`, recorded here (cut).
+    const DEV_TREE: &str = "btrfs-progs v6.2
+device tree key (DEV_TREE ROOT_ITEM 0)
+\titem 0 key (DEV_STATS PERSISTENT_ITEM 1) itemoff 16243 itemsize 40
+\t\tpersistent item objectid DEV_STATS offset 1
+\titem 1 key (1 DEV_EXTENT 38797312) itemoff 16195 itemsize 48
+\t\tdev extent chunk_tree 3
+\t\tchunk_objectid 256 chunk_offset 30408704 length 53673984
+\titem 3 key (1 DEV_EXTENT 146145280) itemoff 16099 itemsize 48
+\t\tdev extent chunk_tree 3
+\t\tchunk_objectid 256 chunk_offset 84082688 length 117440512
+\titem 4 key (2 DEV_EXTENT 1048576) itemoff 16051 itemsize 48
+\t\tdev extent chunk_tree 3
+\t\tchunk_objectid 256 chunk_offset 201523200 length 117440512
+";
+
+    #[test]
+    fn parses_device_extents_of_one_device() {
+        let e = parse_dev_extents(DEV_TREE, 1).unwrap();
+        assert_eq!(
+            e,
+            [
+                (38797312, 38797312 + 53673984),
+                (146145280, 146145280 + 117440512)
+            ]
+        );
+        assert_eq!(
+            parse_dev_extents(DEV_TREE, 2).unwrap(),
+            [(1048576, 1048576 + 117440512)]
+        );
+        let bad = DEV_TREE.replace("length 53673984", "length x");
+        assert!(parse_dev_extents(&bad, 1).unwrap_err().contains("length"));
+    }
+
+    #[test]
+    fn a_request_ends_with_a_cancel_at_the_next_chunk_boundary() {
+        let never = format!("UUID: {UUID}\n\tno stats available\n");
+        let (_d, c) = recorded(&never);
+        c.on_run(
+            "btrfs inspect-internal dump-tree -t dev /dev/loop9",
+            [Output::new(0, DEV_TREE)],
+        );
+        let mut b = Btrfs::open(&target(), &NativeConfig::default(), c.clone()).unwrap();
+        assert_eq!(b.extents.len(), 2);
+        c.on_spawn(
+            "btrfs scrub start -B /mnt",
+            [RecordedJob {
+                waits: 1000,
+                output: Output::new(1, ""),
+                until: Some("btrfs scrub cancel /mnt".into()),
+            }],
+        );
+        c.on_run("btrfs scrub cancel /mnt", [Output::new(0, "")]);
+        let at = |state: &str, pos: u64| {
+            Output::new(
+                0,
+                &status(state, pos).replace("198049792", &pos.to_string()),
+            )
+        };
+        // inside the second extent after the slice; then past its end
+        let end = 146145280 + 117440512;
+        c.on_run(
+            "btrfs scrub status -R /mnt",
+            [
+                at("running", 150_000_000),
+                at("running", 200_000_000),
+                at("running", end + 4096),
+                at("aborted", end),
+            ],
+        );
+        assert_eq!(b.run_one(4096).unwrap(), Step::More);
+        // cancelled, gate closed: the driver can look for FG work
+        assert!(b.job.is_none() && !b.gate().is_open());
+        assert_eq!((b.boundary_looks, b.durable_physical), (1, end));
+        assert_eq!(b.runs_without_progress, 0);
+    }
+
+    #[test]
+    fn with_several_devices_each_request_ends_with_a_cancel() {
+        let never = format!("UUID: {UUID}\n\tno stats available\n");
+        let (d, c) = recorded(&never);
+        let sys = d.path().join(format!("sys/fs/btrfs/{UUID}"));
+        std::fs::create_dir_all(sys.join("devices/loop8")).unwrap();
+        let blk = d.path().join("sys/class/block/loop8");
+        std::fs::create_dir_all(&blk).unwrap();
+        std::fs::write(blk.join("stat"), "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n").unwrap();
+        let mut b = Btrfs::open(&target(), &NativeConfig::default(), c.clone()).unwrap();
+        assert_eq!(b.devices(), ["loop8", "loop9"]);
+        c.on_spawn(
+            "btrfs scrub start -B /mnt",
+            [RecordedJob {
+                waits: 1000,
+                output: Output::new(1, ""),
+                until: Some("btrfs scrub cancel /mnt".into()),
+            }],
+        );
+        c.on_run("btrfs scrub cancel /mnt", [Output::new(0, "")]);
+        c.on_run(
+            "btrfs scrub status -R /mnt",
+            [Output::new(0, &status("aborted", 1 << 20))],
+        );
+        assert_eq!(b.run_one(4096).unwrap(), Step::More);
+        assert!(b.job.is_none() && !b.gate().is_open());
+        assert_eq!(b.report().unwrap().native["fallow_time_looks"], 1);
     }
 
     #[test]
