@@ -294,7 +294,8 @@ fn a_btrfs_scrub_frozen_in_vain_is_reported_within_a_second() {
     let wall = r["driver"]["wall_s"].as_f64().unwrap();
     let sum = f("running_s") + f("frozen_s") + f("frozen_io_s");
     assert!((sum - wall).abs() < 0.5, "{sum} vs wall {wall}: {r}");
-    assert!(f("frozen_io_s") > 0.5, "{r}");
+    // at 100+ MiB read, at least some 100 ms (loop devices here read < 1.1 GB/s)
+    assert!(f("frozen_io_s") > 0.1, "{r}");
     assert!(
         r["native_alternative"]
             .as_str()
