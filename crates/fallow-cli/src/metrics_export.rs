@@ -4,10 +4,11 @@
 
 use crate::live_config::MetricsAddr;
 use anyhow::{Context, Result};
+use fallow_live::run::FrozenIoProbe;
 use fallow_live::{DriveObserver, DriveState, Driver, SharedStats};
 use fallow_metrics::{Metrics, MetricsServer, PolicyState};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often the monitor's FG totals are copied into the counters.
@@ -18,6 +19,7 @@ pub struct Exporter {
     server: Option<MetricsServer>,
     stop: Arc<AtomicBool>,
     sync: Option<std::thread::JoinHandle<()>>,
+    frozen_io: Arc<Mutex<Option<FrozenIoProbe>>>,
 }
 
 impl Exporter {
@@ -34,12 +36,24 @@ impl Exporter {
         metrics.set_state(PolicyState::Busy);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
+        let frozen_io: Arc<Mutex<Option<FrozenIoProbe>>> = Arc::default();
+        let frozen2 = frozen_io.clone();
         let sync = std::thread::Builder::new()
             .name("fallow-metrics-fg".into())
             .spawn(move || {
                 // the monitor keeps totals; the counters take their growth
                 let (mut requests, mut bytes) = (0u64, 0u64);
+                let (mut frozen_bytes, mut frozen_s) = (0u64, 0.0f64);
                 loop {
+                    let probe = frozen2.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    if let Some(f) = probe.map(|p| p.stats()) {
+                        metrics.frozen_io(
+                            f.bytes.saturating_sub(frozen_bytes),
+                            (f.seconds - frozen_s).max(0.0),
+                        );
+                        (frozen_bytes, frozen_s) =
+                            (frozen_bytes.max(f.bytes), frozen_s.max(f.seconds));
+                    }
                     let s = stats.get();
                     let b = s.fg_read_bytes + s.fg_write_bytes;
                     metrics.fg_requests(
@@ -58,7 +72,14 @@ impl Exporter {
             server: Some(server),
             stop,
             sync: Some(sync),
+            frozen_io,
         })
+    }
+
+    /// Also export what `probe` counts: a `fallow run` command's reads
+    /// while frozen.
+    pub fn follow_frozen_io(&self, probe: FrozenIoProbe) {
+        *self.frozen_io.lock().unwrap_or_else(|p| p.into_inner()) = Some(probe);
     }
 
     /// Where it serves.

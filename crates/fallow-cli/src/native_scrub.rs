@@ -55,8 +55,12 @@ fn refuse_block_flags(a: &ScrubArgs, t: &NativeTarget) -> Result<()> {
         ("--log", a.log.is_some()),
         ("--retries", a.retries.is_some()),
         ("--checkpoint-interval", a.checkpoint_interval.is_some()),
-        ("--slice", a.slice.is_some() && t.prefix != "btrfs"),
+        (
+            "--slice",
+            a.slice.is_some() && !["btrfs", "zfs"].contains(&t.prefix.as_str()),
+        ),
         ("--minlen", a.minlen.is_some() && t.prefix != "fstrim"),
+        ("--action", a.action.is_some() && t.prefix != "md"),
     ];
     if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
         return Err(BadInput(format!("{flag} does not apply to {}: targets", t.prefix)).into());
@@ -86,7 +90,8 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
     let size = s.size.or(s.tuned_size).unwrap_or(DEFAULT_NATIVE_SIZE);
     let checkpoint_path = match s.checkpoint.clone() {
         Some(p) => Some(p),
-        None if t.prefix == "fstrim" => {
+        // kinds whose tool keeps no position of its own
+        None if t.prefix == "fstrim" || t.prefix == "md" => {
             let p = native::default_checkpoint(&t).map_err(live_err)?;
             if let Some(dir) = p.parent() {
                 std::fs::create_dir_all(dir).map_err(|e| {
@@ -103,6 +108,9 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
     let mut options = std::collections::BTreeMap::new();
     if let Some(m) = a.minlen {
         options.insert("minlen".to_string(), m.to_string());
+    }
+    if let Some(act) = &a.action {
+        options.insert("action".to_string(), act.clone());
     }
     let ncfg = NativeConfig {
         slice_ns: a.slice,

@@ -13,7 +13,7 @@
 //! `[run]` and `[metrics]` tables), then a `fallow tune --json` result
 //! (`--tuned`: its best policy), then the defaults, as for `fallow scrub`.
 
-use crate::human::{count, pct, secs};
+use crate::human::{bytes, count, pct, secs};
 use crate::live_config::{self, Config, MetricsAddr};
 use crate::{exit_code_of, message, BadInput};
 use anyhow::{Context, Result};
@@ -22,8 +22,8 @@ use fallow_core::sim::BgService;
 use fallow_live::combine;
 use fallow_live::net::{self, NamespaceTraffic, NetMonitorConfig, NetSource};
 use fallow_live::run::{
-    exit_code, guard, CommandSpec, FreezerKind, GuardianCommand, GuardianSpec, IoAccounting,
-    Managed, RunConfig, RunStats, WatchedDisk, SLICE_RANGE_NS,
+    exit_code, guard, native_alternative, CommandSpec, FreezerKind, GuardianCommand, GuardianSpec,
+    IoAccounting, Managed, RunConfig, RunStats, WatchedDisk, SLICE_RANGE_NS,
 };
 use fallow_live::{DriveReport, Driver, DriverConfig, Monitor, MonitorConfig, MonitorStats};
 use serde::{Deserialize, Serialize};
@@ -348,6 +348,9 @@ struct Report {
     end: &'static str,
     /// The command's exit status (none when left running).
     exit_code: Option<i32>,
+    /// For a command whose work runs in the kernel (btrfs scrub, zpool
+    /// scrub, mdadm, fstrim): why freezing cannot pause it and what can.
+    native_alternative: Option<String>,
     run: RunStats,
     driver: DriveReport,
     monitor: MonitorStats,
@@ -439,6 +442,13 @@ fn run(args: RunArgs) -> Result<i32> {
         netns: s.netns.clone(),
     };
     spec.check().map_err(live)?;
+    let native = native_alternative(&args.command);
+    if let Some(n) = &native {
+        say(
+            args.quiet,
+            &format!("note: {n}; fallow run warns if the command goes on reading while frozen"),
+        );
+    }
 
     // signals: a flag per kind; any of them stops the driver
     let stop = Arc::new(AtomicBool::new(false));
@@ -475,6 +485,24 @@ fn run(args: RunArgs) -> Result<i32> {
         }),
     };
     let mut managed = Managed::spawn(&spec, &cfg, stop.clone()).map_err(live)?;
+    {
+        // said at once, from the watch's thread, while the driver waits
+        let quiet = args.quiet;
+        let why = native.clone().unwrap_or_else(|| {
+            "its work runs outside its processes (in the kernel), where freezing does not reach"
+                .into()
+        });
+        managed.on_frozen_io(Box::new(move |n| {
+            say(
+                quiet,
+                &format!(
+                    "warning: frozen, the command still read {} in {}: freezing does not pause its I/O; {why}. Its time frozen but reading is reported as frozen_io_s, not as frozen",
+                    bytes(n.bytes),
+                    secs(n.after_freeze_s)
+                ),
+            );
+        }));
+    }
 
     let mut monitor = match start_monitors(&s, disk.as_ref(), net_source.as_ref(), &managed) {
         Ok(m) => m,
@@ -500,6 +528,9 @@ fn run(args: RunArgs) -> Result<i32> {
         }
         None => None,
     };
+    if let (Some(e), Some(p)) = (&exporter, managed.frozen_io_probe()) {
+        e.follow_frozen_io(p);
+    }
     let source = monitor.stats().source;
     say(
         args.quiet,
@@ -593,13 +624,24 @@ fn run(args: RunArgs) -> Result<i32> {
     // left running: 128 + the signal, as a shell reports a command it ended
     let code = command_code.unwrap_or(128 + signalled.unwrap_or(15));
     if let Some(c) = command_code {
+        let leaked = if stats.frozen_io_intervals > 0 {
+            format!(
+                ", frozen but still reading {} ({} in {} intervals)",
+                secs(stats.frozen_io_s),
+                bytes(stats.frozen_io_bytes),
+                count(stats.frozen_io_intervals)
+            )
+        } else {
+            String::new()
+        };
         say(
             args.quiet,
             &format!(
-                "command exited with status {c} after {}: ran {} ({}), frozen {}, {} thaws; {} FG busy periods on {}; monitor CPU {} of a core",
+                "command exited with status {c} after {}: ran {} ({}), frozen {}{leaked}, {} thaws; {} FG busy periods on {}; monitor CPU {} of a core",
                 secs(drive.wall_s),
                 secs(stats.running_s),
-                pct(stats.running_s / (stats.running_s + stats.frozen_s).max(1e-9)),
+                pct(stats.running_s
+                    / (stats.running_s + stats.frozen_s + stats.frozen_io_s).max(1e-9)),
                 secs(stats.frozen_s),
                 count(stats.thaws),
                 count(mon.busy_periods),
@@ -626,6 +668,7 @@ fn run(args: RunArgs) -> Result<i32> {
             slice_s: s.slice_ns as f64 / 1e9,
             end,
             exit_code: command_code,
+            native_alternative: native.clone(),
             run: stats,
             driver: drive,
             monitor: mon,

@@ -55,6 +55,14 @@ Examples:
       btrfs's own counters (native). Tested live on loop devices only (not on an HDD).
   fallow scrub fstrim:/srv --size 1GiB --minlen 64KiB --resume     (or: fallow trim /srv)
       FITRIM one range of --size per BG request; the next offset is checkpointed.
+  fallow scrub md:/dev/md0 --size 64MiB --resume        (--action repair to rewrite mismatches)
+      an md check by [sync_min, sync_max) windows of --size, one per BG request; held at
+      sync_max between them; mismatch_cnt in native; the next sector is checkpointed.
+  fallow scrub zfs:tank --policy fixed-wait:t=500ms --resume
+      a ZFS scrub in slices, paused by `zpool scrub -p`, resumed by `zpool scrub`; progress
+      from `zpool status -j -p` (OpenZFS >= 2.3) or its text; every leaf vdev's disk watched.
+      md and zfs are NOT tested on a live array or pool (this machine's kernel has neither):
+      only against a recorded sysfs tree and a fake `zpool` printing OpenZFS's formats.
       docs/native.md lists every native kind and what was tested live.
 
 The target is opened read-only and never written, and no output may be the target or another
@@ -68,7 +76,8 @@ samples and CPU cost, and the driver's counts. Interrupted (SIGINT, SIGTERM), it
 checkpoint and exits with status 1; `--resume` continues.")]
 pub struct ScrubArgs {
     /// The block device or file to verify (opened read-only), or a native
-    /// job: `btrfs:MOUNT` (a btrfs scrub), `fstrim:MOUNT` (FITRIM by ranges).
+    /// job: `btrfs:MOUNT` (a btrfs scrub), `fstrim:MOUNT` (FITRIM by ranges),
+    /// `md:/dev/mdX` (an md check by windows), `zfs:POOL` (a ZFS scrub).
     #[arg(value_name = "TARGET")]
     pub target: PathBuf,
 
@@ -181,14 +190,20 @@ pub struct ScrubArgs {
     pub out: crate::atomic::OverwriteArg,
 
     /// btrfs: the least time one BG request lets the scrub run (50ms to
-    /// 10s) before it is cancelled at the next chunk boundary. [default:
-    /// the request size over the measured scrub rate]
+    /// 10s) before it is cancelled at the next chunk boundary; zfs: how
+    /// long one BG request lets the scrub run before `zpool scrub -p`.
+    /// [default: the request size over the measured scrub rate]
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub slice: Option<u64>,
 
     /// fstrim: FITRIM's minimum free extent to discard (fstrim --minimum).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub minlen: Option<u64>,
+
+    /// md: `check` (count mismatches) or `repair` (rewrite them).
+    /// [default: check]
+    #[arg(long, value_name = "ACTION")]
+    pub action: Option<String>,
 }
 
 /// `--order`.

@@ -100,6 +100,8 @@ pub struct Metrics {
     bg_requests: Counter,
     bg_bytes: Counter,
     collisions: Counter,
+    frozen_io_bytes: Counter,
+    frozen_io_seconds: Counter<f64, AtomicU64>,
     state_seconds: Family<StateLabels, Counter<f64, AtomicU64>>,
     state: Family<StateLabels, Gauge>,
 }
@@ -126,6 +128,8 @@ impl Metrics {
         let bg_requests = Counter::default();
         let bg_bytes = Counter::default();
         let collisions = Counter::default();
+        let frozen_io_bytes = Counter::default();
+        let frozen_io_seconds = Counter::<f64, AtomicU64>::default();
         let state_seconds = Family::<StateLabels, Counter<f64, AtomicU64>>::default();
         let state = Family::<StateLabels, Gauge>::default();
         registry.register(
@@ -154,6 +158,16 @@ impl Metrics {
             collisions.clone(),
         );
         registry.register(
+            "frozen_io_bytes",
+            "Bytes a frozen command (fallow run) still read: work in the kernel that freezing does not pause",
+            frozen_io_bytes.clone(),
+        );
+        registry.register(
+            "frozen_io_seconds",
+            "Time a command (fallow run) was frozen but still reading, seconds; not counted as frozen",
+            frozen_io_seconds.clone(),
+        );
+        registry.register(
             "policy_state_seconds",
             "Time the policy driver spent in each state, seconds",
             state_seconds.clone(),
@@ -175,6 +189,8 @@ impl Metrics {
             bg_requests,
             bg_bytes,
             collisions,
+            frozen_io_bytes,
+            frozen_io_seconds,
             state_seconds,
             state,
         }
@@ -202,6 +218,14 @@ impl Metrics {
     /// Count one collision.
     pub fn collision(&self) {
         self.collisions.inc();
+    }
+
+    /// Count `bytes` and `seconds` a frozen command still read for.
+    pub fn frozen_io(&self, bytes: u64, seconds: f64) {
+        self.frozen_io_bytes.inc_by(bytes);
+        if seconds > 0.0 {
+            self.frozen_io_seconds.inc_by(seconds);
+        }
     }
 
     /// Add `time` spent in `state`.

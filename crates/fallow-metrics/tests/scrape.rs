@@ -50,6 +50,9 @@ fn scrape_returns_the_counters_in_text_format() {
     m.add_state_time(PolicyState::Busy, Duration::from_millis(1250));
     m.add_state_time(PolicyState::BgRunning, Duration::from_secs(2));
     m.set_state(PolicyState::BgRunning);
+    // a frozen `fallow run` command still read 3 MiB over 0.75 s
+    m.frozen_io(1 << 20, 0.25);
+    m.frozen_io(2 << 20, 0.5);
 
     let (status, head, body) = get(addr, "/metrics");
     assert_eq!(status, 200, "{head}");
@@ -66,6 +69,8 @@ fn scrape_returns_the_counters_in_text_format() {
         "fallow_fg_requests_total 2",
         "fallow_fg_bytes_total 12288",
         "fallow_collisions_total 1",
+        "fallow_frozen_io_bytes_total 3145728",
+        "fallow_frozen_io_seconds_total 0.75",
         "# TYPE fallow_policy_state_seconds counter",
         r#"fallow_policy_state_seconds_total{state="busy"} 1.5"#,
         r#"fallow_policy_state_seconds_total{state="bg-running"} 2.0"#,

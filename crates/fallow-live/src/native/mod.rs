@@ -14,6 +14,8 @@
 //! |---|---|---|---|
 //! | `btrfs:MOUNT` ([`btrfs`]) | a slice of time, then on to the next chunk boundary | `btrfs scrub cancel` | `btrfs scrub status -R` |
 //! | `fstrim:MOUNT` ([`fstrim`]) | one FITRIM range | — (ranges end by themselves) | the next offset, in a checkpoint |
+//! | `md:/dev/mdX` ([`md`]) | one `[sync_min, sync_max)` window | the kernel holds the check at `sync_max` | `sync_completed`, `mismatch_cnt`, the next sector in a checkpoint |
+//! | `zfs:POOL` ([`zfs`]) | a slice of time | `zpool scrub -p` | `zpool status -j -p` (≥ 2.3) or its text |
 //!
 //! - [`control`]: [`Control`], how an executor runs the native tool's
 //!   commands and reads or writes sysfs-like files (for real, or against
@@ -30,7 +32,9 @@ pub mod btrfs;
 pub mod control;
 pub mod fstrim;
 pub mod gate;
+pub mod md;
 pub mod session;
+pub mod zfs;
 
 pub use control::{Control, Output, RecordedControl, SystemControl};
 pub use gate::{Gate, GateIo};
@@ -70,7 +74,7 @@ impl std::fmt::Debug for Kind {
 }
 
 /// Every native kind, one line each (alphabetical).
-pub const KINDS: &[Kind] = &[btrfs::KIND, fstrim::KIND];
+pub const KINDS: &[Kind] = &[btrfs::KIND, fstrim::KIND, md::KIND, zfs::KIND];
 
 /// The kind registered under `prefix`.
 pub fn kind(prefix: &str) -> Option<&'static Kind> {

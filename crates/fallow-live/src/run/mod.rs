@@ -5,6 +5,8 @@
 //! - [`freezer`]: pausing (cgroup v2, cgroup v1, or signals).
 //! - [`guardian`]: the process that thaws the command if fallow dies.
 //! - [`io`]: the command's own disk I/O, which the monitor subtracts.
+//! - [`frozen_io`]: the reads it goes on doing while frozen (work in the
+//!   kernel that freezing cannot pause), counted apart from frozen time.
 //! - [`watch`]: which disk to watch ([`WatchedDisk`]).
 //!
 //! [`Managed`] is the command, and the [`BgExecutor`] a
@@ -59,11 +61,15 @@
 //! died while it was paused.
 
 pub mod freezer;
+pub mod frozen_io;
 pub mod guardian;
 pub mod io;
 pub mod watch;
 
 pub use freezer::{CgroupLayout, Freezer, FreezerKind};
+pub use frozen_io::{
+    native_alternative, FrozenIoNotice, FrozenIoProbe, FrozenIoStats, FrozenIoWatch, OnFrozenIo,
+};
 pub use guardian::{guard, GuardReport, Guardian, GuardianSpec, ReleaseAction};
 pub use io::{BlkioIo, IoAccounting, Linger, Members, ProcGroupIo};
 pub use watch::WatchedDisk;
@@ -229,8 +235,16 @@ pub struct RunStats {
     pub thaws: u64,
     /// Time it was allowed to run, s.
     pub running_s: f64,
-    /// Time it was frozen, s.
+    /// Time it was frozen, s: frozen in effect, without
+    /// [`RunStats::frozen_io_s`].
     pub frozen_s: f64,
+    /// Time it was frozen but went on reading (work in the kernel that
+    /// freezing does not pause), s; not part of `frozen_s`.
+    pub frozen_io_s: f64,
+    /// Bytes it read while frozen, beyond the tail a freeze lets through.
+    pub frozen_io_bytes: u64,
+    /// Frozen intervals in which it went on reading.
+    pub frozen_io_intervals: u64,
 }
 
 #[derive(Debug, Default)]
@@ -280,6 +294,7 @@ pub struct Managed {
     slice_ns: u64,
     running_since_ns: Option<u64>,
     frozen_since_ns: Option<u64>,
+    frozen_io: Option<FrozenIoWatch>,
     stats: RunStats,
     status: Option<ExitStatus>,
 }
@@ -464,6 +479,13 @@ impl Managed {
             ))),
             _ => None,
         };
+        let frozen_at_ns = monotonic_ns();
+        let frozen_io = FrozenIoWatch::start(
+            read_bytes_of(&accounting, cfg.account_dev, &freezer, pid),
+            is_frozen_of(&freezer, pid),
+            frozen_at_ns,
+        )
+        .map_err(|e| Error::io("thread", "cannot start the frozen-I/O watch", e))?;
         let exit = Arc::new(ExitWatch::default());
         let exit2 = exit.clone();
         std::thread::Builder::new()
@@ -492,7 +514,8 @@ impl Managed {
             exit,
             slice_ns: cfg.slice_ns,
             running_since_ns: None,
-            frozen_since_ns: Some(monotonic_ns()),
+            frozen_since_ns: Some(frozen_at_ns),
+            frozen_io: Some(frozen_io),
             stats: RunStats::default(),
             status: None,
         })
@@ -541,9 +564,31 @@ impl Managed {
             s.running_s += (now - t) as f64 / 1e9;
         }
         if let Some(t) = self.frozen_since_ns {
-            s.frozen_s += (now - t) as f64 / 1e9;
+            let leak_s = self
+                .frozen_io
+                .as_ref()
+                .map_or(0.0, |w| w.leaking_now_s(now));
+            s.frozen_s += ((now - t) as f64 / 1e9 - leak_s).max(0.0);
+            s.frozen_io_s += leak_s;
+        }
+        if let Some(w) = &self.frozen_io {
+            let f = w.stats();
+            (s.frozen_io_bytes, s.frozen_io_intervals) = (f.bytes, f.intervals);
         }
         s
+    }
+
+    /// Call `f` (from another thread) as soon as the command is seen
+    /// reading while frozen, once.
+    pub fn on_frozen_io(&self, f: OnFrozenIo) {
+        if let Some(w) = &self.frozen_io {
+            w.on_frozen_io(f);
+        }
+    }
+
+    /// Reads the frozen-I/O totals from another thread (metrics).
+    pub fn frozen_io_probe(&self) -> Option<FrozenIoProbe> {
+        self.frozen_io.as_ref().map(FrozenIoWatch::probe)
     }
 
     /// Let it run (no-op if it is running).
@@ -553,8 +598,11 @@ impl Managed {
         }
         self.freezer.thaw()?;
         let now = monotonic_ns();
+        let leak_s = self.frozen_io.as_ref().map_or(0.0, |w| w.thawed(now));
         if let Some(t) = self.frozen_since_ns.take() {
-            self.stats.frozen_s += (now - t) as f64 / 1e9;
+            // time it went on reading was not frozen time
+            self.stats.frozen_s += ((now - t) as f64 / 1e9 - leak_s).max(0.0);
+            self.stats.frozen_io_s += leak_s;
         }
         self.stats.thaws += 1;
         self.running_since_ns = Some(now);
@@ -573,6 +621,9 @@ impl Managed {
         self.stats.running_s += (now - t) as f64 / 1e9;
         self.running_since_ns = None;
         self.frozen_since_ns = Some(now);
+        if let Some(w) = &self.frozen_io {
+            w.frozen(now);
+        }
         Ok(())
     }
 
@@ -667,6 +718,68 @@ impl BgExecutor for Managed {
 
     fn pause(&mut self) -> Result<()> {
         self.suspend()
+    }
+}
+
+/// The bytes read charged to the command, as the frozen-I/O watch reads
+/// them: its cgroup's counters on the watched disk where there are some
+/// (own instances: the monitor's keep their own state), else its
+/// processes' `/proc/<pid>/io`, which needs no disk.
+fn read_bytes_of(
+    accounting: &IoAccounting,
+    dev: Option<(u32, u32)>,
+    freezer: &Freezer,
+    pid: u32,
+) -> frozen_io::ReadBytes {
+    use crate::monitor::OwnIoSource;
+    const SECTOR: u64 = crate::monitor::stat::STAT_SECTOR_BYTES;
+    match (accounting, dev) {
+        (IoAccounting::CgroupV2(d), Some(dev)) => {
+            let src = CgroupIo::new(d, dev);
+            Box::new(move || Some(src.snapshot().read_sectors * SECTOR))
+        }
+        (IoAccounting::BlkioV1(d), Some(dev)) => {
+            let src = BlkioIo::new(d, dev);
+            Box::new(move || Some(src.snapshot().read_sectors * SECTOR))
+        }
+        _ => {
+            let src = ProcGroupIo::new(match freezer.cgroup_dir() {
+                Some(d) => Members::Cgroup(d.to_path_buf()),
+                None => Members::Tree(pid),
+            });
+            Box::new(move || Some(src.totals().0))
+        }
+    }
+}
+
+/// Whether the freezer has every process of the command frozen, as the
+/// kernel says: `cgroup.events` `frozen 1` (v2), `freezer.state`
+/// `FROZEN` (v1), or the leader in state `T` (signals).
+fn is_frozen_of(freezer: &Freezer, pid: u32) -> frozen_io::IsFrozen {
+    let control = freezer.control();
+    match (freezer.kind(), control) {
+        (FreezerKind::Cgroup2, Some(c)) => {
+            let events = c.with_file_name("cgroup.events");
+            Box::new(move || {
+                std::fs::read_to_string(&events)
+                    .map(|t| t.lines().any(|l| l.trim() == "frozen 1"))
+                    .unwrap_or(false)
+            })
+        }
+        (FreezerKind::Cgroup1, Some(c)) => Box::new(move || {
+            std::fs::read_to_string(&c)
+                .map(|t| t.trim() == "FROZEN")
+                .unwrap_or(false)
+        }),
+        _ => Box::new(move || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    let rest = &s[s.rfind(')')? + 1..];
+                    rest.split_ascii_whitespace().next().map(|st| st == "T")
+                })
+                .unwrap_or(false)
+        }),
     }
 }
 

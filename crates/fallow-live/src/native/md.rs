@@ -1,0 +1,708 @@
+//! `md:/dev/mdX`: an md RAID check (or repair) by windows, one
+//! `[sync_min, sync_max)` window of the request size per BG request:
+//! Practical Scrubbing's scrub request exactly (seeds/practical-scrubbing,
+//! §III: the scrubber issues one verify request of the chosen size at a
+//! time, and the policy decides when the next goes).
+//!
+//! **Not run live here**: this kernel has no md. The executor is tested
+//! against a sysfs tree laid out as `/sys/block/md0/md/` and a fake kernel
+//! thread that behaves as the files below are documented to
+//! (`tests/data/md`, the tests at the end of this file), not against a
+//! real array.
+//!
+//! The interface, from the kernel's Documentation/admin-guide/md.rst and
+//! drivers/md/md.c (`*_show`/`*_store` of each attribute):
+//! - `sync_action`: one word, `idle`, `resync`, `recover`, `check`,
+//!   `repair` (also `frozen`, `reshape`). Writing `check` or `repair`
+//!   starts one "providing the current state is idle"; writing `idle`
+//!   stops it.
+//! - `sync_min`, `sync_max`: sectors (512 B) bounding where check/repair
+//!   operate; `sync_max` reads `max` when unbounded. "When it reaches
+//!   sync_max it will pause, rather than complete"; raising `sync_max`
+//!   continues it. Both must be multiples of the chunk size; `sync_min`
+//!   can only be written while nothing runs (`EBUSY`), and `sync_max` only
+//!   raised while something does.
+//! - `sync_completed`: `none` when nothing runs, `delayed` while waiting
+//!   for another array on the same disks, else `DONE / TOTAL` in sectors
+//!   (md.c `sync_completed_show`: `"%llu / %llu\n"`).
+//! - `mismatch_cnt`: sectors a check found inconsistent (a repair
+//!   rewrote), reset when a check starts.
+//! - `chunk_size` (bytes), `component_size` (KiB: md.c `size_show` prints
+//!   `dev_sectors / 2`).
+//! - `dev-XXX/block`: a symlink to the member's block device.
+//!
+//! So: the first request writes `sync_min` = the window's start,
+//! `sync_max` = its end, `sync_action` = `check`, and polls
+//! `sync_completed` until it reaches the end; the kernel then holds the
+//! check there by itself, reading nothing (the pause md.rst describes).
+//! Each next request raises `sync_max` by one window. At the end of the
+//! run, or if fallow dies (the guardian's release actions), `idle` stops a
+//! held check and `sync_min`/`sync_max` go back to what the user had
+//! (normally `0` and `max`), as `mdcheck` leaves an array between its
+//! time-boxed runs. fallow keeps the next sector in an atomically written
+//! checkpoint, so `--resume` starts the next window there: a window cut
+//! short by a crash is done again, none is skipped.
+
+use super::control::Control;
+use super::gate::Gate;
+use super::{Kind, NativeConfig, NativeExecutor, NativeReport, NativeTarget};
+use crate::clock::monotonic_ns;
+use crate::driver::{BgExecutor, Step};
+use crate::error::{Error, Result};
+use crate::monitor::StatSource;
+use crate::run::guardian::ReleaseAction;
+use crate::scrub::checkpoint::{lock, unix_now_s, write_atomically, Lock};
+use crate::scrub::{Resume, TokenBucket, Windows};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The registry entry.
+pub const KIND: Kind = Kind {
+    prefix: "md",
+    summary: "md RAID check (or repair) by [sync_min, sync_max) windows of the request size, one per BG request, resumable by sector (tested against a recorded sysfs interface: no md in this kernel)",
+    open,
+};
+
+/// Bytes of an md sector (`sync_*` files count 512-byte sectors).
+pub const SECTOR_BYTES: u64 = 512;
+
+/// How often `sync_completed` is read while a window runs.
+const POLL: Duration = Duration::from_millis(5);
+
+/// A window that makes no progress this long is an error (another array
+/// on the same disks holds it `delayed`, or the array stopped), ns.
+const STALL_NS: u64 = 60_000_000_000;
+
+fn open(
+    t: &NativeTarget,
+    cfg: &NativeConfig,
+    ctl: Arc<dyn Control>,
+) -> Result<Box<dyn NativeExecutor>> {
+    Ok(Box::new(Md::open(t, cfg, ctl)?))
+}
+
+/// `sync_completed`'s text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncCompleted {
+    /// Nothing runs.
+    None,
+    /// Waiting for another array that shares a disk.
+    Delayed,
+    /// Sectors done of the total.
+    Progress {
+        /// Sectors done.
+        done: u64,
+        /// Sectors in all.
+        total: u64,
+    },
+}
+
+impl SyncCompleted {
+    /// Parse `none`, `delayed` or `DONE / TOTAL`.
+    pub fn parse(text: &str) -> std::result::Result<SyncCompleted, String> {
+        let t = text.trim();
+        match t {
+            "none" => return Ok(SyncCompleted::None),
+            "delayed" => return Ok(SyncCompleted::Delayed),
+            _ => {}
+        }
+        let (a, b) = t
+            .split_once('/')
+            .ok_or_else(|| format!("`{t}` is not `none`, `delayed` or `DONE / TOTAL`"))?;
+        let num = |s: &str, what: &str| {
+            s.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("`{t}`: {what} `{}` is not a sector count", s.trim()))
+        };
+        let (done, total) = (num(a, "done")?, num(b, "total")?);
+        if done > total {
+            return Err(format!("`{t}`: done is past the total"));
+        }
+        Ok(SyncCompleted::Progress { done, total })
+    }
+}
+
+/// `sync_max`'s text: `max` or a sector.
+fn parse_sync_max(text: &str) -> std::result::Result<Option<u64>, String> {
+    match text.trim() {
+        "max" => Ok(None),
+        t => t
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("`{t}` is not `max` or a sector")),
+    }
+}
+
+/// fallow's progress of a check, in its checkpoint file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MdCheckpoint {
+    /// The target (`md:/dev/md0`).
+    pub target: String,
+    /// `check` or `repair`.
+    pub action: String,
+    /// Sectors of the check when it began.
+    pub total_sectors: u64,
+    /// The next window starts here, sectors.
+    pub next_sector: u64,
+    /// `mismatch_cnt` of the checks of this pass that have ended (the
+    /// kernel resets it when a check starts).
+    pub mismatch_sectors: u64,
+    /// Windows run in this pass.
+    pub windows: u64,
+    /// The pass is complete.
+    pub complete: bool,
+    /// Which pass (1 for the first).
+    pub pass: u64,
+    /// When it was last written, Unix s.
+    pub updated_unix_s: u64,
+}
+
+impl MdCheckpoint {
+    /// The checkpoint at `path`, if there is one.
+    pub fn load(path: &Path) -> Result<Option<MdCheckpoint>> {
+        let text = match std::fs::read(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(path, "cannot read the checkpoint", e)),
+        };
+        serde_json::from_slice(&text)
+            .map(Some)
+            .map_err(|e| Error::Parse {
+                path: path.to_path_buf(),
+                message: format!("not a fallow md checkpoint: {e}"),
+            })
+    }
+
+    /// Write it atomically.
+    pub fn save(&mut self, path: &Path) -> Result<()> {
+        self.updated_unix_s = unix_now_s();
+        let mut text = serde_json::to_vec_pretty(self).expect("a checkpoint serialises");
+        text.push(b'\n');
+        write_atomically(path, &text)
+    }
+}
+
+/// An md array's check, run window by window.
+pub struct Md {
+    label: String,
+    ctl: Arc<dyn Control>,
+    /// `/sys/block/mdX/md`.
+    dir: PathBuf,
+    chunk_sectors: u64,
+    devices: Vec<String>,
+    gate: Arc<Gate>,
+    ck: MdCheckpoint,
+    ck_path: PathBuf,
+    _lock: Lock,
+    /// The user's `sync_min` and `sync_max`, restored at the end.
+    user_min: String,
+    user_max: String,
+    /// The user's `sync_speed_max` when fallow set its own (`system` or KiB/s).
+    user_speed_max: Option<String>,
+    /// A check of ours is held at `ck.next_sector` (its `sync_max`).
+    held: bool,
+    /// `mismatch_cnt` of the check now running.
+    running_mismatches: u64,
+    windows: Windows,
+    bucket: Option<TokenBucket>,
+    max_bytes: Option<u64>,
+    resumed_from: u64,
+    requests: u64,
+    active_ns: u64,
+    t0_ns: u64,
+}
+
+impl std::fmt::Debug for Md {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Md")
+            .field("label", &self.label)
+            .field("checkpoint", &self.ck)
+            .field("held", &self.held)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Md {
+    /// Open `md:/dev/mdX` (or `md:mdX`), loading or starting its checkpoint.
+    pub fn open(t: &NativeTarget, cfg: &NativeConfig, ctl: Arc<dyn Control>) -> Result<Md> {
+        cfg.check_options("md", &["action"])?;
+        let label = t.to_string();
+        let name = t.arg.trim_start_matches("/dev/").to_string();
+        if name.is_empty() || name.contains('/') {
+            return Err(Error::invalid(
+                "target",
+                format!("{label}: give the array's device, like md:/dev/md0"),
+            ));
+        }
+        let action = cfg
+            .options
+            .get("action")
+            .map(String::as_str)
+            .unwrap_or("check")
+            .to_string();
+        if action != "check" && action != "repair" {
+            return Err(Error::invalid(
+                "--option action",
+                format!("`{action}`: use check or repair"),
+            ));
+        }
+        let dir = PathBuf::from(format!("/sys/block/{name}/md"));
+        let read = |f: &str| ctl.read(&dir.join(f));
+        let state = read("sync_action").map_err(|e| match e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Error::Unsupported(format!(
+                    "{label}: {} does not exist: not an md array with redundancy (raid1/4/5/6/10), or md is not in this kernel",
+                    ctl.resolve(&dir.join("sync_action")).display()
+                ))
+            }
+            e => e,
+        })?;
+        let state = state.trim().to_string();
+        if state != "idle" {
+            return Err(Error::Unsupported(format!(
+                "{label}: the array is busy (sync_action is `{state}`): fallow starts a {action} only on an idle array"
+            )));
+        }
+        let parse_err = |f: &str, m: String| Error::Parse {
+            path: ctl.resolve(&dir.join(f)),
+            message: m,
+        };
+        let number = |f: &str| -> Result<u64> {
+            let t = read(f)?;
+            t.trim()
+                .parse::<u64>()
+                .map_err(|_| parse_err(f, format!("`{}` is not a number", t.trim())))
+        };
+        let chunk_bytes = number("chunk_size")?;
+        // raid1 has no chunks: any sector will do
+        let chunk_sectors = (chunk_bytes / SECTOR_BYTES).max(1);
+        let total_sectors = number("component_size")?
+            .checked_mul(2)
+            .ok_or_else(|| parse_err("component_size", "too large".into()))?;
+        if total_sectors == 0 {
+            return Err(parse_err("component_size", "the array has no size".into()));
+        }
+        let user_min = read("sync_min")?.trim().to_string();
+        let user_max = read("sync_max")?.trim().to_string();
+        user_min
+            .parse::<u64>()
+            .map_err(|_| parse_err("sync_min", format!("`{user_min}` is not a sector")))?;
+        parse_sync_max(&user_max).map_err(|m| parse_err("sync_max", m))?;
+
+        let ck_path = cfg.checkpoint_path.clone().ok_or_else(|| {
+            Error::invalid(
+                "--checkpoint",
+                format!("{label}: a checkpoint file is needed"),
+            )
+        })?;
+        let lock = lock(&ck_path)?;
+        let fresh = MdCheckpoint {
+            target: label.clone(),
+            action: action.clone(),
+            total_sectors,
+            next_sector: 0,
+            mismatch_sectors: 0,
+            windows: 0,
+            complete: false,
+            pass: 1,
+            updated_unix_s: 0,
+        };
+        let existing = match cfg.resume {
+            Resume::Restart => None,
+            _ => MdCheckpoint::load(&ck_path)?,
+        };
+        let mismatch = |what: String| Error::CheckpointMismatch {
+            path: ck_path.clone(),
+            message: what,
+        };
+        let ck = match (existing, cfg.resume) {
+            (None, _) => fresh,
+            (Some(c), _) if c.target != label => {
+                return Err(mismatch(format!(
+                    "it belongs to {}, not {label}: give another --checkpoint, or --restart",
+                    c.target
+                )))
+            }
+            (Some(c), _) if c.total_sectors != total_sectors => {
+                return Err(mismatch(format!(
+                    "{label} had {} sectors when the checkpoint was made and has {total_sectors} now: --restart to start over",
+                    c.total_sectors
+                )))
+            }
+            (Some(c), Resume::Yes) if c.complete => MdCheckpoint {
+                pass: c.pass + 1,
+                ..fresh
+            },
+            (Some(c), Resume::Yes) => MdCheckpoint { action, ..c },
+            (Some(c), _) if !c.complete => {
+                return Err(mismatch(format!(
+                    "an unfinished {} of {label} is at sector {} of {}: --resume continues it, --restart starts over",
+                    c.action, c.next_sector, c.total_sectors
+                )))
+            }
+            (Some(c), _) => MdCheckpoint {
+                pass: c.pass + 1,
+                ..fresh
+            },
+        };
+
+        let devices = members(ctl.as_ref(), &dir, &name)?;
+        let sources = devices
+            .iter()
+            .map(|d| {
+                StatSource::file(ctl.resolve(Path::new(&format!("/sys/class/block/{d}/stat"))))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut md = Md {
+            label,
+            dir,
+            chunk_sectors,
+            devices,
+            gate: Gate::new(&sources)?,
+            resumed_from: ck.next_sector,
+            ck,
+            ck_path,
+            _lock: lock,
+            user_min,
+            user_max,
+            user_speed_max: None,
+            held: false,
+            running_mismatches: 0,
+            windows: cfg.windows.clone(),
+            bucket: None,
+            max_bytes: cfg.max_bytes,
+            requests: 0,
+            active_ns: 0,
+            t0_ns: monotonic_ns(),
+            ctl,
+        };
+        if let Some(rate) = cfg.max_rate_bytes_per_s {
+            // md's own ceiling, per array: sync_speed_max in KiB/s
+            let kib = ((rate / 1024.0).round() as u64).max(1);
+            let now = md.read("sync_speed_max")?;
+            md.user_speed_max = Some(if now.contains("(system)") {
+                "system".to_string()
+            } else {
+                now.split_ascii_whitespace()
+                    .next()
+                    .unwrap_or("system")
+                    .to_string()
+            });
+            md.write("sync_speed_max", &kib.to_string())?;
+            // and fallow's pacing between windows, so the policy sees it
+            md.bucket = Some(TokenBucket::new(rate, SECTOR_BYTES * chunk_sectors)?);
+        }
+        Ok(md)
+    }
+
+    /// The checkpoint as it stands.
+    pub fn checkpoint(&self) -> &MdCheckpoint {
+        &self.ck
+    }
+
+    fn path(&self, f: &str) -> PathBuf {
+        self.dir.join(f)
+    }
+
+    fn read(&self, f: &str) -> Result<String> {
+        self.ctl.read(&self.path(f))
+    }
+
+    fn write(&self, f: &str, text: &str) -> Result<()> {
+        self.ctl.write(&self.path(f), &format!("{text}\n"))
+    }
+
+    fn completed(&self) -> Result<SyncCompleted> {
+        SyncCompleted::parse(&self.read("sync_completed")?).map_err(|m| Error::Parse {
+            path: self.ctl.resolve(&self.path("sync_completed")),
+            message: m,
+        })
+    }
+
+    fn mismatch_cnt(&self) -> Result<u64> {
+        let t = self.read("mismatch_cnt")?;
+        t.trim().parse().map_err(|_| Error::Parse {
+            path: self.ctl.resolve(&self.path("mismatch_cnt")),
+            message: format!("`{}` is not a count", t.trim()),
+        })
+    }
+
+    fn run_bytes(&self) -> u64 {
+        self.ck.next_sector.saturating_sub(self.resumed_from) * SECTOR_BYTES
+    }
+
+    /// The window after `start` for a request of `size_bytes`: whole
+    /// chunks (md refuses other bounds), at least one.
+    fn window_end(&self, start: u64, size_bytes: u64) -> u64 {
+        let sectors = size_bytes.div_ceil(SECTOR_BYTES).max(1);
+        let chunks = sectors.div_ceil(self.chunk_sectors);
+        start
+            .saturating_add(chunks * self.chunk_sectors)
+            .min(self.ck.total_sectors)
+    }
+
+    /// Stop a held check (`idle`) and put `sync_min`/`sync_max` back.
+    fn release(&mut self) -> Result<()> {
+        if self.held {
+            self.running_mismatches = self.mismatch_cnt()?;
+            self.write("sync_action", "idle")?;
+            let t0 = monotonic_ns();
+            // the sync thread goes away asynchronously
+            while self.completed()? != SyncCompleted::None {
+                if monotonic_ns() - t0 > 5_000_000_000 {
+                    return Err(Error::Unsupported(format!(
+                        "{}: the check did not stop within 5 s of `idle`",
+                        self.label
+                    )));
+                }
+                std::thread::sleep(POLL);
+            }
+            self.held = false;
+            self.ck.mismatch_sectors += std::mem::take(&mut self.running_mismatches);
+        }
+        // sync_min first: it may not exceed sync_max
+        self.write("sync_min", &self.user_min.clone())?;
+        self.write("sync_max", &self.user_max.clone())?;
+        if let Some(s) = self.user_speed_max.take() {
+            self.write("sync_speed_max", &s)?;
+        }
+        self.ck.save(&self.ck_path)
+    }
+}
+
+/// The kernel names of the disks under md array `name` (from
+/// `dev-*/block`, else `slaves/`); a partition stands for its disk.
+fn members(ctl: &dyn Control, dir: &Path, name: &str) -> Result<Vec<String>> {
+    let mut parts: Vec<String> = Vec::new();
+    for e in ctl.list(dir)? {
+        let Some(short) = e.strip_prefix("dev-") else {
+            continue;
+        };
+        let link = ctl.resolve(&dir.join(&e).join("block"));
+        let kernel = std::fs::read_link(&link)
+            .ok()
+            .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| short.to_string());
+        parts.push(kernel);
+    }
+    if parts.is_empty() {
+        let slaves = PathBuf::from(format!("/sys/block/{name}/slaves"));
+        parts = ctl.list(&slaves).unwrap_or_default();
+    }
+    let mut disks: Vec<String> = parts
+        .into_iter()
+        .map(|p| {
+            let class = ctl.resolve(Path::new(&format!("/sys/class/block/{p}")));
+            if class.join("partition").exists() {
+                // /sys/class/block/sdb1 -> …/block/sdb/sdb1: the parent is the disk
+                std::fs::canonicalize(&class)
+                    .ok()
+                    .and_then(|c| {
+                        c.parent()?
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                    })
+                    .unwrap_or(p)
+            } else {
+                p
+            }
+        })
+        .collect();
+    disks.sort();
+    disks.dedup();
+    Ok(disks)
+}
+
+impl BgExecutor for Md {
+    fn ready_in_ns(&mut self, size_bytes: u64, now_ns: u64) -> Result<u64> {
+        let w = u64::from(self.windows.wait_now_s()) * 1_000_000_000;
+        if w > 0 {
+            return Ok(w);
+        }
+        Ok(match &mut self.bucket {
+            Some(b) => b.ready_in_ns(size_bytes, now_ns),
+            None => 0,
+        })
+    }
+
+    fn run_one(&mut self, size_bytes: u64) -> Result<Step> {
+        if self.ck.complete || self.max_bytes.is_some_and(|m| self.run_bytes() >= m) {
+            return Ok(Step::Finished);
+        }
+        let start = self.ck.next_sector;
+        let end = self.window_end(start, size_bytes);
+        let last = end >= self.ck.total_sectors;
+        // the last window runs to the array's end, whatever its alignment
+        let max = if last {
+            "max".to_string()
+        } else {
+            end.to_string()
+        };
+        let t0 = monotonic_ns();
+        self.gate.open();
+        let result = (|| -> Result<()> {
+            if self.held {
+                // the check waits at sync_max = start: raising it goes on
+                self.write("sync_max", &max)?;
+            } else {
+                // sync_min can only be written while nothing runs
+                self.write("sync_min", &start.to_string())?;
+                self.write("sync_max", &max)?;
+                self.write("sync_action", &self.ck.action.clone())?;
+                self.held = true;
+            }
+            let mut last_done = start;
+            let mut moved_ns = monotonic_ns();
+            loop {
+                match self.completed()? {
+                    SyncCompleted::Progress { done, total } => {
+                        if total != self.ck.total_sectors {
+                            return Err(Error::Unsupported(format!(
+                                "{}: the array now has {total} sectors to check, not {}: it changed under the check",
+                                self.label, self.ck.total_sectors
+                            )));
+                        }
+                        self.running_mismatches = self.mismatch_cnt()?;
+                        if done >= end {
+                            return Ok(());
+                        }
+                        if done > last_done {
+                            (last_done, moved_ns) = (done, monotonic_ns());
+                        }
+                    }
+                    SyncCompleted::None => {
+                        let action = self.read("sync_action")?;
+                        if last && action.trim() == "idle" {
+                            // the kernel ended the check at the array's end
+                            // (and reset sync_min/sync_max itself)
+                            self.held = false;
+                            return Ok(());
+                        }
+                        if action.trim() == "idle" {
+                            self.held = false;
+                            return Err(Error::Unsupported(format!(
+                                "{}: the {} stopped before sector {end} (sync_action is idle): another program or an error stopped it; --resume redoes this window",
+                                self.label, self.ck.action
+                            )));
+                        }
+                    }
+                    SyncCompleted::Delayed => {}
+                }
+                if monotonic_ns() - moved_ns > STALL_NS {
+                    return Err(Error::Unsupported(format!(
+                        "{}: no progress past sector {last_done} for {} s (sync_completed stays below {end}): is another array on the same disks being synced?",
+                        self.label,
+                        STALL_NS / 1_000_000_000
+                    )));
+                }
+                std::thread::sleep(POLL);
+            }
+        })();
+        self.gate.close();
+        self.active_ns += monotonic_ns() - t0;
+        result?;
+        if let Some(b) = &mut self.bucket {
+            b.take((end - start) * SECTOR_BYTES, monotonic_ns());
+        }
+        self.requests += 1;
+        self.ck.windows += 1;
+        self.ck.next_sector = end;
+        if last {
+            self.ck.complete = true;
+            // the finished check's count stays readable until the next starts
+            self.ck.mismatch_sectors += self.mismatch_cnt()?;
+            self.running_mismatches = 0;
+            self.held = false;
+        }
+        self.ck.save(&self.ck_path)?;
+        Ok(
+            if self.ck.complete || self.max_bytes.is_some_and(|m| self.run_bytes() >= m) {
+                Step::Finished
+            } else {
+                Step::More
+            },
+        )
+    }
+}
+
+impl NativeExecutor for Md {
+    fn devices(&self) -> Vec<String> {
+        self.devices.clone()
+    }
+
+    fn gate(&self) -> Arc<Gate> {
+        self.gate.clone()
+    }
+
+    fn release_actions(&self) -> Vec<ReleaseAction> {
+        // a held check would wait at sync_max for ever: stop it, wait for
+        // the sync thread to go (older kernels stop it asynchronously, and
+        // refuse sync_min with EBUSY until then, and set sync_min to where
+        // it got as it goes), then put the bounds and the speed limit back
+        // as the user had them; one shell command so the order holds
+        let script = r#"cd "$1" || exit 1
+echo idle > sync_action
+i=0
+while [ "$(cat sync_completed)" != none ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+echo "$2" > sync_min && echo "$3" > sync_max || exit 1
+[ -z "$4" ] || echo "$4" > sync_speed_max"#;
+        vec![ReleaseAction::Exec {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                script.into(),
+                "fallow-md-release".into(),
+                self.ctl.resolve(&self.dir).display().to_string(),
+                self.user_min.clone(),
+                self.user_max.clone(),
+                self.user_speed_max.clone().unwrap_or_default(),
+            ],
+        }]
+    }
+
+    fn report(&mut self) -> Result<NativeReport> {
+        let mismatches = self.ck.mismatch_sectors + self.running_mismatches;
+        let mut native = BTreeMap::new();
+        native.insert("mismatch_cnt".to_string(), mismatches);
+        native.insert("windows".to_string(), self.ck.windows);
+        native.insert("next_sector".to_string(), self.ck.next_sector);
+        native.insert("chunk_sectors".to_string(), self.chunk_sectors);
+        native.insert("pass".to_string(), self.ck.pass);
+        let repair = self.ck.action == "repair";
+        Ok(NativeReport {
+            target: self.label.clone(),
+            kind: "md".into(),
+            tool: format!("md sysfs sync_action={}", self.ck.action),
+            target_bytes: Some(self.ck.total_sectors * SECTOR_BYTES),
+            scrubbed_bytes: self.ck.next_sector * SECTOR_BYTES,
+            position_bytes: self.ck.next_sector * SECTOR_BYTES,
+            run_bytes: self.run_bytes(),
+            run_requests: self.requests,
+            run_active_s: self.active_ns as f64 / 1e9,
+            run_elapsed_s: (monotonic_ns() - self.t0_ns) as f64 / 1e9,
+            complete: self.ck.complete,
+            // a repair rewrote what it found; a check only counts it
+            errors_corrected: repair.then_some(mismatches),
+            errors_uncorrectable: None,
+            native,
+            rate_limit: self.bucket.as_ref().map(|b| {
+                format!(
+                    "md sync_speed_max {:.0} KiB/s",
+                    b.rate_bytes_per_s() / 1024.0
+                )
+            }),
+            checkpoint: Some(self.ck_path.display().to_string()),
+        })
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.release()
+    }
+}
+
+#[cfg(test)]
+mod tests;
