@@ -140,6 +140,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         max_delay_ns: args.max_delay,
         threads: threads(args.threads),
         fast: !args.no_fast,
+        cancel: None,
     };
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(0);

@@ -104,6 +104,7 @@ pub fn tune<'py>(
             Some(n) => n,
         },
         fast: true,
+        cancel: None,
     };
     let d = Defaults::new(py);
     let setup = Setup::new(

@@ -61,8 +61,8 @@ use crate::policy::{self, Entry, IntervalRule, Knob, KnobKind, MoreAggressive, P
 use crate::sim::{simulate, MeanFigures, Prepared, SimConfig};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// What to tune for.
 #[derive(Debug, Clone)]
@@ -81,6 +81,10 @@ pub struct TuneConfig {
     /// run allow it ([`fast`]); `false` simulates every setting (same
     /// answers, slower: for checking).
     pub fast: bool,
+    /// Set from another thread to stop the search: `tune` then returns
+    /// [`Error::Interrupted`] within one batch of settings (Python's
+    /// Ctrl-C).
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl TuneConfig {
@@ -92,6 +96,7 @@ impl TuneConfig {
             max_delay_ns: None,
             threads: 1,
             fast: true,
+            cancel: None,
         }
     }
 }
@@ -221,6 +226,35 @@ pub struct Tuning {
     /// How settings were evaluated: `sweep` (the one-pass sweep over the
     /// idle intervals, [`fast`]) or `simulation`.
     pub method: &'static str,
+    /// What the answer is guaranteed to be (module docs).
+    pub guarantee: Guarantee,
+}
+
+/// What a tuned answer is guaranteed to be, per size and overall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Guarantee {
+    /// The best point of the whole ladder: every step was evaluated, or
+    /// proved unable to win by its throughput bound (policies with an
+    /// interval rule, deterministic BG service, endless BG work).
+    Exact,
+    /// At least as good as every feasible point of the coarse 1-2-5 grid;
+    /// finer steps are found by bisection, which assumes the added delay
+    /// falls as the policy grows more conservative — not proved, and
+    /// not true on every trace (every other policy or run).
+    CoarseGrid,
+}
+
+impl Guarantee {
+    /// One sentence for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Guarantee::Exact => "exact: the best point of the whole ladder at every size",
+            Guarantee::CoarseGrid => {
+                "coarse grid: at least every feasible 1-2-5 grid point; the bisection between them is a heuristic"
+            }
+        }
+    }
 }
 
 /// How one policy is searched: its spec without the knob and size, and its ladder.
@@ -232,9 +266,13 @@ struct Search<'a> {
     ladder: Vec<Step>,
     prep: &'a Prepared,
     sim: &'a SimConfig,
-    /// The one-pass sweep, when the policy has an interval rule, no fixed
-    /// parameters, and the run allows it (`fast::FastSweep::new`).
+    /// The policy's interval rule and the trace's sorted idle intervals,
+    /// when the policy has a rule, no fixed parameters, and the run allows
+    /// the sweep (`fast::FastSweep::new`): then the whole ladder is searched
+    /// ([`Search::exact_size`]).
     fast: Option<(IntervalRule, FastSweep<'a>)>,
+    /// Evaluate settings by the sweep (else by simulating them: `--no-fast`).
+    sweep: bool,
 }
 
 impl<'a> Search<'a> {
@@ -276,12 +314,11 @@ impl<'a> Search<'a> {
             fixed: fixed.clone(),
             prep,
             sim,
-            fast: match (allow_fast, entry.interval_rule) {
-                (true, Some(rule)) if fixed.is_empty() => {
-                    FastSweep::new(prep, sim).map(|f| (rule, f))
-                }
+            fast: match entry.interval_rule {
+                Some(rule) if fixed.is_empty() => FastSweep::new(prep, sim).map(|f| (rule, f)),
                 _ => None,
             },
+            sweep: allow_fast,
         };
         // a bad fixed parameter fails here, once, not in every thread
         policy::build(&search.setting(first_size, 0).0)?;
@@ -361,7 +398,7 @@ impl Search<'_> {
                 self.knob.map(|_| self.ladder[i].text.clone()),
             )
         };
-        match &self.fast {
+        match self.fast.as_ref().filter(|_| self.sweep) {
             Some((rule, sweep)) => {
                 let settings: Vec<Setting> = asks
                     .iter()
@@ -403,6 +440,134 @@ impl Search<'_> {
             })
             .fold(0.0, f64::max);
         (most * (1.0 + 1e-6)) as u128 + 1
+    }
+}
+
+/// The exact search at one size (module docs, "Exact where the sweep
+/// applies"): every ladder step is evaluated by the one-pass sweep unless
+/// its throughput bound is below the best feasible point every budget
+/// already has. Per budget, the best point and the settings evaluated at
+/// this size (shared between budgets).
+impl Search<'_> {
+    fn exact_size(
+        &self,
+        size: u64,
+        budgets: &[Budget],
+        stop: &dyn Fn() -> bool,
+        tick: &dyn Fn(u64),
+    ) -> Result<Vec<(Option<Choice>, u64)>> {
+        let Some((rule, sweep)) = &self.fast else {
+            return Err(Error::invalid("tune", "the exact search needs the sweep"));
+        };
+        let steps = self.ladder.len().max(1);
+        let value = |i: usize| self.ladder.get(i).map_or(0.0, |s| s.value);
+        // (bound on BG requests started, ladder step), largest bound first;
+        // ties: the more conservative step first
+        let mut order: Vec<(u64, usize)> = (0..steps)
+            .map(|i| (sweep.started_upper_bound(*rule, value(i), size, self.sim), i))
+            .collect();
+        order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let limit_ns = |b: &Budget| -> u128 { self.cap_added_ns(std::slice::from_ref(b)) };
+        // per budget: (BG requests started, added ns, ladder step) of the best feasible point
+        let mut best: Vec<Option<(u64, f64, usize)>> = vec![None; budgets.len()];
+        let mut evaluated = 0u64;
+        let mut at = 0;
+        while at < order.len() {
+            if stop() {
+                return Err(Error::Interrupted);
+            }
+            // the next settings some budget still needs: bound ≥ its best
+            // (equal may tie on throughput with a lower delay)
+            let open = |bound: u64, best: &[Option<(u64, f64, usize)>]| {
+                best.iter().any(|b| b.is_none_or(|(n, _, _)| bound >= n))
+            };
+            let mut batch: Vec<usize> = Vec::with_capacity(fast::LANES * 4);
+            let mut skipped = 0u64;
+            while at < order.len() && batch.len() < fast::LANES * 4 {
+                let (bound, i) = order[at];
+                if !open(bound, &best) {
+                    // sorted by bound, and the bests only grow: no later
+                    // step can win either
+                    skipped = (order.len() - at) as u64;
+                    at = order.len();
+                    break;
+                }
+                at += 1;
+                batch.push(i);
+            }
+            tick(skipped);
+            if batch.is_empty() {
+                break;
+            }
+            // the largest bound in the batch decides which budgets it serves
+            let batch_bound = order[at - batch.len()].0;
+            // the cap: the largest limit among budgets still open
+            let cap = budgets
+                .iter()
+                .zip(&best)
+                .filter(|(_, b)| b.is_none_or(|(n, _, _)| batch_bound >= n))
+                .map(|(b, _)| limit_ns(b))
+                .max()
+                .unwrap_or(u128::MAX);
+            let settings: Vec<Setting> = batch
+                .iter()
+                .map(|&i| Setting {
+                    value: value(i),
+                    size_bytes: size,
+                    cap_added_ns: Some(cap),
+                })
+                .collect();
+            // (BG requests started, mean added delay s, its figures) per
+            // setting; `None`: over the cap, so over every budget still open
+            let points: Vec<Option<(u64, MeanFigures)>> = if self.sweep {
+                sweep
+                    .totals_many(*rule, &settings, self.sim)
+                    .into_iter()
+                    .map(|t| t.map(|t| (t.bg_completed, self.prep.figures(&t))))
+                    .collect()
+            } else {
+                let mut v = Vec::with_capacity(batch.len());
+                for &i in &batch {
+                    let (spec, _, cfg) = self.setting(size, i);
+                    let mut pol = policy::build(&spec)?;
+                    let r = simulate(self.prep, pol.as_mut(), &cfg)?;
+                    v.push(Some((r.bg.completed, r.mean_figures())));
+                }
+                v
+            };
+            evaluated += batch.len() as u64;
+            tick(batch.len() as u64);
+            for (&i, p) in batch.iter().zip(&points) {
+                let Some((started, f)) = p else { continue };
+                for (b, slot) in budgets.iter().zip(best.iter_mut()) {
+                    if !b.meets_means(f.slowdown, f.mean_added_delay_s) {
+                        continue;
+                    }
+                    // most requests, then the least added delay, then the
+                    // more conservative step (lower ladder index)
+                    let better = slot.is_none_or(|(n, a, j)| {
+                        started
+                            .cmp(&n)
+                            .then(a.total_cmp(&f.mean_added_delay_s))
+                            .then(j.cmp(&i))
+                            .is_gt()
+                    });
+                    if better {
+                        *slot = Some((*started, f.mean_added_delay_s, i));
+                    }
+                }
+            }
+        }
+        // the chosen points, re-evaluated once for their figures
+        best.iter()
+            .map(|b| {
+                let c = match b {
+                    Some((_, _, i)) => self.run(&[(size, *i)], u128::MAX).remove(0)?,
+                    None => None,
+                };
+                Ok((c, evaluated))
+            })
+            .collect()
     }
 }
 
@@ -557,7 +722,12 @@ pub fn tune(
     let search = Search::new(prep, policy_spec, sim, cfg.sizes[0], cfg.fast)?;
     let entry = search.entry;
 
-    let per_size = search.max_steps() * cfg.budgets.len() as u64;
+    let exact = search.fast.is_some();
+    let per_size = if exact {
+        search.ladder.len().max(1) as u64
+    } else {
+        search.max_steps() * cfg.budgets.len() as u64
+    };
     let total = per_size * cfg.sizes.len() as u64;
     let done = AtomicU64::new(0);
     let tick = |n: u64| {
@@ -580,14 +750,37 @@ pub fn tune(
     let max_steps = search.max_steps();
     let cap = search.cap_added_ns(&cfg.budgets);
     // sizes each thread keeps going: as many as the sweep walks in one pass
-    let lanes = if search.fast.is_some() {
+    let lanes = if search.fast.is_some() && search.sweep {
         fast::LANES
     } else {
         1
     };
+    let stop = || cfg.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed));
     std::thread::scope(|s| {
         for _ in 0..cfg.threads.clamp(1, cfg.sizes.len()) {
             s.spawn(|| {
+                if exact {
+                    // one size at a time: its whole ladder
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&size) = cfg.sizes.get(i) else {
+                            break;
+                        };
+                        let r = if excluded(size) {
+                            tick(per_size);
+                            Ok(Vec::new())
+                        } else {
+                            search.exact_size(size, &cfg.budgets, &stop, &tick)
+                        };
+                        if let Ok(r) = &r {
+                            sims.fetch_add(r.first().map_or(0, |x| x.1), Ordering::Relaxed);
+                        } else {
+                            next.store(cfg.sizes.len(), Ordering::Relaxed);
+                        }
+                        results.lock().expect("no panics")[i] = Some(r);
+                    }
+                    return;
+                }
                 // (index in cfg.sizes, its search)
                 let mut going: Vec<(usize, SizeSearch)> = Vec::new();
                 loop {
@@ -620,6 +813,13 @@ pub fn tune(
                                 results.lock().expect("no panics")[i] = Some(Ok(done.done));
                             }
                         }
+                    }
+                    if stop() {
+                        for (i, _) in going.drain(..) {
+                            results.lock().expect("no panics")[i] = Some(Err(Error::Interrupted));
+                        }
+                        next.store(cfg.sizes.len(), Ordering::Relaxed);
+                        break;
                     }
                     sims.fetch_add(asks.len() as u64, Ordering::Relaxed);
                     let evaluated = search.run(&asks, cap);
@@ -714,10 +914,15 @@ pub fn tune(
         max_delay_s: cfg.max_delay_ns.map(|n| n as f64 / 1e9),
         budgets,
         simulations: sims.into_inner(),
-        method: if search.fast.is_some() {
+        method: if search.fast.is_some() && search.sweep {
             "sweep"
         } else {
             "simulation"
+        },
+        guarantee: if exact {
+            Guarantee::Exact
+        } else {
+            Guarantee::CoarseGrid
         },
     })
 }

@@ -142,6 +142,7 @@ pub fn recommend(
         max_delay_ns,
         threads,
         fast: true,
+        cancel: None,
     };
     let names = candidates();
     let mut simulations = 0;

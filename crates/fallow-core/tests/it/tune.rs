@@ -44,6 +44,7 @@ fn cfg(budgets: &str, sizes: &str) -> TuneConfig {
         max_delay_ns: None,
         threads: 2,
         fast: true,
+        cancel: None,
     }
 }
 
