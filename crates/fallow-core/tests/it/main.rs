@@ -11,3 +11,4 @@ mod readers;
 mod retune;
 mod sim;
 mod tune;
+mod tune_exact;
