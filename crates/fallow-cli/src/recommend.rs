@@ -111,9 +111,7 @@ pub fn run(args: RecommendArgs) -> Result<()> {
     }
     let rec = result.with_context(|| format!("recommending for --budget {}", args.budget))?;
     if args.json {
-        let mut text = serde_json::to_string_pretty(&rec)?;
-        text.push('\n');
-        output::print(&text)
+        output::print(&output::json_text(&rec)?)
     } else {
         output::print(&table(&args, &input, &sim, &rec))
     }

@@ -26,11 +26,20 @@ Examples:
   fallow tune --workload hyperexp:cv=4 --utilization 0.2 --requests 20000 \\
       --policy cdf-estimates --budget 5% --sizes 64KiB,256KiB,1MiB --json
 
-Each policy's knob (what tune searches) is listed in docs/tuning.md. --json prints, for one
-budget, an object with input, policy, knob, budget, best (policy, spec, params,
-request_size_bytes, bg_size_bytes, bg_throughput_bytes_per_s, fg_mean_added_delay_s,
-fg_slowdown, fg_collision_rate, knob, reproduce, reproduce_args), sizes (the per-size table)
-and baseline; for several budgets, a list of such objects.")]
+What the answer guarantees (\"guarantee\" in --json, docs/tuning.md):
+  exact        fixed-wait (waiting), lossless-waiting and oracle with const: or size: BG service
+               and endless BG work: every step of the knob ladder at every size is evaluated
+               (or proved unable to win by its throughput bound): the best point of the ladder.
+  coarse-grid  every other policy or run: at least as good as every feasible point of the
+               1-2-5 grid; the bisection between grid points assumes the added delay falls as
+               the knob grows more conservative, which no proof backs (a heuristic).
+
+Each policy's knob (what tune searches) is listed in docs/tuning.md. --json prints one object
+whatever the number of budgets: schema_version, input, policy, knob, max_delay_s, guarantee,
+guarantee_text, method, simulations, baseline, and budgets: a list with, per budget, budget,
+budget_text, best (policy, spec, params, request_size_bytes, bg_size_bytes,
+bg_throughput_bytes_per_s, fg_mean_added_delay_s, fg_slowdown, fg_collision_rate, knob,
+reproduce, reproduce_args) and sizes (the per-size table).")]
 pub struct TuneArgs {
     /// The policy, `NAME[:k=v,…]`: its knob and request size are searched,
     /// the parameters given stay fixed. `waiting` is fixed-wait.
@@ -58,8 +67,8 @@ pub struct TuneArgs {
 
     /// Simulate every setting even where the one-pass sweep over the idle
     /// intervals applies (fixed-wait, lossless-waiting, oracle with
-    /// constant or size-based BG service): the same answers, slower; for
-    /// checking.
+    /// constant or size-based BG service): the same exact search and the
+    /// same answers, much slower; for checking.
     #[arg(long)]
     pub no_fast: bool,
 
@@ -111,20 +120,29 @@ struct Reproducible<'a> {
     reproduce_args: Vec<String>,
 }
 
-/// The JSON of one budget.
+/// The answer for one budget in the JSON.
+#[derive(Debug, Serialize)]
+struct BudgetDoc<'a> {
+    budget: &'a Budget,
+    budget_text: &'a str,
+    best: Option<Reproducible<'a>>,
+    sizes: &'a [tune::SizeRow],
+}
+
+/// The JSON of `fallow tune --json`: one object whatever the number of
+/// budgets, one entry of `budgets` per budget in the order given.
 #[derive(Debug, Serialize)]
 struct Doc<'a> {
     input: &'a InputInfo,
     policy: &'a str,
     knob: &'a Option<tune::KnobInfo>,
     max_delay_s: Option<f64>,
-    budget: &'a Budget,
-    budget_text: &'a str,
-    best: Option<Reproducible<'a>>,
-    sizes: &'a [tune::SizeRow],
-    baseline: &'a Reproducible<'a>,
-    simulations: u64,
+    guarantee: tune::Guarantee,
+    guarantee_text: &'a str,
     method: &'a str,
+    simulations: u64,
+    baseline: &'a Reproducible<'a>,
+    budgets: Vec<BudgetDoc<'a>>,
 }
 
 /// Run `fallow tune`.
@@ -170,29 +188,28 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let info = InputInfo::new(&input, &args.bg, args.input.seed);
     let base_r = reproducible(&args, &sim, &base);
     if args.json {
-        let docs: Vec<Doc<'_>> = t
-            .budgets
-            .iter()
-            .map(|b| Doc {
-                input: &info,
-                policy: &t.policy,
-                knob: &t.knob,
-                max_delay_s: t.max_delay_s,
-                budget: &b.budget,
-                budget_text: &b.budget_text,
-                best: b.best.as_ref().map(|c| reproducible(&args, &sim, c)),
-                sizes: &b.sizes,
-                baseline: &base_r,
-                simulations: t.simulations,
-                method: t.method,
-            })
-            .collect();
-        let mut text = if docs.len() == 1 {
-            serde_json::to_string_pretty(&docs[0])?
-        } else {
-            serde_json::to_string_pretty(&docs)?
+        let doc = Doc {
+            input: &info,
+            policy: &t.policy,
+            knob: &t.knob,
+            max_delay_s: t.max_delay_s,
+            guarantee: t.guarantee,
+            guarantee_text: t.guarantee.describe(),
+            method: t.method,
+            simulations: t.simulations,
+            baseline: &base_r,
+            budgets: t
+                .budgets
+                .iter()
+                .map(|b| BudgetDoc {
+                    budget: &b.budget,
+                    budget_text: &b.budget_text,
+                    best: b.best.as_ref().map(|c| reproducible(&args, &sim, c)),
+                    sizes: &b.sizes,
+                })
+                .collect(),
         };
-        text.push('\n');
+        let text = output::json_text(&doc)?;
         output::print(&text)
     } else {
         output::print(&table(&args, &input, &sim, &t, &base_r))
@@ -323,6 +340,7 @@ fn table(
         "sweep" => write!(how, "; {} settings by one-pass sweep", t.simulations),
         _ => write!(how, "; {} simulations", t.simulations),
     };
+    let _ = write!(how, "; {}", t.guarantee.describe());
     let _ = writeln!(s, "  {}", st.dim(&how));
     let _ = writeln!(s);
     let knob_head = knob.map_or("knob", |k| k.name);
