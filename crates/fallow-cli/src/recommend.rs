@@ -175,11 +175,7 @@ fn table(
                 );
             }
             None => {
-                let _ = writeln!(
-                    s,
-                    "  {:<5}{:<30}no setting meets the budget",
-                    "-", r.policy
-                );
+                let _ = writeln!(s, "  {:<5}{:<30}no setting meets the budget", "-", r.policy);
             }
         }
         for line in output::wrap(&r.reason, 90) {

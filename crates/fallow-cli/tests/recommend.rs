@@ -43,7 +43,10 @@ fn the_ranking_is_sorted_and_its_top_spec_meets_the_budget() {
     for (i, r) in ranking.iter().enumerate() {
         // ranked iff it does BG work within the budget; the others are listed unranked
         let works = tps[i].is_some_and(|t| t > 0.0);
-        assert_eq!(r["rank"].as_u64(), Some(if works { i as u64 + 1 } else { 0 }));
+        assert_eq!(
+            r["rank"].as_u64(),
+            Some(if works { i as u64 + 1 } else { 0 })
+        );
         assert!(!r["reason"].as_str().unwrap().is_empty());
     }
     let top = &ranking[0]["best"];

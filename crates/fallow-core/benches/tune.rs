@@ -226,7 +226,11 @@ fn bench(n: usize, spec: &str) {
         per_sim_s * 1e3,
         samples.len()
     );
-    println!("  speed-up         {:8.1} x (against every setting: {:.1} x)", naive_s / fast_s, every_s / fast_s);
+    println!(
+        "  speed-up         {:8.1} x (against every setting: {:.1} x)",
+        naive_s / fast_s,
+        every_s / fast_s
+    );
     println!("  exact sweep      {fast_all_s:8.3} s  on {cores} threads");
     let identical = identical && answers(&fast_all) == answers(&fast);
     println!("  identical answers (samples to the bit, 1 and {cores} threads): {identical}");

@@ -464,7 +464,12 @@ impl Search<'_> {
         // (bound on BG requests started, ladder step), largest bound first;
         // ties: the more conservative step first
         let mut order: Vec<(u64, usize)> = (0..steps)
-            .map(|i| (sweep.started_upper_bound(*rule, value(i), size, self.sim), i))
+            .map(|i| {
+                (
+                    sweep.started_upper_bound(*rule, value(i), size, self.sim),
+                    i,
+                )
+            })
             .collect();
         order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let limit_ns = |b: &Budget| -> u128 { self.cap_added_ns(std::slice::from_ref(b)) };
@@ -755,7 +760,11 @@ pub fn tune(
     } else {
         1
     };
-    let stop = || cfg.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed));
+    let stop = || {
+        cfg.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    };
     std::thread::scope(|s| {
         for _ in 0..cfg.threads.clamp(1, cfg.sizes.len()) {
             s.spawn(|| {

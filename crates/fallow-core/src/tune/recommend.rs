@@ -159,7 +159,9 @@ pub fn recommend(
     let mut tuned: Vec<(String, Option<Choice>)> = Vec::new();
     for (i, name) in names.iter().enumerate() {
         progress(i, names.len(), 0, 0);
-        let t = tune(prep, name, sim, &cfg, &|d, n| progress(i, names.len(), d, n))?;
+        let t = tune(prep, name, sim, &cfg, &|d, n| {
+            progress(i, names.len(), d, n)
+        })?;
         simulations += t.simulations;
         tuned.push((t.policy, t.budgets.into_iter().next().and_then(|b| b.best)));
     }

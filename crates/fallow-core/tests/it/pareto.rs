@@ -140,7 +140,10 @@ fn recommend_ranks_by_throughput_and_its_top_meets_the_budget() {
     assert!(tp.windows(2).all(|w| w[0] >= w[1]), "{tp:?}");
     for (i, e) in r.ranking.iter().enumerate() {
         // ranked iff it does BG work within the budget
-        let works = e.best.as_ref().is_some_and(|c| c.bg_throughput_bytes_per_s > 0.0);
+        let works = e
+            .best
+            .as_ref()
+            .is_some_and(|c| c.bg_throughput_bytes_per_s > 0.0);
         assert_eq!(e.rank, if works { i + 1 } else { 0 }, "{}", e.policy);
         assert!(e.reason.contains(&e.policy), "{}", e.reason);
     }
