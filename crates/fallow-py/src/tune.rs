@@ -3,7 +3,7 @@
 //! CLI's `input` description and `reproduce` commands). `fallow.tune`
 //! wraps it with result objects and pandas frames.
 
-use crate::errors::{parameter, to_py, without_gil};
+use crate::errors::{interruptible, parameter, to_py};
 use crate::json::to_python;
 use crate::sim::{build, duration_arg, Defaults, Setup};
 use crate::trace::PyTrace;
@@ -91,6 +91,8 @@ pub fn tune<'py>(
     }
     // a bad policy, budget or size fails before any work
     build(policy)?;
+    // Ctrl-C sets it; the search stops within one batch of settings
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let cfg = TuneConfig {
         budgets: Budget::parse_list(budget).map_err(to_py)?,
         sizes: sizes_arg(sizes.as_ref())?,
@@ -104,7 +106,7 @@ pub fn tune<'py>(
             Some(n) => n,
         },
         fast: true,
-        cancel: None,
+        cancel: Some(cancel.clone()),
     };
     let d = Defaults::new(py);
     let setup = Setup::new(
@@ -123,7 +125,7 @@ pub fn tune<'py>(
         switch_penalty.as_ref().unwrap_or(&d.zero),
         seed,
     )?;
-    let (t, base) = without_gil(py, || {
+    let (t, base) = interruptible(py, cancel, || {
         let prep = setup.prepare()?;
         let t = tuning::tune(&prep, policy, &setup.cfg, &cfg, &|_, _| {})?;
         Ok((t, tuning::baseline(&prep, &setup.cfg)?))
