@@ -6,10 +6,12 @@
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
 use crate::simulate::{prepare, BgArgs, InputArgs};
-use crate::tune::{parse_duration, parse_sizes, shell_quote, simulate_args, threads, Sizes};
+use crate::tune::{
+    parse_duration, parse_search, parse_sizes, shell_quote, simulate_args, threads, Sizes,
+};
 use anyhow::{Context, Result};
 use clap::Args;
-use fallow_core::tune::{self, recommend::Recommendation, Budget};
+use fallow_core::tune::{self, recommend::Recommendation, Budget, SearchMode};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -47,6 +49,13 @@ pub struct RecommendArgs {
     /// Print the recommendation as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+
+    /// How fixed-wait and lossless-waiting are searched, as for `fallow
+    /// tune --search`: `exact` (the whole knob ladder, provably best; slow
+    /// on long traces), `coarse` (1-2-5 grid plus bisection, a heuristic),
+    /// `auto` (exact when estimated at about 10 s of one core or less).
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = parse_search)]
+    pub search: SearchMode,
 
     /// Sizes simulated at once. [default: the number of cores, or FALLOW_THREADS]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
@@ -90,6 +99,7 @@ pub fn run(args: RecommendArgs) -> Result<()> {
         &sizes,
         args.max_delay,
         threads(args.threads),
+        args.search,
         &|policy, policies, done, total| {
             if let Some(b) = &bar {
                 if total == 0 {

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::sim::{BgWork, SimConfig};
 use fallow_core::trace::TimeUnit;
-use fallow_core::tune::{self, Budget, Choice, TuneConfig, Tuned, Tuning};
+use fallow_core::tune::{self, Budget, Choice, SearchMode, TuneConfig, Tuned, Tuning};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -26,7 +26,7 @@ Examples:
   fallow tune --workload hyperexp:cv=4 --utilization 0.2 --requests 20000 \\
       --policy cdf-estimates --budget 5% --sizes 64KiB,256KiB,1MiB --json
 
-What the answer guarantees (\"guarantee\" in --json, docs/tuning.md):
+What the answer guarantees (\"guarantee\" in --json, docs/tuning.md; --search picks it):
   exact        fixed-wait (waiting), lossless-waiting and oracle with const: or size: BG service
                and endless BG work: every step of the knob ladder at every size is evaluated
                (or proved unable to win by its throughput bound): the best point of the ladder.
@@ -36,7 +36,7 @@ What the answer guarantees (\"guarantee\" in --json, docs/tuning.md):
 
 Each policy's knob (what tune searches) is listed in docs/tuning.md. --json prints one object
 whatever the number of budgets: schema_version, input, policy, knob, max_delay_s, guarantee,
-guarantee_text, method, simulations, baseline, and budgets: a list with, per budget, budget,
+guarantee_text, search, exact_estimate_s, search_note, method, simulations, baseline, and budgets: a list with, per budget, budget,
 budget_text, best (policy, spec, params, request_size_bytes, bg_size_bytes,
 bg_throughput_bytes_per_s, fg_mean_added_delay_s, fg_slowdown, fg_collision_rate, knob,
 reproduce, reproduce_args) and sizes (the per-size table).")]
@@ -72,6 +72,15 @@ pub struct TuneArgs {
     #[arg(long)]
     pub no_fast: bool,
 
+    /// How the knob ladder of fixed-wait, lossless-waiting and oracle is
+    /// searched: `exact` (every step at every size: provably the best point
+    /// of the ladder; can take minutes on long traces), `coarse` (1-2-5 grid
+    /// plus bisection: seconds, a heuristic between grid points), `auto`
+    /// (exact when estimated at about 10 s of one core or less, else coarse,
+    /// saying so). Other policies are always searched coarse.
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = parse_search)]
+    pub search: SearchMode,
+
     /// Sizes simulated at once. [default: the number of cores, or FALLOW_THREADS]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub threads: Option<u64>,
@@ -99,6 +108,10 @@ fn parse_budgets(s: &str) -> Result<Budgets, String> {
 
 pub(crate) fn parse_sizes(s: &str) -> Result<Sizes, String> {
     tune::parse_sizes(s).map(Sizes).map_err(|e| e.to_string())
+}
+
+pub(crate) fn parse_search(s: &str) -> Result<SearchMode, String> {
+    SearchMode::parse(s).map_err(|e| e.to_string())
 }
 
 pub(crate) fn parse_duration(s: &str) -> Result<u64, String> {
@@ -139,6 +152,9 @@ struct Doc<'a> {
     max_delay_s: Option<f64>,
     guarantee: tune::Guarantee,
     guarantee_text: &'a str,
+    search: SearchMode,
+    exact_estimate_s: Option<f64>,
+    search_note: Option<String>,
     method: &'a str,
     simulations: u64,
     baseline: &'a Reproducible<'a>,
@@ -158,6 +174,8 @@ pub fn run(args: TuneArgs) -> Result<()> {
         max_delay_ns: args.max_delay,
         threads: threads(args.threads),
         fast: !args.no_fast,
+        search: args.search,
+        auto_limit_visits: tune::AUTO_EXACT_LIMIT_VISITS,
         cancel: None,
     };
     let bar = std::io::stderr().is_terminal().then(|| {
@@ -195,6 +213,9 @@ pub fn run(args: TuneArgs) -> Result<()> {
             max_delay_s: t.max_delay_s,
             guarantee: t.guarantee,
             guarantee_text: t.guarantee.describe(),
+            search: t.search,
+            exact_estimate_s: t.exact_estimate_s,
+            search_note: t.search_note(),
             method: t.method,
             simulations: t.simulations,
             baseline: &base_r,
@@ -342,6 +363,9 @@ fn table(
     };
     let _ = write!(how, "; {}", t.guarantee.describe());
     let _ = writeln!(s, "  {}", st.dim(&how));
+    if let Some(note) = t.search_note() {
+        let _ = writeln!(s, "  {note}");
+    }
     let _ = writeln!(s);
     let knob_head = knob.map_or("knob", |k| k.name);
     let head = format!(

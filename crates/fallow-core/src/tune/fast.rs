@@ -75,6 +75,14 @@ impl<'a> FastSweep<'a> {
         })
     }
 
+    /// Idle intervals the sweep walks (the unit of [`SearchMode::Auto`]'s
+    /// cost estimate).
+    ///
+    /// [`SearchMode::Auto`]: super::SearchMode::Auto
+    pub fn intervals(&self) -> usize {
+        self.sorted_desc_ns.len()
+    }
+
     /// Totals of a run of the policy with `rule` at knob `value` (ns for
     /// the wait rules, percent for the rank rule), BG requests of
     /// `size_bytes`: what [`simulate`](crate::sim::simulate) would count.

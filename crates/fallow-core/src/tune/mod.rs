@@ -81,6 +81,12 @@ pub struct TuneConfig {
     /// run allow it ([`fast`]); `false` simulates every setting (same
     /// answers, slower: for checking).
     pub fast: bool,
+    /// Exact search of the whole ladder, the coarse search, or the exact
+    /// one when its estimated cost is small enough ([`SearchMode`]).
+    pub search: SearchMode,
+    /// [`SearchMode::Auto`]'s limit on the exact search's estimated work,
+    /// interval visits ([`AUTO_EXACT_LIMIT_VISITS`] by default).
+    pub auto_limit_visits: u64,
     /// Set from another thread to stop the search: `tune` then returns
     /// [`Error::Interrupted`] within one batch of settings (Python's
     /// Ctrl-C).
@@ -96,9 +102,104 @@ impl TuneConfig {
             max_delay_ns: None,
             threads: 1,
             fast: true,
+            search: SearchMode::Auto,
+            auto_limit_visits: AUTO_EXACT_LIMIT_VISITS,
             cancel: None,
         }
     }
+}
+
+/// How [`tune`] searches the knob ladder of a policy whose interval rule
+/// the one-pass sweep evaluates (fixed-wait, lossless-waiting, oracle with
+/// deterministic BG service and endless BG work). Every other policy or run
+/// has no exact search and always gets the coarse one; the result's
+/// [`Guarantee`] says which ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SearchMode {
+    /// Every ladder step at every size ([`Guarantee::Exact`]): provably the
+    /// best point of the ladder, at a cost that grows with idle intervals
+    /// × ladder steps × sizes (9 s of CPU on HP disk 0 with 30 sizes; more
+    /// than 10 minutes on 1 M requests).
+    Exact,
+    /// The coarse 1-2-5 grid plus bisection ([`Guarantee::CoarseGrid`]):
+    /// seconds on any trace, no proof of optimality between grid points.
+    Coarse,
+    /// Exact when its estimated work ([`exact_work_visits`]) is at most
+    /// [`TuneConfig::auto_limit_visits`], else coarse.
+    #[default]
+    Auto,
+}
+
+impl SearchMode {
+    /// The name used by the CLI and Python: `exact`, `coarse`, `auto`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Exact => "exact",
+            SearchMode::Coarse => "coarse",
+            SearchMode::Auto => "auto",
+        }
+    }
+
+    /// Parse `exact`, `coarse` or `auto`.
+    pub fn parse(s: &str) -> Result<SearchMode> {
+        match s.trim() {
+            "exact" => Ok(SearchMode::Exact),
+            "coarse" => Ok(SearchMode::Coarse),
+            "auto" => Ok(SearchMode::Auto),
+            other => Err(Error::invalid(
+                "search",
+                format!("`{other}` is not a search mode; use auto, exact or coarse"),
+            )),
+        }
+    }
+
+    /// Whether the exact search runs, given that it applies and its
+    /// estimated work in interval visits.
+    pub fn picks_exact(self, work_visits: u64, limit_visits: u64) -> bool {
+        match self {
+            SearchMode::Exact => true,
+            SearchMode::Coarse => false,
+            SearchMode::Auto => work_visits <= limit_visits,
+        }
+    }
+}
+
+impl std::fmt::Display for SearchMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for SearchMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<SearchMode> {
+        SearchMode::parse(s)
+    }
+}
+
+/// Interval visits per second of one core, as [`exact_work_visits`] counts
+/// them: measured on HP disk 0 (docs/tuning.md, "Choosing the search"),
+/// 4.13e9 estimated visits in 9.0 s of CPU (the throughput bound skips
+/// part of the estimate, so this is a rate of the estimate, not of real
+/// visits): the divisor of [`Tuning::exact_estimate_s`].
+pub const EXACT_VISITS_PER_S: f64 = 4.5e8;
+
+/// [`SearchMode::Auto`]'s default limit: 10 s of one core at
+/// [`EXACT_VISITS_PER_S`] (4.5e9 visits), about what a user waits for an
+/// interactive command. HP disk 0 with 30 sizes (4.1e9) is under it; a
+/// trace of 1 M requests with 30 sizes is far over it.
+pub const AUTO_EXACT_LIMIT_VISITS: u64 = (10.0 * EXACT_VISITS_PER_S) as u64;
+
+/// Upper bound on the exact search's work, interval visits: every ladder
+/// step of every size not excluded walks every idle interval once (the
+/// throughput bound skips some steps, so the real work is often less).
+/// Known before the search: the interval count, ladder length, sizes.
+pub fn exact_work_visits(intervals: usize, ladder_steps: usize, sizes: usize) -> u64 {
+    let w = (intervals as u128)
+        .saturating_mul(ladder_steps.max(1) as u128)
+        .saturating_mul(sizes as u128);
+    u64::try_from(w).unwrap_or(u64::MAX)
 }
 
 /// Sizes simulated at once when none is given: `FALLOW_THREADS` if set to a
@@ -228,6 +329,36 @@ pub struct Tuning {
     pub method: &'static str,
     /// What the answer is guaranteed to be (module docs).
     pub guarantee: Guarantee,
+    /// The search mode asked for.
+    pub search: SearchMode,
+    /// Estimated work of the exact search, interval visits
+    /// ([`exact_work_visits`]); `None` when no exact search applies.
+    pub exact_work_visits: Option<u64>,
+    /// The same as seconds of one core ([`EXACT_VISITS_PER_S`]).
+    pub exact_estimate_s: Option<f64>,
+}
+
+impl Tuning {
+    /// Whether [`SearchMode::Auto`] chose the coarse search because the
+    /// exact one was estimated too costly.
+    pub fn auto_fell_back(&self) -> bool {
+        self.search == SearchMode::Auto
+            && self.guarantee == Guarantee::CoarseGrid
+            && self.exact_work_visits.is_some()
+    }
+
+    /// One line saying the coarse search ran because the exact one was
+    /// estimated too costly, and how to force it; `None` otherwise.
+    pub fn search_note(&self) -> Option<String> {
+        if !self.auto_fell_back() {
+            return None;
+        }
+        Some(format!(
+            "search auto chose coarse: the exact search would walk ~{:.1e} idle intervals              (~{:.0} s of one core); --search exact (Python: search=\"exact\") forces it",
+            self.exact_work_visits.unwrap_or(0) as f64,
+            self.exact_estimate_s.unwrap_or(0.0)
+        ))
+    }
 }
 
 /// What a tuned answer is guaranteed to be, per size and overall.
@@ -727,7 +858,15 @@ pub fn tune(
     let search = Search::new(prep, policy_spec, sim, cfg.sizes[0], cfg.fast)?;
     let entry = search.entry;
 
-    let exact = search.fast.is_some();
+    let excluded = |size: u64| {
+        cfg.max_delay_ns
+            .is_some_and(|m| single_request_delay_ns(sim, size) > m as f64)
+    };
+    let work = search.fast.as_ref().map(|(_, sweep)| {
+        let sizes = cfg.sizes.iter().filter(|&&s| !excluded(s)).count();
+        exact_work_visits(sweep.intervals(), search.ladder.len(), sizes)
+    });
+    let exact = work.is_some_and(|w| cfg.search.picks_exact(w, cfg.auto_limit_visits));
     let per_size = if exact {
         search.ladder.len().max(1) as u64
     } else {
@@ -743,10 +882,6 @@ pub fn tune(
     };
     progress(0, total);
     let sims = AtomicU64::new(0);
-    let excluded = |size: u64| {
-        cfg.max_delay_ns
-            .is_some_and(|m| single_request_delay_ns(sim, size) > m as f64)
-    };
     let next = AtomicUsize::new(0);
     type SizeResult = Result<Vec<(Option<Choice>, u64)>>;
     let results: Mutex<Vec<Option<SizeResult>>> =
@@ -933,6 +1068,9 @@ pub fn tune(
         } else {
             Guarantee::CoarseGrid
         },
+        search: cfg.search,
+        exact_work_visits: work,
+        exact_estimate_s: work.map(|w| w as f64 / EXACT_VISITS_PER_S),
     })
 }
 

@@ -5,7 +5,7 @@
 //! [`characterize`](crate::characterize) (idle-interval CV, Mi et al.'s
 //! lag-pair clustering of long intervals, Busy Bee's cluster window size).
 
-use super::{tune, Budget, Choice, TuneConfig};
+use super::{tune, Budget, Choice, SearchMode, TuneConfig};
 use crate::error::Result;
 use crate::policy;
 use crate::sim::{Prepared, SimConfig};
@@ -144,6 +144,7 @@ pub fn recommend(
     sizes: &[u64],
     max_delay_ns: Option<u64>,
     threads: usize,
+    search: SearchMode,
     progress: &(dyn Fn(usize, usize, u64, u64) + Sync),
 ) -> Result<Recommendation> {
     let cfg = TuneConfig {
@@ -152,6 +153,8 @@ pub fn recommend(
         max_delay_ns,
         threads,
         fast: true,
+        search,
+        auto_limit_visits: super::AUTO_EXACT_LIMIT_VISITS,
         cancel: None,
     };
     let names = candidates();

@@ -9,7 +9,7 @@ use fallow_core::policy;
 use fallow_core::sim::{simulate, BgService, Prepared, SimConfig};
 use fallow_core::tune::pareto::{front_of, pareto};
 use fallow_core::tune::recommend::recommend;
-use fallow_core::tune::Budget;
+use fallow_core::tune::{Budget, SearchMode};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::ServiceModel;
 
@@ -125,7 +125,17 @@ fn recommend_ranks_by_throughput_and_its_top_meets_the_budget() {
     let prep = bursty(200);
     let sim = sim();
     let budget: Budget = "2ms".parse().unwrap();
-    let r = recommend(&prep, &sim, budget, &[256 << 10], None, 4, &|_, _, _, _| {}).unwrap();
+    let r = recommend(
+        &prep,
+        &sim,
+        budget,
+        &[256 << 10],
+        None,
+        4,
+        SearchMode::Auto,
+        &|_, _, _, _| {},
+    )
+    .unwrap();
     assert!(r.traits.idle_cv > 1.0, "{:?}", r.traits);
     assert!(r.ranking.len() >= 5);
     let tp: Vec<f64> = r

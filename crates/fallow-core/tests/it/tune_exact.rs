@@ -11,7 +11,7 @@
 use fallow_core::policy;
 use fallow_core::sim::{simulate, BgService, Prepared, SimConfig};
 use fallow_core::trace::{read_trace, ReadOptions, Trace};
-use fallow_core::tune::{self, ladder, Budget, Guarantee, TuneConfig};
+use fallow_core::tune::{self, ladder, Budget, Guarantee, SearchMode, TuneConfig};
 use fallow_core::ServiceModel;
 use std::path::{Path, PathBuf};
 
@@ -143,6 +143,9 @@ fn tune_equals_the_exhaustive_simulation_on_every_shared_trace() {
             max_delay_ns: None,
             threads: 2,
             fast: true,
+            // the whole ladder, however long the trace
+            search: SearchMode::Exact,
+            auto_limit_visits: tune::AUTO_EXACT_LIMIT_VISITS,
             cancel: None,
         };
         let t = tune::tune(&prep, "fixed-wait", &sim, &cfg, &|_, _| {}).unwrap();
