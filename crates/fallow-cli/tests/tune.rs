@@ -131,6 +131,46 @@ fn bad_budgets_and_knobs_fail_clearly() {
     assert!(stderr(&o).contains("the parameter tune searches"));
 }
 
+#[test]
+fn search_flag_sets_the_guarantee_and_bad_modes_fail() {
+    let run = |mode: &str| {
+        let mut args = vec!["tune", "--policy", "waiting", "--budget", "1ms,4ms"];
+        args.extend_from_slice(WORKLOAD);
+        args.extend_from_slice(&["--sizes", "64KiB,1MiB", "--search", mode]);
+        json(&args)
+    };
+    let exact = run("exact");
+    assert_eq!(exact["guarantee"], "exact");
+    assert_eq!(exact["search"], "exact");
+    let coarse = run("coarse");
+    assert_eq!(coarse["guarantee"], "coarse-grid");
+    assert_eq!(coarse["search"], "coarse");
+    assert!(coarse["search_note"].is_null(), "coarse was asked for");
+    // a small trace is far below auto's limit
+    let auto = run("auto");
+    assert_eq!(auto["guarantee"], "exact");
+    assert!(auto["exact_estimate_s"].as_f64().unwrap() < 10.0);
+    // exact is the best of the whole ladder: never less than the coarse answer
+    let thr = |v: &serde_json::Value, i: usize| {
+        v["budgets"][i]["best"]["bg_throughput_bytes_per_s"]
+            .as_f64()
+            .unwrap_or(0.0)
+    };
+    for i in 0..2 {
+        assert!(thr(&exact, i) >= thr(&coarse, i));
+    }
+    let mut args = vec!["tune", "--policy", "waiting", "--budget", "1ms"];
+    args.extend_from_slice(WORKLOAD);
+    args.extend_from_slice(&["--search", "fastest"]);
+    let o = fallow(&args);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--search") && err.contains("auto, exact or coarse"),
+        "{err}"
+    );
+}
+
 /// Practical Scrubbing Table III's shape on the HP trace (disk 0): a larger
 /// budget gives more throughput with a shorter wait and a request size at
 /// least as large. Few sizes, to stay fast in a debug build.
