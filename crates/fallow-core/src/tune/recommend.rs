@@ -137,6 +137,8 @@ pub fn candidates() -> Vec<&'static str> {
 /// unranked (`rank` 0): a policy whose best point does no BG work at all
 /// (within the budget it does nothing), then one that cannot meet the
 /// budget at any setting.
+// the settings of TuneConfig that recommend exposes, one argument each
+#[allow(clippy::too_many_arguments)]
 pub fn recommend(
     prep: &Prepared,
     sim: &SimConfig,

@@ -244,7 +244,7 @@ fn the_baseline_runs_at_64k_and_its_defaults() {
 /// The exact search's estimated work, computed here from its definition:
 /// idle intervals × ladder steps × sizes.
 fn work_of(prep: &Prepared, policy_name: &str, sizes: usize) -> u64 {
-    let knob = policy::entry(policy_name).unwrap().knob.clone().unwrap();
+    let knob = policy::entry(policy_name).unwrap().knob.unwrap();
     let steps = tune::ladder(&knob).len() as u64;
     prep.periods().idle_len_ns.len() as u64 * steps * sizes as u64
 }
