@@ -354,7 +354,8 @@ impl Tuning {
             return None;
         }
         Some(format!(
-            "search auto chose coarse: the exact search would walk ~{:.1e} idle intervals              (~{:.0} s of one core); --search exact (Python: search=\"exact\") forces it",
+            "search auto chose coarse: the exact search is estimated at ~{:.1e} interval \
+             visits (~{:.0} s of one core); --search exact forces it",
             self.exact_work_visits.unwrap_or(0) as f64,
             self.exact_estimate_s.unwrap_or(0.0)
         ))
