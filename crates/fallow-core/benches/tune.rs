@@ -26,7 +26,7 @@
 //! Table III experiment. Both ways run on one thread.
 
 use fallow_core::sim::{BgService, BgWork, Prepared, SimConfig};
-use fallow_core::tune::{self, Budget, TuneConfig};
+use fallow_core::tune::{self, Budget, SearchMode, TuneConfig};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::ServiceModel;
 use std::time::Instant;
@@ -93,6 +93,8 @@ fn bench(n: usize, spec: &str) {
     let mut cfg = TuneConfig::new(budgets);
     cfg.sizes = tune::log_spaced(64 << 10, 4 << 20, 30);
     cfg.max_delay_ns = Some(50_400_000);
+    // this bench measures the exact sweep, whatever auto would choose
+    cfg.search = SearchMode::Exact;
     println!(
         "tune fixed-wait on {spec}, 3 budgets x {} sizes, {} FG requests, {} idle intervals, 1 thread",
         cfg.sizes.len(),
