@@ -25,12 +25,15 @@ Examples:
       --bg size:base=8ms,knee=64KiB,rate=100MB --max-delay 50ms
   fallow tune --workload hyperexp:cv=4 --utilization 0.2 --requests 20000 \\
       --policy cdf-estimates --budget 5% --sizes 64KiB,256KiB,1MiB --json
+  fallow tune --workload mmpp --requests 1000000 --policy waiting --budget 1ms --search coarse
 
 What the answer guarantees (\"guarantee\" in --json, docs/tuning.md; --search picks it):
   exact        fixed-wait (waiting), lossless-waiting and oracle with const: or size: BG service
                and endless BG work: every step of the knob ladder at every size is evaluated
                (or proved unable to win by its throughput bound): the best point of the ladder.
-  coarse-grid  every other policy or run: at least as good as every feasible point of the
+  coarse-grid  every other policy or run, --search coarse, or --search auto when the exact
+               search is estimated above ~10 s of one core (a note then gives the estimate
+               and says --search exact forces it): at least as good as every feasible point of the
                1-2-5 grid; the bisection between grid points assumes the added delay falls as
                the knob grows more conservative, which no proof backs (a heuristic).
 
