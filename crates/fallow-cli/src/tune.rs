@@ -25,7 +25,8 @@ Examples:
       --bg size:base=8ms,knee=64KiB,rate=100MB --max-delay 50ms
   fallow tune --workload hyperexp:cv=4 --utilization 0.2 --requests 20000 \\
       --policy cdf-estimates --budget 5% --sizes 64KiB,256KiB,1MiB --json
-  fallow tune --workload mmpp --requests 1000000 --policy waiting --budget 1ms --search coarse
+  fallow tune --workload mmpp:cv=9,burst=1000 --utilization 0.2 --requests 1000000 \\
+      --policy waiting --budget 1ms --search coarse
 
 What the answer guarantees (\"guarantee\" in --json, docs/tuning.md; --search picks it):
   exact        fixed-wait (waiting), lossless-waiting and oracle with const: or size: BG service
