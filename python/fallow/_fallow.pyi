@@ -162,6 +162,7 @@ def tune(
     sizes: str | int | Sequence[int | str] | None = None,
     max_delay: float | str | None = None,
     threads: int | None = None,
+    search: str = "auto",
     device: int | None = None,
     service: str | None = None,
     workload: str | None = None,

@@ -145,6 +145,7 @@ def tune(
     sizes: str | int | list[int | str] | None = None,
     max_delay: float | str | None = None,
     threads: int | None = None,
+    search: str = "auto",
     workload: str | None = None,
     **options: Any,
 ) -> TuneResult | list[TuneResult]:
@@ -166,6 +167,12 @@ def tune(
             (seconds or ``"50ms"``): larger sizes are excluded.
         threads: sizes simulated at once (default ``$FALLOW_THREADS`` or the
             number of cores; the result does not depend on it).
+        search: ``"exact"`` (the whole knob ladder: provably best, slow on
+            long traces), ``"coarse"`` (1-2-5 grid plus bisection, a
+            heuristic between grid points) or ``"auto"`` (exact when its
+            estimated cost is about 10 s or less); applies to fixed-wait,
+            lossless-waiting and oracle, the others are always coarse. The
+            result's ``guarantee`` says which ran.
         workload: as for :func:`fallow.simulate`.
         **options: the input and BG options of :func:`fallow.simulate`
             (``device``, ``service``, ``arrival_rate``, ``utilization``,
@@ -186,6 +193,7 @@ def tune(
         sizes=sizes,
         max_delay=max_delay,
         threads=threads,
+        search=search,
         workload=workload,
         **options,
     )

@@ -230,6 +230,13 @@ pub fn read_tuned(path: &Path) -> Result<TunedChoice> {
             "not JSON ({e}); give the output of `fallow tune --json`"
         ))
     })?;
+    // schema 2: one object, a `budgets` list; before: an object per budget
+    // or a list of them
+    let v = match v.get("budgets").and_then(|b| b.as_array()) {
+        Some(list) if list.len() == 1 => list[0].clone(),
+        Some(list) => serde_json::Value::Array(list.clone()),
+        None => v,
+    };
     if let Some(list) = v.as_array() {
         let budgets: Vec<String> = list
             .iter()

@@ -172,6 +172,8 @@ fn exit_code_of(err: &anyhow::Error) -> u8 {
                 | E::NoSuchDevice { .. }
                 | E::InvalidParameter { .. }
                 | E::Unsupported(_) => 2,
+                // a stop the caller asked for (130: as for SIGINT)
+                E::Interrupted => 130,
             };
         }
     }

@@ -237,6 +237,27 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
+/// An object of a `--json` document with `"schema_version"`
+/// ([`fallow_core::JSON_SCHEMA_VERSION`]) as its first key, its own keys
+/// after it in their order.
+#[derive(serde::Serialize)]
+struct Versioned<'a, T: serde::Serialize> {
+    schema_version: u32,
+    #[serde(flatten)]
+    doc: &'a T,
+}
+
+/// `doc` (a struct or map) as pretty JSON text with a final newline, for
+/// `--json`, carrying `"schema_version"` first.
+pub fn json_text<T: serde::Serialize>(doc: &T) -> anyhow::Result<String> {
+    let mut text = serde_json::to_string_pretty(&Versioned {
+        schema_version: fallow_core::JSON_SCHEMA_VERSION,
+        doc,
+    })?;
+    text.push('\n');
+    Ok(text)
+}
+
 /// Write to stdout; a closed pipe surfaces as an error [`is_broken_pipe`] recognises.
 pub fn print(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();

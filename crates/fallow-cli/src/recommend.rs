@@ -6,10 +6,12 @@
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
 use crate::simulate::{prepare, BgArgs, InputArgs};
-use crate::tune::{parse_duration, parse_sizes, shell_quote, simulate_args, threads, Sizes};
+use crate::tune::{
+    parse_duration, parse_search, parse_sizes, shell_quote, simulate_args, threads, Sizes,
+};
 use anyhow::{Context, Result};
 use clap::Args;
-use fallow_core::tune::{self, recommend::Recommendation, Budget};
+use fallow_core::tune::{self, recommend::Recommendation, Budget, SearchMode};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -24,7 +26,8 @@ Examples:
       --budget 5% --json
 
 Every deployable policy with a knob is tuned as `fallow tune` would (see docs/tuning.md) and
-ranked by BG throughput within the budget; policies that cannot meet it come last. --json
+ranked by BG throughput within the budget, ties to the lower added delay; a policy that does
+no BG work within the budget, or cannot meet it, is listed unranked (rank 0 in --json). --json
 prints an object with budget, budget_text, sizes, traits, ranking (rank, policy, best,
 relative, reason) and simulations.")]
 pub struct RecommendArgs {
@@ -46,6 +49,13 @@ pub struct RecommendArgs {
     /// Print the recommendation as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+
+    /// How fixed-wait and lossless-waiting are searched, as for `fallow
+    /// tune --search`: `exact` (the whole knob ladder, provably best; slow
+    /// on long traces), `coarse` (1-2-5 grid plus bisection, a heuristic),
+    /// `auto` (exact when estimated at about 10 s of one core or less).
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = parse_search)]
+    pub search: SearchMode,
 
     /// Sizes simulated at once. [default: the number of cores, or FALLOW_THREADS]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
@@ -70,14 +80,16 @@ pub fn run(args: RecommendArgs) -> Result<()> {
         .sizes
         .clone()
         .map_or_else(|| tune::log_spaced(64 << 10, 4 << 20, 5), |s| s.0);
+    let names = tune::recommend::candidates();
+    // moves with every setting evaluated, not only between policies
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(0);
         bar.set_style(
-            ProgressStyle::with_template("{msg} [{wide_bar}] {pos}/{len} policies {eta}")
+            ProgressStyle::with_template("{msg} [{wide_bar}] {pos}/{len} settings {elapsed}")
                 .expect("valid template")
                 .progress_chars("=> "),
         );
-        bar.set_message(format!("tuning for {}", args.budget));
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
         bar
     });
     let result = tune::recommend::recommend(
@@ -87,10 +99,20 @@ pub fn run(args: RecommendArgs) -> Result<()> {
         &sizes,
         args.max_delay,
         threads(args.threads),
-        &|done, total| {
+        args.search,
+        &|policy, policies, done, total| {
             if let Some(b) = &bar {
-                b.set_length(total as u64);
-                b.set_position(done as u64);
+                if total == 0 {
+                    let name = names.get(policy).copied().unwrap_or("done");
+                    b.set_message(format!(
+                        "tuning for {}: policy {}/{policies} {name}",
+                        args.budget,
+                        (policy + 1).min(policies)
+                    ));
+                } else {
+                    b.set_length(total);
+                    b.set_position(done);
+                }
             }
         },
     );
@@ -99,9 +121,7 @@ pub fn run(args: RecommendArgs) -> Result<()> {
     }
     let rec = result.with_context(|| format!("recommending for --budget {}", args.budget))?;
     if args.json {
-        let mut text = serde_json::to_string_pretty(&rec)?;
-        text.push('\n');
-        output::print(&text)
+        output::print(&output::json_text(&rec)?)
     } else {
         output::print(&table(&args, &input, &sim, &rec))
     }
@@ -145,6 +165,13 @@ fn table(
     let _ = writeln!(s, "{}", st.bold(&head));
     for r in &rec.ranking {
         match &r.best {
+            Some(_) if r.rank == 0 => {
+                let _ = writeln!(
+                    s,
+                    "  {:<5}{:<30}no BG work within the budget",
+                    "-", r.policy
+                );
+            }
             Some(c) => {
                 let _ = writeln!(
                     s,
@@ -158,18 +185,19 @@ fn table(
                 );
             }
             None => {
-                let _ = writeln!(
-                    s,
-                    "  {:<5}{:<30}no setting meets the budget",
-                    r.rank, r.policy
-                );
+                let _ = writeln!(s, "  {:<5}{:<30}no setting meets the budget", "-", r.policy);
             }
         }
         for line in output::wrap(&r.reason, 90) {
             let _ = writeln!(s, "       {}", st.dim(&line));
         }
     }
-    if let Some(c) = rec.ranking.first().and_then(|r| r.best.as_ref()) {
+    if let Some(c) = rec
+        .ranking
+        .first()
+        .filter(|r| r.rank == 1)
+        .and_then(|r| r.best.as_ref())
+    {
         let a = simulate_args(&args.input, sim, c);
         let cmd: Vec<String> = std::iter::once("fallow".to_string())
             .chain(a.iter().map(|x| shell_quote(x)))

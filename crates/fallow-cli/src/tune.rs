@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::sim::{BgWork, SimConfig};
 use fallow_core::trace::TimeUnit;
-use fallow_core::tune::{self, Budget, Choice, TuneConfig, Tuned, Tuning};
+use fallow_core::tune::{self, Budget, Choice, SearchMode, TuneConfig, Tuned, Tuning};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -25,12 +25,25 @@ Examples:
       --bg size:base=8ms,knee=64KiB,rate=100MB --max-delay 50ms
   fallow tune --workload hyperexp:cv=4 --utilization 0.2 --requests 20000 \\
       --policy cdf-estimates --budget 5% --sizes 64KiB,256KiB,1MiB --json
+  fallow tune --workload mmpp:cv=9,burst=1000 --utilization 0.2 --requests 1000000 \\
+      --policy waiting --budget 1ms --search coarse
 
-Each policy's knob (what tune searches) is listed in docs/tuning.md. --json prints, for one
-budget, an object with input, policy, knob, budget, best (policy, spec, params,
-request_size_bytes, bg_size_bytes, bg_throughput_bytes_per_s, fg_mean_added_delay_s,
-fg_slowdown, fg_collision_rate, knob, reproduce, reproduce_args), sizes (the per-size table)
-and baseline; for several budgets, a list of such objects.")]
+What the answer guarantees (\"guarantee\" in --json, docs/tuning.md; --search picks it):
+  exact        fixed-wait (waiting), lossless-waiting and oracle with const: or size: BG service
+               and endless BG work: every step of the knob ladder at every size is evaluated
+               (or proved unable to win by its throughput bound): the best point of the ladder.
+  coarse-grid  every other policy or run, --search coarse, or --search auto when the exact
+               search is estimated above ~10 s of one core (a note then gives the estimate
+               and says --search exact forces it): at least as good as every feasible point of the
+               1-2-5 grid; the bisection between grid points assumes the added delay falls as
+               the knob grows more conservative, which no proof backs (a heuristic).
+
+Each policy's knob (what tune searches) is listed in docs/tuning.md. --json prints one object
+whatever the number of budgets: schema_version, input, policy, knob, max_delay_s, guarantee,
+guarantee_text, search, exact_estimate_s, search_note, method, simulations, baseline, and budgets: a list with, per budget, budget,
+budget_text, best (policy, spec, params, request_size_bytes, bg_size_bytes,
+bg_throughput_bytes_per_s, fg_mean_added_delay_s, fg_slowdown, fg_collision_rate, knob,
+reproduce, reproduce_args) and sizes (the per-size table).")]
 pub struct TuneArgs {
     /// The policy, `NAME[:k=v,…]`: its knob and request size are searched,
     /// the parameters given stay fixed. `waiting` is fixed-wait.
@@ -58,10 +71,19 @@ pub struct TuneArgs {
 
     /// Simulate every setting even where the one-pass sweep over the idle
     /// intervals applies (fixed-wait, lossless-waiting, oracle with
-    /// constant or size-based BG service): the same answers, slower; for
-    /// checking.
+    /// constant or size-based BG service): the same exact search and the
+    /// same answers, much slower; for checking.
     #[arg(long)]
     pub no_fast: bool,
+
+    /// How the knob ladder of fixed-wait, lossless-waiting and oracle is
+    /// searched: `exact` (every step at every size: provably the best point
+    /// of the ladder; can take minutes on long traces), `coarse` (1-2-5 grid
+    /// plus bisection: seconds, a heuristic between grid points), `auto`
+    /// (exact when estimated at about 10 s of one core or less, else coarse,
+    /// saying so). Other policies are always searched coarse.
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = parse_search)]
+    pub search: SearchMode,
 
     /// Sizes simulated at once. [default: the number of cores, or FALLOW_THREADS]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
@@ -92,6 +114,10 @@ pub(crate) fn parse_sizes(s: &str) -> Result<Sizes, String> {
     tune::parse_sizes(s).map(Sizes).map_err(|e| e.to_string())
 }
 
+pub(crate) fn parse_search(s: &str) -> Result<SearchMode, String> {
+    SearchMode::parse(s).map_err(|e| e.to_string())
+}
+
 pub(crate) fn parse_duration(s: &str) -> Result<u64, String> {
     fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string())
 }
@@ -111,20 +137,32 @@ struct Reproducible<'a> {
     reproduce_args: Vec<String>,
 }
 
-/// The JSON of one budget.
+/// The answer for one budget in the JSON.
+#[derive(Debug, Serialize)]
+struct BudgetDoc<'a> {
+    budget: &'a Budget,
+    budget_text: &'a str,
+    best: Option<Reproducible<'a>>,
+    sizes: &'a [tune::SizeRow],
+}
+
+/// The JSON of `fallow tune --json`: one object whatever the number of
+/// budgets, one entry of `budgets` per budget in the order given.
 #[derive(Debug, Serialize)]
 struct Doc<'a> {
     input: &'a InputInfo,
     policy: &'a str,
     knob: &'a Option<tune::KnobInfo>,
     max_delay_s: Option<f64>,
-    budget: &'a Budget,
-    budget_text: &'a str,
-    best: Option<Reproducible<'a>>,
-    sizes: &'a [tune::SizeRow],
-    baseline: &'a Reproducible<'a>,
-    simulations: u64,
+    guarantee: tune::Guarantee,
+    guarantee_text: &'a str,
+    search: SearchMode,
+    exact_estimate_s: Option<f64>,
+    search_note: Option<String>,
     method: &'a str,
+    simulations: u64,
+    baseline: &'a Reproducible<'a>,
+    budgets: Vec<BudgetDoc<'a>>,
 }
 
 /// Run `fallow tune`.
@@ -140,6 +178,9 @@ pub fn run(args: TuneArgs) -> Result<()> {
         max_delay_ns: args.max_delay,
         threads: threads(args.threads),
         fast: !args.no_fast,
+        search: args.search,
+        auto_limit_visits: tune::AUTO_EXACT_LIMIT_VISITS,
+        cancel: None,
     };
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(0);
@@ -169,29 +210,31 @@ pub fn run(args: TuneArgs) -> Result<()> {
     let info = InputInfo::new(&input, &args.bg, args.input.seed);
     let base_r = reproducible(&args, &sim, &base);
     if args.json {
-        let docs: Vec<Doc<'_>> = t
-            .budgets
-            .iter()
-            .map(|b| Doc {
-                input: &info,
-                policy: &t.policy,
-                knob: &t.knob,
-                max_delay_s: t.max_delay_s,
-                budget: &b.budget,
-                budget_text: &b.budget_text,
-                best: b.best.as_ref().map(|c| reproducible(&args, &sim, c)),
-                sizes: &b.sizes,
-                baseline: &base_r,
-                simulations: t.simulations,
-                method: t.method,
-            })
-            .collect();
-        let mut text = if docs.len() == 1 {
-            serde_json::to_string_pretty(&docs[0])?
-        } else {
-            serde_json::to_string_pretty(&docs)?
+        let doc = Doc {
+            input: &info,
+            policy: &t.policy,
+            knob: &t.knob,
+            max_delay_s: t.max_delay_s,
+            guarantee: t.guarantee,
+            guarantee_text: t.guarantee.describe(),
+            search: t.search,
+            exact_estimate_s: t.exact_estimate_s,
+            search_note: t.search_note(),
+            method: t.method,
+            simulations: t.simulations,
+            baseline: &base_r,
+            budgets: t
+                .budgets
+                .iter()
+                .map(|b| BudgetDoc {
+                    budget: &b.budget,
+                    budget_text: &b.budget_text,
+                    best: b.best.as_ref().map(|c| reproducible(&args, &sim, c)),
+                    sizes: &b.sizes,
+                })
+                .collect(),
         };
-        text.push('\n');
+        let text = output::json_text(&doc)?;
         output::print(&text)
     } else {
         output::print(&table(&args, &input, &sim, &t, &base_r))
@@ -322,7 +365,11 @@ fn table(
         "sweep" => write!(how, "; {} settings by one-pass sweep", t.simulations),
         _ => write!(how, "; {} simulations", t.simulations),
     };
+    let _ = write!(how, "; {}", t.guarantee.describe());
     let _ = writeln!(s, "  {}", st.dim(&how));
+    if let Some(note) = t.search_note() {
+        let _ = writeln!(s, "  {note}");
+    }
     let _ = writeln!(s);
     let knob_head = knob.map_or("knob", |k| k.name);
     let head = format!(

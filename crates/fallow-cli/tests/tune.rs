@@ -28,7 +28,9 @@ fn the_printed_command_reproduces_the_best_point_exactly() {
     args.extend_from_slice(WORKLOAD);
     args.extend_from_slice(&["--sizes", "64KiB,1MiB,4MiB", "--max-delay", "30ms"]);
     let v = json(&args);
-    let docs = v.as_array().expect("a list for several budgets");
+    assert_eq!(v["schema_version"], fallow_core::JSON_SCHEMA_VERSION);
+    assert_eq!(v["guarantee"], "exact");
+    let docs = v["budgets"].as_array().expect("a list of budgets");
     assert_eq!(docs.len(), 2);
     for doc in docs {
         let best = &doc["best"];
@@ -67,8 +69,8 @@ fn the_printed_command_reproduces_the_best_point_exactly() {
             ),
         }
         // the baseline is reported beside, reproducible too
-        assert_eq!(doc["baseline"]["request_size_bytes"], 65536);
-        assert!(doc["baseline"]["reproduce"]
+        assert_eq!(v["baseline"]["request_size_bytes"], 65536);
+        assert!(v["baseline"]["reproduce"]
             .as_str()
             .unwrap()
             .starts_with("fallow simulate "));
@@ -80,12 +82,14 @@ fn the_printed_command_reproduces_the_best_point_exactly() {
 }
 
 #[test]
-fn one_budget_gives_one_object_and_the_table_prints_the_command() {
+fn one_budget_gives_the_same_shape_and_the_table_prints_the_command() {
     let mut args = vec!["tune", "--policy", "fixed-wait", "--budget", "2ms"];
     args.extend_from_slice(WORKLOAD);
     args.extend_from_slice(&["--sizes", "256KiB"]);
     let v = json(&args);
-    assert!(v.is_object());
+    assert_eq!(v["schema_version"], fallow_core::JSON_SCHEMA_VERSION);
+    assert_eq!(v["budgets"].as_array().map(Vec::len), Some(1));
+    let v = &v["budgets"][0];
     for key in [
         "policy",
         "params",
@@ -127,6 +131,46 @@ fn bad_budgets_and_knobs_fail_clearly() {
     assert!(stderr(&o).contains("the parameter tune searches"));
 }
 
+#[test]
+fn search_flag_sets_the_guarantee_and_bad_modes_fail() {
+    let run = |mode: &str| {
+        let mut args = vec!["tune", "--policy", "waiting", "--budget", "1ms,4ms"];
+        args.extend_from_slice(WORKLOAD);
+        args.extend_from_slice(&["--sizes", "64KiB,1MiB", "--search", mode]);
+        json(&args)
+    };
+    let exact = run("exact");
+    assert_eq!(exact["guarantee"], "exact");
+    assert_eq!(exact["search"], "exact");
+    let coarse = run("coarse");
+    assert_eq!(coarse["guarantee"], "coarse-grid");
+    assert_eq!(coarse["search"], "coarse");
+    assert!(coarse["search_note"].is_null(), "coarse was asked for");
+    // a small trace is far below auto's limit
+    let auto = run("auto");
+    assert_eq!(auto["guarantee"], "exact");
+    assert!(auto["exact_estimate_s"].as_f64().unwrap() < 10.0);
+    // exact is the best of the whole ladder: never less than the coarse answer
+    let thr = |v: &serde_json::Value, i: usize| {
+        v["budgets"][i]["best"]["bg_throughput_bytes_per_s"]
+            .as_f64()
+            .unwrap_or(0.0)
+    };
+    for i in 0..2 {
+        assert!(thr(&exact, i) >= thr(&coarse, i));
+    }
+    let mut args = vec!["tune", "--policy", "waiting", "--budget", "1ms"];
+    args.extend_from_slice(WORKLOAD);
+    args.extend_from_slice(&["--search", "fastest"]);
+    let o = fallow(&args);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--search") && err.contains("auto, exact or coarse"),
+        "{err}"
+    );
+}
+
 /// Practical Scrubbing Table III's shape on the HP trace (disk 0): a larger
 /// budget gives more throughput with a shorter wait and a request size at
 /// least as large. Few sizes, to stay fast in a debug build.
@@ -151,7 +195,7 @@ fn hp_trace_has_the_shape_of_table_iii() {
         "--max-delay",
         "50.4ms",
     ]);
-    let docs = v.as_array().unwrap();
+    let docs = v["budgets"].as_array().unwrap();
     let get = |i: usize, k: &str| docs[i]["best"][k].clone();
     let wait = |i: usize| fallow_core_duration(get(i, "params")["t"].as_str().unwrap());
     let tp = |i: usize| get(i, "bg_throughput_bytes_per_s").as_f64().unwrap();

@@ -88,6 +88,9 @@ pub enum Error {
     /// An analysis needs something the trace does not have.
     #[error("{0}")]
     Unsupported(String),
+    /// A long computation was stopped by its caller (Ctrl-C in Python).
+    #[error("interrupted")]
+    Interrupted,
 }
 
 /// Result alias of `fallow-core`.

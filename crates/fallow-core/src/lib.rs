@@ -54,6 +54,12 @@
 //! ```
 #![deny(missing_docs)]
 
+/// Version of the JSON documents fallow writes (`--json` of every CLI
+/// command, as `"schema_version"`): raised when a key changes meaning or
+/// a document changes shape. 2: `tune --json` is one object with a
+/// `budgets` list whatever the number of budgets, and carries `guarantee`.
+pub const JSON_SCHEMA_VERSION: u32 = 2;
+
 pub mod characterize;
 pub mod device;
 pub mod energy;

@@ -14,7 +14,7 @@
 use fallow_core::error::Location;
 use fallow_core::Error;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyOSError};
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyOSError};
 use pyo3::prelude::*;
 use pyo3::types::PyNone;
 
@@ -111,6 +111,7 @@ fn convert(py: Python<'_>, err: Error) -> Result<PyErr, PyErr> {
             e
         }
         Error::Unsupported(_) => FallowError::new_err(msg),
+        Error::Interrupted => PyKeyboardInterrupt::new_err(msg),
     };
     Ok(pyerr)
 }
@@ -127,6 +128,44 @@ fn set<'py, V: IntoPyObject<'py>>(
 /// A `ParameterError` raised by the bindings themselves (argument conversion).
 pub fn parameter(name: &str, message: impl Into<String>) -> PyErr {
     to_py(Error::invalid(name, message))
+}
+
+/// Run `f` on a worker thread with the GIL released while this thread
+/// checks Python's signals every 50 ms: on Ctrl-C (or any signal handler
+/// raising) `cancel` is set, `f` is expected to return soon after
+/// ([`fallow_core::Error::Interrupted`]), and the handler's exception
+/// (KeyboardInterrupt) is raised.
+pub fn interruptible<T, F>(
+    py: Python<'_>,
+    cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    f: F,
+) -> PyResult<T>
+where
+    F: FnOnce() -> fallow_core::Result<T> + Send,
+    T: Send,
+{
+    use std::sync::atomic::Ordering;
+    let out = py.allow_threads(|| {
+        std::thread::scope(|s| {
+            let worker = s.spawn(f);
+            let mut raised: Option<PyErr> = None;
+            while !worker.is_finished() {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                if raised.is_none() {
+                    if let Err(e) = Python::with_gil(|py| py.check_signals()) {
+                        cancel.store(true, Ordering::Relaxed);
+                        raised = Some(e);
+                    }
+                }
+            }
+            (worker.join(), raised)
+        })
+    });
+    match out {
+        (_, Some(e)) => Err(e),
+        (Ok(r), None) => r.map_err(to_py),
+        (Err(p), None) => std::panic::resume_unwind(p),
+    }
 }
 
 /// Run `f` with the GIL released and convert its error: the one helper

@@ -3,11 +3,13 @@
 //! CLI's `input` description and `reproduce` commands). `fallow.tune`
 //! wraps it with result objects and pandas frames.
 
-use crate::errors::{parameter, to_py, without_gil};
+use crate::errors::{interruptible, parameter, to_py};
 use crate::json::to_python;
 use crate::sim::{build, duration_arg, Defaults, Setup};
 use crate::trace::PyTrace;
-use fallow_core::tune::{self as tuning, Budget, Choice, KnobInfo, SizeRow, TuneConfig};
+use fallow_core::tune::{
+    self as tuning, Budget, Choice, KnobInfo, SearchMode, SizeRow, TuneConfig,
+};
 use pyo3::prelude::*;
 use serde::Serialize;
 
@@ -23,6 +25,8 @@ struct Doc<'a> {
     sizes: &'a [SizeRow],
     baseline: &'a Choice,
     simulations: u64,
+    guarantee: tuning::Guarantee,
+    search: tuning::SearchMode,
 }
 
 /// Candidate sizes: None (the CLI's default), a spec (`"64KiB..4MiB/10"`,
@@ -59,7 +63,7 @@ fn sizes_arg(v: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u64>> {
 /// FG budgets on a trace (one device) or a synthetic workload. Returns the
 /// plain result of one budget, or a list for several. See `fallow.tune`.
 #[pyfunction]
-#[pyo3(signature = (trace=None, policy="", budget="1ms", *, sizes=None, max_delay=None, threads=None, device=None, service=None, workload=None, arrival_rate=None, utilization=None, requests=100_000, request_size=None, write_fraction=0.5, bg="exp:10ms", bg_size=None, bg_work="endless", switch_penalty=None, seed=1))]
+#[pyo3(signature = (trace=None, policy="", budget="1ms", *, sizes=None, max_delay=None, threads=None, search="auto", device=None, service=None, workload=None, arrival_rate=None, utilization=None, requests=100_000, request_size=None, write_fraction=0.5, bg="exp:10ms", bg_size=None, bg_work="endless", switch_penalty=None, seed=1))]
 #[allow(clippy::too_many_arguments)]
 pub fn tune<'py>(
     py: Python<'py>,
@@ -69,6 +73,7 @@ pub fn tune<'py>(
     sizes: Option<Bound<'py, PyAny>>,
     max_delay: Option<Bound<'py, PyAny>>,
     threads: Option<usize>,
+    search: &str,
     device: Option<u32>,
     service: Option<&str>,
     workload: Option<&str>,
@@ -91,6 +96,8 @@ pub fn tune<'py>(
     }
     // a bad policy, budget or size fails before any work
     build(policy)?;
+    // Ctrl-C sets it; the search stops within one batch of settings
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let cfg = TuneConfig {
         budgets: Budget::parse_list(budget).map_err(to_py)?,
         sizes: sizes_arg(sizes.as_ref())?,
@@ -104,6 +111,9 @@ pub fn tune<'py>(
             Some(n) => n,
         },
         fast: true,
+        search: SearchMode::parse(search).map_err(to_py)?,
+        auto_limit_visits: tuning::AUTO_EXACT_LIMIT_VISITS,
+        cancel: Some(cancel.clone()),
     };
     let d = Defaults::new(py);
     let setup = Setup::new(
@@ -122,7 +132,7 @@ pub fn tune<'py>(
         switch_penalty.as_ref().unwrap_or(&d.zero),
         seed,
     )?;
-    let (t, base) = without_gil(py, || {
+    let (t, base) = interruptible(py, cancel, || {
         let prep = setup.prepare()?;
         let t = tuning::tune(&prep, policy, &setup.cfg, &cfg, &|_, _| {})?;
         Ok((t, tuning::baseline(&prep, &setup.cfg)?))
@@ -140,6 +150,8 @@ pub fn tune<'py>(
             sizes: &b.sizes,
             baseline: &base,
             simulations: t.simulations,
+            guarantee: t.guarantee,
+            search: t.search,
         })
         .collect();
     match docs.as_slice() {

@@ -42,6 +42,9 @@ pub struct FastSweep<'a> {
     sorted_desc_ns: Vec<u64>,
     /// Interval indices in the same order.
     order: Vec<u32>,
+    /// `prefix_desc_ns[k]`: the sum of the `k` longest idle lengths (the
+    /// throughput bound of [`FastSweep::started_upper_bound`]).
+    prefix_desc_ns: Vec<u128>,
     idle_total_ns: u64,
 }
 
@@ -57,12 +60,27 @@ impl<'a> FastSweep<'a> {
         let mut order: Vec<u32> = (0..gaps.len() as u32).collect();
         order.sort_unstable_by(|&a, &b| gaps[b as usize].cmp(&gaps[a as usize]));
         let sorted_desc_ns: Vec<u64> = order.iter().map(|&i| gaps[i as usize]).collect();
+        let mut prefix_desc_ns = Vec::with_capacity(sorted_desc_ns.len() + 1);
+        prefix_desc_ns.push(0u128);
+        for &g in &sorted_desc_ns {
+            let last = *prefix_desc_ns.last().expect("starts with 0");
+            prefix_desc_ns.push(last + g as u128);
+        }
         Some(FastSweep {
             prep,
+            prefix_desc_ns,
             idle_total_ns: sorted_desc_ns.iter().sum(),
             sorted_desc_ns,
             order,
         })
+    }
+
+    /// Idle intervals the sweep walks (the unit of [`SearchMode::Auto`]'s
+    /// cost estimate).
+    ///
+    /// [`SearchMode::Auto`]: super::SearchMode::Auto
+    pub fn intervals(&self) -> usize {
+        self.sorted_desc_ns.len()
     }
 
     /// Totals of a run of the policy with `rule` at knob `value` (ns for
@@ -83,6 +101,30 @@ impl<'a> FastSweep<'a> {
             Some(plan) => self.walk(&plan, sim.switch_penalty_ns),
             None => Some(self.unused()),
         }
+    }
+
+    /// At most how many BG requests a setting starts, from the sorted
+    /// lengths alone (two look-ups): only intervals longer than the
+    /// threshold are ever used (a shift only shortens an interval), and
+    /// one of length `L` starts at most `⌈(L − off)/s⌉` requests (fewer
+    /// when a shift eats its start), so the count is at most
+    /// `Σ_{L>θ} (L − off + s − 1)/s`. Exact `tune` skips every setting
+    /// whose bound is below the best feasible count found: it cannot win.
+    pub fn started_upper_bound(
+        &self,
+        rule: IntervalRule,
+        value: f64,
+        size_bytes: u64,
+        sim: &SimConfig,
+    ) -> u64 {
+        let Some(plan) = self.plan(rule, value, size_bytes, sim, None) else {
+            return 0;
+        };
+        let c = plan.used as u128;
+        let s = plan.service_ns.max(1) as u128;
+        // every used interval is longer than the threshold ≥ the offset
+        let room = self.prefix_desc_ns[plan.used] - c * plan.off_ns as u128 + c * (s - 1);
+        u64::try_from(room / s).unwrap_or(u64::MAX)
     }
 
     /// [`totals`](Self::totals) of several settings, the same to the bit,

@@ -61,8 +61,8 @@ use crate::policy::{self, Entry, IntervalRule, Knob, KnobKind, MoreAggressive, P
 use crate::sim::{simulate, MeanFigures, Prepared, SimConfig};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// What to tune for.
 #[derive(Debug, Clone)]
@@ -81,6 +81,16 @@ pub struct TuneConfig {
     /// run allow it ([`fast`]); `false` simulates every setting (same
     /// answers, slower: for checking).
     pub fast: bool,
+    /// Exact search of the whole ladder, the coarse search, or the exact
+    /// one when its estimated cost is small enough ([`SearchMode`]).
+    pub search: SearchMode,
+    /// [`SearchMode::Auto`]'s limit on the exact search's estimated work,
+    /// interval visits ([`AUTO_EXACT_LIMIT_VISITS`] by default).
+    pub auto_limit_visits: u64,
+    /// Set from another thread to stop the search: `tune` then returns
+    /// [`Error::Interrupted`] within one batch of settings (Python's
+    /// Ctrl-C).
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl TuneConfig {
@@ -92,8 +102,104 @@ impl TuneConfig {
             max_delay_ns: None,
             threads: 1,
             fast: true,
+            search: SearchMode::Auto,
+            auto_limit_visits: AUTO_EXACT_LIMIT_VISITS,
+            cancel: None,
         }
     }
+}
+
+/// How [`tune`] searches the knob ladder of a policy whose interval rule
+/// the one-pass sweep evaluates (fixed-wait, lossless-waiting, oracle with
+/// deterministic BG service and endless BG work). Every other policy or run
+/// has no exact search and always gets the coarse one; the result's
+/// [`Guarantee`] says which ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SearchMode {
+    /// Every ladder step at every size ([`Guarantee::Exact`]): provably the
+    /// best point of the ladder, at a cost that grows with idle intervals
+    /// × ladder steps × sizes (9 s of CPU on HP disk 0 with 30 sizes; more
+    /// than 10 minutes on 1 M requests).
+    Exact,
+    /// The coarse 1-2-5 grid plus bisection ([`Guarantee::CoarseGrid`]):
+    /// seconds on any trace, no proof of optimality between grid points.
+    Coarse,
+    /// Exact when its estimated work ([`exact_work_visits`]) is at most
+    /// [`TuneConfig::auto_limit_visits`], else coarse.
+    #[default]
+    Auto,
+}
+
+impl SearchMode {
+    /// The name used by the CLI and Python: `exact`, `coarse`, `auto`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Exact => "exact",
+            SearchMode::Coarse => "coarse",
+            SearchMode::Auto => "auto",
+        }
+    }
+
+    /// Parse `exact`, `coarse` or `auto`.
+    pub fn parse(s: &str) -> Result<SearchMode> {
+        match s.trim() {
+            "exact" => Ok(SearchMode::Exact),
+            "coarse" => Ok(SearchMode::Coarse),
+            "auto" => Ok(SearchMode::Auto),
+            other => Err(Error::invalid(
+                "search",
+                format!("`{other}` is not a search mode; use auto, exact or coarse"),
+            )),
+        }
+    }
+
+    /// Whether the exact search runs, given that it applies and its
+    /// estimated work in interval visits.
+    pub fn picks_exact(self, work_visits: u64, limit_visits: u64) -> bool {
+        match self {
+            SearchMode::Exact => true,
+            SearchMode::Coarse => false,
+            SearchMode::Auto => work_visits <= limit_visits,
+        }
+    }
+}
+
+impl std::fmt::Display for SearchMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for SearchMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<SearchMode> {
+        SearchMode::parse(s)
+    }
+}
+
+/// Interval visits per second of one core, as [`exact_work_visits`] counts
+/// them: measured on HP disk 0 (docs/tuning.md, "Choosing the search"),
+/// 4.13e9 estimated visits in 9.0 s of CPU (the throughput bound skips
+/// part of the estimate, so this is a rate of the estimate, not of real
+/// visits): the divisor of [`Tuning::exact_estimate_s`].
+pub const EXACT_VISITS_PER_S: f64 = 4.5e8;
+
+/// [`SearchMode::Auto`]'s default limit: 10 s of one core at
+/// [`EXACT_VISITS_PER_S`] (4.5e9 visits), about what a user waits for an
+/// interactive command. HP disk 0 with 30 sizes (4.1e9) is under it; a
+/// trace of 1 M requests with 30 sizes is far over it.
+pub const AUTO_EXACT_LIMIT_VISITS: u64 = (10.0 * EXACT_VISITS_PER_S) as u64;
+
+/// Upper bound on the exact search's work, interval visits: every ladder
+/// step of every size not excluded walks every idle interval once (the
+/// throughput bound skips some steps, so the real work is often less).
+/// Known before the search: the interval count, ladder length, sizes.
+pub fn exact_work_visits(intervals: usize, ladder_steps: usize, sizes: usize) -> u64 {
+    let w = (intervals as u128)
+        .saturating_mul(ladder_steps.max(1) as u128)
+        .saturating_mul(sizes as u128);
+    u64::try_from(w).unwrap_or(u64::MAX)
 }
 
 /// Sizes simulated at once when none is given: `FALLOW_THREADS` if set to a
@@ -223,6 +329,66 @@ pub struct Tuning {
     /// How settings were evaluated: `sweep` (the one-pass sweep over the
     /// idle intervals, [`fast`]) or `simulation`.
     pub method: &'static str,
+    /// What the answer is guaranteed to be (module docs).
+    pub guarantee: Guarantee,
+    /// The search mode asked for.
+    pub search: SearchMode,
+    /// Estimated work of the exact search, interval visits
+    /// ([`exact_work_visits`]); `None` when no exact search applies.
+    pub exact_work_visits: Option<u64>,
+    /// The same as seconds of one core ([`EXACT_VISITS_PER_S`]).
+    pub exact_estimate_s: Option<f64>,
+}
+
+impl Tuning {
+    /// Whether [`SearchMode::Auto`] chose the coarse search because the
+    /// exact one was estimated too costly.
+    pub fn auto_fell_back(&self) -> bool {
+        self.search == SearchMode::Auto
+            && self.guarantee == Guarantee::CoarseGrid
+            && self.exact_work_visits.is_some()
+    }
+
+    /// One line saying the coarse search ran because the exact one was
+    /// estimated too costly, and how to force it; `None` otherwise.
+    pub fn search_note(&self) -> Option<String> {
+        if !self.auto_fell_back() {
+            return None;
+        }
+        Some(format!(
+            "search auto chose coarse: the exact search is estimated at ~{:.1e} interval \
+             visits (~{:.0} s of one core); --search exact forces it",
+            self.exact_work_visits.unwrap_or(0) as f64,
+            self.exact_estimate_s.unwrap_or(0.0)
+        ))
+    }
+}
+
+/// What a tuned answer is guaranteed to be, per size and overall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Guarantee {
+    /// The best point of the whole ladder: every step was evaluated, or
+    /// proved unable to win by its throughput bound (policies with an
+    /// interval rule, deterministic BG service, endless BG work).
+    Exact,
+    /// At least as good as every feasible point of the coarse 1-2-5 grid;
+    /// finer steps are found by bisection, which assumes the added delay
+    /// falls as the policy grows more conservative — not proved, and
+    /// not true on every trace (every other policy or run).
+    CoarseGrid,
+}
+
+impl Guarantee {
+    /// One sentence for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Guarantee::Exact => "exact: the best point of the whole ladder at every size",
+            Guarantee::CoarseGrid => {
+                "coarse grid: at least every feasible 1-2-5 grid point; the bisection between them is a heuristic"
+            }
+        }
+    }
 }
 
 /// How one policy is searched: its spec without the knob and size, and its ladder.
@@ -234,9 +400,13 @@ struct Search<'a> {
     ladder: Vec<Step>,
     prep: &'a Prepared,
     sim: &'a SimConfig,
-    /// The one-pass sweep, when the policy has an interval rule, no fixed
-    /// parameters, and the run allows it (`fast::FastSweep::new`).
+    /// The policy's interval rule and the trace's sorted idle intervals,
+    /// when the policy has a rule, no fixed parameters, and the run allows
+    /// the sweep (`fast::FastSweep::new`): then the whole ladder is searched
+    /// ([`Search::exact_size`]).
     fast: Option<(IntervalRule, FastSweep<'a>)>,
+    /// Evaluate settings by the sweep (else by simulating them: `--no-fast`).
+    sweep: bool,
 }
 
 impl<'a> Search<'a> {
@@ -278,12 +448,11 @@ impl<'a> Search<'a> {
             fixed: fixed.clone(),
             prep,
             sim,
-            fast: match (allow_fast, entry.interval_rule) {
-                (true, Some(rule)) if fixed.is_empty() => {
-                    FastSweep::new(prep, sim).map(|f| (rule, f))
-                }
+            fast: match entry.interval_rule {
+                Some(rule) if fixed.is_empty() => FastSweep::new(prep, sim).map(|f| (rule, f)),
                 _ => None,
             },
+            sweep: allow_fast,
         };
         // a bad fixed parameter fails here, once, not in every thread
         policy::build(&search.setting(first_size, 0).0)?;
@@ -363,7 +532,7 @@ impl Search<'_> {
                 self.knob.map(|_| self.ladder[i].text.clone()),
             )
         };
-        match &self.fast {
+        match self.fast.as_ref().filter(|_| self.sweep) {
             Some((rule, sweep)) => {
                 let settings: Vec<Setting> = asks
                     .iter()
@@ -405,6 +574,139 @@ impl Search<'_> {
             })
             .fold(0.0, f64::max);
         (most * (1.0 + 1e-6)) as u128 + 1
+    }
+}
+
+/// The exact search at one size (module docs, "Exact where the sweep
+/// applies"): every ladder step is evaluated by the one-pass sweep unless
+/// its throughput bound is below the best feasible point every budget
+/// already has. Per budget, the best point and the settings evaluated at
+/// this size (shared between budgets).
+impl Search<'_> {
+    fn exact_size(
+        &self,
+        size: u64,
+        budgets: &[Budget],
+        stop: &dyn Fn() -> bool,
+        tick: &dyn Fn(u64),
+    ) -> Result<Vec<(Option<Choice>, u64)>> {
+        let Some((rule, sweep)) = &self.fast else {
+            return Err(Error::invalid("tune", "the exact search needs the sweep"));
+        };
+        let steps = self.ladder.len().max(1);
+        let value = |i: usize| self.ladder.get(i).map_or(0.0, |s| s.value);
+        // (bound on BG requests started, ladder step), largest bound first;
+        // ties: the more conservative step first
+        let mut order: Vec<(u64, usize)> = (0..steps)
+            .map(|i| {
+                (
+                    sweep.started_upper_bound(*rule, value(i), size, self.sim),
+                    i,
+                )
+            })
+            .collect();
+        order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let limit_ns = |b: &Budget| -> u128 { self.cap_added_ns(std::slice::from_ref(b)) };
+        // per budget: (BG requests started, added ns, ladder step) of the best feasible point
+        let mut best: Vec<Option<(u64, f64, usize)>> = vec![None; budgets.len()];
+        let mut evaluated = 0u64;
+        let mut at = 0;
+        while at < order.len() {
+            if stop() {
+                return Err(Error::Interrupted);
+            }
+            // the next settings some budget still needs: bound ≥ its best
+            // (equal may tie on throughput with a lower delay)
+            let open = |bound: u64, best: &[Option<(u64, f64, usize)>]| {
+                best.iter().any(|b| b.is_none_or(|(n, _, _)| bound >= n))
+            };
+            let mut batch: Vec<usize> = Vec::with_capacity(fast::LANES * 4);
+            let mut skipped = 0u64;
+            while at < order.len() && batch.len() < fast::LANES * 4 {
+                let (bound, i) = order[at];
+                if !open(bound, &best) {
+                    // sorted by bound, and the bests only grow: no later
+                    // step can win either
+                    skipped = (order.len() - at) as u64;
+                    at = order.len();
+                    break;
+                }
+                at += 1;
+                batch.push(i);
+            }
+            tick(skipped);
+            if batch.is_empty() {
+                break;
+            }
+            // the largest bound in the batch decides which budgets it serves
+            let batch_bound = order[at - batch.len()].0;
+            // the cap: the largest limit among budgets still open
+            let cap = budgets
+                .iter()
+                .zip(&best)
+                .filter(|(_, b)| b.is_none_or(|(n, _, _)| batch_bound >= n))
+                .map(|(b, _)| limit_ns(b))
+                .max()
+                .unwrap_or(u128::MAX);
+            let settings: Vec<Setting> = batch
+                .iter()
+                .map(|&i| Setting {
+                    value: value(i),
+                    size_bytes: size,
+                    cap_added_ns: Some(cap),
+                })
+                .collect();
+            // (BG requests started, mean added delay s, its figures) per
+            // setting; `None`: over the cap, so over every budget still open
+            let points: Vec<Option<(u64, MeanFigures)>> = if self.sweep {
+                sweep
+                    .totals_many(*rule, &settings, self.sim)
+                    .into_iter()
+                    .map(|t| t.map(|t| (t.bg_completed, self.prep.figures(&t))))
+                    .collect()
+            } else {
+                let mut v = Vec::with_capacity(batch.len());
+                for &i in &batch {
+                    let (spec, _, cfg) = self.setting(size, i);
+                    let mut pol = policy::build(&spec)?;
+                    let r = simulate(self.prep, pol.as_mut(), &cfg)?;
+                    v.push(Some((r.bg.completed, r.mean_figures())));
+                }
+                v
+            };
+            evaluated += batch.len() as u64;
+            tick(batch.len() as u64);
+            for (&i, p) in batch.iter().zip(&points) {
+                let Some((started, f)) = p else { continue };
+                for (b, slot) in budgets.iter().zip(best.iter_mut()) {
+                    if !b.meets_means(f.slowdown, f.mean_added_delay_s) {
+                        continue;
+                    }
+                    // most requests, then the least added delay, then the
+                    // more conservative step (lower ladder index)
+                    let better = slot.is_none_or(|(n, a, j)| {
+                        started
+                            .cmp(&n)
+                            .then(a.total_cmp(&f.mean_added_delay_s))
+                            .then(j.cmp(&i))
+                            .is_gt()
+                    });
+                    if better {
+                        *slot = Some((*started, f.mean_added_delay_s, i));
+                    }
+                }
+            }
+        }
+        // the chosen points, re-evaluated once for their figures
+        best.iter()
+            .map(|b| {
+                let c = match b {
+                    Some((_, _, i)) => self.run(&[(size, *i)], u128::MAX).remove(0)?,
+                    None => None,
+                };
+                Ok((c, evaluated))
+            })
+            .collect()
     }
 }
 
@@ -559,7 +861,20 @@ pub fn tune(
     let search = Search::new(prep, policy_spec, sim, cfg.sizes[0], cfg.fast)?;
     let entry = search.entry;
 
-    let per_size = search.max_steps() * cfg.budgets.len() as u64;
+    let excluded = |size: u64| {
+        cfg.max_delay_ns
+            .is_some_and(|m| single_request_delay_ns(sim, size) > m as f64)
+    };
+    let work = search.fast.as_ref().map(|(_, sweep)| {
+        let sizes = cfg.sizes.iter().filter(|&&s| !excluded(s)).count();
+        exact_work_visits(sweep.intervals(), search.ladder.len(), sizes)
+    });
+    let exact = work.is_some_and(|w| cfg.search.picks_exact(w, cfg.auto_limit_visits));
+    let per_size = if exact {
+        search.ladder.len().max(1) as u64
+    } else {
+        search.max_steps() * cfg.budgets.len() as u64
+    };
     let total = per_size * cfg.sizes.len() as u64;
     let done = AtomicU64::new(0);
     let tick = |n: u64| {
@@ -570,10 +885,6 @@ pub fn tune(
     };
     progress(0, total);
     let sims = AtomicU64::new(0);
-    let excluded = |size: u64| {
-        cfg.max_delay_ns
-            .is_some_and(|m| single_request_delay_ns(sim, size) > m as f64)
-    };
     let next = AtomicUsize::new(0);
     type SizeResult = Result<Vec<(Option<Choice>, u64)>>;
     let results: Mutex<Vec<Option<SizeResult>>> =
@@ -582,14 +893,41 @@ pub fn tune(
     let max_steps = search.max_steps();
     let cap = search.cap_added_ns(&cfg.budgets);
     // sizes each thread keeps going: as many as the sweep walks in one pass
-    let lanes = if search.fast.is_some() {
+    let lanes = if search.fast.is_some() && search.sweep {
         fast::LANES
     } else {
         1
     };
+    let stop = || {
+        cfg.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    };
     std::thread::scope(|s| {
         for _ in 0..cfg.threads.clamp(1, cfg.sizes.len()) {
             s.spawn(|| {
+                if exact {
+                    // one size at a time: its whole ladder
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&size) = cfg.sizes.get(i) else {
+                            break;
+                        };
+                        let r = if excluded(size) {
+                            tick(per_size);
+                            Ok(Vec::new())
+                        } else {
+                            search.exact_size(size, &cfg.budgets, &stop, &tick)
+                        };
+                        if let Ok(r) = &r {
+                            sims.fetch_add(r.first().map_or(0, |x| x.1), Ordering::Relaxed);
+                        } else {
+                            next.store(cfg.sizes.len(), Ordering::Relaxed);
+                        }
+                        results.lock().expect("no panics")[i] = Some(r);
+                    }
+                    return;
+                }
                 // (index in cfg.sizes, its search)
                 let mut going: Vec<(usize, SizeSearch)> = Vec::new();
                 loop {
@@ -622,6 +960,13 @@ pub fn tune(
                                 results.lock().expect("no panics")[i] = Some(Ok(done.done));
                             }
                         }
+                    }
+                    if stop() {
+                        for (i, _) in going.drain(..) {
+                            results.lock().expect("no panics")[i] = Some(Err(Error::Interrupted));
+                        }
+                        next.store(cfg.sizes.len(), Ordering::Relaxed);
+                        break;
                     }
                     sims.fetch_add(asks.len() as u64, Ordering::Relaxed);
                     let evaluated = search.run(&asks, cap);
@@ -716,11 +1061,19 @@ pub fn tune(
         max_delay_s: cfg.max_delay_ns.map(|n| n as f64 / 1e9),
         budgets,
         simulations: sims.into_inner(),
-        method: if search.fast.is_some() {
+        method: if search.fast.is_some() && search.sweep {
             "sweep"
         } else {
             "simulation"
         },
+        guarantee: if exact {
+            Guarantee::Exact
+        } else {
+            Guarantee::CoarseGrid
+        },
+        search: cfg.search,
+        exact_work_visits: work,
+        exact_estimate_s: work.map(|w| w as f64 / EXACT_VISITS_PER_S),
     })
 }
 

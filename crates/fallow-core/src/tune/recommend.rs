@@ -5,7 +5,7 @@
 //! [`characterize`](crate::characterize) (idle-interval CV, Mi et al.'s
 //! lag-pair clustering of long intervals, Busy Bee's cluster window size).
 
-use super::{tune, Budget, Choice, TuneConfig};
+use super::{tune, Budget, Choice, SearchMode, TuneConfig};
 use crate::error::Result;
 use crate::policy;
 use crate::sim::{Prepared, SimConfig};
@@ -85,7 +85,8 @@ impl Traits {
 /// One policy in the ranking.
 #[derive(Debug, Clone, Serialize)]
 pub struct Ranked {
-    /// 1 for the best.
+    /// 1 for the best; 0: not ranked (no BG work within the budget, or
+    /// no setting meets it).
     pub rank: usize,
     /// Registry name.
     pub policy: String,
@@ -109,7 +110,8 @@ pub struct Recommendation {
     pub sizes: Vec<u64>,
     /// Trace features behind the reasons.
     pub traits: Traits,
-    /// Best first; policies with no feasible setting last, by name.
+    /// Best first; then, unranked, policies that do no BG work within the
+    /// budget and those with no feasible setting, by name.
     pub ranking: Vec<Ranked>,
     /// Distinct simulations run.
     pub simulations: u64,
@@ -126,7 +128,17 @@ pub fn candidates() -> Vec<&'static str> {
 }
 
 /// Tune every [`candidates`] policy for `budget` over `sizes` and rank them.
-/// `progress(policy index, policies)` is called before each policy.
+/// `progress(policy index, policies, settings done, settings)` is called
+/// before each policy and as its search advances (the settings of the
+/// policy being tuned), from several threads.
+///
+/// Ranked: policies whose best point within the budget does BG work, by
+/// throughput, ties to the lower added delay (then by name). After them,
+/// unranked (`rank` 0): a policy whose best point does no BG work at all
+/// (within the budget it does nothing), then one that cannot meet the
+/// budget at any setting.
+// the settings of TuneConfig that recommend exposes, one argument each
+#[allow(clippy::too_many_arguments)]
 pub fn recommend(
     prep: &Prepared,
     sim: &SimConfig,
@@ -134,7 +146,8 @@ pub fn recommend(
     sizes: &[u64],
     max_delay_ns: Option<u64>,
     threads: usize,
-    progress: &dyn Fn(usize, usize),
+    search: SearchMode,
+    progress: &(dyn Fn(usize, usize, u64, u64) + Sync),
 ) -> Result<Recommendation> {
     let cfg = TuneConfig {
         budgets: vec![budget],
@@ -142,30 +155,47 @@ pub fn recommend(
         max_delay_ns,
         threads,
         fast: true,
+        search,
+        auto_limit_visits: super::AUTO_EXACT_LIMIT_VISITS,
+        cancel: None,
     };
     let names = candidates();
     let mut simulations = 0;
     let mut tuned: Vec<(String, Option<Choice>)> = Vec::new();
     for (i, name) in names.iter().enumerate() {
-        progress(i, names.len());
-        let t = tune(prep, name, sim, &cfg, &|_, _| {})?;
+        progress(i, names.len(), 0, 0);
+        let t = tune(prep, name, sim, &cfg, &|d, n| {
+            progress(i, names.len(), d, n)
+        })?;
         simulations += t.simulations;
         tuned.push((t.policy, t.budgets.into_iter().next().and_then(|b| b.best)));
     }
-    progress(names.len(), names.len());
-    // most throughput first; infeasible last; ties by name
-    tuned.sort_by(|(an, a), (bn, b)| match (a, b) {
-        (Some(a), Some(b)) => b
-            .bg_throughput_bytes_per_s
-            .total_cmp(&a.bg_throughput_bytes_per_s)
-            .then(an.cmp(bn)),
-        (Some(_), None) => std::cmp::Ordering::Less,
-        (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => an.cmp(bn),
+    progress(names.len(), names.len(), 0, 0);
+    // 0: does BG work within the budget, 1: does none, 2: cannot meet it
+    let class = |c: &Option<Choice>| match c {
+        Some(c) if c.bg_throughput_bytes_per_s > 0.0 => 0,
+        Some(_) => 1,
+        None => 2,
+    };
+    // most throughput first, ties to the lower added delay, then by name
+    tuned.sort_by(|(an, a), (bn, b)| {
+        class(a).cmp(&class(b)).then_with(|| match (a, b) {
+            (Some(a), Some(b)) => b
+                .bg_throughput_bytes_per_s
+                .total_cmp(&a.bg_throughput_bytes_per_s)
+                .then(a.fg_mean_added_delay_s.total_cmp(&b.fg_mean_added_delay_s))
+                .then(an.cmp(bn)),
+            _ => an.cmp(bn),
+        })
     });
     let traits = Traits::of(prep);
     let phrase = traits.phrase();
-    let tp = |c: &Option<Choice>| c.as_ref().map(|c| c.bg_throughput_bytes_per_s);
+    // only policies that do BG work within the budget are ranked
+    let tp = |c: &Option<Choice>| {
+        c.as_ref()
+            .map(|c| c.bg_throughput_bytes_per_s)
+            .filter(|&t| t > 0.0)
+    };
     let top = tuned
         .first()
         .and_then(|(n, c)| tp(c).map(|t| (n.clone(), t)));
@@ -182,6 +212,13 @@ pub fn recommend(
                     format!(
                         "{name}: no setting meets {budget} at any size; even its most \
                          conservative setting costs the foreground too much"
+                    ),
+                ),
+                (Some(c), _) if c.bg_throughput_bytes_per_s <= 0.0 => (
+                    None,
+                    format!(
+                        "{name}: not ranked: within {budget} it does no BG work at all \
+                         (its best point starts no request)"
                     ),
                 ),
                 (Some(c), 0) => match &runner_up {
@@ -207,7 +244,7 @@ pub fn recommend(
                     None => (
                         None,
                         format!(
-                            "{phrase}: {name} is the only policy that meets {budget}{}",
+                            "{phrase}: {name} is the only policy that does BG work within {budget}{}",
                             setting(c)
                         ),
                     ),
@@ -221,13 +258,13 @@ pub fn recommend(
                     };
                     let how = match rel {
                         Some(r) if r < 0.0 => format!("{:.0} % less than {top_name}", -r * 100.0),
-                        _ => format!("as much as {top_name}"),
+                        _ => format!("as much as {top_name}, at no lower added delay"),
                     };
                     (rel, format!("{name}: {how}{}", setting(c)))
                 }
             };
             Ranked {
-                rank: i + 1,
+                rank: if tp(&best).is_some() { i + 1 } else { 0 },
                 policy: name,
                 best,
                 relative,

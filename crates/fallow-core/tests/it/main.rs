@@ -12,3 +12,4 @@ mod readers;
 mod retune;
 mod sim;
 mod tune;
+mod tune_exact;

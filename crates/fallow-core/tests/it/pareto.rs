@@ -9,7 +9,7 @@ use fallow_core::policy;
 use fallow_core::sim::{simulate, BgService, Prepared, SimConfig};
 use fallow_core::tune::pareto::{front_of, pareto};
 use fallow_core::tune::recommend::recommend;
-use fallow_core::tune::Budget;
+use fallow_core::tune::{Budget, SearchMode};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::ServiceModel;
 
@@ -125,7 +125,17 @@ fn recommend_ranks_by_throughput_and_its_top_meets_the_budget() {
     let prep = bursty(200);
     let sim = sim();
     let budget: Budget = "2ms".parse().unwrap();
-    let r = recommend(&prep, &sim, budget, &[256 << 10], None, 4, &|_, _| {}).unwrap();
+    let r = recommend(
+        &prep,
+        &sim,
+        budget,
+        &[256 << 10],
+        None,
+        4,
+        SearchMode::Auto,
+        &|_, _, _, _| {},
+    )
+    .unwrap();
     assert!(r.traits.idle_cv > 1.0, "{:?}", r.traits);
     assert!(r.ranking.len() >= 5);
     let tp: Vec<f64> = r
@@ -139,8 +149,21 @@ fn recommend_ranks_by_throughput_and_its_top_meets_the_budget() {
         .collect();
     assert!(tp.windows(2).all(|w| w[0] >= w[1]), "{tp:?}");
     for (i, e) in r.ranking.iter().enumerate() {
-        assert_eq!(e.rank, i + 1);
+        // ranked iff it does BG work within the budget
+        let works = e
+            .best
+            .as_ref()
+            .is_some_and(|c| c.bg_throughput_bytes_per_s > 0.0);
+        assert_eq!(e.rank, if works { i + 1 } else { 0 }, "{}", e.policy);
         assert!(e.reason.contains(&e.policy), "{}", e.reason);
+    }
+    // ties in throughput go to the lower added delay
+    for w in r.ranking.windows(2) {
+        if let (Some(a), Some(b)) = (&w[0].best, &w[1].best) {
+            if a.bg_throughput_bytes_per_s == b.bg_throughput_bytes_per_s && w[1].rank > 0 {
+                assert!(a.fg_mean_added_delay_s <= b.fg_mean_added_delay_s);
+            }
+        }
     }
     let top = &r.ranking[0];
     assert!(top.reason.contains("idle times are"), "{}", top.reason);

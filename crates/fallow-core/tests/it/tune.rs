@@ -5,7 +5,7 @@
 
 use fallow_core::policy;
 use fallow_core::sim::{simulate, BgService, Prepared, SimConfig};
-use fallow_core::tune::{self, Budget, TuneConfig};
+use fallow_core::tune::{self, Budget, Guarantee, SearchMode, TuneConfig};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::ServiceModel;
 
@@ -44,6 +44,9 @@ fn cfg(budgets: &str, sizes: &str) -> TuneConfig {
         max_delay_ns: None,
         threads: 2,
         fast: true,
+        search: SearchMode::Auto,
+        auto_limit_visits: tune::AUTO_EXACT_LIMIT_VISITS,
+        cancel: None,
     }
 }
 
@@ -236,4 +239,96 @@ fn the_baseline_runs_at_64k_and_its_defaults() {
     let b = tune::baseline(&prep, &sim()).unwrap();
     assert_eq!(b.request_size_bytes, 65536);
     assert_eq!(b.spec, policy::BASELINE);
+}
+
+/// The exact search's estimated work, computed here from its definition:
+/// idle intervals × ladder steps × sizes.
+fn work_of(prep: &Prepared, policy_name: &str, sizes: usize) -> u64 {
+    let knob = policy::entry(policy_name).unwrap().knob.unwrap();
+    let steps = tune::ladder(&knob).len() as u64;
+    prep.periods().idle_len_ns.len() as u64 * steps * sizes as u64
+}
+
+#[test]
+fn auto_searches_exactly_up_to_its_limit_and_coarsely_above_it() {
+    let prep = bursty();
+    let sim = sim();
+    let work = work_of(&prep, "fixed-wait", 2);
+    assert!(work > 0);
+    let run = |search: SearchMode, limit: u64| {
+        let c = TuneConfig {
+            search,
+            auto_limit_visits: limit,
+            ..cfg("1ms,4ms", "64KiB,1MiB")
+        };
+        tune::tune(&prep, "fixed-wait", &sim, &c, &|_, _| {}).unwrap()
+    };
+    // at the limit: exact
+    let at = run(SearchMode::Auto, work);
+    assert_eq!(at.guarantee, Guarantee::Exact);
+    assert_eq!(at.exact_work_visits, Some(work));
+    assert!(!at.auto_fell_back() && at.search_note().is_none());
+    // one visit over: coarse, and the output says so with the flag and cost
+    let over = run(SearchMode::Auto, work - 1);
+    assert_eq!(over.guarantee, Guarantee::CoarseGrid);
+    assert!(over.auto_fell_back());
+    let note = over.search_note().unwrap();
+    assert!(note.contains("--search exact"), "{note}");
+    let secs = work as f64 / tune::EXACT_VISITS_PER_S;
+    assert!((over.exact_estimate_s.unwrap() - secs).abs() < 1e-12);
+    assert!(
+        !note.contains('\n') && !note.contains("  "),
+        "one plain line: {note}"
+    );
+    // forced modes ignore the limit
+    assert_eq!(run(SearchMode::Exact, 0).guarantee, Guarantee::Exact);
+    let coarse = run(SearchMode::Coarse, u64::MAX);
+    assert_eq!(coarse.guarantee, Guarantee::CoarseGrid);
+    assert!(
+        coarse.search_note().is_none(),
+        "asked for coarse: nothing to explain"
+    );
+    // the exact answer is the best of the ladder: never below the coarse one
+    for (e, c) in at.budgets.iter().zip(&coarse.budgets) {
+        let thr = |t: &tune::Tuned| t.best.as_ref().map_or(0.0, |b| b.bg_throughput_bytes_per_s);
+        assert!(
+            thr(e) >= thr(c),
+            "{}: {} < {}",
+            e.budget_text,
+            thr(e),
+            thr(c)
+        );
+    }
+}
+
+#[test]
+fn policies_without_an_exact_search_are_coarse_whatever_the_mode() {
+    let prep = bursty();
+    let c = TuneConfig {
+        search: SearchMode::Exact,
+        ..cfg("4ms", "1MiB")
+    };
+    let t = tune::tune(&prep, "cdf-estimates", &sim(), &c, &|_, _| {}).unwrap();
+    assert_eq!(t.guarantee, Guarantee::CoarseGrid);
+    assert_eq!(t.exact_work_visits, None);
+    assert!(t.search_note().is_none());
+}
+
+#[test]
+fn search_mode_decision_and_names() {
+    assert!(SearchMode::Auto.picks_exact(10, 10));
+    assert!(!SearchMode::Auto.picks_exact(11, 10));
+    assert!(SearchMode::Exact.picks_exact(u64::MAX, 0));
+    assert!(!SearchMode::Coarse.picks_exact(0, u64::MAX));
+    assert_eq!(SearchMode::default(), SearchMode::Auto);
+    for m in [SearchMode::Exact, SearchMode::Coarse, SearchMode::Auto] {
+        assert_eq!(SearchMode::parse(m.as_str()).unwrap(), m);
+    }
+    let e = SearchMode::parse("fast").unwrap_err().to_string();
+    assert!(
+        e.contains("search") && e.contains("auto, exact or coarse"),
+        "{e}"
+    );
+    assert_eq!(tune::exact_work_visits(3, 4, 5), 60);
+    assert_eq!(tune::exact_work_visits(usize::MAX, usize::MAX, 2), u64::MAX);
 }
