@@ -848,8 +848,10 @@ def tune(
         "--json",
     ]
     docs = json.loads(run(cmd, "fallow tune").stdout)
+    # tune --json is one object with a `budgets` list (schema_version 2);
+    # older fallows printed one object per budget, or a list of them
     if isinstance(docs, dict):
-        docs = [docs]
+        docs = docs.get("budgets", [docs])
     candidates = []
     for doc in docs:
         if doc.get("best") is None:
