@@ -742,6 +742,9 @@ pub fn guardian(args: GuardianArgs) -> Result<()> {
             .context("cannot install a signal handler")?;
     }
     let report = guard(std::io::stdin(), &spec, &stop, 100);
+    for r in &report.retried {
+        eprintln!("fallow __guardian: {r}");
+    }
     for r in &report.released {
         eprintln!("fallow __guardian: fallow is gone; done: {}", r.to_arg());
     }

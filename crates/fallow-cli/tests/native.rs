@@ -456,28 +456,45 @@ fn kill_9_while_paused_the_guardian_resumes_the_scrub_and_restores_the_limit() {
     assert_eq!(set.trim(), (50u64 << 20).to_string());
     child.kill().unwrap(); // SIGKILL
     let _ = child.wait();
-    // the guardian resumes it, unthrottled, and it finishes
+    // the guardian holds the stderr pipe until it is done: read it aside
+    let mut err_pipe = child.stderr.take().unwrap();
+    let guardian_said = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err_pipe, &mut s);
+        s
+    });
+    // the guardian resumes it (retrying while the cancel settles, up to
+    // its 60 s), unthrottled, and it finishes. The bound is generous for a
+    // loaded machine: what is asserted is that it happens at all
     let t1 = Instant::now();
+    let limits_now = || -> Vec<String> {
+        files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap())
+            .collect()
+    };
     loop {
         let st = status_text(fs.mnt());
-        if st.contains("finished") {
+        if st.contains("finished") && limits_now() == before {
             break;
         }
         assert!(
-            t1.elapsed() < Duration::from_secs(30),
-            "not finished 30 s after fallow died: {st}"
+            t1.elapsed() < Duration::from_secs(120),
+            "not finished with scrub_speed_max restored 120 s after fallow died: {st}\nlimits {:?}, before {before:?}",
+            limits_now()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let after: Vec<String> = files
-        .iter()
-        .map(|f| std::fs::read_to_string(f).unwrap())
-        .collect();
-    assert_eq!(
-        after, before,
-        "the guardian did not restore scrub_speed_max"
-    );
     assert!(status_text(fs.mnt()).contains("no errors found"));
+    // and the guardian says it was it, not a scrub left running
+    let said = guardian_said.join().unwrap();
+    eprintln!("{said}");
+    assert!(
+        said.contains("fallow __guardian: fallow is gone; done: ")
+            && said.contains(r#"["btrfs","scrub","resume","#),
+        "{said}"
+    );
+    assert!(!said.contains("gave up"), "{said}");
 }
 
 /// btrfs resumes a cancelled scrub at the start of the chunk in progress:

@@ -214,6 +214,8 @@ pub struct GuardReport {
     pub removed: Vec<PathBuf>,
     /// Release actions it carried out successfully.
     pub released: Vec<ReleaseAction>,
+    /// Release actions that succeeded only after failing, in words.
+    pub retried: Vec<String>,
     /// What went wrong (thawing, removing), in words.
     pub errors: Vec<String>,
 }
@@ -233,6 +235,98 @@ pub fn guard(
     spec: &GuardianSpec,
     stop: &AtomicBool,
     poll_ms: u64,
+) -> GuardReport {
+    guard_with(input, spec, stop, poll_ms, Retry::default())
+}
+
+/// How long the guardian keeps trying a release action that fails.
+///
+/// A failure can be passing: `btrfs scrub resume` refuses while the
+/// cancel fallow issued is still being carried out (the `btrfs scrub
+/// start -B` that ran the slice has not yet written its last status), or
+/// the tool is slow on a loaded machine. A job left paused because one
+/// attempt came too early is what the guardian exists to prevent, so each
+/// failing action is tried again, waiting `first_ms`, then twice as long
+/// each time up to `max_ms`, until `total_ms` have passed since the
+/// first attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    /// Wait before the second attempt, ms.
+    pub first_ms: u64,
+    /// Longest wait between attempts, ms.
+    pub max_ms: u64,
+    /// No attempt starts later than this after the first, ms.
+    pub total_ms: u64,
+}
+
+impl Default for Retry {
+    /// 0.1 s doubling to 2 s, for up to 60 s: longer than a btrfs cancel
+    /// takes to settle on a loaded machine (seconds), short enough that a
+    /// guardian whose action can never succeed does not linger.
+    fn default() -> Self {
+        Retry {
+            first_ms: 100,
+            max_ms: 2_000,
+            total_ms: 60_000,
+        }
+    }
+}
+
+/// Carry out `actions` in order; those that fail are tried again (in
+/// order, the ones that succeeded not repeated) as `retry` says. What
+/// succeeded goes in `report.released`; an action that succeeded only
+/// after failing is also noted in `report.retried`; one that never did,
+/// with its last error and how often it was tried, in `report.errors`.
+fn release(actions: &[ReleaseAction], retry: &Retry, report: &mut GuardReport) {
+    let t0 = std::time::Instant::now();
+    // (action, attempts so far, last error)
+    let mut pending: Vec<(&ReleaseAction, u32, String)> =
+        actions.iter().map(|a| (a, 0, String::new())).collect();
+    let mut wait_ms = retry.first_ms;
+    loop {
+        let mut failed = Vec::new();
+        for (a, n, _) in pending {
+            let n = n + 1;
+            match a.perform() {
+                Ok(()) => {
+                    if n > 1 {
+                        report.retried.push(format!(
+                            "{} succeeded at attempt {n}, {:.1} s after the first",
+                            a.to_arg(),
+                            t0.elapsed().as_secs_f64()
+                        ));
+                    }
+                    report.released.push(a.clone());
+                }
+                Err(e) => failed.push((a, n, e)),
+            }
+        }
+        pending = failed;
+        if pending.is_empty() {
+            return;
+        }
+        let spent_ms = t0.elapsed().as_millis() as u64;
+        if spent_ms + wait_ms > retry.total_ms {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(wait_ms));
+        wait_ms = (wait_ms * 2).min(retry.max_ms);
+    }
+    for (_, n, e) in pending {
+        report.errors.push(format!(
+            "{e} (gave up after {n} attempts in {:.1} s)",
+            t0.elapsed().as_secs_f64()
+        ));
+    }
+}
+
+/// [`guard`] with a given [`Retry`] for the release actions.
+pub fn guard_with(
+    input: impl Read + Send + 'static,
+    spec: &GuardianSpec,
+    stop: &AtomicBool,
+    poll_ms: u64,
+    retry: Retry,
 ) -> GuardReport {
     let (tx, rx) = mpsc::channel();
     // a thread, so a signal is seen while the read blocks
@@ -273,12 +367,7 @@ pub fn guard(
         Ok(()) => report.thawed = true,
         Err(e) => report.errors.push(e.to_string()),
     }
-    for r in &spec.release {
-        match r.perform() {
-            Ok(()) => report.released.push(r.clone()),
-            Err(e) => report.errors.push(e),
-        }
-    }
+    release(&spec.release, &retry, &mut report);
     // the command may run for hours more; its cgroups go when it does
     for dir in &spec.cgroups {
         while !cgroup_is_empty(dir) {
@@ -414,12 +503,68 @@ mod tests {
         let r = guard(&b"done\n"[..], &spec, &AtomicBool::new(false), 10);
         assert!(r.released.is_empty() && !f.exists() && !mark.exists());
         // the end of the input: everything, in order, failures reported
-        let r = guard(&b""[..], &spec, &AtomicBool::new(false), 10);
+        // after the retries
+        let quick = Retry {
+            first_ms: 10,
+            max_ms: 20,
+            total_ms: 100,
+        };
+        let t0 = std::time::Instant::now();
+        let r = guard_with(&b""[..], &spec, &AtomicBool::new(false), 10, quick);
         assert!(r.fallow_gone);
         assert_eq!(r.released, spec.release[..2]);
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "0\n");
         assert!(mark.exists());
         assert_eq!(r.errors.len(), 1, "{r:?}");
         assert!(r.errors[0].contains("`false` failed"), "{r:?}");
+        // waits 10, 20, 20, 20 ms fit in 100 ms; the next would not: 5 attempts
+        assert!(r.errors[0].contains("gave up after 5 attempts"), "{r:?}");
+        assert!(r.retried.is_empty(), "{r:?}");
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+
+    /// An action that fails while the job is still settling (btrfs: the
+    /// cancel not yet complete) is tried again until it succeeds; the
+    /// actions after it are not held up by it.
+    #[test]
+    fn a_failing_release_action_is_retried_with_backoff_until_it_succeeds() {
+        let d = tempfile::tempdir().unwrap();
+        let count = d.path().join("count");
+        let after = d.path().join("after");
+        // fails on its first two runs, succeeds on the third
+        let script = format!(
+            "n=$(cat {c} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {c}; [ $n -ge 3 ]",
+            c = count.display()
+        );
+        let spec = GuardianSpec {
+            kind: FreezerKind::Signal,
+            control: None,
+            cgroups: vec![],
+            release: vec![
+                ReleaseAction::Exec {
+                    argv: vec!["sh".into(), "-c".into(), script],
+                },
+                ReleaseAction::Write {
+                    path: after.clone(),
+                    text: "1\n".into(),
+                },
+            ],
+        };
+        let retry = Retry {
+            first_ms: 50,
+            max_ms: 1_000,
+            total_ms: 10_000,
+        };
+        let t0 = std::time::Instant::now();
+        let r = guard_with(&b""[..], &spec, &AtomicBool::new(false), 10, retry);
+        let took = t0.elapsed();
+        assert!(r.errors.is_empty(), "{r:?}");
+        // the write went through in the first round, the command in the third
+        assert_eq!(r.released, [spec.release[1].clone(), spec.release[0].clone()]);
+        assert_eq!(std::fs::read_to_string(&count).unwrap().trim(), "3");
+        assert_eq!(r.retried.len(), 1, "{r:?}");
+        assert!(r.retried[0].contains("at attempt 3"), "{r:?}");
+        // backed off 50 then 100 ms between the attempts
+        assert!(took >= Duration::from_millis(150), "{took:?}");
     }
 }
