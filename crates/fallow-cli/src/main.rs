@@ -36,6 +36,7 @@ mod report;
 mod retune;
 mod run;
 mod scrub;
+mod scrub_out;
 mod scrub_plan;
 mod simulate;
 mod tune;

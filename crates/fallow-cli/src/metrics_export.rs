@@ -5,8 +5,8 @@
 use crate::live_config::MetricsAddr;
 use anyhow::{Context, Result};
 use fallow_live::run::FrozenIoProbe;
-use fallow_live::{DriveObserver, DriveState, Driver, SharedStats};
-use fallow_metrics::{Metrics, MetricsServer, PolicyState};
+use fallow_live::{DriveObserver, DriveState, Driver, ProgressProbe, SharedStats};
+use fallow_metrics::{Metrics, MetricsServer, PolicyState, ScrubProgress};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,13 +20,34 @@ pub struct Exporter {
     stop: Arc<AtomicBool>,
     sync: Option<std::thread::JoinHandle<()>>,
     frozen_io: Arc<Mutex<Option<FrozenIoProbe>>>,
+    progress: Arc<Mutex<Option<ProgressProbe>>>,
 }
 
 impl Exporter {
     /// Serve on `at` (`--metrics` or the config's `[metrics] addr`) and
     /// observe `driver` and the monitor's `stats`.
     pub fn start(at: &MetricsAddr, driver: &mut Driver, stats: SharedStats) -> Result<Exporter> {
-        let metrics = Metrics::new();
+        Self::start_with(at, driver, stats, Metrics::new())
+    }
+
+    /// [`Exporter::start`] for a scrub: also its progress gauges, from `progress`.
+    pub fn start_scrub(
+        at: &MetricsAddr,
+        driver: &mut Driver,
+        stats: SharedStats,
+        progress: ProgressProbe,
+    ) -> Result<Exporter> {
+        let e = Self::start_with(at, driver, stats, Metrics::for_scrub())?;
+        *e.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress);
+        Ok(e)
+    }
+
+    fn start_with(
+        at: &MetricsAddr,
+        driver: &mut Driver,
+        stats: SharedStats,
+        metrics: Metrics,
+    ) -> Result<Exporter> {
         let server = metrics.serve(&at.addr).with_context(|| at.from.clone())?;
         driver.set_observer(Box::new(Observer {
             metrics: metrics.clone(),
@@ -38,6 +59,8 @@ impl Exporter {
         let stop2 = stop.clone();
         let frozen_io: Arc<Mutex<Option<FrozenIoProbe>>> = Arc::default();
         let frozen2 = frozen_io.clone();
+        let progress: Arc<Mutex<Option<ProgressProbe>>> = Arc::default();
+        let progress2 = progress.clone();
         let sync = std::thread::Builder::new()
             .name("fallow-metrics-fg".into())
             .spawn(move || {
@@ -53,6 +76,21 @@ impl Exporter {
                         );
                         (frozen_bytes, frozen_s) =
                             (frozen_bytes.max(f.bytes), frozen_s.max(f.seconds));
+                    }
+                    let probe = progress2.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    if let Some(p) = probe.and_then(|p| p.get()) {
+                        metrics.scrub_progress(&ScrubProgress {
+                            done_bytes: p.scrubbed_bytes,
+                            target_bytes: p.target_bytes,
+                            pass: p.pass,
+                            rate_bytes_per_s: p.rate_bytes_per_s,
+                            eta_s: p.eta_s,
+                            bad_ranges: p.bad_ranges,
+                            bad_bytes: p.bad_bytes,
+                            errors_corrected: p.errors_corrected,
+                            errors_uncorrectable: p.errors_uncorrectable,
+                            complete: p.complete,
+                        });
                     }
                     let s = stats.get();
                     let b = s.fg_read_bytes + s.fg_write_bytes;
@@ -73,6 +111,7 @@ impl Exporter {
             stop,
             sync: Some(sync),
             frozen_io,
+            progress,
         })
     }
 

@@ -7,6 +7,7 @@
 use crate::human::{bytes, count, secs};
 use crate::live_config::MetricsAddr;
 use crate::scrub::{live_err, ScrubArgs};
+use crate::scrub_out::{self, Doc, ProgressLines, Signals};
 use crate::BadInput;
 use anyhow::{Context, Result};
 use fallow_core::sim::BgService;
@@ -17,9 +18,7 @@ use fallow_live::native::{
 use fallow_live::run::GuardianCommand;
 use fallow_live::scrub::{Resume, Windows};
 use fallow_live::DriverConfig;
-use serde::Serialize;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// Request size of a native job when neither flag, config nor tune result
@@ -66,22 +65,6 @@ fn refuse_block_flags(a: &ScrubArgs, t: &NativeTarget) -> Result<()> {
         return Err(BadInput(format!("{flag} does not apply to {}: targets", t.prefix)).into());
     }
     Ok(())
-}
-
-/// The JSON report: the block scrubber's keys where they apply, plus the
-/// native tool's.
-#[derive(Debug, Serialize)]
-struct Doc<'a> {
-    #[serde(flatten)]
-    report: &'a native::NativeReport,
-    devices: &'a [String],
-    policy: &'a str,
-    policy_from: &'a str,
-    outcome: fallow_live::Outcome,
-    monitor: &'a fallow_live::MonitorStats,
-    monitor_cpu_fraction: f64,
-    driver: &'a fallow_live::DriveReport,
-    warnings: &'a [String],
 }
 
 /// Run a native target.
@@ -149,14 +132,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
         .map_err(live_err)
         .with_context(|| format!("{t} (policy {} from {})", s.policy, s.policy_from))?;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // a second signal ends the process at once (the guardian then
-        // resumes the job); the first stops it cleanly, resumable
-        signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())
-            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
-            .context("installing a signal handler")?;
-    }
+    let signals = Signals::install()?;
     if !a.json {
         let before = session.report().map_err(live_err)?;
         eprintln!(
@@ -171,23 +147,19 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
             bytes(before.scrubbed_bytes)
         );
     }
-    let _exporter = match &s.metrics {
-        Some(at) => {
-            let stats = session.shared_stats();
-            let e = crate::metrics_export::Exporter::start(at, session.driver_mut(), stats)?;
-            if let (Some(addr), false) = (e.addr(), a.json) {
-                eprintln!("fallow: metrics at http://{addr}/metrics");
-            }
-            Some(e)
-        }
-        None => None,
-    };
+    let stats = session.shared_stats();
+    let progress = session.progress();
+    let _exporter =
+        scrub_out::metrics(&s.metrics, session.driver_mut(), stats, progress.clone(), a.json)?;
     let devices = session.devices();
-    let out = session.run(&stop).map_err(live_err)?;
+    let lines = ProgressLines::start(progress, a.json)?;
+    let out = session.run(&signals.stop);
+    lines.finish();
+    let out = out.map_err(live_err)?;
     if a.json {
-        let doc = Doc {
+        Doc {
             report: &out.report,
-            devices: &devices,
+            devices: Some(&devices),
             policy: &s.policy,
             policy_from: s.policy_from,
             outcome: out.drive.outcome,
@@ -195,23 +167,19 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
             monitor_cpu_fraction: out.monitor.cpu_fraction(),
             driver: &out.drive,
             warnings: &out.warnings,
-        };
-        let mut text = serde_json::to_string_pretty(&doc)?;
-        text.push('\n');
-        crate::output::print(&text)?;
+        }
+        .print()?;
     } else {
         for w in &out.warnings {
             eprintln!("fallow: {w}");
         }
         crate::output::print(&summary(&out, &s, a.verbose))?;
     }
-    if out.drive.outcome == fallow_live::Outcome::Stopped {
-        return Err(anyhow::anyhow!(
-            "interrupted after {} of progress; {t} is left resumable: run again with --resume to continue",
-            bytes(out.report.scrubbed_bytes)
-        ));
-    }
-    Ok(())
+    signals.end(
+        out.drive.outcome,
+        &format!("after {} of progress", bytes(out.report.scrubbed_bytes)),
+        &format!("{t} is left resumable: run again with --resume to continue"),
+    )
 }
 
 fn summary(o: &NativeOutcome, s: &Shared, verbose: bool) -> String {
@@ -266,15 +234,7 @@ fn summary(o: &NativeOutcome, s: &Shared, verbose: bool) -> String {
             count(m.busy_periods),
             bytes(m.fg_read_bytes)
         );
-        let _ = writeln!(
-            out,
-            "  driver: {} idle intervals, {} BG requests (mean {}), {} collisions, throttled {}",
-            count(d.idle_intervals),
-            count(d.bg_requests),
-            secs(d.bg_mean_service_s),
-            count(d.collisions),
-            secs(d.throttled_s)
-        );
+        out.push_str(&scrub_out::driver_line(d));
     }
     out
 }

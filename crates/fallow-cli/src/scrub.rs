@@ -10,28 +10,21 @@
 
 use crate::human::{bytes, count, num, secs};
 use crate::live_config::{self, Config, MetricsAddr};
+use crate::scrub_out::{self, Doc, ProgressLines, Signals};
 use crate::BadInput;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
 use fallow_core::sim::BgService;
-use fallow_live::monitor::StatSource;
-use fallow_live::scrub::{self, Checkpoint, Order, Resume, ScrubEvent, Target, TargetKind};
-use fallow_live::{Driver, DriverConfig, Monitor, MonitorConfig, OwnCounters, ScrubConfig};
+use fallow_live::scrub::{self, Order, Resume, ScrubEvent, ScrubPlan, ScrubSession, VerifyMode};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 /// The policy when none is given: wait a little after the last FG request
 /// before reading (Practical Scrubbing §V-B2's Waiting, their best simple
 /// policy), so a scrub yields to foreground bursts.
 pub const DEFAULT_POLICY: &str = "fixed-wait:t=100ms";
-/// Request size when none is given: large enough that a checkpoint per
-/// request costs little, small enough that an FG request that finds one
-/// in service waits only ~10 ms on a disk (Practical Scrubbing Fig. 4).
-pub const DEFAULT_SIZE: u64 = 1 << 20;
 /// Regions of a staggered order when `--order staggered` comes without
 /// `--regions` (Practical Scrubbing §IV-A: as fast as sequential from 128 on).
 pub const DEFAULT_REGIONS: u64 = 128;
@@ -295,7 +288,7 @@ struct Settings {
     checkpoint_interval_ns: u64,
     log: Option<PathBuf>,
     retries: u32,
-    verify: VerifyCmd,
+    verify: VerifyMode,
     buffered: bool,
     monitor: String,
     interval_ns: u64,
@@ -373,7 +366,11 @@ fn settings(a: &ScrubArgs) -> Result<Settings> {
             .unwrap_or(0),
         log: a.log.clone().or(sc.log.clone()),
         retries: a.retries.or(sc.retries).unwrap_or(DEFAULT_RETRIES),
-        verify: a.verify_cmd.or(sc.verify_cmd).unwrap_or(VerifyCmd::Off),
+        verify: match a.verify_cmd.or(sc.verify_cmd) {
+            None | Some(VerifyCmd::Off) => VerifyMode::Off,
+            Some(VerifyCmd::Auto) => VerifyMode::Auto,
+            Some(VerifyCmd::Required) => VerifyMode::Required,
+        },
         buffered: a.buffered || sc.buffered.unwrap_or(false),
         monitor: a
             .monitor
@@ -421,20 +418,6 @@ pub(crate) fn live_err(e: fallow_live::Error) -> anyhow::Error {
     }
 }
 
-/// The JSON report.
-#[derive(Debug, Serialize)]
-struct Doc<'a> {
-    #[serde(flatten)]
-    scrub: &'a fallow_live::ScrubReport,
-    policy: &'a str,
-    policy_from: &'a str,
-    outcome: fallow_live::Outcome,
-    monitor: &'a fallow_live::MonitorStats,
-    monitor_cpu_fraction: f64,
-    driver: &'a fallow_live::DriveReport,
-    warnings: &'a [String],
-}
-
 /// Run `fallow scrub`.
 pub fn run(args: ScrubArgs) -> Result<()> {
     let s = settings(&args)?;
@@ -444,195 +427,67 @@ pub fn run(args: ScrubArgs) -> Result<()> {
     {
         return crate::native_scrub::run(&args, t, s.shared());
     }
-    let mut warnings: Vec<String> = Vec::new();
-    let mut warn = |m: String, json: bool| {
-        if !json {
-            eprintln!("fallow: {m}");
-        }
-        warnings.push(m);
-    };
-    // a bad policy fails before the device is touched
-    let policy_probe = fallow_live::Driver::from_spec(&s.policy, DriverConfig::default())
-        .map_err(live_err)
-        .with_context(|| format!("policy {} (from {})", s.policy, s.policy_from))?;
-    drop(policy_probe);
-
-    let target = Target::open(&args.target, !s.buffered).map_err(live_err)?;
-    if let Some(r) = &target.buffered_reason {
-        if !s.buffered {
-            warn(
-                format!(
-                    "{}: {r}; reading through the page cache, dropping it around each read",
-                    target.path.display()
-                ),
-                args.json,
-            );
-        }
-    }
-    let checkpoint_path = match &s.checkpoint {
-        Some(p) => p.clone(),
-        None => {
-            let p = scrub::checkpoint::default_path(&args.target).map_err(live_err)?;
-            if let Some(dir) = p.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    BadInput(format!(
-                        "cannot create {} for the checkpoint ({e}); give --checkpoint FILE",
-                        dir.display()
-                    ))
-                })?;
-            }
-            p
-        }
-    };
-    // with --resume, what the flags leave open comes from the checkpoint
-    let existing = if args.resume {
-        Checkpoint::load(&checkpoint_path).map_err(live_err)?
-    } else {
-        None
-    };
-    let size = s
-        .size
-        .or(existing.as_ref().map(|c| c.request_size_bytes))
-        .or(s.tuned_size)
-        .unwrap_or(DEFAULT_SIZE);
-    let order = s
-        .order
-        .or(existing.as_ref().map(|c| c.order))
-        .unwrap_or(Order::Sequential);
-
-    // the read path: SCSI VERIFY if asked and possible, else reads
-    let dev = target.device.clone();
-    let own = Arc::new(OwnCounters::new(
-        dev.as_ref().and_then(|d| d.max_request_bytes),
-    ));
-    let mut method = "read";
-    let mut verifier: Box<dyn scrub::Verifier + Send> =
-        Box::new(target.reader(own.clone()).map_err(live_err)?);
-    if s.verify != VerifyCmd::Off {
-        let start = match (&dev, target.kind) {
-            (Some(d), TargetKind::Block) => d.start_bytes,
-            _ => 0,
-        };
-        match scrub::SgVerifier::probe(target.file(), start, target.granule_bytes) {
-            Ok(v) => {
-                verifier = Box::new(v);
-                method = "scsi-verify";
-            }
-            Err(why) if s.verify == VerifyCmd::Required => {
-                return Err(BadInput(format!(
-                    "--verify-cmd=required: {}: {why}",
-                    target.path.display()
-                ))
-                .into())
-            }
-            Err(why) => warn(
-                format!(
-                    "--verify-cmd: {}: {why}; verifying with {} reads instead",
-                    target.path.display(),
-                    if target.direct {
-                        "O_DIRECT"
-                    } else {
-                        "buffered"
-                    }
-                ),
-                args.json,
-            ),
-        }
-    }
-
-    let mut scrubber = scrub::Scrubber::new(
-        &target,
-        verifier,
-        method,
-        own.clone(),
-        ScrubConfig {
-            request_size_bytes: size,
-            order,
-            retries: s.retries,
-            max_rate_bytes_per_s: s.max_rate,
-            windows: s.windows.clone(),
-            max_bytes: s.max_bytes,
-            checkpoint_path: checkpoint_path.clone(),
-            checkpoint_interval_ns: s.checkpoint_interval_ns,
-            log_path: s.log.clone(),
-            // the target is added by the scrubber
-            outputs: args.out.guard(
-                [
-                    args.config.as_deref(),
-                    s.tuned_path.as_deref(),
-                    Some(Path::new(&s.monitor)),
-                ]
-                .into_iter()
-                .flatten(),
-            ),
-        },
-        if args.resume {
+    let plan = ScrubPlan {
+        target: args.target.clone(),
+        policy: s.policy.clone(),
+        policy_from: s.policy_from.to_string(),
+        size: s.size,
+        tuned_size: s.tuned_size,
+        order: s.order,
+        bg_service: s.bg_service,
+        seed: s.seed,
+        max_rate: s.max_rate,
+        windows: s.windows.clone(),
+        max_bytes: s.max_bytes,
+        checkpoint: s.checkpoint.clone(),
+        checkpoint_interval_ns: s.checkpoint_interval_ns,
+        log: s.log.clone(),
+        retries: s.retries,
+        verify: s.verify,
+        buffered: s.buffered,
+        monitor: s.monitor.clone(),
+        interval_ns: s.interval_ns,
+        resume: if args.resume {
             Resume::Yes
         } else if args.restart {
             Resume::Restart
         } else {
             Resume::No
         },
-    )
-    .map_err(live_err)?;
-
-    // the monitor
-    let mut monitor = match s.monitor.as_str() {
-        "none" => Monitor::without_device(),
-        "auto" => match &dev {
-            Some(d) => {
-                let src = d.stat_source().map_err(live_err)?;
-                start_monitor(&src, &own, s.interval_ns)?
-            }
-            None => {
-                warn(
-                    format!(
-                        "{}: no block device under it that sysfs knows (tmpfs, overlayfs?); scrubbing without watching for foreground I/O (--monitor DEV to name one)",
-                        target.path.display()
-                    ),
-                    args.json,
-                );
-                Monitor::without_device()
-            }
-        },
-        spec => {
-            let src = StatSource::parse(spec).map_err(live_err)?;
-            start_monitor(&src, &own, s.interval_ns)?
-        }
+        // the target is added by the scrubber
+        outputs: args.out.guard(
+            [
+                args.config.as_deref(),
+                s.tuned_path.as_deref(),
+                Some(Path::new(&s.monitor)),
+            ]
+            .into_iter()
+            .flatten(),
+        ),
     };
-    let mut driver = Driver::from_spec(
-        &s.policy,
-        DriverConfig {
-            bg_size_bytes: size,
-            initial_bg_service: s
-                .bg_service
-                .unwrap_or(DriverConfig::default().initial_bg_service),
-            seed: s.seed,
-        },
-    )
-    .map_err(live_err)?;
-
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // a second signal ends the process at once (the checkpoint is
-        // consistent at every instant); the first stops after the request
-        signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())
-            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
-            .context("installing a signal handler")?;
+    let mut session = ScrubSession::open(&plan).map_err(live_err)?;
+    let warnings = session.warnings().to_vec();
+    if !args.json {
+        for w in &warnings {
+            eprintln!("fallow: {w}");
+        }
     }
+    let signals = Signals::install()?;
 
-    let resumed = scrubber.resumed_from_bytes();
+    let (path, size_bytes) = (session.target_path().to_path_buf(), session.target_bytes());
+    let checkpoint_path = session.checkpoint_path();
+    let resumed = session.resumed_from_bytes();
     if !args.json && resumed > 0 {
         eprintln!(
             "fallow: resuming {} at {} of {} ({})",
-            target.path.display(),
+            path.display(),
             bytes(resumed),
-            bytes(target.size_bytes),
+            bytes(size_bytes),
             checkpoint_path.display()
         );
     }
     let bar = (!args.json && std::io::stderr().is_terminal()).then(|| {
-        let bar = ProgressBar::new(target.size_bytes);
+        let bar = ProgressBar::new(size_bytes);
         bar.set_style(
             ProgressStyle::with_template(
                 "{msg} [{wide_bar}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
@@ -640,14 +495,14 @@ pub fn run(args: ScrubArgs) -> Result<()> {
             .expect("valid template")
             .progress_chars("=> "),
         );
-        bar.set_message(format!("scrubbing {}", target.path.display()));
+        bar.set_message(format!("scrubbing {}", path.display()));
         bar.set_position(resumed);
         bar.reset_eta();
         bar
     });
     let bar2 = bar.clone();
     let quiet = args.json;
-    scrubber.on_event(move |e| match e {
+    session.on_event(move |e| match e {
         ScrubEvent::Progress { scrubbed_bytes, .. } => {
             if let Some(b) = &bar2 {
                 b.set_position(*scrubbed_bytes);
@@ -677,58 +532,47 @@ pub fn run(args: ScrubArgs) -> Result<()> {
         }
     });
 
-    let _exporter = match &s.metrics {
-        Some(at) => {
-            let e =
-                crate::metrics_export::Exporter::start(at, &mut driver, monitor.shared_stats())?;
-            if let (Some(a), false) = (e.addr(), args.json) {
-                eprintln!("fallow: metrics at http://{a}/metrics");
-            }
-            Some(e)
-        }
-        None => None,
-    };
-    let drive = driver.run(&mut monitor, &mut scrubber, &stop);
+    let stats = session.shared_stats();
+    let progress = session.progress();
+    let _exporter =
+        scrub_out::metrics(&s.metrics, session.driver_mut(), stats, progress.clone(), args.json)?;
+    let lines = ProgressLines::start(progress, args.json)?;
+    let out = session.run(&signals.stop);
+    lines.finish();
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let flushed = scrubber.flush();
-    let mon = monitor.stop();
-    let drive = drive.map_err(live_err)?;
-    flushed.map_err(live_err)?;
-    let mon = mon.map_err(live_err)?;
-    let report = scrubber.report();
+    let out = out.map_err(live_err)?;
+    let (report, mon, drive) = (&out.report, &out.monitor, &out.drive);
 
     if args.json {
-        let doc = Doc {
-            scrub: &report,
+        Doc {
+            report,
+            devices: None,
             policy: &s.policy,
             policy_from: s.policy_from,
             outcome: drive.outcome,
-            monitor: &mon,
+            monitor: mon,
             monitor_cpu_fraction: mon.cpu_fraction(),
-            driver: &drive,
+            driver: drive,
             warnings: &warnings,
-        };
-        let mut text = serde_json::to_string_pretty(&doc)?;
-        text.push('\n');
-        crate::output::print(&text)?;
+        }
+        .print()?;
     } else {
-        crate::output::print(&summary(&report, &s, &mon, &drive, args.verbose))?;
+        crate::output::print(&summary(report, &s, mon, drive, args.verbose))?;
     }
-    if drive.outcome == fallow_live::Outcome::Stopped {
-        return Err(anyhow::anyhow!(
-            "interrupted at {} of {}; the checkpoint {} is saved: run again with --resume to continue",
+    signals.end(
+        drive.outcome,
+        &format!(
+            "at {} of {}",
             bytes(report.scrubbed_bytes),
-            bytes(report.target_bytes),
+            bytes(report.target_bytes)
+        ),
+        &format!(
+            "the checkpoint {} is saved: run again with --resume to continue",
             checkpoint_path.display()
-        ));
-    }
-    Ok(())
-}
-
-fn start_monitor(src: &StatSource, own: &Arc<OwnCounters>, interval_ns: u64) -> Result<Monitor> {
-    Monitor::start(src, vec![own.clone()], MonitorConfig { interval_ns }).map_err(live_err)
+        ),
+    )
 }
 
 fn summary(
@@ -825,15 +669,7 @@ fn summary(
             bytes(mon.fg_read_bytes),
             bytes(mon.fg_write_bytes)
         );
-        let _ = writeln!(
-            out,
-            "  driver: {} idle intervals, {} BG requests (mean {}), {} collisions, throttled {}",
-            count(d.idle_intervals),
-            count(d.bg_requests),
-            secs(d.bg_mean_service_s),
-            count(d.collisions),
-            secs(d.throttled_s)
-        );
+        out.push_str(&scrub_out::driver_line(d));
     }
     out
 }

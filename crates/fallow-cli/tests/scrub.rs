@@ -510,32 +510,35 @@ fn outside_its_window_the_scrub_waits_and_a_signal_stops_it_cleanly() {
         % 86_400;
     let hm = |s: u64| format!("{:02}:{:02}", (s / 3600) % 24, (s / 60) % 60);
     let window = format!("{}-{}", hm(now_s + 2 * 3600), hm(now_s + 3 * 3600));
-    let ck = dir.path().join("ck.json");
-    let o = run_and_signal(
-        &[
-            "scrub",
-            path_str(&t),
-            "--monitor",
-            "none",
-            "--policy",
-            "aggressive",
-            "--window",
-            &window,
-            "--checkpoint",
-            path_str(&ck),
-        ],
-        &[("TZ", "UTC")],
-        Duration::from_millis(1500),
-        15,
-    );
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
-    let v = json_of(&o);
-    assert_eq!(
-        (v["outcome"].clone(), v["scrubbed_bytes"].clone()),
-        ("stopped".into(), 0.into())
-    );
-    assert!(v["driver"]["throttled_s"].as_f64().unwrap() > 1.0, "{v}");
+    // SIGTERM (systemctl stop) ends it cleanly with status 0; SIGINT with 1
+    for (sig, code) in [(15, 0), (2, 1)] {
+        let ck = dir.path().join(format!("ck{sig}.json"));
+        let o = run_and_signal(
+            &[
+                "scrub",
+                path_str(&t),
+                "--monitor",
+                "none",
+                "--policy",
+                "aggressive",
+                "--window",
+                &window,
+                "--checkpoint",
+                path_str(&ck),
+            ],
+            &[("TZ", "UTC")],
+            Duration::from_millis(1500),
+            sig,
+        );
+        assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
+        assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
+        let v = json_of(&o);
+        assert_eq!(
+            (v["outcome"].clone(), v["scrubbed_bytes"].clone()),
+            ("stopped".into(), 0.into())
+        );
+        assert!(v["driver"]["throttled_s"].as_f64().unwrap() > 1.0, "{v}");
+    }
 }
 
 #[test]

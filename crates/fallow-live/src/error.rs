@@ -49,6 +49,21 @@ pub enum Error {
     /// An error from fallow-core (building a policy, parsing a unit).
     #[error(transparent)]
     Core(#[from] fallow_core::Error),
+    /// A setting the user gave is wrong, in words that name the flag or the
+    /// config file, table and key (`f.toml: [run] slice: 0 ns: use 1 ms
+    /// to 60 s`).
+    #[error("{0}")]
+    Setting(String),
+    /// The policy could not be built; names the spec and where it came from.
+    #[error("policy {spec} (from {from}): {why}")]
+    Policy {
+        /// The spec.
+        spec: String,
+        /// `--policy`, `config`, `tune result` or `default`.
+        from: String,
+        /// Why.
+        why: Box<Error>,
+    },
     /// The monitor thread stopped unexpectedly.
     #[error("the I/O monitor stopped: {0}")]
     Monitor(String),
@@ -89,7 +104,9 @@ impl Error {
             Error::Parse { .. }
             | Error::Invalid { .. }
             | Error::CheckpointMismatch { .. }
-            | Error::Unsupported(_) => true,
+            | Error::Unsupported(_)
+            | Error::Setting(_) => true,
+            Error::Policy { why, .. } => why.is_bad_input(),
             Error::Core(e) => !matches!(e, fallow_core::Error::Io { .. }),
             Error::Monitor(_) => false,
         }

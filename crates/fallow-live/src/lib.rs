@@ -65,6 +65,7 @@ pub mod error;
 pub mod monitor;
 pub mod native;
 pub mod net;
+pub mod progress;
 pub mod run;
 pub mod scrub;
 
@@ -76,5 +77,6 @@ pub use error::{Error, Result};
 pub use monitor::{
     Event, Monitor, MonitorConfig, MonitorStats, OwnCounters, SharedStats, StatSource,
 };
+pub use progress::{Progress, ProgressProbe};
 pub use run::{CommandSpec, FreezerKind, Managed, RunConfig};
 pub use scrub::{ScrubConfig, ScrubReport, Scrubber};

@@ -104,6 +104,53 @@ pub struct Metrics {
     frozen_io_seconds: Counter<f64, AtomicU64>,
     state_seconds: Family<StateLabels, Counter<f64, AtomicU64>>,
     state: Family<StateLabels, Gauge>,
+    scrub: Option<ScrubGauges>,
+}
+
+/// A scrub's progress gauges ([`Metrics::for_scrub`]).
+#[derive(Clone)]
+struct ScrubGauges {
+    done_bytes: Gauge,
+    target_bytes: Gauge,
+    pass: Gauge,
+    rate: Gauge<f64, AtomicU64>,
+    eta_seconds: Gauge<f64, AtomicU64>,
+    bad_ranges: Gauge,
+    bad_bytes: Gauge,
+    errors: Family<ErrorLabels, Gauge>,
+    complete: Gauge,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ErrorLabels {
+    kind: &'static str,
+}
+
+/// Where a scrub is, as [`Metrics::scrub_progress`] takes it. Unknowns
+/// are `None` (exported as NaN, or left at 0 for counts a tool does not
+/// report).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ScrubProgress {
+    /// Bytes done in this pass.
+    pub done_bytes: u64,
+    /// Bytes the pass covers.
+    pub target_bytes: Option<u64>,
+    /// The pass, from 1.
+    pub pass: Option<u64>,
+    /// This run's rate, bytes/s.
+    pub rate_bytes_per_s: Option<f64>,
+    /// Time left at that rate, s.
+    pub eta_s: Option<f64>,
+    /// Unreadable ranges found in this pass.
+    pub bad_ranges: u64,
+    /// Bytes in them.
+    pub bad_bytes: u64,
+    /// Errors the tool corrected.
+    pub errors_corrected: Option<u64>,
+    /// Errors the tool could not correct.
+    pub errors_uncorrectable: Option<u64>,
+    /// The pass is complete.
+    pub complete: bool,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -122,6 +169,19 @@ impl Metrics {
     /// A registry with every counter at zero; all three states are listed
     /// from the start, so a dashboard sees a zero rather than a gap.
     pub fn new() -> Self {
+        Self::build(false)
+    }
+
+    /// [`Metrics::new`] and a scrub's progress: `fallow_scrub_done_bytes`,
+    /// `_target_bytes`, `_pass`, `_rate_bytes_per_second`,
+    /// `_eta_seconds`, `_bad_ranges`, `_bad_bytes`,
+    /// `_errors{kind="corrected"|"uncorrectable"}` and `_complete`, set by
+    /// [`Metrics::scrub_progress`].
+    pub fn for_scrub() -> Self {
+        Self::build(true)
+    }
+
+    fn build(scrub: bool) -> Self {
         let mut registry = Registry::with_prefix("fallow");
         let fg_requests = Counter::default();
         let fg_bytes = Counter::default();
@@ -182,6 +242,68 @@ impl Metrics {
             let _ = state_seconds.get_or_create(&labels);
             let _ = state.get_or_create(&labels);
         }
+        let scrub = scrub.then(|| {
+            let g = ScrubGauges {
+                done_bytes: Gauge::default(),
+                target_bytes: Gauge::default(),
+                pass: Gauge::default(),
+                rate: Gauge::default(),
+                eta_seconds: Gauge::default(),
+                bad_ranges: Gauge::default(),
+                bad_bytes: Gauge::default(),
+                errors: Family::default(),
+                complete: Gauge::default(),
+            };
+            let r = &mut registry;
+            r.register(
+                "scrub_done_bytes",
+                "Bytes the scrub has done in this pass (scrubbed, or ranges trimmed)",
+                g.done_bytes.clone(),
+            );
+            r.register(
+                "scrub_target_bytes",
+                "Bytes the pass covers (0: not known)",
+                g.target_bytes.clone(),
+            );
+            r.register(
+                "scrub_pass",
+                "The pass, from 1 (0: the tool keeps no pass count)",
+                g.pass.clone(),
+            );
+            r.register(
+                "scrub_rate_bytes_per_second",
+                "This run's scrub rate over its wall time, idle waits included (NaN before the first byte)",
+                g.rate.clone(),
+            );
+            r.register(
+                "scrub_eta_seconds",
+                "Time left at this run's rate (NaN: not known)",
+                g.eta_seconds.clone(),
+            );
+            r.register(
+                "scrub_bad_ranges",
+                "Unreadable ranges found in this pass",
+                g.bad_ranges.clone(),
+            );
+            r.register(
+                "scrub_bad_bytes",
+                "Bytes in the unreadable ranges found in this pass",
+                g.bad_bytes.clone(),
+            );
+            r.register(
+                "scrub_errors",
+                "Errors the native tool reports, corrected or uncorrectable",
+                g.errors.clone(),
+            );
+            r.register(
+                "scrub_complete",
+                "1 once the pass is complete",
+                g.complete.clone(),
+            );
+            g.rate.set(f64::NAN);
+            g.eta_seconds.set(f64::NAN);
+            g
+        });
         Metrics {
             registry: Arc::new(registry),
             fg_requests,
@@ -193,7 +315,31 @@ impl Metrics {
             frozen_io_seconds,
             state_seconds,
             state,
+            scrub,
         }
+    }
+
+    /// Set the scrub's progress gauges (nothing unless made by
+    /// [`Metrics::for_scrub`]).
+    pub fn scrub_progress(&self, p: &ScrubProgress) {
+        let Some(g) = &self.scrub else { return };
+        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        g.done_bytes.set(int(p.done_bytes));
+        g.target_bytes.set(int(p.target_bytes.unwrap_or(0)));
+        g.pass.set(int(p.pass.unwrap_or(0)));
+        g.rate.set(p.rate_bytes_per_s.unwrap_or(f64::NAN));
+        g.eta_seconds.set(p.eta_s.unwrap_or(f64::NAN));
+        g.bad_ranges.set(int(p.bad_ranges));
+        g.bad_bytes.set(int(p.bad_bytes));
+        for (kind, n) in [
+            ("corrected", p.errors_corrected),
+            ("uncorrectable", p.errors_uncorrectable),
+        ] {
+            if let Some(n) = n {
+                g.errors.get_or_create(&ErrorLabels { kind }).set(int(n));
+            }
+        }
+        g.complete.set(i64::from(p.complete));
     }
 
     /// Count one foreground request of `bytes`.

@@ -105,3 +105,46 @@ fn a_taken_port_is_a_clear_error() {
         "{err}"
     );
 }
+
+/// A scrub's progress gauges: only in a scrub's registry, set as given,
+/// unknowns as NaN, error kinds only once the tool reports them.
+#[test]
+fn scrub_progress_gauges_are_served_with_unknowns_as_nan() {
+    let plain = Metrics::new().encode();
+    assert!(!plain.contains("fallow_scrub_"), "{plain}");
+    let m = Metrics::for_scrub();
+    let text = m.encode();
+    assert!(text.contains("fallow_scrub_eta_seconds NaN"), "{text}");
+    assert!(text.contains("fallow_scrub_done_bytes 0"), "{text}");
+    assert!(!text.contains("fallow_scrub_errors{"), "{text}");
+    m.scrub_progress(&fallow_metrics::ScrubProgress {
+        done_bytes: 3 << 20,
+        target_bytes: Some(8 << 20),
+        pass: Some(2),
+        rate_bytes_per_s: Some(1048576.0),
+        eta_s: Some(5.0),
+        bad_ranges: 1,
+        bad_bytes: 4096,
+        errors_corrected: Some(0),
+        errors_uncorrectable: Some(7),
+        complete: false,
+    });
+    let server = m.serve("127.0.0.1:0").unwrap();
+    let (status, _, body) = get(server.addr(), "/metrics");
+    assert_eq!(status, 200);
+    for want in [
+        "fallow_scrub_done_bytes 3145728",
+        "fallow_scrub_target_bytes 8388608",
+        "fallow_scrub_pass 2",
+        "fallow_scrub_rate_bytes_per_second 1048576.0",
+        "fallow_scrub_eta_seconds 5.0",
+        "fallow_scrub_bad_ranges 1",
+        "fallow_scrub_bad_bytes 4096",
+        r#"fallow_scrub_errors{kind="corrected"} 0"#,
+        r#"fallow_scrub_errors{kind="uncorrectable"} 7"#,
+        "fallow_scrub_complete 0",
+    ] {
+        assert!(body.contains(want), "`{want}` not in:\n{body}");
+    }
+    server.stop();
+}

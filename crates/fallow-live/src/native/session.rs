@@ -8,6 +8,7 @@ use super::{NativeConfig, NativeExecutor, NativeReport, NativeTarget};
 use crate::combine;
 use crate::driver::{DriveObserver, DriveReport, Driver, DriverConfig};
 use crate::error::{Error, Result};
+use crate::progress::{Progress, ProgressProbe, Publishing};
 use crate::monitor::{Monitor, MonitorConfig, MonitorStats, OwnIoSource, SharedStats, StatSource};
 use crate::run::guardian::{Guardian, GuardianSpec};
 use crate::run::{FreezerKind, GuardianCommand};
@@ -72,6 +73,7 @@ pub struct NativeSession {
     driver: Driver,
     guardian: Option<Guardian>,
     warnings: Vec<String>,
+    progress: ProgressProbe,
 }
 
 impl std::fmt::Debug for NativeSession {
@@ -123,12 +125,17 @@ impl NativeSession {
                 return Err(e);
             }
         };
+        let progress = ProgressProbe::default();
+        if let Ok(r) = exec.report() {
+            progress.set(Progress::of_native(&r));
+        }
         Ok(NativeSession {
             exec,
             monitor,
             driver,
             guardian,
             warnings,
+            progress,
         })
     }
 
@@ -185,6 +192,11 @@ impl NativeSession {
         self.monitor.shared_stats()
     }
 
+    /// The job's progress as it runs (read from other threads).
+    pub fn progress(&self) -> ProgressProbe {
+        self.progress.clone()
+    }
+
     /// The devices watched, by kernel name.
     pub fn devices(&self) -> Vec<String> {
         self.exec.devices()
@@ -199,7 +211,15 @@ impl NativeSession {
     /// as its tool can resume it, temporary settings undone and the
     /// guardian released (or, if that failed, left to do its release).
     pub fn run(mut self, stop: &AtomicBool) -> Result<NativeOutcome> {
-        let drive = self.driver.run(&mut self.monitor, self.exec.as_mut(), stop);
+        let mut publishing = Publishing {
+            inner: self.exec.as_mut(),
+            probe: self.progress.clone(),
+            // progress is for watching: a status that cannot be read now
+            // is read again after the next request
+            read: |e| e.report().ok().map(|r| Progress::of_native(&r)),
+            last_ns: crate::clock::monotonic_ns(),
+        };
+        let drive = self.driver.run(&mut self.monitor, &mut publishing, stop);
         let finished = self.exec.finish();
         let mon = self.monitor.stop();
         match (&finished, self.guardian.take()) {
@@ -210,6 +230,7 @@ impl NativeSession {
         let drive = drive?;
         finished?;
         let report = self.exec.report()?;
+        self.progress.set(Progress::of_native(&report));
         Ok(NativeOutcome {
             report,
             drive,

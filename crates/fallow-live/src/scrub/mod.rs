@@ -8,6 +8,8 @@
 //! - [`narrow`]: retries and bisection down to the failing sectors.
 //! - [`pace`]: rate ceiling and time windows.
 //! - [`sgio`]: SCSI VERIFY through `SG_IO`, where the device takes it.
+//! - [`session`]: plan → scrubber → driver loop → checkpoint → report, so
+//!   a front end only converts its settings and prints.
 //!
 //! After every request the checkpoint is replaced atomically (by default;
 //! see [`ScrubConfig::checkpoint_interval_ns`]), so a resumed scrub skips
@@ -17,6 +19,7 @@ pub mod checkpoint;
 pub mod narrow;
 pub mod order;
 pub mod pace;
+pub mod session;
 pub mod sgio;
 pub mod target;
 
@@ -24,6 +27,7 @@ pub use checkpoint::{Checkpoint, TargetId};
 pub use narrow::{verify_range, BadRange, Verifier};
 pub use order::{Order, Plan};
 pub use pace::{parse_rate, TokenBucket, Window, Windows};
+pub use session::{ScrubOutcome, ScrubPlan, ScrubSession, VerifyMode};
 pub use sgio::SgVerifier;
 pub use target::{Target, TargetKind};
 

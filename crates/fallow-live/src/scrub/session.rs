@@ -1,0 +1,340 @@
+//! A block scrub from start to report, shaped like
+//! [`crate::native::NativeSession`]: the plan (target, checkpoint, request
+//! size and order, the read path), the scrubber, the monitor, the driver
+//! loop, the last checkpoint and the report. A front end turns its
+//! settings into a [`ScrubPlan`] and prints
+//! the [`ScrubOutcome`]; it says nothing itself between the two but what
+//! [`ScrubSession::on_event`] and [`ScrubSession::warnings`] give it.
+
+use super::{checkpoint, Checkpoint, Order, Resume, ScrubEvent, Target, TargetKind, Windows};
+use super::{ScrubConfig, ScrubReport, Scrubber, SgVerifier, Verifier};
+use crate::driver::{DriveReport, Driver, DriverConfig};
+use crate::error::{Error, Result};
+use crate::monitor::{Monitor, MonitorConfig, MonitorStats, OwnCounters, SharedStats, StatSource};
+use crate::progress::{Progress, ProgressProbe, Publishing};
+use fallow_core::outpath::OutputGuard;
+use fallow_core::sim::BgService;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Request size when none is given: large enough that a checkpoint per
+/// request costs little, small enough that an FG request that finds one
+/// in service waits only ~10 ms on a disk (Practical Scrubbing Fig. 4).
+pub const DEFAULT_SIZE: u64 = 1 << 20;
+
+/// How the scrub verifies (`--verify-cmd`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VerifyMode {
+    /// Reads, never SCSI VERIFY.
+    Off,
+    /// SCSI VERIFY where the device takes it, reads otherwise.
+    Auto,
+    /// SCSI VERIFY or nothing.
+    Required,
+}
+
+/// Everything a block scrub needs, settled (flags, config, tune result
+/// and defaults already applied; what is left open comes from the
+/// checkpoint with [`Resume::Yes`], then from the tune result, then from
+/// the defaults).
+#[derive(Debug, Clone)]
+pub struct ScrubPlan {
+    /// The device or file.
+    pub target: PathBuf,
+    /// The policy spec.
+    pub policy: String,
+    /// Where it came from (`--policy`, `config`, `tune result`, `default`).
+    pub policy_from: String,
+    /// Request size, if given.
+    pub size: Option<u64>,
+    /// The tune result's request size, if one was named.
+    pub tuned_size: Option<u64>,
+    /// Visiting order, if given.
+    pub order: Option<Order>,
+    /// The BG service model of the tune result, if any.
+    pub bg_service: Option<BgService>,
+    /// Seed of the policy's random stream.
+    pub seed: u64,
+    /// Rate ceiling, bytes/s.
+    pub max_rate: Option<f64>,
+    /// Daily windows.
+    pub windows: Windows,
+    /// Stop this run after this many bytes.
+    pub max_bytes: Option<u64>,
+    /// The checkpoint; `None`: [`checkpoint::default_path`], its directory made.
+    pub checkpoint: Option<PathBuf>,
+    /// Least time between checkpoint writes, ns.
+    pub checkpoint_interval_ns: u64,
+    /// Per-request JSON log.
+    pub log: Option<PathBuf>,
+    /// Extra attempts of a failing request and sector.
+    pub retries: u32,
+    /// SCSI VERIFY or reads.
+    pub verify: VerifyMode,
+    /// Through the page cache instead of `O_DIRECT`.
+    pub buffered: bool,
+    /// `auto`, `none`, a device name or a stat-format file.
+    pub monitor: String,
+    /// Monitor sampling interval, ns.
+    pub interval_ns: u64,
+    /// Continue, restart, or neither.
+    pub resume: Resume,
+    /// Files no output may be (the target is added by the scrubber).
+    pub outputs: OutputGuard,
+}
+
+/// What a block scrub did.
+#[derive(Debug, Clone)]
+pub struct ScrubOutcome {
+    /// The scrub's progress, bad ranges and checkpoint.
+    pub report: ScrubReport,
+    /// The driver's counts.
+    pub drive: DriveReport,
+    /// The monitor's counts and cost.
+    pub monitor: MonitorStats,
+}
+
+/// An open block scrub, ready to run.
+pub struct ScrubSession {
+    scrubber: Scrubber,
+    monitor: Monitor,
+    driver: Driver,
+    warnings: Vec<String>,
+    progress: ProgressProbe,
+    target_path: PathBuf,
+    target_bytes: u64,
+}
+
+impl std::fmt::Debug for ScrubSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScrubSession")
+            .field("target", &self.target_path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScrubSession {
+    /// Open the scrub: the policy first (a bad one fails before the device
+    /// is touched), the target, the checkpoint (its directory made), the
+    /// read path, the scrubber (which checks and writes the checkpoint),
+    /// the monitor and the driver. What the user should know (a fallback
+    /// to buffered reads or to reads instead of SCSI VERIFY, nothing to
+    /// watch) is in [`ScrubSession::warnings`].
+    pub fn open(plan: &ScrubPlan) -> Result<ScrubSession> {
+        let policy_err = |e: Error| Error::Policy {
+            spec: plan.policy.clone(),
+            from: plan.policy_from.clone(),
+            why: Box::new(e),
+        };
+        drop(Driver::from_spec(&plan.policy, DriverConfig::default()).map_err(policy_err)?);
+        let mut warnings = Vec::new();
+
+        let target = Target::open(&plan.target, !plan.buffered)?;
+        if let Some(r) = &target.buffered_reason {
+            if !plan.buffered {
+                warnings.push(format!(
+                    "{}: {r}; reading through the page cache, dropping it around each read",
+                    target.path.display()
+                ));
+            }
+        }
+        let checkpoint_path = match &plan.checkpoint {
+            Some(p) => p.clone(),
+            None => {
+                let p = checkpoint::default_path(&plan.target)?;
+                if let Some(dir) = p.parent() {
+                    std::fs::create_dir_all(dir).map_err(|e| {
+                        Error::Setting(format!(
+                            "cannot create {} for the checkpoint ({e}); give --checkpoint FILE",
+                            dir.display()
+                        ))
+                    })?;
+                }
+                p
+            }
+        };
+        // with --resume, what the settings leave open comes from the checkpoint
+        let existing = if plan.resume == Resume::Yes {
+            Checkpoint::load(&checkpoint_path)?
+        } else {
+            None
+        };
+        let size = plan
+            .size
+            .or(existing.as_ref().map(|c| c.request_size_bytes))
+            .or(plan.tuned_size)
+            .unwrap_or(DEFAULT_SIZE);
+        let order = plan
+            .order
+            .or(existing.as_ref().map(|c| c.order))
+            .unwrap_or(Order::Sequential);
+
+        // the read path: SCSI VERIFY if asked and possible, else reads
+        let dev = target.device.clone();
+        let own = Arc::new(OwnCounters::new(
+            dev.as_ref().and_then(|d| d.max_request_bytes),
+        ));
+        let mut method = "read";
+        let mut verifier: Box<dyn Verifier + Send> = Box::new(target.reader(own.clone())?);
+        if plan.verify != VerifyMode::Off {
+            let start = match (&dev, target.kind) {
+                (Some(d), TargetKind::Block) => d.start_bytes,
+                _ => 0,
+            };
+            match SgVerifier::probe(target.file(), start, target.granule_bytes) {
+                Ok(v) => {
+                    verifier = Box::new(v);
+                    method = "scsi-verify";
+                }
+                Err(why) if plan.verify == VerifyMode::Required => {
+                    return Err(Error::Setting(format!(
+                        "--verify-cmd=required: {}: {why}",
+                        target.path.display()
+                    )))
+                }
+                Err(why) => warnings.push(format!(
+                    "--verify-cmd: {}: {why}; verifying with {} reads instead",
+                    target.path.display(),
+                    if target.direct {
+                        "O_DIRECT"
+                    } else {
+                        "buffered"
+                    }
+                )),
+            }
+        }
+
+        let scrubber = Scrubber::new(
+            &target,
+            verifier,
+            method,
+            own.clone(),
+            ScrubConfig {
+                request_size_bytes: size,
+                order,
+                retries: plan.retries,
+                max_rate_bytes_per_s: plan.max_rate,
+                windows: plan.windows.clone(),
+                max_bytes: plan.max_bytes,
+                checkpoint_path,
+                checkpoint_interval_ns: plan.checkpoint_interval_ns,
+                log_path: plan.log.clone(),
+                outputs: plan.outputs.clone(),
+            },
+            plan.resume,
+        )?;
+
+        let mcfg = MonitorConfig {
+            interval_ns: plan.interval_ns,
+        };
+        let start = |src: &StatSource| Monitor::start(src, vec![own.clone()], mcfg);
+        let monitor = match plan.monitor.as_str() {
+            "none" => Monitor::without_device(),
+            "auto" => match &dev {
+                Some(d) => start(&d.stat_source()?)?,
+                None => {
+                    warnings.push(format!(
+                        "{}: no block device under it that sysfs knows (tmpfs, overlayfs?); scrubbing without watching for foreground I/O (--monitor DEV to name one)",
+                        target.path.display()
+                    ));
+                    Monitor::without_device()
+                }
+            },
+            spec => start(&StatSource::parse(spec)?)?,
+        };
+        let driver = Driver::from_spec(
+            &plan.policy,
+            DriverConfig {
+                bg_size_bytes: size,
+                initial_bg_service: plan
+                    .bg_service
+                    .unwrap_or(DriverConfig::default().initial_bg_service),
+                seed: plan.seed,
+            },
+        )?;
+        let progress = ProgressProbe::default();
+        progress.set(Progress::of_scrub(&scrubber.report()));
+        Ok(ScrubSession {
+            scrubber,
+            monitor,
+            driver,
+            warnings,
+            progress,
+            target_path: target.path.clone(),
+            target_bytes: target.size_bytes,
+        })
+    }
+
+    /// What the user should know, found while opening.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The target as opened.
+    pub fn target_path(&self) -> &std::path::Path {
+        &self.target_path
+    }
+
+    /// The target's size, bytes.
+    pub fn target_bytes(&self) -> u64 {
+        self.target_bytes
+    }
+
+    /// Bytes the pass had done when this run started.
+    pub fn resumed_from_bytes(&self) -> u64 {
+        self.scrubber.resumed_from_bytes()
+    }
+
+    /// The checkpoint file.
+    pub fn checkpoint_path(&self) -> PathBuf {
+        PathBuf::from(self.scrubber.report().checkpoint)
+    }
+
+    /// Call `f` on progress, bad ranges and window waits (from the
+    /// driver's thread, during [`ScrubSession::run`]).
+    pub fn on_event(&mut self, f: impl FnMut(&ScrubEvent) + Send + 'static) {
+        self.scrubber.on_event(f);
+    }
+
+    /// The driver itself (the metrics exporter takes it).
+    pub fn driver_mut(&mut self) -> &mut Driver {
+        &mut self.driver
+    }
+
+    /// The monitor's statistics while it runs.
+    pub fn shared_stats(&self) -> SharedStats {
+        self.monitor.shared_stats()
+    }
+
+    /// The scrub's progress as it runs (read from other threads).
+    pub fn progress(&self) -> ProgressProbe {
+        self.progress.clone()
+    }
+
+    /// Run until the pass is done, the byte budget spent or `stop` raised;
+    /// the checkpoint is then written and the monitor stopped, whatever
+    /// happened, before an error is returned.
+    pub fn run(mut self, stop: &AtomicBool) -> Result<ScrubOutcome> {
+        let mut publishing = Publishing {
+            inner: &mut self.scrubber,
+            probe: self.progress.clone(),
+            read: |s| Some(Progress::of_scrub(&s.report())),
+            last_ns: crate::clock::monotonic_ns(),
+        };
+        let drive = self.driver.run(&mut self.monitor, &mut publishing, stop);
+        let flushed = self.scrubber.flush();
+        let mon = self.monitor.stop();
+        let drive = drive?;
+        flushed?;
+        let monitor = mon?;
+        let report = self.scrubber.report();
+        self.progress.set(Progress::of_scrub(&report));
+        Ok(ScrubOutcome {
+            report,
+            drive,
+            monitor,
+        })
+    }
+}
