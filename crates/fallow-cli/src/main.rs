@@ -5,8 +5,10 @@
 //! pieces are trace input ([`input`]), the terminal summary ([`output`]),
 //! the headline findings ([`findings`]), atomic file writes ([`atomic`]) and
 //! the HTML report with its own SVG plotting ([`report`]).
-//! The live commands ([`scrub`], [`run`]) share their config and tune-result
-//! reading ([`live_config`]).
+//! The live commands ([`scrub`], [`run`]) only parse flags and print: their
+//! settings (one type, one precedence) and sessions are fallow-live's
+//! (`fallow_live::settings`, `ScrubSession`, `NativeSession`); what both
+//! scrubs print alike is [`scrub_out`].
 //!
 //! Errors are `anyhow` here and only here. The exit code says whose fault a
 //! failure was: 2 for bad input or usage (a malformed trace, an unknown
@@ -23,7 +25,6 @@ mod energy;
 mod findings;
 mod human;
 mod input;
-mod live_config;
 mod metrics_export;
 mod native_scrub;
 mod output;

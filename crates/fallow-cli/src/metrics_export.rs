@@ -2,9 +2,9 @@
 //! and collisions, and the monitor's FG totals, served in the Prometheus /
 //! OpenMetrics text format at `http://ADDR/metrics` (crate `fallow-metrics`).
 
-use crate::live_config::MetricsAddr;
 use anyhow::{Context, Result};
 use fallow_live::run::FrozenIoProbe;
+use fallow_live::settings::MetricsAddr;
 use fallow_live::{DriveObserver, DriveState, Driver, ProgressProbe, SharedStats};
 use fallow_metrics::{Metrics, MetricsServer, PolicyState, ScrubProgress};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,48 +1,29 @@
 //! `fallow scrub btrfs:MOUNT`, `fallow scrub fstrim:MOUNT` (and `fallow
 //! trim MOUNT`): a native job driven through its own control
-//! (`fallow_live::native`). Settings come from the same flags, config and
-//! tune result as `fallow scrub DEVICE` ([`crate::scrub`]); this file only
-//! converts them and prints the session's outcome.
+//! (`fallow_live::native`). Settings are the same type, from the same
+//! flags, config and tune result, as `fallow scrub DEVICE`'s
+//! ([`fallow_live::settings::Settings`]); this file only converts them and
+//! prints the session's outcome.
 
 use crate::human::{bytes, count, secs};
-use crate::live_config::MetricsAddr;
 use crate::scrub::{live_err, ScrubArgs};
 use crate::scrub_out::{self, Doc, ProgressLines, Signals};
 use crate::BadInput;
 use anyhow::{Context, Result};
-use fallow_core::sim::BgService;
 use fallow_live::native::{
     self, NativeConfig, NativeOutcome, NativeSession, NativeTarget, SessionConfig, SystemControl,
     Watch,
 };
 use fallow_live::run::GuardianCommand;
-use fallow_live::scrub::{Resume, Windows};
+use fallow_live::scrub::Resume;
+use fallow_live::settings::Settings;
 use fallow_live::DriverConfig;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Request size of a native job when neither flag, config nor tune result
 /// gives one: a btrfs slice of ~0.6 s at the assumed 100 MB/s before the
 /// rate is measured; one FITRIM range of 1 GiB.
 pub const DEFAULT_NATIVE_SIZE: u64 = 64 << 20;
-
-/// The settings of `fallow scrub` a native target uses.
-#[derive(Debug)]
-pub struct Shared {
-    pub policy: String,
-    pub policy_from: &'static str,
-    pub size: Option<u64>,
-    pub tuned_size: Option<u64>,
-    pub bg_service: Option<BgService>,
-    pub max_rate: Option<f64>,
-    pub windows: Windows,
-    pub max_bytes: Option<u64>,
-    pub checkpoint: Option<PathBuf>,
-    pub monitor: String,
-    pub interval_ns: u64,
-    pub seed: u64,
-    pub metrics: Option<MetricsAddr>,
-}
 
 /// Flags of the block scrubber that mean nothing for a native job.
 fn refuse_block_flags(a: &ScrubArgs, t: &NativeTarget) -> Result<()> {
@@ -68,7 +49,7 @@ fn refuse_block_flags(a: &ScrubArgs, t: &NativeTarget) -> Result<()> {
 }
 
 /// Run a native target.
-pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
+pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
     refuse_block_flags(a, &t)?;
     let size = s.size.or(s.tuned_size).unwrap_or(DEFAULT_NATIVE_SIZE);
     let checkpoint_path = match s.checkpoint.clone() {
@@ -149,8 +130,13 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
     }
     let stats = session.shared_stats();
     let progress = session.progress();
-    let _exporter =
-        scrub_out::metrics(&s.metrics, session.driver_mut(), stats, progress.clone(), a.json)?;
+    let _exporter = scrub_out::metrics(
+        &s.metrics,
+        session.driver_mut(),
+        stats,
+        progress.clone(),
+        a.json,
+    )?;
     let devices = session.devices();
     let lines = ProgressLines::start(progress, a.json)?;
     let out = session.run(&signals.stop);
@@ -182,7 +168,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
     )
 }
 
-fn summary(o: &NativeOutcome, s: &Shared, verbose: bool) -> String {
+fn summary(o: &NativeOutcome, s: &Settings, verbose: bool) -> String {
     use std::fmt::Write as _;
     let r = &o.report;
     let mut out = String::new();

@@ -14,7 +14,6 @@
 //! (`--tuned`: its best policy), then the defaults, as for `fallow scrub`.
 
 use crate::human::{bytes, count, pct, secs};
-use crate::live_config::{self, Config, MetricsAddr};
 use crate::{exit_code_of, message, BadInput};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -23,12 +22,13 @@ use fallow_live::combine;
 use fallow_live::net::{self, NamespaceTraffic, NetMonitorConfig, NetSource};
 use fallow_live::run::{
     exit_code, guard, native_alternative, CommandSpec, FreezerKind, GuardianCommand, GuardianSpec,
-    IoAccounting, Managed, RunConfig, RunStats, WatchedDisk, SLICE_RANGE_NS,
+    IoAccounting, Managed, RunConfig, RunStats, WatchedDisk,
 };
+use fallow_live::settings::{Command, Disk, Flags, Settings};
 use fallow_live::{DriveReport, Driver, DriverConfig, Monitor, MonitorConfig, MonitorStats};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -153,169 +153,24 @@ fn parse_duration(s: &str) -> Result<u64, String> {
     fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string())
 }
 
-/// The policy when none is given.
-pub const DEFAULT_POLICY: &str = "fixed-wait";
-/// The slice when none is given: an FG arrival waits at most this long.
-pub const DEFAULT_SLICE_NS: u64 = 20_000_000;
-/// The monitors' sampling interval when none is given (the design point).
-pub const DEFAULT_INTERVAL_NS: u64 = 1_000_000;
-
-/// `[run]`: settings of `fallow run` (the `[live]` keys policy, tuned,
-/// interval and seed may be repeated here to differ for it). The command
-/// itself is not here: it stays on the command line after `--`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RunSection {
-    policy: Option<String>,
-    tuned: Option<PathBuf>,
-    interval: Option<String>,
-    seed: Option<u64>,
-    device: Option<String>,
-    net: Option<String>,
-    netns: Option<String>,
-    freezer: Option<String>,
-    slice: Option<String>,
-    report: Option<PathBuf>,
-}
-
-/// Read the config: `[live]`, `[metrics]` and `[run]` strictly, paths
-/// relative to the file.
-fn read_config(path: &Path) -> Result<Config<RunSection>> {
-    let mut cfg: Config<RunSection> = live_config::read_config(path, "run")?;
-    let own = &mut cfg.own;
-    own.tuned = own.tuned.take().map(|p| live_config::relative_to(path, p));
-    own.report = own.report.take().map(|p| live_config::relative_to(path, p));
-    Ok(cfg)
-}
-
-/// The disk to watch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Disk {
-    /// As `--device` takes it; `from` names the config key it came from.
-    Named { spec: String, from: Option<String> },
-    /// The current directory's disk (the default without a network).
-    CurrentDir,
-    /// None: only the network is watched.
-    Unwatched,
-}
-
-/// Settings after flags, config, tune result and defaults.
-#[derive(Debug)]
-struct Settings {
-    policy: String,
-    policy_from: &'static str,
-    /// Where a policy that is not `--policy` was written (for errors).
-    policy_source: Option<String>,
-    disk: Disk,
-    net: Option<(String, Option<String>)>,
-    netns: Option<String>,
-    freezer: Option<FreezerKind>,
-    slice_ns: u64,
-    interval_ns: u64,
-    seed: u64,
-    report: Option<PathBuf>,
-    metrics: Option<MetricsAddr>,
-}
-
+/// The flags as fallow-live's [`Flags`]; [`Settings::resolve`] does the rest.
 fn settings(a: &RunArgs) -> Result<Settings> {
-    let cfg = match &a.config {
-        Some(p) => read_config(p)?,
-        None => Config::default(),
+    let flags = Flags {
+        config: a.config.clone(),
+        policy: a.policy.clone(),
+        tuned: a.tuned.clone(),
+        interval_ns: a.interval,
+        seed: a.seed,
+        metrics: a.metrics.clone(),
+        device: a.device.clone(),
+        net: a.net.clone(),
+        netns: a.netns.clone(),
+        freezer: a.freezer.clone(),
+        slice_ns: a.slice,
+        report: a.report.clone(),
+        ..Flags::default()
     };
-    let (shared, own) = (&cfg.live, &cfg.own);
-    let file = cfg.path.display().to_string();
-    let choice = live_config::choose_policy(
-        a.policy.as_deref(),
-        a.tuned.as_deref(),
-        own.policy.as_deref().or(shared.policy.as_deref()),
-        own.tuned.as_deref().or(shared.tuned.as_deref()),
-        DEFAULT_POLICY,
-    )?;
-    let policy_source = match choice.from {
-        "config" if own.policy.is_some() => Some(format!("{file}: [run] policy")),
-        "config" => Some(format!("{file}: [live] policy")),
-        "tune result" => a
-            .tuned
-            .as_deref()
-            .or(own.tuned.as_deref())
-            .or(shared.tuned.as_deref())
-            .map(|p| format!("{}: best.spec", p.display())),
-        _ => None,
-    };
-    let net = match (&a.net, &own.net) {
-        (Some(n), _) => Some((n.clone(), None)),
-        (None, Some(n)) => Some((n.clone(), Some(format!("{file}: [run] net")))),
-        (None, None) => None,
-    };
-    // [live] monitor is what scrub watches; for run it names the disk,
-    // with `auto` run's default and `none` no disk at all
-    let disk = match (&a.device, &own.device, shared.monitor.as_deref()) {
-        (Some(d), ..) => Disk::Named {
-            spec: d.clone(),
-            from: None,
-        },
-        (None, Some(d), _) => Disk::Named {
-            spec: d.clone(),
-            from: Some(format!("{file}: [run] device")),
-        },
-        (None, None, Some("none")) => Disk::Unwatched,
-        (None, None, Some("auto") | None) if net.is_some() => Disk::Unwatched,
-        (None, None, Some("auto") | None) => Disk::CurrentDir,
-        (None, None, Some(m)) => Disk::Named {
-            spec: m.to_string(),
-            from: Some(format!("{file}: [live] monitor")),
-        },
-    };
-    if disk == Disk::Unwatched && net.is_none() {
-        return Err(cfg.bad(
-            "live",
-            "monitor",
-            "`none` leaves fallow run nothing to watch: give --device or --net, or [run] device or net",
-        ));
-    }
-    let freezer = match (&a.freezer, &own.freezer) {
-        (Some(f), _) => Some(f.parse::<FreezerKind>().map_err(live)?),
-        (None, Some(f)) => Some(
-            FreezerKind::ALL
-                .into_iter()
-                .find(|k| k.name() == f.trim())
-                .ok_or_else(|| {
-                    cfg.bad(
-                        "run",
-                        "freezer",
-                        format!("`{f}`: use cgroup2, cgroup1 or signal"),
-                    )
-                })?,
-        ),
-        (None, None) => None,
-    };
-    // a flag's slice is checked where the command starts, naming --slice
-    let file_slice = cfg.duration("run", "slice", own.slice.as_deref())?;
-    if let (None, Some(ns)) = (a.slice, file_slice) {
-        let (lo, hi) = SLICE_RANGE_NS;
-        if !(lo..=hi).contains(&ns) {
-            return Err(cfg.bad("run", "slice", format!("{ns} ns: use 1 ms to 60 s")));
-        }
-    }
-    let interval_ns = a
-        .interval
-        .or(cfg.duration("run", "interval", own.interval.as_deref())?)
-        .or(cfg.duration("live", "interval", shared.interval.as_deref())?)
-        .unwrap_or(DEFAULT_INTERVAL_NS);
-    Ok(Settings {
-        policy: choice.spec,
-        policy_from: choice.from,
-        policy_source,
-        disk,
-        net,
-        netns: a.netns.clone().or(own.netns.clone()),
-        freezer,
-        slice_ns: a.slice.or(file_slice).unwrap_or(DEFAULT_SLICE_NS),
-        interval_ns,
-        seed: a.seed.or(own.seed).or(shared.seed).unwrap_or(1),
-        report: a.report.clone().or(own.report.clone()),
-        metrics: cfg.metrics_addr(a.metrics.as_deref()),
-    })
+    Settings::resolve(Command::Run, &flags).map_err(live)
 }
 
 /// A library error as the CLI reports it: bad input exits 2.
@@ -769,6 +624,7 @@ pub fn guardian(args: GuardianArgs) -> Result<()> {
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::path::Path;
 
     #[derive(Debug, Parser)]
     struct Cli {

@@ -4,31 +4,21 @@
 //!
 //! Settings come from flags, then a TOML config (`--config`: `[live]`,
 //! `[scrub]` and `[metrics]` tables), then a `fallow tune --json` result
-//! (`--tuned`: its best policy and request size), then the defaults; the
-//! policy by [`live_config::choose_policy`]. With `--resume`,
-//! order, regions and request size default to the checkpoint's.
+//! (`--tuned`: its best policy and request size), then the defaults, by
+//! [`Settings::resolve`] (fallow-live); the session is fallow-live's
+//! [`ScrubSession`]. With `--resume`, order, regions and request size
+//! default to the checkpoint's. This file parses flags and prints.
 
 use crate::human::{bytes, count, num, secs};
-use crate::live_config::{self, Config, MetricsAddr};
 use crate::scrub_out::{self, Doc, ProgressLines, Signals};
 use crate::BadInput;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use fallow_core::sim::BgService;
-use fallow_live::scrub::{self, Order, Resume, ScrubEvent, ScrubPlan, ScrubSession, VerifyMode};
+use fallow_live::scrub::{Resume, ScrubEvent, ScrubPlan, ScrubSession, VerifyMode};
+use fallow_live::settings::{Command, Flags, OrderChoice, Settings};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Deserialize;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-
-/// The policy when none is given: wait a little after the last FG request
-/// before reading (Practical Scrubbing §V-B2's Waiting, their best simple
-/// policy), so a scrub yields to foreground bursts.
-pub const DEFAULT_POLICY: &str = "fixed-wait:t=100ms";
-/// Regions of a staggered order when `--order staggered` comes without
-/// `--regions` (Practical Scrubbing §IV-A: as fast as sequential from 128 on).
-pub const DEFAULT_REGIONS: u64 = 128;
-const DEFAULT_RETRIES: u32 = 3;
 
 /// Arguments of `fallow scrub`.
 #[derive(Debug, Args)]
@@ -200,8 +190,7 @@ pub struct ScrubArgs {
 }
 
 /// `--order`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OrderArg {
     /// Segment after segment.
     Sequential,
@@ -210,8 +199,7 @@ pub enum OrderArg {
 }
 
 /// `--verify-cmd`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum VerifyCmd {
     /// Reads, never SCSI VERIFY.
     Off,
@@ -222,191 +210,45 @@ pub enum VerifyCmd {
 }
 
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
-    match fallow_core::units::parse_bytes(s) {
-        Ok(0) => Err("must be at least 1 byte".into()),
-        Ok(b) => Ok(b),
-        Err(e) => Err(e.to_string()),
-    }
+    fallow_live::settings::parse_size(s)
 }
 
 fn parse_duration(s: &str) -> Result<u64, String> {
     fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string())
 }
 
-/// `[scrub]`: settings of `fallow scrub` (the `[live]` keys may be
-/// repeated here to differ for scrubbing).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScrubSection {
-    policy: Option<String>,
-    tuned: Option<PathBuf>,
-    monitor: Option<String>,
-    interval: Option<String>,
-    seed: Option<u64>,
-    size: Option<String>,
-    order: Option<OrderArg>,
-    regions: Option<u64>,
-    max_rate: Option<String>,
-    windows: Option<Vec<String>>,
-    max_bytes: Option<String>,
-    checkpoint: Option<PathBuf>,
-    checkpoint_interval: Option<String>,
-    log: Option<PathBuf>,
-    retries: Option<u32>,
-    verify_cmd: Option<VerifyCmd>,
-    buffered: Option<bool>,
-}
-
-/// Read the config: `[live]`, `[metrics]` and `[scrub]` strictly, paths
-/// relative to the file.
-fn read_config(path: &Path) -> Result<Config<ScrubSection>> {
-    let mut cfg: Config<ScrubSection> = live_config::read_config(path, "scrub")?;
-    let sc = &mut cfg.own;
-    sc.tuned = sc.tuned.take().map(|p| live_config::relative_to(path, p));
-    sc.checkpoint = sc
-        .checkpoint
-        .take()
-        .map(|p| live_config::relative_to(path, p));
-    sc.log = sc.log.take().map(|p| live_config::relative_to(path, p));
-    Ok(cfg)
-}
-
-/// Settings after flags, config, tune result and defaults.
-#[derive(Debug)]
-struct Settings {
-    policy: String,
-    policy_from: &'static str,
-    size: Option<u64>,
-    tuned_size: Option<u64>,
-    tuned_path: Option<PathBuf>,
-    order: Option<Order>,
-    bg_service: Option<BgService>,
-    max_rate: Option<f64>,
-    windows: scrub::Windows,
-    max_bytes: Option<u64>,
-    checkpoint: Option<PathBuf>,
-    checkpoint_interval_ns: u64,
-    log: Option<PathBuf>,
-    retries: u32,
-    verify: VerifyMode,
-    buffered: bool,
-    monitor: String,
-    interval_ns: u64,
-    seed: u64,
-    metrics: Option<MetricsAddr>,
-}
-
+/// The flags as fallow-live's [`Flags`]; [`Settings::resolve`] does the rest.
 fn settings(a: &ScrubArgs) -> Result<Settings> {
-    let cfg = match &a.config {
-        Some(p) => read_config(p)?,
-        None => Config::default(),
-    };
-    let (live, sc) = (&cfg.live, &cfg.own);
-    let dur = |v: &Option<String>, key: &str| cfg.duration("scrub", key, v.as_deref());
-    let live_dur = |v: &Option<String>, key: &str| cfg.duration("live", key, v.as_deref());
-    let size_of = |v: &Option<String>, key: &str| -> Result<Option<u64>> {
-        v.as_deref()
-            .map(|s| parse_size(s).map_err(|e| cfg.bad("scrub", key, e)))
-            .transpose()
-    };
-    let choice = live_config::choose_policy(
-        a.policy.as_deref(),
-        a.tuned.as_deref(),
-        sc.policy.as_deref().or(live.policy.as_deref()),
-        sc.tuned.as_deref().or(live.tuned.as_deref()),
-        DEFAULT_POLICY,
-    )?;
-    let (policy, policy_from, tuned) = (choice.spec, choice.from, choice.tuned);
-    let size = a.size.or(size_of(&sc.size, "size")?);
-    let regions = a.regions.or(sc.regions);
-    let order = match (a.order.or(sc.order), regions) {
-        (Some(OrderArg::Sequential), Some(_)) => {
-            return Err(
-                BadInput("--regions goes with --order staggered, not sequential".into()).into(),
-            )
-        }
-        (Some(OrderArg::Sequential), None) => Some(Order::Sequential),
-        (Some(OrderArg::Staggered), r) | (None, r @ Some(_)) => Some(Order::Staggered {
-            regions: r.unwrap_or(DEFAULT_REGIONS),
+    let flags = Flags {
+        config: a.config.clone(),
+        policy: a.policy.clone(),
+        tuned: a.tuned.clone(),
+        interval_ns: a.interval,
+        seed: a.seed,
+        metrics: a.metrics.clone(),
+        monitor: a.monitor.clone(),
+        size: a.size,
+        order: a.order.map(|o| match o {
+            OrderArg::Sequential => OrderChoice::Sequential,
+            OrderArg::Staggered => OrderChoice::Staggered,
         }),
-        (None, None) => None,
+        regions: a.regions,
+        max_rate: a.max_rate.clone(),
+        windows: a.windows.clone(),
+        max_bytes: a.max_bytes,
+        checkpoint: a.checkpoint.clone(),
+        checkpoint_interval_ns: a.checkpoint_interval,
+        log: a.log.clone(),
+        retries: a.retries,
+        verify: a.verify_cmd.map(|v| match v {
+            VerifyCmd::Off => VerifyMode::Off,
+            VerifyCmd::Auto => VerifyMode::Auto,
+            VerifyCmd::Required => VerifyMode::Required,
+        }),
+        buffered: a.buffered,
+        ..Flags::default()
     };
-    // a file's value that fails names the file and key; a flag's, the flag
-    let max_rate = match (&a.max_rate, &sc.max_rate) {
-        (Some(r), _) => Some(scrub::parse_rate(r).map_err(|e| BadInput(e.to_string()))?),
-        (None, Some(r)) => Some(scrub::parse_rate(r).map_err(|e| cfg.bad("scrub", "max_rate", e))?),
-        (None, None) => None,
-    };
-    let parse_windows = |texts: &[String]| -> Result<scrub::Windows, String> {
-        texts
-            .iter()
-            .map(|w| w.parse::<scrub::Window>().map_err(|e| e.to_string()))
-            .collect::<Result<_, _>>()
-            .map(scrub::Windows)
-    };
-    let windows = match (&a.windows[..], &sc.windows) {
-        ([], Some(w)) => parse_windows(w).map_err(|e| cfg.bad("scrub", "windows", e))?,
-        (w, _) => parse_windows(w).map_err(BadInput)?,
-    };
-    Ok(Settings {
-        policy,
-        policy_from,
-        size,
-        tuned_size: tuned.as_ref().map(|t| t.request_size_bytes),
-        tuned_path: a.tuned.clone().or(sc.tuned.clone()).or(live.tuned.clone()),
-        order,
-        bg_service: tuned.as_ref().and_then(|t| t.bg_service),
-        max_rate,
-        windows,
-        max_bytes: a.max_bytes.or(size_of(&sc.max_bytes, "max_bytes")?),
-        checkpoint: a.checkpoint.clone().or(sc.checkpoint.clone()),
-        checkpoint_interval_ns: a
-            .checkpoint_interval
-            .or(dur(&sc.checkpoint_interval, "checkpoint_interval")?)
-            .unwrap_or(0),
-        log: a.log.clone().or(sc.log.clone()),
-        retries: a.retries.or(sc.retries).unwrap_or(DEFAULT_RETRIES),
-        verify: match a.verify_cmd.or(sc.verify_cmd) {
-            None | Some(VerifyCmd::Off) => VerifyMode::Off,
-            Some(VerifyCmd::Auto) => VerifyMode::Auto,
-            Some(VerifyCmd::Required) => VerifyMode::Required,
-        },
-        buffered: a.buffered || sc.buffered.unwrap_or(false),
-        monitor: a
-            .monitor
-            .clone()
-            .or(sc.monitor.clone())
-            .or(live.monitor.clone())
-            .unwrap_or_else(|| "auto".into()),
-        interval_ns: a
-            .interval
-            .or(dur(&sc.interval, "interval")?)
-            .or(live_dur(&live.interval, "interval")?)
-            .unwrap_or(1_000_000),
-        seed: a.seed.or(sc.seed).or(live.seed).unwrap_or(1),
-        metrics: cfg.metrics_addr(a.metrics.as_deref()),
-    })
-}
-
-impl Settings {
-    /// What a native target takes of them (the rest is the block scrubber's).
-    fn shared(self) -> crate::native_scrub::Shared {
-        crate::native_scrub::Shared {
-            policy: self.policy,
-            policy_from: self.policy_from,
-            size: self.size,
-            tuned_size: self.tuned_size,
-            bg_service: self.bg_service,
-            max_rate: self.max_rate,
-            windows: self.windows,
-            max_bytes: self.max_bytes,
-            checkpoint: self.checkpoint,
-            monitor: self.monitor,
-            interval_ns: self.interval_ns,
-            seed: self.seed,
-            metrics: self.metrics,
-        }
-    }
+    Settings::resolve(Command::Scrub, &flags).map_err(live_err)
 }
 
 /// A library error as an anyhow error with the right exit code.
@@ -425,7 +267,7 @@ pub fn run(args: ScrubArgs) -> Result<()> {
     if let Some(t) = fallow_live::native::NativeTarget::parse(&args.target.to_string_lossy())
         .map_err(live_err)?
     {
-        return crate::native_scrub::run(&args, t, s.shared());
+        return crate::native_scrub::run(&args, t, s);
     }
     let plan = ScrubPlan {
         target: args.target.clone(),
@@ -534,8 +376,13 @@ pub fn run(args: ScrubArgs) -> Result<()> {
 
     let stats = session.shared_stats();
     let progress = session.progress();
-    let _exporter =
-        scrub_out::metrics(&s.metrics, session.driver_mut(), stats, progress.clone(), args.json)?;
+    let _exporter = scrub_out::metrics(
+        &s.metrics,
+        session.driver_mut(),
+        stats,
+        progress.clone(),
+        args.json,
+    )?;
     let lines = ProgressLines::start(progress, args.json)?;
     let out = session.run(&signals.stop);
     lines.finish();
@@ -678,12 +525,6 @@ fn summary(
 mod tests {
     use super::*;
 
-    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-        let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
     /// The shipped example must stay readable as it documents the keys.
     #[test]
     fn the_example_config_reads() {
@@ -691,8 +532,8 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../../docs/examples/fallow.toml"
         );
-        let cfg = read_config(Path::new(ex)).unwrap();
-        assert_eq!(cfg.own.order, Some(OrderArg::Staggered));
+        let cfg = fallow_live::settings::read_scrub_config(Path::new(ex)).unwrap();
+        assert_eq!(cfg.own.order, Some(OrderChoice::Staggered));
         assert_eq!(cfg.metrics.addr.as_deref(), Some("127.0.0.1:9464"));
         #[derive(clap::Parser)]
         struct Cli {
@@ -706,29 +547,5 @@ mod tests {
             ("fixed-wait:t=100ms", "config")
         );
         assert_eq!(s.windows.0.len(), 1);
-    }
-
-    #[test]
-    fn config_sections_are_strict_and_others_ignored() {
-        let d = tempfile::tempdir().unwrap();
-        let p = write(
-            d.path(),
-            "f.toml",
-            "[live]\npolicy = \"aggressive\"\n[scrub]\nsize = \"4MiB\"\norder = \"staggered\"\nregions = 8\nwindows = [\"01:00-06:00\"]\ncheckpoint = \"ck.json\"\n[run]\nanything = 1\n",
-        );
-        let cfg = read_config(&p).unwrap();
-        let (live, sc) = (cfg.live, cfg.own);
-        assert_eq!(live.policy.as_deref(), Some("aggressive"));
-        assert_eq!(sc.size.as_deref(), Some("4MiB"));
-        assert_eq!(sc.order, Some(OrderArg::Staggered));
-        assert_eq!(sc.checkpoint, Some(d.path().join("ck.json")));
-        let p = write(d.path(), "g.toml", "[scrub]\nsise = \"4MiB\"\n");
-        let e = read_config(&p).unwrap_err().to_string();
-        assert!(e.contains("g.toml") && e.contains("sise"), "{e}");
-        let p = write(d.path(), "h.toml", "policy = \"x\"\n");
-        let e = read_config(&p).unwrap_err().to_string();
-        assert!(e.contains("top-level key `policy`"), "{e}");
-        let p = write(d.path(), "i.toml", "[scrub\n");
-        assert!(read_config(&p).unwrap_err().to_string().contains("i.toml"));
     }
 }

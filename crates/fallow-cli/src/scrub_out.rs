@@ -12,11 +12,11 @@
 //! it says so on stderr and exits 0, so the unit ends inactive, not failed.
 
 use crate::human::{count, secs};
-use crate::live_config::MetricsAddr;
 use crate::metrics_export::Exporter;
 use anyhow::{Context, Result};
-use fallow_live::{DriveReport, Driver, MonitorStats, Outcome, Progress, ProgressProbe};
+use fallow_live::settings::MetricsAddr;
 use fallow_live::SharedStats;
+use fallow_live::{DriveReport, Driver, MonitorStats, Outcome, Progress, ProgressProbe};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

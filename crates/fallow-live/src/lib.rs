@@ -68,6 +68,7 @@ pub mod net;
 pub mod progress;
 pub mod run;
 pub mod scrub;
+pub mod settings;
 
 pub use driver::{
     BgExecutor, DriveObserver, DriveReport, DriveState, Driver, DriverConfig, EventSource, Outcome,

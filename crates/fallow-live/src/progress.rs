@@ -194,10 +194,7 @@ mod tests {
             ..r.clone()
         });
         assert_eq!(done.eta_s, Some(0.0));
-        let none_yet = Progress::of_scrub(&ScrubReport {
-            run_bytes: 0,
-            ..r
-        });
+        let none_yet = Progress::of_scrub(&ScrubReport { run_bytes: 0, ..r });
         assert_eq!((none_yet.rate_bytes_per_s, none_yet.eta_s), (None, None));
         // a native job without a known total has a rate but no ETA
         let n = Progress::of_native(&NativeReport {
@@ -207,7 +204,10 @@ mod tests {
             errors_corrected: Some(1),
             ..NativeReport::default()
         });
-        assert_eq!((n.rate_bytes_per_s, n.eta_s, n.pass), (Some(100.0), None, None));
+        assert_eq!(
+            (n.rate_bytes_per_s, n.eta_s, n.pass),
+            (Some(100.0), None, None)
+        );
         assert_eq!(n.errors_corrected, Some(1));
     }
 }

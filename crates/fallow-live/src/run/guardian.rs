@@ -560,7 +560,10 @@ mod tests {
         let took = t0.elapsed();
         assert!(r.errors.is_empty(), "{r:?}");
         // the write went through in the first round, the command in the third
-        assert_eq!(r.released, [spec.release[1].clone(), spec.release[0].clone()]);
+        assert_eq!(
+            r.released,
+            [spec.release[1].clone(), spec.release[0].clone()]
+        );
         assert_eq!(std::fs::read_to_string(&count).unwrap().trim(), "3");
         assert_eq!(r.retried.len(), 1, "{r:?}");
         assert!(r.retried[0].contains("at attempt 3"), "{r:?}");

@@ -1,5 +1,5 @@
-//! Settings shared by the live commands (`fallow scrub`, `fallow run`): the
-//! TOML config's `[live]` and `[metrics]` tables, the precedence of flags,
+//! The TOML config of the live commands (`fallow scrub`, `fallow run`):
+//! its `[live]` and `[metrics]` tables, the policy's precedence of flags,
 //! config, tune result and defaults, and what a `fallow tune --json` result
 //! says to run.
 //!
@@ -10,8 +10,7 @@
 //! unknown key in `[live]` or `[metrics]`, and a table no command reads
 //! (`[scrubb]`): a misspelt table would otherwise be ignored in silence.
 
-use crate::BadInput;
-use anyhow::Result;
+use crate::error::{Error, Result};
 use fallow_core::sim::BgService;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -64,8 +63,8 @@ pub struct Config<S> {
 /// is made relative to the file; the caller does the same for `S`'s paths.
 pub fn read_config<S: DeserializeOwned + Default>(path: &Path, command: &str) -> Result<Config<S>> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| BadInput(format!("{}: cannot read the config: {e}", path.display())))?;
-    let bad = |m: String| BadInput(format!("{}: {m}", path.display()));
+        .map_err(|e| Error::Setting(format!("{}: cannot read the config: {e}", path.display())))?;
+    let bad = |m: String| Error::Setting(format!("{}: {m}", path.display()));
     let table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| bad(e.to_string()))?;
@@ -97,14 +96,12 @@ pub fn read_config<S: DeserializeOwned + Default>(path: &Path, command: &str) ->
                 return Err(bad(format!(
                     "unknown table [{k}]: a config holds [{}]",
                     TABLES.join("], [")
-                ))
-                .into())
+                )))
             }
             (k, _) => {
                 return Err(bad(format!(
                     "top-level key `{k}`: settings go in a [live], [metrics] or [{command}] table"
-                ))
-                .into())
+                )))
             }
         }
     }
@@ -125,15 +122,15 @@ impl<S> Config<S> {
     pub fn duration(&self, table: &str, key: &str, v: Option<&str>) -> Result<Option<u64>> {
         v.map(|s| {
             fallow_core::units::parse_duration_ns(s).map_err(|e| {
-                BadInput(format!("{}: [{table}] {key}: {e}", self.path.display())).into()
+                Error::Setting(format!("{}: [{table}] {key}: {e}", self.path.display()))
             })
         })
         .transpose()
     }
 
     /// An error about `[table] key` of the file.
-    pub fn bad(&self, table: &str, key: &str, why: impl std::fmt::Display) -> anyhow::Error {
-        BadInput(format!("{}: [{table}] {key}: {why}", self.path.display())).into()
+    pub fn bad(&self, table: &str, key: &str, why: impl std::fmt::Display) -> Error {
+        Error::Setting(format!("{}: [{table}] {key}: {why}", self.path.display()))
     }
 
     /// Where to serve metrics: `--metrics`, else `[metrics] addr`.
@@ -219,12 +216,12 @@ pub struct TunedChoice {
 /// Read a `fallow tune --json` result (one budget).
 pub fn read_tuned(path: &Path) -> Result<TunedChoice> {
     let text = std::fs::read_to_string(path).map_err(|e| {
-        BadInput(format!(
+        Error::Setting(format!(
             "{}: cannot read the tune result: {e}",
             path.display()
         ))
     })?;
-    let bad = |m: String| BadInput(format!("{}: {m}", path.display()));
+    let bad = |m: String| Error::Setting(format!("{}: {m}", path.display()));
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         bad(format!(
             "not JSON ({e}); give the output of `fallow tune --json`"
@@ -246,20 +243,20 @@ pub fn read_tuned(path: &Path) -> Result<TunedChoice> {
             "holds results for {} budgets ({}): tune with the one budget to run",
             list.len(),
             budgets.join(", ")
-        ))
-        .into());
+        )));
     }
     let best = match v.get("best") {
         Some(serde_json::Value::Null) => {
             return Err(bad(format!(
                 "no setting met the budget {}: nothing to run",
                 v["budget_text"].as_str().unwrap_or("?")
-            ))
-            .into())
+            )))
         }
         Some(b) => b,
         None => {
-            return Err(bad("no `best` key: give the output of `fallow tune --json`".into()).into())
+            return Err(bad(
+                "no `best` key: give the output of `fallow tune --json`".into(),
+            ))
         }
     };
     let spec = best["spec"]

@@ -1,0 +1,608 @@
+//! The settings of the live commands, one type for all: `fallow scrub`
+//! (a block target or a native one) and `fallow run`. A front end puts the
+//! flags it parsed into [`Flags`]; [`Settings::resolve`] applies the one
+//! precedence — flags, then the TOML config (`--config`: the command's
+//! table, then `[live]`), then a `fallow tune --json` result (`--tuned`:
+//! its best policy and request size), then the defaults — and checks every
+//! value, naming the flag, or the file, table and key, it came from.
+//!
+//! - [`config`]: reading the config file and the tune result.
+
+pub mod config;
+
+pub use config::{
+    choose_policy, read_config, read_tuned, relative_to, Config, MetricsAddr, PolicyChoice,
+    TunedChoice,
+};
+
+use crate::error::{Error, Result};
+use crate::run::{FreezerKind, SLICE_RANGE_NS};
+use crate::scrub::{self, Order, VerifyMode};
+use fallow_core::sim::BgService;
+use serde::Deserialize;
+use std::path::PathBuf;
+
+/// The live command the settings are for; each reads its own config table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// `fallow scrub` (`[scrub]`).
+    Scrub,
+    /// `fallow run` (`[run]`).
+    Run,
+}
+
+impl Command {
+    /// Its config table.
+    pub fn table(self) -> &'static str {
+        match self {
+            Command::Scrub => "scrub",
+            Command::Run => "run",
+        }
+    }
+
+    /// The policy when none is given: for a scrub, wait a little after the
+    /// last FG request before reading (Practical Scrubbing §V-B2's
+    /// Waiting, their best simple policy); for a command, fixed-wait's own
+    /// default.
+    pub fn default_policy(self) -> &'static str {
+        match self {
+            Command::Scrub => "fixed-wait:t=100ms",
+            Command::Run => "fixed-wait",
+        }
+    }
+}
+
+/// Regions of a staggered order when `--order staggered` comes without
+/// `--regions` (Practical Scrubbing §IV-A: as fast as sequential from 128 on).
+pub const DEFAULT_REGIONS: u64 = 128;
+/// Extra attempts of a failing request and sector when none is given.
+pub const DEFAULT_RETRIES: u32 = 3;
+/// `fallow run`'s slice when none is given: an FG arrival waits at most this long.
+pub const DEFAULT_SLICE_NS: u64 = 20_000_000;
+/// The monitors' sampling interval when none is given (the design point).
+pub const DEFAULT_INTERVAL_NS: u64 = 1_000_000;
+
+/// `--order` (and `[scrub] order`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OrderChoice {
+    /// Segment after segment.
+    Sequential,
+    /// Segment i of every region before segment i + 1 (Practical Scrubbing §IV-A).
+    Staggered,
+}
+
+/// A request size: a byte count with a unit, at least 1 byte.
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    match fallow_core::units::parse_bytes(s) {
+        Ok(0) => Err("must be at least 1 byte".into()),
+        Ok(b) => Ok(b),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The flags of a live command as given (`None`, empty or false: not
+/// given). Durations and sizes are already parsed (the front end names
+/// the flag if they do not parse); the rest is checked here.
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--policy`.
+    pub policy: Option<String>,
+    /// `--tuned`.
+    pub tuned: Option<PathBuf>,
+    /// `--interval`, ns.
+    pub interval_ns: Option<u64>,
+    /// `--seed`.
+    pub seed: Option<u64>,
+    /// `--metrics`.
+    pub metrics: Option<String>,
+    /// scrub `--monitor`.
+    pub monitor: Option<String>,
+    /// scrub `--size`.
+    pub size: Option<u64>,
+    /// scrub `--order`.
+    pub order: Option<OrderChoice>,
+    /// scrub `--regions`.
+    pub regions: Option<u64>,
+    /// scrub `--max-rate`.
+    pub max_rate: Option<String>,
+    /// scrub `--window`s.
+    pub windows: Vec<String>,
+    /// scrub `--max-bytes`.
+    pub max_bytes: Option<u64>,
+    /// scrub `--checkpoint`.
+    pub checkpoint: Option<PathBuf>,
+    /// scrub `--checkpoint-interval`, ns.
+    pub checkpoint_interval_ns: Option<u64>,
+    /// scrub `--log`.
+    pub log: Option<PathBuf>,
+    /// scrub `--retries`.
+    pub retries: Option<u32>,
+    /// scrub `--verify-cmd`.
+    pub verify: Option<VerifyMode>,
+    /// scrub `--buffered`.
+    pub buffered: bool,
+    /// run `--device`.
+    pub device: Option<String>,
+    /// run `--net`.
+    pub net: Option<String>,
+    /// run `--netns`.
+    pub netns: Option<String>,
+    /// run `--freezer`.
+    pub freezer: Option<String>,
+    /// run `--slice`, ns.
+    pub slice_ns: Option<u64>,
+    /// run `--report`.
+    pub report: Option<PathBuf>,
+}
+
+/// The disk `fallow run` watches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disk {
+    /// As `--device` takes it; `from` names the config key it came from.
+    Named {
+        /// The device, node, file or stat file.
+        spec: String,
+        /// `FILE: [table] key`, or none for the flag.
+        from: Option<String>,
+    },
+    /// The current directory's disk (the default without a network).
+    CurrentDir,
+    /// None: only the network is watched.
+    Unwatched,
+}
+
+/// The settings of a live command after flags, config, tune result and
+/// defaults. One type for every live command: the keys a command does not
+/// take keep their defaults.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The command they are for.
+    pub command: Command,
+    /// The policy spec.
+    pub policy: String,
+    /// `--policy`, `config`, `tune result` or `default`.
+    pub policy_from: &'static str,
+    /// Where a policy that is not `--policy` was written (for errors).
+    pub policy_source: Option<String>,
+    /// The tune result named, if any.
+    pub tuned_path: Option<PathBuf>,
+    /// Its request size.
+    pub tuned_size: Option<u64>,
+    /// Its BG service model.
+    pub bg_service: Option<BgService>,
+    /// Monitor sampling interval, ns.
+    pub interval_ns: u64,
+    /// Seed of the policy's random stream.
+    pub seed: u64,
+    /// Where to serve metrics.
+    pub metrics: Option<MetricsAddr>,
+    /// scrub: `auto`, `none`, a device or a stat file.
+    pub monitor: String,
+    /// scrub: request size, if given.
+    pub size: Option<u64>,
+    /// scrub: visiting order, if given.
+    pub order: Option<Order>,
+    /// scrub: rate ceiling, bytes/s.
+    pub max_rate: Option<f64>,
+    /// scrub: daily windows.
+    pub windows: scrub::Windows,
+    /// scrub: stop the run after this many bytes.
+    pub max_bytes: Option<u64>,
+    /// scrub: the checkpoint, if given.
+    pub checkpoint: Option<PathBuf>,
+    /// scrub: least time between checkpoint writes, ns.
+    pub checkpoint_interval_ns: u64,
+    /// scrub: per-request log.
+    pub log: Option<PathBuf>,
+    /// scrub: extra attempts.
+    pub retries: u32,
+    /// scrub: SCSI VERIFY or reads.
+    pub verify: VerifyMode,
+    /// scrub: through the page cache.
+    pub buffered: bool,
+    /// run: the disk to watch.
+    pub disk: Disk,
+    /// run: the interface to watch, and the config key it came from.
+    pub net: Option<(String, Option<String>)>,
+    /// run: the command's network namespace.
+    pub netns: Option<String>,
+    /// run: how to pause the command.
+    pub freezer: Option<FreezerKind>,
+    /// run: the slice, ns.
+    pub slice_ns: u64,
+    /// run: the JSON report.
+    pub report: Option<PathBuf>,
+}
+
+/// `[scrub]`: settings of `fallow scrub` (the `[live]` keys may be
+/// repeated here to differ for scrubbing).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScrubSection {
+    policy: Option<String>,
+    tuned: Option<PathBuf>,
+    monitor: Option<String>,
+    interval: Option<String>,
+    seed: Option<u64>,
+    size: Option<String>,
+    /// Visiting order.
+    pub order: Option<OrderChoice>,
+    regions: Option<u64>,
+    max_rate: Option<String>,
+    windows: Option<Vec<String>>,
+    max_bytes: Option<String>,
+    /// The checkpoint (relative to the file).
+    pub checkpoint: Option<PathBuf>,
+    checkpoint_interval: Option<String>,
+    log: Option<PathBuf>,
+    retries: Option<u32>,
+    verify_cmd: Option<VerifyMode>,
+    buffered: Option<bool>,
+}
+
+/// `[run]`: settings of `fallow run` (the `[live]` keys policy, tuned,
+/// interval and seed may be repeated here to differ for it). The command
+/// itself is not here: it stays on the command line after `--`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    policy: Option<String>,
+    tuned: Option<PathBuf>,
+    interval: Option<String>,
+    seed: Option<u64>,
+    device: Option<String>,
+    net: Option<String>,
+    netns: Option<String>,
+    freezer: Option<String>,
+    slice: Option<String>,
+    report: Option<PathBuf>,
+}
+
+/// Read a config for `fallow scrub`: `[live]`, `[metrics]` and `[scrub]`
+/// strictly, paths relative to the file.
+pub fn read_scrub_config(path: &std::path::Path) -> Result<Config<ScrubSection>> {
+    let mut cfg: Config<ScrubSection> = read_config(path, "scrub")?;
+    let sc = &mut cfg.own;
+    sc.tuned = sc.tuned.take().map(|p| relative_to(path, p));
+    sc.checkpoint = sc.checkpoint.take().map(|p| relative_to(path, p));
+    sc.log = sc.log.take().map(|p| relative_to(path, p));
+    Ok(cfg)
+}
+
+/// Read a config for `fallow run`: `[live]`, `[metrics]` and `[run]`
+/// strictly, paths relative to the file.
+pub fn read_run_config(path: &std::path::Path) -> Result<Config<RunSection>> {
+    let mut cfg: Config<RunSection> = read_config(path, "run")?;
+    let own = &mut cfg.own;
+    own.tuned = own.tuned.take().map(|p| relative_to(path, p));
+    own.report = own.report.take().map(|p| relative_to(path, p));
+    Ok(cfg)
+}
+
+/// The first of a flag's value, the command's table's and `[live]`'s.
+fn first<T>(flag: Option<T>, own: Option<T>, live: Option<T>) -> Option<T> {
+    flag.or(own).or(live)
+}
+
+impl Settings {
+    /// Resolve `flags` for `command` (see the module doc).
+    pub fn resolve(command: Command, flags: &Flags) -> Result<Settings> {
+        match command {
+            Command::Scrub => Self::scrub(flags),
+            Command::Run => Self::run(flags),
+        }
+    }
+
+    /// The defaults of every key not given.
+    fn base(command: Command, choice: PolicyChoice) -> Settings {
+        Settings {
+            command,
+            policy: choice.spec,
+            policy_from: choice.from,
+            policy_source: None,
+            tuned_path: None,
+            tuned_size: choice.tuned.as_ref().map(|t| t.request_size_bytes),
+            bg_service: choice.tuned.as_ref().and_then(|t| t.bg_service),
+            interval_ns: DEFAULT_INTERVAL_NS,
+            seed: 1,
+            metrics: None,
+            monitor: "auto".into(),
+            size: None,
+            order: None,
+            max_rate: None,
+            windows: scrub::Windows::default(),
+            max_bytes: None,
+            checkpoint: None,
+            checkpoint_interval_ns: 0,
+            log: None,
+            retries: DEFAULT_RETRIES,
+            verify: VerifyMode::Off,
+            buffered: false,
+            disk: Disk::CurrentDir,
+            net: None,
+            netns: None,
+            freezer: None,
+            slice_ns: DEFAULT_SLICE_NS,
+            report: None,
+        }
+    }
+
+    fn scrub(a: &Flags) -> Result<Settings> {
+        let cfg = match &a.config {
+            Some(p) => read_scrub_config(p)?,
+            None => Config::default(),
+        };
+        let (live, sc) = (&cfg.live, &cfg.own);
+        let dur = |v: &Option<String>, key: &str| cfg.duration("scrub", key, v.as_deref());
+        let live_dur = |v: &Option<String>, key: &str| cfg.duration("live", key, v.as_deref());
+        let size_of = |v: &Option<String>, key: &str| -> Result<Option<u64>> {
+            v.as_deref()
+                .map(|s| parse_size(s).map_err(|e| cfg.bad("scrub", key, e)))
+                .transpose()
+        };
+        let choice = choose_policy(
+            a.policy.as_deref(),
+            a.tuned.as_deref(),
+            sc.policy.as_deref().or(live.policy.as_deref()),
+            sc.tuned.as_deref().or(live.tuned.as_deref()),
+            Command::Scrub.default_policy(),
+        )?;
+        let mut s = Settings::base(Command::Scrub, choice);
+        s.size = a.size.or(size_of(&sc.size, "size")?);
+        let regions = a.regions.or(sc.regions);
+        s.order = match (a.order.or(sc.order), regions) {
+            (Some(OrderChoice::Sequential), Some(_)) => {
+                return Err(Error::Setting(
+                    "--regions goes with --order staggered, not sequential".into(),
+                ))
+            }
+            (Some(OrderChoice::Sequential), None) => Some(Order::Sequential),
+            (Some(OrderChoice::Staggered), r) | (None, r @ Some(_)) => Some(Order::Staggered {
+                regions: r.unwrap_or(DEFAULT_REGIONS),
+            }),
+            (None, None) => None,
+        };
+        // a file's value that fails names the file and key; a flag's, the flag
+        s.max_rate = match (&a.max_rate, &sc.max_rate) {
+            (Some(r), _) => Some(scrub::parse_rate(r).map_err(|e| Error::Setting(e.to_string()))?),
+            (None, Some(r)) => {
+                Some(scrub::parse_rate(r).map_err(|e| cfg.bad("scrub", "max_rate", e))?)
+            }
+            (None, None) => None,
+        };
+        let parse_windows = |texts: &[String]| -> std::result::Result<scrub::Windows, String> {
+            texts
+                .iter()
+                .map(|w| w.parse::<scrub::Window>().map_err(|e| e.to_string()))
+                .collect::<std::result::Result<_, _>>()
+                .map(scrub::Windows)
+        };
+        s.windows = match (&a.windows[..], &sc.windows) {
+            ([], Some(w)) => parse_windows(w).map_err(|e| cfg.bad("scrub", "windows", e))?,
+            (w, _) => parse_windows(w).map_err(Error::Setting)?,
+        };
+        s.tuned_path = first(a.tuned.clone(), sc.tuned.clone(), live.tuned.clone());
+        s.max_bytes = a.max_bytes.or(size_of(&sc.max_bytes, "max_bytes")?);
+        s.checkpoint = a.checkpoint.clone().or(sc.checkpoint.clone());
+        s.checkpoint_interval_ns = a
+            .checkpoint_interval_ns
+            .or(dur(&sc.checkpoint_interval, "checkpoint_interval")?)
+            .unwrap_or(0);
+        s.log = a.log.clone().or(sc.log.clone());
+        s.retries = a.retries.or(sc.retries).unwrap_or(DEFAULT_RETRIES);
+        s.verify = a.verify.or(sc.verify_cmd).unwrap_or(VerifyMode::Off);
+        s.buffered = a.buffered || sc.buffered.unwrap_or(false);
+        s.monitor = first(a.monitor.clone(), sc.monitor.clone(), live.monitor.clone())
+            .unwrap_or_else(|| "auto".into());
+        s.interval_ns = first(
+            a.interval_ns,
+            dur(&sc.interval, "interval")?,
+            live_dur(&live.interval, "interval")?,
+        )
+        .unwrap_or(DEFAULT_INTERVAL_NS);
+        s.seed = first(a.seed, sc.seed, live.seed).unwrap_or(1);
+        s.metrics = cfg.metrics_addr(a.metrics.as_deref());
+        Ok(s)
+    }
+
+    fn run(a: &Flags) -> Result<Settings> {
+        let cfg = match &a.config {
+            Some(p) => read_run_config(p)?,
+            None => Config::default(),
+        };
+        let (shared, own) = (&cfg.live, &cfg.own);
+        let file = cfg.path.display().to_string();
+        let choice = choose_policy(
+            a.policy.as_deref(),
+            a.tuned.as_deref(),
+            own.policy.as_deref().or(shared.policy.as_deref()),
+            own.tuned.as_deref().or(shared.tuned.as_deref()),
+            Command::Run.default_policy(),
+        )?;
+        let mut s = Settings::base(Command::Run, choice);
+        s.tuned_path = first(a.tuned.clone(), own.tuned.clone(), shared.tuned.clone());
+        s.policy_source = match s.policy_from {
+            "config" if own.policy.is_some() => Some(format!("{file}: [run] policy")),
+            "config" => Some(format!("{file}: [live] policy")),
+            "tune result" => s
+                .tuned_path
+                .as_deref()
+                .map(|p| format!("{}: best.spec", p.display())),
+            _ => None,
+        };
+        s.net = match (&a.net, &own.net) {
+            (Some(n), _) => Some((n.clone(), None)),
+            (None, Some(n)) => Some((n.clone(), Some(format!("{file}: [run] net")))),
+            (None, None) => None,
+        };
+        // [live] monitor is what scrub watches; for run it names the disk,
+        // with `auto` run's default and `none` no disk at all
+        s.disk = match (&a.device, &own.device, shared.monitor.as_deref()) {
+            (Some(d), ..) => Disk::Named {
+                spec: d.clone(),
+                from: None,
+            },
+            (None, Some(d), _) => Disk::Named {
+                spec: d.clone(),
+                from: Some(format!("{file}: [run] device")),
+            },
+            (None, None, Some("none")) => Disk::Unwatched,
+            (None, None, Some("auto") | None) if s.net.is_some() => Disk::Unwatched,
+            (None, None, Some("auto") | None) => Disk::CurrentDir,
+            (None, None, Some(m)) => Disk::Named {
+                spec: m.to_string(),
+                from: Some(format!("{file}: [live] monitor")),
+            },
+        };
+        if s.disk == Disk::Unwatched && s.net.is_none() {
+            return Err(cfg.bad(
+                "live",
+                "monitor",
+                "`none` leaves fallow run nothing to watch: give --device or --net, or [run] device or net",
+            ));
+        }
+        s.freezer = match (&a.freezer, &own.freezer) {
+            (Some(f), _) => Some(f.parse::<FreezerKind>()?),
+            (None, Some(f)) => Some(
+                FreezerKind::ALL
+                    .into_iter()
+                    .find(|k| k.name() == f.trim())
+                    .ok_or_else(|| {
+                        cfg.bad(
+                            "run",
+                            "freezer",
+                            format!("`{f}`: use cgroup2, cgroup1 or signal"),
+                        )
+                    })?,
+            ),
+            (None, None) => None,
+        };
+        // a flag's slice is checked where the command starts, naming --slice
+        let file_slice = cfg.duration("run", "slice", own.slice.as_deref())?;
+        if let (None, Some(ns)) = (a.slice_ns, file_slice) {
+            let (lo, hi) = SLICE_RANGE_NS;
+            if !(lo..=hi).contains(&ns) {
+                return Err(cfg.bad("run", "slice", format!("{ns} ns: use 1 ms to 60 s")));
+            }
+        }
+        s.interval_ns = first(
+            a.interval_ns,
+            cfg.duration("run", "interval", own.interval.as_deref())?,
+            cfg.duration("live", "interval", shared.interval.as_deref())?,
+        )
+        .unwrap_or(DEFAULT_INTERVAL_NS);
+        s.netns = a.netns.clone().or(own.netns.clone());
+        s.slice_ns = a.slice_ns.or(file_slice).unwrap_or(DEFAULT_SLICE_NS);
+        s.seed = first(a.seed, own.seed, shared.seed).unwrap_or(1);
+        s.report = a.report.clone().or(own.report.clone());
+        s.metrics = cfg.metrics_addr(a.metrics.as_deref());
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn config_sections_are_strict_and_others_ignored() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "f.toml",
+            "[live]\npolicy = \"aggressive\"\n[scrub]\nsize = \"4MiB\"\norder = \"staggered\"\nregions = 8\nwindows = [\"01:00-06:00\"]\ncheckpoint = \"ck.json\"\n[run]\nanything = 1\n",
+        );
+        let cfg = read_scrub_config(&p).unwrap();
+        let (live, sc) = (cfg.live, cfg.own);
+        assert_eq!(live.policy.as_deref(), Some("aggressive"));
+        assert_eq!(sc.size.as_deref(), Some("4MiB"));
+        assert_eq!(sc.order, Some(OrderChoice::Staggered));
+        assert_eq!(sc.checkpoint, Some(d.path().join("ck.json")));
+        let p = write(d.path(), "g.toml", "[scrub]\nsise = \"4MiB\"\n");
+        let e = read_scrub_config(&p).unwrap_err().to_string();
+        assert!(e.contains("g.toml") && e.contains("sise"), "{e}");
+        let p = write(d.path(), "h.toml", "policy = \"x\"\n");
+        let e = read_scrub_config(&p).unwrap_err().to_string();
+        assert!(e.contains("top-level key `policy`"), "{e}");
+        let p = write(d.path(), "i.toml", "[scrub\n");
+        assert!(read_scrub_config(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("i.toml"));
+    }
+
+    /// One precedence for both commands: a flag beats the command's table,
+    /// which beats `[live]`, which beats the default; each command keeps
+    /// its own defaults.
+    #[test]
+    fn flags_beat_the_commands_table_which_beats_live_for_scrub_and_run() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "f.toml",
+            "[live]\ninterval = \"2ms\"\nseed = 7\n[scrub]\nseed = 8\n[run]\ninterval = \"3ms\"\n",
+        );
+        let of = |cmd, flags: Flags| {
+            Settings::resolve(
+                cmd,
+                &Flags {
+                    config: Some(p.clone()),
+                    ..flags
+                },
+            )
+            .unwrap()
+        };
+        let s = of(Command::Scrub, Flags::default());
+        assert_eq!((s.interval_ns, s.seed), (2_000_000, 8));
+        assert_eq!(
+            (s.policy.as_str(), s.policy_from),
+            ("fixed-wait:t=100ms", "default")
+        );
+        let r = of(Command::Run, Flags::default());
+        assert_eq!((r.interval_ns, r.seed), (3_000_000, 7));
+        assert_eq!(
+            (r.policy.as_str(), r.policy_from),
+            ("fixed-wait", "default")
+        );
+        let flags = Flags {
+            interval_ns: Some(5_000_000),
+            seed: Some(3),
+            ..Flags::default()
+        };
+        for cmd in [Command::Scrub, Command::Run] {
+            let s = of(cmd, flags.clone());
+            assert_eq!((s.interval_ns, s.seed), (5_000_000, 3), "{cmd:?}");
+        }
+        // without a file, the defaults
+        let s = Settings::resolve(Command::Scrub, &Flags::default()).unwrap();
+        assert_eq!(
+            (s.interval_ns, s.seed, s.retries, s.monitor.as_str()),
+            (DEFAULT_INTERVAL_NS, 1, DEFAULT_RETRIES, "auto")
+        );
+        // a flag that cannot be used names the flag, not the file
+        let e = Settings::resolve(
+            Command::Scrub,
+            &Flags {
+                order: Some(OrderChoice::Sequential),
+                regions: Some(4),
+                ..Flags::default()
+            },
+        )
+        .unwrap_err();
+        assert!(e.is_bad_input());
+        assert_eq!(
+            e.to_string(),
+            "--regions goes with --order staggered, not sequential"
+        );
+    }
+}
