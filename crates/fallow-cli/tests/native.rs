@@ -895,3 +895,97 @@ fn outside_its_window_no_btrfs_scrub_starts_and_a_signal_stops_the_wait() {
     let st = sh("btrfs", &["scrub", "status", fs.mnt()]).unwrap();
     assert!(st.contains("no stats available"), "{st}");
 }
+
+/// Issue 17: `systemctl stop` sends SIGTERM. A btrfs scrub under fallow
+/// stops cleanly: status 0, the scrub left cancelled (`aborted`, which
+/// `btrfs scrub resume` continues), the speed limit put back, and
+/// `--resume` finishes it. With `--json`, progress lines on stderr say how
+/// far it got, as btrfs counts it.
+#[test]
+fn sigterm_stops_a_btrfs_scrub_resumable_with_status_0_and_resume_finishes_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(fs) = btrfs_with_data() else {
+        return;
+    };
+    let files = scrub_speed_max_files(fs.mnt());
+    let before: Vec<String> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    let target = format!("btrfs:{}", fs.mnt());
+    // slow enough (20 MiB/s over 300 MiB) to be mid-way at the signal
+    let child = fallow_cmd(&[
+        "scrub",
+        &target,
+        "--policy",
+        "aggressive",
+        "--max-rate",
+        "20MiB/s",
+        "--json",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let t0 = Instant::now();
+    loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the scrub never ran"
+        );
+        if status_text(fs.mnt()).contains("running") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    sh("kill", &["-15", &child.id().to_string()]).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("stopped by SIGTERM") && err.contains("--resume"),
+        "{err}"
+    );
+    let v = json_of(&o);
+    assert_eq!(v["outcome"], "stopped", "{v}");
+    assert_eq!(v["complete"], false, "{v}");
+    let st = status_text(fs.mnt());
+    assert!(st.contains("aborted"), "left not resumable: {st}");
+    let after: Vec<String> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    assert_eq!(after, before, "scrub_speed_max not restored");
+    // progress lines: from the start to where it stopped, never backwards
+    let lines: Vec<Value> = err
+        .lines()
+        .filter(|l| l.starts_with(r#"{"event":"progress""#))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 2, "{err}");
+    let done: Vec<u64> = lines
+        .iter()
+        .map(|l| l["scrubbed_bytes"].as_u64().unwrap())
+        .collect();
+    assert!(done.windows(2).all(|w| w[0] <= w[1]), "{done:?}");
+    assert_eq!(
+        Some(&v["scrubbed_bytes"]),
+        lines.last().map(|l| &l["scrubbed_bytes"])
+    );
+    assert!(lines.iter().all(|l| l["pass"].is_null()), "{err}");
+    // and it resumes to the end
+    let o = fallow_cmd(&[
+        "scrub",
+        &target,
+        "--policy",
+        "aggressive",
+        "--resume",
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(json_of(&o)["complete"], true);
+    assert!(status_text(fs.mnt()).contains("no errors found"));
+}

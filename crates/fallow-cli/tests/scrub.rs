@@ -1130,3 +1130,129 @@ fn the_configs_metrics_table_serves_metrics() {
         &["fallow.toml", "[metrics]", "unknown field `path`"],
     );
 }
+
+/// The `--json` progress lines on stderr: parsed, in order.
+fn progress_lines(o: &Output) -> Vec<Value> {
+    stderr(o)
+        .lines()
+        .filter(|l| l.starts_with(r#"{"event":"progress""#))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("`{l}`: {e}")))
+        .collect()
+}
+
+/// GET `path` from `addr`; the body.
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut resp = String::new();
+    std::io::Read::read_to_string(&mut s, &mut resp).ok()?;
+    resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+/// One gauge's value in a scrape.
+fn gauge(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Issue 17: progress — bytes done of the total, the pass, the rate and
+/// the time left — as `--json` lines on stderr (stdout keeps the one
+/// report) and as `fallow_scrub_*` gauges on the metrics endpoint.
+#[test]
+fn progress_is_printed_as_json_lines_and_served_as_metrics() {
+    let len = 6 << 20;
+    let (dir, t) = setup(len);
+    let ck = dir.path().join("ck.json");
+    // a free port for the endpoint (the address is not printed with --json)
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    // 6 MiB at 2 MiB/s: about 3 s, long enough for several lines and scrapes
+    let child = fallow_cmd(&[
+        "scrub",
+        path_str(&t),
+        "--monitor",
+        "none",
+        "--policy",
+        "aggressive",
+        "--size",
+        "256KiB",
+        "--max-rate",
+        "2MiB/s",
+        "--checkpoint",
+        path_str(&ck),
+        "--metrics",
+        &addr,
+        "--json",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // scrape until a scrub part-way is seen (or the run ends)
+    let mut mid: Option<String> = None;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(60) {
+        if let Some(b) = http_get(&addr, "/metrics") {
+            let done = gauge(&b, "fallow_scrub_done_bytes").unwrap_or(0.0);
+            if done > 0.0 && done < len as f64 {
+                mid = Some(b);
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    assert_eq!(v["complete"], true, "{v}");
+
+    let body = mid.expect("no scrape saw the scrub part-way");
+    assert_eq!(gauge(&body, "fallow_scrub_target_bytes"), Some(len as f64));
+    assert_eq!(gauge(&body, "fallow_scrub_pass"), Some(1.0));
+    assert_eq!(gauge(&body, "fallow_scrub_complete"), Some(0.0));
+    assert_eq!(gauge(&body, "fallow_scrub_bad_ranges"), Some(0.0));
+    // the time left is what is left at the rate it reports
+    let (done, rate, eta) = (
+        gauge(&body, "fallow_scrub_done_bytes").unwrap(),
+        gauge(&body, "fallow_scrub_rate_bytes_per_second").unwrap(),
+        gauge(&body, "fallow_scrub_eta_seconds").unwrap(),
+    );
+    assert!(rate > 0.0, "{body}");
+    assert!(
+        ((len as f64 - done) / rate - eta).abs() < 1e-6 * eta.max(1.0),
+        "{body}"
+    );
+
+    let lines = progress_lines(&o);
+    assert!(lines.len() >= 3, "{}", stderr(&o));
+    // the first line is the start, the last the end, and nothing goes back
+    assert_eq!(lines[0]["scrubbed_bytes"], 0, "{:?}", lines[0]);
+    assert_eq!(lines[0]["target_bytes"], len, "{:?}", lines[0]);
+    let last = lines.last().unwrap();
+    assert_eq!(last["scrubbed_bytes"], v["scrubbed_bytes"], "{last}");
+    assert_eq!(
+        (last["complete"].clone(), last["eta_s"].clone()),
+        (true.into(), 0.0.into())
+    );
+    assert_eq!(last["pass"], 1, "{last}");
+    let done: Vec<u64> = lines
+        .iter()
+        .map(|l| l["scrubbed_bytes"].as_u64().unwrap())
+        .collect();
+    assert!(done.windows(2).all(|w| w[0] <= w[1]), "{done:?}");
+    for l in &lines[1..lines.len() - 1] {
+        // at 2 MiB/s a line every second is at most a few requests apart,
+        // and the ETA is the bytes left over this run's rate
+        let rate = l["run_bytes"].as_f64().unwrap() / l["run_elapsed_s"].as_f64().unwrap();
+        let left = (len as u64 - l["scrubbed_bytes"].as_u64().unwrap()) as f64;
+        let eta = l["eta_s"].as_f64().unwrap();
+        assert!((left / rate - eta).abs() <= 1e-6 * eta.max(1.0), "{l}");
+    }
+}
