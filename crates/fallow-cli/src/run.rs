@@ -11,26 +11,25 @@
 //!
 //! Settings come from flags, then a TOML config (`--config`: `[live]`,
 //! `[run]` and `[metrics]` tables), then a `fallow tune --json` result
-//! (`--tuned`: its best policy), then the defaults, as for `fallow scrub`.
+//! (`--tuned`: its best policy), then the defaults, as for `fallow scrub`
+//! (`fallow_live::settings`); the session is `fallow_live::run::RunSession`.
+//! This file parses flags, prints, and writes the report.
 
 use crate::human::{bytes, count, pct, secs};
 use crate::{exit_code_of, message, BadInput};
 use anyhow::{Context, Result};
 use clap::Args;
-use fallow_core::sim::BgService;
-use fallow_live::combine;
-use fallow_live::net::{self, NamespaceTraffic, NetMonitorConfig, NetSource};
 use fallow_live::run::{
-    exit_code, guard, native_alternative, CommandSpec, FreezerKind, GuardianCommand, GuardianSpec,
-    IoAccounting, Managed, RunConfig, RunStats, WatchedDisk,
+    guard, native_alternative, FreezerKind, GuardianCommand, GuardianSpec, RunNote, RunSession,
+    RunSignals, RunStats,
 };
-use fallow_live::settings::{Command, Disk, Flags, Settings};
-use fallow_live::{DriveReport, Driver, DriverConfig, Monitor, MonitorConfig, MonitorStats};
+use fallow_live::settings::{Command, Flags, Settings};
+use fallow_live::{DriveReport, MonitorStats};
 use serde::Serialize;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// Arguments of `fallow run`.
@@ -211,14 +210,6 @@ struct Report {
     monitor: MonitorStats,
 }
 
-/// `e`, preceded by the config key the value came from (if it did).
-fn named(e: anyhow::Error, from: &Option<String>) -> anyhow::Error {
-    match from {
-        Some(f) => e.context(f.clone()),
-        None => e,
-    }
-}
-
 /// Run `fallow run`; the exit code is the command's.
 pub fn main(args: RunArgs) -> ExitCode {
     match run(args) {
@@ -252,63 +243,8 @@ fn run(args: RunArgs) -> Result<i32> {
             "--report",
         )?;
     }
-    let driver_cfg = DriverConfig {
-        // a BG request is a slice of the command's time, whatever its size
-        initial_bg_service: BgService::Constant { ns: s.slice_ns },
-        seed: s.seed,
-        ..DriverConfig::default()
-    };
-    let mut driver =
-        Driver::from_spec(&s.policy, driver_cfg).map_err(|e| named(live(e), &s.policy_source))?;
-
-    // what to watch
-    let disk = match &s.disk {
-        Disk::Named { spec, from } => {
-            Some(WatchedDisk::parse(spec).map_err(|e| named(live(e), from))?)
-        }
-        Disk::Unwatched => None,
-        Disk::CurrentDir => Some(WatchedDisk::parse(".").map_err(|e| {
-            BadInput(format!(
-                "the current directory's disk cannot be watched ({e}): name it with --device"
-            ))
-        })?),
-    };
-    let net_source = match &s.net {
-        Some((n, from)) => Some(NetSource::parse(n).map_err(|e| named(live(e), from))?),
-        None => None,
-    };
-    if s.netns.is_some() && s.net.is_none() {
-        say(
-            args.quiet,
-            "note: --netns without --net: the namespace only isolates the command's network",
-        );
-    }
-    if s.net.is_some() && s.netns.is_none() {
-        say(
-            args.quiet,
-            "note: --net without --netns: the command's own traffic on the interface counts as foreground",
-        );
-    }
-
-    let (program, cmd_args) = args.command.split_first().expect("clap requires CMD");
-    let spec = CommandSpec {
-        program: program.clone(),
-        args: cmd_args.to_vec(),
-        netns: s.netns.clone(),
-    };
-    spec.check().map_err(live)?;
-    let native = native_alternative(&args.command);
-    if let Some(n) = &native {
-        say(
-            args.quiet,
-            &format!("note: {n}; fallow run warns if the command goes on reading while frozen"),
-        );
-    }
-
     // signals: a flag per kind; any of them stops the driver
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = || Arc::new(AtomicBool::new(false));
-    let (int, term, hup) = (flag(), flag(), flag());
+    let signals = RunSignals::default();
     {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
         use signal_hook::flag;
@@ -318,167 +254,91 @@ fn run(args: RunArgs) -> Result<i32> {
         reg(flag::register_conditional_shutdown(
             SIGINT,
             130,
-            int.clone(),
+            signals.int.clone(),
         ))?;
-        reg(flag::register(SIGINT, int.clone()))?;
-        reg(flag::register(SIGINT, stop.clone()))?;
-        for (sig, f) in [(SIGTERM, &term), (SIGHUP, &hup)] {
+        reg(flag::register(SIGINT, signals.int.clone()))?;
+        reg(flag::register(SIGINT, signals.stop.clone()))?;
+        for (sig, f) in [(SIGTERM, &signals.term), (SIGHUP, &signals.hup)] {
             reg(flag::register(sig, f.clone()))?;
-            reg(flag::register(sig, stop.clone()))?;
+            reg(flag::register(sig, signals.stop.clone()))?;
         }
     }
 
+    let quiet = args.quiet;
+    let mut note = |n: RunNote| {
+        let line = match n {
+            RunNote::Text(t) => t,
+            RunNote::MonitorFailed(e) => format!("the monitor failed at the end: {e}"),
+            RunNote::LeftRunning {
+                signal,
+                pid,
+                running_s,
+            } => format!(
+                "ended by signal {signal}: the command (pid {pid}) runs on, unpaused, after {} of running",
+                secs(running_s)
+            ),
+            RunNote::Interrupting => "interrupted: passing SIGINT on to the command".into(),
+            RunNote::LeftToGuardian(why) => {
+                format!("left to the guardian (a child of the command still runs): {why}")
+            }
+        };
+        say(quiet, &line);
+    };
+    // said at once, from the watch's thread, while the driver waits
+    let why = native_alternative(&args.command).unwrap_or_else(|| {
+        "its work runs outside its processes (in the kernel), where freezing does not reach".into()
+    });
+    let on_frozen_io = Box::new(move |n: &fallow_live::run::FrozenIoNotice| {
+        say(
+            quiet,
+            &format!(
+                "warning: frozen, the command still read {} in {}: freezing does not pause its I/O; {why}. Its time frozen but reading is reported as frozen_io_s, not as frozen",
+                bytes(n.bytes),
+                secs(n.after_freeze_s)
+            ),
+        );
+    });
     let exe =
         std::env::current_exe().context("cannot find the fallow executable for the guardian")?;
-    let cfg = RunConfig {
-        freezer: s.freezer,
-        slice_ns: s.slice_ns,
-        account_dev: disk.as_ref().and_then(|d| d.dev),
-        guardian: Some(GuardianCommand {
-            program: exe,
-            leading_args: vec!["__guardian".into()],
-        }),
-    };
-    let mut managed = Managed::spawn(&spec, &cfg, stop.clone()).map_err(live)?;
-    {
-        // said at once, from the watch's thread, while the driver waits
-        let quiet = args.quiet;
-        let why = native.clone().unwrap_or_else(|| {
-            "its work runs outside its processes (in the kernel), where freezing does not reach"
-                .into()
-        });
-        managed.on_frozen_io(Box::new(move |n| {
-            say(
-                quiet,
-                &format!(
-                    "warning: frozen, the command still read {} in {}: freezing does not pause its I/O; {why}. Its time frozen but reading is reported as frozen_io_s, not as frozen",
-                    bytes(n.bytes),
-                    secs(n.after_freeze_s)
-                ),
-            );
-        }));
-    }
-
-    let mut monitor = match start_monitors(&s, disk.as_ref(), net_source.as_ref(), &managed) {
-        Ok(m) => m,
-        Err(e) => {
-            // it has not run: end it rather than leave it to run unwatched
-            let _ = managed.kill();
-            let _ = managed.finish();
-            return Err(e);
-        }
-    };
+    let guardian = Some(GuardianCommand {
+        program: exe,
+        leading_args: vec!["__guardian".into()],
+    });
+    let mut session = RunSession::open(
+        &s,
+        &args.command,
+        guardian,
+        &signals,
+        &mut note,
+        on_frozen_io,
+    )
+    .map_err(live)?;
     let exporter = match &s.metrics {
         Some(at) => {
-            match crate::metrics_export::Exporter::start(at, &mut driver, monitor.shared_stats()) {
+            let stats = session.shared_stats();
+            match crate::metrics_export::Exporter::start(at, session.driver_mut(), stats) {
                 Ok(e) => Some(e),
                 Err(e) => {
-                    // as above: the command has not run yet
-                    let _ = monitor.stop();
-                    let _ = managed.kill();
-                    let _ = managed.finish();
+                    // the command has not run yet
+                    session.abort();
                     return Err(e);
                 }
             }
         }
         None => None,
     };
-    if let (Some(e), Some(p)) = (&exporter, managed.frozen_io_probe()) {
+    if let (Some(e), Some(p)) = (&exporter, session.frozen_io_probe()) {
         e.follow_frozen_io(p);
     }
-    let source = monitor.stats().source;
-    say(
-        args.quiet,
-        &format!(
-            "pid {}, frozen by {}{}, {}; policy {} ({}), {} slices; watching {}",
-            managed.pid(),
-            managed.freezer().kind(),
-            managed
-                .freezer()
-                .cgroup_dir()
-                .map(|d| format!(" ({})", d.display()))
-                .unwrap_or_default(),
-            match managed.accounting() {
-                IoAccounting::None =>
-                    "its disk I/O not told apart (not a disk in sysfs)".to_string(),
-                a => format!("its disk I/O told apart by {}", a.name()),
-            },
-            s.policy,
-            s.policy_from,
-            secs(s.slice_ns as f64 / 1e9),
-            source,
-        ),
-    );
-    for why in managed.freezer().passed_over() {
-        say(args.quiet, &format!("passed over {why}"));
+    for line in session.started(&secs(s.slice_ns as f64 / 1e9)) {
+        say(args.quiet, &line);
     }
-
     if let Some(a) = exporter.as_ref().and_then(|e| e.addr()) {
         say(args.quiet, &format!("metrics at http://{a}/metrics"));
     }
-    let drive = driver.run(&mut monitor, &mut managed, &stop);
-    let drive = match drive {
-        Ok(r) => r,
-        Err(e) => {
-            let pid = managed.pid();
-            let _ = managed.detach();
-            // a failure during the run (the watched device went away), not bad input: 1
-            return Err(anyhow::Error::from(e)).with_context(|| {
-                format!("the command (pid {pid}) continues, unpaused and unwatched")
-            });
-        }
-    };
-
-    // before the cgroups go: once they are removed the command's I/O can
-    // no longer be read, and its last requests would look like FG work
-    let last_stats = monitor.stats();
-    let mon = monitor.stop().unwrap_or_else(|e| {
-        // the run is over: say so, and still see to the command
-        say(args.quiet, &format!("the monitor failed at the end: {e}"));
-        last_stats
-    });
-    let pid = managed.pid();
-    let kind = managed.freezer().kind();
-    let cgroup = managed.freezer().cgroup_dir().map(PathBuf::from);
-    let accounting = managed.accounting().name();
-    let signalled = [(&term, 15), (&hup, 1)]
-        .into_iter()
-        .find(|(f, _)| f.load(Ordering::SeqCst))
-        .map(|(_, n)| n);
-    let (end, stats, command_code) = match signalled {
-        Some(sig) if !managed.has_exited() => {
-            let stats = managed.stats();
-            managed.detach().map_err(live)?;
-            say(
-                args.quiet,
-                &format!(
-                    "ended by signal {sig}: the command (pid {pid}) runs on, unpaused, after {} of running",
-                    secs(stats.running_s)
-                ),
-            );
-            ("left-running", stats, None)
-        }
-        _ => {
-            let end = if !managed.has_exited() && int.load(Ordering::SeqCst) {
-                say(args.quiet, "interrupted: passing SIGINT on to the command");
-                managed.interrupt().map_err(live)?;
-                "interrupted"
-            } else {
-                "exited"
-            };
-            let done = managed.finish().map_err(live)?;
-            for why in &done.left_behind {
-                say(
-                    args.quiet,
-                    &format!("left to the guardian (a child of the command still runs): {why}"),
-                );
-            }
-            (end, done.stats, Some(exit_code(done.status)))
-        }
-    };
-    // left running: 128 + the signal, as a shell reports a command it ended
-    let code = command_code.unwrap_or(128 + signalled.unwrap_or(15));
-    if let Some(c) = command_code {
+    let out = session.run(&signals, &mut note).map_err(live)?;
+    let (stats, mon, drive) = (&out.stats, &out.monitor, &out.drive);
+    if let Some(c) = out.exit_code {
         let leaked = if stats.frozen_io_intervals > 0 {
             format!(
                 ", frozen but still reading {} ({} in {} intervals)",
@@ -513,20 +373,20 @@ fn run(args: RunArgs) -> Result<i32> {
                 .iter()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
-            pid,
-            freezer: kind,
-            cgroup,
-            io_accounting: accounting,
+            pid: out.pid,
+            freezer: out.freezer,
+            cgroup: out.cgroup.clone(),
+            io_accounting: out.io_accounting,
             policy: s.policy.clone(),
             policy_from: s.policy_from,
             netns: s.netns.clone(),
             slice_s: s.slice_ns as f64 / 1e9,
-            end,
-            exit_code: command_code,
-            native_alternative: native.clone(),
-            run: stats,
-            driver: drive,
-            monitor: mon,
+            end: out.end,
+            exit_code: out.exit_code,
+            native_alternative: out.native_alternative.clone(),
+            run: out.stats.clone(),
+            driver: out.drive.clone(),
+            monitor: out.monitor.clone(),
         };
         crate::atomic::write_atomically(path, |w| {
             serde_json::to_writer_pretty(&mut *w, &report)?;
@@ -535,41 +395,7 @@ fn run(args: RunArgs) -> Result<i32> {
         })
         .with_context(|| format!("cannot write the report {}", path.display()))?;
     }
-    Ok(code)
-}
-
-/// The disk monitor, the network monitor, or both as one.
-fn start_monitors(
-    s: &Settings,
-    disk: Option<&WatchedDisk>,
-    net_source: Option<&NetSource>,
-    managed: &Managed,
-) -> Result<Monitor> {
-    let mut monitors = Vec::new();
-    if let Some(d) = disk {
-        let own = managed.own_io().into_iter().collect();
-        let cfg = MonitorConfig {
-            interval_ns: s.interval_ns,
-        };
-        monitors.push(Monitor::start(&d.source, own, cfg).map_err(live)?);
-    }
-    if let Some(n) = net_source {
-        let own = s
-            .netns
-            .as_deref()
-            .map(|ns| NamespaceTraffic::of_process_in(managed.pid(), ns))
-            .transpose()
-            .map_err(live)?;
-        let cfg = NetMonitorConfig {
-            interval_ns: s.interval_ns,
-        };
-        monitors.push(net::start(n, own, cfg).map_err(live)?);
-    }
-    if monitors.len() == 1 {
-        Ok(monitors.pop().expect("one monitor"))
-    } else {
-        combine::either(monitors).map_err(live)
-    }
+    Ok(out.code)
 }
 
 /// `fallow __guardian`: watch over a command until fallow says `done` on
@@ -624,6 +450,7 @@ pub fn guardian(args: GuardianArgs) -> Result<()> {
 mod tests {
     use super::*;
     use clap::Parser;
+    use fallow_live::settings::Disk;
     use std::path::Path;
 
     #[derive(Debug, Parser)]

@@ -64,6 +64,17 @@ pub enum Error {
         /// Why.
         why: Box<Error>,
     },
+    /// An error with what it concerns in front (`FILE: [run] device`, `the
+    /// command (pid N) continues, unpaused and unwatched`).
+    #[error("{context}: {why}")]
+    Context {
+        /// What the error concerns.
+        context: String,
+        /// The error.
+        why: Box<Error>,
+        /// Whether the caller's input is at fault.
+        bad_input: bool,
+    },
     /// The monitor thread stopped unexpectedly.
     #[error("the I/O monitor stopped: {0}")]
     Monitor(String),
@@ -78,6 +89,27 @@ impl Error {
         Error::Invalid {
             name: name.into(),
             message: message.into(),
+        }
+    }
+
+    /// `self` after `context`, whose fault as `self` is (`None`: as is).
+    pub fn named(self, context: Option<&str>) -> Self {
+        match context {
+            Some(c) => Error::Context {
+                context: c.to_string(),
+                bad_input: self.is_bad_input(),
+                why: Box::new(self),
+            },
+            None => self,
+        }
+    }
+
+    /// `self` after `context`, as a failure of the machine, not of the input.
+    pub fn failed(self, context: impl Into<String>) -> Self {
+        Error::Context {
+            context: context.into(),
+            why: Box::new(self),
+            bad_input: false,
         }
     }
 
@@ -107,6 +139,7 @@ impl Error {
             | Error::Unsupported(_)
             | Error::Setting(_) => true,
             Error::Policy { why, .. } => why.is_bad_input(),
+            Error::Context { bad_input, .. } => *bad_input,
             Error::Core(e) => !matches!(e, fallow_core::Error::Io { .. }),
             Error::Monitor(_) => false,
         }

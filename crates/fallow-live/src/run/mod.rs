@@ -64,6 +64,7 @@ pub mod freezer;
 pub mod frozen_io;
 pub mod guardian;
 pub mod io;
+pub mod session;
 pub mod watch;
 
 pub use freezer::{CgroupLayout, Freezer, FreezerKind};
@@ -72,6 +73,7 @@ pub use frozen_io::{
 };
 pub use guardian::{guard, GuardReport, Guardian, GuardianSpec, ReleaseAction};
 pub use io::{BlkioIo, IoAccounting, Linger, Members, ProcGroupIo};
+pub use session::{RunNote, RunOutcome, RunSession, RunSignals};
 pub use watch::WatchedDisk;
 
 use crate::clock::monotonic_ns;
