@@ -55,8 +55,11 @@ checkpoint (or --log that is not a fallow scrub log) is replaced only with --ove
 /var/lib/fallow/scrub/<target>.json for root, else $XDG_STATE_HOME/fallow/scrub/) is replaced
 atomically after every request. --json prints target_bytes, scrubbed_bytes, requests,
 bad_ranges ([first_byte, last_byte] pairs), elapsed_s, complete, the policy, the monitor's
-samples and CPU cost, and the driver's counts. Interrupted (SIGINT, SIGTERM), it saves the
-checkpoint and exits with status 1; `--resume` continues.")]
+samples and CPU cost, and the driver's counts; and on stderr, once a second, a progress line
+{\"event\":\"progress\",\"scrubbed_bytes\",\"target_bytes\",\"pass\",\"rate_bytes_per_s\",\"eta_s\",
+\"bad_ranges\",…}. --metrics serves the same as fallow_scrub_* gauges. Stopped by SIGINT, it
+saves the checkpoint and exits with status 1; by SIGTERM (systemctl stop), the same with status
+0; `--resume` continues.")]
 pub struct ScrubArgs {
     /// The block device or file to verify (opened read-only), or a native
     /// job: `btrfs:MOUNT` (a btrfs scrub), `fstrim:MOUNT` (FITRIM by ranges),
