@@ -809,7 +809,8 @@ fn summary(
     if verbose {
         let _ = writeln!(
             out,
-            "  monitor: {} samples at {}, CPU {} ({:.2} % of a core, {} per sample), {} late",
+            "  monitor ({}): {} samples at {}, CPU {} ({:.2} % of a core, {} per sample), {} late",
+            mon.kind_label(),
             count(mon.samples),
             secs(mon.interval_s),
             secs(mon.cpu_s),
