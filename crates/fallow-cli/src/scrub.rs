@@ -160,7 +160,9 @@ pub struct ScrubArgs {
 
     /// Counters to watch for foreground I/O: `auto` (the target's disk),
     /// `none`, a device name (`sda`) or a file in /sys/block/<dev>/stat
-    /// format (an emulated disk's). [default: auto]
+    /// format (an emulated disk's). A device is watched through its block
+    /// tracepoints where perf allows, else its stat file is polled
+    /// (`FALLOW_MONITOR=poll` forces polling; -v says which). [default: auto]
     #[arg(long, value_name = "auto|none|DEV|FILE")]
     pub monitor: Option<String>,
 
