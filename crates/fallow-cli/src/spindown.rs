@@ -189,9 +189,9 @@ fn read_config(path: &Path) -> Result<FileConfig> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| bad(format!("--config {}: {e}", path.display())))?;
     toml::from_str(&text).map_err(|e| {
-        let line = e
-            .span()
-            .map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        let line = e.span().map_or(1, |s| {
+            text[..s.start.min(text.len())].matches('\n').count() + 1
+        });
         bad(format!(
             "--config {}: line {line}: {}",
             path.display(),
@@ -362,7 +362,8 @@ pub fn run(args: SpindownArgs) -> Result<()> {
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGHUP,
     ] {
-        signal_hook::flag::register(sig, Arc::clone(&stop)).context("installing signal handlers")?;
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
     }
     let mut log_err = None;
     let final_status = daemon.run(&stop, &mut |e: &Event| {
@@ -411,7 +412,13 @@ fn export(m: &fallow_metrics::SpindownMetrics, s: &Status) {
                 wakes: d
                     .wakers
                     .iter()
-                    .map(|w| (w.process.clone(), w.cgroup.clone().unwrap_or_default(), w.wakes))
+                    .map(|w| {
+                        (
+                            w.process.clone(),
+                            w.cgroup.clone().unwrap_or_default(),
+                            w.wakes,
+                        )
+                    })
                     .collect(),
                 spinups_saved: d.spinups_saved as u64,
             },
@@ -500,10 +507,16 @@ fn describe(e: &Event) -> String {
 
 fn print_status(s: &Status) {
     println!(
-        "fallow spindown (pid {}), up {:.0} s{}; as of {}",
+        "fallow spindown (pid {}), up {:.0} s{}, {:.3} s CPU ({:.3} % of a core); as of {}",
         s.pid,
         s.uptime_s,
         if s.dry_run { ", dry run" } else { "" },
+        s.cpu_s,
+        if s.uptime_s > 0.0 {
+            s.cpu_s / s.uptime_s * 100.0
+        } else {
+            0.0
+        },
         s.updated
     );
     for d in &s.disks {
@@ -549,7 +562,9 @@ fn print_status(s: &Status) {
                     "    {:>5}  {}{}",
                     w.wakes,
                     w.process,
-                    w.cgroup.as_deref().map_or(String::new(), |c| format!(" ({c})"))
+                    w.cgroup
+                        .as_deref()
+                        .map_or(String::new(), |c| format!(" ({c})"))
                 );
             }
         }
@@ -592,6 +607,19 @@ fn status(a: StatusArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_example_config_parses() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples/spindown.toml");
+        let c = read_config(&p).unwrap();
+        assert_eq!(c.disk.len(), 2);
+        assert_eq!(c.disk[1].jobs.len(), 1);
+        assert_eq!(rate("x", c.max_spinups.as_deref().unwrap()).unwrap(), 50);
+        for j in &c.disk[1].jobs {
+            duration("every", j.every.as_deref().unwrap()).unwrap();
+            duration("deadline", j.deadline.as_deref().unwrap()).unwrap();
+        }
+    }
 
     #[test]
     fn per_disk_flags_pick_the_disk_or_fall_back() {

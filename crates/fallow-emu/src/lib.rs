@@ -194,10 +194,13 @@ impl Emulator {
                 message: format!("{}: must be 1 to {MAX_THREADS}", config.threads),
             });
         }
-        config.power.validate().map_err(|e| Error::InvalidParameter {
-            what: "power model",
-            message: e.to_string(),
-        })?;
+        config
+            .power
+            .validate()
+            .map_err(|e| Error::InvalidParameter {
+                what: "power model",
+                message: e.to_string(),
+            })?;
         let server = Arc::new(Server::with_power(
             config.model.as_ref(),
             config.seed,

@@ -424,6 +424,9 @@ mod tests {
             c.elapsed_ns
         );
         let text = c.to_text();
-        assert!(text.starts_with("state standby\nspinups 0\nspindowns 1\n"), "{text}");
+        assert!(
+            text.starts_with("state standby\nspinups 0\nspindowns 1\n"),
+            "{text}"
+        );
     }
 }

@@ -269,28 +269,28 @@ pub(crate) fn serve_text(
     addr: &str,
     encode: impl Fn() -> String + Send + 'static,
 ) -> Result<MetricsServer, Error> {
-        let server = tiny_http::Server::http(addr).map_err(|e| Error::Listen {
+    let server = tiny_http::Server::http(addr).map_err(|e| Error::Listen {
+        addr: addr.to_string(),
+        message: e.to_string(),
+    })?;
+    let bound = server.server_addr().to_ip().ok_or_else(|| Error::Listen {
+        addr: addr.to_string(),
+        message: "not an IP address".into(),
+    })?;
+    let server = Arc::new(server);
+    let s = Arc::clone(&server);
+    let thread = std::thread::Builder::new()
+        .name("fallow-metrics".into())
+        .spawn(move || answer(&s, &encode))
+        .map_err(|e| Error::Listen {
             addr: addr.to_string(),
             message: e.to_string(),
         })?;
-        let bound = server.server_addr().to_ip().ok_or_else(|| Error::Listen {
-            addr: addr.to_string(),
-            message: "not an IP address".into(),
-        })?;
-        let server = Arc::new(server);
-        let s = Arc::clone(&server);
-        let thread = std::thread::Builder::new()
-            .name("fallow-metrics".into())
-            .spawn(move || answer(&s, &encode))
-            .map_err(|e| Error::Listen {
-                addr: addr.to_string(),
-                message: e.to_string(),
-            })?;
-        Ok(MetricsServer {
-            server,
-            thread: Some(thread),
-            addr: bound,
-        })
+    Ok(MetricsServer {
+        server,
+        thread: Some(thread),
+        addr: bound,
+    })
 }
 
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

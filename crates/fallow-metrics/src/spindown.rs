@@ -105,7 +105,11 @@ impl SpindownMetrics {
             wakes: Family::default(),
             saved: Family::default(),
         };
-        r.register("spinups", "Spin-ups seen (I/O on a spun-down disk)", m.spinups.clone());
+        r.register(
+            "spinups",
+            "Spin-ups seen (I/O on a spun-down disk)",
+            m.spinups.clone(),
+        );
         r.register("spindowns", "Spin-downs commanded", m.spindowns.clone());
         r.register(
             "state_seconds",
@@ -122,7 +126,11 @@ impl SpindownMetrics {
             "Estimated energy of the same time on a disk that never spins down, joules",
             m.always_on.clone(),
         );
-        r.register("budget_per_day", "Spin-up budget a day (0: none)", m.budget.clone());
+        r.register(
+            "budget_per_day",
+            "Spin-up budget a day (0: none)",
+            m.budget.clone(),
+        );
         r.register(
             "budget_used_24h",
             "Spin-downs in the last 24 hours",
@@ -133,7 +141,11 @@ impl SpindownMetrics {
             "Times the budget lengthened the policy's timeout",
             m.budget_held.clone(),
         );
-        r.register("wakes", "Spin-ups by the process that caused them", m.wakes.clone());
+        r.register(
+            "wakes",
+            "Spin-ups by the process that caused them",
+            m.wakes.clone(),
+        );
         r.register(
             "spinups_saved",
             "Maintenance runs that rode a spin-up someone else caused",
@@ -170,7 +182,9 @@ impl SpindownMetrics {
                 .set(*v);
         }
         self.always_on.get_or_create(&d).set(f.always_on_joules);
-        self.budget.get_or_create(&d).set(i64::from(f.budget_per_day));
+        self.budget
+            .get_or_create(&d)
+            .set(i64::from(f.budget_per_day));
         self.budget_used.get_or_create(&d).set(i(f.budget_used_24h));
         self.budget_held.get_or_create(&d).set(i(f.budget_held));
         for (process, cgroup, n) in &f.wakes {

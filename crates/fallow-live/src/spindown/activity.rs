@@ -78,9 +78,7 @@ impl StatPoll {
 
     fn sample(&mut self) -> Result<(DiskStat, u64)> {
         let s = self.reader.read()?;
-        let in_flight = s
-            .inflight
-            .map_or(s.stat.in_flight, |f| f.reads + f.writes);
+        let in_flight = s.inflight.map_or(s.stat.in_flight, |f| f.reads + f.writes);
         Ok((s.stat, in_flight))
     }
 }

@@ -97,16 +97,18 @@ impl AtaActuator {
 
     fn send(&self, command: u8, what: &str) -> Result<Option<u8>> {
         let mut sense = [0u8; SENSE_BYTES];
-        let (status, host, driver, n) = ioctl::send(&self.file, &pass_through16(command), &mut sense)
-            .map_err(|e| match e.raw_os_error() {
-                // ENOTTY, EINVAL, EOPNOTSUPP: no SCSI generic interface
-                Some(25 | 22 | 95) => Error::Unsupported(format!(
-                    "{}: {what}: the device does not take SG_IO ATA pass-through ({e}); \
+        let (status, host, driver, n) =
+            ioctl::send(&self.file, &pass_through16(command), &mut sense).map_err(|e| {
+                match e.raw_os_error() {
+                    // ENOTTY, EINVAL, EOPNOTSUPP: no SCSI generic interface
+                    Some(25 | 22 | 95) => Error::Unsupported(format!(
+                        "{}: {what}: the device does not take SG_IO ATA pass-through ({e}); \
                      only SATA disks behind libata (and USB bridges that pass ATA through) do — \
                      loop, virtio, NVMe, device-mapper and FUSE-backed devices refuse it",
-                    self.path.display()
-                )),
-                _ => Error::io(&self.path, format!("{what} (SG_IO)"), e),
+                        self.path.display()
+                    )),
+                    _ => Error::io(&self.path, format!("{what} (SG_IO)"), e),
+                }
             })?;
         let sense = &sense[..n];
         // with CK_COND the good completion is CHECK CONDITION carrying

@@ -112,7 +112,8 @@ mod tests {
 
     #[test]
     fn counters_parse_and_bad_files_are_named() {
-        let c = EmuCounters::parse("state idle\nspinups 3\ntotal_j 12.5\n", Path::new("p")).unwrap();
+        let c =
+            EmuCounters::parse("state idle\nspinups 3\ntotal_j 12.5\n", Path::new("p")).unwrap();
         assert_eq!(c.state(), "idle");
         assert_eq!(c.num("spinups"), 3.0);
         assert_eq!(c.num("total_j"), 12.5);

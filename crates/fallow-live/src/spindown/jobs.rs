@@ -123,9 +123,9 @@ impl Jobs {
         let mut events = Vec::new();
         for j in &mut self.jobs {
             if let Some((child, idx)) = &mut j.child {
-                let status = child
-                    .try_wait()
-                    .map_err(|e| Error::io("job", format!("waiting for `{}`", j.spec.command), e))?;
+                let status = child.try_wait().map_err(|e| {
+                    Error::io("job", format!("waiting for `{}`", j.spec.command), e)
+                })?;
                 if let Some(st) = status {
                     let r = &mut self.runs[*idx];
                     r.ended_s = Some(s(now_ns));

@@ -55,6 +55,7 @@ fn emulated_dir(path: &Path) -> Option<PathBuf> {
 pub fn open(spec: &str, dry_run: bool) -> Result<Target> {
     let path = Path::new(spec.trim());
     if let Some(dir) = emulated_dir(path) {
+        let dir = dir.canonicalize().unwrap_or(dir);
         let source = StatSource::file(dir.join("stat"))?;
         return Ok(Target {
             name: dir.display().to_string(),
@@ -95,9 +96,10 @@ pub fn open(spec: &str, dry_run: bool) -> Result<Target> {
     let poll: Box<dyn ActivitySource> = Box::new(StatPoll::new(&source)?);
     let name = format!("/dev/{}", resolved.disk);
     // a loop device over an emulated disk: the emulator's control file
-    let backing = std::fs::read_to_string(format!("/sys/block/{}/loop/backing_file", resolved.disk))
-        .ok()
-        .map(|s| PathBuf::from(s.trim_end()));
+    let backing =
+        std::fs::read_to_string(format!("/sys/block/{}/loop/backing_file", resolved.disk))
+            .ok()
+            .map(|s| PathBuf::from(s.trim_end()));
     if let Some(dir) = backing.as_deref().and_then(emulated_dir) {
         return Ok(Target {
             name,
