@@ -259,8 +259,9 @@ fn summary(o: &NativeOutcome, s: &Shared, verbose: bool) -> String {
         let (m, d) = (&o.monitor, &o.drive);
         let _ = writeln!(
             out,
-            "  monitor {}: {} samples, CPU {:.2} % of a core; foreground {} busy periods, {} read",
+            "  monitor {} ({}): {} samples, CPU {:.2} % of a core; foreground {} busy periods, {} read",
             m.source,
+            m.kind_label(),
             count(m.samples),
             m.cpu_fraction() * 100.0,
             count(m.busy_periods),

@@ -637,7 +637,7 @@ fn run(args: RunArgs) -> Result<i32> {
         say(
             args.quiet,
             &format!(
-                "command exited with status {c} after {}: ran {} ({}), frozen {}{leaked}, {} thaws; {} FG busy periods on {}; monitor CPU {} of a core",
+                "command exited with status {c} after {}: ran {} ({}), frozen {}{leaked}, {} thaws; {} FG busy periods on {}; monitor ({}) CPU {} of a core",
                 secs(drive.wall_s),
                 secs(stats.running_s),
                 pct(stats.running_s
@@ -646,6 +646,7 @@ fn run(args: RunArgs) -> Result<i32> {
                 count(stats.thaws),
                 count(mon.busy_periods),
                 mon.source,
+                mon.kind_label(),
                 pct(mon.cpu_fraction()),
             ),
         );

@@ -160,7 +160,9 @@ pub struct ScrubArgs {
 
     /// Counters to watch for foreground I/O: `auto` (the target's disk),
     /// `none`, a device name (`sda`) or a file in /sys/block/<dev>/stat
-    /// format (an emulated disk's). [default: auto]
+    /// format (an emulated disk's). A device is watched through its block
+    /// tracepoints where perf allows, else its stat file is polled
+    /// (`FALLOW_MONITOR=poll` forces polling; -v says which). [default: auto]
     #[arg(long, value_name = "auto|none|DEV|FILE")]
     pub monitor: Option<String>,
 
@@ -809,7 +811,8 @@ fn summary(
     if verbose {
         let _ = writeln!(
             out,
-            "  monitor: {} samples at {}, CPU {} ({:.2} % of a core, {} per sample), {} late",
+            "  monitor ({}): {} samples at {}, CPU {} ({:.2} % of a core, {} per sample), {} late",
+            mon.kind_label(),
             count(mon.samples),
             secs(mon.interval_s),
             secs(mon.cpu_s),

@@ -144,6 +144,9 @@ pub fn either(monitors: Vec<Monitor>) -> Result<Monitor> {
             fg_write_bytes: parts.iter().map(|p| p.fg_write_bytes).sum(),
             cpu_s: parts.iter().map(|p| p.cpu_s).sum(),
             wall_s: parts.iter().map(|p| p.wall_s).fold(0.0, f64::max),
+            kind: join(parts.iter().map(|p| p.kind.as_str()), "+"),
+            kind_reason: join(parts.iter().map(|p| p.kind_reason.as_str()), "; "),
+            wakeups: parts.iter().map(|p| p.wakeups).sum(),
         };
     };
     let handle = std::thread::Builder::new()
@@ -212,6 +215,14 @@ pub fn either(monitors: Vec<Monitor>) -> Result<Monitor> {
         })
         .map_err(|e| Error::Monitor(format!("cannot start the thread: {e}")))?;
     Ok(Monitor::from_parts(rx, stop, handle, stats))
+}
+
+/// The non-empty texts joined by `sep` (the kinds of merged monitors).
+fn join<'a>(parts: impl Iterator<Item = &'a str>, sep: &str) -> String {
+    parts
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join(sep)
 }
 
 #[cfg(test)]

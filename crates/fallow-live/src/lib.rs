@@ -16,7 +16,12 @@
 //!   a sysfs device, or any file in that format) on its own thread,
 //!   subtracts fallow's own I/O ([`OwnCounters`], a managed command's
 //!   [`monitor::CgroupIo`]) and sends [`Event`]s; it reports its own CPU
-//!   cost. [`monitor::Detector`] is the pure state machine inside it.
+//!   cost. [`monitor::Detector`] is the pure state machine inside it. It
+//!   samples every interval ([`monitor::MonitorKind::Poll`]) or, where the
+//!   kernel allows, only while the device is busy, woken by the block
+//!   tracepoints ([`monitor::MonitorKind::Auto`]).
+//!   [`monitor::EventMonitor`] gives those block events themselves, with
+//!   the process, cgroup or writeback inode behind each (`fallow spindown`).
 //! - [`driver`]: [`Driver`] runs one policy from the registry against the
 //!   events and issues BG work through a [`BgExecutor`] (one request at a
 //!   time, never preempted).

@@ -15,15 +15,31 @@
 //! issue); a worker issuing back to back would otherwise never let the
 //! monitor see an FG request that queued behind its own.
 //!
+//! Two ways to know when to sample ([`MonitorKind`]): the *poller*
+//! samples every interval, busy or idle; the *event-driven* monitor
+//! ([`event`], the kernel's block tracepoints through `perf_event_open`)
+//! samples at the interval only while the device is busy and otherwise
+//! sleeps until the kernel reports a block request on it, so an idle
+//! disk costs nothing and an arrival is seen within the wakeup latency
+//! rather than up to an interval late. Both feed the same [`Detector`]
+//! with the same counters, so the events are the same.
+//!
 //! The thread measures its own CPU time (`CLOCK_THREAD_CPUTIME_ID`, the
 //! `getrusage(RUSAGE_THREAD)` account at ns resolution) so its cost is
 //! reported, not guessed ([`MonitorStats::cpu_fraction`]).
 
 pub mod detect;
+pub mod event;
 pub mod own;
+pub mod perf;
 pub mod stat;
+pub mod tracepoint;
 
 pub use detect::{Detector, DetectorTotals, Event};
+pub use event::{
+    DevId, EventMonitor, EventMonitorConfig, EventStats, IoEvent, IoOp, IoPhase, Origin, Task,
+    WritebackInode, MONITOR_ENV,
+};
 pub use own::{CgroupIo, OwnCounters, OwnIo, OwnIoSource, ProcIo};
 pub use stat::{resolve_device, DiskStat, Inflight, ResolvedDevice, Sample, StatSource};
 
@@ -63,11 +79,99 @@ impl Default for MonitorConfig {
     }
 }
 
+/// Which monitor watches a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MonitorKind {
+    /// The event-driven monitor where the kernel allows it, else the
+    /// poller (the reason is in [`MonitorStats::kind_reason`]).
+    #[default]
+    Auto,
+    /// The event-driven monitor, or an error saying why it cannot run.
+    Events,
+    /// The sysfs poller.
+    Poll,
+}
+
+impl MonitorKind {
+    /// `auto`, `events` or `poll`.
+    pub fn parse(s: &str) -> Result<MonitorKind> {
+        match s.trim() {
+            "auto" | "" => Ok(MonitorKind::Auto),
+            "events" => Ok(MonitorKind::Events),
+            "poll" => Ok(MonitorKind::Poll),
+            o => Err(Error::invalid(
+                MONITOR_ENV,
+                format!("`{o}`: use auto, events or poll"),
+            )),
+        }
+    }
+
+    /// From the environment variable `FALLOW_MONITOR` (unset: auto).
+    pub fn from_env() -> Result<MonitorKind> {
+        std::env::var(MONITOR_ENV).map_or(Ok(MonitorKind::Auto), |v| MonitorKind::parse(&v))
+    }
+}
+
+/// What wakes the event-driven sampling thread: the block tracepoints
+/// of the watched device.
+struct Waker {
+    rings: perf::PerfRings,
+}
+
+impl Waker {
+    /// The wakeups for `source`, or why there can be none.
+    fn open(source: &StatSource) -> std::result::Result<Waker, String> {
+        if !source.sysfs {
+            return Err(format!(
+                "{} is a file, not a kernel block device: no tracepoints to wait on",
+                source.label
+            ));
+        }
+        let dir = source
+            .stat_path
+            .parent()
+            .ok_or_else(|| format!("{}: no device directory", source.label))?;
+        let devs = DevId::of_sysfs_dir(dir)
+            .ok_or_else(|| format!("{}: cannot read its device numbers", dir.display()))?;
+        EventMonitor::available()?;
+        let root = tracepoint::tracefs_root().ok_or("tracefs is not mounted")?;
+        let filter = devs
+            .iter()
+            .map(|d| format!("dev == {}", d.to_kernel()))
+            .collect::<Vec<_>>()
+            .join(" || ");
+        let mut tps = Vec::new();
+        // a bio-based device has no request events: wake on bios too
+        for name in ["block_rq_issue", "block_rq_complete", "block_bio_queue"] {
+            let tp =
+                tracepoint::Tracepoint::load(&root, "block", name).map_err(|e| e.to_string())?;
+            tps.push(perf::TpOpen {
+                id: tp.id,
+                wake: true,
+                filter: Some(filter.clone()),
+            });
+        }
+        let rings = perf::PerfRings::open(&tps, 8).map_err(|e| e.to_string())?;
+        Ok(Waker { rings })
+    }
+}
+
 /// What a monitor did and what it cost.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct MonitorStats {
     /// The counters watched (`vda`, a file path, or `none`).
     pub source: String,
+    /// Which monitor ran: `events` (sampling only while busy, woken by
+    /// the kernel's block tracepoints) or `poll` (sampling every
+    /// interval); empty for a monitor without a device or fed by another
+    /// thread.
+    pub kind: String,
+    /// Why the poller ran when `auto` was asked for (perf not permitted,
+    /// a file source…); empty otherwise.
+    pub kind_reason: String,
+    /// Times the event-driven monitor was woken from its sleep by block
+    /// events or a look.
+    pub wakeups: u64,
     /// Sampling interval, s.
     pub interval_s: f64,
     /// Samples taken.
@@ -104,6 +208,16 @@ impl MonitorStats {
         }
     }
 
+    /// Which monitor ran, for a report line: `events`, `poll`, or
+    /// `poll (why not events)`.
+    pub fn kind_label(&self) -> String {
+        match (self.kind.as_str(), self.kind_reason.as_str()) {
+            ("", _) => "none".into(),
+            (k, "") => k.into(),
+            (k, why) => format!("{k} ({why})"),
+        }
+    }
+
     /// CPU time per sample, s.
     pub fn cpu_per_sample_s(&self) -> f64 {
         self.cpu_s / self.samples.max(1) as f64
@@ -132,6 +246,8 @@ pub struct Monitor {
     thread: Option<Thread>,
     looks: Arc<Looks>,
     stats: Arc<Mutex<MonitorStats>>,
+    /// Wakes the event-driven thread from its sleep (a look, a stop).
+    kick: Option<perf::Kick>,
     /// Keeps the channel open for a monitor without a device.
     _idle_tx: Option<Sender<Event>>,
 }
@@ -143,10 +259,24 @@ impl Monitor {
     /// Start sampling `source` every `cfg.interval_ns`, with `own` the
     /// sources of fallow's own I/O on that device. The first sample is
     /// read here, so a source that cannot be read fails now.
+    ///
+    /// This is where the monitor is chosen: [`MonitorKind::from_env`]
+    /// (`FALLOW_MONITOR`, unset = `auto`: event-driven where the kernel
+    /// allows, else the poller).
     pub fn start(
         source: &StatSource,
         own: Vec<Arc<dyn OwnIoSource>>,
         cfg: MonitorConfig,
+    ) -> Result<Monitor> {
+        Self::start_kind(source, own, cfg, MonitorKind::from_env()?)
+    }
+
+    /// [`Monitor::start`] with the monitor chosen by the caller.
+    pub fn start_kind(
+        source: &StatSource,
+        own: Vec<Arc<dyn OwnIoSource>>,
+        cfg: MonitorConfig,
+        kind: MonitorKind,
     ) -> Result<Monitor> {
         if cfg.interval_ns < 10_000 || cfg.interval_ns > 10_000_000_000 {
             return Err(Error::invalid(
@@ -159,10 +289,29 @@ impl Monitor {
         }
         let mut reader = source.open()?;
         reader.read()?;
+        let (waker, reason) = match kind {
+            MonitorKind::Poll => (None, String::new()),
+            MonitorKind::Auto => match Waker::open(source) {
+                Ok(w) => (Some(w), String::new()),
+                Err(why) => (None, why),
+            },
+            MonitorKind::Events => match Waker::open(source) {
+                Ok(w) => (Some(w), String::new()),
+                Err(why) => {
+                    return Err(Error::Unsupported(format!(
+                        "the event-driven monitor cannot watch {}: {why}",
+                        source.label
+                    )))
+                }
+            },
+        };
+        let kick = waker.as_ref().map(|w| w.rings.kick());
         let (tx, rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(MonitorStats {
             source: source.label.clone(),
+            kind: if waker.is_some() { "events" } else { "poll" }.into(),
+            kind_reason: reason,
             interval_s: cfg.interval_ns as f64 / 1e9,
             ..MonitorStats::default()
         }));
@@ -170,7 +319,7 @@ impl Monitor {
         let (stop2, stats2, looks2) = (stop.clone(), stats.clone(), looks.clone());
         let handle = std::thread::Builder::new()
             .name("fallow-monitor".into())
-            .spawn(move || sample_loop(reader, own, cfg, tx, stop2, stats2, &looks2))
+            .spawn(move || sample_loop(reader, own, cfg, tx, stop2, stats2, &looks2, waker))
             .map_err(|e| Error::Monitor(format!("cannot start the thread: {e}")))?;
         Ok(Monitor {
             rx,
@@ -179,6 +328,7 @@ impl Monitor {
             handle: Some(handle),
             looks,
             stats,
+            kick,
             _idle_tx: None,
         })
     }
@@ -208,6 +358,7 @@ impl Monitor {
                 idle_intervals: 1,
                 ..MonitorStats::default()
             })),
+            kick: None,
             _idle_tx: Some(tx),
         }
     }
@@ -229,6 +380,7 @@ impl Monitor {
             thread: None,
             looks: Arc::new(Looks::default()),
             stats,
+            kick: None,
             _idle_tx: None,
         }
     }
@@ -261,6 +413,9 @@ impl Monitor {
         let deadline = since.saturating_add(timeout_ns);
         self.looks.kick.store(true, Ordering::SeqCst);
         thread.unpark();
+        if let Some(k) = &self.kick {
+            k.kick();
+        }
         let mut quiet = self
             .looks
             .quiet_start_ns
@@ -312,6 +467,9 @@ impl Monitor {
     /// Stop the thread and return the final statistics.
     pub fn stop(mut self) -> Result<MonitorStats> {
         self.stop.store(true, Ordering::SeqCst);
+        if let Some(k) = &self.kick {
+            k.kick();
+        }
         if let Some(h) = self.handle.take() {
             match h.join() {
                 Ok(r) => r?,
@@ -325,6 +483,9 @@ impl Monitor {
 impl Drop for Monitor {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        if let Some(k) = &self.kick {
+            k.kick();
+        }
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
@@ -344,6 +505,8 @@ fn quiet(a: &OwnIo, b: &OwnIo) -> bool {
         && a.write_sectors == b.write_sectors
 }
 
+// the thread owns all of these; a struct would only rename them
+#[allow(clippy::too_many_arguments)]
 fn sample_loop(
     mut reader: stat::StatReader,
     own: Vec<Arc<dyn OwnIoSource>>,
@@ -352,14 +515,16 @@ fn sample_loop(
     stop: Arc<AtomicBool>,
     stats: Arc<Mutex<MonitorStats>>,
     looks: &Looks,
+    mut waker: Option<Waker>,
 ) -> Result<()> {
     let mut det = Detector::new();
+    let mut wakeups = 0u64;
     let (cpu0, wall0) = (thread_cpu_ns(), monotonic_ns());
     let mut next = wall0;
     let mut late = 0u64;
     let mut skipped = 0u64;
     let mut skipped_in_a_row = 0u32;
-    let publish = |det: &Detector, late: u64, skipped: u64| {
+    let publish = |det: &Detector, late: u64, skipped: u64, wakeups: u64| {
         let t = det.totals();
         let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
         s.samples = t.samples;
@@ -370,9 +535,16 @@ fn sample_loop(
         s.fg_requests = t.fg_requests;
         s.fg_read_bytes = t.fg_read_bytes;
         s.fg_write_bytes = t.fg_write_bytes;
+        s.wakeups = wakeups;
         s.cpu_s = (thread_cpu_ns() - cpu0) as f64 / 1e9;
         s.wall_s = (monotonic_ns() - wall0) as f64 / 1e9;
     };
+    // the event-driven thread sleeps only after a sample that showed the
+    // device idle with nothing in flight, its own or anyone's: a request
+    // after that sample wakes it (the kernel keeps a wakeup pending until
+    // the next poll), and one of fallow's own still in flight would not
+    // wake it when the worker marks it done
+    let mut may_sleep = false;
     let mut n = 0u64;
     let result = loop {
         if stop.load(Ordering::Relaxed) {
@@ -388,6 +560,7 @@ fn sample_loop(
         match sample {
             Ok(s) => {
                 skipped_in_a_row = 0;
+                may_sleep = s.stat.in_flight == 0 && quiet(&before, &after);
                 if let Some(ev) = det.observe(t, &s, before, after) {
                     if tx.send(ev).is_err() {
                         break Ok(()); // nobody listens any more
@@ -415,7 +588,7 @@ fn sample_loop(
         n += 1;
         // publishing takes a lock and a clock read: every 64 samples is enough
         if n % 64 == 0 {
-            publish(&det, late, skipped);
+            publish(&det, late, skipped, wakeups);
         }
         if tick {
             next += cfg.interval_ns;
@@ -424,6 +597,26 @@ fn sample_loop(
                 // a missed tick: count it, and do not try to catch up
                 late += 1;
                 next = now;
+            }
+        }
+        if let Some(w) = &mut waker {
+            // the samples of the rings are not needed, only their wakeups
+            w.rings.discard();
+            if may_sleep && !det.busy() && !looks.kick.load(Ordering::SeqCst) {
+                publish(&det, late, skipped, wakeups);
+                if stop.load(Ordering::Relaxed) {
+                    continue;
+                }
+                match w.rings.wait(None) {
+                    Ok(perf::Woke::Timeout) => {}
+                    Ok(_) => wakeups += 1,
+                    Err(e) => break Err(e),
+                }
+                w.rings.discard();
+                // sample now; the ticks start again from here
+                looks.kick.store(false, Ordering::SeqCst);
+                next = monotonic_ns();
+                continue;
             }
         }
         // sleep to the next tick, or until a look is wanted (an unpark
@@ -436,7 +629,7 @@ fn sample_loop(
             std::thread::park_timeout(Duration::from_nanos(next - now));
         }
     };
-    publish(&det, late, skipped);
+    publish(&det, late, skipped, wakeups);
     result
 }
 
@@ -570,10 +763,12 @@ mod tests {
             eprintln!("skip: the temp dir is on no block device sysfs knows");
             return;
         };
-        let mut m = Monitor::start(
+        // the poller: one sample a ms whatever the disk does
+        let mut m = Monitor::start_kind(
             &dev.stat_source().unwrap(),
             vec![],
             MonitorConfig::default(),
+            MonitorKind::Poll,
         )
         .unwrap();
         std::thread::sleep(std::time::Duration::from_secs(1));
