@@ -648,3 +648,78 @@ fn replay(disk: &Path, reqs: &[Req]) {
         w.join().unwrap();
     }
 }
+
+#[test]
+fn each_wake_names_the_process_that_caused_it() {
+    let test = "each_wake_names_the_process_that_caused_it";
+    if !can_emulate(test) {
+        return;
+    }
+    if let Err(why) = fallow_live::monitor::EventMonitor::available() {
+        eprintln!("skip: {test} needs the block-tracepoint monitor: {why}");
+        return;
+    }
+    let (dir, mnt, mut cleanup) = emulated(16 << 20, "const:2ms", FAST);
+    // a loop device over the emulated disk: a block device with tracepoints
+    let dev = match run_tool(
+        "losetup",
+        &["-f", "--show", mnt.join("disk").to_str().unwrap()],
+    ) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("skip: {test} needs losetup: {e}");
+            return;
+        }
+    };
+    cleanup.loop_dev = Some(dev.clone());
+    let log = dir.path().join("events.jsonl");
+    let t0 = Instant::now();
+    let child = start_daemon(&[
+        "spindown",
+        &dev,
+        "--policy",
+        "timeout:t=0.3s",
+        "--poll",
+        "100ms",
+        "--duration",
+        "2.5s",
+        "--log",
+        log.to_str().unwrap(),
+        "--state",
+        dir.path().join("s.json").to_str().unwrap(),
+        "--json",
+    ]);
+    // asleep from about 0.3 s; dd wakes it at 1.0 s
+    std::thread::sleep(Duration::from_millis(1000).saturating_sub(t0.elapsed()));
+    let dd = std::process::Command::new("dd")
+        .args([
+            &format!("if={dev}"),
+            "of=/dev/null",
+            "bs=4096",
+            "count=1",
+            "skip=77",
+            "iflag=direct",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let dd_pid = dd.id();
+    let out = dd.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let (status, err) = finish(child);
+    let d = &status["disks"][0];
+    assert_eq!(d["spinups"], 1, "{err}");
+    assert_eq!(d["wakers"][0]["process"], "dd", "{err}");
+    assert_eq!(d["wakers"][0]["wakes"], 1);
+    let ev = log_events(&log);
+    let start = ev.iter().find(|e| e["event"] == "start").unwrap();
+    assert!(
+        start["source"].as_str().unwrap().contains("tracepoints"),
+        "{start}"
+    );
+    let wake = ev.iter().find(|e| e["event"] == "wake").unwrap();
+    assert_eq!(wake["issuers"][0]["pid"], dd_pid, "{wake}");
+    assert_eq!(wake["issuers"][0]["comm"], "dd", "{wake}");
+    assert!(wake.get("unattributed").is_none(), "{wake}");
+    assert!(err.contains(&format!("by dd[{dd_pid}]")), "{err}");
+}

@@ -1,11 +1,12 @@
-//! What the daemon learns of a disk's I/O: an [`ActivitySource`]. Today
-//! the one source is [`StatPoll`], which reads the disk's `stat` counters
-//! (sysfs, or the emulated disk's `MOUNTPOINT/stat`) every poll interval:
-//! it sees that I/O happened and how much is in flight, but not who
-//! issued it. The event-driven monitor from the block tracepoints
-//! (crates/fallow-live/src/monitor/, issue 16 items 2–3) names the
-//! process and cgroup of each request; a source built on it fills
-//! [`Observation::issuers`] and plugs in here unchanged.
+//! What the daemon learns of a disk's I/O: an [`ActivitySource`].
+//! [`StatPoll`] reads the disk's `stat` counters (sysfs, or the emulated
+//! disk's `MOUNTPOINT/stat`) every poll interval: it sees that I/O
+//! happened and how much is in flight, but not who issued it.
+//! [`super::traced::TracedSource`], on the block tracepoints (the
+//! event-driven monitor, issue 16 items 2–3), wakes on I/O and names the
+//! process and cgroup of each request in [`Observation::issuers`]; it is
+//! used for block devices wherever the monitor can run (the emulated
+//! disk's `stat` file has no tracepoints: a loop device over it does).
 
 use crate::error::Result;
 use crate::monitor::stat::{StatReader, StatSource};

@@ -27,6 +27,7 @@ pub mod emu;
 pub mod governor;
 pub mod jobs;
 pub mod target;
+pub mod traced;
 
 pub use activity::{ActivitySource, Issuer, Observation, StatPoll};
 pub use actuator::{Actuator, DiskPower};

@@ -14,8 +14,10 @@ use super::activity::{ActivitySource, StatPoll};
 use super::actuator::Actuator;
 use super::ata::AtaActuator;
 use super::emu::EmuActuator;
+use super::traced::TracedSource;
 use crate::error::{Error, Result};
 use crate::monitor::stat::{resolve_device, StatSource};
+use crate::monitor::{DevId, EventMonitor};
 use std::path::{Path, PathBuf};
 
 /// A resolved `DEV`.
@@ -48,6 +50,18 @@ fn emulated_dir(path: &Path) -> Option<PathBuf> {
         return None;
     };
     (dir.join("power").is_file() && dir.join("stat").is_file()).then_some(dir)
+}
+
+/// The block-tracepoint source where the monitor can run here (it names
+/// who woke the disk), else the counters polled.
+fn activity_of(source: &StatSource, disk: &str) -> Result<Box<dyn ActivitySource>> {
+    let devs = DevId::of_sysfs_dir(&Path::new("/sys/class/block").join(disk));
+    if let (Ok(()), Some(devs)) = (EventMonitor::available(), devs) {
+        if let Ok(t) = TracedSource::open(source, &devs) {
+            return Ok(Box::new(t));
+        }
+    }
+    Ok(Box::new(StatPoll::new(source)?))
 }
 
 /// Resolve `spec`; in a `dry_run` a disk whose actuator cannot be opened
@@ -93,7 +107,7 @@ pub fn open(spec: &str, dry_run: bool) -> Result<Target> {
         ));
     }
     let source = resolved.stat_source()?;
-    let poll: Box<dyn ActivitySource> = Box::new(StatPoll::new(&source)?);
+    let poll = activity_of(&source, &resolved.disk)?;
     let name = format!("/dev/{}", resolved.disk);
     // a loop device over an emulated disk: the emulator's control file
     let backing =
