@@ -556,8 +556,11 @@ fn print_status(s: &Status) {
             }
         );
         if !d.wakers.is_empty() {
-            println!("  top wakers:");
-            for w in d.wakers.iter().take(10) {
+            println!(
+                "  top wakers, last 24 h ({} since the start):",
+                d.wakers.iter().map(|w| w.wakes).sum::<u64>()
+            );
+            for w in d.wakers_24h.iter().take(10) {
                 println!(
                     "    {:>5}  {}{}",
                     w.wakes,

@@ -262,8 +262,11 @@ pub struct DiskStatus {
     pub time_s: StateTimes,
     /// Energy, J.
     pub energy_j: EnergyEstimate,
-    /// Top wakers, most wakes first.
+    /// Top wakers since the start, most wakes first.
     pub wakers: Vec<Waker>,
+    /// Top wakers of the last 24 h, most wakes first.
+    #[serde(default)]
+    pub wakers_24h: Vec<Waker>,
     /// Maintenance runs.
     pub jobs: Vec<JobRunStatus>,
     /// Spin-ups saved by jobs that rode someone else's.
@@ -330,6 +333,8 @@ pub struct Disk {
     spindowns: u64,
     budget_held: u64,
     wakers: BTreeMap<(String, Option<String>), u64>,
+    /// Each wake of the last 24 h: when (ns) and by whom.
+    recent_wakes: std::collections::VecDeque<(u64, String, Option<String>)>,
 }
 
 impl std::fmt::Debug for Disk {
@@ -362,6 +367,19 @@ impl std::fmt::Debug for Daemon {
             .field("disks", &self.disks)
             .finish_non_exhaustive()
     }
+}
+
+/// Wakers sorted by wakes, most first (then by name).
+fn top(it: impl Iterator<Item = ((String, Option<String>), u64)>) -> Vec<Waker> {
+    let mut v: Vec<Waker> = it
+        .map(|((process, cgroup), wakes)| Waker {
+            process,
+            cgroup,
+            wakes,
+        })
+        .collect();
+    v.sort_by(|a, b| b.wakes.cmp(&a.wakes).then(a.process.cmp(&b.process)));
+    v
 }
 
 fn now_rfc3339() -> String {
@@ -430,6 +448,7 @@ impl Daemon {
                 spindowns: 0,
                 budget_held: 0,
                 wakers: BTreeMap::new(),
+                recent_wakes: std::collections::VecDeque::new(),
             });
         }
         Ok(Daemon {
@@ -527,13 +546,26 @@ impl Daemon {
             } else {
                 None
             };
-            if obs.issuers.is_empty() {
-                *d.wakers.entry(("unknown".into(), None)).or_insert(0) += 1;
+            let mut who: Vec<(String, Option<String>)> = obs
+                .issuers
+                .iter()
+                .map(|i| (i.comm.clone(), i.cgroup.clone()))
+                .collect();
+            if who.is_empty() {
+                who.push(("unknown".into(), None));
             }
-            for who in &obs.issuers {
+            for (process, cgroup) in who {
                 *d.wakers
-                    .entry((who.comm.clone(), who.cgroup.clone()))
+                    .entry((process.clone(), cgroup.clone()))
                     .or_insert(0) += 1;
+                d.recent_wakes.push_back((now, process, cgroup));
+            }
+            while d
+                .recent_wakes
+                .front()
+                .is_some_and(|w| w.0.saturating_add(budget::DAY_NS) <= now)
+            {
+                d.recent_wakes.pop_front();
             }
             kinds.push(EventKind::Wake {
                 idle_s: secs(w.idle_ns),
@@ -631,16 +663,14 @@ impl Daemon {
                 let idle = t.idle * p.idle_w;
                 let standby = t.down * p.standby_w;
                 let power_cycle = d.spinups as f64 * p.spinup_j + d.spindowns as f64 * p.shutdown_j;
-                let mut wakers: Vec<Waker> = d
-                    .wakers
-                    .iter()
-                    .map(|((process, cgroup), &wakes)| Waker {
-                        process: process.clone(),
-                        cgroup: cgroup.clone(),
-                        wakes,
-                    })
-                    .collect();
-                wakers.sort_by(|a, b| b.wakes.cmp(&a.wakes).then(a.process.cmp(&b.process)));
+                let wakers = top(d.wakers.iter().map(|(k, &n)| (k.clone(), n)));
+                let mut day: BTreeMap<(String, Option<String>), u64> = BTreeMap::new();
+                for (t, p, c) in &d.recent_wakes {
+                    if t.saturating_add(budget::DAY_NS) > now {
+                        *day.entry((p.clone(), c.clone())).or_insert(0) += 1;
+                    }
+                }
+                let wakers_24h = top(day.into_iter());
                 let (state, timeout_s) = match d.gov.state() {
                     GovState::Busy => ("busy", None),
                     GovState::Idle {
@@ -674,6 +704,7 @@ impl Daemon {
                         always_on: busy + (t.idle + t.down) * p.idle_w,
                     },
                     wakers,
+                    wakers_24h,
                     jobs: d
                         .jobs
                         .runs()
