@@ -79,6 +79,17 @@ pub struct EmulateDiskArgs {
     #[arg(long)]
     pub read_only: bool,
 
+    /// Power model of the disk's power states, a TOML file in the format
+    /// of `fallow energy --power` (read_write_w, idle_w, standby_w,
+    /// spinup_j, spinup_s, shutdown_j, shutdown_s, …; [device.N] tables
+    /// are not used). The disk starts spinning; `echo standby >
+    /// MOUNTPOINT/power` spins it down, the next request pays the spin-up
+    /// delay, and `cat MOUNTPOINT/power` shows the state, spin-ups,
+    /// spin-downs, time and energy per state without waking it.
+    /// [default: the WD2500JD of the SARD seed: 9 s spin-up, 4 s spin-down]
+    #[arg(long, value_name = "power.toml")]
+    pub power: Option<PathBuf>,
+
     /// Seed of the model's random rotational positions.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
@@ -104,7 +115,7 @@ pub struct EmulateDiskArgs {
     pub detached_child: bool,
 
     /// Print the ready line as JSON (disk, mountpoint, image, size_bytes,
-    /// model, stat_file, fail_bytes, pid).
+    /// model, power_file, stat, power_model, stat_file, fail_bytes, pid).
     #[arg(long)]
     pub json: bool,
 
@@ -219,7 +230,14 @@ pub fn run(args: EmulateDiskArgs) -> Result<()> {
     if let Some(s) = &args.fail_bytes {
         fail = fail.union(&FailRanges::parse_bytes(s).map_err(bad)?);
     }
+    let power = match &args.power {
+        Some(p) => fallow_core::energy::PowerFile::read(p)
+            .and_then(|f| f.model(None))
+            .map_err(|e| bad(format!("--power: {e}")))?,
+        None => fallow_core::energy::PowerModel::default(),
+    };
     let cfg = EmuConfig {
+        power: power.clone(),
         image: args.image.clone(),
         model: model.clone(),
         fail: fail.clone(),
@@ -250,6 +268,9 @@ pub fn run(args: EmulateDiskArgs) -> Result<()> {
             "image": args.image.canonicalize().unwrap_or(args.image.clone()),
             "size_bytes": emu.size_bytes(),
             "model": model.as_ref().map(|m| m.to_string()),
+            "power_file": emu.power_path(),
+            "stat": emu.mountpoint().join(fallow_emu::STAT_FILE_NAME),
+            "power_model": power.name,
             "stat_file": args.stat_file.as_deref().map(|p| std::path::absolute(p).unwrap_or(p.to_path_buf())),
             "fail_bytes": fail.ranges().iter().map(|&(s, e)| [s, e - 1]).collect::<Vec<_>>(),
             "pid": std::process::id(),
@@ -259,11 +280,15 @@ pub fn run(args: EmulateDiskArgs) -> Result<()> {
         disk.display().to_string()
     };
     eprintln!(
-        "fallow: serving {} ({}) as {}: {}{}{}",
+        "fallow: serving {} ({}) as {}: {}; power {} (spin-up {} s, spin-down {} s; control and counters in {}){}{}",
         args.image.display(),
         crate::human::bytes(emu.size_bytes()),
         disk.display(),
         describe(&model),
+        power.name,
+        power.spinup_ns as f64 / 1e9,
+        power.shutdown_ns as f64 / 1e9,
+        emu.power_path().display(),
         if fail.is_empty() {
             String::new()
         } else {

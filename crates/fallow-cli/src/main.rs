@@ -40,6 +40,7 @@ mod scrub;
 mod scrub_out;
 mod scrub_plan;
 mod simulate;
+mod spindown;
 mod tune;
 
 use clap::{Parser, Subcommand};
@@ -132,6 +133,8 @@ enum Command {
     Guardian(run::GuardianArgs),
     /// Simulate one BG policy on a trace or a synthetic workload: FG slowdown and BG work done.
     Simulate(simulate::SimulateArgs),
+    /// Spin disks down by `fallow energy`'s policies, within a spin-up budget; log what wakes them.
+    Spindown(spindown::SpindownArgs),
     /// Find the policy setting and request size with the most BG throughput within an FG budget.
     Tune(tune::TuneArgs),
 }
@@ -254,6 +257,7 @@ fn main() -> ExitCode {
         Command::Run(args) => return run::main(args),
         Command::Guardian(args) => run::guardian(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Spindown(args) => spindown::run(args),
         Command::Tune(args) => tune::run(args),
     };
     match result {

@@ -14,10 +14,20 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// The name of the one file.
+/// The name of the disk file.
 pub const DISK_FILE_NAME: &str = "disk";
+/// The power control and counters file: read it for the power state and
+/// counters (never wakes the disk), write `standby` to spin the disk down.
+pub const POWER_FILE_NAME: &str = "power";
+/// The I/O counters in `/sys/block/<dev>/stat` format, current at each read.
+pub const STAT_FILE_NAME: &str = "stat";
 
 const DISK_INO: INodeNo = INodeNo(2);
+const POWER_INO: INodeNo = INodeNo(3);
+const STAT_INO: INodeNo = INodeNo(4);
+/// Size the small files report: more than their text ever is. Reads are
+/// `direct_io`, so a read returns the text's real length and then EOF.
+const SMALL_FILE_BYTES: u64 = 4096;
 /// Attributes never change behind the kernel's back, but a short TTL keeps
 /// a stale size from living long if the image is swapped between mounts.
 const TTL: Duration = Duration::from_secs(1);
@@ -37,6 +47,10 @@ impl DiskFs {
         let (kind, perm, size, nlink) = if ino == DISK_INO {
             let perm = if self.writable { 0o644 } else { 0o444 };
             (FileType::RegularFile, perm, self.size_bytes, 1)
+        } else if ino == POWER_INO {
+            (FileType::RegularFile, 0o644, SMALL_FILE_BYTES, 1)
+        } else if ino == STAT_INO {
+            (FileType::RegularFile, 0o444, SMALL_FILE_BYTES, 1)
         } else {
             (FileType::Directory, 0o755, 0, 2)
         };
@@ -56,6 +70,15 @@ impl DiskFs {
             rdev: 0,
             flags: 0,
             blksize: 4096,
+        }
+    }
+
+    /// The text of a small file now.
+    fn small_text(&self, ino: INodeNo) -> String {
+        if ino == POWER_INO {
+            self.server.power().to_text()
+        } else {
+            self.server.stats().to_stat_line()
         }
     }
 
@@ -80,15 +103,21 @@ impl Filesystem for DiskFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        if parent == INodeNo::ROOT && name == DISK_FILE_NAME {
-            reply.entry(&TTL, &self.attr(DISK_INO), Generation(0));
+        let ino = match name.to_str() {
+            Some(DISK_FILE_NAME) => Some(DISK_INO),
+            Some(POWER_FILE_NAME) => Some(POWER_INO),
+            Some(STAT_FILE_NAME) => Some(STAT_INO),
+            _ => None,
+        };
+        if let (true, Some(ino)) = (parent == INodeNo::ROOT, ino) {
+            reply.entry(&TTL, &self.attr(ino), Generation(0));
         } else {
             reply.error(Errno::ENOENT);
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        if ino == INodeNo::ROOT || ino == DISK_INO {
+        if ino == INodeNo::ROOT || ino == DISK_INO || ino == POWER_INO || ino == STAT_INO {
             reply.attr(&TTL, &self.attr(ino));
         } else {
             reply.error(Errno::ENOENT);
@@ -116,7 +145,10 @@ impl Filesystem for DiskFs {
     ) {
         // A disk has a fixed size: truncation (`dd of=` without
         // conv=notrunc, `>`) is refused; touch-style changes are ignored.
-        if size.is_some_and(|s| s != self.size_bytes) {
+        if ino == POWER_INO || ino == STAT_INO {
+            // `echo standby > power` truncates first: nothing to truncate
+            reply.attr(&TTL, &self.attr(ino));
+        } else if size.is_some_and(|s| s != self.size_bytes) {
             reply.error(Errno::EPERM);
         } else {
             reply.attr(&TTL, &self.attr(ino));
@@ -124,10 +156,16 @@ impl Filesystem for DiskFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let wants_write = flags.0 & 0o3 != 0; // O_WRONLY or O_RDWR
+        if ino == STAT_INO && wants_write {
+            return reply.error(Errno::EACCES);
+        }
+        if ino == POWER_INO || ino == STAT_INO {
+            return reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
+        }
         if ino != DISK_INO {
             return reply.error(Errno::EISDIR);
         }
-        let wants_write = flags.0 & 0o3 != 0; // O_WRONLY or O_RDWR
         if wants_write && !self.writable {
             return reply.error(Errno::EROFS);
         }
@@ -146,6 +184,14 @@ impl Filesystem for DiskFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        if ino == POWER_INO || ino == STAT_INO {
+            // bookkeeping, not a request: never reaches the server's queue
+            let text = self.small_text(ino);
+            let b = text.as_bytes();
+            let from = (offset as usize).min(b.len());
+            let to = from.saturating_add(size as usize).min(b.len());
+            return reply.data(&b[from..to]);
+        }
         if ino != DISK_INO {
             return reply.error(Errno::EISDIR);
         }
@@ -177,6 +223,16 @@ impl Filesystem for DiskFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        if ino == POWER_INO {
+            return match std::str::from_utf8(data).map(str::trim) {
+                Ok("standby") => {
+                    self.server.standby();
+                    reply.written(data.len() as u32)
+                }
+                // anything else is a mistake the writer should hear about
+                _ => reply.error(Errno::EINVAL),
+            };
+        }
         if ino != DISK_INO {
             return reply.error(Errno::EISDIR);
         }
@@ -211,11 +267,14 @@ impl Filesystem for DiskFs {
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        if ino != DISK_INO {
+            return reply.ok(); // the small files hold nothing to flush
+        }
         match self
             .server
             .serve(Op::Flush, 0, 0, || self.image.sync_data())
@@ -240,6 +299,8 @@ impl Filesystem for DiskFs {
             (INodeNo::ROOT, FileType::Directory, "."),
             (INodeNo::ROOT, FileType::Directory, ".."),
             (DISK_INO, FileType::RegularFile, DISK_FILE_NAME),
+            (POWER_INO, FileType::RegularFile, POWER_FILE_NAME),
+            (STAT_INO, FileType::RegularFile, STAT_FILE_NAME),
         ];
         for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
             if reply.add(ino, (i + 1) as u64, kind, name) {

@@ -21,6 +21,10 @@
 //! - [`DiskStats`]: counters in the `/sys/block/<dev>/stat` format, also
 //!   published to a file a monitor can be pointed at.
 //! - [`FailRanges`]: sectors whose reads fail with `EIO`.
+//! - Power states ([`PowerState`], [`PowerCounters`]): active, idle,
+//!   spinning down, standby, spinning up, with the spin-up delay and the
+//!   energy of `fallow-core`'s power model; `MOUNTPOINT/power` takes
+//!   `standby` and reports the counters, `MOUNTPOINT/stat` the I/O counters.
 //!
 //! The emulator writes to the image: use it on test images made for it.
 //!
@@ -41,16 +45,19 @@
 mod error;
 mod fail;
 mod fs;
+mod power;
 mod server;
 mod stat;
 
 pub use error::{Error, Result};
 pub use fail::{FailRanges, SECTOR_BYTES};
-pub use fs::DISK_FILE_NAME;
+pub use fs::{DISK_FILE_NAME, POWER_FILE_NAME, STAT_FILE_NAME};
+pub use power::{PowerCounters, PowerState};
 pub use server::{Op, Server, ServiceRecord};
 pub use stat::{DiskStats, STAT_FIELDS};
 
 use fallow_core::device::{DiskModel, ServiceModel};
+use fallow_core::energy::PowerModel;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -78,6 +85,10 @@ pub struct EmuConfig {
     pub threads: usize,
     /// Serve the image read-only (writes fail with `EROFS`).
     pub read_only: bool,
+    /// Power states, spin-up and spin-down times and energy (default: the
+    /// WD2500JD of the SARD seed, Table III). The disk starts spinning and
+    /// spins down only on a standby command (`MOUNTPOINT/power`).
+    pub power: PowerModel,
 }
 
 impl EmuConfig {
@@ -92,6 +103,7 @@ impl EmuConfig {
             seed: 1,
             threads: 8,
             read_only: false,
+            power: PowerModel::default(),
         }
     }
 
@@ -182,10 +194,18 @@ impl Emulator {
                 message: format!("{}: must be 1 to {MAX_THREADS}", config.threads),
             });
         }
-        let server = Arc::new(Server::new(
+        config
+            .power
+            .validate()
+            .map_err(|e| Error::InvalidParameter {
+                what: "power model",
+                message: e.to_string(),
+            })?;
+        let server = Arc::new(Server::with_power(
             config.model.as_ref(),
             config.seed,
             config.fail.clone(),
+            config.power.clone(),
         ));
         let publisher = match &config.stat_file {
             Some(p) => Some(stat::Publisher::start(
@@ -238,6 +258,24 @@ impl Emulator {
     /// The emulated disk: `MOUNTPOINT/disk`.
     pub fn disk_path(&self) -> PathBuf {
         self.mountpoint.join(DISK_FILE_NAME)
+    }
+
+    /// The power control and counters file: `MOUNTPOINT/power`. Reading
+    /// it gives [`PowerCounters::to_text`] and never wakes the disk;
+    /// writing `standby` spins the disk down.
+    pub fn power_path(&self) -> PathBuf {
+        self.mountpoint.join(POWER_FILE_NAME)
+    }
+
+    /// Spin the disk down (after the requests queued before the command);
+    /// false if it was already down or going down.
+    pub fn standby(&self) -> bool {
+        self.server.standby()
+    }
+
+    /// The power state and its counters now (never wakes the disk).
+    pub fn power(&self) -> PowerCounters {
+        self.server.power()
     }
 
     /// The mount point.

@@ -9,8 +9,10 @@
 //! work that live experiments need to see.
 
 use crate::fail::FailRanges;
+use crate::power::{Power, PowerCounters};
 use crate::stat::{Counters, DiskStats, Kind};
 use fallow_core::device::{ServiceModel, ServiceSampler};
+use fallow_core::energy::PowerModel;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -63,6 +65,7 @@ pub struct Server {
     fail: FailRanges,
     pub(crate) counters: Arc<Counters>,
     log: Mutex<VecDeque<ServiceRecord>>,
+    power: Power,
 }
 
 #[derive(Debug, Default)]
@@ -81,7 +84,18 @@ impl Server {
     /// A server drawing service times from `model` (none: no added delay),
     /// failing reads that overlap `fail`.
     pub fn new(model: Option<&ServiceModel>, seed: u64, fail: FailRanges) -> Self {
+        Self::with_power(model, seed, fail, PowerModel::default())
+    }
+
+    /// [`Server::new`] with the power states and energy of `power`.
+    pub fn with_power(
+        model: Option<&ServiceModel>,
+        seed: u64,
+        fail: FailRanges,
+        power: PowerModel,
+    ) -> Self {
         Server {
+            power: Power::new(power),
             tickets: Mutex::new(Tickets::default()),
             turn: Condvar::new(),
             sampler: Mutex::new(model.map(|m| m.sampler(seed))),
@@ -103,16 +117,16 @@ impl Server {
     ) -> std::io::Result<T> {
         let arrival = Instant::now();
         self.counters.arrive(arrival);
-        let ticket = {
-            let mut t = lock(&self.tickets);
-            let mine = t.next;
-            t.next += 1;
-            while t.serving != mine {
-                t = self.turn.wait(t).unwrap_or_else(|e| e.into_inner());
-            }
-            mine
-        };
+        let ticket = self.take_turn();
+        // a disk in standby (or spinning down) spins up first; the request
+        // holds the queue meanwhile, as on a drive
+        let turn = Instant::now();
+        let ready = self.power.ready_at(arrival, turn);
+        if ready > turn {
+            sleep_until(ready);
+        }
         let start = Instant::now();
+        self.power.serving(true, Duration::ZERO);
         let model_ns = match (op, lock(&self.sampler).as_mut()) {
             // a flush has no position or transfer: the model's time for a
             // request of zero bytes at the head would still add a rotation,
@@ -128,12 +142,8 @@ impl Server {
         };
         sleep_until(start + Duration::from_nanos(model_ns));
         let end = Instant::now();
-        {
-            let mut t = lock(&self.tickets);
-            debug_assert_eq!(t.serving, ticket);
-            t.serving += 1;
-        }
-        self.turn.notify_all();
+        self.power.serving(false, end - start);
+        self.end_turn(ticket);
         let kind = match op {
             Op::Read => Kind::Read,
             Op::Write => Kind::Write,
@@ -160,6 +170,45 @@ impl Server {
         }
         log.push_back(record);
         result
+    }
+
+    fn take_turn(&self) -> u64 {
+        let mut t = lock(&self.tickets);
+        let mine = t.next;
+        t.next += 1;
+        while t.serving != mine {
+            t = self.turn.wait(t).unwrap_or_else(|e| e.into_inner());
+        }
+        mine
+    }
+
+    fn end_turn(&self, ticket: u64) {
+        {
+            let mut t = lock(&self.tickets);
+            debug_assert_eq!(t.serving, ticket);
+            t.serving += 1;
+        }
+        self.turn.notify_all();
+    }
+
+    /// STANDBY IMMEDIATE: after the requests queued before it, spin the
+    /// disk down. True if it was spinning (false: already down or going down).
+    pub fn standby(&self) -> bool {
+        let ticket = self.take_turn();
+        let spun_down = self.power.standby(Instant::now());
+        self.end_turn(ticket);
+        spun_down
+    }
+
+    /// The power state and its counters now (never wakes the disk).
+    pub fn power(&self) -> PowerCounters {
+        let in_flight = self.counters.snapshot().in_flight > 0;
+        self.power.counters(in_flight)
+    }
+
+    /// The power model the disk follows.
+    pub fn power_model(&self) -> &PowerModel {
+        self.power.model()
     }
 
     /// The counters now.

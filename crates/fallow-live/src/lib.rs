@@ -33,6 +33,10 @@
 //!   request lets it run for a slice; paused with the cgroup v2 or v1
 //!   freezer or `SIGSTOP`, its own disk I/O subtracted by the monitor, and
 //!   a guardian process that thaws it if fallow dies (`fallow run`).
+//! - [`spindown`]: `fallow spindown`, a live spin-down daemon: the
+//!   spin-down policies `fallow energy` simulates, a spin-up budget, wake
+//!   logging, and maintenance jobs that ride spin-ups; actuators for ATA
+//!   disks (SG_IO) and the emulated disk.
 //! - [`net`]: the monitor for a network interface (Eggert & Touch's
 //!   idletime scheduling for networks), and [`combine::either`], several
 //!   monitors as one.
@@ -74,6 +78,7 @@ pub mod progress;
 pub mod run;
 pub mod scrub;
 pub mod settings;
+pub mod spindown;
 
 pub use driver::{
     BgExecutor, DriveObserver, DriveReport, DriveState, Driver, DriverConfig, EventSource, Outcome,

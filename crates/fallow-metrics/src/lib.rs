@@ -26,6 +26,9 @@
 
 #![deny(missing_docs)]
 
+mod spindown;
+pub use spindown::{DiskFigures, SpindownMetrics};
+
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -402,42 +405,50 @@ impl Metrics {
     /// free one) from a background thread until the handle is stopped or
     /// dropped.
     pub fn serve(&self, addr: &str) -> Result<MetricsServer, Error> {
-        let server = tiny_http::Server::http(addr).map_err(|e| Error::Listen {
+        let metrics = self.clone();
+        serve_text(addr, move || metrics.encode())
+    }
+}
+
+/// Serve the text `encode` returns at `/metrics` on `addr`.
+pub(crate) fn serve_text(
+    addr: &str,
+    encode: impl Fn() -> String + Send + 'static,
+) -> Result<MetricsServer, Error> {
+    let server = tiny_http::Server::http(addr).map_err(|e| Error::Listen {
+        addr: addr.to_string(),
+        message: e.to_string(),
+    })?;
+    let bound = server.server_addr().to_ip().ok_or_else(|| Error::Listen {
+        addr: addr.to_string(),
+        message: "not an IP address".into(),
+    })?;
+    let server = Arc::new(server);
+    let s = Arc::clone(&server);
+    let thread = std::thread::Builder::new()
+        .name("fallow-metrics".into())
+        .spawn(move || answer(&s, &encode))
+        .map_err(|e| Error::Listen {
             addr: addr.to_string(),
             message: e.to_string(),
         })?;
-        let bound = server.server_addr().to_ip().ok_or_else(|| Error::Listen {
-            addr: addr.to_string(),
-            message: "not an IP address".into(),
-        })?;
-        let server = Arc::new(server);
-        let s = Arc::clone(&server);
-        let metrics = self.clone();
-        let thread = std::thread::Builder::new()
-            .name("fallow-metrics".into())
-            .spawn(move || answer(&s, &metrics))
-            .map_err(|e| Error::Listen {
-                addr: addr.to_string(),
-                message: e.to_string(),
-            })?;
-        Ok(MetricsServer {
-            server,
-            thread: Some(thread),
-            addr: bound,
-        })
-    }
+    Ok(MetricsServer {
+        server,
+        thread: Some(thread),
+        addr: bound,
+    })
 }
 
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-fn answer(server: &tiny_http::Server, metrics: &Metrics) {
+fn answer(server: &tiny_http::Server, encode: &dyn Fn() -> String) {
     for req in server.incoming_requests() {
         let path = req.url().split('?').next().unwrap_or("");
         let response = match (req.method(), path) {
             (tiny_http::Method::Get | tiny_http::Method::Head, "/metrics") => {
                 let header = tiny_http::Header::from_bytes("Content-Type", CONTENT_TYPE)
                     .expect("a valid static header");
-                tiny_http::Response::from_string(metrics.encode()).with_header(header)
+                tiny_http::Response::from_string(encode()).with_header(header)
             }
             (_, "/") => tiny_http::Response::from_string("fallow metrics: see /metrics\n"),
             _ => {

@@ -17,7 +17,7 @@ use std::os::fd::AsFd;
 /// `SG_IO` from `<scsi/sg.h>` (an old-style number, not `_IOWR`-encoded).
 const SG_IO: rustix::ioctl::Opcode = 0x2285;
 const SG_DXFER_NONE: i32 = -1;
-const SENSE_BYTES: usize = 32;
+pub(crate) const SENSE_BYTES: usize = 32;
 const TIMEOUT_MS: u32 = 60_000;
 
 /// `struct sg_io_hdr` from `<scsi/sg.h>`.
@@ -49,12 +49,12 @@ struct SgIoHdr {
 }
 
 #[allow(unsafe_code)]
-mod ioctl {
+pub(crate) mod ioctl {
     use super::*;
 
     /// Send a no-data command and return (SCSI status, host status, driver
     /// status, sense bytes written).
-    pub(super) fn send(
+    pub(crate) fn send(
         file: &File,
         cdb: &[u8],
         sense: &mut [u8; SENSE_BYTES],
@@ -104,7 +104,7 @@ mod ioctl {
 
 /// Sense key, ASC and ASCQ from fixed (0x70/0x71) or descriptor
 /// (0x72/0x73) sense data.
-fn sense_key(sense: &[u8]) -> Option<(u8, u8, u8)> {
+pub(crate) fn sense_key(sense: &[u8]) -> Option<(u8, u8, u8)> {
     match sense.first().map(|b| b & 0x7f) {
         Some(0x70 | 0x71) if sense.len() >= 14 => Some((sense[2] & 0x0f, sense[12], sense[13])),
         Some(0x72 | 0x73) if sense.len() >= 4 => Some((sense[1] & 0x0f, sense[2], sense[3])),

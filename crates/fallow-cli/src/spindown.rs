@@ -1,0 +1,648 @@
+//! `fallow spindown DEV…`: the live spin-down daemon of `fallow-live`
+//! (crates/fallow-live/src/spindown/). This file only parses flags and the
+//! TOML config, and prints; the decisions, actuators and validation are
+//! the library's.
+
+use crate::BadInput;
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use fallow_core::energy::{PowerFile, PowerModel};
+use fallow_live::spindown::{
+    Budget, Daemon, DiskSpec, Event, EventKind, JobSpec, SpindownConfig, Status, DEFAULT_POLICY,
+    DEFAULT_POLL_NS,
+};
+use serde::Deserialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Default status file.
+const DEFAULT_STATE: &str = "/run/fallow/spindown.json";
+
+/// Arguments of `fallow spindown`.
+#[derive(Debug, Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "\
+Examples:
+  fallow spindown /dev/sdb --policy timeout:t=20min --max-spinups 50/day
+      spin sdb down after 20 idle minutes, at most 50 spin-ups a day (the timeout grows to keep it)
+  fallow spindown /dev/sdb /dev/sdc --policy adaptive --policy /dev/sdc=predictive --dry-run
+      only log what the adaptive (sdb) and predictive (sdc) policies would do
+  fallow spindown --config /etc/fallow/spindown.toml
+      disks, policies, budgets and jobs from a file (see docs/spindown.md)
+  fallow spindown /dev/sdb --job 'fallow scrub /dev/sdb --resume' --job-every 168h --job-deadline 24h
+      a weekly scrub that runs when sdb spins anyway; after 24 h overdue it spends one spin-up
+  fallow emulate-disk disk.img /mnt/emu --power fast.toml && fallow spindown /mnt/emu --policy timeout:t=2s
+      the same against an emulated disk with power states (what the tests do)
+  fallow spindown status
+      what the running daemon sees: state, spin-ups, budget, energy, top wakers
+
+Real disks are spun down with ATA STANDBY IMMEDIATE and read with CHECK POWER MODE
+(what hdparm -y and -C send) through SG_IO ATA pass-through: SATA disks behind libata
+and USB bridges that pass ATA commands. Loop, virtio, NVMe, device-mapper and FUSE
+devices refuse SG_IO: the daemon says so and exits 2 (with --dry-run it watches them
+anyway). The development machine has no ATA disk: that path is tested for its error
+handling and command encoding only. The daemon reads only the stat counters and CHECK
+POWER MODE, which never wake a sleeping disk, and never spins down a disk with I/O in
+flight.
+
+Policies are `fallow energy`'s: timeout:t=DURATION, adaptive[:t=,min=,max=,grow=,shrink=],
+predictive[:rho=,wait=,else=,warmup=,lags=], always-on.
+Events are printed to stderr and, with --log, appended as JSON lines."
+)]
+pub struct SpindownArgs {
+    #[command(subcommand)]
+    pub action: Option<SpindownAction>,
+
+    /// Disks to watch: `/dev/sdb`, `sdb`, an emulated disk's mount point
+    /// (or MOUNTPOINT/disk), or a loop device over one.
+    #[arg(value_name = "DEV")]
+    pub devs: Vec<String>,
+
+    /// Spin-down policy, `[DEV=]SPEC`; repeat for other disks.
+    /// [default: timeout:t=10min]
+    #[arg(long = "policy", short = 'p', value_name = "[DEV=]POLICY")]
+    pub policies: Vec<String>,
+
+    /// Spin-up budget, `[DEV=]N/day` (or N/week, N/h): the policy's
+    /// timeout is lengthened when the budget has no spin-up to spare.
+    #[arg(long, value_name = "[DEV=]N/day")]
+    pub max_spinups: Vec<String>,
+
+    /// Only log what would be done; never spin a disk down.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// How often the I/O counters are read. [default: 1s]
+    #[arg(long, value_name = "DURATION")]
+    pub poll: Option<String>,
+
+    /// Power model for the energy estimates and the adaptive policy's
+    /// break-even time (TOML, as `fallow energy --power`). [default: WD2500JD]
+    #[arg(long, value_name = "power.toml")]
+    pub power: Option<PathBuf>,
+
+    /// Settings file (TOML): poll, policy, max_spinups, power, log, state,
+    /// metrics, and [[disk]] tables with dev, policy, max_spinups, jobs.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Append every event as a JSON line to this file.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+
+    /// Status file, rewritten atomically, read by `fallow spindown status`.
+    /// [default: /run/fallow/spindown.json]
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9465).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+
+    /// A maintenance command (run with sh -c) that rides the first DEV's
+    /// spin-ups; repeat for several.
+    #[arg(long, value_name = "CMD")]
+    pub job: Vec<String>,
+
+    /// How often each --job is due. [default: 24h]
+    #[arg(long, value_name = "DURATION", default_value = "24h")]
+    pub job_every: String,
+
+    /// How long a due --job waits for the disk to spin anyway before one
+    /// spin-up is spent on it. [default: 6h]
+    #[arg(long, value_name = "DURATION", default_value = "6h")]
+    pub job_deadline: String,
+
+    /// Stop after this long (tests, benchmarks). [default: until SIGINT/SIGTERM]
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+
+    /// Print the final status as JSON on stdout when stopping.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `fallow spindown status`.
+#[derive(Debug, Subcommand)]
+pub enum SpindownAction {
+    /// Show the running daemon's status: state, spin-ups, budget, energy, top wakers.
+    Status(StatusArgs),
+}
+
+/// Arguments of `fallow spindown status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The daemon's status file. [default: /run/fallow/spindown.json]
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+
+    /// Print it as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The TOML settings file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    poll: Option<String>,
+    policy: Option<String>,
+    max_spinups: Option<String>,
+    power: Option<PathBuf>,
+    log: Option<PathBuf>,
+    state: Option<PathBuf>,
+    metrics: Option<String>,
+    #[serde(default)]
+    disk: Vec<FileDisk>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDisk {
+    dev: String,
+    policy: Option<String>,
+    max_spinups: Option<String>,
+    #[serde(default)]
+    jobs: Vec<FileJob>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileJob {
+    command: String,
+    every: Option<String>,
+    deadline: Option<String>,
+}
+
+fn bad(e: impl std::fmt::Display) -> anyhow::Error {
+    BadInput(e.to_string()).into()
+}
+
+fn duration(what: &str, s: &str) -> Result<u64> {
+    fallow_core::units::parse_duration_ns(s).map_err(|e| bad(format!("{what} `{s}`: {e}")))
+}
+
+fn read_config(path: &Path) -> Result<FileConfig> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("--config {}: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| {
+        let line = e.span().map_or(1, |s| {
+            text[..s.start.min(text.len())].matches('\n').count() + 1
+        });
+        bad(format!(
+            "--config {}: line {line}: {}",
+            path.display(),
+            e.message()
+        ))
+    })
+}
+
+/// `[DEV=]VALUE` flags: the value for `dev`, the last matching one winning
+/// over the last one without a DEV.
+fn per_disk<'a>(flags: &'a [String], devs: &[String], dev: &str) -> Result<Option<&'a str>> {
+    let mut all = None;
+    let mut own = None;
+    for f in flags {
+        // a DEV= prefix names one of the DEV arguments; anything else
+        // (`timeout:t=10s`) is a value for every disk
+        match f.split_once('=') {
+            Some((d, v)) if devs.iter().any(|x| x == d) => {
+                if d == dev {
+                    own = Some(v);
+                }
+            }
+            Some((d, _)) if d.starts_with('/') && !d.contains(':') => {
+                return Err(bad(format!(
+                    "`{f}`: {d} is not one of the disks given ({})",
+                    devs.join(", ")
+                )))
+            }
+            _ => all = Some(f.as_str()),
+        }
+    }
+    Ok(own.or(all))
+}
+
+fn rate(what: &str, s: &str) -> Result<u32> {
+    Budget::parse_rate(s).map_err(|e| bad(format!("{what}: {e}")))
+}
+
+/// Run `fallow spindown`.
+pub fn run(args: SpindownArgs) -> Result<()> {
+    if let Some(SpindownAction::Status(s)) = args.action {
+        return status(s);
+    }
+    let file = match &args.config {
+        Some(p) => read_config(p)?,
+        None => FileConfig::default(),
+    };
+    let mut devs = args.devs.clone();
+    for d in &file.disk {
+        if !devs.contains(&d.dev) {
+            devs.push(d.dev.clone());
+        }
+    }
+    if devs.is_empty() {
+        return Err(bad(
+            "no disk given: name one or more DEV, or [[disk]] tables in --config",
+        ));
+    }
+    let poll_ns = match args.poll.as_deref().or(file.poll.as_deref()) {
+        Some(s) => duration("--poll", s)?,
+        None => DEFAULT_POLL_NS,
+    };
+    let power = match args.power.as_ref().or(file.power.as_ref()) {
+        Some(p) => PowerFile::read(p)
+            .and_then(|f| f.model(None))
+            .map_err(|e| bad(format!("--power: {e}")))?,
+        None => PowerModel::default(),
+    };
+    let every_ns = duration("--job-every", &args.job_every)?;
+    let deadline_ns = duration("--job-deadline", &args.job_deadline)?;
+    let mut disks = Vec::new();
+    for (i, dev) in devs.iter().enumerate() {
+        let fd = file.disk.iter().find(|d| &d.dev == dev);
+        let policy = per_disk(&args.policies, &devs, dev)?
+            .map(str::to_string)
+            .or_else(|| fd.and_then(|d| d.policy.clone()))
+            .or_else(|| file.policy.clone())
+            .unwrap_or_else(|| DEFAULT_POLICY.to_string());
+        let max = match per_disk(&args.max_spinups, &devs, dev)? {
+            Some(s) => Some(rate("--max-spinups", s)?),
+            None => match fd
+                .and_then(|d| d.max_spinups.as_deref())
+                .or(file.max_spinups.as_deref())
+            {
+                Some(s) => Some(rate("max_spinups in --config", s)?),
+                None => None,
+            },
+        };
+        let mut jobs = Vec::new();
+        if i == 0 {
+            jobs.extend(args.job.iter().map(|c| JobSpec {
+                command: c.clone(),
+                every_ns,
+                deadline_ns,
+            }));
+        }
+        for j in fd.map_or(&[][..], |d| &d.jobs[..]) {
+            jobs.push(JobSpec {
+                command: j.command.clone(),
+                every_ns: match &j.every {
+                    Some(s) => duration("job every", s)?,
+                    None => every_ns,
+                },
+                deadline_ns: match &j.deadline {
+                    Some(s) => duration("job deadline", s)?,
+                    None => deadline_ns,
+                },
+            });
+        }
+        disks.push(DiskSpec {
+            target: dev.clone(),
+            policy,
+            max_spinups_per_day: max,
+            jobs,
+        });
+    }
+    let state = args
+        .state
+        .clone()
+        .or(file.state.clone())
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE));
+    if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the directory of {}", state.display()))?;
+    }
+    let cfg = SpindownConfig {
+        disks,
+        poll_ns,
+        dry_run: args.dry_run,
+        power,
+        state_file: Some(state.clone()),
+        duration_ns: args
+            .duration
+            .as_deref()
+            .map(|s| duration("--duration", s))
+            .transpose()?,
+    };
+    let mut daemon = Daemon::new(cfg).map_err(|e| {
+        if e.is_bad_input() {
+            bad(e)
+        } else {
+            anyhow::Error::from(e)
+        }
+    })?;
+    let _server = match args.metrics.as_ref().or(file.metrics.as_ref()) {
+        Some(addr) => {
+            let m = fallow_metrics::SpindownMetrics::new();
+            let server = m.serve(addr).map_err(bad)?;
+            eprintln!("fallow: metrics at http://{}/metrics", server.addr());
+            daemon.set_status_hook(Box::new(move |s: &Status| export(&m, s)));
+            Some(server)
+        }
+        None => None,
+    };
+    let mut log = match args.log.as_ref().or(file.log.as_ref()) {
+        Some(p) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| bad(format!("--log {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    let mut log_err = None;
+    let final_status = daemon.run(&stop, &mut |e: &Event| {
+        eprintln!("fallow: {}", describe(e));
+        if let Some(f) = &mut log {
+            let line = serde_json::to_string(e).unwrap_or_default();
+            if let Err(err) = writeln!(f, "{line}") {
+                log_err.get_or_insert(err);
+            }
+        }
+    })?;
+    if let Some(e) = log_err {
+        return Err(anyhow::Error::from(e).context("writing --log"));
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&final_status)?);
+    } else {
+        print_status(&final_status);
+    }
+    Ok(())
+}
+
+fn export(m: &fallow_metrics::SpindownMetrics, s: &Status) {
+    for d in &s.disks {
+        let e = &d.energy_j;
+        m.set_disk(
+            &d.disk,
+            &fallow_metrics::DiskFigures {
+                spinups: d.spinups,
+                spindowns: d.spindowns,
+                state_seconds: vec![
+                    ("busy".into(), d.time_s.busy),
+                    ("idle".into(), d.time_s.idle),
+                    ("down".into(), d.time_s.down),
+                ],
+                energy_joules: vec![
+                    ("busy".into(), e.busy),
+                    ("idle".into(), e.idle),
+                    ("standby".into(), e.standby),
+                    ("power_cycle".into(), e.power_cycle),
+                ],
+                always_on_joules: e.always_on,
+                budget_per_day: d.max_spinups_per_day.unwrap_or(0),
+                budget_used_24h: d.spindowns_24h as u64,
+                budget_held: d.budget_held,
+                wakes: d
+                    .wakers
+                    .iter()
+                    .map(|w| {
+                        (
+                            w.process.clone(),
+                            w.cgroup.clone().unwrap_or_default(),
+                            w.wakes,
+                        )
+                    })
+                    .collect(),
+                spinups_saved: d.spinups_saved as u64,
+            },
+        );
+    }
+}
+
+fn describe(e: &Event) -> String {
+    let what = match &e.kind {
+        EventKind::Start {
+            source,
+            actuator,
+            policy,
+            power_state,
+            max_spinups_per_day,
+        } => format!(
+            "watching {} ({}), spun down by {}, policy {}{}; now {}",
+            e.disk,
+            source,
+            actuator,
+            policy,
+            max_spinups_per_day.map_or(String::new(), |n| format!(", at most {n} spin-ups a day")),
+            power_state
+        ),
+        EventKind::SpinDown {
+            idle_s,
+            timeout_s,
+            dry_run,
+        } => format!(
+            "{}{}: idle {idle_s:.1} s (timeout {timeout_s:.1} s)",
+            if *dry_run { "would spin down " } else { "spun down " },
+            e.disk
+        ),
+        EventKind::SpinDownSkipped { in_flight } => format!(
+            "{}: not spun down: {in_flight} request(s) in flight",
+            e.disk
+        ),
+        EventKind::BudgetHeld {
+            policy_timeout_s,
+            timeout_s,
+            used_24h,
+            per_day,
+        } => format!(
+            "{}: budget: {used_24h} of {per_day} spin-ups used in 24 h; timeout lengthened from {policy_timeout_s:.1} s to {timeout_s:.1} s",
+            e.disk
+        ),
+        EventKind::Wake {
+            idle_s,
+            down_s,
+            issuers,
+            unattributed,
+            dry_run,
+        } => format!(
+            "{}{} after {down_s:.1} s down (idle {idle_s:.1} s) by {}",
+            e.disk,
+            if *dry_run { " would have spun up" } else { " spun up" },
+            if issuers.is_empty() {
+                format!("unknown ({})", unattributed.as_deref().unwrap_or("no issuer seen"))
+            } else {
+                issuers
+                    .iter()
+                    .map(|i| match &i.cgroup {
+                        Some(c) => format!("{}[{}] in {c}", i.comm, i.pid),
+                        None => format!("{}[{}]", i.comm, i.pid),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ),
+        EventKind::JobStart { command, trigger } => {
+            format!("{}: job `{command}` started ({trigger:?})", e.disk)
+        }
+        EventKind::JobEnd {
+            command,
+            exit_code,
+            duration_s,
+        } => format!(
+            "{}: job `{command}` ended after {duration_s:.1} s, exit {}",
+            e.disk,
+            exit_code.map_or("by signal".into(), |c| c.to_string())
+        ),
+        EventKind::Error { message } => format!("{}: error: {message}", e.disk),
+    };
+    format!("[{:.1} s] {what}", e.t_s)
+}
+
+fn print_status(s: &Status) {
+    println!(
+        "fallow spindown (pid {}), up {:.0} s{}, {:.3} s CPU ({:.3} % of a core); as of {}",
+        s.pid,
+        s.uptime_s,
+        if s.dry_run { ", dry run" } else { "" },
+        s.cpu_s,
+        if s.uptime_s > 0.0 {
+            s.cpu_s / s.uptime_s * 100.0
+        } else {
+            0.0
+        },
+        s.updated
+    );
+    for d in &s.disks {
+        let e = &d.energy_j;
+        println!(
+            "{}: {} ({}), policy {}, {}",
+            d.disk,
+            d.state,
+            d.timeout_s
+                .map_or("no timeout running".into(), |t| format!("timeout {t:.1} s")),
+            d.policy,
+            d.actuator
+        );
+        println!(
+            "  spin-ups {}, spin-downs {}{}",
+            d.spinups,
+            d.spindowns,
+            match d.max_spinups_per_day {
+                Some(n) => format!(
+                    "; budget {n}/day, {} used in 24 h, timeout lengthened {} time(s)",
+                    d.spindowns_24h, d.budget_held
+                ),
+                None => String::new(),
+            }
+        );
+        println!(
+            "  time: busy {:.1} s, idle {:.1} s, down {:.1} s; energy {:.1} J vs {:.1} J always on ({:+.1} %)",
+            d.time_s.busy,
+            d.time_s.idle,
+            d.time_s.down,
+            e.total,
+            e.always_on,
+            if e.always_on > 0.0 {
+                (e.total / e.always_on - 1.0) * 100.0
+            } else {
+                0.0
+            }
+        );
+        if !d.wakers.is_empty() {
+            println!(
+                "  top wakers, last 24 h ({} since the start):",
+                d.wakers.iter().map(|w| w.wakes).sum::<u64>()
+            );
+            for w in d.wakers_24h.iter().take(10) {
+                println!(
+                    "    {:>5}  {}{}",
+                    w.wakes,
+                    w.process,
+                    w.cgroup
+                        .as_deref()
+                        .map_or(String::new(), |c| format!(" ({c})"))
+                );
+            }
+        }
+        for j in &d.jobs {
+            println!(
+                "  job `{}`: started {:.1} s ({}), {}",
+                j.command,
+                j.started_s,
+                j.trigger,
+                match (j.ended_s, j.exit_code) {
+                    (None, _) => "running".into(),
+                    (Some(t), c) => format!(
+                        "ended {t:.1} s, exit {}",
+                        c.map_or("by signal".into(), |c| c.to_string())
+                    ),
+                }
+            );
+        }
+        if !d.jobs.is_empty() {
+            println!("  spin-ups saved by jobs: {}", d.spinups_saved);
+        }
+    }
+}
+
+fn status(a: StatusArgs) -> Result<()> {
+    let path = a.state.unwrap_or_else(|| PathBuf::from(DEFAULT_STATE));
+    let s = Status::read(&path).map_err(|e| {
+        bad(format!(
+            "{e} (is `fallow spindown` running? its --state names the file)"
+        ))
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        print_status(&s);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_config_parses() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples/spindown.toml");
+        let c = read_config(&p).unwrap();
+        assert_eq!(c.disk.len(), 2);
+        assert_eq!(c.disk[1].jobs.len(), 1);
+        assert_eq!(rate("x", c.max_spinups.as_deref().unwrap()).unwrap(), 50);
+        for j in &c.disk[1].jobs {
+            duration("every", j.every.as_deref().unwrap()).unwrap();
+            duration("deadline", j.deadline.as_deref().unwrap()).unwrap();
+        }
+    }
+
+    #[test]
+    fn per_disk_flags_pick_the_disk_or_fall_back() {
+        let devs = vec!["/dev/sdb".to_string(), "/dev/sdc".to_string()];
+        let flags = vec![
+            "timeout:t=10s".to_string(),
+            "/dev/sdc=adaptive:t=5s".to_string(),
+        ];
+        assert_eq!(
+            per_disk(&flags, &devs, "/dev/sdb").unwrap(),
+            Some("timeout:t=10s")
+        );
+        assert_eq!(
+            per_disk(&flags, &devs, "/dev/sdc").unwrap(),
+            Some("adaptive:t=5s")
+        );
+        assert_eq!(per_disk(&[], &devs, "/dev/sdb").unwrap(), None);
+        let e = per_disk(&["/dev/sdz=adaptive".to_string()], &devs, "/dev/sdb")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/dev/sdz"), "{e}");
+    }
+}

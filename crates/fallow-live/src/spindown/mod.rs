@@ -1,0 +1,758 @@
+//! `fallow spindown`: a live spin-down daemon. Each disk is spun down by
+//! the same [`SpinDown`](fallow_core::energy::SpinDown) policy objects
+//! `fallow energy` simulates (the registry in
+//! `fallow_core::energy::spindown`, so a `--policy` spec means the same in
+//! both), kept within a spin-up [`Budget`] by lengthening the timeout, and
+//! every spin-up is logged with whom the [`ActivitySource`] can name.
+//!
+//! ```text
+//! ActivitySource (stat polling; the tracepoint monitor) ─► Governor (policy + budget) ─► Actuator
+//!                                                              │                      (SG_IO ATA, emulated disk)
+//!                                                              └─► Jobs that ride spin-ups
+//! ```
+//!
+//! The pieces, one file each: [`governor`] (the decisions, pure),
+//! [`budget`], [`activity`], [`actuator`] with [`ata`] and [`emu`],
+//! [`jobs`], [`target`] (which source and actuator a `DEV` argument
+//! means). [`Daemon`] runs them; it never spins down a disk with requests
+//! in flight (checked again right before the command) and never queries a
+//! sleeping disk in a way that wakes it (stat counters and CHECK POWER
+//! MODE only).
+
+pub mod activity;
+pub mod actuator;
+pub mod ata;
+pub mod budget;
+pub mod emu;
+pub mod governor;
+pub mod jobs;
+pub mod target;
+pub mod traced;
+
+pub use activity::{ActivitySource, Issuer, Observation, StatPoll};
+pub use actuator::{Actuator, DiskPower};
+pub use budget::Budget;
+pub use governor::{GovState, Governor, Tick, Wake};
+pub use jobs::{JobRun, JobSpec, Jobs, Trigger};
+
+use crate::clock::monotonic_ns;
+use crate::error::{Error, Result};
+use fallow_core::energy::PowerModel;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Default policy: a fixed 10-minute timeout (WD asks for at least 10
+/// minutes; hd-idle's default).
+pub const DEFAULT_POLICY: &str = "timeout:t=10min";
+
+/// Default poll interval of the stat counters, ns.
+pub const DEFAULT_POLL_NS: u64 = 1_000_000_000;
+
+/// One disk's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiskSpec {
+    /// What to watch: `/dev/sdb`, `sdb`, an emulated disk's mount point or
+    /// `MOUNTPOINT/disk`, or a loop device over one.
+    pub target: String,
+    /// Spin-down policy spec (`timeout:t=10min`, `adaptive`, `predictive`).
+    pub policy: String,
+    /// Spin-up budget, a day (`None`: unlimited).
+    pub max_spinups_per_day: Option<u32>,
+    /// Maintenance jobs that ride this disk's spin-ups.
+    pub jobs: Vec<JobSpec>,
+}
+
+/// The daemon's settings.
+#[derive(Debug, Clone)]
+pub struct SpindownConfig {
+    /// The disks.
+    pub disks: Vec<DiskSpec>,
+    /// How often the counters are read, ns.
+    pub poll_ns: u64,
+    /// Only log what would be done.
+    pub dry_run: bool,
+    /// Power model for the energy estimates (and the adaptive policy's break-even).
+    pub power: PowerModel,
+    /// Where to write the status (atomically), for `fallow spindown status`.
+    pub state_file: Option<PathBuf>,
+    /// Stop after this long, ns (`None`: until stopped).
+    pub duration_ns: Option<u64>,
+}
+
+impl SpindownConfig {
+    /// Check every setting; the errors name the disk and parameter.
+    pub fn validate(&self) -> Result<()> {
+        if self.disks.is_empty() {
+            return Err(Error::invalid("DEV", "no disk given"));
+        }
+        if !(1_000_000..=3_600_000_000_000).contains(&self.poll_ns) {
+            return Err(Error::invalid("poll", "must be 1 ms to 1 h"));
+        }
+        self.power.validate()?;
+        for d in &self.disks {
+            fallow_core::energy::spindown::build(&d.policy)
+                .map_err(|e| Error::invalid(format!("policy for {}", d.target), e.to_string()))?;
+            if let Some(n) = d.max_spinups_per_day {
+                Budget::new(n, 0)?;
+            }
+            Jobs::new(&d.jobs, 0)?;
+        }
+        Ok(())
+    }
+}
+
+/// What happened, one JSON line each in the log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum EventKind {
+    /// The daemon took the disk on.
+    Start {
+        /// How it reads I/O.
+        source: String,
+        /// How it spins the disk down (`none` in a dry run without one).
+        actuator: String,
+        /// The policy spec.
+        policy: String,
+        /// The power state found.
+        power_state: String,
+        /// The budget, a day.
+        max_spinups_per_day: Option<u32>,
+    },
+    /// The disk was spun down (or, in a dry run, would have been).
+    SpinDown {
+        /// Idle before it, s.
+        idle_s: f64,
+        /// The timeout in force, s.
+        timeout_s: f64,
+        /// Only logged.
+        dry_run: bool,
+    },
+    /// The timeout expired but requests were in flight: not spun down.
+    SpinDownSkipped {
+        /// Requests in flight.
+        in_flight: u64,
+    },
+    /// The budget lengthened the timeout.
+    BudgetHeld {
+        /// The policy's timeout, s.
+        policy_timeout_s: f64,
+        /// The lengthened one, s.
+        timeout_s: f64,
+        /// Spin-downs in the last 24 h.
+        used_24h: usize,
+        /// The budget.
+        per_day: u32,
+    },
+    /// I/O reached the spun-down disk: a spin-up.
+    Wake {
+        /// The whole idle interval, s.
+        idle_s: f64,
+        /// Since the spin-down, s.
+        down_s: f64,
+        /// Who issued the I/O, when the source knows.
+        issuers: Vec<Issuer>,
+        /// Why the issuers are not known, when they are not.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        unattributed: Option<String>,
+        /// In a dry run the disk never slept: this is the wake it would have had.
+        dry_run: bool,
+    },
+    /// A maintenance job started.
+    JobStart {
+        /// The command.
+        command: String,
+        /// Why now.
+        trigger: Trigger,
+    },
+    /// A maintenance job ended.
+    JobEnd {
+        /// The command.
+        command: String,
+        /// Its exit code.
+        exit_code: Option<i32>,
+        /// How long it ran, s.
+        duration_s: f64,
+    },
+    /// An actuator failed; the daemon goes on.
+    Error {
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// One event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    /// Wall-clock time, RFC 3339 UTC.
+    pub time: String,
+    /// Since the daemon started, s.
+    pub t_s: f64,
+    /// The disk.
+    pub disk: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// Time by state as the daemon saw it, s.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct StateTimes {
+    /// Serving requests (the counters' io_ticks).
+    pub busy: f64,
+    /// Spinning with nothing to do.
+    pub idle: f64,
+    /// Spun down (spin-down, standby and spin-up of the model included).
+    pub down: f64,
+}
+
+/// Energy estimated from the power model, J.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct EnergyEstimate {
+    /// Busy at read/write power.
+    pub busy: f64,
+    /// Spinning idle.
+    pub idle: f64,
+    /// Standby power while down.
+    pub standby: f64,
+    /// Spin-ups and spin-downs.
+    pub power_cycle: f64,
+    /// The sum.
+    pub total: f64,
+    /// The same busy time on a disk that never spins down.
+    pub always_on: f64,
+}
+
+/// Wakes by one issuer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waker {
+    /// `comm` of the process, or `unknown`.
+    pub process: String,
+    /// Its cgroup, when known.
+    pub cgroup: Option<String>,
+    /// Spin-ups it caused.
+    pub wakes: u64,
+}
+
+/// One disk's status, as `fallow spindown status` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiskStatus {
+    /// The disk.
+    pub disk: String,
+    /// How it is spun down.
+    pub actuator: String,
+    /// The policy.
+    pub policy: String,
+    /// `busy`, `idle` or `down` as the daemon sees it.
+    pub state: String,
+    /// The timeout of the current idle interval, s (`None`: stays on, or not idle).
+    pub timeout_s: Option<f64>,
+    /// Spin-ups seen.
+    pub spinups: u64,
+    /// Spin-downs commanded (or, in a dry run, that would have been).
+    pub spindowns: u64,
+    /// The budget, a day.
+    pub max_spinups_per_day: Option<u32>,
+    /// Spin-downs in the last 24 h.
+    pub spindowns_24h: usize,
+    /// Times the budget lengthened the timeout.
+    pub budget_held: u64,
+    /// Time by state, s.
+    pub time_s: StateTimes,
+    /// Energy, J.
+    pub energy_j: EnergyEstimate,
+    /// Top wakers since the start, most wakes first.
+    pub wakers: Vec<Waker>,
+    /// Top wakers of the last 24 h, most wakes first.
+    #[serde(default)]
+    pub wakers_24h: Vec<Waker>,
+    /// Maintenance runs.
+    pub jobs: Vec<JobRunStatus>,
+    /// Spin-ups saved by jobs that rode someone else's.
+    pub spinups_saved: usize,
+}
+
+/// A job run in the status (the same fields as [`JobRun`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRunStatus {
+    /// The command.
+    pub command: String,
+    /// Started, s since the daemon started.
+    pub started_s: f64,
+    /// Ended, s since the daemon started.
+    pub ended_s: Option<f64>,
+    /// `spinning`, `rode-spin-up` or `deadline`.
+    pub trigger: String,
+    /// Exit code.
+    pub exit_code: Option<i32>,
+}
+
+/// The whole status file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// The daemon's process id.
+    pub pid: u32,
+    /// When it was written, RFC 3339 UTC.
+    pub updated: String,
+    /// Since the daemon started, s.
+    pub uptime_s: f64,
+    /// Only logging.
+    pub dry_run: bool,
+    /// CPU time the daemon's loop used, s (its own thread: the polling,
+    /// the decisions, the status file).
+    #[serde(default)]
+    pub cpu_s: f64,
+    /// The disks.
+    pub disks: Vec<DiskStatus>,
+}
+
+impl Status {
+    /// Read a status file.
+    pub fn read(path: &Path) -> Result<Status> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(path, "cannot read the status file", e))?;
+        serde_json::from_str(&text).map_err(|e| Error::Parse {
+            path: path.to_path_buf(),
+            message: format!("line {}: {e}", e.line()),
+        })
+    }
+}
+
+/// One watched disk.
+pub struct Disk {
+    name: String,
+    spec: DiskSpec,
+    source: Box<dyn ActivitySource>,
+    actuator: Option<Box<dyn Actuator>>,
+    gov: Governor,
+    jobs: Jobs,
+    last_ns: u64,
+    times: StateTimes,
+    spinups: u64,
+    spindowns: u64,
+    budget_held: u64,
+    wakers: BTreeMap<(String, Option<String>), u64>,
+    /// Each wake of the last 24 h: when (ns) and by whom.
+    recent_wakes: std::collections::VecDeque<(u64, String, Option<String>)>,
+}
+
+impl std::fmt::Debug for Disk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Disk")
+            .field("name", &self.name)
+            .field("gov", &self.gov)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Called with the status after each change (at least once a second).
+pub type StatusHook = Box<dyn FnMut(&Status) + Send>;
+
+/// The daemon.
+pub struct Daemon {
+    cfg: SpindownConfig,
+    disks: Vec<Disk>,
+    start_ns: u64,
+    pending: Vec<Event>,
+    hook: Option<StatusHook>,
+    /// CPU time of the loop's thread when `run` began, and used since, ns.
+    cpu_start_ns: u64,
+    cpu_ns: u64,
+}
+
+impl std::fmt::Debug for Daemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon")
+            .field("disks", &self.disks)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Wakers sorted by wakes, most first (then by name).
+fn top(it: impl Iterator<Item = ((String, Option<String>), u64)>) -> Vec<Waker> {
+    let mut v: Vec<Waker> = it
+        .map(|((process, cgroup), wakes)| Waker {
+            process,
+            cgroup,
+            wakes,
+        })
+        .collect();
+    v.sort_by(|a, b| b.wakes.cmp(&a.wakes).then(a.process.cmp(&b.process)));
+    v
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+impl Daemon {
+    /// Open every disk (its source and actuator; in a dry run a disk
+    /// without a usable actuator is still watched) and read each one's
+    /// power state without waking it.
+    pub fn new(cfg: SpindownConfig) -> Result<Daemon> {
+        cfg.validate()?;
+        let start_ns = monotonic_ns();
+        let mut disks = Vec::new();
+        let mut pending = Vec::new();
+        for spec in &cfg.disks {
+            let t = target::open(&spec.target, cfg.dry_run)?;
+            let mut actuator = t.actuator;
+            let power_state = match actuator.as_mut().map(|a| a.check()) {
+                Some(Ok(p)) => p,
+                Some(Err(e)) => return Err(e),
+                None => DiskPower::Spinning,
+            };
+            let budget = spec
+                .max_spinups_per_day
+                .map(|n| Budget::new(n, start_ns))
+                .transpose()?;
+            let policy = fallow_core::energy::spindown::build(&spec.policy)?;
+            let gov = if power_state == DiskPower::Standby {
+                Governor::new_down(policy, cfg.power.clone(), budget, start_ns)
+            } else {
+                Governor::new(policy, cfg.power.clone(), budget, start_ns)
+            };
+            pending.push(Event {
+                time: now_rfc3339(),
+                t_s: 0.0,
+                disk: t.name.clone(),
+                kind: EventKind::Start {
+                    source: t.source.describe(),
+                    actuator: match &actuator {
+                        Some(a) => a.describe(),
+                        None => format!(
+                            "none ({})",
+                            t.actuator_error.as_deref().unwrap_or("dry run")
+                        ),
+                    },
+                    policy: spec.policy.clone(),
+                    power_state: power_state.name().into(),
+                    max_spinups_per_day: spec.max_spinups_per_day,
+                },
+            });
+            disks.push(Disk {
+                name: t.name,
+                spec: spec.clone(),
+                source: t.source,
+                actuator,
+                gov,
+                jobs: Jobs::new(&spec.jobs, start_ns)?,
+                last_ns: start_ns,
+                times: StateTimes::default(),
+                spinups: 0,
+                spindowns: 0,
+                budget_held: 0,
+                wakers: BTreeMap::new(),
+                recent_wakes: std::collections::VecDeque::new(),
+            });
+        }
+        Ok(Daemon {
+            cfg,
+            disks,
+            start_ns,
+            pending,
+            hook: None,
+            cpu_start_ns: 0,
+            cpu_ns: 0,
+        })
+    }
+
+    /// Call `hook` with the status after each change (metrics exporters).
+    pub fn set_status_hook(&mut self, hook: StatusHook) {
+        self.hook = Some(hook);
+    }
+
+    /// Run until `stop` is set (or the configured duration passes),
+    /// handing every event to `on_event` and rewriting the status file.
+    /// Returns the final status.
+    pub fn run(&mut self, stop: &AtomicBool, on_event: &mut dyn FnMut(&Event)) -> Result<Status> {
+        for e in std::mem::take(&mut self.pending) {
+            on_event(&e);
+        }
+        let mut last_status_ns = 0;
+        self.cpu_start_ns = crate::clock::thread_cpu_ns();
+        loop {
+            let now = monotonic_ns();
+            let done = stop.load(Ordering::Relaxed)
+                || self
+                    .cfg
+                    .duration_ns
+                    .is_some_and(|d| now >= self.start_ns.saturating_add(d));
+            if done {
+                break;
+            }
+            let mut any = false;
+            for i in 0..self.disks.len() {
+                // the first disk's source waits out the poll interval (an
+                // event-driven source returns early on I/O); the others
+                // are read at once
+                let wait_ns = if i == 0 { self.cfg.poll_ns } else { 0 };
+                let events = self.step(i, wait_ns)?;
+                any |= !events.is_empty();
+                for e in &events {
+                    on_event(e);
+                }
+            }
+            let now = monotonic_ns();
+            self.cpu_ns = crate::clock::thread_cpu_ns().saturating_sub(self.cpu_start_ns);
+            if any || now.saturating_sub(last_status_ns) >= 1_000_000_000 {
+                self.write_status()?;
+                last_status_ns = now;
+            }
+        }
+        self.write_status()?;
+        Ok(self.status())
+    }
+
+    fn event(&self, disk: &str, kind: EventKind) -> Event {
+        Event {
+            time: now_rfc3339(),
+            t_s: secs(monotonic_ns().saturating_sub(self.start_ns)),
+            disk: disk.to_string(),
+            kind,
+        }
+    }
+
+    fn step(&mut self, i: usize, wait_ns: u64) -> Result<Vec<Event>> {
+        let dry_run = self.cfg.dry_run;
+        let start_ns = self.start_ns;
+        let mut kinds = Vec::new();
+        let d = &mut self.disks[i];
+        let obs = d.source.next(wait_ns)?;
+        let now = monotonic_ns();
+        let dt = now.saturating_sub(d.last_ns);
+        d.last_ns = now;
+        if matches!(d.gov.state(), GovState::Down { .. }) {
+            d.times.down += secs(dt);
+        } else {
+            let busy = obs.busy_ns.min(dt);
+            d.times.busy += secs(busy);
+            d.times.idle += secs(dt - busy);
+        }
+        if let Some(w) = d.gov.observe(now, obs.io, obs.in_flight > 0) {
+            d.spinups += 1;
+            let unattributed = if obs.issuers.is_empty() {
+                Some(
+                    d.source
+                        .attribution_gap()
+                        .unwrap_or("the monitor saw no issuer")
+                        .to_string(),
+                )
+            } else {
+                None
+            };
+            let mut who: Vec<(String, Option<String>)> = obs
+                .issuers
+                .iter()
+                .map(|i| (i.comm.clone(), i.cgroup.clone()))
+                .collect();
+            if who.is_empty() {
+                who.push(("unknown".into(), None));
+            }
+            for (process, cgroup) in who {
+                *d.wakers
+                    .entry((process.clone(), cgroup.clone()))
+                    .or_insert(0) += 1;
+                d.recent_wakes.push_back((now, process, cgroup));
+            }
+            while d
+                .recent_wakes
+                .front()
+                .is_some_and(|w| w.0.saturating_add(budget::DAY_NS) <= now)
+            {
+                d.recent_wakes.pop_front();
+            }
+            kinds.push(EventKind::Wake {
+                idle_s: secs(w.idle_ns),
+                down_s: secs(w.down_ns),
+                issuers: obs.issuers.clone(),
+                unattributed,
+                dry_run,
+            });
+        }
+        match d.gov.tick(now, d.jobs.running()) {
+            Tick::Wait => {}
+            Tick::BudgetHeld {
+                policy_timeout_ns,
+                timeout_ns,
+                used_24h,
+            } => {
+                d.budget_held += 1;
+                kinds.push(EventKind::BudgetHeld {
+                    policy_timeout_s: secs(policy_timeout_ns),
+                    timeout_s: secs(timeout_ns),
+                    used_24h,
+                    per_day: d.spec.max_spinups_per_day.unwrap_or(0),
+                });
+            }
+            Tick::SpinDown {
+                idle_ns,
+                timeout_ns,
+            } => {
+                // never with I/O in flight: look again right before
+                let in_flight = d.source.in_flight()?;
+                if in_flight > 0 {
+                    d.gov.observe(now, true, true);
+                    kinds.push(EventKind::SpinDownSkipped { in_flight });
+                } else {
+                    let result = match (&mut d.actuator, dry_run) {
+                        (_, true) => Ok(()),
+                        (Some(a), false) => a.standby(),
+                        (None, false) => Err(Error::Unsupported("no actuator".into())),
+                    };
+                    match result {
+                        Ok(()) => {
+                            d.gov.spun_down(now);
+                            d.spindowns += 1;
+                            kinds.push(EventKind::SpinDown {
+                                idle_s: secs(idle_ns),
+                                timeout_s: secs(timeout_ns),
+                                dry_run,
+                            });
+                        }
+                        Err(e) => {
+                            // start a new interval rather than retry every poll
+                            d.gov.observe(now, true, false);
+                            kinds.push(EventKind::Error {
+                                message: e.to_string(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        let spinning = !matches!(d.gov.state(), GovState::Down { .. });
+        for je in d.jobs.poll(now, start_ns, spinning)? {
+            match je {
+                jobs::JobEvent::Started(k) => {
+                    let r = &d.jobs.runs()[k];
+                    kinds.push(EventKind::JobStart {
+                        command: r.command.clone(),
+                        trigger: r.trigger,
+                    });
+                }
+                jobs::JobEvent::Ended(k) => {
+                    let r = &d.jobs.runs()[k];
+                    kinds.push(EventKind::JobEnd {
+                        command: r.command.clone(),
+                        exit_code: r.exit_code,
+                        duration_s: r.ended_s.unwrap_or(r.started_s) - r.started_s,
+                    });
+                }
+            }
+        }
+        let name = self.disks[i].name.clone();
+        Ok(kinds.into_iter().map(|k| self.event(&name, k)).collect())
+    }
+
+    /// The status now.
+    pub fn status(&self) -> Status {
+        let now = monotonic_ns();
+        let p = &self.cfg.power;
+        let disks = self
+            .disks
+            .iter()
+            .map(|d| {
+                let t = d.times;
+                let busy = t.busy * p.read_write_w;
+                let idle = t.idle * p.idle_w;
+                let standby = t.down * p.standby_w;
+                let power_cycle = d.spinups as f64 * p.spinup_j + d.spindowns as f64 * p.shutdown_j;
+                let wakers = top(d.wakers.iter().map(|(k, &n)| (k.clone(), n)));
+                let mut day: BTreeMap<(String, Option<String>), u64> = BTreeMap::new();
+                for (t, p, c) in &d.recent_wakes {
+                    if t.saturating_add(budget::DAY_NS) > now {
+                        *day.entry((p.clone(), c.clone())).or_insert(0) += 1;
+                    }
+                }
+                let wakers_24h = top(day.into_iter());
+                let (state, timeout_s) = match d.gov.state() {
+                    GovState::Busy => ("busy", None),
+                    GovState::Idle {
+                        timeout_ns,
+                        held_until_ns,
+                        since_ns,
+                    } => (
+                        "idle",
+                        held_until_ns.map(|u| u - since_ns).or(timeout_ns).map(secs),
+                    ),
+                    GovState::Down { .. } => ("down", None),
+                };
+                DiskStatus {
+                    disk: d.name.clone(),
+                    actuator: d.actuator.as_ref().map_or("none".into(), |a| a.describe()),
+                    policy: d.spec.policy.clone(),
+                    state: state.into(),
+                    timeout_s,
+                    spinups: d.spinups,
+                    spindowns: d.spindowns,
+                    max_spinups_per_day: d.spec.max_spinups_per_day,
+                    spindowns_24h: d.gov.budget().map_or(0, |b| b.used_24h(now)),
+                    budget_held: d.budget_held,
+                    time_s: t,
+                    energy_j: EnergyEstimate {
+                        busy,
+                        idle,
+                        standby,
+                        power_cycle,
+                        total: busy + idle + standby + power_cycle,
+                        always_on: busy + (t.idle + t.down) * p.idle_w,
+                    },
+                    wakers,
+                    wakers_24h,
+                    jobs: d
+                        .jobs
+                        .runs()
+                        .iter()
+                        .map(|r| JobRunStatus {
+                            command: r.command.clone(),
+                            started_s: r.started_s,
+                            ended_s: r.ended_s,
+                            trigger: serde_json::to_value(r.trigger)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_string))
+                                .unwrap_or_default(),
+                            exit_code: r.exit_code,
+                        })
+                        .collect(),
+                    spinups_saved: d.jobs.saved(),
+                }
+            })
+            .collect();
+        Status {
+            pid: std::process::id(),
+            updated: now_rfc3339(),
+            uptime_s: secs(now.saturating_sub(self.start_ns)),
+            dry_run: self.cfg.dry_run,
+            cpu_s: secs(self.cpu_ns),
+            disks,
+        }
+    }
+
+    fn write_status(&mut self) -> Result<()> {
+        let status = self.status();
+        if let Some(h) = &mut self.hook {
+            h(&status);
+        }
+        let Some(path) = &self.cfg.state_file else {
+            return Ok(());
+        };
+        let text = serde_json::to_string_pretty(&status).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "status".into());
+        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, text + "\n")
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                Error::io(path, "cannot write the status file", e)
+            })
+    }
+}

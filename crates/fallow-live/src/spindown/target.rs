@@ -1,0 +1,140 @@
+//! What a `DEV` argument means: where its I/O is read and what spins it
+//! down.
+//!
+//! - An emulated disk (`fallow emulate-disk`): its mount point, or
+//!   `MOUNTPOINT/disk`: I/O from `MOUNTPOINT/stat`, spun down through
+//!   `MOUNTPOINT/power`.
+//! - A loop device over an emulated disk: I/O from the loop device's
+//!   sysfs counters (what reaches the block layer), spun down through the
+//!   emulator's `power` file beside the backing file.
+//! - Any other block device (`/dev/sdb`, `sdb`, a partition: its whole
+//!   disk): sysfs counters, and ATA STANDBY IMMEDIATE through SG_IO.
+
+use super::activity::{ActivitySource, StatPoll};
+use super::actuator::Actuator;
+use super::ata::AtaActuator;
+use super::emu::EmuActuator;
+use super::traced::TracedSource;
+use crate::error::{Error, Result};
+use crate::monitor::stat::{resolve_device, StatSource};
+use crate::monitor::{DevId, EventMonitor};
+use std::path::{Path, PathBuf};
+
+/// A resolved `DEV`.
+pub struct Target {
+    /// Its name in events and the status.
+    pub name: String,
+    /// Where its I/O is read.
+    pub source: Box<dyn ActivitySource>,
+    /// What spins it down (`None` only in a dry run, when none works).
+    pub actuator: Option<Box<dyn Actuator>>,
+    /// Why there is no actuator.
+    pub actuator_error: Option<String>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The emulator's directory when `path` is one, or its `disk` file.
+fn emulated_dir(path: &Path) -> Option<PathBuf> {
+    let dir = if path.is_dir() {
+        path.to_path_buf()
+    } else if path.file_name().is_some_and(|n| n == "disk") {
+        path.parent()?.to_path_buf()
+    } else {
+        return None;
+    };
+    (dir.join("power").is_file() && dir.join("stat").is_file()).then_some(dir)
+}
+
+/// The block-tracepoint source where the monitor can run here (it names
+/// who woke the disk), else the counters polled.
+fn activity_of(source: &StatSource, disk: &str) -> Result<Box<dyn ActivitySource>> {
+    let devs = DevId::of_sysfs_dir(&Path::new("/sys/class/block").join(disk));
+    if let (Ok(()), Some(devs)) = (EventMonitor::available(), devs) {
+        if let Ok(t) = TracedSource::open(source, &devs) {
+            return Ok(Box::new(t));
+        }
+    }
+    Ok(Box::new(StatPoll::new(source)?))
+}
+
+/// Resolve `spec`; in a `dry_run` a disk whose actuator cannot be opened
+/// is still watched.
+pub fn open(spec: &str, dry_run: bool) -> Result<Target> {
+    let path = Path::new(spec.trim());
+    if let Some(dir) = emulated_dir(path) {
+        let dir = dir.canonicalize().unwrap_or(dir);
+        let source = StatSource::file(dir.join("stat"))?;
+        return Ok(Target {
+            name: dir.display().to_string(),
+            source: Box::new(StatPoll::new(&source)?),
+            actuator: Some(Box::new(EmuActuator::open(dir.join("power"))?)),
+            actuator_error: None,
+        });
+    }
+    // a block device, by path or kernel name
+    let dev_path = if spec.contains('/') {
+        path.to_path_buf()
+    } else {
+        Path::new("/dev").join(spec.trim())
+    };
+    let resolved = resolve_device(&dev_path)?.ok_or_else(|| {
+        Error::invalid(
+            "DEV",
+            format!(
+                "{}: not a block device, an emulated disk's mount point or its `disk` file",
+                dev_path.display()
+            ),
+        )
+    })?;
+    if !std::fs::metadata(&dev_path)
+        .map(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()))
+        .unwrap_or(false)
+    {
+        return Err(Error::invalid(
+            "DEV",
+            format!(
+                "{}: a file, not a disk (give the device, e.g. /dev/{})",
+                dev_path.display(),
+                resolved.disk
+            ),
+        ));
+    }
+    let source = resolved.stat_source()?;
+    let poll = activity_of(&source, &resolved.disk)?;
+    let name = format!("/dev/{}", resolved.disk);
+    // a loop device over an emulated disk: the emulator's control file
+    let backing =
+        std::fs::read_to_string(format!("/sys/block/{}/loop/backing_file", resolved.disk))
+            .ok()
+            .map(|s| PathBuf::from(s.trim_end()));
+    if let Some(dir) = backing.as_deref().and_then(emulated_dir) {
+        return Ok(Target {
+            name,
+            source: poll,
+            actuator: Some(Box::new(EmuActuator::open(dir.join("power"))?)),
+            actuator_error: None,
+        });
+    }
+    match AtaActuator::open(Path::new(&name)) {
+        Ok(a) => Ok(Target {
+            name,
+            source: poll,
+            actuator: Some(Box::new(a)),
+            actuator_error: None,
+        }),
+        Err(e) if dry_run => Ok(Target {
+            name,
+            source: poll,
+            actuator: None,
+            actuator_error: Some(e.to_string()),
+        }),
+        Err(e) => Err(e),
+    }
+}
