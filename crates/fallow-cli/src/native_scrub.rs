@@ -14,7 +14,6 @@ use fallow_live::native::{
     self, NativeConfig, NativeOutcome, NativeSession, NativeTarget, SessionConfig, SystemControl,
     Watch,
 };
-use fallow_live::run::GuardianCommand;
 use fallow_live::scrub::{Resume, Windows};
 use fallow_live::DriverConfig;
 use serde::Serialize;
@@ -127,8 +126,6 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
         max_bytes: s.max_bytes,
         options,
     };
-    let exe =
-        std::env::current_exe().context("cannot find the fallow executable for the guardian")?;
     let scfg = SessionConfig {
         policy: s.policy.clone(),
         driver: DriverConfig {
@@ -140,10 +137,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
         },
         watch: Watch::parse(&s.monitor),
         interval_ns: s.interval_ns,
-        guardian: Some(GuardianCommand {
-            program: exe,
-            leading_args: vec!["__guardian".into()],
-        }),
+        guardian: Some(crate::invocation::guardian()?),
     };
     let mut session = NativeSession::open(&t, &ncfg, &scfg, Arc::new(SystemControl::new()))
         .map_err(live_err)

@@ -22,14 +22,13 @@ use fallow_core::sim::BgService;
 use fallow_live::combine;
 use fallow_live::net::{self, NamespaceTraffic, NetMonitorConfig, NetSource};
 use fallow_live::run::{
-    exit_code, guard, native_alternative, CommandSpec, FreezerKind, GuardianCommand, GuardianSpec,
-    IoAccounting, Managed, RunConfig, RunStats, WatchedDisk, SLICE_RANGE_NS,
+    exit_code, guard, native_alternative, CommandSpec, FreezerKind, GuardianSpec, IoAccounting,
+    Managed, RunConfig, RunStats, WatchedDisk, SLICE_RANGE_NS,
 };
 use fallow_live::{DriveReport, Driver, DriverConfig, Monitor, MonitorConfig, MonitorStats};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -365,12 +364,12 @@ fn named(e: anyhow::Error, from: &Option<String>) -> anyhow::Error {
 }
 
 /// Run `fallow run`; the exit code is the command's.
-pub fn main(args: RunArgs) -> ExitCode {
+pub fn main(args: RunArgs) -> u8 {
     match run(args) {
-        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Ok(code) => code.clamp(0, 255) as u8,
         Err(err) => {
             eprintln!("fallow: error: {}", message(&err));
-            ExitCode::from(exit_code_of(&err))
+            exit_code_of(&err)
         }
     }
 }
@@ -473,16 +472,11 @@ fn run(args: RunArgs) -> Result<i32> {
         }
     }
 
-    let exe =
-        std::env::current_exe().context("cannot find the fallow executable for the guardian")?;
     let cfg = RunConfig {
         freezer: s.freezer,
         slice_ns: s.slice_ns,
         account_dev: disk.as_ref().and_then(|d| d.dev),
-        guardian: Some(GuardianCommand {
-            program: exe,
-            leading_args: vec!["__guardian".into()],
-        }),
+        guardian: Some(crate::invocation::guardian()?),
     };
     let mut managed = Managed::spawn(&spec, &cfg, stop.clone()).map_err(live)?;
     {
