@@ -35,7 +35,11 @@ fn completions_know_every_subcommand_and_flag() {
         assert!(bash.contains(flag), "bash: no {flag}");
     }
     let zsh = stdout(&fallow(&["completions", "zsh"]));
-    assert!(zsh.starts_with("#compdef fallow"), "{}", &zsh[..80.min(zsh.len())]);
+    assert!(
+        zsh.starts_with("#compdef fallow"),
+        "{}",
+        &zsh[..80.min(zsh.len())]
+    );
     let fish = stdout(&fallow(&["completions", "fish"]));
     assert!(fish.contains("complete -c fallow"), "{fish}");
     for shell in ["elvish", "powershell"] {
@@ -70,7 +74,11 @@ fn the_bash_completion_script_loads() {
 #[test]
 fn man_pages_are_roff_with_the_commands_help() {
     let page = stdout(&fallow(&["man"]));
-    assert!(page.contains(".TH fallow 1"), "{}", &page[..200.min(page.len())]);
+    assert!(
+        page.contains(".TH fallow 1"),
+        "{}",
+        &page[..200.min(page.len())]
+    );
     assert!(page.contains(".SH NAME"));
     assert!(page.contains(".SH SUBCOMMANDS") || page.contains("fallow\\-analyze"));
     for sub in ["analyze", "scrub", "completions"] {
@@ -78,7 +86,10 @@ fn man_pages_are_roff_with_the_commands_help() {
     }
     let scrub = stdout(&fallow(&["man", "scrub"]));
     assert!(scrub.contains(".TH fallow-scrub 1"), "{}", &scrub[..200]);
-    assert!(scrub.contains("\\-\\-resume"), "no --resume in fallow-scrub(1)");
+    assert!(
+        scrub.contains("\\-\\-resume"),
+        "no --resume in fallow-scrub(1)"
+    );
     bad_input(&["man", "nope"], &["nope", "analyze"]);
     bad_input(&["man", "__guardian"], &["__guardian"]);
     // man(1) renders it, when installed
@@ -128,7 +139,10 @@ fn color_always_never_and_auto() {
     let err = fallow(&["--color", "always", "analyze", "--bogus"]);
     assert_eq!(err.status.code(), Some(2));
     assert!(has_escapes(&stderr(&err)), "{}", stderr(&err));
-    bad_input(&["--color", "sometimes", "policies"], &["sometimes", "never"]);
+    bad_input(
+        &["--color", "sometimes", "policies"],
+        &["sometimes", "never"],
+    );
 }
 
 /// Parse RFC 4180 CSV (quoted fields with doubled quotes, CRLF rows), a
@@ -241,14 +255,20 @@ fn compare_csv_holds_the_json_numbers_exactly() {
         let r = &run["result"];
         let r = if r.is_null() { run } else { r };
         same(&row["fg_slowdown"], &r["fg"]["slowdown"]);
-        same(&row["fg_mean_added_delay_s"], &r["fg"]["mean_added_delay_s"]);
+        same(
+            &row["fg_mean_added_delay_s"],
+            &r["fg"]["mean_added_delay_s"],
+        );
         same(
             &row["bg_throughput_bytes_per_s"],
             &r["bg"]["throughput_bytes_per_s"],
         );
         assert_eq!(row["clairvoyant"], "false");
     }
-    bad_input(&["compare", "--csv", "--json", "--workload", "poisson"], &["--csv", "--json"]);
+    bad_input(
+        &["compare", "--csv", "--json", "--workload", "poisson"],
+        &["--csv", "--json"],
+    );
 }
 
 #[test]
@@ -308,6 +328,38 @@ fn recommend_tune_and_policies_csv_match_their_json() {
         }
     }
 
+    // pareto: one row per setting swept, the front's flagged
+    let mut args = vec![
+        "pareto",
+        "--policy",
+        "fixed-wait",
+        "--policy",
+        "aggressive",
+        "--bg-size",
+        "64KiB",
+    ];
+    args.extend_from_slice(WORKLOAD);
+    let (_, rows) = csv_rows(&args);
+    let v = json(&args);
+    let fronts = v.as_array().unwrap();
+    let points: usize = fronts
+        .iter()
+        .map(|f| f["points"].as_array().unwrap().len())
+        .sum();
+    let front: usize = fronts
+        .iter()
+        .map(|f| f["front"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(rows.len(), points);
+    assert_eq!(
+        rows.iter().filter(|r| r["on_front"] == "true").count(),
+        front
+    );
+    for (row, p) in rows.iter().zip(fronts[0]["points"].as_array().unwrap()) {
+        assert_eq!(row["spec"], p["spec"].as_str().unwrap());
+        same(&row["fg_mean_added_delay_s"], &p["fg_mean_added_delay_s"]);
+    }
+
     let (_, rows) = csv_rows(&["policies"]);
     let v: Value = json(&["policies"]);
     let names: Vec<&str> = v
@@ -346,13 +398,19 @@ fn blkparse_devices_are_major_minor() {
     assert_eq!(v["trace"]["requests"].as_u64(), Some(1));
     let o = fallow(&["analyze", trace]);
     let err = stderr(&o);
-    assert!(err.contains("8,0: 3") && err.contains("device 8,0"), "{err}");
+    assert!(
+        err.contains("8,0: 3") && err.contains("device 8,0"),
+        "{err}"
+    );
     assert!(stdout(&o).contains("device 8,0 of 2"), "{}", stdout(&o));
     bad_input(
         &["analyze", trace, "--device", "8,32"],
         &["8,32", "8,0 (3 requests)", "8,16 (1 request"],
     );
-    bad_input(&["analyze", trace, "--device", "8,x"], &["8,x", "major,minor"]);
+    bad_input(
+        &["analyze", trace, "--device", "8,x"],
+        &["8,x", "major,minor"],
+    );
     bad_input(
         &["analyze", trace, "--device", "4096,0"],
         &["4096,0", "12-bit major"],
