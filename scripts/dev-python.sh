@@ -2,7 +2,11 @@
 # Set up the Python development environment of fallow:
 #   .venv/ with maturin, numpy, pandas, matplotlib, polars, dask[distributed],
 #   ray (the fleet backends), pytest and ruff,
-#   and the `fallow` package built in release mode and installed into it.
+#   and the `fallow` package built in release mode and installed into it,
+#   with its `fallow` command (.venv/bin/fallow: the CLI inside the extension).
+#   The same release build also makes the wheel `pip install` takes
+#   ($CARGO_TARGET_DIR/wheels/fallow-*-abi3-manylinux_2_34_x86_64.whl), which
+#   tests/python/test_install.py installs into a fresh venv: one build, two uses.
 #
 # Idempotent: packages are installed only when the list below changed (a
 # stamp file in .venv remembers it), and cargo rebuilds the extension only
@@ -60,8 +64,9 @@ fi
 if [[ $build -eq 1 && "${FALLOW_FORCE_BUILD:-0}" != 1 ]]; then
   so="$(ls "$root"/python/fallow/_fallow*.so 2>/dev/null | head -n1 || true)"
   if [[ -n "$so" ]] \
-    && [[ -z "$(find "$root/crates/fallow-core" "$root/crates/fallow-py" "$root/Cargo.toml" \
-                     "$root/Cargo.lock" "$root/pyproject.toml" -newer "$so" -print -quit)" ]] \
+    && [[ -z "$(find "$root/crates" "$root/Cargo.toml" "$root/Cargo.lock" "$root/pyproject.toml" \
+                     -newer "$so" -print -quit)" ]] \
+    && ls "${CARGO_TARGET_DIR:-$root/target/py}"/wheels/fallow-*.whl >/dev/null 2>&1 \
     && (cd / && "$venv/bin/python" -c 'import fallow._fallow' 2>/dev/null); then
     echo "dev-python: extension up to date ($so)" >&2
     build=0
@@ -73,9 +78,14 @@ if [[ $build -eq 1 ]]; then
   export PATH="$venv/bin:$PATH"
   export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/py}"
   echo "dev-python: building the extension (release) into $venv" >&2
-  # `maturin develop` builds with cargo (incremental) and installs the
-  # package in editable form: python/fallow is used in place, so Python
-  # edits need no rebuild.
-  (cd "$root" && maturin develop --release --quiet)
+  # The wheel first (stripped, manylinux-tagged: what scripts/release.sh
+  # ships), then `maturin develop` with the same cargo flags, so cargo finds
+  # everything built and only the packaging runs again. develop installs
+  # the package in editable form: python/fallow is used in place, so Python
+  # edits need no rebuild; the `fallow` command goes to $venv/bin.
+  rm -f "$CARGO_TARGET_DIR"/wheels/fallow-*.whl
+  (cd "$root" && maturin build --release --strip --compatibility manylinux_2_34 --quiet \
+    --out "$CARGO_TARGET_DIR/wheels")
+  (cd "$root" && maturin develop --release --strip --quiet)
   "$venv/bin/python" -c 'import fallow, sys; sys.stderr.write("dev-python: fallow %s ready\n" % fallow.__version__)'
 fi

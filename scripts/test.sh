@@ -22,6 +22,18 @@ if [ "$(id -u)" = 0 ] && ! command -v btrfs >/dev/null; then
         || echo "no btrfs-progs: the native btrfs tests will skip"
 fi
 
+step "system tools for the operations tests (promtool, systemd-analyze)"
+# crates/fallow-metrics/tests/scrape.rs pipes a scrape into `promtool check
+# metrics` (Debian's prometheus package: 62 s to install on a loaded 2-core
+# machine, not started); crates/fallow-cli/tests/systemd_units.rs runs
+# `systemd-analyze verify` and `security` on docs/examples/fallow-scrub.*.
+# Both tests print a `skip:` line without them.
+if [ "$(id -u)" = 0 ] && ! command -v promtool >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+        || echo "no promtool: the metrics test checks the text format without it"
+fi
+command -v systemd-analyze >/dev/null || echo "no systemd-analyze: the unit tests will skip"
+
 step "system tools for the peer namespace tests (ip netns, nsenter)"
 if [ "$(id -u)" = 0 ] && { ! command -v ip >/dev/null || ! command -v nsenter >/dev/null; }; then
     apt-get update -qq && apt-get install -y -qq iproute2 util-linux >/dev/null

@@ -25,8 +25,9 @@ pub struct AnalyzeArgs {
     pub trace: PathBuf,
 
     /// Device to analyse, by its id in the trace (MSR DiskNumber, HP SRT
-    /// physical disk, …) or, in an MSR file of several hosts, as HOST:DISK
-    /// (`hm:0`). [default: the device with the most requests]
+    /// physical disk, …), as MAJOR,MINOR in a blkparse trace (`8,16`) or,
+    /// in an MSR file of several hosts, as HOST:DISK (`hm:0`).
+    /// [default: the device with the most requests]
     #[arg(long, short = 'd', value_name = "ID")]
     pub device: Option<DeviceSel>,
 

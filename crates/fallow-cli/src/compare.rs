@@ -11,6 +11,7 @@ use crate::atomic::OverwriteArg;
 use crate::human::{count, num, pct, secs};
 use crate::output::{self, Style};
 use crate::simulate::{build_policy, prepare, signed_pct, BgArgs, Input, InputArgs, Run};
+use crate::table::{Cell, Column, CsvArg, Table};
 use anyhow::Result;
 use clap::Args;
 use fallow_core::outpath::OutputKind;
@@ -43,6 +44,9 @@ pub struct CompareArgs {
     /// Print the results as a JSON list instead of the table.
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub csv: CsvArg,
 
     /// Also write a self-contained HTML page with the table and plots.
     #[arg(long, value_name = "OUT.html")]
@@ -126,6 +130,11 @@ pub fn run(args: CompareArgs) -> Result<()> {
         if let Some(path) = &args.html {
             eprintln!("fallow: wrote the HTML page to {}", path.display());
         }
+    } else if args.csv.csv {
+        output::print(&runs_table(&runs).csv())?;
+        if let Some(path) = &args.html {
+            eprintln!("fallow: wrote the HTML page to {}", path.display());
+        }
     } else {
         let mut text = table(&input, &args.bg, &runs);
         if let Some(path) = &args.html {
@@ -134,6 +143,60 @@ pub fn run(args: CompareArgs) -> Result<()> {
         output::print(&text)?;
     }
     Ok(())
+}
+
+/// The comparison as a table, the baseline (no BG work) first: the text
+/// table and `--csv` (fractions and seconds, `clairvoyant` as true/false).
+fn runs_table(runs: &[(String, SimResult)]) -> Table {
+    let mut t = Table::new(vec![
+        Column::new("policy", "policy"),
+        Column::new("slowdown", "fg_slowdown"),
+        Column::new("added delay", "fg_mean_added_delay_s"),
+        Column::new("p99", "fg_p99_response_s"),
+        Column::new("delayed", "fg_collision_rate"),
+        Column::new("BG MB/s", "bg_throughput_bytes_per_s"),
+        Column::new("idle used", "idle_used_fraction"),
+        Column::new("", "clairvoyant"),
+    ]);
+    if let Some((_, first)) = runs.first() {
+        let zero = || Cell::num("0", 0.0);
+        t.push(vec![
+            Cell::text("(no BG work)"),
+            zero(),
+            zero(),
+            Cell::num(
+                secs(first.fg.baseline_p99_response_s),
+                first.fg.baseline_p99_response_s,
+            ),
+            zero(),
+            zero(),
+            zero(),
+            Cell::both("", "false"),
+        ]);
+    }
+    for (spec, r) in runs {
+        t.push(vec![
+            Cell::both(
+                if r.clairvoyant {
+                    format!("{spec} *")
+                } else {
+                    spec.clone()
+                },
+                spec.clone(),
+            ),
+            Cell::num(signed_pct(r.fg.slowdown), r.fg.slowdown),
+            Cell::num(secs(r.fg.mean_added_delay_s), r.fg.mean_added_delay_s),
+            Cell::num(secs(r.fg.p99_response_s), r.fg.p99_response_s),
+            Cell::num(pct(r.fg.collision_rate), r.fg.collision_rate),
+            Cell::num(
+                num(r.bg.throughput_bytes_per_s / 1e6),
+                r.bg.throughput_bytes_per_s,
+            ),
+            Cell::num(pct(r.idle_used_fraction), r.idle_used_fraction),
+            Cell::both("", r.clairvoyant.to_string()),
+        ]);
+    }
+    t
 }
 
 /// One thread per core, or `FALLOW_THREADS`.
@@ -219,75 +282,13 @@ fn table(input: &Input, bg: &BgArgs, runs: &[(String, SimResult)]) -> String {
     }
     let _ = writeln!(s, "  {}", st.dim(&bg.describe()));
     let _ = writeln!(s);
-    let header = [
-        "policy",
-        "slowdown",
-        "added delay",
-        "p99",
-        "delayed",
-        "BG MB/s",
-        "idle used",
-    ];
-    let mut rows: Vec<[String; 7]> = Vec::new();
-    if let Some((_, first)) = runs.first() {
-        rows.push([
-            "(no BG work)".into(),
-            "0".into(),
-            "0".into(),
-            secs(first.fg.baseline_p99_response_s),
-            "0".into(),
-            "0".into(),
-            "0".into(),
-        ]);
-    }
-    let mut clairvoyant = false;
-    for (spec, r) in runs {
-        clairvoyant |= r.clairvoyant;
-        rows.push([
-            if r.clairvoyant {
-                format!("{spec} *")
-            } else {
-                spec.clone()
-            },
-            signed_pct(r.fg.slowdown),
-            secs(r.fg.mean_added_delay_s),
-            secs(r.fg.p99_response_s),
-            pct(r.fg.collision_rate),
-            num(r.bg.throughput_bytes_per_s / 1e6),
-            pct(r.idle_used_fraction),
-        ]);
-    }
-    let width = |i: usize| {
-        rows.iter()
-            .map(|r| r[i].chars().count())
-            .chain(std::iter::once(header[i].chars().count()))
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..header.len()).map(width).collect();
-    let line = |cells: &[String]| {
-        let mut l = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            let pad = widths[i] - c.chars().count();
-            if i == 0 {
-                let _ = write!(l, "{c}{}", " ".repeat(pad));
-            } else {
-                let _ = write!(l, "  {}{c}", " ".repeat(pad));
-            }
-        }
-        l.trim_end().to_string()
-    };
-    let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    let _ = writeln!(s, "{}", st.bold(&line(&head)));
-    for r in &rows {
-        let _ = writeln!(s, "{}", line(r));
-    }
+    let _ = write!(s, "{}", runs_table(runs).text(&st, 0, |_| false));
     let _ = writeln!(
         s,
         "\nslowdown: mean FG response time with BG work over without, − 1; added delay: per FG request;\n\
          delayed: FG requests that waited for BG work; idle used: share of idle time spent on BG work."
     );
-    if clairvoyant {
+    if runs.iter().any(|(_, r)| r.clairvoyant) {
         let _ = writeln!(
             s,
             "* clairvoyant reference: sees the future, an upper bound rather than a deployable policy."

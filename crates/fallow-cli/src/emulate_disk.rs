@@ -383,9 +383,10 @@ fn release_stderr(log: Option<&std::path::Path>) -> Result<()> {
 /// own process group, so the terminal's Ctrl-C does not reach it), relay
 /// its ready line, and return.
 fn run_detached() -> Result<()> {
-    let exe = std::env::current_exe().context("finding the fallow executable")?;
-    let mut child = Command::new(exe)
-        .args(std::env::args_os().skip(1))
+    let me = crate::invocation::relaunch()?;
+    let mut child = Command::new(&me.program)
+        .args(&me.leading_args)
+        .args(crate::invocation::args())
         .arg("--detached-child")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

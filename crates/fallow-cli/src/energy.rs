@@ -53,7 +53,7 @@ pub struct EnergyArgs {
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
 
-    /// Device of a block trace, by its id (MSR of several hosts: HOST:DISK). [default: the busiest]
+    /// Device of a block trace, by its id (blkparse: MAJOR,MINOR; MSR of several hosts: HOST:DISK). [default: the busiest]
     #[arg(long, short = 'd', value_name = "ID")]
     pub device: Option<DeviceSel>,
 

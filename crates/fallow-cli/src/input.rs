@@ -167,17 +167,14 @@ pub fn select_device(trace: Trace, device: Option<DeviceSel>) -> Result<Selected
                 .map(|d| d.id)
                 .unwrap_or(0);
             if devices.len() > 1 {
-                // MSR files of several hosts name their devices `host:disk`.
-                let label = |d: &DeviceCount| d.name.clone().unwrap_or_else(|| d.id.to_string());
+                // MSR files of several hosts name their devices `host:disk`,
+                // blkparse traces `major,minor`.
                 let list = devices
                     .iter()
-                    .map(|d| format!("{}: {}", label(d), count(d.requests)))
+                    .map(|d| format!("{}: {}", d.label(), count(d.requests)))
                     .collect::<Vec<_>>()
                     .join(", ");
-                let chosen = devices
-                    .iter()
-                    .find(|d| d.id == busiest)
-                    .map_or_else(|| busiest.to_string(), label);
+                let chosen = fallow_core::trace::device_label(&devices, busiest);
                 eprintln!(
                     "fallow: the trace has {} devices (requests per device: {list}); analysing the busiest, device {chosen} (choose with --device)",
                     devices.len()

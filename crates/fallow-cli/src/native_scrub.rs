@@ -14,7 +14,6 @@ use fallow_live::native::{
     self, NativeConfig, NativeOutcome, NativeSession, NativeTarget, SessionConfig, SystemControl,
     Watch,
 };
-use fallow_live::run::GuardianCommand;
 use fallow_live::scrub::Resume;
 use fallow_live::settings::Settings;
 use fallow_live::DriverConfig;
@@ -91,8 +90,6 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
         max_bytes: s.max_bytes,
         options,
     };
-    let exe =
-        std::env::current_exe().context("cannot find the fallow executable for the guardian")?;
     let scfg = SessionConfig {
         policy: s.policy.clone(),
         driver: DriverConfig {
@@ -104,10 +101,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
         },
         watch: Watch::parse(&s.monitor),
         interval_ns: s.interval_ns,
-        guardian: Some(GuardianCommand {
-            program: exe,
-            leading_args: vec!["__guardian".into()],
-        }),
+        guardian: Some(crate::invocation::guardian()?),
     };
     let mut session = NativeSession::open(&t, &ncfg, &scfg, Arc::new(SystemControl::new()))
         .map_err(live_err)

@@ -10,17 +10,39 @@ use std::io::{IsTerminal, Write};
 
 const WIDTH: usize = 100;
 
+/// `--color`: 0 auto, 1 always, 2 never (set once, before a command runs).
+static COLOR: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Apply `--color` to everything [`Style::for_stdout`] styles.
+pub fn set_color(choice: clap::ColorChoice) {
+    let v = match choice {
+        clap::ColorChoice::Auto => 0,
+        clap::ColorChoice::Always => 1,
+        clap::ColorChoice::Never => 2,
+    };
+    COLOR.store(v, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Bold on a terminal that wants colour, plain otherwise.
 pub struct Style {
     color: bool,
 }
 
 impl Style {
-    /// Styling for stdout: colour only on a terminal without `NO_COLOR`.
+    /// Styling for stdout: `--color always|never` decides; `auto` (the
+    /// default) styles only a terminal without `NO_COLOR`.
     pub fn for_stdout() -> Style {
-        Style {
-            color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-        }
+        let color = match COLOR.load(std::sync::atomic::Ordering::Relaxed) {
+            1 => true,
+            2 => false,
+            _ => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        };
+        Style { color }
+    }
+    /// No styling, whatever `--color` says.
+    #[cfg(test)]
+    pub fn plain() -> Style {
+        Style { color: false }
     }
     /// Bold text.
     pub fn bold(&self, s: &str) -> String {
@@ -55,9 +77,10 @@ pub fn describe_input(c: &Characterization) -> String {
     if let Some(f) = t.format {
         parts.push(format!("format {f}"));
     }
+    let label = |d| fallow_core::trace::device_label(&t.devices, d);
     match (t.device, t.devices.len()) {
-        (Some(d), 1) => parts.push(format!("device {d}")),
-        (Some(d), n) => parts.push(format!("device {d} of {n}")),
+        (Some(d), 1) => parts.push(format!("device {}", label(d))),
+        (Some(d), n) => parts.push(format!("device {} of {n}", label(d))),
         (None, _) => {}
     }
     parts.push(match &t.completions {

@@ -7,6 +7,7 @@ use crate::atomic::OverwriteArg;
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
 use crate::simulate::{prepare, BgArgs, InputArgs};
+use crate::table::{Cell, Column, CsvArg, Table};
 use crate::tune::threads;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -39,6 +40,9 @@ pub struct ParetoArgs {
     /// Print the fronts as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub csv: CsvArg,
 
     /// Also write an HTML page plotting the fronts to this file.
     #[arg(long, value_name = "OUT")]
@@ -108,9 +112,57 @@ pub fn run(args: ParetoArgs) -> Result<()> {
         let mut text = serde_json::to_string_pretty(&fronts)?;
         text.push('\n');
         output::print(&text)
+    } else if args.csv.csv {
+        output::print(&points_table(&fronts).csv())
     } else {
         output::print(&table(&args, &input, &fronts))
     }
+}
+
+/// Every setting swept, one row each, for `--csv`: `on_front` says whether
+/// it is on its policy's Pareto front (what the text table counts).
+fn points_table(fronts: &[Front]) -> Table {
+    let mut t = Table::new(vec![
+        Column::new("policy", "policy"),
+        Column::new("spec", "spec"),
+        Column::new("knob", "knob"),
+        Column::new("knob value", "knob_value"),
+        Column::new("BG", "bg_throughput_bytes_per_s"),
+        Column::new("added delay", "fg_mean_added_delay_s"),
+        Column::new("slowdown", "fg_slowdown"),
+        Column::new("delayed", "fg_collision_rate"),
+        Column::new("idle used", "idle_used_fraction"),
+        Column::new("front", "on_front"),
+        Column::new("clairvoyant", "clairvoyant"),
+    ]);
+    for f in fronts {
+        for p in &f.points {
+            let on_front = f.front.iter().any(|q| q.spec == p.spec);
+            t.push(vec![
+                Cell::text(f.policy.clone()),
+                Cell::text(p.spec.clone()),
+                Cell::text(f.knob.unwrap_or_default()),
+                Cell::text(p.knob.clone().unwrap_or_default()),
+                Cell::num(
+                    format!("{} MB/s", num(p.bg_throughput_bytes_per_s / 1e6)),
+                    p.bg_throughput_bytes_per_s,
+                ),
+                Cell::num(secs(p.fg_mean_added_delay_s), p.fg_mean_added_delay_s),
+                Cell::num(format!("{:.2} %", p.fg_slowdown * 100.0), p.fg_slowdown),
+                Cell::num(
+                    format!("{:.2} %", p.fg_collision_rate * 100.0),
+                    p.fg_collision_rate,
+                ),
+                Cell::num(
+                    format!("{:.2} %", p.idle_used_fraction * 100.0),
+                    p.idle_used_fraction,
+                ),
+                Cell::text(on_front.to_string()),
+                Cell::text(f.clairvoyant.to_string()),
+            ]);
+        }
+    }
+    t
 }
 
 fn table(args: &ParetoArgs, input: &crate::simulate::Input, fronts: &[Front]) -> String {

@@ -2,6 +2,7 @@
 //! does and its parameters — as text or `--json`.
 
 use crate::output::{self, Style};
+use crate::table::{Cell, Column, CsvArg, Table};
 use anyhow::Result;
 use clap::Args;
 use fallow_core::policy::registry;
@@ -14,6 +15,9 @@ pub struct PoliciesArgs {
     /// Print the registry as JSON (a list of {name, summary, params, clairvoyant}).
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub csv: CsvArg,
 }
 
 /// One registry entry as JSON.
@@ -40,6 +44,23 @@ pub fn run(args: PoliciesArgs) -> Result<()> {
         let mut text = serde_json::to_string_pretty(&items)?;
         text.push('\n');
         return output::print(&text);
+    }
+    if args.csv.csv {
+        let mut t = Table::new(vec![
+            Column::new("name", "name"),
+            Column::new("summary", "summary"),
+            Column::new("params", "params"),
+            Column::new("clairvoyant", "clairvoyant"),
+        ]);
+        for i in &items {
+            t.push(vec![
+                Cell::text(i.name),
+                Cell::text(i.summary),
+                Cell::text(i.params),
+                Cell::text(i.clairvoyant.to_string()),
+            ]);
+        }
+        return output::print(&t.csv());
     }
     let st = Style::for_stdout();
     let width = items

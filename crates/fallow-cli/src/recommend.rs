@@ -6,6 +6,7 @@
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
 use crate::simulate::{prepare, BgArgs, InputArgs};
+use crate::table::{Cell, Column, CsvArg, Table};
 use crate::tune::{
     parse_duration, parse_search, parse_sizes, shell_quote, simulate_args, threads, Sizes,
 };
@@ -49,6 +50,9 @@ pub struct RecommendArgs {
     /// Print the recommendation as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub csv: CsvArg,
 
     /// How fixed-wait and lossless-waiting are searched, as for `fallow
     /// tune --search`: `exact` (the whole knob ladder, provably best; slow
@@ -122,9 +126,47 @@ pub fn run(args: RecommendArgs) -> Result<()> {
     let rec = result.with_context(|| format!("recommending for --budget {}", args.budget))?;
     if args.json {
         output::print(&output::json_text(&rec)?)
+    } else if args.csv.csv {
+        output::print(&ranking_table(&rec).csv())
     } else {
         output::print(&table(&args, &input, &sim, &rec))
     }
+}
+
+/// The ranking for `--csv`: one row per policy, the best setting's figures
+/// blank where no setting meets the budget (rank 0: none does BG work).
+fn ranking_table(rec: &Recommendation) -> Table {
+    let mut t = Table::new(vec![
+        Column::new("rank", "rank"),
+        Column::new("policy", "policy"),
+        Column::new("best spec", "spec"),
+        Column::new("req. size", "request_size_bytes"),
+        Column::new("BG", "bg_throughput_bytes_per_s"),
+        Column::new("added delay", "fg_mean_added_delay_s"),
+        Column::new("reason", "reason"),
+    ]);
+    for r in &rec.ranking {
+        let best = r.best.as_ref().filter(|_| r.rank > 0);
+        let mut row = vec![
+            Cell::int(r.rank.to_string(), r.rank as u64),
+            Cell::text(r.policy.clone()),
+        ];
+        match best {
+            Some(c) => row.extend([
+                Cell::text(c.spec.clone()),
+                Cell::int(bytes(c.request_size_bytes), c.request_size_bytes),
+                Cell::num(
+                    format!("{} MB/s", num(c.bg_throughput_bytes_per_s / 1e6)),
+                    c.bg_throughput_bytes_per_s,
+                ),
+                Cell::num(secs(c.fg_mean_added_delay_s), c.fg_mean_added_delay_s),
+            ]),
+            None => row.extend([Cell::empty(), Cell::empty(), Cell::empty(), Cell::empty()]),
+        }
+        row.push(Cell::text(r.reason.clone()));
+        t.push(row);
+    }
+    t
 }
 
 fn table(

@@ -20,7 +20,7 @@ use crate::{exit_code_of, message, BadInput};
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_live::run::{
-    guard, native_alternative, FreezerKind, GuardianCommand, GuardianSpec, RunNote, RunSession,
+    guard, native_alternative, FreezerKind, GuardianSpec, RunNote, RunSession,
     RunSignals, RunStats,
 };
 use fallow_live::settings::{Command, Flags, Settings};
@@ -28,7 +28,6 @@ use fallow_live::{DriveReport, MonitorStats};
 use serde::Serialize;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -211,12 +210,12 @@ struct Report {
 }
 
 /// Run `fallow run`; the exit code is the command's.
-pub fn main(args: RunArgs) -> ExitCode {
+pub fn main(args: RunArgs) -> u8 {
     match run(args) {
-        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Ok(code) => code.clamp(0, 255) as u8,
         Err(err) => {
             eprintln!("fallow: error: {}", message(&err));
-            ExitCode::from(exit_code_of(&err))
+            exit_code_of(&err)
         }
     }
 }
@@ -298,12 +297,7 @@ fn run(args: RunArgs) -> Result<i32> {
             ),
         );
     });
-    let exe =
-        std::env::current_exe().context("cannot find the fallow executable for the guardian")?;
-    let guardian = Some(GuardianCommand {
-        program: exe,
-        leading_args: vec!["__guardian".into()],
-    });
+    let guardian = Some(crate::invocation::guardian()?);
     let mut session = RunSession::open(
         &s,
         &args.command,

@@ -33,7 +33,7 @@ pub struct InputArgs {
     #[arg(value_name = "TRACE", required_unless_present = "workload")]
     pub trace: Option<PathBuf>,
 
-    /// Device to simulate, by its id in the trace (MSR of several hosts: HOST:DISK). [default: the device with the most requests]
+    /// Device to simulate, by its id in the trace (blkparse: MAJOR,MINOR; MSR of several hosts: HOST:DISK). [default: the device with the most requests]
     #[arg(long, short = 'd', value_name = "ID", conflicts_with = "workload")]
     pub device: Option<DeviceSel>,
 
@@ -246,7 +246,7 @@ pub fn file_name(path: &std::path::Path) -> String {
 pub fn describe_device(selected: &input::Selected) -> String {
     format!(
         "device {}{}",
-        selected.device,
+        fallow_core::trace::device_label(&selected.devices, selected.device),
         if selected.devices.len() > 1 {
             format!(" of {}", selected.devices.len())
         } else {

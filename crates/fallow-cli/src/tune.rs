@@ -7,6 +7,7 @@
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
 use crate::simulate::{prepare, BgArgs, InputArgs, InputInfo};
+use crate::table::{Cell, Column, CsvArg, Table};
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::sim::{BgWork, SimConfig};
@@ -68,6 +69,9 @@ pub struct TuneArgs {
     /// Print the result as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub csv: CsvArg,
 
     /// Simulate every setting even where the one-pass sweep over the idle
     /// intervals applies (fixed-wait, lossless-waiting, oracle with
@@ -236,6 +240,8 @@ pub fn run(args: TuneArgs) -> Result<()> {
         };
         let text = output::json_text(&doc)?;
         output::print(&text)
+    } else if args.csv.csv {
+        output::print(&budgets_table(&t, base_r.choice).csv())
     } else {
         output::print(&table(&args, &input, &sim, &t, &base_r))
     }
@@ -326,6 +332,43 @@ pub(crate) fn shell_quote(s: &str) -> String {
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
     }
+}
+
+/// The best setting per budget and the baseline for `--csv` (the text
+/// table's rows; blank figures where no setting meets a budget).
+fn budgets_table(t: &Tuning, base: &Choice) -> Table {
+    let mut table = Table::new(vec![
+        Column::new("budget", "budget"),
+        Column::new("policy", "policy"),
+        Column::new("throughput", "bg_throughput_bytes_per_s"),
+        Column::new("added delay", "fg_mean_added_delay_s"),
+        Column::new("slowdown", "fg_slowdown"),
+        Column::new(t.knob.as_ref().map_or("knob", |k| k.name), "knob"),
+        Column::new("req. size", "request_size_bytes"),
+    ]);
+    let row = |label: &str, c: Option<&Choice>| -> Vec<Cell> {
+        let mut row = vec![Cell::text(label)];
+        match c {
+            Some(c) => row.extend([
+                Cell::text(c.policy.clone()),
+                Cell::num(
+                    format!("{} MB/s", num(c.bg_throughput_bytes_per_s / 1e6)),
+                    c.bg_throughput_bytes_per_s,
+                ),
+                Cell::num(secs(c.fg_mean_added_delay_s), c.fg_mean_added_delay_s),
+                Cell::num(format!("{:.2} %", c.fg_slowdown * 100.0), c.fg_slowdown),
+                Cell::text(c.knob.clone().unwrap_or_default()),
+                Cell::int(bytes(c.request_size_bytes), c.request_size_bytes),
+            ]),
+            None => row.extend(std::iter::repeat_with(Cell::empty).take(6)),
+        }
+        row
+    };
+    for b in &t.budgets {
+        table.push(row(&b.budget_text, b.best.as_ref()));
+    }
+    table.push(row("baseline", Some(base)));
+    table
 }
 
 /// The Table-III-style table, the per-size detail of each budget, and the

@@ -5,10 +5,12 @@
 //! bytes, collisions (a foreground request arriving while background work
 //! holds the device, the cost every policy trades against throughput), and
 //! the time spent in each [`PolicyState`]. [`Metrics::serve`] exposes it
-//! over HTTP at `/metrics` in the OpenMetrics text format (which Prometheus
-//! scrapes), encoded by the `prometheus-client` crate, from one small
-//! server thread. The live runtime updates the counters; this crate only
-//! counts and serves.
+//! over HTTP at `/metrics`, encoded by the `prometheus-client` crate, from
+//! one small server thread: in the OpenMetrics text format when the
+//! scraper's `Accept` header prefers it (Prometheus does), in the
+//! Prometheus text format 0.0.4 otherwise (`curl`, `promtool check
+//! metrics`); see [`Format::negotiate`]. The live runtime updates the
+//! counters; this crate only counts and serves.
 //!
 //! ```
 //! use fallow_metrics::{Metrics, PolicyState};
@@ -28,6 +30,9 @@
 
 mod spindown;
 pub use spindown::{DiskFigures, SpindownMetrics};
+mod exposition;
+
+pub use exposition::Format;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -401,6 +406,14 @@ impl Metrics {
         out
     }
 
+    /// The metrics in `format`.
+    pub fn encode_as(&self, format: Format) -> String {
+        match format {
+            Format::OpenMetrics => self.encode(),
+            Format::Text004 => exposition::openmetrics_to_text004(&self.encode()),
+        }
+    }
+
     /// Serve `/metrics` on `addr` (e.g. `127.0.0.1:9464`; port 0 picks a
     /// free one) from a background thread until the handle is stopped or
     /// dropped.
@@ -442,13 +455,21 @@ pub(crate) fn serve_text(
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 fn answer(server: &tiny_http::Server, encode: &dyn Fn() -> String) {
+fn answer(server: &tiny_http::Server, metrics: &Metrics) {
     for req in server.incoming_requests() {
         let path = req.url().split('?').next().unwrap_or("");
         let response = match (req.method(), path) {
             (tiny_http::Method::Get | tiny_http::Method::Head, "/metrics") => {
-                let header = tiny_http::Header::from_bytes("Content-Type", CONTENT_TYPE)
+                let accept = req
+                    .headers()
+                    .iter()
+                    .find(|h| h.field.equiv("Accept"))
+                    .map(|h| h.value.as_str());
+                let format = Format::negotiate(accept);
+                let header = tiny_http::Header::from_bytes("Content-Type", format.content_type())
                     .expect("a valid static header");
                 tiny_http::Response::from_string(encode()).with_header(header)
+                tiny_http::Response::from_string(metrics.encode_as(format)).with_header(header)
             }
             (_, "/") => tiny_http::Response::from_string("fallow metrics: see /metrics\n"),
             _ => {

@@ -5,12 +5,20 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+/// Prometheus 2.x's scrape `Accept` header (scrape/scrape.go, `scrapeAcceptHeader`).
+const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+
 fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
+    get_accepting(addr, path, Some(PROMETHEUS_ACCEPT))
+}
+
+fn get_accepting(addr: SocketAddr, path: &str, accept: Option<&str>) -> (u16, String, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: x\r\n{accept}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut resp = String::new();
@@ -92,6 +100,83 @@ fn scrape_returns_the_counters_in_text_format() {
     assert_eq!(status, 404);
     server.stop();
     assert!(!answers(addr), "still answering after stop");
+}
+
+/// What a scraper without an `Accept` header (curl, promtool) gets: the
+/// classic text format 0.0.4, whose counter TYPE lines name the `_total`
+/// samples and which has no `# EOF`; `promtool check metrics` (from
+/// Debian's `prometheus` package) accepts it when installed.
+#[test]
+fn a_plain_scrape_gets_text_format_0_0_4_that_promtool_accepts() {
+    let m = Metrics::new();
+    let server = m.serve("127.0.0.1:0").unwrap();
+    m.bg_request(4096);
+    m.add_state_time(PolicyState::Busy, Duration::from_millis(500));
+    m.set_state(PolicyState::Busy);
+    for accept in [None, Some("*/*"), Some("text/plain")] {
+        let (status, head, body) = get_accepting(server.addr(), "/metrics", accept);
+        assert_eq!(status, 200, "{head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: text/plain; version=0.0.4"),
+            "{accept:?}: {head}"
+        );
+        let lines: Vec<&str> = body.lines().collect();
+        for want in [
+            "# TYPE fallow_bg_bytes_total counter",
+            "fallow_bg_bytes_total 4096",
+            "# TYPE fallow_policy_state_seconds_total counter",
+            r#"fallow_policy_state_seconds_total{state="busy"} 0.5"#,
+            "# TYPE fallow_policy_state gauge",
+            r#"fallow_policy_state{state="busy"} 1"#,
+        ] {
+            assert!(lines.contains(&want), "missing `{want}` in:\n{body}");
+        }
+        assert!(
+            !body.contains("# EOF") && !body.contains("# UNIT"),
+            "{body}"
+        );
+        // every TYPE line names samples that follow it
+        for l in lines.iter().filter_map(|l| l.strip_prefix("# TYPE ")) {
+            let name = l.split(' ').next().unwrap();
+            assert!(
+                lines.iter().any(|s| !s.starts_with('#')
+                    && (s.starts_with(&format!("{name} ")) || s.starts_with(&format!("{name}{{")))),
+                "TYPE {name} without samples in:\n{body}"
+            );
+        }
+    }
+    let (_, _, body) = get_accepting(server.addr(), "/metrics", None);
+    promtool_check(&body);
+}
+
+/// `promtool check metrics` on `body`, or a visible skip without promtool.
+fn promtool_check(body: &str) {
+    use std::process::{Command, Stdio};
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        eprintln!("skip: promtool not installed (apt-get install prometheus); text format checked without it");
+        return;
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics failed:\n{}{}\non:\n{body}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("promtool check metrics: ok");
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! # fallow-py
 //!
-//! The `fallow._fallow` extension module: PyO3 bindings of `fallow-core`
-//! and nothing else. The `fallow` Python package (python/fallow) wraps it
-//! with pandas frames, plots and Parquet interop.
+//! The `fallow._fallow` extension module: PyO3 bindings of `fallow-core`,
+//! plus the whole `fallow` command line ([`cli`], `fallow-cli`'s library)
+//! for the package's `fallow` console script. The `fallow` Python package
+//! (python/fallow) wraps it with pandas frames, plots and Parquet interop.
 //!
 //! One file per area, mirroring the core: [`trace`] (the `Trace` class and
 //! `read_trace`), [`stats`] (`characterize`), [`workload`] (`synthetic`),
@@ -13,6 +14,7 @@
 //! Methods are thin: they convert arguments, call the core, convert results.
 #![deny(missing_docs)]
 
+pub mod cli;
 pub mod energy;
 pub mod errors;
 mod json;
@@ -40,5 +42,6 @@ fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim::policies, m)?)?;
     m.add_function(wrap_pyfunction!(tune::tune, m)?)?;
     m.add_function(wrap_pyfunction!(energy::energy, m)?)?;
+    m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     Ok(())
 }

@@ -288,7 +288,7 @@ fn tables(c: &Characterization) -> String {
         let list = t
             .devices
             .iter()
-            .map(|d| format!("{}: {}", d.id, count(d.requests)))
+            .map(|d| format!("{}: {}", d.label(), count(d.requests)))
             .collect::<Vec<_>>()
             .join(", ");
         trace_rows.push(("devices (requests)", list));

@@ -211,17 +211,7 @@ pub(crate) fn looks_like(line: &[u8]) -> bool {
 
 /// `maj,min` → `major << 20 | minor` (Linux `MKDEV`), if it is one.
 fn parse_dev(field: &[u8]) -> Option<Result<u32, String>> {
-    let comma = memchr::memchr(b',', field)?;
-    let (maj, min) = (&field[..comma], &field[comma + 1..]);
-    let maj = parse_u64(maj).ok()?;
-    let min = parse_u64(min).ok()?;
-    if maj >= 1 << 12 || min >= 1 << 20 {
-        return Some(Err(format!(
-            "`{}` does not fit Linux's 12-bit major, 20-bit minor numbering",
-            show(field)
-        )));
-    }
-    Some(Ok(((maj as u32) << 20) | min as u32))
+    super::devnum::parse(field)
 }
 
 /// Event order at equal times: an issue before a requeue before a

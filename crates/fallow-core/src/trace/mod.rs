@@ -11,6 +11,7 @@ mod builder;
 mod bytes;
 mod concat;
 mod detect;
+pub mod devnum;
 mod fallow_bin;
 mod hp_srt;
 pub(crate) mod lines;
@@ -87,6 +88,12 @@ impl Format {
             Format::Plain => "plain",
             Format::Fallow => "fallow",
         }
+    }
+
+    /// True for formats whose device ids are Linux device numbers
+    /// (`major << 20 | minor`, see [`devnum`]), shown as `major,minor`.
+    pub fn numbers_devices(self) -> bool {
+        matches!(self, Format::Blkparse)
     }
 
     /// Comma-separated list of all format names, for messages.
@@ -217,15 +224,32 @@ pub struct DeviceCount {
     pub id: u32,
     /// Requests on that device.
     pub requests: u64,
-    /// `host:disk` for an MSR file with several hosts (absent otherwise, so
-    /// single-host summaries are unchanged).
+    /// `host:disk` for an MSR file with several hosts, `major,minor` for a
+    /// blkparse trace (absent otherwise, so other summaries are unchanged).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
 
-/// A device as the user names it: an id (`0`), or an MSR `host:disk`
-/// (`hm:0`). A number in a file with several MSR hosts means the disk of
-/// that number when only one host has it.
+impl DeviceCount {
+    /// The device as users write it: its name, else its id.
+    pub fn label(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.id.to_string())
+    }
+}
+
+/// The label ([`DeviceCount::label`]) of device `id` in `devices`, or the
+/// bare id when it is not listed.
+pub fn device_label(devices: &[DeviceCount], id: u32) -> String {
+    devices
+        .iter()
+        .find(|d| d.id == id)
+        .map_or_else(|| id.to_string(), DeviceCount::label)
+}
+
+/// A device as the user names it: an id (`0`), a Linux `major,minor`
+/// (`8,16`, the id `major << 20 | minor` blkparse traces use, see
+/// [`devnum`]), or an MSR `host:disk` (`hm:0`). A number in a file with
+/// several MSR hosts means the disk of that number when only one host has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceSel {
     /// A device id, or a disk number.
@@ -247,11 +271,18 @@ impl FromStr for DeviceSel {
             Error::invalid(
                 "device",
                 format!(
-                    "`{}` is neither a device id (`0`) nor an MSR `host:disk` (`hm:0`)",
+                    "`{}` is neither a device id (`0`), a `major,minor` (`8,16`) nor an MSR `host:disk` (`hm:0`)",
                     lines::escape_controls(t)
                 ),
             )
         };
+        if t.contains(',') {
+            return match devnum::parse(t.as_bytes()) {
+                Some(Ok(id)) => Ok(DeviceSel::Id(id)),
+                Some(Err(why)) => Err(Error::invalid("device", why)),
+                None => Err(bad()),
+            };
+        }
         match t.rsplit_once(':') {
             Some((host, disk)) if !host.is_empty() => Ok(DeviceSel::Name {
                 host: host.to_string(),
@@ -380,7 +411,8 @@ impl Trace {
     }
 
     /// Devices in the trace with their request counts, by id; named
-    /// `host:disk` when the trace has several MSR hosts.
+    /// `host:disk` when the trace has several MSR hosts, `major,minor` in a
+    /// blkparse trace.
     pub fn devices(&self) -> Vec<DeviceCount> {
         let mut counts: std::collections::BTreeMap<u32, u64> = Default::default();
         for &d in &self.device {
@@ -391,15 +423,30 @@ impl Trace {
             .map(|(id, requests)| DeviceCount {
                 id,
                 requests,
-                name: (self.report.hosts.len() > 1)
-                    .then(|| self.device_name(id))
-                    .flatten(),
+                name: self.named_devices().then(|| self.device_name(id)).flatten(),
             })
             .collect()
     }
 
-    /// `host:disk` of an MSR device id, if the trace knows its host.
+    /// Whether devices are shown by name rather than id: MSR files of
+    /// several hosts, traces of Linux device numbers (also once converted).
+    fn named_devices(&self) -> bool {
+        self.report.hosts.len() > 1 || self.numbers_devices()
+    }
+
+    fn numbers_devices(&self) -> bool {
+        [self.report.format, self.report.source_format]
+            .iter()
+            .flatten()
+            .any(|f| f.numbers_devices())
+    }
+
+    /// The name of a device id: `major,minor` in a trace of Linux device
+    /// numbers (blkparse), `host:disk` of an MSR id whose host the trace knows.
     pub fn device_name(&self, id: u32) -> Option<String> {
+        if self.numbers_devices() {
+            return Some(devnum::format(id));
+        }
         let host = self.report.hosts.get((id >> MSR_DISK_BITS) as usize)?;
         Some(format!("{host}:{}", id & ((1 << MSR_DISK_BITS) - 1)))
     }
@@ -467,7 +514,8 @@ impl Trace {
         if keep.is_empty() {
             return Err(Error::NoSuchDevice {
                 path: self.report.path.clone(),
-                device: (self.report.hosts.len() > 1)
+                device: self
+                    .named_devices()
                     .then(|| self.device_name(id))
                     .flatten()
                     .unwrap_or_else(|| id.to_string()),

@@ -1,5 +1,10 @@
 //! `fallow`: put a storage device's idle time to work.
 //!
+//! The command is a library so that two front ends run the same code: the
+//! `fallow` binary (`src/bin/fallow.rs`, what `cargo install` builds) and
+//! the Python package's `fallow` command, which calls [`main_with_args`]
+//! inside the extension module (`crates/fallow-py`, `python/fallow/_cli.py`).
+//!
 //! One file per subcommand ([`analyze`], [`compare`], [`convert`], [`demo`],
 //! [`pareto`], [`policies`], [`recommend`], [`run`], [`simulate`], [`tune`]); shared
 //! pieces are trace input ([`input`]), the terminal summary ([`output`]),
@@ -18,6 +23,7 @@
 mod analyze;
 mod atomic;
 mod compare;
+mod completions;
 mod convert;
 mod demo;
 mod emulate_disk;
@@ -25,6 +31,8 @@ mod energy;
 mod findings;
 mod human;
 mod input;
+mod invocation;
+mod man;
 mod metrics_export;
 mod native_scrub;
 mod output;
@@ -41,10 +49,13 @@ mod scrub_out;
 mod scrub_plan;
 mod simulate;
 mod spindown;
+mod table;
 mod tune;
 
-use clap::{Parser, Subcommand};
-use std::process::ExitCode;
+use clap::{ColorChoice, CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::ffi::OsString;
+
+pub use invocation::Relaunch;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -84,6 +95,10 @@ Examples:
       SARD for real: read /usr/bin from peers' memory while the local disk sleeps
   fallow run --device sda -- rsync -a /data/ /backup/data/
       a backup that runs only while sda is idle, frozen the rest of the time
+  fallow completions bash > /etc/bash_completion.d/fallow
+      shell completions (bash, zsh, fish, elvish, powershell)
+  fallow man --dir /usr/local/share/man/man1
+      the manual pages: fallow(1) and one per subcommand (fallow man alone prints fallow(1))
 
 Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
 
@@ -92,6 +107,9 @@ Exit status: 0 on success, 2 for bad input or usage, 1 for other failures.";
 #[derive(Debug, Parser)]
 #[command(name = "fallow", version, after_help = EXAMPLES, max_term_width = 100)]
 struct Cli {
+    /// Colour and bold in terminal output and help: auto (on a terminal without NO_COLOR), always, never.
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
+    color: ColorChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -102,6 +120,8 @@ enum Command {
     Analyze(analyze::AnalyzeArgs),
     /// Run several BG policies on one trace or workload and compare them (table, JSON, HTML).
     Compare(compare::CompareArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
     /// Convert a trace to fallow's binary format, which loads much faster.
     Convert(convert::ConvertArgs),
     /// Run `analyze` on a built-in synthetic bursty workload and write its HTML report.
@@ -112,6 +132,8 @@ enum Command {
     EmulateDisk(emulate_disk::EmulateDiskArgs),
     /// SARD for real: serve application files from peers' memory while the disk sleeps.
     Peer(peer::PeerArgs),
+    /// Print the fallow(1) manual page, or write every page into a directory (--dir).
+    Man(man::ManArgs),
     /// Sweep each policy's knob: its Pareto front of BG throughput against added FG delay.
     Pareto(pareto::ParetoArgs),
     /// Tune every policy for one FG budget and rank them by BG throughput, with reasons.
@@ -234,15 +256,38 @@ fn flag_of(name: &str) -> &str {
     }
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
+/// Run the `fallow` command line `argv` (program name first) and return its
+/// exit status: what the `fallow` binary and the Python package's `fallow`
+/// command both do. `relaunch` says how to start fallow again (the
+/// guardian, `emulate-disk`'s detached child); `None` means this executable.
+pub fn main_with_args(
+    argv: impl IntoIterator<Item = impl Into<OsString>>,
+    relaunch: Option<Relaunch>,
+) -> u8 {
+    let argv: Vec<OsString> = argv.into_iter().map(Into::into).collect();
+    invocation::set(relaunch, argv.iter().skip(1).cloned().collect());
+    // --color also styles clap's own help and errors, which are written
+    // before the parsed value exists: read it first
+    let color = color_flag(&argv);
+    output::set_color(color);
+    let matches = Cli::command().color(color).try_get_matches_from(&argv);
+    let cli = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // help and --version are errors to clap, written to stdout, status 0
+            let _ = e.print();
+            return e.exit_code().clamp(0, 255) as u8;
+        }
+    };
     let result = match cli.command {
         Command::Analyze(args) => analyze::run(args),
+        Command::Completions(args) => completions::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Energy(args) => energy::run(args),
         Command::EmulateDisk(args) => emulate_disk::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Man(args) => man::run(args),
         Command::Pareto(args) => pareto::run(args),
         Command::Peer(args) => peer::run(args),
         Command::Policies(args) => policies::run(args),
@@ -260,20 +305,44 @@ fn main() -> ExitCode {
         Command::Spindown(args) => spindown::run(args),
         Command::Tune(args) => tune::run(args),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) if output::is_broken_pipe(&err) => ExitCode::SUCCESS,
+    let code = match result {
+        Ok(()) => 0,
+        Err(err) if output::is_broken_pipe(&err) => 0,
         Err(err) => {
             eprintln!("fallow: error: {}", message(&err));
-            ExitCode::from(exit_code_of(&err))
+            exit_code_of(&err)
+        }
+    };
+    // inside the Python extension no Rust runtime flushes stdout at exit
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    code
+}
+
+/// The last `--color WHEN` / `--color=WHEN` before a `--` (clap's rule for
+/// a repeated flag: the last wins); `auto` when absent or not a valid
+/// value, which clap then reports itself.
+fn color_flag(argv: &[OsString]) -> ColorChoice {
+    let mut choice = ColorChoice::Auto;
+    let mut words = argv.iter().skip(1).map(|a| a.to_str());
+    while let Some(w) = words.next() {
+        let value = match w {
+            Some("--") => break,
+            Some("--color") => words.next().flatten(),
+            Some(w) => w.strip_prefix("--color="),
+            None => None,
+        };
+        if let Some(c) =
+            value.and_then(|v| <ColorChoice as clap::ValueEnum>::from_str(v, false).ok())
+        {
+            choice = c;
         }
     }
+    choice
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn cli_definition_is_consistent() {
@@ -295,6 +364,28 @@ mod tests {
         })
         .context("reading the trace");
         assert_eq!(message(&err), "reading the trace: /x: No such file");
+    }
+
+    #[test]
+    fn the_color_flag_is_read_before_parsing_and_the_last_one_wins() {
+        let argv = |s: &str| -> Vec<OsString> { s.split(' ').map(OsString::from).collect() };
+        assert_eq!(color_flag(&argv("fallow analyze x")), ColorChoice::Auto);
+        assert_eq!(
+            color_flag(&argv("fallow --color never analyze x")),
+            ColorChoice::Never
+        );
+        assert_eq!(
+            color_flag(&argv("fallow analyze --color=always x --color never")),
+            ColorChoice::Never
+        );
+        assert_eq!(
+            color_flag(&argv("fallow --color=always run -- cmd --color never")),
+            ColorChoice::Always
+        );
+        assert_eq!(
+            color_flag(&argv("fallow --color=sometimes")),
+            ColorChoice::Auto
+        );
     }
 
     #[test]

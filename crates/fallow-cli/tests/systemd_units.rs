@@ -1,0 +1,141 @@
+//! The example systemd units, `docs/examples/fallow-scrub.{service,timer}`:
+//! `systemd-analyze verify` accepts them, `systemd-analyze security`
+//! scores the service's exposure below 2.5 ("OK"), and the service's
+//! command line is one `fallow scrub` accepts. Skips with a `skip:` line
+//! where systemd-analyze is not installed.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples")
+}
+
+/// The units in a fresh directory, with ExecStart's `/usr/local/bin/fallow`
+/// replaced by the binary under test (verify checks that it exists).
+fn units_with_this_binary(dir: &Path) -> PathBuf {
+    for name in ["fallow-scrub.service", "fallow-scrub.timer"] {
+        let text = std::fs::read_to_string(examples().join(name)).unwrap();
+        assert!(
+            name.ends_with(".timer") || text.contains("ExecStart=/usr/local/bin/fallow scrub "),
+            "{name}: ExecStart changed; update this test"
+        );
+        let text = text.replace("/usr/local/bin/fallow", common::BIN);
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    dir.join("fallow-scrub.service")
+}
+
+fn systemd_analyze() -> Option<()> {
+    match Command::new("systemd-analyze").arg("--version").output() {
+        Ok(o) if o.status.success() => Some(()),
+        _ => {
+            eprintln!("skip: systemd-analyze is not installed (apt-get install systemd)");
+            None
+        }
+    }
+}
+
+#[test]
+fn the_units_verify() {
+    if systemd_analyze().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let service = units_with_this_binary(dir.path());
+    // --man=no: Documentation= names man:fallow(1), installed by the
+    // package (`fallow man`), not on this machine
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&service)
+        .arg(dir.path().join("fallow-scrub.timer"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "systemd-analyze verify: {err}");
+    // verify exits 0 on some warnings: none may name our units
+    for line in err.lines() {
+        assert!(
+            !line.contains("fallow-scrub"),
+            "systemd-analyze verify: {err}"
+        );
+    }
+}
+
+#[test]
+fn the_service_is_hardened() {
+    if systemd_analyze().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let service = units_with_this_binary(dir.path());
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=true", "--no-pager"])
+        .arg(&service)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    // "→ Overall exposure level for fallow-scrub.service: 1.9 OK 🙂"
+    let score: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.split("Overall exposure level for fallow-scrub.service: ")
+                .nth(1)
+        })
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no exposure level in:\n{text}\n{err}"));
+    eprintln!("systemd-analyze security: fallow-scrub.service exposure {score}");
+    assert!(score < 2.5, "exposure {score}:\n{text}");
+    // the settings the issue asks for are there, not only a good score
+    let unit = std::fs::read_to_string(&service).unwrap();
+    for want in [
+        "ProtectSystem=strict",
+        "ProtectHome=yes",
+        "NoNewPrivileges=yes",
+        "PrivateTmp=yes",
+        "DevicePolicy=closed",
+        "DeviceAllow=/dev/sdb r",
+    ] {
+        assert!(unit.lines().any(|l| l == want), "missing {want}");
+    }
+}
+
+/// The service's `fallow scrub …` parses: `--help` after the same flags
+/// would not check them, so the flags are given to a scrub of a missing
+/// device, which must fail on the device (exit 2 naming it), not on a flag.
+#[test]
+fn the_service_command_line_parses() {
+    let unit = std::fs::read_to_string(examples().join("fallow-scrub.service")).unwrap();
+    let exec = unit
+        .replace("\\\n", " ")
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart=").map(str::to_string))
+        .unwrap();
+    let words: Vec<&str> = exec.split_whitespace().collect();
+    assert_eq!(&words[..3], ["/usr/local/bin/fallow", "scrub", "/dev/sdb"]);
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-disk");
+    let cfg = dir.path().join("fallow.toml");
+    std::fs::copy(examples().join("fallow.toml"), &cfg).unwrap();
+    let ck = dir.path().join("ck.json");
+    let args: Vec<String> = words[1..]
+        .iter()
+        .map(|w| match *w {
+            "/dev/sdb" => missing.display().to_string(),
+            "/etc/fallow/fallow.toml" => cfg.display().to_string(),
+            "/var/lib/fallow/sdb.json" => ck.display().to_string(),
+            "127.0.0.1:9464" => "127.0.0.1:0".to_string(),
+            w => w.to_string(),
+        })
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = common::fallow(&args);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no-such-disk"), "{err}");
+    assert!(!err.contains("unexpected argument"), "{err}");
+}
