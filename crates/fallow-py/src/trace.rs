@@ -271,7 +271,7 @@ impl PyTrace {
 ///
 /// The file is read and parsed with the GIL released.
 #[pyfunction]
-#[pyo3(signature = (path, format=None, skip_bad=false, time_unit=None, offset_unit_bytes=None, size_unit_bytes=None))]
+#[pyo3(signature = (path, format=None, skip_bad=false, time_unit=None, offset_unit_bytes=None, size_unit_bytes=None, completion_column=false))]
 pub fn read_trace(
     py: Python<'_>,
     path: PathBuf,
@@ -280,6 +280,7 @@ pub fn read_trace(
     time_unit: Option<&str>,
     offset_unit_bytes: Option<u64>,
     size_unit_bytes: Option<u64>,
+    completion_column: bool,
 ) -> PyResult<PyTrace> {
     let defaults = PlainOptions::default();
     let opts = ReadOptions {
@@ -292,6 +293,7 @@ pub fn read_trace(
                 .unwrap_or(defaults.time_unit),
             offset_unit_bytes: offset_unit_bytes.unwrap_or(defaults.offset_unit_bytes),
             size_unit_bytes: size_unit_bytes.unwrap_or(defaults.size_unit_bytes),
+            completion: completion_column,
         },
     };
     without_gil(py, || fallow_core::read_trace(&path, &opts)).map(PyTrace::from)
