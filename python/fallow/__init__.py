@@ -94,6 +94,10 @@ __all__ = [
 ]
 
 from_columns = Trace.from_columns
+# Frame constructors live in fallow.io (pandas/polars are optional there)
+# and are offered on Trace as well, as the class's other constructors are.
+Trace.from_pandas = staticmethod(io.from_pandas)
+Trace.from_polars = staticmethod(io.from_polars)
 to_parquet = io.to_parquet
 
 

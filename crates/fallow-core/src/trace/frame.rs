@@ -65,6 +65,23 @@ pub fn scale_bytes(column: &'static str, values: &[u64], unit_bytes: u64) -> Res
         .collect()
 }
 
+/// Sizes in bytes as the trace stores them (u32), an error naming the
+/// record when one does not fit.
+pub fn sizes_u32(values: &[u64]) -> Result<Vec<u32>> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            u32::try_from(v).map_err(|_| Error::Record {
+                path: PathBuf::from("<columns>"),
+                location: Location::Record(i as u64),
+                field: "size_bytes",
+                message: format!("{v} bytes is too large for one request (at most 4 GiB)"),
+            })
+        })
+        .collect()
+}
+
 impl Trace {
     /// The requests of `device`, or the whole trace when it has a single
     /// device and none is named. A trace of several devices with none
