@@ -376,6 +376,7 @@ impl PyTrace {
 ///
 /// The file is read and parsed with the GIL released.
 #[pyfunction]
+#[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (path, format=None, skip_bad=false, time_unit=None, offset_unit_bytes=None, size_unit_bytes=None, completion_column=false))]
 pub fn read_trace(
     py: Python<'_>,

@@ -192,8 +192,9 @@ mod tests {
     #[test]
     fn lines_of_bccs_example_with_and_without_q() {
         // tools/biosnoop_example.txt (iovisor/bcc).
-        let r = parse_line(b"0.000004    supervise      1950   xvda1   W 13092560   4096       0.74")
-            .unwrap();
+        let r =
+            parse_line(b"0.000004    supervise      1950   xvda1   W 13092560   4096       0.74")
+                .unwrap();
         assert_eq!(
             r,
             Record {
@@ -205,15 +206,20 @@ mod tests {
                 size_bytes: 4096,
             }
         );
-        let q = parse_line(b"5.333065    xfsaild/nvme1n 1061   nvme1n1 W 20971521   512       0.02    0.65")
-            .unwrap();
+        let q = parse_line(
+            b"5.333065    xfsaild/nvme1n 1061   nvme1n1 W 20971521   512       0.02    0.65",
+        )
+        .unwrap();
         assert_eq!(
             (q.completion_ns, q.latency_ns, q.disk, q.size_bytes),
             (5_333_065_000, 650_000, &b"nvme1n1"[..], 512)
         );
         // A process name with a blank, -P's pattern letter, and both.
         let p = parse_line(b"1.5 Web Content 77 sda R 8 4096 S 0.10 2.00").unwrap();
-        assert_eq!((p.op, p.latency_ns, p.offset_bytes), (Op::Read, 2_000_000, 4096));
+        assert_eq!(
+            (p.op, p.latency_ns, p.offset_bytes),
+            (Op::Read, 2_000_000, 4096)
+        );
     }
 
     #[test]

@@ -200,14 +200,13 @@ fn parse_records(
     let mut at: u64 = 0;
     let mut rec = [0u8; RECORD];
     let mut pdu = Vec::new();
-    let fatal = |ctx: &ReadContext<'_>, at: u64, field: &'static str, message: String| {
-        Error::Record {
+    let fatal =
+        |ctx: &ReadContext<'_>, at: u64, field: &'static str, message: String| Error::Record {
             path: ctx.path.to_path_buf(),
             location: Location::Offset(at),
             field,
             message,
-        }
-    };
+        };
     loop {
         let got = read_full(input, &mut rec).map_err(|e| ctx.io(e))?;
         if got == 0 {
@@ -246,7 +245,8 @@ fn parse_records(
         };
         let version = u32_at(0) & 0xff;
         if version != VERSION {
-            let msg = format!("version {version}; this reader reads version {VERSION} (blktrace 1.x)");
+            let msg =
+                format!("version {version}; this reader reads version {VERSION} (blktrace 1.x)");
             return Err(fatal(ctx, at, "version", msg));
         }
         let pdu_len = {

@@ -160,8 +160,22 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            (r.arrival_ns, r.completion_ns, r.device, r.offset_bytes, r.size_bytes, r.op),
-            (81_237_741_000, Some(81_238_020_000), 8 << 20 | 16, 2048 * 512, 4096, Op::Write)
+            (
+                r.arrival_ns,
+                r.completion_ns,
+                r.device,
+                r.offset_bytes,
+                r.size_bytes,
+                r.op
+            ),
+            (
+                81_237_741_000,
+                Some(81_238_020_000),
+                8 << 20 | 16,
+                2048 * 512,
+                4096,
+                Op::Write
+            )
         );
         assert_eq!(parse_line(b"fallow-io 1 2 8 0 0 0 FF").unwrap(), None);
         assert_eq!(parse_line(b"fallow-io 1 2 8 0 8 4096 DS").unwrap(), None);
@@ -180,7 +194,9 @@ mod tests {
 
     #[test]
     fn recognises_the_output() {
-        assert!(looks_like(b"Attaching 3 probes...\nfallow-io 1 2 8 0 0 512 R\n"));
+        assert!(looks_like(
+            b"Attaching 3 probes...\nfallow-io 1 2 8 0 0 512 R\n"
+        ));
         assert!(looks_like(b"fallow-io 1 2 8 0 0 512 R\n"));
         assert!(!looks_like(b"Attaching 3 probes...\n@x: 3\n"));
     }

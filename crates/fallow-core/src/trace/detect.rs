@@ -156,9 +156,7 @@ mod tests {
         ] {
             // (Named `job_lat.1.log` with offsets, it is a latency log:
             // `fio_latency_logs_are_detected_by_name`.)
-            let e = detect(log, Path::new("job.log"))
-                .unwrap_err()
-                .to_string();
+            let e = detect(log, Path::new("job.log")).unwrap_err().to_string();
             assert!(e.contains("fio log") && e.contains("--format"), "{e}");
         }
         // What `plain` looks like is still plain, commas or not.
@@ -203,8 +201,14 @@ mod tests {
             assert_eq!(detect(head, Path::new("t")).unwrap(), want);
         }
         for (head, flag) in [
-            (&b"0.000004 a 1 sda W 8 4096 0.74\n"[..], "--format biosnoop"),
-            (b"0.5 0 4096 4096 1 0.9\n", "--format plain --completion-column"),
+            (
+                &b"0.000004 a 1 sda W 8 4096 0.74\n"[..],
+                "--format biosnoop",
+            ),
+            (
+                b"0.5 0 4096 4096 1 0.9\n",
+                "--format plain --completion-column",
+            ),
         ] {
             let e = detect(head, Path::new("t")).unwrap_err().to_string();
             assert!(e.contains(flag), "{e}");

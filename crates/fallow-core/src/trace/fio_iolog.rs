@@ -87,7 +87,11 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
                 op,
             }) => {
                 let Some(arrival_ns) = arrival_us.checked_mul(NS_PER_US) else {
-                    return ctx.bad(loc, "time", format!("{arrival_us} µs overflows the ns clock"));
+                    return ctx.bad(
+                        loc,
+                        "time",
+                        format!("{arrival_us} µs overflows the ns clock"),
+                    );
                 };
                 let next = files.len() as u32;
                 let device = *files.entry(file.to_vec()).or_insert(next);
@@ -233,9 +237,20 @@ mod tests {
                 op: Op::Write
             }
         );
-        assert_eq!(parse_line(b"0 /dev/sdb add", 3, &mut clock).unwrap(), Entry::FileAction);
-        assert_eq!(parse_line(b"9 /dev/sdb sync 0 0", 3, &mut clock).unwrap(), Entry::NoData);
-        assert_eq!(parse_line(b"9 /dev/sdb wait 5 0", 3, &mut clock).unwrap_err().0, "action");
+        assert_eq!(
+            parse_line(b"0 /dev/sdb add", 3, &mut clock).unwrap(),
+            Entry::FileAction
+        );
+        assert_eq!(
+            parse_line(b"9 /dev/sdb sync 0 0", 3, &mut clock).unwrap(),
+            Entry::NoData
+        );
+        assert_eq!(
+            parse_line(b"9 /dev/sdb wait 5 0", 3, &mut clock)
+                .unwrap_err()
+                .0,
+            "action"
+        );
     }
 
     #[test]
@@ -246,8 +261,14 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert_eq!(at(b"/f read 0 4096", &mut clock), 0);
-        assert_eq!(parse_line(b"/f wait 250 0", 2, &mut clock).unwrap(), Entry::Wait);
-        assert_eq!(parse_line(b"/f wait 50 0", 2, &mut clock).unwrap(), Entry::Wait);
+        assert_eq!(
+            parse_line(b"/f wait 250 0", 2, &mut clock).unwrap(),
+            Entry::Wait
+        );
+        assert_eq!(
+            parse_line(b"/f wait 50 0", 2, &mut clock).unwrap(),
+            Entry::Wait
+        );
         assert_eq!(at(b"/f write 8192 512", &mut clock), 300);
     }
 

@@ -178,9 +178,12 @@ fn parse_line(line: &[u8]) -> std::result::Result<Sample, FieldError> {
         return Ok(Sample::Windowed);
     }
     let completion_ns = if issue_ns > 0 {
-        issue_ns
-            .checked_add(latency_ns)
-            .ok_or_else(|| ("latency", format!("issue {issue_ns} ns + {latency_ns} ns overflows")))?
+        issue_ns.checked_add(latency_ns).ok_or_else(|| {
+            (
+                "latency",
+                format!("issue {issue_ns} ns + {latency_ns} ns overflows"),
+            )
+        })?
     } else {
         time_ms
             .checked_mul(NS_PER_MS)
@@ -218,7 +221,10 @@ mod tests {
         };
         assert_eq!(completion_ns, 12_719_639 + 280_361);
         assert_eq!(parse_line(b"13, 5, 2, 4096, 0, 0").unwrap(), Sample::Trim);
-        assert_eq!(parse_line(b"500, 5123, 0, 0, 0, 0").unwrap(), Sample::Windowed);
+        assert_eq!(
+            parse_line(b"500, 5123, 0, 0, 0, 0").unwrap(),
+            Sample::Windowed
+        );
     }
 
     #[test]

@@ -122,9 +122,17 @@ mod tests {
     #[test]
     fn float_seconds_as_ns_are_an_error_not_zeros() {
         // Issue 17: 0.25 (seconds) passed as arrival_ns became 0.
-        let e = ns_from_f64("arrival_ns", &[0.0, 0.25], 1).unwrap_err().to_string();
-        assert!(e.contains("record 1") && e.contains("`arrival_ns`") && e.contains("time_unit"), "{e}");
-        assert_eq!(ns_from_f64("arrival_ns", &[0.0, 1500.0], 1).unwrap(), [0, 1500]);
+        let e = ns_from_f64("arrival_ns", &[0.0, 0.25], 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("record 1") && e.contains("`arrival_ns`") && e.contains("time_unit"),
+            "{e}"
+        );
+        assert_eq!(
+            ns_from_f64("arrival_ns", &[0.0, 1500.0], 1).unwrap(),
+            [0, 1500]
+        );
         assert_eq!(
             ns_from_f64("arrival_ns", &[0.1, 0.25, 2.000_001], 1_000_000_000).unwrap(),
             [100_000_000, 250_000_000, 2_000_001_000]

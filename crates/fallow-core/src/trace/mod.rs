@@ -29,8 +29,8 @@ mod vscsi;
 
 pub use builder::{RawRequest, TraceBuilder};
 pub use fallow_bin::write_fallow_bin;
-pub use frame::{ns_from_f64, scale_bytes, sizes_u32};
 pub(crate) use fallow_bin::MAGIC as FALLOW_BIN_MAGIC;
+pub use frame::{ns_from_f64, scale_bytes, sizes_u32};
 #[doc(hidden)]
 pub use parallel::{threads_from_env, Parallelism};
 

@@ -196,9 +196,17 @@ mod tests {
             ..ms()
         };
         let r = parse_record(b"1.5 0 0 4096 r 2.25", &with).unwrap();
-        assert_eq!((r.arrival_ns, r.completion_ns), (1_500_000, Some(2_250_000)));
+        assert_eq!(
+            (r.arrival_ns, r.completion_ns),
+            (1_500_000, Some(2_250_000))
+        );
         // Without the flag the sixth field is ignored, as before.
-        assert_eq!(parse_record(b"1.5 0 0 4096 r 2.25", &ms()).unwrap().completion_ns, None);
+        assert_eq!(
+            parse_record(b"1.5 0 0 4096 r 2.25", &ms())
+                .unwrap()
+                .completion_ns,
+            None
+        );
         let bad = |l: &[u8]| parse_record(l, &with).unwrap_err().0;
         assert_eq!(bad(b"1.5 0 0 4096 r"), "completion");
         assert_eq!(bad(b"1.5 0 0 4096 r x"), "completion");

@@ -133,7 +133,9 @@ fn decode_blktrace(files: &[Vec<u8>]) -> Vec<(u64, u64, u64, u32, bool)> {
         }
     }
     events.sort_by_key(|e| (e.0, e.1));
-    let mut pending: HashMap<(u32, u64), VecDeque<(u64, u32, bool)>> = HashMap::new();
+    // (device, sector) → pending (issue ns, bytes, write), oldest first.
+    type Pending = HashMap<(u32, u64), VecDeque<(u64, u32, bool)>>;
+    let mut pending: Pending = HashMap::new();
     let mut out = Vec::new();
     for (time, kind, dev, sector, bytes, write) in events {
         if kind == 7 {
@@ -141,7 +143,8 @@ fn decode_blktrace(files: &[Vec<u8>]) -> Vec<(u64, u64, u64, u32, bool)> {
                 .entry((dev, sector))
                 .or_default()
                 .push_back((time, bytes, write));
-        } else if let Some((a, b, w)) = pending.get_mut(&(dev, sector)).and_then(|q| q.pop_front()) {
+        } else if let Some((a, b, w)) = pending.get_mut(&(dev, sector)).and_then(|q| q.pop_front())
+        {
             out.push((a, time, sector, b, w));
         }
     }
@@ -221,7 +224,11 @@ fn the_documented_bpftrace_one_liner_recorded_on_a_loop_device() {
         .collect();
     assert_eq!(writes, vec![65536; 64]);
     assert_eq!(loop1.len() - writes.len(), 255);
-    assert!(loop1.size_bytes().iter().zip(loop1.op()).all(|(&s, &o)| o == Op::Write || s == 4096));
+    assert!(loop1
+        .size_bytes()
+        .iter()
+        .zip(loop1.op())
+        .all(|(&s, &o)| o == Op::Write || s == 4096));
     // Every other line is the banner or a flush.
     assert_eq!(t.len(), loop1.len());
     let flushes = std::fs::read_to_string(fixture("loop1.bpftrace"))

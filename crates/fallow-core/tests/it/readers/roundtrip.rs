@@ -403,7 +403,12 @@ fn rebased(mut v: Vec<Req>) -> Vec<Req> {
 
 /// Checks for the readers of issue 17: `ignored` records ignored by
 /// design (banners, file actions), nothing skipped, the requests equal.
-fn check_ignoring(t: &Trace, want: Vec<Req>, got: Vec<Req>, ignored: u64) -> Result<(), TestCaseError> {
+fn check_ignoring(
+    t: &Trace,
+    want: Vec<Req>,
+    got: Vec<Req>,
+    ignored: u64,
+) -> Result<(), TestCaseError> {
     let r = t.report();
     prop_assert_eq!((r.skipped, r.ignored), (0, ignored));
     prop_assert_eq!(got.len(), want.len());
@@ -426,10 +431,22 @@ fn first_seen(names: impl Iterator<Item = String>) -> Vec<String> {
 const DISKS: [&str; 4] = ["sda", "nvme0n1", "xvdb", "md127"];
 
 /// A `struct blk_io_trace` (version 7) in either byte order, with `pdu`.
-fn blk_record(le: bool, time: u64, sector: u64, bytes: u32, action: u32, device: u32, pdu: &[u8]) -> Vec<u8> {
+fn blk_record(
+    le: bool,
+    time: u64,
+    sector: u64,
+    bytes: u32,
+    action: u32,
+    device: u32,
+    pdu: &[u8],
+) -> Vec<u8> {
     let mut r = Vec::with_capacity(48 + pdu.len());
-    let w32 = |r: &mut Vec<u8>, v: u32| r.extend_from_slice(&if le { v.to_le_bytes() } else { v.to_be_bytes() });
-    let w64 = |r: &mut Vec<u8>, v: u64| r.extend_from_slice(&if le { v.to_le_bytes() } else { v.to_be_bytes() });
+    let w32 = |r: &mut Vec<u8>, v: u32| {
+        r.extend_from_slice(&if le { v.to_le_bytes() } else { v.to_be_bytes() })
+    };
+    let w64 = |r: &mut Vec<u8>, v: u64| {
+        r.extend_from_slice(&if le { v.to_le_bytes() } else { v.to_be_bytes() })
+    };
     w32(&mut r, 0x6561_7407);
     w32(&mut r, 1);
     w64(&mut r, time);
@@ -441,7 +458,11 @@ fn blk_record(le: bool, time: u64, sector: u64, bytes: u32, action: u32, device:
     w32(&mut r, 0);
     let len = pdu.len() as u16;
     r.extend_from_slice(&0u16.to_be_bytes());
-    r.extend_from_slice(&if le { len.to_le_bytes() } else { len.to_be_bytes() });
+    r.extend_from_slice(&if le {
+        len.to_le_bytes()
+    } else {
+        len.to_be_bytes()
+    });
     r.extend_from_slice(pdu);
     r
 }
@@ -678,9 +699,14 @@ fn blktrace_per_cpu_files_are_read_as_one_trace() {
     cpu3.extend(blk_record(true, 9_000, 128, 8192, complete, dev, &[]));
     std::fs::write(dir.path().join("sdc.blktrace.0"), &cpu0).unwrap();
     std::fs::write(dir.path().join("sdc.blktrace.3"), &cpu3).unwrap();
-    std::fs::write(dir.path().join("sdd.blktrace.0"), blk_record(true, 5, 0, 512, issue, 1, &[])).unwrap();
+    std::fs::write(
+        dir.path().join("sdd.blktrace.0"),
+        blk_record(true, 5, 0, 512, issue, 1, &[]),
+    )
+    .unwrap();
     for name in ["sdc.blktrace.0", "sdc.blktrace.3"] {
-        let t = fallow_core::trace::read_trace(dir.path().join(name), &ReadOptions::default()).unwrap();
+        let t =
+            fallow_core::trace::read_trace(dir.path().join(name), &ReadOptions::default()).unwrap();
         assert_eq!(t.report().format, Some(Format::Blktrace));
         assert_eq!(t.arrival_ns(), &[0, 500]);
         assert_eq!(t.completion_ns().unwrap(), &[1_000, 8_000]);
