@@ -66,7 +66,8 @@ def _frame_to_trace(
     unknown = sorted(set(mapping) - set(_COLUMNS))
     if unknown:
         raise ValueError(
-            f"columns: {', '.join(unknown)} is not a fallow column (fallow reads {', '.join(_COLUMNS)})"
+            f"columns: {', '.join(unknown)} is not a fallow column "
+            f"(fallow reads {', '.join(_COLUMNS)})"
         )
     source = {c: mapping.get(c, c) for c in _COLUMNS}
     absent = [c for c in mapping if source[c] not in columns_of]

@@ -122,3 +122,12 @@ def test_periods_of_a_multi_device_trace_need_device():
     assert t.busy_periods(device=1)["requests"].tolist() == [1]
     with pytest.raises(fallow.FallowError):
         t.idle_intervals(device=7)
+
+
+def test_read_trace_plain_completion_column(tmp_path):
+    p = tmp_path / "t.txt"
+    p.write_text("1.5 0 0 4096 r 2.25\n3 0 8192 512 w 4\n")
+    t = fallow.read_trace(p, format="plain", completion_column=True)
+    # ms: arrivals 1.5 and 3 ms, completions 2.25 and 4 ms, rebased to 1.5 ms.
+    assert t.arrival_ns.tolist() == [0, 1_500_000]
+    assert t.completion_ns.tolist() == [750_000, 2_500_000]
