@@ -94,6 +94,10 @@ __all__ = [
 ]
 
 from_columns = Trace.from_columns
+# Frame constructors live in fallow.io (pandas/polars are optional there)
+# and are offered on Trace as well, as the class's other constructors are.
+Trace.from_pandas = staticmethod(io.from_pandas)
+Trace.from_polars = staticmethod(io.from_polars)
 to_parquet = io.to_parquet
 
 
@@ -104,6 +108,7 @@ def read_trace(
     time_unit: str | None = None,
     offset_unit_bytes: int | None = None,
     size_unit_bytes: int | None = None,
+    completion_column: bool = False,
 ) -> Trace:
     """Read a block trace file into a :class:`Trace`.
 
@@ -112,14 +117,17 @@ def read_trace(
             ``.parquet`` file (see :func:`fallow.io.to_parquet`) is read
             through polars.
         format: force a format instead of detecting it: ``msr``, ``spc``,
-            ``hp-srt``, ``blkparse``, ``vscsi``, ``plain``, ``fallow`` or
-            ``parquet``.
+            ``hp-srt``, ``blkparse``, ``blktrace``, ``biosnoop``,
+            ``bpftrace``, ``fio-iolog``, ``fio-lat``, ``vscsi``, ``plain``,
+            ``fallow`` or ``parquet`` (docs/formats.md).
         skip_bad: count and skip malformed records (see ``trace.report``)
             instead of raising :class:`TraceFormatError` on the first.
         time_unit: unit of the ``plain`` format's time column
             (``ns``, ``us``, ``ms`` (default), ``s``).
         offset_unit_bytes: bytes per unit of the ``plain`` offset column (1, or 512 for sectors).
         size_unit_bytes: bytes per unit of the ``plain`` size column.
+        completion_column: read a sixth ``plain`` column as each request's
+            completion time (same unit and clock as the time column).
 
     Raises:
         TraceFormatError: a malformed record (with ``.path``, ``.line`` or
@@ -138,6 +146,7 @@ def read_trace(
         time_unit=time_unit,
         offset_unit_bytes=offset_unit_bytes,
         size_unit_bytes=size_unit_bytes,
+        completion_column=completion_column,
     )
 
 

@@ -63,6 +63,28 @@ class Trace:
         size_bytes: ArrayLike | None = None,
         is_write: ArrayLike | None = None,
         device: ArrayLike | None = None,
+        time_unit: str | None = None,
+        offset_unit_bytes: int = 1,
+        size_unit_bytes: int = 1,
+    ) -> Trace: ...
+    @staticmethod
+    def from_pandas(
+        df: Any,
+        *,
+        columns: dict[str, str] | None = None,
+        time_unit: str | None = None,
+        offset_unit_bytes: int = 1,
+        size_unit_bytes: int = 1,
+    ) -> Trace: ...
+    @staticmethod
+    def from_polars(
+        df: Any,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        columns: dict[str, str] | None = None,
+        time_unit: str | None = None,
+        offset_unit_bytes: int = 1,
+        size_unit_bytes: int = 1,
     ) -> Trace: ...
     def __len__(self) -> int: ...
     @property
@@ -89,13 +111,17 @@ class Trace:
     def devices(self) -> list[DeviceCount]: ...
     def select_device(self, id: int) -> Trace: ...
     def idle_intervals(
-        self, service: str | None = None, seed: int = 1
+        self, service: str | None = None, seed: int = 1, device: int | None = None
     ) -> npt.NDArray[np.float64]: ...
     def idle_intervals_ns(
-        self, service: str | None = None, seed: int = 1
+        self, service: str | None = None, seed: int = 1, device: int | None = None
     ) -> npt.NDArray[np.uint64]: ...
-    def busy_periods(self, service: str | None = None, seed: int = 1) -> BusyPeriods: ...
-    def busy_periods_ns(self, service: str | None = None, seed: int = 1) -> BusyPeriodsNs: ...
+    def busy_periods(
+        self, service: str | None = None, seed: int = 1, device: int | None = None
+    ) -> BusyPeriods: ...
+    def busy_periods_ns(
+        self, service: str | None = None, seed: int = 1, device: int | None = None
+    ) -> BusyPeriodsNs: ...
 
 def read_trace(
     path: str | os.PathLike[str],
@@ -104,6 +130,7 @@ def read_trace(
     time_unit: str | None = None,
     offset_unit_bytes: int | None = None,
     size_unit_bytes: int | None = None,
+    completion_column: bool = False,
 ) -> Trace: ...
 def characterize(
     trace: Trace,

@@ -19,7 +19,7 @@ when the trace has no completions), ``offset_bytes`` (uint64),
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import pandas
     import polars
 
-__all__ = ["to_pandas", "to_polars", "from_polars", "to_parquet", "read_parquet"]
+__all__ = ["to_pandas", "to_polars", "from_pandas", "from_polars", "to_parquet", "read_parquet"]
 
 _COLUMNS = ("arrival_ns", "completion_ns", "offset_bytes", "size_bytes", "is_write", "device")
 
@@ -52,28 +52,103 @@ def to_polars(trace: Trace) -> polars.DataFrame:
     return pl.DataFrame(_present_columns(trace))
 
 
-def from_polars(df: polars.DataFrame, *, path: str | os.PathLike | None = None) -> Trace:
-    """A trace from a polars DataFrame with the columns :func:`to_polars` writes.
+def _frame_to_trace(
+    columns_of: dict[str, Any],
+    where: str,
+    columns: dict[str, str] | None,
+    time_unit: str | None,
+    offset_unit_bytes: int,
+    size_unit_bytes: int,
+) -> Trace:
+    """Pick fallow's columns out of a frame's (renamed by ``columns``) and
+    hand them to :meth:`Trace.from_columns`, which checks them."""
+    mapping = dict(columns or {})
+    unknown = sorted(set(mapping) - set(_COLUMNS))
+    if unknown:
+        raise ValueError(
+            f"columns: {', '.join(unknown)} is not a fallow column "
+            f"(fallow reads {', '.join(_COLUMNS)})"
+        )
+    source = {c: mapping.get(c, c) for c in _COLUMNS}
+    absent = [c for c in mapping if source[c] not in columns_of]
+    if source["arrival_ns"] not in columns_of and "arrival_ns" not in absent:
+        absent.insert(0, "arrival_ns")
+    if absent:
+        field = absent[0]
+        err = TraceFormatError(
+            f"{where}: no column `{source[field]}` for {field} "
+            f"(columns: {', '.join(map(str, columns_of))}; map yours with "
+            f"columns={{'arrival_ns': 'your_name', ...}})"
+        )
+        err.path, err.line, err.offset, err.record, err.field = (where, None, None, None, field)
+        raise err
+    cols = {c: columns_of[source[c]] for c in _COLUMNS if source[c] in columns_of}
+    return Trace.from_columns(
+        **cols,
+        time_unit=time_unit,
+        offset_unit_bytes=offset_unit_bytes,
+        size_unit_bytes=size_unit_bytes,
+    )
+
+
+def from_pandas(
+    df: pandas.DataFrame,
+    *,
+    columns: dict[str, str] | None = None,
+    time_unit: str | None = None,
+    offset_unit_bytes: int = 1,
+    size_unit_bytes: int = 1,
+) -> Trace:
+    """A trace from a pandas DataFrame (also ``fallow.Trace.from_pandas``).
+
+    ``columns`` maps fallow's column names to the frame's
+    (``{"arrival_ns": "ts"}``); unmapped ones are looked up by fallow's
+    names. Only ``arrival_ns`` is required. Times are integer ns unless
+    ``time_unit`` (``"s"``, ``"ms"``, ``"us"``) says otherwise; float times
+    that are not whole ns are an error, never truncated; datetime64 and
+    timedelta64 columns are taken as they are. ``offset_unit_bytes`` and
+    ``size_unit_bytes`` scale offsets and sizes (512 for sectors).
+
+    >>> import pandas as pd, fallow
+    >>> df = pd.DataFrame({"t": [0.0, 0.25], "done": [0.1, 0.3], "lba": [8, 16]})
+    >>> t = fallow.Trace.from_pandas(df, columns={"arrival_ns": "t",
+    ...     "completion_ns": "done", "offset_bytes": "lba"}, time_unit="s", offset_unit_bytes=512)
+    >>> t.arrival_ns.tolist(), t.completion_ns.tolist(), t.offset_bytes.tolist()
+    ([0, 250000000], [100000000, 300000000], [4096, 8192])
+    """
+    cols = {c: df[c].to_numpy() for c in df.columns}
+    return _frame_to_trace(
+        cols, "<pandas DataFrame>", columns, time_unit, offset_unit_bytes, size_unit_bytes
+    )
+
+
+def from_polars(
+    df: Any,
+    *,
+    path: str | os.PathLike | None = None,
+    columns: dict[str, str] | None = None,
+    time_unit: str | None = None,
+    offset_unit_bytes: int = 1,
+    size_unit_bytes: int = 1,
+) -> Trace:
+    """A trace from a polars DataFrame or LazyFrame, or a pyarrow Table
+    (also ``fallow.Trace.from_polars``); the options are
+    :func:`from_pandas`'s. A LazyFrame is collected (only the columns
+    used); a pyarrow Table is read column by column.
 
     Only ``arrival_ns`` is required; missing columns default to zeros
     (reads on device 0) and a missing ``completion_ns`` to none.
     """
-    where = os.fspath(path) if path is not None else "<polars DataFrame>"
-    if "arrival_ns" not in df.columns:
-        err = TraceFormatError(
-            f"{where}: no `arrival_ns` column (columns: {', '.join(df.columns)}; "
-            f"fallow reads {', '.join(_COLUMNS)})"
-        )
-        err.path, err.line, err.offset, err.record, err.field = (
-            where,
-            None,
-            None,
-            None,
-            "arrival_ns",
-        )
-        raise err
-    cols = {c: df[c].to_numpy() for c in _COLUMNS if c in df.columns}
-    return Trace.from_columns(**cols)
+    where = os.fspath(path) if path is not None else f"<{type(df).__name__}>"
+    if hasattr(df, "collect") and hasattr(df, "collect_schema"):  # polars LazyFrame
+        names = df.collect_schema().names()
+        wanted = {(columns or {}).get(c, c) for c in _COLUMNS}
+        df = df.select([n for n in names if n in wanted]).collect()
+    if hasattr(df, "column_names") and hasattr(df, "to_pydict"):  # pyarrow Table
+        cols = {n: df.column(n).to_numpy() for n in df.column_names}
+    else:
+        cols = {c: df[c].to_numpy() for c in df.columns}
+    return _frame_to_trace(cols, where, columns, time_unit, offset_unit_bytes, size_unit_bytes)
 
 
 def to_parquet(trace: Trace, path: str | os.PathLike) -> None:

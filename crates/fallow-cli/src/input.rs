@@ -21,8 +21,12 @@ const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 #[derive(Debug, Clone, Args)]
 pub struct ReadArgs {
     /// Trace format: msr (MSR Cambridge/SNIA CSV), spc (UMass/SPC), hp-srt,
-    /// blkparse, vscsi, plain (`time dev offset size op`) or fallow (fallow's
-    /// binary cache). [default: detected from the first bytes and the file name]
+    /// blkparse, blktrace (binary `DEV.blktrace.N`; one file reads the whole
+    /// per-CPU set), biosnoop (bcc), bpftrace (fallow's one-liner, see
+    /// docs/formats.md), fio-iolog (no completion times), fio-lat (fio
+    /// latency log), vscsi, plain (`time dev offset size op [completion]`) or
+    /// fallow (fallow's binary cache). [default: detected from the first
+    /// bytes and the file name]
     #[arg(long, short = 'f', value_name = "FORMAT")]
     pub format: Option<Format>,
 
@@ -44,6 +48,11 @@ pub struct ReadArgs {
     /// 512 for sectors; suffixes such as 4KiB are accepted.
     #[arg(long, value_name = "BYTES", default_value = "1", value_parser = parse_unit_bytes)]
     pub size_unit: u64,
+
+    /// Read a sixth column of `plain` traces as each request's completion
+    /// time (same unit and clock as the time column).
+    #[arg(long)]
+    pub completion_column: bool,
 }
 
 fn parse_unit_bytes(s: &str) -> Result<u64, String> {
@@ -64,6 +73,7 @@ impl ReadArgs {
                 time_unit: self.time_unit,
                 offset_unit_bytes: self.offset_unit,
                 size_unit_bytes: self.size_unit,
+                completion: self.completion_column,
             },
         }
     }

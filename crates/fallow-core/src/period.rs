@@ -182,8 +182,17 @@ pub fn periods_of(
         }
         (Some(c), None) => Ok((extract(trace.arrival_ns(), c), CompletionSource::Recorded)),
         (None, None) => Err(Error::Unsupported(format!(
-            "{}: the trace has no completion times; give a service model (e.g. --service disk or --service exp:5ms) to derive busy and idle periods",
-            trace.report().path.display()
+            "{}: the trace has no completion times{}; give a service model (e.g. --service disk or --service exp:5ms) to derive busy and idle periods",
+            trace.report().path.display(),
+            // fio iologs look complete but record submissions only.
+            match (trace.report().format, trace.report().source_format) {
+                (Some(crate::trace::Format::FioIolog), _)
+                | (_, Some(crate::trace::Format::FioIolog)) => {
+                    " (a fio iolog records when fio submitted each I/O, never when it completed; \
+                     fio's latency logs, write_lat_log with log_offset=1, carry completions)"
+                }
+                _ => "",
+            }
         ))),
     }
 }

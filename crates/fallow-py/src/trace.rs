@@ -34,12 +34,77 @@ pub(crate) fn service_model(service: Option<&str>) -> PyResult<Option<ServiceMod
 
 impl PyTrace {
     /// Busy periods and idle intervals, exact or through a service model.
-    fn periods(&self, py: Python<'_>, service: Option<&str>, seed: u64) -> PyResult<Periods> {
+    /// Of one device: `device`, or the only one (the core refuses to merge
+    /// the periods of several).
+    fn periods(
+        &self,
+        py: Python<'_>,
+        service: Option<&str>,
+        seed: u64,
+        device: Option<u32>,
+    ) -> PyResult<Periods> {
         let model = service_model(service)?;
         without_gil(py, || {
-            periods_of(&self.inner, model.as_ref(), seed).map(|(p, _)| p)
+            let trace = self.inner.one_device(device)?;
+            periods_of(&trace, model.as_ref(), seed).map(|(p, _)| p)
         })
     }
+}
+
+/// A time column in ns from any array-like: unsigned or signed integers
+/// (scaled by the unit), floats (checked by the core: a fraction of a ns
+/// is an error, not a truncation), or numpy datetime64/timedelta64 (taken
+/// as ns whatever the unit).
+fn times_ns(
+    py: Python<'_>,
+    values: &Bound<'_, PyAny>,
+    column: &'static str,
+    unit_ns: u64,
+) -> PyResult<Vec<u64>> {
+    let np = py.import("numpy")?;
+    let arr = np.call_method1("asarray", (values,))?;
+    let kind: String = arr.getattr("dtype")?.getattr("kind")?.extract()?;
+    match kind.as_str() {
+        "f" => {
+            let v: PyArrayLike1<'_, f64, AllowTypeChange> = arr.extract()?;
+            let v = v.as_array().to_vec();
+            fallow_core::trace::ns_from_f64(column, &v, unit_ns).map_err(to_py)
+        }
+        "M" | "m" => {
+            let kind = if kind == "M" {
+                "datetime64[ns]"
+            } else {
+                "timedelta64[ns]"
+            };
+            let ns = arr
+                .call_method1("astype", (kind,))?
+                .call_method1("astype", ("int64",))?;
+            signed_ns(ns.extract()?, column, 1)
+        }
+        "i" => signed_ns(arr.extract()?, column, unit_ns),
+        _ => {
+            let v: PyArrayLike1<'_, u64, AllowTypeChange> = arr.extract()?;
+            let v = v.as_array().to_vec();
+            fallow_core::trace::scale_bytes(column, &v, unit_ns).map_err(to_py)
+        }
+    }
+}
+
+/// Signed integers: the core's float check covers negatives exactly for
+/// values below 2^53; larger ones are checked here as integers.
+fn signed_ns(
+    v: PyArrayLike1<'_, i64, AllowTypeChange>,
+    column: &'static str,
+    unit_ns: u64,
+) -> PyResult<Vec<u64>> {
+    let v = v.as_array();
+    let as_u: Vec<u64> = v.iter().map(|&x| x.max(0) as u64).collect();
+    if let Some(i) = v.iter().position(|&x| x < 0) {
+        // The core names the record and column of the first negative.
+        let probe: Vec<f64> = v.iter().take(i + 1).map(|&x| x as f64).collect();
+        fallow_core::trace::ns_from_f64(column, &probe, unit_ns).map_err(to_py)?;
+    }
+    fallow_core::trace::scale_bytes(column, &as_u, unit_ns).map_err(to_py)
 }
 
 fn ns_to_s(v: &[u64]) -> Vec<f64> {
@@ -53,22 +118,57 @@ impl PyTrace {
     /// `arrival_ns` is required; the others default to zeros (reads on
     /// device 0). Rows need not be sorted: they are sorted by arrival and
     /// times are rebased so the first arrival is at 0.
+    ///
+    /// Times are integer ns unless `time_unit` (`ns`, `us`, `ms`, `s`) says
+    /// otherwise; floats must then be whole ns (a fraction is an error, not
+    /// a silent truncation: `0.25` passed as ns was seconds). numpy
+    /// datetime64/timedelta64 columns are taken as ns. `offset_unit_bytes`
+    /// and `size_unit_bytes` scale offsets and sizes (512 for sectors).
     #[staticmethod]
-    #[pyo3(signature = (arrival_ns, completion_ns=None, offset_bytes=None, size_bytes=None, is_write=None, device=None))]
+    #[pyo3(signature = (arrival_ns, completion_ns=None, offset_bytes=None, size_bytes=None, is_write=None, device=None, time_unit=None, offset_unit_bytes=1, size_unit_bytes=1))]
+    #[allow(clippy::too_many_arguments)]
     fn from_columns(
         py: Python<'_>,
-        arrival_ns: PyArrayLike1<'_, u64, AllowTypeChange>,
-        completion_ns: Option<PyArrayLike1<'_, u64, AllowTypeChange>>,
+        arrival_ns: &Bound<'_, PyAny>,
+        completion_ns: Option<&Bound<'_, PyAny>>,
         offset_bytes: Option<PyArrayLike1<'_, u64, AllowTypeChange>>,
-        size_bytes: Option<PyArrayLike1<'_, u32, AllowTypeChange>>,
+        size_bytes: Option<PyArrayLike1<'_, u64, AllowTypeChange>>,
         is_write: Option<PyArrayLike1<'_, bool, AllowTypeChange>>,
         device: Option<PyArrayLike1<'_, u32, AllowTypeChange>>,
+        time_unit: Option<&str>,
+        offset_unit_bytes: u64,
+        size_unit_bytes: u64,
     ) -> PyResult<Self> {
-        let n = arrival_ns.len()?;
-        let arrival = arrival_ns.as_array().to_vec();
-        let completion = completion_ns.map(|c| c.as_array().to_vec());
-        let offset = offset_bytes.map_or_else(|| vec![0; n], |c| c.as_array().to_vec());
-        let size = size_bytes.map_or_else(|| vec![0; n], |c| c.as_array().to_vec());
+        let unit_ns = match time_unit {
+            None => 1,
+            Some(u) => u.parse::<TimeUnit>().map_err(to_py)?.ns() as u64,
+        };
+        let arrival = times_ns(py, arrival_ns, "arrival_ns", unit_ns)?;
+        let n = arrival.len();
+        let completion = completion_ns
+            .map(|c| times_ns(py, c, "completion_ns", unit_ns))
+            .transpose()?;
+        let offset = match offset_bytes {
+            Some(c) => fallow_core::trace::scale_bytes(
+                "offset_bytes",
+                &c.as_array().to_vec(),
+                offset_unit_bytes,
+            )
+            .map_err(to_py)?,
+            None => vec![0; n],
+        };
+        let size = match size_bytes {
+            Some(c) => {
+                let bytes = fallow_core::trace::scale_bytes(
+                    "size_bytes",
+                    &c.as_array().to_vec(),
+                    size_unit_bytes,
+                )
+                .map_err(to_py)?;
+                fallow_core::trace::sizes_u32(&bytes).map_err(to_py)?
+            }
+            None => vec![0; n],
+        };
         let op = is_write.map_or_else(
             || vec![Op::Read; n],
             |c| {
@@ -195,53 +295,57 @@ impl PyTrace {
         to_python(py, self.inner.report())
     }
 
-    /// Idle interval lengths in seconds (float64), in time order.
+    /// Idle interval lengths in seconds (float64), in time order, of one
+    /// device: `device`, which a trace of several devices requires (their
+    /// periods merged into one timeline would describe no device).
     ///
     /// Exact from the recorded completions; with `service` (`exp:5ms`,
     /// `const:1ms`, `disk`) completions come from that model and a FCFS
     /// queue seeded by `seed` (required for traces without completions).
-    #[pyo3(signature = (service=None, seed=1))]
+    #[pyo3(signature = (service=None, seed=1, device=None))]
     fn idle_intervals<'py>(
         &self,
         py: Python<'py>,
         service: Option<&str>,
         seed: u64,
+        device: Option<u32>,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let p = self.periods(py, service, seed)?;
+        let p = self.periods(py, service, seed, device)?;
         Ok(ns_to_s(&p.idle_len_ns).into_pyarray(py))
     }
 
     /// Idle interval lengths in ns (uint64); see `idle_intervals`.
-    #[pyo3(signature = (service=None, seed=1))]
+    #[pyo3(signature = (service=None, seed=1, device=None))]
     fn idle_intervals_ns<'py>(
         &self,
         py: Python<'py>,
         service: Option<&str>,
         seed: u64,
+        device: Option<u32>,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let lengths = match (service, self.inner.completion_ns()) {
             // Recorded completions: the lean path, no busy-period columns.
-            (None, Some(c)) => without_gil(py, || {
-                Ok(fallow_core::period::idle_lengths_ns(
-                    self.inner.arrival_ns(),
-                    c,
-                ))
+            (None, Some(_)) => without_gil(py, || {
+                let trace = self.inner.one_device(device)?;
+                let c = trace.completion_ns().unwrap_or_default();
+                Ok(fallow_core::period::idle_lengths_ns(trace.arrival_ns(), c))
             })?,
-            _ => self.periods(py, service, seed)?.idle_len_ns,
+            _ => self.periods(py, service, seed, device)?.idle_len_ns,
         };
         Ok(lengths.into_pyarray(py))
     }
 
     /// Busy periods as a dict of arrays: `start_s`, `length_s` (float64)
     /// and `requests` (uint32, requests arriving in each). See `idle_intervals`.
-    #[pyo3(signature = (service=None, seed=1))]
+    #[pyo3(signature = (service=None, seed=1, device=None))]
     fn busy_periods<'py>(
         &self,
         py: Python<'py>,
         service: Option<&str>,
         seed: u64,
+        device: Option<u32>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let p = self.periods(py, service, seed)?;
+        let p = self.periods(py, service, seed, device)?;
         let d = PyDict::new(py);
         d.set_item("start_s", ns_to_s(&p.busy_start_ns).into_pyarray(py))?;
         d.set_item("length_s", ns_to_s(&p.busy_len_ns).into_pyarray(py))?;
@@ -251,14 +355,15 @@ impl PyTrace {
 
     /// Busy periods as a dict of arrays: `start_ns`, `length_ns` (uint64)
     /// and `requests` (uint32). See `idle_intervals`.
-    #[pyo3(signature = (service=None, seed=1))]
+    #[pyo3(signature = (service=None, seed=1, device=None))]
     fn busy_periods_ns<'py>(
         &self,
         py: Python<'py>,
         service: Option<&str>,
         seed: u64,
+        device: Option<u32>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let p = self.periods(py, service, seed)?;
+        let p = self.periods(py, service, seed, device)?;
         let d = PyDict::new(py);
         d.set_item("start_ns", p.busy_start_ns.into_pyarray(py))?;
         d.set_item("length_ns", p.busy_len_ns.into_pyarray(py))?;
@@ -271,7 +376,8 @@ impl PyTrace {
 ///
 /// The file is read and parsed with the GIL released.
 #[pyfunction]
-#[pyo3(signature = (path, format=None, skip_bad=false, time_unit=None, offset_unit_bytes=None, size_unit_bytes=None))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (path, format=None, skip_bad=false, time_unit=None, offset_unit_bytes=None, size_unit_bytes=None, completion_column=false))]
 pub fn read_trace(
     py: Python<'_>,
     path: PathBuf,
@@ -280,6 +386,7 @@ pub fn read_trace(
     time_unit: Option<&str>,
     offset_unit_bytes: Option<u64>,
     size_unit_bytes: Option<u64>,
+    completion_column: bool,
 ) -> PyResult<PyTrace> {
     let defaults = PlainOptions::default();
     let opts = ReadOptions {
@@ -292,6 +399,7 @@ pub fn read_trace(
                 .unwrap_or(defaults.time_unit),
             offset_unit_bytes: offset_unit_bytes.unwrap_or(defaults.offset_unit_bytes),
             size_unit_bytes: size_unit_bytes.unwrap_or(defaults.size_unit_bytes),
+            completion: completion_column,
         },
     };
     without_gil(py, || fallow_core::read_trace(&path, &opts)).map(PyTrace::from)

@@ -31,6 +31,11 @@ pub(crate) fn format_code(f: Option<Format>) -> u32 {
         Some(Format::Plain) => 6,
         // Never written (see `write_fallow_bin`); kept so the match is total.
         Some(Format::Fallow) => 7,
+        Some(Format::Biosnoop) => 8,
+        Some(Format::Bpftrace) => 9,
+        Some(Format::Blktrace) => 10,
+        Some(Format::FioIolog) => 11,
+        Some(Format::FioLat) => 12,
     }
 }
 
@@ -52,7 +57,7 @@ fn format_of(code: u32) -> Option<Format> {
 /// | 12 | `flags` | u32 | bit 0: a completion column is present |
 /// | 16 | `count` | u64 | requests, n |
 /// | 24 | `origin_ns` | u64 | absolute time of the first arrival in the source's clock |
-/// | 32 | `source_format` | u32 | format read originally: 0 unknown, 1 msr, 2 spc, 3 hp-srt, 4 blkparse, 5 vscsi, 6 plain |
+/// | 32 | `source_format` | u32 | format read originally: 0 unknown, 1 msr, 2 spc, 3 hp-srt, 4 blkparse, 5 vscsi, 6 plain, 8 biosnoop, 9 bpftrace, 10 blktrace, 11 fio-iolog, 12 fio-lat |
 /// | 36 | `reserved` | u32 | 0 |
 /// | 40 | `skipped` | u64 | malformed records skipped when the source was read |
 /// | 48 | `reordered` | u64 | out-of-order records sorted when the source was read |

@@ -6,14 +6,21 @@
 //! `read(input, ctx)` entry point; everything shared (line splitting, number
 //! parsing, bad-record policy) lives in `ReadContext` and `lines.rs`.
 
+mod biosnoop;
 mod blkparse;
+mod blktrace;
+mod bpftrace;
 mod builder;
 mod bytes;
 mod concat;
 mod detect;
 pub mod devnum;
 mod fallow_bin;
+mod fio_iolog;
+mod fio_lat;
+mod frame;
 mod hp_srt;
+mod latency;
 pub(crate) mod lines;
 mod msr;
 mod parallel;
@@ -24,6 +31,7 @@ mod vscsi;
 pub use builder::{RawRequest, TraceBuilder};
 pub use fallow_bin::write_fallow_bin;
 pub(crate) use fallow_bin::MAGIC as FALLOW_BIN_MAGIC;
+pub use frame::{ns_from_f64, scale_bytes, sizes_u32};
 #[doc(hidden)]
 pub use parallel::{threads_from_env, Parallelism};
 
@@ -63,15 +71,30 @@ pub enum Format {
     Plain,
     /// fallow's own compact binary columns (`fallow convert`).
     Fallow,
+    /// bcc `biosnoop` text output, with or without `-Q` (completion time and latency).
+    Biosnoop,
+    /// The output of fallow's bpftrace one-liner (docs/formats.md): issue and completion in ns.
+    Bpftrace,
+    /// blktrace's binary per-CPU files (`*.blktrace.N`), merged by time; D = issue, C = completion.
+    Blktrace,
+    /// fio iolog v2/v3 (`write_iolog`): submissions only, no completion times.
+    FioIolog,
+    /// fio latency log (`write_lat_log` with `log_offset=1`): completions and latencies.
+    FioLat,
 }
 
 impl Format {
     /// Every format, in the order detection tries them.
-    pub const ALL: [Format; 7] = [
+    pub const ALL: [Format; 12] = [
         Format::Fallow,
         Format::HpSrt,
         Format::Vscsi,
+        Format::Blktrace,
         Format::Blkparse,
+        Format::Biosnoop,
+        Format::Bpftrace,
+        Format::FioIolog,
+        Format::FioLat,
         Format::Msr,
         Format::Spc,
         Format::Plain,
@@ -87,6 +110,11 @@ impl Format {
             Format::Vscsi => "vscsi",
             Format::Plain => "plain",
             Format::Fallow => "fallow",
+            Format::Biosnoop => "biosnoop",
+            Format::Bpftrace => "bpftrace",
+            Format::Blktrace => "blktrace",
+            Format::FioIolog => "fio-iolog",
+            Format::FioLat => "fio-lat",
         }
     }
 
@@ -193,6 +221,9 @@ pub struct PlainOptions {
     pub offset_unit_bytes: u64,
     /// Bytes per unit of the size column.
     pub size_unit_bytes: u64,
+    /// Read a sixth column as the completion time (same unit and clock as
+    /// the time column); without it, fields after the fifth are ignored.
+    pub completion: bool,
 }
 
 impl Default for PlainOptions {
@@ -201,6 +232,7 @@ impl Default for PlainOptions {
             time_unit: TimeUnit::Ms,
             offset_unit_bytes: 1,
             size_unit_bytes: 1,
+            completion: false,
         }
     }
 }
@@ -624,8 +656,15 @@ impl<'a> ReadContext<'a> {
     pub fn new(path: &'a Path, opts: &'a ReadOptions, format: Format) -> Self {
         let has_completion = matches!(
             format,
-            Format::Msr | Format::HpSrt | Format::Blkparse | Format::Fallow
-        );
+            Format::Msr
+                | Format::HpSrt
+                | Format::Blkparse
+                | Format::Fallow
+                | Format::Biosnoop
+                | Format::Bpftrace
+                | Format::Blktrace
+                | Format::FioLat
+        ) || (format == Format::Plain && opts.plain.completion);
         ReadContext {
             builder: TraceBuilder::new(has_completion),
             path,
@@ -789,6 +828,17 @@ pub fn read_trace_tuned(
     };
     let mut raw = BufReader::with_capacity(1 << 16, counted);
     let gz = raw.fill_buf().map_err(io_err)?.starts_with(&[0x1f, 0x8b]);
+    // One of blktrace's per-CPU files stands for the whole set.
+    if let Some(files) = blktrace::per_cpu_files(path) {
+        let blk = match opts.format {
+            Some(f) => f == Format::Blktrace,
+            None => gz || blktrace::looks_like(raw.buffer()),
+        };
+        if blk {
+            let CountingReader { progress, .. } = raw.into_inner();
+            return blktrace::read_per_cpu(path, &files, opts, progress);
+        }
+    }
     if gz {
         let mut input =
             BufReader::with_capacity(1 << 18, flate2::bufread::MultiGzDecoder::new(raw));
@@ -873,6 +923,11 @@ fn read_format(format: Format, input: &mut dyn BufRead, ctx: &mut ReadContext<'_
         Format::Vscsi => vscsi::read(input, ctx),
         Format::Plain => plain::read(input, ctx),
         Format::Fallow => fallow_bin::read(input, ctx),
+        Format::Biosnoop => biosnoop::read(input, ctx),
+        Format::Bpftrace => bpftrace::read(input, ctx),
+        Format::Blktrace => blktrace::read(input, ctx),
+        Format::FioIolog => fio_iolog::read(input, ctx),
+        Format::FioLat => fio_lat::read(input, ctx),
     }
 }
 

@@ -8,8 +8,15 @@
 //! default (a decimal, parsed exactly), offset and size in bytes unless
 //! scaled (512 for sectors). `op` is `1`, `r`, `R` or `read` for a read and
 //! `0`, `w`, `W` or `write` for a write (Heimdall's cuts use 1 = read).
-//! Fields after the fifth are ignored; `#` lines are comments. The format
-//! records no completion time.
+//! Fields after the fifth are ignored; `#` lines are comments.
+//!
+//! With [`PlainOptions::completion`] (`--completion-column`), a sixth field
+//! is required: the request's completion time, in the time column's unit
+//! and on its clock (`time dev offset size op completion`). Detection
+//! never guesses it: a six-field file is refused with a message naming the
+//! flag. Without it the format records no completion time.
+//!
+//! [`PlainOptions::completion`]: super::PlainOptions::completion
 
 use super::lines::{for_each_line, is_blank_or_comment, parse_time_ns, parse_u64, show, split_ws};
 use super::{Op, PlainOptions, RawRequest, ReadContext, TimeUnit};
@@ -34,6 +41,16 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
 /// a decimal) and a read/write marker.
 pub(crate) fn looks_like(line: &[u8]) -> bool {
     split_ws(line, true).count() == 5 && parse_record(line, &PlainOptions::default()).is_ok()
+}
+
+/// True when `line` is a plain record with a sixth field that reads as a
+/// completion time (which detection does not assume: it names the flag).
+pub(crate) fn looks_like_with_completion(line: &[u8]) -> bool {
+    let units = PlainOptions {
+        completion: true,
+        ..PlainOptions::default()
+    };
+    split_ws(line, true).count() == 6 && parse_record(line, &units).is_ok()
 }
 
 fn unit_ns(u: TimeUnit) -> u64 {
@@ -62,6 +79,18 @@ fn parse_record(line: &[u8], units: &PlainOptions) -> std::result::Result<RawReq
     let offset = next("offset")?;
     let size = next("size")?;
     let op = next("op")?;
+    let completion = if units.completion {
+        let c = f.next().ok_or_else(|| {
+            (
+                "completion",
+                "missing field (expected `time dev offset size op completion` with --completion-column)"
+                    .to_string(),
+            )
+        })?;
+        Some(parse_time_ns(c, unit_ns(units.time_unit)).map_err(|m| ("completion", m))?)
+    } else {
+        None
+    };
 
     let arrival_ns = parse_time_ns(time, unit_ns(units.time_unit)).map_err(|m| ("time", m))?;
     let device = parse_u64(dev).map_err(|m| ("dev", m))?;
@@ -99,7 +128,7 @@ fn parse_record(line: &[u8], units: &PlainOptions) -> std::result::Result<RawReq
     };
     Ok(RawRequest {
         arrival_ns,
-        completion_ns: None,
+        completion_ns: completion,
         offset_bytes,
         size_bytes,
         op,
@@ -132,6 +161,7 @@ mod tests {
             time_unit: TimeUnit::Us,
             offset_unit_bytes: 512,
             size_unit_bytes: 512,
+            completion: false,
         };
         let r = parse_record(b"1.5, 2, 10, 8, read", &units).unwrap();
         assert_eq!(r.arrival_ns, 1500);
@@ -157,6 +187,31 @@ mod tests {
         assert_eq!(bad(b"1 x 0 4096 1"), "dev");
         assert_eq!(bad(b"1 0 0.5 4096 1"), "offset");
         assert_eq!(bad(b"1 0 0 4294967296 1"), "size");
+    }
+
+    #[test]
+    fn a_sixth_column_is_the_completion_when_asked() {
+        let with = PlainOptions {
+            completion: true,
+            ..ms()
+        };
+        let r = parse_record(b"1.5 0 0 4096 r 2.25", &with).unwrap();
+        assert_eq!(
+            (r.arrival_ns, r.completion_ns),
+            (1_500_000, Some(2_250_000))
+        );
+        // Without the flag the sixth field is ignored, as before.
+        assert_eq!(
+            parse_record(b"1.5 0 0 4096 r 2.25", &ms())
+                .unwrap()
+                .completion_ns,
+            None
+        );
+        let bad = |l: &[u8]| parse_record(l, &with).unwrap_err().0;
+        assert_eq!(bad(b"1.5 0 0 4096 r"), "completion");
+        assert_eq!(bad(b"1.5 0 0 4096 r x"), "completion");
+        assert!(looks_like_with_completion(b"1.5 0 0 4096 r 2.25"));
+        assert!(!looks_like_with_completion(b"1.5 0 0 4096 r"));
     }
 
     #[test]

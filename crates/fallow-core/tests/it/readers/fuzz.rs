@@ -11,7 +11,14 @@ use fallow_core::Error;
 use proptest::prelude::*;
 use std::path::Path;
 
-const SAMPLES: [&str; 8] = [
+const SAMPLES: [&str; 15] = [
+    "small.biosnoop",
+    "small-q.biosnoop",
+    "small.bpftrace",
+    "liuzel01-sda.blktrace.0",
+    "small.iolog",
+    "small-v2.iolog",
+    "small_clat.1.log",
     "small.trace",
     "small.spc",
     "small.blkparse",

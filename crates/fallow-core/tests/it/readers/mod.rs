@@ -8,6 +8,7 @@ mod fuzz;
 mod hp_periods;
 mod parallel;
 mod real;
+mod recorded;
 mod roundtrip;
 
 use fallow_core::trace::{read_trace, ReadOptions};

@@ -11,6 +11,7 @@
 use fallow_core::trace::{read_from, write_fallow_bin, Format, Op, ReadOptions};
 use fallow_core::Trace;
 use proptest::prelude::*;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// One request as the writers see it: absolute times in ns, a device key
@@ -385,4 +386,331 @@ fn a_thousand_overlapping_requests_all_survive_blkparse() {
     let t = read(text.as_bytes(), Some(Format::Blkparse));
     assert_eq!(t.len(), 1000);
     assert_eq!(t.report().ignored, 0);
+}
+
+/// Requests with times counted from the earliest arrival, for formats whose
+/// time zero is not an arrival (biosnoop and fio latency logs log
+/// completions; an arrival may fall before the log's zero).
+fn rebased(mut v: Vec<Req>) -> Vec<Req> {
+    let first = v.iter().map(|r| r.arrival_ns).min().unwrap_or(0);
+    for r in &mut v {
+        r.arrival_ns -= first;
+        r.completion_ns = r.completion_ns.map(|c| c - first);
+    }
+    v.sort();
+    v
+}
+
+/// Checks for the readers of issue 17: `ignored` records ignored by
+/// design (banners, file actions), nothing skipped, the requests equal.
+fn check_ignoring(
+    t: &Trace,
+    want: Vec<Req>,
+    got: Vec<Req>,
+    ignored: u64,
+) -> Result<(), TestCaseError> {
+    let r = t.report();
+    prop_assert_eq!((r.skipped, r.ignored), (0, ignored));
+    prop_assert_eq!(got.len(), want.len());
+    prop_assert_eq!(rebased(got), rebased(want));
+    Ok(())
+}
+
+/// Device names by first appearance in `names` (the line order), as the
+/// biosnoop and fio iolog readers number them.
+fn first_seen(names: impl Iterator<Item = String>) -> Vec<String> {
+    let mut seen = Vec::new();
+    for n in names {
+        if !seen.contains(&n) {
+            seen.push(n);
+        }
+    }
+    seen
+}
+
+const DISKS: [&str; 4] = ["sda", "nvme0n1", "xvdb", "md127"];
+
+/// A `struct blk_io_trace` (version 7) in either byte order, with `pdu`.
+fn blk_record(
+    le: bool,
+    time: u64,
+    sector: u64,
+    bytes: u32,
+    action: u32,
+    device: u32,
+    pdu: &[u8],
+) -> Vec<u8> {
+    let mut r = Vec::with_capacity(48 + pdu.len());
+    let w32 = |r: &mut Vec<u8>, v: u32| {
+        r.extend_from_slice(&if le { v.to_le_bytes() } else { v.to_be_bytes() })
+    };
+    let w64 = |r: &mut Vec<u8>, v: u64| {
+        r.extend_from_slice(&if le { v.to_le_bytes() } else { v.to_be_bytes() })
+    };
+    w32(&mut r, 0x6561_7407);
+    w32(&mut r, 1);
+    w64(&mut r, time);
+    w64(&mut r, sector);
+    w32(&mut r, bytes);
+    w32(&mut r, action);
+    w32(&mut r, 42);
+    w32(&mut r, device);
+    w32(&mut r, 0);
+    let len = pdu.len() as u16;
+    r.extend_from_slice(&0u16.to_be_bytes());
+    r.extend_from_slice(&if le {
+        len.to_le_bytes()
+    } else {
+        len.to_be_bytes()
+    });
+    r.extend_from_slice(pdu);
+    r
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn biosnoop_keeps_every_request((d, shuffle) in draws(1 << 30), queue in any::<bool>()) {
+        // Completions in whole µs (TIME(s) has six decimals), latencies in
+        // steps of 10 µs (LAT(ms) has two); the arrival, completion −
+        // latency, may fall before time 0. Lines in completion order.
+        let comp = arrivals(&d, 0, 1_000);
+        let mut rows: Vec<(u64, String, Req)> = d.iter().zip(&comp).map(|(x, &c)| {
+            let lat_10us = x.1 % 5_000;
+            let disk = DISKS[x.5];
+            let comm = if x.6 % 3 == 0 { "Web Content" } else { "kworker/u8:2" };
+            let que = if queue { format!(" {:7.2}", (x.6 % 1000) as f64 / 100.0) } else { String::new() };
+            let line = format!("{:<11} {comm:<14} {:<7} {disk:<9} {} {:<10} {:<7}{que} {:7}\n",
+                format!("{}.{:06}", c / 1_000_000_000, c / 1_000 % 1_000_000),
+                x.6 % 40_000, if x.4 { "W" } else { "R" }, x.2, x.3 * 512,
+                format!("{}.{:02}", lat_10us / 100, lat_10us % 100));
+            (c, line, Req {
+                arrival_ns: c + 1_000_000_000 - lat_10us * 10_000,
+                completion_ns: Some(c + 1_000_000_000),
+                offset_bytes: x.2 * 512,
+                size_bytes: x.3 * 512,
+                write: x.4,
+                device: disk.to_string(),
+            })
+        }).collect();
+        rows.sort_by_key(|r| r.0);
+        let mut text = String::from(if queue {
+            "TIME(s)     COMM           PID     DISK      T SECTOR     BYTES  QUE(ms) LAT(ms)\n"
+        } else {
+            "TIME(s)     COMM           PID     DISK      T SECTOR     BYTES   LAT(ms)\n"
+        });
+        let idx: Vec<usize> = if shuffle { order(&d, true) } else { (0..rows.len()).collect() };
+        let names = first_seen(idx.iter().map(|&i| rows[i].2.device.clone()));
+        for &i in &idx {
+            text += &rows[i].1;
+        }
+        let t = read(text.as_bytes(), None);
+        prop_assert_eq!(t.report().format, Some(Format::Biosnoop));
+        let got = got(&t, |id| names[id as usize].clone());
+        let want = rows.into_iter().map(|r| r.2).collect();
+        check_ignoring(&t, want, got, 1)?;
+    }
+
+    #[test]
+    fn bpftrace_keeps_every_request((d, shuffle) in draws(1 << 40)) {
+        let arr = arrivals(&d, 5_000_000_000, 1);
+        let devs = [(8u32, 0u32), (8, 16), (259, 0), (253, 1)];
+        let mut want = Vec::new();
+        let lines: Vec<String> = d.iter().zip(&arr).map(|(x, &a)| {
+            let (maj, min) = devs[x.5];
+            want.push(Req {
+                arrival_ns: a,
+                completion_ns: Some(a + x.1),
+                offset_bytes: x.2 * 512,
+                size_bytes: x.3 * 512,
+                write: x.4,
+                device: format!("{maj},{min}"),
+            });
+            format!("fallow-io {a} {} {maj} {min} {} {} {}\n", a + x.1, x.2, x.3 * 512,
+                if x.4 { "WS" } else { "RA" })
+        }).collect();
+        let mut text = String::from("Attaching 3 probes...\n");
+        text.extend(order(&d, shuffle).into_iter().map(|i| lines[i].clone()));
+        let t = read(text.as_bytes(), None);
+        prop_assert_eq!(t.report().format, Some(Format::Bpftrace));
+        let got = got(&t, |id| format!("{},{}", id >> 20, id & 0xFFFFF));
+        check_ignoring(&t, want, got, 1)?;
+    }
+
+    #[test]
+    fn blktrace_merges_cpus_and_keeps_concurrent_requests((d, _) in draws(4), le in any::<bool>()) {
+        // Issues on one CPU's stream, completions on the other's; the
+        // streams are concatenated, so only sorting by time can pair them.
+        // Four sectors on two devices, completing FIFO per sector as the
+        // reader assumes; a notify record with a payload (a process
+        // name) before each issue.
+        let d: Vec<Draw> = d.into_iter().map(|mut x| { x.0 += 1; x }).collect();
+        let arr = arrivals(&d, 1_000_000, 1);
+        let devs = [8u32 << 20, 8 << 20 | 16];
+        let mut last_done: HashMap<(usize, u64), u64> = HashMap::new();
+        let (mut cpu0, mut cpu1) = (Vec::new(), Vec::new());
+        let mut want = Vec::new();
+        for (x, &a) in d.iter().zip(&arr) {
+            let (dev, sector) = (x.5 % 2, x.2 * 8);
+            let done = last_done.entry((dev, sector)).or_default();
+            let c = (a + x.1).max(*done);
+            *done = c;
+            // action | category << 16: BLK_TC_WRITE 1<<1 or READ 1<<0,
+            // ISSUE 1<<6, COMPLETE 1<<7, NOTIFY 1<<10.
+            let dir = if x.4 { 2 } else { 1 };
+            let (issue, complete) = (7 | (dir | 1 << 6) << 16, 8 | (dir | 1 << 7) << 16);
+            let (first, second) = if x.6 % 2 == 0 { (&mut cpu0, &mut cpu1) } else { (&mut cpu1, &mut cpu0) };
+            first.extend(blk_record(le, a, 0, 0, (1 << 10) << 16, devs[dev], b"fio\0"));
+            first.extend(blk_record(le, a, sector, x.3 * 512, issue, devs[dev], &[]));
+            second.extend(blk_record(le, c, sector, x.3 * 512, complete, devs[dev], &[]));
+            want.push(Req {
+                arrival_ns: a,
+                completion_ns: Some(c),
+                offset_bytes: sector * 512,
+                size_bytes: x.3 * 512,
+                write: x.4,
+                device: format!("{},{}", devs[dev] >> 20, devs[dev] & 0xFFFFF),
+            });
+        }
+        let mut bytes = cpu0;
+        bytes.extend(cpu1);
+        let t = read(&bytes, None);
+        prop_assert_eq!(t.report().format, Some(Format::Blktrace));
+        let got = got(&t, |id| format!("{},{}", id >> 20, id & 0xFFFFF));
+        want.sort();
+        // Only the notify records are ignored.
+        prop_assert_eq!(t.report().ignored, d.len() as u64);
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn fio_iolog_keeps_every_request((d, _) in draws(1 << 40), v3 in any::<bool>()) {
+        // Version 3: µs timestamps; version 2: `wait` lines carry the gaps.
+        // One file per device; fio logs in submission order.
+        let arr = arrivals(&d, 0, 1);
+        let files: Vec<String> = (0..4).map(|i| format!("/dev/{}", DISKS[i])).collect();
+        let mut text = format!("fio version {} iolog\n", if v3 { 3 } else { 2 });
+        let ts = |us: u64| if v3 { format!("{us} ") } else { String::new() };
+        let mut want = Vec::new();
+        let mut added = Vec::new();
+        let mut prev = 0;
+        for (x, &a) in d.iter().zip(&arr) {
+            let file = &files[x.5];
+            if !added.contains(file) {
+                text += &format!("{}{file} add\n{}{file} open\n", ts(prev), ts(prev));
+                added.push(file.clone());
+            }
+            if !v3 && a > prev {
+                text += &format!("{file} wait {} 0\n", a - prev);
+            }
+            prev = a;
+            text += &format!("{}{file} {} {} {}\n", ts(a), if x.4 { "write" } else { "read" }, x.2, x.3);
+            want.push(Req {
+                arrival_ns: a * 1_000,
+                completion_ns: None,
+                offset_bytes: x.2,
+                size_bytes: x.3,
+                write: x.4,
+                device: file.clone(),
+            });
+        }
+        let t = read(text.as_bytes(), None);
+        prop_assert_eq!(t.report().format, Some(Format::FioIolog));
+        prop_assert!(t.completion_ns().is_none());
+        let got = got(&t, |id| added[id as usize].clone());
+        check_ignoring(&t, want, got, 2 * added.len() as u64)?;
+    }
+
+    #[test]
+    fn fio_latency_log_keeps_every_request((d, shuffle) in draws(1 << 40), issue_time in any::<bool>()) {
+        // Completion at whole ms (the logged time) when no issue time is
+        // logged; with log_issue_time, arrival = issue time exactly.
+        let arr = arrivals(&d, 0, 1_000);
+        let mut want = Vec::new();
+        let lines: Vec<String> = d.iter().zip(&arr).map(|(x, &a)| {
+            let lat = x.1 * 37;
+            // Shifted by 1 s so an arrival before the log's zero stays positive.
+            let base = 1_000_000_000;
+            let (arrival, completion, time_ms, issue) = if issue_time {
+                (base + a + 1, base + a + 1 + lat, (a + 1 + lat) / 1_000_000, format!(", {}", a + 1))
+            } else {
+                let c = (a / 1_000) * 1_000_000;
+                (base + c - lat, base + c, a / 1_000, String::new())
+            };
+            want.push(Req {
+                arrival_ns: arrival,
+                completion_ns: Some(completion),
+                offset_bytes: x.2,
+                size_bytes: x.3 * 512,
+                write: x.4,
+                device: "0".into(),
+            });
+            format!("{time_ms}, {lat}, {}, {}, {}, 0{issue}\n", u8::from(x.4), x.3 * 512, x.2)
+        }).collect();
+        let text: String = order(&d, shuffle).into_iter().map(|i| lines[i].as_str()).collect();
+        let opts = ReadOptions { format: None, ..Default::default() };
+        let t = read_from(&mut text.as_bytes(), Path::new("job_clat.1.log"), &opts).unwrap();
+        prop_assert_eq!(t.report().format, Some(Format::FioLat));
+        let got = got(&t, |id| id.to_string());
+        check_ignoring(&t, want, got, 0)?;
+    }
+
+    #[test]
+    fn plain_keeps_every_completion_column((d, shuffle) in draws(1 << 40)) {
+        let arr = arrivals(&d, 7, 1);
+        let mut want = Vec::new();
+        let lines: Vec<String> = d.iter().zip(&arr).map(|(x, &a)| {
+            let c = a + x.1;
+            want.push(Req {
+                arrival_ns: a,
+                completion_ns: Some(c),
+                offset_bytes: x.2,
+                size_bytes: x.3,
+                write: x.4,
+                device: x.5.to_string(),
+            });
+            format!("{}.{:06} {} {} {} {} {}.{:06}\n", a / 1_000_000, a % 1_000_000, x.5, x.2, x.3,
+                if x.4 { "w" } else { "r" }, c / 1_000_000, c % 1_000_000)
+        }).collect();
+        let text: String = order(&d, shuffle).into_iter().map(|i| lines[i].as_str()).collect();
+        let opts = ReadOptions {
+            format: Some(Format::Plain),
+            plain: fallow_core::trace::PlainOptions { completion: true, ..Default::default() },
+            ..Default::default()
+        };
+        let t = read_from(&mut text.as_bytes(), Path::new("roundtrip"), &opts).unwrap();
+        let got = got(&t, |id| id.to_string());
+        check(&t, want, got)?;
+    }
+}
+
+/// blktrace per-CPU files on disk: naming any one of them reads the set.
+#[test]
+fn blktrace_per_cpu_files_are_read_as_one_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = 8u32 << 20 | 32;
+    let (issue, complete) = (7 | (1 | 1 << 6) << 16, 8 | (1 | 1 << 7) << 16);
+    // CPU 0 issues two reads; CPU 3 completes them; a file of another
+    // device's set beside them is not read.
+    let mut cpu0 = blk_record(true, 1_000, 64, 4096, issue, dev, &[]);
+    cpu0.extend(blk_record(true, 1_500, 128, 8192, issue, dev, &[]));
+    let mut cpu3 = blk_record(true, 2_000, 64, 4096, complete, dev, &[]);
+    cpu3.extend(blk_record(true, 9_000, 128, 8192, complete, dev, &[]));
+    std::fs::write(dir.path().join("sdc.blktrace.0"), &cpu0).unwrap();
+    std::fs::write(dir.path().join("sdc.blktrace.3"), &cpu3).unwrap();
+    std::fs::write(
+        dir.path().join("sdd.blktrace.0"),
+        blk_record(true, 5, 0, 512, issue, 1, &[]),
+    )
+    .unwrap();
+    for name in ["sdc.blktrace.0", "sdc.blktrace.3"] {
+        let t =
+            fallow_core::trace::read_trace(dir.path().join(name), &ReadOptions::default()).unwrap();
+        assert_eq!(t.report().format, Some(Format::Blktrace));
+        assert_eq!(t.arrival_ns(), &[0, 500]);
+        assert_eq!(t.completion_ns().unwrap(), &[1_000, 8_000]);
+        assert_eq!(t.size_bytes(), &[4096, 8192]);
+        assert_eq!(t.report().ignored, 0);
+    }
 }
