@@ -1809,8 +1809,26 @@ def main() -> int:
     for w in workloads:
         if w not in WORKLOADS:
             ap.error(f"--workloads: unknown workload {w!r} (random, sequential, trace)")
+    # run what can run; one line on what cannot (a user without the shared
+    # traces still gets the synthetic workloads)
+    skipped = []
     if "trace" in workloads and not args.trace.is_file():
-        ap.error(f"--trace: {args.trace}: no such file (the trace workload replays it)")
+        skipped.append(
+            {
+                "workload": "trace",
+                "reason": f"{args.trace}: no such file (set FALLOW_SHARED_TRACES or --trace)",
+            }
+        )
+        workloads = [w for w in workloads if w != "trace"]
+        args.workloads_list = workloads
+    if skipped:
+        log(
+            "skipped "
+            + "; ".join(f"the {s['workload']} workload: {s['reason']}" for s in skipped)
+            + (f"; running {', '.join(workloads)}" if workloads else "; nothing left to run")
+        )
+    if not workloads:
+        return 2
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_exit)
@@ -1846,6 +1864,7 @@ def main() -> int:
                 "seed": args.seed,
             },
             "devices": [],
+            "skipped": skipped,
         }
         if args.btrfs:
             # the btrfs part alone: its own runs, its own JSON key

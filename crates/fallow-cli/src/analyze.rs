@@ -85,19 +85,21 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     }
     let c = result?;
     let f = findings(&c);
-    present(&c, &f, args.json, args.html.as_deref(), None)
+    present(&c, &f, args.json, args.html.as_deref(), None, None)
 }
 
-/// Print the summary or the JSON, and write the HTML report if asked.
+/// Print the summary or the JSON, and write the HTML report if asked
+/// (with the demo's `decision` first when there is one).
 pub fn present(
     c: &Characterization,
     f: &[Finding],
     json: bool,
     html: Option<&Path>,
     source: Option<&Source>,
+    decision: Option<&crate::report::Decision>,
 ) -> Result<()> {
     if let Some(path) = html {
-        crate::report::write(path, c, f, source)?;
+        crate::report::write(path, c, f, source, decision)?;
     }
     if json {
         let mut text = serde_json::to_string_pretty(c)?;

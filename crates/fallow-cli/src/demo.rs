@@ -1,19 +1,30 @@
 //! `fallow demo`: the main job on built-in data. Generates a bursty
 //! synthetic workload (two-state MMPP arrivals on the simple disk model,
-//! about 20 % utilisation), characterises it, prints the summary and writes
-//! the HTML report and the JSON next to it.
+//! about 20 % utilisation), keeps it as an MSR-format `trace.csv` (so every
+//! other command can be tried on it), characterises it, and makes the
+//! decision fallow exists for: every deployable policy tuned for an FG
+//! budget and ranked (`fallow recommend`), against the kernel's idle I/O
+//! class as the baseline (Practical Scrubbing Table III). It prints the
+//! summary and writes the HTML report, with "what to do" first, and the
+//! JSON next to it.
 
 use crate::analyze::present;
 use crate::atomic::OverwriteArg;
 use crate::findings::findings;
-use crate::human::{count, num, pct, secs};
+use crate::human::{bytes, count, num, pct, secs};
 use crate::output::Source;
+use crate::report::Decision;
+use crate::tune::shell_quote;
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::outpath::OutputKind;
+use fallow_core::sim::{BgService, BgWork, Prepared, SimConfig};
+use fallow_core::trace::Op;
+use fallow_core::tune::{self, Budget, SearchMode};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
-use fallow_core::{characterize, CharacterizeOptions, ServiceModel};
-use std::path::PathBuf;
+use fallow_core::{characterize, CharacterizeOptions, ServiceModel, Trace};
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Size of every demo request.
@@ -24,10 +35,18 @@ const BURST_RATIO: f64 = 40.0;
 const BURST_S: f64 = 20.0;
 const QUIET_S: f64 = 60.0;
 
+/// The demo's BG work: scrubbing, Practical Scrubbing's size-based service
+/// time (Fig. 4: 8 ms up to 64 KiB, then 100 MB/s), endless.
+const BG_SERVICE: &str = "size:base=8ms,knee=64KiB,rate=100MB";
+
 /// Arguments of `fallow demo`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Writes DIR/trace.csv (the generated trace, MSR Cambridge CSV: try `fallow analyze
+fallow-demo/trace.csv` and the README's other examples on it), DIR/report.html (what to do
+first, then the characterisation) and DIR/report.json. About 10 s in a release build.")]
 pub struct DemoArgs {
-    /// Directory for `report.html` and `report.json` (created if missing).
+    /// Directory for `trace.csv`, `report.html` and `report.json` (created if missing).
     #[arg(long, value_name = "DIR", default_value = "fallow-demo")]
     pub out: PathBuf,
 
@@ -43,8 +62,17 @@ pub struct DemoArgs {
     #[arg(long, value_name = "N", default_value_t = 42)]
     pub seed: u64,
 
+    /// The FG budget the recommended setting must keep: a mean slowdown
+    /// (`5%`) or a mean added delay per FG request (`1ms`).
+    #[arg(long, value_name = "SPEC", default_value = "5%", value_parser = parse_budget)]
+    pub budget: Budget,
+
     #[command(flatten)]
     pub overwrite: OverwriteArg,
+}
+
+fn parse_budget(s: &str) -> Result<Budget, String> {
+    s.parse::<Budget>().map_err(|e| e.to_string())
 }
 
 fn parse_utilization(s: &str) -> Result<f64, String> {
@@ -75,9 +103,18 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let started = Instant::now();
     let html = args.out.join("report.html");
     let json = args.out.join("report.json");
+    let csv = args.out.join("trace.csv");
     let guard = args.overwrite.guard([]);
     crate::atomic::check(&guard, &html, OutputKind::HtmlReport, "--out")?;
     crate::atomic::check(&guard, &json, OutputKind::JsonReport, "--out")?;
+    // a trace.csv the demo wrote (its host is `fallow-demo`) is replaced
+    // like its reports; any other text trace needs --overwrite
+    let csv_guard = if is_demo_trace(&csv) {
+        crate::atomic::OverwriteArg { overwrite: true }.guard([])
+    } else {
+        args.overwrite.guard([])
+    };
+    crate::atomic::check(&csv_guard, &csv, OutputKind::TextTrace, "--out")?;
     let service = ServiceModel::Disk(Default::default());
     let process = arrivals(&service, args.utilization);
     let ArrivalProcess::Mmpp2 { rate_per_s, .. } = process else {
@@ -92,25 +129,31 @@ pub fn run(args: DemoArgs) -> Result<()> {
         write_fraction: 0.3,
         seed: args.seed,
     };
-    let trace = workload.generate()?;
+    let generated = workload.generate()?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create the output directory {}", args.out.display()))?;
+    crate::atomic::write_atomically(&csv, |w| write_msr(&generated, w))?;
+    // analysed as read back, so `fallow analyze fallow-demo/trace.csv` agrees
+    let trace = fallow_core::read_trace(&csv, &Default::default())?;
     let devices = trace.devices();
     let c = characterize(&trace, devices, Some(0), &CharacterizeOptions::default())?;
     let source = Source {
         title: "fallow demo: a bursty synthetic disk workload".into(),
         detail: format!(
-        "{} synthetic 4 KiB requests, two-state MMPP arrivals ({} req/s in bursts of ~{}, {} req/s between them for ~{}) on a 7200 rpm disk model, seed {}",
+        "{} synthetic 4 KiB requests, two-state MMPP arrivals ({} req/s in bursts of ~{}, {} req/s between them for ~{}) on a 7200 rpm disk model, seed {}; kept as {}",
         count(args.requests),
         num(rate_per_s[0]),
         secs(BURST_S),
         num(rate_per_s[1]),
         secs(QUIET_S),
-        args.seed
+        args.seed,
+        csv.display()
     ),
     };
     let f = findings(&c);
+    let analysed_s = started.elapsed().as_secs_f64();
+    let decision = decide(&trace, &csv, args.budget)?;
 
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create the output directory {}", args.out.display()))?;
     crate::atomic::write_atomically(&json, |w| {
         // marked as fallow's (fallow_core::outpath), so the next demo may replace it
         #[derive(serde::Serialize)]
@@ -118,24 +161,172 @@ pub fn run(args: DemoArgs) -> Result<()> {
             generator: String,
             #[serde(flatten)]
             c: &'a fallow_core::Characterization,
+            decision: &'a Decision,
         }
         let doc = Marked {
             generator: format!("fallow {}", env!("CARGO_PKG_VERSION")),
             c: &c,
+            decision: &decision,
         };
         serde_json::to_writer_pretty(&mut *w, &doc)?;
         w.write_all(b"\n")?;
         Ok(())
     })?;
-    present(&c, &f, false, Some(&html), Some(&source))?;
+    present(&c, &f, false, Some(&html), Some(&source), Some(&decision))?;
     crate::output::print(&format!(
-        "JSON:        {}\n\nUtilisation {} (target {}); generated, analysed and written in {}.\n",
+        "{}\nTrace:       {}\nJSON:        {}\n\nUtilisation {} (target {}); generated and analysed in {}, policies tuned in {}.\n",
+        decision.text(),
+        csv.display(),
         json.display(),
         pct(c.utilization),
         pct(args.utilization),
-        secs(started.elapsed().as_secs_f64())
+        secs(analysed_s),
+        secs(started.elapsed().as_secs_f64() - analysed_s)
     ))?;
     Ok(())
+}
+
+/// The MSR header line of the demo's trace.
+const MSR_HEADER: &str = "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime";
+/// The host name that marks a trace as the demo's.
+const DEMO_HOST: &str = "fallow-demo";
+
+/// True if `path` starts like a trace [`write_msr`] wrote.
+fn is_demo_trace(path: &Path) -> bool {
+    use std::io::BufRead;
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut lines = std::io::BufReader::new(f.take(4096)).lines();
+    let header = lines.next().and_then(|l| l.ok());
+    let first = lines.next().and_then(|l| l.ok());
+    header.as_deref() == Some(MSR_HEADER)
+        && first.is_some_and(|l| l.split(',').nth(1) == Some(DEMO_HOST))
+}
+
+/// Write `t` as MSR Cambridge CSV (host `fallow-demo`, disk 0; 100-ns ticks, with
+/// response times), the format `fallow analyze` detects from the content.
+fn write_msr(t: &Trace, w: &mut dyn std::io::Write) -> Result<()> {
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, w);
+    writeln!(w, "{MSR_HEADER}")?;
+    let completion = t.completion_ns();
+    for i in 0..t.len() {
+        let a = t.arrival_ns()[i];
+        // both ends on the 100-ns grid, so a completion never precedes its arrival
+        let tick = a / 100;
+        let resp = completion.map_or(0, |c| (c[i] / 100).saturating_sub(tick));
+        let op = match t.op()[i] {
+            Op::Write => "Write",
+            _ => "Read",
+        };
+        writeln!(
+            w,
+            "{tick},{DEMO_HOST},{},{op},{},{},{resp}",
+            t.device()[i],
+            t.offset_bytes()[i],
+            t.size_bytes()[i]
+        )?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Every deployable policy tuned for `budget` (as `fallow recommend`), and
+/// the kernel's idle class at its defaults (as `fallow tune`'s baseline).
+fn decide(trace: &Trace, csv: &Path, budget: Budget) -> Result<Decision> {
+    let bg_service: BgService = BG_SERVICE.parse()?;
+    let sim = SimConfig {
+        bg_service,
+        bg_work: BgWork::Endless,
+        bg_size_bytes: 64 << 10,
+        switch_penalty_ns: 0,
+        seed: 1,
+    };
+    let prep = Prepared::new(trace, None, 1)?;
+    let sizes = tune::log_spaced(64 << 10, 4 << 20, 5);
+    let rec = tune::recommend::recommend(
+        &prep,
+        &sim,
+        budget,
+        &sizes,
+        None,
+        tune::default_threads(),
+        SearchMode::Auto,
+        &|_, _, _, _| {},
+    )
+    .with_context(|| format!("tuning the demo's policies for {budget}"))?;
+    let baseline = tune::baseline(&prep, &sim)?;
+    // the fair comparison: the top policy held to the idle class's own FG
+    // cost (the live benchmark's "fallow tuned to the idle class's slowdown")
+    let top_policy = rec
+        .ranking
+        .first()
+        .filter(|r| r.rank == 1)
+        .map(|r| r.policy.clone());
+    let at_baseline_cost = match top_policy {
+        Some(name) if baseline.fg_slowdown > 0.0 => {
+            let mut cfg = tune::TuneConfig::new(vec![Budget::Slowdown {
+                fraction: baseline.fg_slowdown,
+            }]);
+            cfg.sizes = sizes.clone();
+            cfg.threads = tune::default_threads();
+            tune::tune(&prep, &name, &sim, &cfg, &|_, _| {})?
+                .budgets
+                .into_iter()
+                .next()
+                .and_then(|b| b.best)
+        }
+        _ => None,
+    };
+    let path = shell_quote(&csv.display().to_string());
+    let best = rec
+        .ranking
+        .first()
+        .filter(|r| r.rank == 1)
+        .and_then(|r| r.best.clone());
+    let commands = best.as_ref().map(|c| {
+        let mut live = vec![
+            "fallow".to_string(),
+            "scrub".into(),
+            "/dev/sdX".into(),
+            "--policy".into(),
+            shell_quote(&c.spec),
+        ];
+        if c.bg_size_bytes == c.request_size_bytes {
+            live.push("--size".into());
+            live.push(c.request_size_bytes.to_string());
+        }
+        let simulate = format!(
+            "fallow simulate {path} --bg {} --bg-size {} --seed {} --policy {}",
+            sim.bg_service,
+            c.bg_size_bytes,
+            sim.seed,
+            shell_quote(&c.spec)
+        );
+        let tune = format!(
+            "fallow tune {path} --policy {} --budget {} --bg {BG_SERVICE} --json > tune.json",
+            c.policy,
+            shell_quote(&rec.budget_text)
+        );
+        (live.join(" "), simulate, tune)
+    });
+    Ok(Decision {
+        budget_text: rec.budget_text.clone(),
+        bg: format!(
+            "scrubbing: endless BG work, {} per request up to 64 KiB, then 100 MB/s (Practical Scrubbing Fig. 4); request sizes {} to {}",
+            secs(0.008),
+            bytes(sizes[0]),
+            bytes(*sizes.last().expect("five sizes"))
+        ),
+        baseline_fg_mean_response_s: prep.baseline_mean_ns() / 1e9,
+        best,
+        baseline,
+        at_baseline_cost,
+        live_command: commands.as_ref().map(|c| c.0.clone()),
+        simulate_command: commands.as_ref().map(|c| c.1.clone()),
+        tune_command: commands.map(|c| c.2),
+        recommendation: rec,
+    })
 }
 
 #[cfg(test)]

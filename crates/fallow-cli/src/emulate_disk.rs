@@ -335,10 +335,10 @@ fn serve_until_signalled(emu: &mut Emulator) -> Result<()> {
                 Ok(()) => {
                     let s = emu.stats();
                     eprintln!(
-                        "fallow: unmounted {} after {} reads and {} writes",
+                        "fallow: unmounted {} after {} and {}",
                         emu.mountpoint().display(),
-                        s.read_ios,
-                        s.write_ios
+                        crate::human::counted(s.read_ios, "read", "reads"),
+                        crate::human::counted(s.write_ios, "write", "writes")
                     );
                     break Ok(());
                 }

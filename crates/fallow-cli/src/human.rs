@@ -65,6 +65,11 @@ pub fn secs(s: f64) -> String {
     format!("{}\u{a0}{unit}", num(v))
 }
 
+/// A count and its noun, singular for one: `1 write`, `24,708 writes`.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", count(n), if n == 1 { one } else { many })
+}
+
 /// A count with thousands separators: `24,708`.
 pub fn count(n: u64) -> String {
     let s = n.to_string();

@@ -2,7 +2,7 @@
 //! subcommand shares, a progress bar for large files, notes on stderr about
 //! skipped and reordered records, and device selection.
 
-use crate::human::count;
+use crate::human::{count, counted};
 use anyhow::Result;
 use clap::Args;
 use fallow_core::trace::{
@@ -116,11 +116,24 @@ pub fn read(path: &Path, args: &ReadArgs) -> Result<Trace> {
 /// Notes on stderr about what reading had to do to the input.
 fn report_read(trace: &Trace) {
     let r = trace.report();
-    if r.skipped > 0 {
+    if r.skipped > 0 && r.skip_examples.is_empty() {
+        // a binary cache keeps how many records its source lacked, not them
         eprintln!(
-            "fallow: skipped {} malformed record{} (--skip-bad); the first:",
-            count(r.skipped),
-            if r.skipped == 1 { "" } else { "s" }
+            "fallow: {} skipped when this trace was converted (--skip-bad); the converted file keeps their number, not their text: convert the source again to see {}",
+            counted(r.skipped, "malformed record was", "malformed records were"),
+            if r.skipped == 1 { "it" } else { "them" }
+        );
+    } else if r.skipped > 0 {
+        let shown = r.skip_examples.len().min(3);
+        eprintln!(
+            "fallow: skipped {} (--skip-bad); {}:",
+            counted(r.skipped, "malformed record", "malformed records"),
+            match (r.skipped, shown) {
+                (1, _) => "it was".to_string(),
+                (n, s) if n as usize == s => "they were".to_string(),
+                (_, 1) => "the first was".to_string(),
+                (_, s) => format!("the first {s} were"),
+            }
         );
         for e in r.skip_examples.iter().take(3) {
             eprintln!("  {e}");
@@ -137,15 +150,13 @@ fn report_read(trace: &Trace) {
     }
     if r.ignored > 0 && r.ignored_by_reason.is_empty() {
         eprintln!(
-            "fallow: ignored {} record{} that carry no request (such as unmatched events)",
-            count(r.ignored),
-            if r.ignored == 1 { "" } else { "s" }
+            "fallow: ignored {} no request (such as unmatched events)",
+            counted(r.ignored, "record that carries", "records that carry")
         );
     } else if r.ignored > 0 {
         eprintln!(
-            "fallow: ignored {} record{} that carry no request:",
-            count(r.ignored),
-            if r.ignored == 1 { "" } else { "s" }
+            "fallow: ignored {} no request:",
+            counted(r.ignored, "record that carries", "records that carry")
         );
         for (reason, n) in &r.ignored_by_reason {
             eprintln!("  {:>9}  {reason}", count(*n));

@@ -2,7 +2,7 @@
 //! without panicking when the reader goes away (`fallow analyze | head`).
 
 use crate::findings::Finding;
-use crate::human::{count, num, pct, requests, secs};
+use crate::human::{count, counted, num, pct, requests, secs};
 use fallow_core::period::CompletionSource;
 use fallow_core::{Characterization, ServiceModel};
 use std::fmt::Write as _;
@@ -145,15 +145,19 @@ pub fn summary(c: &Characterization, findings: &[Finding], source: Option<&Sourc
     let _ = writeln!(s, "  {}", st.dim(&describe_input(c)));
     let _ = writeln!(
         s,
-        "  {} requests ({} reads, {} writes) over {}; utilisation {}",
-        count(t.requests),
-        count(t.reads),
-        count(t.writes),
+        "  {} ({}, {}) over {}; utilisation {}",
+        counted(t.requests, "request", "requests"),
+        counted(t.reads, "read", "reads"),
+        counted(t.writes, "write", "writes"),
         secs(t.span_s),
         pct(c.utilization)
     );
     if t.skipped > 0 {
-        let _ = writeln!(s, "  {} malformed records skipped", count(t.skipped));
+        let _ = writeln!(
+            s,
+            "  {} skipped",
+            counted(t.skipped, "malformed record", "malformed records")
+        );
     }
     let _ = writeln!(s);
 

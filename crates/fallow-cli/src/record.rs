@@ -125,10 +125,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
         lost_events: rec.lost_events,
     };
     eprintln!(
-        "fallow: wrote {} requests ({} reads, {} writes, {}) over {} to {}",
-        crate::human::count(summary.requests as u64),
-        crate::human::count(reads as u64),
-        crate::human::count(summary.writes as u64),
+        "fallow: wrote {} ({}, {}, {}) over {} to {}",
+        crate::human::counted(summary.requests as u64, "request", "requests"),
+        crate::human::counted(reads as u64, "read", "reads"),
+        crate::human::counted(summary.writes as u64, "write", "writes"),
         crate::human::bytes(summary.bytes),
         crate::human::secs(summary.duration_s),
         args.output.display()

@@ -193,9 +193,11 @@ impl PyTrace {
         let r = self.inner.report();
         let format = r.format.map_or("columns".to_string(), |f| f.to_string());
         format!(
-            "<fallow.Trace {} requests, {} devices, {:.3} s, {}{}>",
+            "<fallow.Trace {} request{}, {} device{}, {:.3} s, {}{}>",
             self.inner.len(),
+            if self.inner.len() == 1 { "" } else { "s" },
             self.inner.devices().len(),
+            if self.inner.devices().len() == 1 { "" } else { "s" },
             self.inner.span_ns() as f64 / 1e9,
             format,
             if self.inner.completion_ns().is_some() {

@@ -3,7 +3,9 @@
 //! point per policy) and the FG response-time CCDFs next to the baseline.
 //! Same stylesheet and plotting module as the characterisation report.
 
-use super::svg::{esc, Axis, Chart, Color, Dash, Layer, Point, Scale, Swatch, Unit};
+use super::svg::{
+    esc, series_style, Axis, Chart, Color, Dash, Layer, Marker, Point, Scale, Swatch, Unit,
+};
 use crate::human::{count, num, pct, secs};
 use crate::simulate::{signed_pct, Input};
 use anyhow::Result;
@@ -15,16 +17,6 @@ use std::path::Path;
 pub fn write(path: &Path, input: &Input, bg: &str, runs: &[(String, SimResult)]) -> Result<()> {
     let html = render(input, bg, runs);
     crate::atomic::write_atomically(path, |w| Ok(w.write_all(html.as_bytes())?))
-}
-
-/// Colour and dash of the i-th policy: six colours, then dashed, then dotted.
-fn style(i: usize) -> (Color, Dash) {
-    let dash = match (i / 6) % 3 {
-        0 => Dash::Solid,
-        1 => Dash::Dashed,
-        _ => Dash::Dotted,
-    };
-    (Color::C((i % 6) as u8), dash)
 }
 
 /// The whole page.
@@ -174,12 +166,20 @@ fn points(runs: &[(String, SimResult)], xy: impl Fn(&SimResult) -> (f64, f64)) -
         .enumerate()
         .map(|(i, (spec, r))| {
             let (x, y) = xy(r);
+            let (color, _, marker) = series_style(i);
             Point {
                 x,
                 y,
                 label: spec.clone(),
-                color: style(i).0,
+                color,
                 hollow: r.clairvoyant,
+                marker,
+                title: Some(format!(
+                    "{spec}: {} MB/s of BG work, FG slowdown {}, {} added per request",
+                    num(r.bg.throughput_bytes_per_s / 1e6),
+                    signed_pct(r.fg.slowdown),
+                    secs(r.fg.mean_added_delay_s)
+                )),
             }
         })
         .collect()
@@ -272,21 +272,26 @@ fn ccdf(runs: &[(String, SimResult)]) -> Chart {
                 color: Color::Muted,
                 dash: Dash::Dashed,
                 width: 2.6,
-                markers: false,
+                marker: Marker::None,
+                label: String::new(),
             })
             .legend("baseline (no BG)", Color::Muted, Swatch::Line(Dash::Dashed));
+        if let Some(Layer::Line { label, .. }) = c.layers.last_mut() {
+            *label = "baseline".into();
+        }
     }
     for (i, (spec, r)) in runs.iter().enumerate() {
-        let (color, dash) = style(i);
+        let (color, dash, marker) = series_style(i);
         c = c
             .layer(Layer::Line {
                 points: r.fg.ccdf.clone(),
                 color,
                 dash,
                 width: 1.8,
-                markers: false,
+                marker,
+                label: spec.clone(),
             })
-            .legend(spec.clone(), color, Swatch::Line(dash));
+            .legend(spec.clone(), color, Swatch::Marked(dash, marker));
     }
     // room for a legend of many rows
     c.height = 300.0 + 20.0 * (runs.len() as f64 / 6.0).floor();

@@ -5,7 +5,9 @@
 //! against the always-on disk — plus the tables. Same stylesheet and
 //! plotting module as the other reports.
 
-use super::svg::{esc, Axis, BarSeries, Chart, Color, Dash, Layer, Scale, Swatch, Unit};
+use super::svg::{
+    esc, series_style, Axis, BarSeries, Chart, Color, Layer, Scale, Swatch, Unit,
+};
 use crate::energy::{describe_power, headlines, joules, EnergyReport};
 use crate::human::{bytes, count, pct, secs};
 use anyhow::Result;
@@ -188,16 +190,22 @@ fn lines_chart(
         Axis::new("requests served locally", Scale::Linear, Unit::Number).categories(labels, 1),
         y,
     );
-    for (i, (policy, runs)) in by_policy(&r.runs).iter().enumerate() {
-        let color = Color::C((i % 6) as u8);
-        let dash = if i < 6 { Dash::Solid } else { Dash::Dashed };
+    let policies = by_policy(&r.runs);
+    // equal values of several policies would hide each other: each policy
+    // is shifted sideways a little within its category (and has its own
+    // colour, dash and marker, and its name at its line's end)
+    let n = policies.len() as f64;
+    let dodge = if n > 1.0 { 0.3 / n } else { 0.0 };
+    for (i, (policy, runs)) in policies.iter().enumerate() {
+        let (color, dash, marker) = series_style(i);
+        let shift = (i as f64 - (n - 1.0) / 2.0) * dodge;
         let points = runs
             .iter()
             .filter_map(|x| {
                 labels
                     .iter()
                     .position(|l| *l == x.setting)
-                    .map(|k| (k as f64, value(x)))
+                    .map(|k| (k as f64 + shift, value(x)))
             })
             .collect();
         c = c
@@ -206,9 +214,10 @@ fn lines_chart(
                 color,
                 dash,
                 width: 2.0,
-                markers: true,
+                marker,
+                label: policy.to_string(),
             })
-            .legend(policy.to_string(), color, Swatch::Line(dash));
+            .legend(policy.to_string(), color, Swatch::Marked(dash, marker));
     }
     c
 }

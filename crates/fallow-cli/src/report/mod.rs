@@ -4,12 +4,14 @@
 //! papers, each with a caption saying how to read it.
 
 mod compare;
+mod decision;
 mod energy;
 mod pareto;
 mod plots;
 mod svg;
 
 pub use compare::write as write_compare;
+pub use decision::Decision;
 pub use energy::write as write_energy;
 pub use pareto::write as write_pareto;
 
@@ -26,19 +28,26 @@ use svg::esc;
 const CSS: &str = include_str!("report.css");
 
 /// Write the report for `c` to `path` atomically. `source` describes the
-/// input when it is not a file (the demo's synthetic workload).
+/// input when it is not a file (the demo's synthetic workload); `decision`
+/// (the demo's) opens the page.
 pub fn write(
     path: &Path,
     c: &Characterization,
     findings: &[Finding],
     source: Option<&Source>,
+    decision: Option<&Decision>,
 ) -> Result<()> {
-    let html = render(c, findings, source);
+    let html = render(c, findings, source, decision);
     crate::atomic::write_atomically(path, |w| Ok(w.write_all(html.as_bytes())?))
 }
 
 /// The whole page.
-pub fn render(c: &Characterization, findings: &[Finding], source: Option<&Source>) -> String {
+pub fn render(
+    c: &Characterization,
+    findings: &[Finding],
+    source: Option<&Source>,
+    decision: Option<&Decision>,
+) -> String {
     let t = &c.trace;
     let name = match source {
         Some(src) => src.title.clone(),
@@ -56,6 +65,11 @@ pub fn render(c: &Characterization, findings: &[Finding], source: Option<&Source
         lines.push(("sub path", t.path.clone()));
     }
     open_page(&mut h, "idle-time report", &name, &lines);
+    if let Some(d) = decision {
+        // the decision first, then the characterisation behind it
+        h.push_str(&d.html());
+        h.push_str("<h2 class=\"part\">The workload</h2>\n");
+    }
     h.push_str(&cards(c));
     h.push_str(&tables(c));
     h.push_str(&findings_html(findings));

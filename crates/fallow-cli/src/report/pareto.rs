@@ -3,7 +3,9 @@
 //! clairvoyant references dashed and drawn wider. Same stylesheet and
 //! plotting module as the other reports.
 
-use super::svg::{esc, Axis, Chart, Color, Dash, Layer, Scale, Swatch, Unit};
+use super::svg::{
+    esc, series_style, Axis, Chart, Color, Dash, Layer, Marker, Point, Scale, Swatch, Unit,
+};
 use crate::human::{bytes, num, secs};
 use crate::simulate::Input;
 use anyhow::Result;
@@ -32,7 +34,7 @@ pub fn render(input: &Input, bg: &str, fronts: &[Front]) -> String {
         esc("Each policy's knob swept from its most conservative to its most aggressive setting; only the settings no other setting of the same policy beats on both axes are drawn. Up and to the left is better; dashed lines are clairvoyant references, a ceiling no deployable policy can pass."),
         esc("BG throughput against mean added FG delay"),
         chart(fronts).render("pareto"),
-        esc("x: mean delay added to each foreground request; y: background throughput. One line per policy, one dot per setting on its front.")
+        esc("x: mean delay added to each foreground request; y: background throughput. One line per policy, one marker per setting on its front, labelled with its knob value (every setting's value, throughput and delay on hover).")
     );
     h.push_str(&table(fronts));
     super::close_page(
@@ -69,18 +71,20 @@ fn chart(fronts: &[Front]) -> Chart {
     }
     let mut c = Chart::new("Pareto fronts", x, y).wide();
     let mut deployable = 0usize;
+    let mut clairvoyant = 0usize;
+    let mut marks: Vec<Point> = Vec::new();
     for f in fronts {
-        let (color, dash, width) = if f.clairvoyant {
-            (Color::Muted, Dash::Dashed, 2.6)
+        // every front its own (colour, dash, marker); references grey and
+        // wider, told apart from each other by dash and marker
+        let (color, dash, marker, width) = if f.clairvoyant {
+            clairvoyant += 1;
+            let k = clairvoyant - 1;
+            let dash = [Dash::Dashed, Dash::DashDot, Dash::Dotted][k % 3];
+            (Color::Muted, dash, Marker::CYCLE[(k + 3) % 7], 2.6)
         } else {
             deployable += 1;
-            let i = deployable - 1;
-            let dash = if (i / 6) % 2 == 0 {
-                Dash::Solid
-            } else {
-                Dash::Dotted
-            };
-            (Color::C((i % 6) as u8), dash, 1.8)
+            let (color, dash, marker) = series_style(deployable - 1);
+            (color, dash, marker, 1.8)
         };
         let points = f
             .front
@@ -92,17 +96,44 @@ fn chart(fronts: &[Front]) -> Chart {
         } else {
             f.policy.clone()
         };
+        // the knob value beside every k-th setting (about eight per front),
+        // every setting in its hover text
+        let every = f.front.len().div_ceil(8).max(1);
+        for (j, p) in f.front.iter().enumerate() {
+            let knob = match (f.knob, &p.knob) {
+                (Some(k), Some(v)) => format!("{k}={v}"),
+                _ => String::new(),
+            };
+            let shown = j % every == 0 || j + 1 == f.front.len();
+            marks.push(Point {
+                x: p.fg_mean_added_delay_s,
+                y: p.bg_throughput_bytes_per_s / 1e6,
+                label: if shown { knob } else { String::new() },
+                color,
+                hollow: f.clairvoyant,
+                marker,
+                title: Some(format!(
+                    "{}: {} MB/s, {} added per FG request, {} requests",
+                    p.spec,
+                    num(p.bg_throughput_bytes_per_s / 1e6),
+                    secs(p.fg_mean_added_delay_s),
+                    bytes(f.request_size_bytes)
+                )),
+            });
+        }
         c = c
             .layer(Layer::Line {
                 points,
                 color,
                 dash,
                 width,
-                markers: true,
+                marker: Marker::None,
+                label: label.clone(),
             })
-            .legend(label, color, Swatch::Line(dash));
+            .legend(label, color, Swatch::Marked(dash, marker));
     }
-    c.height = 320.0 + 20.0 * (fronts.len() as f64 / 6.0).floor();
+    c = c.layer(Layer::Points(marks));
+    c.height = 340.0 + 20.0 * (fronts.len() as f64 / 6.0).floor();
     c
 }
 

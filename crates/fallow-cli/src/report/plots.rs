@@ -2,7 +2,7 @@
 //! a chart plus a title and a one-sentence caption saying how to read it.
 //! Figure numbers in comments refer to the source papers.
 
-use super::svg::{Axis, BarSeries, Chart, Color, Dash, Layer, Scale, Swatch, Unit};
+use super::svg::{Marker, Axis, BarSeries, Chart, Color, Dash, Layer, Scale, Swatch, Unit};
 use crate::findings::{headline_wait_s, period_name};
 use crate::human::{corr, count, num, pct, prob, requests, secs};
 use fallow_core::Characterization;
@@ -35,7 +35,8 @@ fn line(points: Vec<(f64, f64)>, color: Color, dash: Dash) -> Layer {
         color,
         dash,
         width: 2.2,
-        markers: false,
+        marker: Marker::None,
+        label: String::new(),
     }
 }
 
@@ -471,23 +472,14 @@ pub fn p_lag(c: &Characterization) -> Figure {
     )
 }
 
-/// Bins of busy-period length in requests: exact up to 10, then 1-2-5 ranges,
-/// with the Threshold as a bin edge so long and short never share a bar.
+/// Bins of busy-period length in requests that double in length — 1, 2–3,
+/// 4–7, 8–15, … up to `max` — with the Threshold as a bin edge so long and
+/// short never share a bar (the bin it falls in is split in two).
 fn length_bins(max: u64, threshold: u64) -> Vec<(u64, u64)> {
-    let mut starts: Vec<u64> = (1..=10.min(max)).collect();
-    // past 10, ranges end at 20, 50, 100, 200, 500, …
-    let mut end = 10u64;
-    while end < max {
-        let p = 10u64.pow(end.ilog10());
-        let next = match end / p {
-            1 => 2 * p,
-            2 => 5 * p,
-            _ => 10 * p,
-        };
-        starts.push(end + 1);
-        end = next;
-    }
-    if threshold > 10 && threshold <= max {
+    let mut starts: Vec<u64> = std::iter::successors(Some(1u64), |&s| s.checked_mul(2))
+        .take_while(|&s| s <= max)
+        .collect();
+    if threshold > 1 && threshold <= max {
         starts.push(threshold);
     }
     starts.sort_unstable();
@@ -499,86 +491,94 @@ fn length_bins(max: u64, threshold: u64) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// Histogram of busy-period lengths in requests.
-pub fn busy_histogram(c: &Characterization) -> Figure {
-    let b = &c.busy;
-    let max = b
-        .clusters
-        .length_histogram
-        .last()
-        .map(|&(l, _)| l)
-        .unwrap_or(0);
-    let bins = length_bins(max, b.clusters.threshold_requests);
-    let total: u64 = b.clusters.length_histogram.iter().map(|&(_, n)| n).sum();
+/// Width of the bin `lo..=hi` in doublings: log2((hi + 1) / lo), 1 for a
+/// whole bin of [`length_bins`].
+fn doublings(lo: u64, hi: u64) -> f64 {
+    ((hi + 1) as f64 / lo as f64).log2()
+}
+
+/// The busy-length histogram: `(length, busy periods)` pairs in, one bar
+/// per [`length_bins`] bin, each spanning its lengths `lo..hi + 1` on a log
+/// axis (so a bar is as wide as its bin, in doublings) and as tall as the
+/// busy periods per doubling in it (so a split or cut bin is not shorter
+/// for being narrower).
+fn busy_chart(histogram: &[(u64, u64)], threshold: u64) -> Chart {
+    let max = histogram.last().map(|&(l, _)| l).unwrap_or(0);
+    let bins = length_bins(max, threshold);
+    let total: u64 = histogram.iter().map(|&(_, n)| n).sum();
     let counts: Vec<u64> = bins
         .iter()
         .map(|&(lo, hi)| {
-            b.clusters
-                .length_histogram
+            histogram
                 .iter()
                 .filter(|&&(l, _)| l >= lo && l <= hi)
                 .map(|&(_, n)| n)
                 .sum()
         })
         .collect();
-    let labels: Vec<String> = bins
+    let mut edges: Vec<f64> = bins.iter().map(|&(lo, _)| lo as f64).collect();
+    if let Some(&(_, hi)) = bins.last() {
+        edges.push((hi + 1) as f64);
+    }
+    let values = bins
         .iter()
-        .map(|&(lo, hi)| {
-            if lo == hi {
-                lo.to_string()
-            } else {
-                format!("{lo}–{hi}")
-            }
-        })
+        .zip(&counts)
+        .map(|(&(lo, hi), &n)| n as f64 / doublings(lo, hi))
         .collect();
     let colors = bins
         .iter()
         .map(|&(lo, _)| {
-            if lo >= b.clusters.threshold_requests {
+            if lo >= threshold {
                 Color::C(1)
             } else {
                 Color::C(0)
             }
         })
         .collect();
-    let titles = labels
+    let titles = bins
         .iter()
         .zip(&counts)
-        .map(|(l, &n)| {
+        .map(|(&(lo, hi), &n)| {
+            let range = if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}–{hi}")
+            };
             format!(
-                "{l} requests: {} busy periods ({})",
+                "{range} requests: {} busy periods ({})",
                 count(n),
                 pct(n as f64 / total.max(1) as f64)
             )
         })
         .collect();
-    let every = labels.len().div_ceil(30);
-    let chart = Chart::new(
+    Chart::new(
         "Busy period lengths in requests",
-        Axis::new("busy period length (requests)", Scale::Linear, Unit::Number)
-            .categories(&labels, every),
-        Axis::new("busy periods", Scale::Log, Unit::Number),
+        Axis::new("busy period length (requests)", Scale::Log, Unit::Number),
+        Axis::new("busy periods per doubling of length", Scale::Log, Unit::Number),
     )
-    .layer(Layer::Bars {
-        x: (0..labels.len()).map(|i| i as f64).collect(),
-        width: 0.75,
-        series: vec![BarSeries {
-            values: counts.iter().map(|&n| n as f64).collect(),
-            colors,
-            titles,
-        }],
+    .layer(Layer::Histogram {
+        edges,
+        values,
+        colors,
+        titles,
     })
     .legend("short", Color::C(0), Swatch::Box)
     .legend(
-        format!("long (≥ Threshold {})", b.clusters.threshold_requests),
+        format!("long (≥ Threshold {threshold})"),
         Color::C(1),
         Swatch::Box,
-    );
+    )
+}
+
+/// Histogram of busy-period lengths in requests.
+pub fn busy_histogram(c: &Characterization) -> Figure {
+    let b = &c.busy;
+    let chart = busy_chart(&b.clusters.length_histogram, b.clusters.threshold_requests);
     fig(
         "busy-hist",
         "Busy period lengths".into(),
         format!(
-            "How many busy periods served each number of requests (log scale). Orange bars are long periods, at or above Busy Bee's Threshold ({}, where the longest 10 % begin); the mean is {} requests.",
+            "How many busy periods served each number of requests, in bins that double in length (1, 2–3, 4–7, …; both axes log): each bar spans its bin, and its height is busy periods per doubling, so a bin split at the Threshold or cut at the longest period is drawn to its share. Orange bars are long periods, at or above Busy Bee's Threshold ({}, where the longest 10 % begin); the mean is {} requests.",
             requests(b.clusters.threshold_requests),
             num(b.clusters.mean_requests)
         ),
@@ -621,7 +621,8 @@ pub fn rate(c: &Characterization) -> Figure {
         color: Color::C(0),
         dash: Dash::Solid,
         width: 1.6,
-        markers: false,
+        marker: Marker::None,
+        label: String::new(),
     })
     .layer(hrule(mean, format!("mean {} req/s", num(mean)), true));
     fig(
@@ -638,13 +639,56 @@ pub fn rate(c: &Characterization) -> Figure {
 /// Hourly request counts with the strongest period's mean profile.
 pub fn hourly(c: &Characterization) -> Option<Figure> {
     let p = c.periodicity.as_ref()?;
-    let n = p.hourly_counts.len();
-    let values: Vec<f64> = p.hourly_counts.iter().map(|&v| v as f64).collect();
-    let titles = p
-        .hourly_counts
+    let (chart, partial) = hourly_chart(&p.hourly_counts, p.best_period_h, c.trace.span_s);
+    let end = match partial {
+        Some(h) => format!(
+            " The last bar is {} wide: the trace ends {} into that hour, so it holds fewer requests.",
+            secs(h * 3600.0),
+            secs(h * 3600.0)
+        ),
+        None => String::new(),
+    };
+    let caption = match p.best_period_h {
+        Some(period) => format!(
+            "Requests in each hour of the trace. The orange line repeats the mean count for each hour of the strongest period found by one-way ANOVA, {} (dotted lines mark period boundaries); the closer it follows the bars, the more predictable the load.{end}",
+            period_name(period)
+        ),
+        None => format!("Requests in each hour of the trace. One-way ANOVA found no period (2 h up to a week) whose hour-of-period explains the counts at the 1 % level.{end}"),
+    };
+    Some(fig(
+        "hourly",
+        "Hourly load and periodicity".into(),
+        caption,
+        chart,
+    ))
+}
+
+/// The hourly chart of `counts` for a trace spanning `span_s`: hour h is a
+/// bar from h to h + 1, except a last hour the trace ends within, drawn
+/// only as wide as the part it covers (returned, in hours).
+fn hourly_chart(counts: &[u64], best_period_h: Option<u32>, span_s: f64) -> (Chart, Option<f64>) {
+    let n = counts.len();
+    let span_h = span_s / 3600.0;
+    let last_edge = if span_h > (n - 1) as f64 && span_h < n as f64 {
+        span_h
+    } else {
+        n as f64
+    };
+    let partial = (last_edge < n as f64).then(|| last_edge - (n - 1) as f64);
+    let mut edges: Vec<f64> = (0..n).map(|h| h as f64).collect();
+    edges.push(last_edge);
+    let values: Vec<f64> = counts.iter().map(|&v| v as f64).collect();
+    let titles = counts
         .iter()
         .enumerate()
-        .map(|(h, &v)| format!("hour {h}: {} requests", count(v)))
+        .map(|(h, &v)| match partial {
+            Some(f) if h + 1 == n => format!(
+                "hour {h}, its first {} (the trace ends): {} requests",
+                secs(f * 3600.0),
+                count(v)
+            ),
+            _ => format!("hour {h}: {} requests", count(v)),
+        })
         .collect();
     let mut chart = Chart::new(
         "Requests per hour",
@@ -652,29 +696,25 @@ pub fn hourly(c: &Characterization) -> Option<Figure> {
         Axis::new("requests per hour", Scale::Linear, Unit::Number),
     )
     .wide()
-    .layer(Layer::Bars {
-        x: (0..n).map(|h| h as f64 + 0.5).collect(),
-        width: 0.82,
-        series: vec![BarSeries {
-            values,
-            colors: vec![Color::C(0)],
-            titles,
-        }],
+    .layer(Layer::Histogram {
+        edges,
+        values,
+        colors: vec![Color::C(0)],
+        titles,
     })
     .legend("requests in the hour", Color::C(0), Swatch::Box);
-    let caption;
-    if let Some(period) = p.best_period_h {
+    if let Some(period) = best_period_h {
         let pl = period as usize;
         let mut sum = vec![0.0; pl];
         let mut cnt = vec![0usize; pl];
-        for (h, &v) in p.hourly_counts.iter().enumerate() {
+        for (h, &v) in counts.iter().enumerate() {
             sum[h % pl] += v as f64;
             cnt[h % pl] += 1;
         }
         let profile: Vec<(f64, f64)> = (0..n)
             .flat_map(|h| {
                 let m = sum[h % pl] / cnt[h % pl].max(1) as f64;
-                [(h as f64, m), (h as f64 + 1.0, m)]
+                [(h as f64, m), ((h as f64 + 1.0).min(last_edge), m)]
             })
             .collect();
         let mut k = pl;
@@ -693,31 +733,33 @@ pub fn hourly(c: &Characterization) -> Option<Figure> {
                 color: Color::C(1),
                 dash: Dash::Solid,
                 width: 2.0,
-                markers: false,
+                marker: Marker::None,
+                label: String::new(),
             })
             .legend(
                 format!("mean for that hour of the {period} h period"),
                 Color::C(1),
                 Swatch::Line(Dash::Solid),
             );
-        caption = format!(
-            "Requests in each hour of the trace. The orange line repeats the mean count for each hour of the strongest period found by one-way ANOVA, {} (dotted lines mark period boundaries); the closer it follows the bars, the more predictable the load.",
-            period_name(period)
-        );
-    } else {
-        caption = "Requests in each hour of the trace. One-way ANOVA found no period (2 h up to a week) whose hour-of-period explains the counts at the 1 % level.".into();
     }
-    Some(fig(
-        "hourly",
-        "Hourly load and periodicity".into(),
-        caption,
-        chart,
-    ))
+    (chart, partial)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// (x, width) of every `<rect class="bar` in `svg`, in pixels.
+    fn bars(svg: &str) -> Vec<(f64, f64, f64)> {
+        let attr = |t: &str, k: &str| -> f64 {
+            let i = t.find(&format!(" {k}=\"")).unwrap() + k.len() + 3;
+            t[i..].split('"').next().unwrap().parse().unwrap()
+        };
+        svg.split("<rect class=\"bar")
+            .skip(1)
+            .map(|t| (attr(t, "x"), attr(t, "width"), attr(t, "height")))
+            .collect()
+    }
 
     #[test]
     fn bins_cover_every_length_once() {
@@ -742,6 +784,75 @@ mod tests {
                 "{max} {thr}: {bins:?}"
             );
         }
-        assert_eq!(length_bins(57, 3)[10..], [(11, 20), (21, 50), (51, 57)]);
+        assert_eq!(
+            length_bins(57, 3),
+            [(1, 1), (2, 2), (3, 3), (4, 7), (8, 15), (16, 31), (32, 57)]
+        );
+    }
+
+    #[test]
+    fn busy_histogram_bars_are_as_wide_as_their_bins() {
+        // lengths 1..=100, ten busy periods each, Threshold 12: bins 1, 2–3,
+        // 4–7, 8–11, 12–15, 16–31, 32–63, 64–100
+        let hist: Vec<(u64, u64)> = (1..=100).map(|l| (l, 10)).collect();
+        let svg = busy_chart(&hist, 12).render("t");
+        let b = bars(&svg);
+        let bins = [
+            (1u64, 1u64),
+            (2, 3),
+            (4, 7),
+            (8, 11),
+            (12, 15),
+            (16, 31),
+            (32, 63),
+            (64, 100),
+        ];
+        assert_eq!(b.len(), bins.len(), "{svg}");
+        // on the log axis a bin lo..=hi spans ln((hi+1)/lo): compare every
+        // bar's width (plus the 1 px gap) with the first's, by hand
+        let span = |(lo, hi): (u64, u64)| ((hi + 1) as f64 / lo as f64).ln();
+        let px_per_ln = (b[0].1 + 1.0) / span(bins[0]);
+        for (i, (&bin, &(x, w, _))) in bins.iter().zip(&b).enumerate() {
+            let expect = span(bin) * px_per_ln;
+            assert!(
+                ((w + 1.0) - expect).abs() < 0.05,
+                "bar {i} {bin:?}: {w} px + gap, expected {expect}"
+            );
+            // bars touch (but for the gap): each starts where the last ended
+            if i > 0 {
+                let (px, pw, _) = b[i - 1];
+                assert!((px + pw + 1.0 - x).abs() < 0.05, "bar {i}: {px}+{pw} vs {x}");
+            }
+        }
+        // the 4–7 bin has 40 periods in one doubling, 8–11 30 in
+        // log2(12/8) = 0.585 doublings: 51.3 per doubling, taller, as the
+        // uniform lengths say it should be (10 per length, doubling bins
+        // holding more lengths as they go)
+        let h = |i: usize| b[i].2;
+        assert!(h(3) > h(2), "{b:?}");
+    }
+
+    #[test]
+    fn a_partial_last_hour_is_drawn_to_scale() {
+        // 4.64 hours: the last bar covers 0.64 h
+        let counts = [100u64, 120, 90, 110, 64];
+        let (chart, partial) = hourly_chart(&counts, None, 4.64 * 3600.0);
+        assert!((partial.unwrap() - 0.64).abs() < 1e-9);
+        let b = bars(&chart.render("h"));
+        assert_eq!(b.len(), 5);
+        let full = b[0].1 + 1.0;
+        for (x, w, _) in &b[..4] {
+            assert!(((w + 1.0) - full).abs() < 0.05, "{x} {w}");
+        }
+        let last = b[4].1 + 1.0;
+        assert!(
+            (last / full - 0.64).abs() < 0.01,
+            "last bar {last} px against {full} px a full hour"
+        );
+        // a trace that ends on the hour keeps full bars
+        let (chart, partial) = hourly_chart(&counts, None, 5.0 * 3600.0);
+        assert!(partial.is_none());
+        let b = bars(&chart.render("h"));
+        assert!(((b[4].1 + 1.0) - full).abs() < 0.05);
     }
 }

@@ -2,8 +2,94 @@
 //! axes are fixed: the data-to-pixel mapping and one `match` arm per layer.
 
 use super::axis::Scale;
-use super::{esc, Chart, Color, Layer, CHAR_W};
+use super::{esc, Chart, Color, Dash, Layer, Marker, CHAR_W, END_SWATCH, FONT};
 use std::fmt::Write as _;
+
+/// A direct label wanted at a line's last point (pixels).
+pub(super) struct EndLabel {
+    y: f64,
+    text: String,
+    color: Color,
+    dash: Dash,
+    marker: Marker,
+}
+
+/// Place the direct labels of lines at `x` (the right margin), each at its
+/// line's last height, pushed apart so none overlaps another and kept
+/// within the plot's height.
+pub(super) fn end_labels(out: &mut String, mut ends: Vec<EndLabel>, ym: &Map, x: f64) {
+    if ends.is_empty() {
+        return;
+    }
+    const GAP: f64 = 14.0;
+    let (top, bottom) = (ym.p1.min(ym.p0), ym.p1.max(ym.p0));
+    ends.sort_by(|a, b| a.y.total_cmp(&b.y));
+    let mut ys: Vec<f64> = ends.iter().map(|e| e.y.clamp(top, bottom)).collect();
+    // downwards: each at least GAP below the one above
+    for i in 1..ys.len() {
+        ys[i] = ys[i].max(ys[i - 1] + GAP);
+    }
+    // if that ran past the bottom, push the stack back up (and past the top
+    // only when there are more labels than fit)
+    let over = ys.last().copied().unwrap_or(bottom) - bottom;
+    if over > 0.0 {
+        let n = ys.len();
+        ys[n - 1] -= over;
+        for i in (0..n - 1).rev() {
+            ys[i] = ys[i].min(ys[i + 1] - GAP);
+        }
+    }
+    out.push_str(r#"<g class="end-labels">"#);
+    for (e, y) in ends.iter().zip(ys) {
+        let _ = write!(
+            out,
+            r#"<g class="end-label"><title>{t}</title><line class="s-{c}" x1="{x:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke-width="2"{}/>{}<text class="annot t-{c}" x="{:.1}" y="{:.1}">{t}</text></g>"#,
+            x + END_SWATCH - 4.0,
+            e.dash.attr(),
+            e.marker.svg(x + (END_SWATCH - 4.0) / 2.0, y, 3.4, e.color, false),
+            x + END_SWATCH,
+            y + FONT * 0.35,
+            c = e.color.class(),
+            t = esc(&e.text),
+        );
+    }
+    out.push_str("</g>");
+}
+
+/// Where markers go along a polyline (pixel pieces): every point when there
+/// are few, else about ten evenly spaced places by length, shifted by the
+/// shape's place in [`Marker::CYCLE`] so coinciding lines show every shape.
+fn marker_positions(pieces: &[Vec<(f64, f64)>], marker: Marker) -> Vec<(f64, f64)> {
+    let n: usize = pieces.iter().map(Vec::len).sum();
+    if n <= 30 {
+        return pieces.iter().flatten().copied().collect();
+    }
+    let seg_len = |a: (f64, f64), b: (f64, f64)| (b.0 - a.0).hypot(b.1 - a.1);
+    let total: f64 = pieces
+        .iter()
+        .flat_map(|p| p.windows(2).map(|w| seg_len(w[0], w[1])))
+        .sum();
+    if total <= 0.0 {
+        return Vec::new();
+    }
+    let step = total / 10.0;
+    let phase = Marker::CYCLE.iter().position(|&m| m == marker).unwrap_or(0) as f64;
+    let mut next = step * (phase + 0.5) / Marker::CYCLE.len() as f64;
+    let mut walked = 0.0;
+    let mut out = Vec::new();
+    for p in pieces {
+        for w in p.windows(2) {
+            let l = seg_len(w[0], w[1]);
+            while next <= walked + l && l > 0.0 {
+                let f = (next - walked) / l;
+                out.push((w[0].0 + f * (w[1].0 - w[0].0), w[0].1 + f * (w[1].1 - w[0].1)));
+                next += step;
+            }
+            walked += l;
+        }
+    }
+    out
+}
 
 /// Mapping from data to pixels along one axis.
 #[derive(Debug, Clone, Copy)]
@@ -46,6 +132,7 @@ impl Chart {
         &self,
         s: &mut String,
         labels: &mut String,
+        ends: &mut Vec<EndLabel>,
         l: &Layer,
         xm: &Map,
         ym: &Map,
@@ -56,35 +143,55 @@ impl Chart {
                 color,
                 dash,
                 width,
-                markers,
+                marker,
+                label,
             } => {
                 let mut d = String::new();
+                let mut pieces: Vec<Vec<(f64, f64)>> = Vec::new();
                 let mut pen_down = false;
-                let mut dots = String::new();
                 for &(x, y) in points {
                     match (xm.px(x), ym.px(y)) {
                         (Some(px), Some(py)) => {
                             let _ =
                                 write!(d, "{}{px:.1} {py:.1}", if pen_down { "L" } else { "M" });
-                            pen_down = true;
-                            if *markers {
-                                let _ =
-                                    write!(dots, r#"<circle cx="{px:.1}" cy="{py:.1}" r="2.6"/>"#);
+                            if !pen_down {
+                                pieces.push(Vec::new());
                             }
+                            pieces.last_mut().expect("pushed").push((px, py));
+                            pen_down = true;
                         }
                         _ => pen_down = false,
                     }
                 }
-                if !d.is_empty() {
-                    let _ = write!(
-                        s,
-                        r#"<path class="line s-{}" d="{d}" stroke-width="{width}"{}/>"#,
-                        color.class(),
-                        dash.attr()
-                    );
+                if d.is_empty() {
+                    return;
                 }
-                if !dots.is_empty() {
-                    let _ = write!(s, r#"<g class="f-{}">{dots}</g>"#, color.class());
+                let style = format!("{}|{:?}|{}", color.class(), dash, marker.name());
+                s.push_str(r#"<g class="series" data-style=""#);
+                s.push_str(&esc(&style));
+                s.push_str(r#"">"#);
+                if !label.is_empty() {
+                    let _ = write!(s, "<title>{}</title>", esc(label));
+                }
+                let _ = write!(
+                    s,
+                    r#"<path class="line s-{}" d="{d}" stroke-width="{width}"{}/>"#,
+                    color.class(),
+                    dash.attr()
+                );
+                for (px, py) in marker_positions(&pieces, *marker) {
+                    s.push_str(&marker.svg(px, py, 3.4, *color, false));
+                }
+                s.push_str("</g>");
+                if !label.is_empty() {
+                    let last = pieces.last().and_then(|p| p.last()).expect("non-empty");
+                    ends.push(EndLabel {
+                        y: last.1,
+                        text: label.clone(),
+                        color: *color,
+                        dash: *dash,
+                        marker: *marker,
+                    });
                 }
             }
             Layer::Bars { x, width, series } => {
@@ -163,6 +270,15 @@ impl Chart {
                         } else {
                             (xm.p1 - 4.0, "end")
                         };
+                        // a box under the text, so a curve passing behind
+                        // the label does not run through its letters
+                        let tw = label.chars().count() as f64 * CHAR_W * 0.92 + 6.0;
+                        let bx = if *label_left { x - 3.0 } else { x - tw + 3.0 };
+                        let _ = write!(
+                            labels,
+                            r#"<rect class="annot-bg" x="{bx:.1}" y="{:.1}" width="{tw:.1}" height="15"/>"#,
+                            py - 17.0
+                        );
                         let _ = write!(
                             labels,
                             r#"<text class="annot t-{}" x="{x:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,
@@ -204,7 +320,7 @@ impl Chart {
                             labels,
                             r#"<text class="annot t-{}" x="{tx:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,
                             color.class(),
-                            ym.p1 + 12.0,
+                            ym.p1 - 5.0,
                             esc(label)
                         );
                     }
@@ -217,18 +333,15 @@ impl Chart {
                     let (Some(px), Some(py)) = (xm.px(p.x), ym.px(p.y)) else {
                         continue;
                     };
-                    let fill = if p.hollow {
-                        format!(
-                            r#"class="point s-{}" fill="none" stroke-width="2""#,
-                            p.color.class()
-                        )
-                    } else {
-                        format!(r#"class="point f-{}""#, p.color.class())
+                    let shape = match p.marker {
+                        Marker::None => Marker::Circle,
+                        m => m,
                     };
                     let _ = write!(
                         s,
-                        r#"<circle {fill} cx="{px:.1}" cy="{py:.1}" r="4.5"><title>{}</title></circle>"#,
-                        esc(&p.label)
+                        r#"<g class="point"><title>{}</title>{}</g>"#,
+                        esc(p.title.as_deref().unwrap_or(&p.label)),
+                        shape.svg(px, py, 4.5, p.color, p.hollow)
                     );
                     if p.label.is_empty() {
                         continue;
@@ -263,6 +376,47 @@ impl Chart {
                             break;
                         }
                     }
+                }
+            }
+            Layer::Histogram {
+                edges,
+                values,
+                colors,
+                titles,
+            } => {
+                let base = ym.px_clamped(if ym.scale == Scale::Log { ym.lo } else { 0.0 });
+                for (i, &v) in values.iter().enumerate() {
+                    let (Some(&e0), Some(&e1)) = (edges.get(i), edges.get(i + 1)) else {
+                        break;
+                    };
+                    let (Some(xa), Some(xb)) = (xm.px(e0), xm.px(e1)) else {
+                        continue;
+                    };
+                    if !v.is_finite() || (ym.scale == Scale::Log && v <= 0.0) {
+                        continue;
+                    }
+                    let y = ym.px_clamped(v);
+                    let (x0, bw) = (xa.min(xb), (xb - xa).abs());
+                    // a hairline gap between neighbours when there is room
+                    let inset = if bw > 4.0 { 0.5 } else { 0.0 };
+                    let color = colors
+                        .get(i)
+                        .or(colors.first())
+                        .copied()
+                        .unwrap_or(Color::C(0));
+                    let _ = write!(
+                        s,
+                        r#"<rect class="bar f-{}" x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}">"#,
+                        color.class(),
+                        x0 + inset,
+                        y.min(base),
+                        (bw - 2.0 * inset).max(0.5),
+                        (base - y).abs()
+                    );
+                    if let Some(t) = titles.get(i).filter(|t| !t.is_empty()) {
+                        let _ = write!(s, "<title>{}</title>", esc(t));
+                    }
+                    s.push_str("</rect>");
                 }
             }
             Layer::HBand { y0, y1, color } => {

@@ -44,6 +44,8 @@ pub enum Dash {
     Dashed,
     /// Dotted.
     Dotted,
+    /// Dash and dot.
+    DashDot,
 }
 
 impl Dash {
@@ -52,8 +54,142 @@ impl Dash {
             Dash::Solid => "",
             Dash::Dashed => r#" stroke-dasharray="6 4""#,
             Dash::Dotted => r#" stroke-dasharray="2 3""#,
+            Dash::DashDot => r#" stroke-dasharray="9 3 2 3""#,
         }
     }
+}
+
+/// Marker shape drawn on a line or at a point, so series that share a
+/// colour (or a reader who cannot tell colours apart) still differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marker {
+    /// No marker.
+    None,
+    /// A disc.
+    Circle,
+    /// A square.
+    Square,
+    /// A triangle pointing up.
+    Triangle,
+    /// A diamond.
+    Diamond,
+    /// A triangle pointing down.
+    TriangleDown,
+    /// A diagonal cross.
+    Cross,
+    /// A plus sign.
+    Plus,
+}
+
+impl Marker {
+    /// The shapes in the order series take them.
+    pub const CYCLE: [Marker; 7] = [
+        Marker::Circle,
+        Marker::Square,
+        Marker::Triangle,
+        Marker::Diamond,
+        Marker::TriangleDown,
+        Marker::Cross,
+        Marker::Plus,
+    ];
+
+    /// The shape's name (its CSS class is `mk-NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Marker::None => "none",
+            Marker::Circle => "circle",
+            Marker::Square => "square",
+            Marker::Triangle => "triangle",
+            Marker::Diamond => "diamond",
+            Marker::TriangleDown => "triangle-down",
+            Marker::Cross => "cross",
+            Marker::Plus => "plus",
+        }
+    }
+
+    /// SVG for the shape centred at (x, y) with radius `r`; `class` colours
+    /// it (`f-c0`, or `s-c0` with `fill="none"` for outlines). Crosses and
+    /// plus signs are strokes, always.
+    pub(crate) fn svg(self, x: f64, y: f64, r: f64, color: Color, hollow: bool) -> String {
+        let c = color.class();
+        let paint = if hollow {
+            format!(r#"class="mk mk-{} s-{c}" fill="none" stroke-width="1.8""#, self.name())
+        } else {
+            format!(r#"class="mk mk-{} f-{c}""#, self.name())
+        };
+        let stroke = format!(
+            r#"class="mk mk-{} s-{c}" fill="none" stroke-width="2""#,
+            self.name()
+        );
+        match self {
+            Marker::None => String::new(),
+            Marker::Circle => format!(r#"<circle {paint} cx="{x:.1}" cy="{y:.1}" r="{r:.1}"/>"#),
+            Marker::Square => {
+                let a = r * 0.88;
+                format!(
+                    r#"<rect {paint} x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}"/>"#,
+                    x - a,
+                    y - a,
+                    2.0 * a,
+                    2.0 * a
+                )
+            }
+            Marker::Triangle | Marker::TriangleDown => {
+                let s = if self == Marker::Triangle { 1.0 } else { -1.0 };
+                let a = r * 1.2;
+                format!(
+                    r#"<path {paint} d="M{x:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}Z"/>"#,
+                    y - s * a,
+                    x + a * 0.87,
+                    y + s * a * 0.5,
+                    x - a * 0.87,
+                    y + s * a * 0.5
+                )
+            }
+            Marker::Diamond => {
+                let a = r * 1.25;
+                format!(
+                    r#"<path {paint} d="M{x:.1} {:.1}L{:.1} {y:.1}L{x:.1} {:.1}L{:.1} {y:.1}Z"/>"#,
+                    y - a,
+                    x + a,
+                    y + a,
+                    x - a
+                )
+            }
+            Marker::Cross => {
+                let a = r * 0.9;
+                format!(
+                    r#"<path {stroke} d="M{:.1} {:.1}L{:.1} {:.1}M{:.1} {:.1}L{:.1} {:.1}"/>"#,
+                    x - a,
+                    y - a,
+                    x + a,
+                    y + a,
+                    x - a,
+                    y + a,
+                    x + a,
+                    y - a
+                )
+            }
+            Marker::Plus => {
+                let a = r * 1.1;
+                format!(
+                    r#"<path {stroke} d="M{:.1} {y:.1}L{:.1} {y:.1}M{x:.1} {:.1}L{x:.1} {:.1}"/>"#,
+                    x - a,
+                    x + a,
+                    y - a,
+                    y + a
+                )
+            }
+        }
+    }
+}
+
+/// The style of the i-th of several series: colour, dash and marker all
+/// change from one series to the next (6 colours, 4 dashes, 7 shapes), so
+/// no two of the first 84 share all three and neighbours differ in each.
+pub fn series_style(i: usize) -> (Color, Dash, Marker) {
+    let dash = [Dash::Solid, Dash::Dashed, Dash::Dotted, Dash::DashDot][i % 4];
+    (Color::C((i % 6) as u8), dash, Marker::CYCLE[i % 7])
 }
 
 /// One axis.
@@ -134,8 +270,13 @@ pub enum Layer {
         dash: Dash,
         /// Stroke width.
         width: f64,
-        /// Draw a dot at each point.
-        markers: bool,
+        /// Marker at each point (up to 30 points) or at about ten evenly
+        /// spaced places along the line (more), staggered by shape so the
+        /// markers of coinciding lines do not cover each other.
+        marker: Marker,
+        /// The series' name: its hover text, and (non-empty) a direct label
+        /// beside the line's last point, in the right margin.
+        label: String,
     },
     /// Bars centred at `x` of width `width` (data units); series stack.
     Bars {
@@ -174,6 +315,18 @@ pub enum Layer {
     /// overlap an earlier one move to the other side or are left to the
     /// marker's hover text.
     Points(Vec<Point>),
+    /// Histogram bars from `edges[i]` to `edges[i + 1]` (data units, so a
+    /// bar is as wide as its bin on either scale) of height `values[i]`.
+    Histogram {
+        /// Bin edges, one more than values, increasing.
+        edges: Vec<f64>,
+        /// Bar heights.
+        values: Vec<f64>,
+        /// Colour of each bar (one per value, or one for all).
+        colors: Vec<Color>,
+        /// Hover text of each bar (may be empty).
+        titles: Vec<String>,
+    },
     /// A shaded horizontal band between two heights.
     HBand {
         /// Bottom, data units.
@@ -196,8 +349,12 @@ pub struct Point {
     pub label: String,
     /// Colour.
     pub color: Color,
-    /// An open ring instead of a filled dot (reference points).
+    /// An outline instead of a filled shape (reference points).
     pub hollow: bool,
+    /// Shape.
+    pub marker: Marker,
+    /// Hover text, when it should say more than the label.
+    pub title: Option<String>,
 }
 
 /// A legend entry.
@@ -216,6 +373,8 @@ pub struct Legend {
 pub enum Swatch {
     /// A short line.
     Line(Dash),
+    /// A short line with a marker in its middle.
+    Marked(Dash, Marker),
     /// A filled square.
     Box,
 }
@@ -241,6 +400,10 @@ pub struct Chart {
 
 const FONT: f64 = 12.0;
 const CHAR_W: f64 = 6.7; // average glyph width at FONT, for margins
+/// Height of the band above the plot area that holds vertical rules' labels.
+const RULE_LABEL_H: f64 = 16.0;
+/// Width of the line-and-marker swatch before a direct end label.
+const END_SWATCH: f64 = 22.0;
 
 impl Chart {
     /// A chart of the default size (560 × 320).
@@ -333,6 +496,16 @@ impl Chart {
                         see(if along_x { p.x } else { p.y });
                     }
                 }
+                Layer::Histogram { edges, values, .. } => {
+                    if along_x {
+                        edges.iter().for_each(|&e| see(e));
+                    } else {
+                        values.iter().for_each(|&v| see(v));
+                        if !log {
+                            see(0.0);
+                        }
+                    }
+                }
                 Layer::HRule { y, .. } if !along_x => see(*y),
                 Layer::VRule { x, .. } if along_x => see(*x),
                 Layer::HBand { y0, y1, .. } if !along_x => {
@@ -403,13 +576,29 @@ impl Chart {
             .max()
             .unwrap_or(1) as f64;
         let left = 30.0 + widest * CHAR_W;
-        let right = 18.0;
+        // direct labels at line ends sit in a right margin wide enough for
+        // the longest (at most a third of the chart)
+        let end_label_w = self
+            .layers
+            .iter()
+            .filter_map(|l| match l {
+                Layer::Line { label, .. } if !label.is_empty() => Some(label.chars().count()),
+                _ => None,
+            })
+            .max()
+            .map(|n| (END_SWATCH + 10.0 + n as f64 * CHAR_W * 0.92).min(self.width / 3.0));
+        let right = 18.0 + end_label_w.unwrap_or(0.0);
         let legend = self.legend_layout(left, self.width - right);
         let legend_h = match legend.last() {
             None => 8.0,
             Some(&(_, _, y)) => y + 14.0,
         };
-        let top = legend_h + 6.0;
+        // labels of vertical rules go above the plot area, where no curve runs
+        let rule_labels = self
+            .layers
+            .iter()
+            .any(|l| matches!(l, Layer::VRule { label, .. } if !label.is_empty()));
+        let top = legend_h + 6.0 + if rule_labels { RULE_LABEL_H } else { 0.0 };
         // crowded category labels are turned 40° instead of being dropped
         let widest_x = xticks
             .iter()
@@ -482,16 +671,19 @@ impl Chart {
         // data
         let _ = write!(s, r#"<g clip-path="url(#{id}-clip)">"#);
         let mut labels = String::new();
+        let mut ends = Vec::new();
         for l in &self.layers {
-            self.render_layer(&mut s, &mut labels, l, &xm, &ym);
+            self.render_layer(&mut s, &mut labels, &mut ends, l, &xm, &ym);
         }
         s.push_str("</g>");
+        layers::end_labels(&mut labels, ends, &ym, w - right + 6.0);
         let has_data = self.layers.iter().any(|l| match l {
             Layer::Line { points, .. } => points.iter().any(|p| p.0.is_finite() && p.1.is_finite()),
             Layer::Bars { series, .. } => series
                 .iter()
                 .any(|s| s.values.iter().any(|v| v.is_finite() && *v != 0.0)),
             Layer::Points(points) => points.iter().any(|p| p.x.is_finite() && p.y.is_finite()),
+            Layer::Histogram { values, .. } => values.iter().any(|v| v.is_finite() && *v != 0.0),
             _ => false,
         });
         if !has_data {
@@ -634,6 +826,16 @@ impl Chart {
         for &(i, x, y) in layout {
             let l = &self.legend[i];
             match l.swatch {
+                Swatch::Marked(d, m) => {
+                    let _ = write!(
+                        s,
+                        r#"<line class="s-{}" x1="{x:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke-width="2.5"{}/>{}"#,
+                        l.color.class(),
+                        x + 20.0,
+                        d.attr(),
+                        m.svg(x + 10.0, y, 3.6, l.color, false)
+                    );
+                }
                 Swatch::Line(d) => {
                     let _ = write!(
                         s,
@@ -697,7 +899,8 @@ mod tests {
             color: Color::C(0),
             dash: Dash::Solid,
             width: 2.0,
-            markers: false,
+            marker: Marker::None,
+            label: String::new(),
         })
         .layer(Layer::VRule {
             x: 0.01,
@@ -756,6 +959,8 @@ mod tests {
             label: label.into(),
             color: Color::C(1),
             hollow: label == "ref",
+            marker: Marker::Circle,
+            title: None,
         };
         let mut c = Chart::new(
             "scatter",
