@@ -5,7 +5,7 @@
 //! converts them and prints the session's outcome.
 
 use crate::human::{bytes, count, secs};
-use crate::live_config::MetricsAddr;
+use crate::live_config::{MetricsAddr, Sources};
 use crate::scrub::{live_err, ScrubArgs};
 use crate::BadInput;
 use anyhow::{Context, Result};
@@ -43,6 +43,10 @@ pub struct Shared {
     pub interval_ns: u64,
     pub seed: u64,
     pub metrics: Option<MetricsAddr>,
+    /// The tune result named, an input the checkpoint must not be.
+    pub tuned_path: Option<PathBuf>,
+    /// The config keys settings came from, for errors found later.
+    pub sources: Sources,
 }
 
 /// Flags of the block scrubber that mean nothing for a native job.
@@ -126,6 +130,17 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
         },
         max_bytes: s.max_bytes,
         options,
+        // the checkpoint is never an input, a device, a directory or a
+        // file fallow does not recognise (unless --overwrite)
+        outputs: a.out.guard(
+            [
+                a.config.as_deref(),
+                s.tuned_path.as_deref(),
+                Some(std::path::Path::new(&s.monitor)),
+            ]
+            .into_iter()
+            .flatten(),
+        ),
     };
     let exe =
         std::env::current_exe().context("cannot find the fallow executable for the guardian")?;
@@ -146,7 +161,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
         }),
     };
     let mut session = NativeSession::open(&t, &ncfg, &scfg, Arc::new(SystemControl::new()))
-        .map_err(live_err)
+        .map_err(|e| s.sources.live_err(e))
         .with_context(|| format!("{t} (policy {} from {})", s.policy, s.policy_from))?;
 
     let stop = Arc::new(AtomicBool::new(false));

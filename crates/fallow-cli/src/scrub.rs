@@ -9,7 +9,7 @@
 //! order, regions and request size default to the checkpoint's.
 
 use crate::human::{bytes, count, num, secs};
-use crate::live_config::{self, Config, MetricsAddr};
+use crate::live_config::{self, Config, MetricsAddr, Sources};
 use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -301,6 +301,8 @@ struct Settings {
     interval_ns: u64,
     seed: u64,
     metrics: Option<MetricsAddr>,
+    /// The config keys settings came from, for errors found later.
+    sources: Sources,
 }
 
 fn settings(a: &ScrubArgs) -> Result<Settings> {
@@ -328,9 +330,19 @@ fn settings(a: &ScrubArgs) -> Result<Settings> {
     let regions = a.regions.or(sc.regions);
     let order = match (a.order.or(sc.order), regions) {
         (Some(OrderArg::Sequential), Some(_)) => {
-            return Err(
-                BadInput("--regions goes with --order staggered, not sequential".into()).into(),
-            )
+            return Err(match (a.order, a.regions) {
+                (Some(_), Some(_)) => {
+                    BadInput("--regions goes with --order staggered, not sequential".into()).into()
+                }
+                (_, None) => cfg.bad(
+                    "scrub",
+                    "regions",
+                    "goes with order staggered, not sequential",
+                ),
+                (None, Some(_)) => {
+                    cfg.bad("scrub", "order", "sequential does not go with --regions")
+                }
+            });
         }
         (Some(OrderArg::Sequential), None) => Some(Order::Sequential),
         (Some(OrderArg::Staggered), r) | (None, r @ Some(_)) => Some(Order::Staggered {
@@ -388,7 +400,76 @@ fn settings(a: &ScrubArgs) -> Result<Settings> {
             .unwrap_or(1_000_000),
         seed: a.seed.or(sc.seed).or(live.seed).unwrap_or(1),
         metrics: cfg.metrics_addr(a.metrics.as_deref()),
+        sources: sources(a, &cfg, policy_from),
     })
+}
+
+/// Which settings came from the config file, under the names fallow-live's
+/// errors give them (a flag, or `monitor`), so those errors name the key.
+fn sources(a: &ScrubArgs, cfg: &Config<ScrubSection>, policy_from: &str) -> Sources {
+    let (live, sc, p) = (&cfg.live, &cfg.own, cfg.path.as_path());
+    let mut s = Sources::default();
+    if policy_from == "config" {
+        let table = if sc.policy.is_some() { "scrub" } else { "live" };
+        s.note(&["--policy", "policy"], p, table, "policy");
+    }
+    let own = [
+        (
+            a.size.is_none() && sc.size.is_some(),
+            &["--size"][..],
+            "size",
+        ),
+        (
+            a.regions.is_none() && sc.regions.is_some(),
+            &["--regions"],
+            "regions",
+        ),
+        (
+            a.max_rate.is_none() && sc.max_rate.is_some(),
+            &["--max-rate"],
+            "max_rate",
+        ),
+        (
+            a.windows.is_empty() && sc.windows.is_some(),
+            &["--window"],
+            "windows",
+        ),
+        (
+            a.checkpoint.is_none() && sc.checkpoint.is_some(),
+            &["--checkpoint"],
+            "checkpoint",
+        ),
+        (a.log.is_none() && sc.log.is_some(), &["--log"], "log"),
+    ];
+    for (from_file, names, key) in own {
+        if from_file {
+            s.note(names, p, "scrub", key);
+        }
+    }
+    // [scrub] overrides [live] for the keys both hold
+    for (flag, names, key, own, shared) in [
+        (
+            a.monitor.is_some(),
+            &["--monitor", "monitor"][..],
+            "monitor",
+            sc.monitor.is_some(),
+            live.monitor.is_some(),
+        ),
+        (
+            a.interval.is_some(),
+            &["--interval", "monitor interval"],
+            "interval",
+            sc.interval.is_some(),
+            live.interval.is_some(),
+        ),
+    ] {
+        match (flag, own, shared) {
+            (false, true, _) => s.note(names, p, "scrub", key),
+            (false, false, true) => s.note(names, p, "live", key),
+            _ => {}
+        }
+    }
+    s
 }
 
 impl Settings {
@@ -408,6 +489,8 @@ impl Settings {
             interval_ns: self.interval_ns,
             seed: self.seed,
             metrics: self.metrics,
+            tuned_path: self.tuned_path,
+            sources: self.sources,
         }
     }
 }
@@ -454,7 +537,10 @@ pub fn run(args: ScrubArgs) -> Result<()> {
     // a bad policy fails before the device is touched
     let policy_probe = fallow_live::Driver::from_spec(&s.policy, DriverConfig::default())
         .map_err(live_err)
-        .with_context(|| format!("policy {} (from {})", s.policy, s.policy_from))?;
+        .with_context(|| {
+            let from = s.sources.label("--policy").unwrap_or(s.policy_from);
+            format!("policy {} (from {from})", s.policy)
+        })?;
     drop(policy_probe);
 
     let target = Target::open(&args.target, !s.buffered).map_err(live_err)?;
@@ -574,7 +660,7 @@ pub fn run(args: ScrubArgs) -> Result<()> {
             Resume::No
         },
     )
-    .map_err(live_err)?;
+    .map_err(|e| s.sources.live_err(e))?;
 
     // the monitor
     let mut monitor = match s.monitor.as_str() {
@@ -596,7 +682,7 @@ pub fn run(args: ScrubArgs) -> Result<()> {
             }
         },
         spec => {
-            let src = StatSource::parse(spec).map_err(live_err)?;
+            let src = StatSource::parse(spec).map_err(|e| s.sources.live_err(e))?;
             start_monitor(&src, &own, s.interval_ns)?
         }
     };
