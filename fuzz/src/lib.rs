@@ -32,5 +32,7 @@ pub fn read_as(format: Option<Format>, data: &[u8]) {
         assert_eq!(back.op(), t.op());
         assert_eq!(back.device(), t.device());
         assert_eq!(back.report().origin_ns, t.report().origin_ns);
+        // MSR host names too (`hm:0` and `rsrch:0` stay two named devices)
+        assert_eq!(back.report().hosts, t.report().hosts);
     }
 }

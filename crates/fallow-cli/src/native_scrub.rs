@@ -89,6 +89,17 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
         },
         max_bytes: s.max_bytes,
         options,
+        // the checkpoint is never an input, a device, a directory or a
+        // file fallow does not recognise (unless --overwrite)
+        outputs: a.out.guard(
+            [
+                a.config.as_deref(),
+                s.tuned_path.as_deref(),
+                Some(std::path::Path::new(&s.monitor)),
+            ]
+            .into_iter()
+            .flatten(),
+        ),
     };
     let scfg = SessionConfig {
         policy: s.policy.clone(),
@@ -104,7 +115,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
         guardian: Some(crate::invocation::guardian()?),
     };
     let mut session = NativeSession::open(&t, &ncfg, &scfg, Arc::new(SystemControl::new()))
-        .map_err(live_err)
+        .map_err(|e| s.sources.live_err(e))
         .with_context(|| format!("{t} (policy {} from {})", s.policy, s.policy_from))?;
 
     let signals = Signals::install()?;

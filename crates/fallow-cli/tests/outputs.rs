@@ -144,11 +144,7 @@ fn restart_does_not_replace_a_file_that_is_not_a_checkpoint() {
     restart.push("--restart");
     bad_input(
         &restart,
-        &[
-            "--checkpoint",
-            "not a fallow scrub checkpoint",
-            "--overwrite",
-        ],
+        &["--checkpoint", "not a fallow checkpoint", "--overwrite"],
     );
     assert_eq!(
         std::fs::read_to_string(&notes).unwrap(),

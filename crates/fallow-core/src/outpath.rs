@@ -27,9 +27,12 @@ use std::path::{Path, PathBuf};
 /// to be replaced without `--overwrite`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputKind {
-    /// A scrub checkpoint: a JSON object with `"format":
-    /// "fallow-scrub-checkpoint"` (version 2 on), or a version-1 one (a
-    /// `version` of 1 with `target`, `segments` and `next_visit` keys).
+    /// A checkpoint: a block scrub's, a JSON object with `"format":
+    /// "fallow-scrub-checkpoint"` (version 2 on) or a version-1 one (a
+    /// `version` of 1 with `target`, `segments` and `next_visit` keys); or a
+    /// native job's (`fstrim:`, `md:`), with `"format":
+    /// "fallow-native-checkpoint"`, or one written before that marker
+    /// ([`is_legacy_native_checkpoint`]).
     Checkpoint,
     /// The scrub's per-request log (appended to, never replaced): its first
     /// line is a JSON object with `first_byte`, `last_byte` and `bad`.
@@ -58,7 +61,7 @@ impl OutputKind {
     /// The kind in words, for messages.
     pub fn describe(self) -> &'static str {
         match self {
-            OutputKind::Checkpoint => "a fallow scrub checkpoint",
+            OutputKind::Checkpoint => "a fallow checkpoint",
             OutputKind::ScrubLog => "a fallow scrub log",
             OutputKind::HtmlReport => "an HTML report fallow wrote",
             OutputKind::JsonReport => "a JSON report fallow wrote",
@@ -72,6 +75,8 @@ impl OutputKind {
 
 /// The marker of a version-2 (and later) checkpoint.
 pub const CHECKPOINT_FORMAT: &str = "fallow-scrub-checkpoint";
+/// The marker of a native job's checkpoint (`fstrim:`, `md:`).
+pub const NATIVE_CHECKPOINT_FORMAT: &str = "fallow-native-checkpoint";
 /// The value of a JSON report's `generator` key (followed by the version).
 pub const JSON_GENERATOR: &str = "fallow";
 /// How much of an existing file is read to recognise it. A checkpoint is
@@ -238,11 +243,30 @@ fn is_checkpoint(bytes: &[u8]) -> bool {
     else {
         return false;
     };
-    m.get("format").and_then(|f| f.as_str()) == Some(CHECKPOINT_FORMAT)
+    let format = m.get("format").and_then(|f| f.as_str());
+    format == Some(CHECKPOINT_FORMAT)
+        || format == Some(NATIVE_CHECKPOINT_FORMAT)
         || (m.get("version").and_then(|v| v.as_u64()) == Some(1)
             && ["target", "segments", "next_visit"]
                 .iter()
                 .all(|k| m.contains_key(*k)))
+        || is_legacy_native_checkpoint(&serde_json::Value::Object(m))
+}
+
+/// A checkpoint `fstrim:` or `md:` wrote before
+/// [`NATIVE_CHECKPOINT_FORMAT`] existed: no `format`, a target of the kind
+/// and its position fields. fallow's own, so `--restart` may replace it;
+/// never resumed (it has no checksum).
+pub fn is_legacy_native_checkpoint(v: &serde_json::Value) -> bool {
+    let Some(m) = v.as_object() else {
+        return false;
+    };
+    let target = m.get("target").and_then(|t| t.as_str()).unwrap_or("");
+    let has = |keys: &[&str]| keys.iter().all(|k| m.contains_key(*k));
+    !m.contains_key("format")
+        && has(&["complete", "pass", "updated_unix_s"])
+        && ((target.starts_with("fstrim:") && has(&["fs_bytes", "next_offset"]))
+            || (target.starts_with("md:") && has(&["total_sectors", "next_sector"])))
 }
 
 fn is_json_report(bytes: &[u8]) -> bool {

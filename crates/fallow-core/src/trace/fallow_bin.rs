@@ -7,13 +7,21 @@
 //! against 100–300 MB/s for the text readers.
 
 use super::bytes::{le_u32, le_u64, read_full};
-use super::{Format, Op, ReadContext, ReadReport, Trace, TraceBuilder};
+use super::{Format, Op, ReadContext, ReadReport, Trace, TraceBuilder, MSR_DISK_BITS};
 use crate::error::{Error, Location, Result};
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 
 pub(crate) const MAGIC: &[u8] = b"FALLOWT\x01";
-const VERSION: u32 = 1;
+/// Version written: 2 adds the MSR host names after the columns. Version 1
+/// (no host names; the header's `hosts` word was a reserved 0) still reads.
+const VERSION: u32 = 2;
+const OLDEST_VERSION: u32 = 1;
+/// Host names one file may hold: the device id's bits above the disk number.
+const MAX_HOSTS: u32 = 1 << (32 - MSR_DISK_BITS);
+/// Longest host name, bytes: a name comes from one text line (at most
+/// 1 MiB) with its control characters escaped (at most 7 bytes for 1).
+const MAX_HOST_BYTES: u32 = 8 << 20;
 const HEADER: usize = 64;
 const FLAG_COMPLETION: u32 = 1;
 const CHUNK: usize = 1 << 16;
@@ -53,12 +61,12 @@ fn format_of(code: u32) -> Option<Format> {
 /// | offset | field | type | meaning |
 /// |---|---|---|---|
 /// | 0 | `magic` | 8 bytes | `FALLOWT\x01` |
-/// | 8 | `version` | u32 | 1 |
+/// | 8 | `version` | u32 | 2 (1: before host names; still read) |
 /// | 12 | `flags` | u32 | bit 0: a completion column is present |
 /// | 16 | `count` | u64 | requests, n |
 /// | 24 | `origin_ns` | u64 | absolute time of the first arrival in the source's clock |
 /// | 32 | `source_format` | u32 | format read originally: 0 unknown, 1 msr, 2 spc, 3 hp-srt, 4 blkparse, 5 vscsi, 6 plain, 8 biosnoop, 9 bpftrace, 10 blktrace, 11 fio-iolog, 12 fio-lat |
-/// | 36 | `reserved` | u32 | 0 |
+/// | 36 | `hosts` | u32 | MSR host names after the columns, h (0 for other formats; version 1: a reserved 0) |
 /// | 40 | `skipped` | u64 | malformed records skipped when the source was read |
 /// | 48 | `reordered` | u64 | out-of-order records sorted when the source was read |
 /// | 56 | `ignored` | u64 | records ignored by design when the source was read |
@@ -66,7 +74,11 @@ fn format_of(code: u32) -> Option<Format> {
 /// Then the columns one after another, n values each: `arrival_ns` u64
 /// (since the first arrival, sorted), `completion_ns` u64 (only with flag
 /// bit 0), `offset_bytes` u64, `size_bytes` u32, `op` u8 (0 read, 1 write),
-/// `device` u32. Nothing follows the last column.
+/// `device` u32. Then the h host names of an MSR trace, each a u32 byte
+/// length and that many bytes of UTF-8, in the order of the device id's
+/// high bits (`host_index << 24 | disk`, see [`Trace::device_name`]), so
+/// `hm:0` and `rsrch:0` stay apart and named through a convert. Nothing
+/// follows.
 ///
 /// [`read_trace`]: super::read_trace
 pub fn write_fallow_bin(trace: &Trace, out: &mut dyn Write) -> Result<()> {
@@ -88,7 +100,17 @@ pub fn write_fallow_bin(trace: &Trace, out: &mut dyn Write) -> Result<()> {
     h.extend_from_slice(&(trace.len() as u64).to_le_bytes());
     h.extend_from_slice(&r.origin_ns.to_le_bytes());
     h.extend_from_slice(&format_code(source).to_le_bytes());
-    h.extend_from_slice(&0u32.to_le_bytes());
+    let hosts = &r.hosts;
+    let n_hosts = u32::try_from(hosts.len())
+        .ok()
+        .filter(|&n| n <= MAX_HOSTS)
+        .ok_or_else(|| {
+            Error::invalid(
+                "hosts",
+                format!("{} MSR hosts, at most {MAX_HOSTS} fit", hosts.len()),
+            )
+        })?;
+    h.extend_from_slice(&n_hosts.to_le_bytes());
     for v in [r.skipped, r.reordered, r.ignored] {
         h.extend_from_slice(&v.to_le_bytes());
     }
@@ -122,6 +144,22 @@ pub fn write_fallow_bin(trace: &Trace, out: &mut dyn Write) -> Result<()> {
     put(&trace.size_bytes, u32::to_le_bytes, out).map_err(io)?;
     put(&trace.op, |o: Op| [o as u8], out).map_err(io)?;
     put(&trace.device, u32::to_le_bytes, out).map_err(io)?;
+    for host in hosts {
+        let len = u32::try_from(host.len())
+            .ok()
+            .filter(|&n| n <= MAX_HOST_BYTES)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "hosts",
+                    format!(
+                        "a host name of {} bytes, at most {MAX_HOST_BYTES}",
+                        host.len()
+                    ),
+                )
+            })?;
+        out.write_all(&len.to_le_bytes()).map_err(io)?;
+        out.write_all(host.as_bytes()).map_err(io)?;
+    }
     out.flush().map_err(io)
 }
 
@@ -149,12 +187,22 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
         return Err(fatal(ctx, got as u64, "header", msg));
     }
     let version = le_u32(&h, 8);
-    if version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(fatal(
             ctx,
             8,
             "version",
-            format!("version {version}, this fallow reads {VERSION}"),
+            format!("version {version}, this fallow reads {OLDEST_VERSION} to {VERSION}"),
+        ));
+    }
+    // version 1 wrote 0 here and nothing after the columns
+    let n_hosts = if version >= 2 { le_u32(&h, 36) } else { 0 };
+    if n_hosts > MAX_HOSTS {
+        return Err(fatal(
+            ctx,
+            36,
+            "hosts",
+            format!("{n_hosts} MSR hosts, at most {MAX_HOSTS}"),
         ));
     }
     let flags = le_u32(&h, 12);
@@ -196,8 +244,13 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
     let op_at = at;
     let op_raw =
         read_column(input, n, &mut at, |[b]: [u8; 1]| b).map_err(|e| truncated(ctx, "op", e))?;
+    let device_at = at;
     let device = read_column(input, n, &mut at, u32::from_le_bytes)
         .map_err(|e| truncated(ctx, "device", e))?;
+    let hosts = read_hosts(input, n_hosts, &mut at).map_err(|(off, e)| match e {
+        HostError::Io(io) => ctx.io(io),
+        HostError::Bad(msg) => fatal(ctx, off, "hosts", msg),
+    })?;
     let mut extra = [0u8; 1];
     if read_full(input, &mut extra).map_err(|e| ctx.io(e))? != 0 {
         return Err(fatal(
@@ -244,6 +297,14 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
                 }
             }
         }
+        // a trace with host names names every device's host
+        if let Some(&d) = device.get(i).filter(|_| !hosts.is_empty()) {
+            let host = d >> MSR_DISK_BITS;
+            if host as usize >= hosts.len() && bad.is_none() {
+                let msg = format!("host index {host}, but the file names {}", hosts.len());
+                bad = Some((device_at + 4 * i as u64, "device", msg));
+            }
+        }
         if let Some((off, field, msg)) = bad {
             ctx.bad(Location::Offset(off), field, msg)?;
             if keep.is_empty() {
@@ -270,6 +331,8 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
         t = t.take(&idx);
     }
     ctx.builder = TraceBuilder::from_columns(t);
+    // `finish` turns these into the report's host names
+    ctx.hosts = hosts.into_iter().map(String::into_bytes).collect();
     let r = &mut ctx.report;
     r.origin_ns = origin_ns;
     r.source_format = format_of(le_u32(&h, 32));
@@ -279,6 +342,66 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
     r.reordered = r.reordered.saturating_add(le_u64(&h, 48));
     r.ignored = r.ignored.saturating_add(le_u64(&h, 56));
     Ok(())
+}
+
+/// Why the host names could not be read: the input failed, or a name is
+/// not one fallow writes.
+enum HostError {
+    Io(std::io::Error),
+    Bad(String),
+}
+
+/// The `n` host names after the columns (version 2). Lengths come from the
+/// file, so nothing is reserved for a name before its bytes are there.
+fn read_hosts(
+    input: &mut dyn BufRead,
+    n: u32,
+    at: &mut u64,
+) -> std::result::Result<Vec<String>, (u64, HostError)> {
+    let mut hosts: Vec<String> = Vec::new();
+    for i in 0..n {
+        let start = *at;
+        let mut len = [0u8; 4];
+        let got = read_full(input, &mut len).map_err(|e| (start, HostError::Io(e)))?;
+        if got < 4 {
+            let msg = format!("truncated: {i} of {n} host names before the end of the file");
+            return Err((start + got as u64, HostError::Bad(msg)));
+        }
+        let len = u32::from_le_bytes(len);
+        if len > MAX_HOST_BYTES {
+            let msg = format!("host name {i} of {len} bytes, at most {MAX_HOST_BYTES}");
+            return Err((start, HostError::Bad(msg)));
+        }
+        *at += 4;
+        let mut name = Vec::new();
+        // `take`: the buffer grows with the bytes read, not with the claim
+        (&mut *input)
+            .take(u64::from(len))
+            .read_to_end(&mut name)
+            .map_err(|e| (*at, HostError::Io(e)))?;
+        if name.len() < len as usize {
+            let msg = format!("truncated host name {i}: {} of {len} bytes", name.len());
+            return Err((*at + name.len() as u64, HostError::Bad(msg)));
+        }
+        let name = String::from_utf8(name)
+            .map_err(|_| (*at, HostError::Bad(format!("host name {i} is not UTF-8"))))?;
+        // fallow escapes control characters when it reads a host name, so
+        // a name it wrote never holds one; echoed raw, one could forge output
+        if name.chars().any(char::is_control) {
+            let msg = format!(
+                "host name {i} `{}` holds a control character",
+                super::lines::escape_controls(&name)
+            );
+            return Err((*at, HostError::Bad(msg)));
+        }
+        if hosts.contains(&name) {
+            let msg = format!("host name {i} `{name}` appears twice");
+            return Err((*at, HostError::Bad(msg)));
+        }
+        *at += u64::from(len);
+        hosts.push(name);
+    }
+    Ok(hosts)
 }
 
 /// Where a column ended early: byte offset of the end, whole values read,
@@ -459,6 +582,117 @@ mod tests {
         out.push(0);
         let e = read_bytes(&out, false).unwrap_err().to_string();
         assert!(e.contains("data after the last"), "{e}");
+    }
+
+    /// Three requests on `hm:0`, `rsrch:0` and `hm:2` of an MSR file.
+    fn msr_sample() -> Trace {
+        let text = b"1,hm,0,Read,0,512,1\n2,rsrch,0,Write,512,512,1\n3,hm,2,Read,1024,512,1\n";
+        let opts = ReadOptions {
+            format: Some(Format::Msr),
+            ..Default::default()
+        };
+        read_from(&mut &text[..], Path::new("t.csv"), &opts).unwrap()
+    }
+
+    #[test]
+    fn msr_host_names_survive_and_are_laid_out_as_documented() {
+        let t = msr_sample();
+        assert_eq!(t.report().hosts, ["hm", "rsrch"]);
+        let mut out = Vec::new();
+        write_fallow_bin(&t, &mut out).unwrap();
+        // by hand: version 2, two hosts in the header, the names after the
+        // device column as (u32 length, bytes)
+        assert_eq!(le_u32(&out, 8), 2);
+        assert_eq!(le_u32(&out, 36), 2);
+        let names_at = 64 + 3 * (8 + 8 + 8 + 4 + 1 + 4);
+        assert_eq!(out.len(), names_at + 4 + 2 + 4 + 5);
+        assert_eq!(le_u32(&out, names_at), 2);
+        assert_eq!(&out[names_at + 4..names_at + 6], b"hm");
+        assert_eq!(le_u32(&out, names_at + 6), 5);
+        assert_eq!(&out[names_at + 10..], b"rsrch");
+        let back = read_bytes(&out, false).unwrap();
+        assert_eq!(back.report().hosts, t.report().hosts);
+        assert_eq!(back.device(), t.device());
+        for (name, id) in [("hm:0", 0), ("rsrch:0", 1 << MSR_DISK_BITS), ("hm:2", 2)] {
+            let sel = name.parse().unwrap();
+            assert_eq!(back.resolve_device(&sel).unwrap(), id, "{name}");
+            assert_eq!(back.device_name(id).as_deref(), Some(name));
+        }
+        // `0` is ambiguous in the cache as in the CSV
+        let e = back.resolve_device(&"0".parse().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("several hosts"), "{e}");
+    }
+
+    #[test]
+    fn version_1_files_still_read() {
+        // The fixture was written by the version-1 writer.
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/data/traces/small.fallow"
+        );
+        let v1 = std::fs::read(fixture).unwrap();
+        assert_eq!(le_u32(&v1, 8), 1);
+        let t = read_bytes(&v1, false).unwrap();
+        assert_eq!(t.len(), 3);
+        assert!(t.report().hosts.is_empty());
+        // Written again it is version 2 and reads back the same.
+        let mut v2 = Vec::new();
+        write_fallow_bin(&t, &mut v2).unwrap();
+        assert_eq!(le_u32(&v2, 8), 2);
+        let back = read_bytes(&v2, false).unwrap();
+        assert_eq!(back.arrival_ns(), t.arrival_ns());
+        assert_eq!(back.device(), t.device());
+        // A version-1 header's word 36 is not a host count (it was reserved).
+        let mut odd = v1.clone();
+        odd[36] = 7;
+        assert_eq!(read_bytes(&odd, false).unwrap().len(), 3);
+        // Versions beyond are refused by name.
+        let mut v3 = v2.clone();
+        v3[8] = 3;
+        let e = read_bytes(&v3, false).unwrap_err().to_string();
+        assert!(e.contains("`version`") && e.contains("reads 1 to 2"), "{e}");
+    }
+
+    #[test]
+    fn bad_host_tables_are_errors_naming_the_field() {
+        let mut out = Vec::new();
+        write_fallow_bin(&msr_sample(), &mut out).unwrap();
+        let names_at = 64 + 3 * (8 + 8 + 8 + 4 + 1 + 4);
+        let err = |b: &[u8]| read_bytes(b, true).unwrap_err().to_string();
+        // truncated in a name, and before a length
+        let e = err(&out[..out.len() - 2]);
+        assert!(e.contains("`hosts`") && e.contains("3 of 5 bytes"), "{e}");
+        let e = err(&out[..names_at + 7]);
+        assert!(
+            e.contains("`hosts`") && e.contains("1 of 2 host names"),
+            "{e}"
+        );
+        // a length beyond the bound is refused before anything is reserved
+        let mut huge = out.clone();
+        huge[names_at..names_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(err(&huge).contains("at most"));
+        // more hosts than device ids can index
+        let mut many = out.clone();
+        many[36..40].copy_from_slice(&257u32.to_le_bytes());
+        let e = err(&many);
+        assert!(e.contains("byte offset 36") && e.contains("257"), "{e}");
+        // a control character (names are escaped when read), a duplicate
+        let mut ctl = out.clone();
+        ctl[names_at + 4] = 0x1b;
+        assert!(err(&ctl).contains("control character"));
+        let mut dup = out.clone();
+        dup[names_at + 6..names_at + 10].copy_from_slice(&2u32.to_le_bytes());
+        dup.truncate(names_at + 10);
+        dup.extend_from_slice(b"hm");
+        assert!(err(&dup).contains("appears twice"));
+        // a device whose host index is past the names: a bad row
+        let mut orphan = out.clone();
+        let dev_at = names_at - 3 * 4;
+        orphan[dev_at..dev_at + 4].copy_from_slice(&(5u32 << MSR_DISK_BITS).to_le_bytes());
+        let e = read_bytes(&orphan, false).unwrap_err().to_string();
+        assert!(e.contains("`device`") && e.contains("host index 5"), "{e}");
+        let t = read_bytes(&orphan, true).unwrap();
+        assert_eq!((t.len(), t.report().skipped), (2, 1));
     }
 
     #[test]

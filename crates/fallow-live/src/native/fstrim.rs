@@ -13,8 +13,9 @@
 //!
 //! The kernel keeps no position, so fallow does: after every range the
 //! next offset, the bytes the file system reports trimmed and the ranges
-//! are written atomically to a checkpoint ([`crate::scrub::checkpoint`]'s
-//! `write_atomically`), and `--resume` continues at that offset. A range
+//! are written atomically to a checksummed checkpoint ([`OffsetCheckpoint`],
+//! checked against the file system's size before it is trusted), and
+//! `--resume` continues at that offset. A range
 //! repeated after a crash costs a little time and nothing else (trimming
 //! free space twice is harmless).
 //!
@@ -22,6 +23,7 @@
 //! are the job's own I/O: the [`Gate`] is open from just before the ioctl
 //! until the checkpoint is on disk.
 
+use super::checkpoint::{check_paths, Bad, Detail, OffsetCheckpoint};
 use super::control::Control;
 use super::gate::Gate;
 use super::{Kind, NativeConfig, NativeExecutor, NativeReport, NativeTarget};
@@ -30,12 +32,12 @@ use crate::driver::{BgExecutor, Step};
 use crate::error::{Error, Result};
 use crate::monitor::resolve_device;
 use crate::run::guardian::ReleaseAction;
-use crate::scrub::checkpoint::{lock, unix_now_s, write_atomically, Lock};
-use crate::scrub::{Resume, TokenBucket, Windows};
+use crate::scrub::checkpoint::Lock;
+use crate::scrub::{TokenBucket, Windows};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The registry entry.
@@ -56,53 +58,36 @@ fn open(
     Ok(Box::new(Fstrim::open(t, cfg)?))
 }
 
-/// fallow's progress of a trim, in its checkpoint file.
+/// The fstrim fields of its checkpoint ([`OffsetCheckpoint`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TrimCheckpoint {
-    /// The target (`fstrim:/srv`).
-    pub target: String,
-    /// The file system's size when the pass began, bytes.
-    pub fs_bytes: u64,
+pub struct TrimDetail {
     /// `minlen`, bytes.
     pub minlen_bytes: u64,
-    /// The next range starts here, bytes.
-    pub next_offset: u64,
-    /// Bytes the file system reported trimmed in this pass.
+    /// Bytes the file system reported trimmed in this pass. The kernel's
+    /// count, not bounded here: btrfs also counts unallocated space on
+    /// every device, which can exceed the size `statvfs` gives.
     pub trimmed_bytes: u64,
-    /// FITRIM calls in this pass.
-    pub ranges: u64,
-    /// The pass is complete.
-    pub complete: bool,
-    /// Which pass (1 for the first).
-    pub pass: u64,
-    /// When it was last written, Unix s.
-    pub updated_unix_s: u64,
 }
 
-impl TrimCheckpoint {
-    /// The checkpoint at `path`, if there is one.
-    pub fn load(path: &Path) -> Result<Option<TrimCheckpoint>> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(path, "cannot read the checkpoint", e)),
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| Error::Parse {
-                path: path.to_path_buf(),
-                message: format!("not a fallow trim checkpoint: {e}"),
-            })
+impl Detail for TrimDetail {
+    const KIND: &'static Kind = &KIND;
+
+    fn job(&self) -> String {
+        "trim".into()
     }
 
-    fn save(&mut self, path: &Path) -> Result<()> {
-        self.updated_unix_s = unix_now_s();
-        let mut text = serde_json::to_vec_pretty(self).expect("a checkpoint serialises");
-        text.push(b'\n');
-        write_atomically(path, &text)
+    fn min_step_bytes(&self) -> u64 {
+        MIN_RANGE_BYTES
+    }
+
+    fn validate(&self, _: &OffsetCheckpoint<Self>) -> std::result::Result<(), Bad> {
+        Ok(())
     }
 }
+
+/// fallow's progress of a trim, in its checkpoint file.
+pub type TrimCheckpoint = OffsetCheckpoint<TrimDetail>;
 
 #[allow(unsafe_code)]
 mod ioctl {
@@ -165,6 +150,14 @@ impl Fstrim {
                 .map_err(|e| Error::invalid("--minlen", format!("`{v}`: {e}")))?,
             None => 0,
         };
+        // the checkpoint path is checked before anything is opened or written
+        let ck_path = cfg.checkpoint_path.clone().ok_or_else(|| {
+            Error::invalid(
+                "--checkpoint",
+                format!("{label}: a checkpoint file is needed"),
+            )
+        })?;
+        check_paths(&ck_path, &cfg.outputs)?;
         let md = std::fs::metadata(&mount).map_err(|e| Error::io(&mount, "cannot stat", e))?;
         if !md.is_dir() {
             return Err(Error::invalid(
@@ -176,58 +169,18 @@ impl Fstrim {
         let vfs = rustix::fs::fstatvfs(&dir)
             .map_err(|e| Error::io(&mount, "statvfs failed", e.into()))?;
         let fs_bytes = vfs.f_blocks.saturating_mul(vfs.f_frsize);
-        let ck_path = cfg.checkpoint_path.clone().ok_or_else(|| {
-            Error::invalid(
-                "--checkpoint",
-                format!("{label}: a checkpoint file is needed"),
-            )
-        })?;
-        let lock = lock(&ck_path)?;
-        let fresh = TrimCheckpoint {
-            target: label.clone(),
+        let fresh = TrimCheckpoint::new(
+            &label,
             fs_bytes,
-            minlen_bytes,
-            next_offset: 0,
-            trimmed_bytes: 0,
-            ranges: 0,
-            complete: false,
-            pass: 1,
-            updated_unix_s: 0,
-        };
-        let existing = match cfg.resume {
-            Resume::Restart => None,
-            _ => TrimCheckpoint::load(&ck_path)?,
-        };
-        let ck = match (existing, cfg.resume) {
-            (None, _) => fresh,
-            (Some(c), _) if c.target != label => {
-                return Err(Error::CheckpointMismatch {
-                    path: ck_path,
-                    message: format!(
-                        "it belongs to {}, not {label}: give another --checkpoint, or --restart",
-                        c.target
-                    ),
-                })
-            }
-            (Some(c), Resume::Yes) if c.complete => TrimCheckpoint {
-                pass: c.pass + 1,
-                ..fresh
+            TrimDetail {
+                minlen_bytes,
+                trimmed_bytes: 0,
             },
-            (Some(c), Resume::Yes) => TrimCheckpoint { minlen_bytes, ..c },
-            (Some(c), _) if !c.complete => {
-                return Err(Error::CheckpointMismatch {
-                    path: ck_path,
-                    message: format!(
-                        "an unfinished trim of {label} is at {} of {} bytes: --resume continues it, --restart starts over",
-                        c.next_offset, c.fs_bytes
-                    ),
-                })
-            }
-            (Some(c), _) => TrimCheckpoint {
-                pass: c.pass + 1,
-                ..fresh
-            },
-        };
+        );
+        let (ck, lock) =
+            OffsetCheckpoint::open(&ck_path, &cfg.outputs, cfg.resume, fresh, |old, new| {
+                old.minlen_bytes = new.minlen_bytes
+            })?;
         let devices: Vec<String> = resolve_device(&mount)?
             .map(|d| d.disk)
             .into_iter()
@@ -245,7 +198,7 @@ impl Fstrim {
             dir,
             devices,
             gate: Gate::new(&sources)?,
-            resumed_from: ck.next_offset,
+            resumed_from: ck.next_offset_bytes,
             ck,
             ck_path,
             _lock: lock,
@@ -264,7 +217,7 @@ impl Fstrim {
     }
 
     fn run_bytes(&self) -> u64 {
-        self.ck.next_offset.saturating_sub(self.resumed_from)
+        self.ck.next_offset_bytes.saturating_sub(self.resumed_from)
     }
 }
 
@@ -284,13 +237,13 @@ impl BgExecutor for Fstrim {
         if self.ck.complete || self.max_bytes.is_some_and(|m| self.run_bytes() >= m) {
             return Ok(Step::Finished);
         }
-        let start = self.ck.next_offset;
+        let start = self.ck.next_offset_bytes;
         let size = size_bytes.max(MIN_RANGE_BYTES);
-        let last = start.saturating_add(size) >= self.ck.fs_bytes;
+        let last = start.saturating_add(size) >= self.ck.size_bytes;
         let len = if last { u64::MAX - start } else { size };
         let t0 = monotonic_ns();
         self.gate.open();
-        let trimmed = ioctl::fitrim(&self.dir, start, len, self.ck.minlen_bytes);
+        let trimmed = ioctl::fitrim(&self.dir, start, len, self.ck.detail.minlen_bytes);
         let trimmed = match trimmed {
             Ok(n) => n,
             Err(e) => {
@@ -317,9 +270,13 @@ impl BgExecutor for Fstrim {
             b.take(size, monotonic_ns());
         }
         self.requests += 1;
-        self.ck.ranges += 1;
-        self.ck.trimmed_bytes += trimmed;
-        self.ck.next_offset = if last { self.ck.fs_bytes } else { start + size };
+        self.ck.requests += 1;
+        self.ck.detail.trimmed_bytes += trimmed;
+        self.ck.next_offset_bytes = if last {
+            self.ck.size_bytes
+        } else {
+            start + size
+        };
         self.ck.complete = last;
         let saved = self.ck.save(&self.ck_path);
         self.gate.close();
@@ -351,17 +308,17 @@ impl NativeExecutor for Fstrim {
 
     fn report(&mut self) -> Result<NativeReport> {
         let mut native = BTreeMap::new();
-        native.insert("trimmed_bytes".to_string(), self.ck.trimmed_bytes);
-        native.insert("ranges".to_string(), self.ck.ranges);
-        native.insert("minlen_bytes".to_string(), self.ck.minlen_bytes);
+        native.insert("trimmed_bytes".to_string(), self.ck.detail.trimmed_bytes);
+        native.insert("ranges".to_string(), self.ck.requests);
+        native.insert("minlen_bytes".to_string(), self.ck.detail.minlen_bytes);
         native.insert("pass".to_string(), self.ck.pass);
         Ok(NativeReport {
             target: self.label.clone(),
             kind: "fstrim".into(),
             tool: "FITRIM ioctl".into(),
-            target_bytes: Some(self.ck.fs_bytes),
-            scrubbed_bytes: self.ck.next_offset,
-            position_bytes: self.ck.next_offset,
+            target_bytes: Some(self.ck.size_bytes),
+            scrubbed_bytes: self.ck.next_offset_bytes,
+            position_bytes: self.ck.next_offset_bytes,
             run_bytes: self.run_bytes(),
             run_requests: self.requests,
             run_active_s: self.active_ns as f64 / 1e9,
@@ -387,6 +344,9 @@ impl NativeExecutor for Fstrim {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scrub::Resume;
+    use fallow_core::outpath::OutputGuard;
+    use std::path::Path;
 
     fn cfg(ck: &Path, resume: Resume) -> NativeConfig {
         NativeConfig {
@@ -403,17 +363,15 @@ mod tests {
         let t = NativeTarget::parse(&format!("fstrim:{}", d.path().display()))
             .unwrap()
             .unwrap();
-        let mut other = TrimCheckpoint {
-            target: "fstrim:/elsewhere".into(),
-            fs_bytes: 1 << 30,
+        let vfs = rustix::fs::statvfs(d.path()).unwrap();
+        let fs_bytes = vfs.f_blocks * vfs.f_frsize;
+        let detail = TrimDetail {
             minlen_bytes: 0,
-            next_offset: 1 << 20,
             trimmed_bytes: 0,
-            ranges: 1,
-            complete: false,
-            pass: 1,
-            updated_unix_s: 0,
         };
+        let mut other = TrimCheckpoint::new("fstrim:/elsewhere", fs_bytes, detail);
+        other.next_offset_bytes = 1 << 20;
+        other.requests = 1;
         other.save(&ck).unwrap();
         let e = Fstrim::open(&t, &cfg(&ck, Resume::Yes)).unwrap_err();
         assert!(
@@ -427,21 +385,37 @@ mod tests {
             .to_string();
         assert!(e.contains("--resume continues it"), "{e}");
         let f = Fstrim::open(&t, &cfg(&ck, Resume::Yes)).unwrap();
-        assert_eq!(f.checkpoint().next_offset, 1 << 20);
+        assert_eq!(f.checkpoint().next_offset_bytes, 1 << 20);
         drop(f);
+        // the file system's size is part of what the checkpoint is checked against
+        let mut resized = other.clone();
+        resized.size_bytes = fs_bytes + (1 << 20);
+        resized.save(&ck).unwrap();
+        let e = Fstrim::open(&t, &cfg(&ck, Resume::Yes))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("has {fs_bytes} now")), "{e}");
         let f = Fstrim::open(&t, &cfg(&ck, Resume::Restart)).unwrap();
-        assert_eq!(f.checkpoint().next_offset, 0);
+        assert_eq!(f.checkpoint().next_offset_bytes, 0);
         drop(f);
+        // a file that is not fallow's is not touched without --overwrite,
+        // and not read as a checkpoint with it
         std::fs::write(&ck, "{\"x\": 1}").unwrap();
         let e = Fstrim::open(&t, &cfg(&ck, Resume::Yes))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("not a fallow trim checkpoint"), "{e}");
+        assert!(e.contains("--overwrite"), "{e}");
+        let mut forced = cfg(&ck, Resume::Yes);
+        forced.outputs = OutputGuard::new(true);
+        let e = Fstrim::open(&t, &forced).unwrap_err().to_string();
+        assert!(e.contains("not a fallow fstrim checkpoint"), "{e}");
         let mut bad = cfg(&ck, Resume::Restart);
         bad.options.insert("minlen".into(), "lots".into());
         let e = Fstrim::open(&t, &bad).unwrap_err().to_string();
         assert!(e.contains("--minlen"), "{e}");
-        let t = NativeTarget::parse(&format!("fstrim:{}", ck.display()))
+        std::fs::remove_file(&ck).unwrap();
+        std::fs::write(d.path().join("file"), "").unwrap();
+        let t = NativeTarget::parse(&format!("fstrim:{}", d.path().join("file").display()))
             .unwrap()
             .unwrap();
         let e = Fstrim::open(&t, &cfg(&ck, Resume::Restart))

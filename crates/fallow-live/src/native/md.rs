@@ -39,10 +39,13 @@
 //! run, or if fallow dies (the guardian's release actions), `idle` stops a
 //! held check and `sync_min`/`sync_max` go back to what the user had
 //! (normally `0` and `max`), as `mdcheck` leaves an array between its
-//! time-boxed runs. fallow keeps the next sector in an atomically written
-//! checkpoint, so `--resume` starts the next window there: a window cut
-//! short by a crash is done again, none is skipped.
+//! time-boxed runs. fallow keeps the next sector in an atomically written,
+//! checksummed checkpoint ([`OffsetCheckpoint`], checked against the array's
+//! size and chunk before it is trusted), so `--resume` starts the next
+//! window there: a window cut short by a crash is done again, none is
+//! skipped.
 
+use super::checkpoint::{check_paths, Bad, Detail, OffsetCheckpoint};
 use super::control::Control;
 use super::gate::Gate;
 use super::{Kind, NativeConfig, NativeExecutor, NativeReport, NativeTarget};
@@ -51,8 +54,8 @@ use crate::driver::{BgExecutor, Step};
 use crate::error::{Error, Result};
 use crate::monitor::StatSource;
 use crate::run::guardian::ReleaseAction;
-use crate::scrub::checkpoint::{lock, unix_now_s, write_atomically, Lock};
-use crate::scrub::{Resume, TokenBucket, Windows};
+use crate::scrub::checkpoint::Lock;
+use crate::scrub::{TokenBucket, Windows};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -136,55 +139,64 @@ fn parse_sync_max(text: &str) -> std::result::Result<Option<u64>, String> {
     }
 }
 
-/// fallow's progress of a check, in its checkpoint file.
+/// The md fields of its checkpoint ([`OffsetCheckpoint`]; positions
+/// there are bytes, sectors × 512).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct MdCheckpoint {
-    /// The target (`md:/dev/md0`).
-    pub target: String,
+pub struct MdDetail {
     /// `check` or `repair`.
     pub action: String,
-    /// Sectors of the check when it began.
-    pub total_sectors: u64,
-    /// The next window starts here, sectors.
-    pub next_sector: u64,
+    /// The array's chunk when the pass began, sectors: windows end on
+    /// chunk boundaries, so a resumed offset must be on one.
+    pub chunk_sectors: u64,
     /// `mismatch_cnt` of the checks of this pass that have ended (the
     /// kernel resets it when a check starts).
     pub mismatch_sectors: u64,
-    /// Windows run in this pass.
-    pub windows: u64,
-    /// The pass is complete.
-    pub complete: bool,
-    /// Which pass (1 for the first).
-    pub pass: u64,
-    /// When it was last written, Unix s.
-    pub updated_unix_s: u64,
 }
 
-impl MdCheckpoint {
-    /// The checkpoint at `path`, if there is one.
-    pub fn load(path: &Path) -> Result<Option<MdCheckpoint>> {
-        let text = match std::fs::read(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(path, "cannot read the checkpoint", e)),
-        };
-        serde_json::from_slice(&text)
-            .map(Some)
-            .map_err(|e| Error::Parse {
-                path: path.to_path_buf(),
-                message: format!("not a fallow md checkpoint: {e}"),
-            })
+impl Detail for MdDetail {
+    const KIND: &'static Kind = &KIND;
+
+    fn job(&self) -> String {
+        self.action.clone()
     }
 
-    /// Write it atomically.
-    pub fn save(&mut self, path: &Path) -> Result<()> {
-        self.updated_unix_s = unix_now_s();
-        let mut text = serde_json::to_vec_pretty(self).expect("a checkpoint serialises");
-        text.push(b'\n');
-        write_atomically(path, &text)
+    fn min_step_bytes(&self) -> u64 {
+        self.chunk_sectors.saturating_mul(SECTOR_BYTES)
+    }
+
+    fn validate(&self, ck: &OffsetCheckpoint<Self>) -> std::result::Result<(), Bad> {
+        if self.action != "check" && self.action != "repair" {
+            return Err((
+                "action",
+                format!("{:?} is not check or repair", self.action),
+            ));
+        }
+        if self.chunk_sectors == 0 {
+            return Err(("chunk_sectors", "0".into()));
+        }
+        if ck.size_bytes % SECTOR_BYTES != 0 {
+            return Err((
+                "size_bytes",
+                format!("{} is not whole sectors", ck.size_bytes),
+            ));
+        }
+        let chunk_bytes = self.min_step_bytes();
+        if !ck.complete && ck.next_offset_bytes % chunk_bytes != 0 {
+            return Err((
+                "next_offset_bytes",
+                format!(
+                    "{} is not on a chunk boundary ({} sectors): windows end on one",
+                    ck.next_offset_bytes, self.chunk_sectors
+                ),
+            ));
+        }
+        Ok(())
     }
 }
+
+/// fallow's progress of a check, in its checkpoint file.
+pub type MdCheckpoint = OffsetCheckpoint<MdDetail>;
 
 /// An md array's check, run window by window.
 pub struct Md {
@@ -203,7 +215,7 @@ pub struct Md {
     user_max: String,
     /// The user's `sync_speed_max` when fallow set its own (`system` or KiB/s).
     user_speed_max: Option<String>,
-    /// A check of ours is held at `ck.next_sector` (its `sync_max`).
+    /// A check of ours is held at the checkpoint's next sector (its `sync_max`).
     held: bool,
     /// `mismatch_cnt` of the check now running.
     running_mismatches: u64,
@@ -250,6 +262,14 @@ impl Md {
                 format!("`{action}`: use check or repair"),
             ));
         }
+        // the checkpoint path is checked before anything is read or written
+        let ck_path = cfg.checkpoint_path.clone().ok_or_else(|| {
+            Error::invalid(
+                "--checkpoint",
+                format!("{label}: a checkpoint file is needed"),
+            )
+        })?;
+        check_paths(&ck_path, &cfg.outputs)?;
         let dir = PathBuf::from(format!("/sys/block/{name}/md"));
         let read = |f: &str| ctl.read(&dir.join(f));
         let state = read("sync_action").map_err(|e| match e {
@@ -293,62 +313,28 @@ impl Md {
             .map_err(|_| parse_err("sync_min", format!("`{user_min}` is not a sector")))?;
         parse_sync_max(&user_max).map_err(|m| parse_err("sync_max", m))?;
 
-        let ck_path = cfg.checkpoint_path.clone().ok_or_else(|| {
-            Error::invalid(
-                "--checkpoint",
-                format!("{label}: a checkpoint file is needed"),
-            )
-        })?;
-        let lock = lock(&ck_path)?;
-        let fresh = MdCheckpoint {
-            target: label.clone(),
-            action: action.clone(),
-            total_sectors,
-            next_sector: 0,
-            mismatch_sectors: 0,
-            windows: 0,
-            complete: false,
-            pass: 1,
-            updated_unix_s: 0,
-        };
-        let existing = match cfg.resume {
-            Resume::Restart => None,
-            _ => MdCheckpoint::load(&ck_path)?,
-        };
-        let mismatch = |what: String| Error::CheckpointMismatch {
-            path: ck_path.clone(),
-            message: what,
-        };
-        let ck = match (existing, cfg.resume) {
-            (None, _) => fresh,
-            (Some(c), _) if c.target != label => {
-                return Err(mismatch(format!(
-                    "it belongs to {}, not {label}: give another --checkpoint, or --restart",
-                    c.target
-                )))
-            }
-            (Some(c), _) if c.total_sectors != total_sectors => {
-                return Err(mismatch(format!(
-                    "{label} had {} sectors when the checkpoint was made and has {total_sectors} now: --restart to start over",
-                    c.total_sectors
-                )))
-            }
-            (Some(c), Resume::Yes) if c.complete => MdCheckpoint {
-                pass: c.pass + 1,
-                ..fresh
+        let fresh = MdCheckpoint::new(
+            &label,
+            total_sectors * SECTOR_BYTES,
+            MdDetail {
+                action: action.clone(),
+                chunk_sectors,
+                mismatch_sectors: 0,
             },
-            (Some(c), Resume::Yes) => MdCheckpoint { action, ..c },
-            (Some(c), _) if !c.complete => {
-                return Err(mismatch(format!(
-                    "an unfinished {} of {label} is at sector {} of {}: --resume continues it, --restart starts over",
-                    c.action, c.next_sector, c.total_sectors
-                )))
-            }
-            (Some(c), _) => MdCheckpoint {
-                pass: c.pass + 1,
-                ..fresh
-            },
-        };
+        );
+        let (ck, lock) =
+            OffsetCheckpoint::open(&ck_path, &cfg.outputs, cfg.resume, fresh, |old, new| {
+                old.action = new.action.clone()
+            })?;
+        if ck.detail.chunk_sectors != chunk_sectors {
+            return Err(Error::CheckpointMismatch {
+                path: ck_path,
+                message: format!(
+                    "{label} had chunks of {} sectors when the checkpoint was made and has {chunk_sectors} now: --restart to start over",
+                    ck.detail.chunk_sectors
+                ),
+            });
+        }
 
         let devices = members(ctl.as_ref(), &dir, &name)?;
         let sources = devices
@@ -363,7 +349,7 @@ impl Md {
             chunk_sectors,
             devices,
             gate: Gate::new(&sources)?,
-            resumed_from: ck.next_sector,
+            resumed_from: ck.next_offset_bytes / SECTOR_BYTES,
             ck,
             ck_path,
             _lock: lock,
@@ -404,6 +390,16 @@ impl Md {
         &self.ck
     }
 
+    /// The next window starts here, sectors.
+    fn next_sector(&self) -> u64 {
+        self.ck.next_offset_bytes / SECTOR_BYTES
+    }
+
+    /// Sectors of the check.
+    fn total_sectors(&self) -> u64 {
+        self.ck.size_bytes / SECTOR_BYTES
+    }
+
     fn path(&self, f: &str) -> PathBuf {
         self.dir.join(f)
     }
@@ -432,7 +428,7 @@ impl Md {
     }
 
     fn run_bytes(&self) -> u64 {
-        self.ck.next_sector.saturating_sub(self.resumed_from) * SECTOR_BYTES
+        self.next_sector().saturating_sub(self.resumed_from) * SECTOR_BYTES
     }
 
     /// The window after `start` for a request of `size_bytes`: whole
@@ -442,7 +438,7 @@ impl Md {
         let chunks = sectors.div_ceil(self.chunk_sectors);
         start
             .saturating_add(chunks * self.chunk_sectors)
-            .min(self.ck.total_sectors)
+            .min(self.total_sectors())
     }
 
     /// Stop a held check (`idle`) and put `sync_min`/`sync_max` back.
@@ -462,7 +458,7 @@ impl Md {
                 std::thread::sleep(POLL);
             }
             self.held = false;
-            self.ck.mismatch_sectors += std::mem::take(&mut self.running_mismatches);
+            self.ck.detail.mismatch_sectors += std::mem::take(&mut self.running_mismatches);
         }
         // sync_min first: it may not exceed sync_max
         self.write("sync_min", &self.user_min.clone())?;
@@ -533,9 +529,9 @@ impl BgExecutor for Md {
         if self.ck.complete || self.max_bytes.is_some_and(|m| self.run_bytes() >= m) {
             return Ok(Step::Finished);
         }
-        let start = self.ck.next_sector;
+        let start = self.next_sector();
         let end = self.window_end(start, size_bytes);
-        let last = end >= self.ck.total_sectors;
+        let last = end >= self.total_sectors();
         // the last window runs to the array's end, whatever its alignment
         let max = if last {
             "max".to_string()
@@ -552,7 +548,7 @@ impl BgExecutor for Md {
                 // sync_min can only be written while nothing runs
                 self.write("sync_min", &start.to_string())?;
                 self.write("sync_max", &max)?;
-                self.write("sync_action", &self.ck.action.clone())?;
+                self.write("sync_action", &self.ck.detail.action.clone())?;
                 self.held = true;
             }
             let mut last_done = start;
@@ -560,10 +556,11 @@ impl BgExecutor for Md {
             loop {
                 match self.completed()? {
                     SyncCompleted::Progress { done, total } => {
-                        if total != self.ck.total_sectors {
+                        if total != self.total_sectors() {
                             return Err(Error::Unsupported(format!(
                                 "{}: the array now has {total} sectors to check, not {}: it changed under the check",
-                                self.label, self.ck.total_sectors
+                                self.label,
+                                self.total_sectors()
                             )));
                         }
                         self.running_mismatches = self.mismatch_cnt()?;
@@ -586,7 +583,7 @@ impl BgExecutor for Md {
                             self.held = false;
                             return Err(Error::Unsupported(format!(
                                 "{}: the {} stopped before sector {end} (sync_action is idle): another program or an error stopped it; --resume redoes this window",
-                                self.label, self.ck.action
+                                self.label, self.ck.detail.action
                             )));
                         }
                     }
@@ -609,12 +606,12 @@ impl BgExecutor for Md {
             b.take((end - start) * SECTOR_BYTES, monotonic_ns());
         }
         self.requests += 1;
-        self.ck.windows += 1;
-        self.ck.next_sector = end;
+        self.ck.requests += 1;
+        self.ck.next_offset_bytes = end * SECTOR_BYTES;
         if last {
             self.ck.complete = true;
             // the finished check's count stays readable until the next starts
-            self.ck.mismatch_sectors += self.mismatch_cnt()?;
+            self.ck.detail.mismatch_sectors += self.mismatch_cnt()?;
             self.running_mismatches = 0;
             self.held = false;
         }
@@ -665,21 +662,21 @@ echo "$2" > sync_min && echo "$3" > sync_max || exit 1
     }
 
     fn report(&mut self) -> Result<NativeReport> {
-        let mismatches = self.ck.mismatch_sectors + self.running_mismatches;
+        let mismatches = self.ck.detail.mismatch_sectors + self.running_mismatches;
         let mut native = BTreeMap::new();
         native.insert("mismatch_cnt".to_string(), mismatches);
-        native.insert("windows".to_string(), self.ck.windows);
-        native.insert("next_sector".to_string(), self.ck.next_sector);
+        native.insert("windows".to_string(), self.ck.requests);
+        native.insert("next_sector".to_string(), self.next_sector());
         native.insert("chunk_sectors".to_string(), self.chunk_sectors);
         native.insert("pass".to_string(), self.ck.pass);
-        let repair = self.ck.action == "repair";
+        let repair = self.ck.detail.action == "repair";
         Ok(NativeReport {
             target: self.label.clone(),
             kind: "md".into(),
-            tool: format!("md sysfs sync_action={}", self.ck.action),
-            target_bytes: Some(self.ck.total_sectors * SECTOR_BYTES),
-            scrubbed_bytes: self.ck.next_sector * SECTOR_BYTES,
-            position_bytes: self.ck.next_sector * SECTOR_BYTES,
+            tool: format!("md sysfs sync_action={}", self.ck.detail.action),
+            target_bytes: Some(self.ck.size_bytes),
+            scrubbed_bytes: self.ck.next_offset_bytes,
+            position_bytes: self.ck.next_offset_bytes,
             run_bytes: self.run_bytes(),
             run_requests: self.requests,
             run_active_s: self.active_ns as f64 / 1e9,

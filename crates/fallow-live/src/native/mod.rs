@@ -20,6 +20,9 @@
 //! - [`control`]: [`Control`], how an executor runs the native tool's
 //!   commands and reads or writes sysfs-like files (for real, or against
 //!   a recorded tree in tests).
+//! - [`checkpoint`]: [`OffsetCheckpoint`], the checkpoint of the kinds
+//!   whose tool keeps no position (fstrim, md): guarded, atomic,
+//!   checksummed, checked against the target before it is resumed.
 //! - [`gate`]: [`gate::Gate`], the executor's own I/O as the monitor sees
 //!   it: everything a watched device does while the native job runs.
 //! - [`session`]: plan → executor → driver loop → report, so a front end
@@ -29,6 +32,7 @@
 //! line); nothing else names a kind.
 
 pub mod btrfs;
+pub mod checkpoint;
 pub mod control;
 pub mod fstrim;
 pub mod gate;
@@ -36,6 +40,7 @@ pub mod md;
 pub mod session;
 pub mod zfs;
 
+pub use checkpoint::OffsetCheckpoint;
 pub use control::{Control, Output, RecordedControl, SystemControl};
 pub use gate::{Gate, GateIo};
 pub use session::{NativeOutcome, NativeSession, SessionConfig, Watch};
@@ -44,6 +49,7 @@ use crate::driver::BgExecutor;
 use crate::error::{Error, Result};
 use crate::run::guardian::ReleaseAction;
 use crate::scrub::{Resume, Windows};
+use fallow_core::outpath::OutputGuard;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -175,6 +181,9 @@ pub struct NativeConfig {
     pub max_bytes: Option<u64>,
     /// Kind-specific `key=value` options (`minlen` for fstrim).
     pub options: BTreeMap<String, String>,
+    /// The guard `checkpoint_path` (and the files beside it) must pass:
+    /// the command's inputs and whether `--overwrite` was given.
+    pub outputs: OutputGuard,
 }
 
 impl Default for NativeConfig {
@@ -187,6 +196,7 @@ impl Default for NativeConfig {
             resume: Resume::No,
             max_bytes: None,
             options: BTreeMap::new(),
+            outputs: OutputGuard::default(),
         }
     }
 }

@@ -486,7 +486,7 @@ fn crc32(text: &str) -> u32 {
 
 /// The saved text: `body` (pretty JSON ending in `\n}`) with the checksum
 /// of `body` as its last member, and a final newline.
-fn with_checksum(body: &str) -> String {
+pub(crate) fn with_checksum(body: &str) -> String {
     let open = body.strip_suffix("\n}").unwrap_or(body);
     format!(
         "{open},\n  \"checksum\": \"crc32:{:08x}\"\n}}\n",
@@ -496,7 +496,7 @@ fn with_checksum(body: &str) -> String {
 
 /// Undo [`with_checksum`]: the body and the checksum stored, or `None`
 /// when the last member is not a well-formed checksum.
-fn split_checksum(text: &str) -> Option<(String, u32)> {
+pub(crate) fn split_checksum(text: &str) -> Option<(String, u32)> {
     let rest = text.strip_suffix("\"\n}\n")?;
     let at = rest.rfind(",\n  \"checksum\": \"crc32:")?;
     let hex = &rest[at + ",\n  \"checksum\": \"crc32:".len()..];

@@ -109,6 +109,46 @@ pub fn read_config<S: DeserializeOwned + Default>(path: &Path, command: &str) ->
     Ok(cfg)
 }
 
+/// Where settings that came from the config file were written, by the
+/// parameter names fallow-live's errors use for them (`--size`, `monitor`),
+/// so an error about a value from the file names the file, the table and
+/// the key (`f.toml: [scrub] size: …`) rather than a flag never given.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Sources(std::collections::BTreeMap<String, String>);
+
+impl Sources {
+    /// Note that the setting errors call `names` came from `[table] key`
+    /// of the file at `path`.
+    pub fn note(&mut self, names: &[&str], path: &Path, table: &str, key: &str) {
+        let label = format!("{}: [{table}] {key}", path.display());
+        for n in names {
+            self.0.insert(n.to_string(), label.clone());
+        }
+    }
+
+    /// `FILE: [table] key` for parameter `name`, if its value came from the file.
+    pub fn label(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+
+    /// A library error as the CLI reports it ([`crate::scrub::live_err`]),
+    /// naming the config key instead of the parameter when the value at
+    /// fault came from the file.
+    pub fn live_err(&self, e: fallow_live::Error) -> anyhow::Error {
+        let renamed = match &e {
+            fallow_live::Error::Invalid { name, message }
+            | fallow_live::Error::Core(fallow_core::Error::InvalidParameter { name, message }) => {
+                self.label(name).map(|l| format!("{l}: {message}"))
+            }
+            _ => None,
+        };
+        match renamed {
+            Some(m) => BadInput(m).into(),
+            None => crate::scrub::live_err(e),
+        }
+    }
+}
+
 /// A key's error on one line (toml puts "in `key`" on a line of its own).
 fn one_line(e: &toml::de::Error) -> String {
     e.to_string()

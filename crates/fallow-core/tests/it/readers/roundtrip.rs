@@ -6,7 +6,8 @@
 //! writers may emit lines out of time order, which the readers must sort,
 //! not drop. blkparse includes concurrent requests to one sector (issue 12:
 //! `D D C C` kept one of two), MSR files several hosts with the same disk
-//! numbers (issue 12: `hm,0` and `rsrch,0` were one device).
+//! numbers (issue 12: `hm,0` and `rsrch,0` were one device), also after a
+//! round trip through fallow's binary cache, which keeps the host names.
 
 use fallow_core::trace::{read_from, write_fallow_bin, Format, Op, ReadOptions};
 use fallow_core::Trace;
@@ -136,7 +137,7 @@ proptest! {
         prop_assert_eq!(t.report().format, Some(Format::Msr));
         let hosts: std::collections::BTreeSet<&str> =
             want.iter().map(|r| r.device.split(':').next().unwrap()).collect();
-        let got = got(&t, |id| {
+        let got_csv = got(&t, |id| {
             // One host: plain disk numbers; several: names.
             if hosts.len() == 1 {
                 format!("{}:{id}", hosts.iter().next().unwrap())
@@ -144,9 +145,26 @@ proptest! {
                 t.device_name(id).expect("every device has a name")
             }
         });
-        let devices: std::collections::BTreeSet<&String> = want.iter().map(|r| &r.device).collect();
+        let devices: std::collections::BTreeSet<String> =
+            want.iter().map(|r| r.device.clone()).collect();
         prop_assert_eq!(t.devices().len(), devices.len());
-        check(&t, want, got)?;
+        check(&t, want.clone(), got_csv)?;
+
+        // Converted to fallow's binary cache (`fallow convert`) and read
+        // back: every request on its (host, disk), every host named, and
+        // every device selectable by `host:disk` as in the CSV.
+        let mut bytes = Vec::new();
+        write_fallow_bin(&t, &mut bytes).unwrap();
+        let back = read(&bytes, None);
+        prop_assert_eq!(back.report().format, Some(Format::Fallow));
+        prop_assert_eq!(&back.report().hosts, &t.report().hosts);
+        let got_back = got(&back, |id| back.device_name(id).expect("every device has a name"));
+        check(&back, want, got_back)?;
+        for name in &devices {
+            let sel: fallow_core::trace::DeviceSel = name.parse().unwrap();
+            let id = back.resolve_device(&sel).expect("a device of the CSV is in the cache");
+            prop_assert_eq!(back.device_name(id), Some(name.clone()));
+        }
     }
 
     #[test]

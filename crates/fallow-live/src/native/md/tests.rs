@@ -7,6 +7,8 @@ use super::*;
 use crate::driver::DriverConfig;
 use crate::native::control::RecordedControl;
 use crate::native::session::{NativeSession, SessionConfig, Watch};
+use crate::scrub::Resume;
+use fallow_core::outpath::OutputGuard;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -238,7 +240,7 @@ fn a_whole_check_runs_window_by_window_through_the_driver() {
     );
     let c = MdCheckpoint::load(&ck).unwrap().unwrap();
     assert!(
-        c.complete && c.next_sector == TOTAL && c.mismatch_sectors == 24,
+        c.complete && c.next_offset_bytes == TOTAL * 512 && c.detail.mismatch_sectors == 24,
         "{c:?}"
     );
 }
@@ -327,7 +329,10 @@ fn the_guardians_release_actions_undo_a_held_check() {
         ),
         ("idle".into(), "0".into(), "max".into())
     );
-    assert_eq!(MdCheckpoint::load(&ck).unwrap().unwrap().next_sector, 6144);
+    assert_eq!(
+        MdCheckpoint::load(&ck).unwrap().unwrap().next_offset_bytes,
+        6144 * 512
+    );
 }
 
 fn wait_for(mut cond: impl FnMut() -> bool) {
@@ -360,6 +365,113 @@ fn busy_absent_and_misconfigured_arrays_are_clear_errors() {
     put(&md.join("component_size"), "lots\n");
     let e = open("md:/dev/md0", &native_cfg(&ck, Resume::No, None));
     assert!(e.contains("component_size") && e.contains("`lots`"), "{e}");
+}
+
+/// The checkpoint passes the output guard before anything is written, and
+/// a checkpoint is checked against the array (its size, its chunk) before
+/// `--resume` trusts it (issue 12).
+#[test]
+fn checkpoints_are_guarded_and_checked_against_the_array() {
+    let (dir, _md) = tree();
+    let ctl: Arc<dyn Control> = Arc::new(RecordedControl::new(dir.path()));
+    let open = |c: &NativeConfig| Md::open(&target(), c, ctl.clone()).map(drop);
+    let err = |c: &NativeConfig| open(c).unwrap_err().to_string();
+    // a device node, a directory: refused even with --overwrite
+    for (p, what) in [
+        (Path::new("/dev/null"), "character device"),
+        (dir.path(), "directory"),
+    ] {
+        let mut c = native_cfg(p, Resume::Restart, None);
+        c.outputs = OutputGuard::new(true);
+        let e = err(&c);
+        assert!(e.contains("--checkpoint") && e.contains(what), "{e}");
+    }
+    // an input of the command (a config file, say), through a symlink too
+    let input = dir.path().join("fallow.toml");
+    std::fs::write(&input, "[scrub]\n").unwrap();
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&input, &link).unwrap();
+    let mut c = native_cfg(&link, Resume::Restart, None);
+    c.outputs = OutputGuard::new(true).input(&input);
+    assert!(err(&c).contains("input of this command"));
+    // a file fallow does not recognise: only with --overwrite, untouched before
+    let notes = dir.path().join("notes.json");
+    std::fs::write(&notes, "my notes\n").unwrap();
+    let e = err(&native_cfg(&notes, Resume::Restart, None));
+    assert!(
+        e.contains("--overwrite") && e.contains("not a fallow checkpoint"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes\n");
+    assert!(!crate::scrub::checkpoint::lock_path(&notes).exists());
+    let mut c = native_cfg(&notes, Resume::Restart, None);
+    c.outputs = OutputGuard::new(true);
+    open(&c).unwrap();
+    // fallow's own (an fstrim checkpoint here) is replaced by --restart
+    let ck = dir.path().join("md0.json");
+    let mut other = crate::native::fstrim::TrimCheckpoint::new(
+        "fstrim:/srv",
+        1 << 30,
+        crate::native::fstrim::TrimDetail {
+            minlen_bytes: 0,
+            trimmed_bytes: 0,
+        },
+    );
+    other.save(&ck).unwrap();
+    open(&native_cfg(&ck, Resume::Restart, None)).unwrap();
+    // against the array: the size and the chunk it had
+    let fresh = |total_sectors: u64, chunk_sectors: u64| {
+        let mut c = MdCheckpoint::new(
+            "md:/dev/md0",
+            total_sectors * 512,
+            MdDetail {
+                action: "check".into(),
+                chunk_sectors,
+                mismatch_sectors: 0,
+            },
+        );
+        c.next_offset_bytes = 4 * chunk_sectors * 512;
+        c.requests = 4;
+        c.save(&ck).unwrap();
+    };
+    fresh(TOTAL, CHUNK);
+    open(&native_cfg(&ck, Resume::Yes, None)).unwrap();
+    fresh(TOTAL * 2, CHUNK);
+    let e = err(&native_cfg(&ck, Resume::Yes, None));
+    assert!(
+        e.contains("had 67108864 bytes") && e.contains("--restart"),
+        "{e}"
+    );
+    fresh(TOTAL, CHUNK / 2);
+    let e = err(&native_cfg(&ck, Resume::Yes, None));
+    assert!(
+        e.contains("chunks of 512 sectors") && e.contains("--restart"),
+        "{e}"
+    );
+    // edited: the checksum disagrees; off a chunk boundary: refused by field
+    fresh(TOTAL, CHUNK);
+    let text = std::fs::read_to_string(&ck).unwrap();
+    std::fs::write(&ck, text.replace("\"requests\": 4", "\"requests\": 3")).unwrap();
+    let e = err(&native_cfg(&ck, Resume::Yes, None));
+    assert!(e.contains("`checksum`"), "{e}");
+    let mut c = MdCheckpoint::new(
+        "md:/dev/md0",
+        TOTAL * 512,
+        MdDetail {
+            action: "check".into(),
+            chunk_sectors: CHUNK,
+            mismatch_sectors: 0,
+        },
+    );
+    c.next_offset_bytes = 5000 * 512;
+    c.requests = 1;
+    let body = serde_json::to_string_pretty(&c).unwrap();
+    std::fs::write(&ck, crate::scrub::checkpoint::with_checksum(&body)).unwrap();
+    let e = err(&native_cfg(&ck, Resume::Yes, None));
+    assert!(
+        e.contains("`next_offset_bytes`") && e.contains("chunk boundary"),
+        "{e}"
+    );
 }
 
 #[test]

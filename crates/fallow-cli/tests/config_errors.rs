@@ -1,0 +1,192 @@
+//! A bad value in the TOML config is reported as `FILE: [table] key: …`
+//! (issue 12), also when the check that finds it runs later, in
+//! fallow-live, which names parameters by their flags. A flag's bad value
+//! still names the flag.
+
+mod common;
+
+use common::{bad_input, fallow};
+use std::path::{Path, PathBuf};
+
+/// A 1 MiB scrub target and a config of `text` beside it.
+fn setup(text: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let target = d.path().join("data.img");
+    std::fs::write(&target, vec![0u8; 1 << 20]).unwrap();
+    let cfg = d.path().join("fallow.toml");
+    std::fs::write(&cfg, text).unwrap();
+    (d, target, cfg)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `fallow scrub TARGET --config CFG` with a checkpoint in the scratch dir.
+fn scrub_with(text: &str, extra: &[&str], needles: &[&str]) {
+    let (d, target, cfg) = setup(text);
+    let ck = d.path().join("ck.json");
+    let mut args = vec![
+        "scrub",
+        s(&target),
+        "--config",
+        s(&cfg),
+        "--checkpoint",
+        s(&ck),
+    ];
+    // no monitor of this machine's disks unless the case is about it
+    if !text.contains("monitor =") {
+        args.extend_from_slice(&["--monitor", "none"]);
+    }
+    args.extend_from_slice(extra);
+    let key = |k: &str| format!("{}: {k}", cfg.display());
+    let needles: Vec<String> = needles
+        .iter()
+        .map(|n| match n.strip_prefix('@') {
+            Some(k) => key(k),
+            None => n.to_string(),
+        })
+        .collect();
+    let refs: Vec<&str> = needles.iter().map(String::as_str).collect();
+    bad_input(&args, &refs);
+    // nothing was written: neither the checkpoint nor its lock (the
+    // monitor starts after the scrubber has set up its checkpoint)
+    if !text.contains("monitor =") {
+        assert!(!ck.exists() && !d.path().join("ck.json.lock").exists());
+    }
+}
+
+#[test]
+fn values_checked_in_fallow_live_name_the_file_table_and_key() {
+    // a request larger than the 1 GiB bound (checked by the scrubber)
+    scrub_with(
+        "[scrub]\nsize = \"2GiB\"\n",
+        &[],
+        &["@[scrub] size:", "1 GiB"],
+    );
+    // a staggered order of 0 regions
+    scrub_with(
+        "[scrub]\norder = \"staggered\"\nregions = 0\n",
+        &[],
+        &["@[scrub] regions:", "at least 1"],
+    );
+    // regions with a sequential order, whichever of the two the file gave
+    scrub_with(
+        "[scrub]\norder = \"sequential\"\nregions = 8\n",
+        &[],
+        &["@[scrub] regions:", "staggered"],
+    );
+    scrub_with(
+        "[scrub]\norder = \"sequential\"\n",
+        &["--regions", "8"],
+        &["@[scrub] order:", "--regions"],
+    );
+    // a policy that does not exist, from either table
+    scrub_with(
+        "[scrub]\npolicy = \"no-such-policy\"\n",
+        &[],
+        &["@[scrub] policy", "no-such-policy"],
+    );
+    scrub_with(
+        "[live]\npolicy = \"no-such-policy\"\n",
+        &[],
+        &["@[live] policy", "no-such-policy"],
+    );
+    // a disk to watch that does not exist, from either table
+    scrub_with(
+        "[live]\nmonitor = \"nosuchdev\"\n",
+        &[],
+        &["@[live] monitor:", "no block device `nosuchdev`"],
+    );
+    scrub_with(
+        "[live]\nmonitor = \"sda\"\n[scrub]\nmonitor = \"nosuchdev\"\n",
+        &[],
+        &["@[scrub] monitor:", "nosuchdev"],
+    );
+    // already checked where the file is read: the rate
+    scrub_with(
+        "[scrub]\nmax_rate = \"fast\"\n",
+        &[],
+        &["@[scrub] max_rate:", "fast"],
+    );
+}
+
+#[test]
+fn the_same_values_as_flags_name_the_flag() {
+    let (d, target, _) = setup("");
+    let ck = d.path().join("ck.json");
+    bad_input(
+        &[
+            "scrub",
+            s(&target),
+            "--monitor",
+            "none",
+            "--checkpoint",
+            s(&ck),
+            "--size",
+            "2GiB",
+        ],
+        &["--size"],
+    );
+    let o = fallow(&[
+        "scrub",
+        s(&target),
+        "--monitor",
+        "none",
+        "--checkpoint",
+        s(&ck),
+        "--policy",
+        "no-such-policy",
+    ]);
+    let e = common::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("from --policy") && !e.contains("fallow.toml"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_output_from_the_config_is_named_by_its_key() {
+    // the block scrub's checkpoint and log, from [scrub]
+    let (d, target, cfg) = setup("[scrub]\ncheckpoint = \"notes.txt\"\n");
+    std::fs::write(d.path().join("notes.txt"), "mine\n").unwrap();
+    bad_input(
+        &[
+            "scrub",
+            s(&target),
+            "--monitor",
+            "none",
+            "--config",
+            s(&cfg),
+        ],
+        &[
+            &format!("{}: [scrub] checkpoint:", cfg.display()),
+            "--overwrite",
+        ],
+    );
+    std::fs::write(
+        &cfg,
+        "[scrub]\ncheckpoint = \"ck.json\"\nlog = \"data.img\"\n",
+    )
+    .unwrap();
+    bad_input(
+        &[
+            "scrub",
+            s(&target),
+            "--monitor",
+            "none",
+            "--config",
+            s(&cfg),
+        ],
+        &[
+            &format!("{}: [scrub] log:", cfg.display()),
+            "input of this command",
+        ],
+    );
+    assert_eq!(std::fs::read(&target).unwrap(), vec![0u8; 1 << 20]);
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("notes.txt")).unwrap(),
+        "mine\n"
+    );
+}
