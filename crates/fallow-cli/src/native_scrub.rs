@@ -115,7 +115,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
         guardian: Some(crate::invocation::guardian()?),
     };
     let mut session = NativeSession::open(&t, &ncfg, &scfg, Arc::new(SystemControl::new()))
-        .map_err(|e| s.sources.live_err(e))
+        .map_err(|e| live_err(s.sources.rename(e)))
         .with_context(|| format!("{t} (policy {} from {})", s.policy, s.policy_from))?;
 
     let signals = Signals::install()?;

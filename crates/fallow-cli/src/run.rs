@@ -20,8 +20,7 @@ use crate::{exit_code_of, message, BadInput};
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_live::run::{
-    guard, native_alternative, FreezerKind, GuardianSpec, RunNote, RunSession,
-    RunSignals, RunStats,
+    guard, native_alternative, FreezerKind, GuardianSpec, RunNote, RunSession, RunSignals, RunStats,
 };
 use fallow_live::settings::{Command, Flags, Settings};
 use fallow_live::{DriveReport, MonitorStats};

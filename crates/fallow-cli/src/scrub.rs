@@ -312,7 +312,7 @@ pub fn run(args: ScrubArgs) -> Result<()> {
             .flatten(),
         ),
     };
-    let mut session = ScrubSession::open(&plan).map_err(live_err)?;
+    let mut session = ScrubSession::open(&plan).map_err(|e| live_err(s.sources.rename(e)))?;
     let warnings = session.warnings().to_vec();
     if !args.json {
         for w in &warnings {

@@ -452,10 +452,9 @@ pub(crate) fn serve_text(
     })
 }
 
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
+/// Answer scrapes with what `encode` returns (OpenMetrics text), in the
+/// format the scraper's `Accept` header asks for.
 fn answer(server: &tiny_http::Server, encode: &dyn Fn() -> String) {
-fn answer(server: &tiny_http::Server, metrics: &Metrics) {
     for req in server.incoming_requests() {
         let path = req.url().split('?').next().unwrap_or("");
         let response = match (req.method(), path) {
@@ -468,8 +467,11 @@ fn answer(server: &tiny_http::Server, metrics: &Metrics) {
                 let format = Format::negotiate(accept);
                 let header = tiny_http::Header::from_bytes("Content-Type", format.content_type())
                     .expect("a valid static header");
-                tiny_http::Response::from_string(encode()).with_header(header)
-                tiny_http::Response::from_string(metrics.encode_as(format)).with_header(header)
+                let body = match format {
+                    Format::OpenMetrics => encode(),
+                    Format::Text004 => exposition::openmetrics_to_text004(&encode()),
+                };
+                tiny_http::Response::from_string(body).with_header(header)
             }
             (_, "/") => tiny_http::Response::from_string("fallow metrics: see /metrics\n"),
             _ => {

@@ -5,9 +5,7 @@
 //! against the always-on disk — plus the tables. Same stylesheet and
 //! plotting module as the other reports.
 
-use super::svg::{
-    esc, series_style, Axis, BarSeries, Chart, Color, Layer, Scale, Swatch, Unit,
-};
+use super::svg::{esc, series_style, Axis, BarSeries, Chart, Color, Layer, Scale, Swatch, Unit};
 use crate::energy::{describe_power, headlines, joules, EnergyReport};
 use crate::human::{bytes, count, pct, secs};
 use anyhow::Result;

@@ -131,20 +131,36 @@ impl Sources {
         self.0.get(name).map(String::as_str)
     }
 
-    /// A library error as the CLI reports it ([`crate::scrub::live_err`]),
-    /// naming the config key instead of the parameter when the value at
-    /// fault came from the file.
-    pub fn live_err(&self, e: fallow_live::Error) -> anyhow::Error {
-        let renamed = match &e {
-            fallow_live::Error::Invalid { name, message }
-            | fallow_live::Error::Core(fallow_core::Error::InvalidParameter { name, message }) => {
-                self.label(name).map(|l| format!("{l}: {message}"))
+    /// `e` with the parameter at fault renamed `FILE: [table] key` when its
+    /// value came from the file (an [`Error::Setting`] then), and a policy
+    /// from the file named by its table and key; other errors as they are.
+    pub fn rename(&self, e: Error) -> Error {
+        match e {
+            Error::Invalid {
+                ref name,
+                ref message,
             }
-            _ => None,
-        };
-        match renamed {
-            Some(m) => BadInput(m).into(),
-            None => crate::scrub::live_err(e),
+            | Error::Core(fallow_core::Error::InvalidParameter {
+                ref name,
+                ref message,
+            }) if self.label(name).is_some() => {
+                Error::Setting(format!("{}: {message}", self.label(name).unwrap_or(name)))
+            }
+            Error::Policy { spec, from, why } if from == "config" => Error::Policy {
+                spec,
+                from: self.label("--policy").map_or(from, str::to_string),
+                why,
+            },
+            Error::Context {
+                context,
+                why,
+                bad_input,
+            } => Error::Context {
+                context,
+                why: Box::new(self.rename(*why)),
+                bad_input,
+            },
+            e => e,
         }
     }
 }

@@ -12,7 +12,7 @@ pub mod config;
 
 pub use config::{
     choose_policy, read_config, read_tuned, relative_to, Config, MetricsAddr, PolicyChoice,
-    TunedChoice,
+    Sources, TunedChoice,
 };
 
 use crate::error::{Error, Result};
@@ -167,6 +167,9 @@ pub struct Settings {
     pub policy_from: &'static str,
     /// Where a policy that is not `--policy` was written (for errors).
     pub policy_source: Option<String>,
+    /// scrub: the config keys settings came from, so errors found later
+    /// (by the session) name the key rather than a flag never given.
+    pub sources: Sources,
     /// The tune result named, if any.
     pub tuned_path: Option<PathBuf>,
     /// Its request size.
@@ -287,6 +290,72 @@ fn first<T>(flag: Option<T>, own: Option<T>, live: Option<T>) -> Option<T> {
     flag.or(own).or(live)
 }
 
+/// Which scrub settings came from the config file, under the names
+/// fallow-live's errors give them (a flag, or `monitor`), so those errors
+/// name the file, table and key.
+fn scrub_sources(a: &Flags, cfg: &Config<ScrubSection>, policy_from: &str) -> Sources {
+    let (live, sc, p) = (&cfg.live, &cfg.own, cfg.path.as_path());
+    let mut s = Sources::default();
+    if policy_from == "config" {
+        let table = if sc.policy.is_some() { "scrub" } else { "live" };
+        s.note(&["--policy", "policy"], p, table, "policy");
+    }
+    let own: [(bool, &[&str], &str); 6] = [
+        (a.size.is_none() && sc.size.is_some(), &["--size"], "size"),
+        (
+            a.regions.is_none() && sc.regions.is_some(),
+            &["--regions"],
+            "regions",
+        ),
+        (
+            a.max_rate.is_none() && sc.max_rate.is_some(),
+            &["--max-rate"],
+            "max_rate",
+        ),
+        (
+            a.windows.is_empty() && sc.windows.is_some(),
+            &["--window"],
+            "windows",
+        ),
+        (
+            a.checkpoint.is_none() && sc.checkpoint.is_some(),
+            &["--checkpoint"],
+            "checkpoint",
+        ),
+        (a.log.is_none() && sc.log.is_some(), &["--log"], "log"),
+    ];
+    for (from_file, names, key) in own {
+        if from_file {
+            s.note(names, p, "scrub", key);
+        }
+    }
+    // [scrub] overrides [live] for the keys both hold
+    let shared: [(bool, &[&str], &str, bool, bool); 2] = [
+        (
+            a.monitor.is_some(),
+            &["--monitor", "monitor"],
+            "monitor",
+            sc.monitor.is_some(),
+            live.monitor.is_some(),
+        ),
+        (
+            a.interval_ns.is_some(),
+            &["--interval", "monitor interval"],
+            "interval",
+            sc.interval.is_some(),
+            live.interval.is_some(),
+        ),
+    ];
+    for (flag, names, key, own, shared) in shared {
+        match (flag, own, shared) {
+            (false, true, _) => s.note(names, p, "scrub", key),
+            (false, false, true) => s.note(names, p, "live", key),
+            _ => {}
+        }
+    }
+    s
+}
+
 impl Settings {
     /// Resolve `flags` for `command` (see the module doc).
     pub fn resolve(command: Command, flags: &Flags) -> Result<Settings> {
@@ -303,6 +372,7 @@ impl Settings {
             policy: choice.spec,
             policy_from: choice.from,
             policy_source: None,
+            sources: Sources::default(),
             tuned_path: None,
             tuned_size: choice.tuned.as_ref().map(|t| t.request_size_bytes),
             bg_service: choice.tuned.as_ref().and_then(|t| t.bg_service),
@@ -355,9 +425,19 @@ impl Settings {
         let regions = a.regions.or(sc.regions);
         s.order = match (a.order.or(sc.order), regions) {
             (Some(OrderChoice::Sequential), Some(_)) => {
-                return Err(Error::Setting(
-                    "--regions goes with --order staggered, not sequential".into(),
-                ))
+                return Err(match (a.order, a.regions) {
+                    (Some(_), Some(_)) => Error::Setting(
+                        "--regions goes with --order staggered, not sequential".into(),
+                    ),
+                    (_, None) => cfg.bad(
+                        "scrub",
+                        "regions",
+                        "goes with order staggered, not sequential",
+                    ),
+                    (None, Some(_)) => {
+                        cfg.bad("scrub", "order", "sequential does not go with --regions")
+                    }
+                })
             }
             (Some(OrderChoice::Sequential), None) => Some(Order::Sequential),
             (Some(OrderChoice::Staggered), r) | (None, r @ Some(_)) => Some(Order::Staggered {
@@ -405,6 +485,7 @@ impl Settings {
         .unwrap_or(DEFAULT_INTERVAL_NS);
         s.seed = first(a.seed, sc.seed, live.seed).unwrap_or(1);
         s.metrics = cfg.metrics_addr(a.metrics.as_deref());
+        s.sources = scrub_sources(a, &cfg, s.policy_from);
         Ok(s)
     }
 

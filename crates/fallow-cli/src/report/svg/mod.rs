@@ -113,7 +113,10 @@ impl Marker {
     pub(crate) fn svg(self, x: f64, y: f64, r: f64, color: Color, hollow: bool) -> String {
         let c = color.class();
         let paint = if hollow {
-            format!(r#"class="mk mk-{} s-{c}" fill="none" stroke-width="1.8""#, self.name())
+            format!(
+                r#"class="mk mk-{} s-{c}" fill="none" stroke-width="1.8""#,
+                self.name()
+            )
         } else {
             format!(r#"class="mk mk-{} f-{c}""#, self.name())
         };
