@@ -127,7 +127,26 @@ fn fg_reads(dev: &str, on_s: u32, off_s: u32) -> Child {
          dd if={dev} of=/dev/null bs=4k count=1 iflag=direct skip=$((i * 997 % 200000)) 2>/dev/null; \
          i=$((i+1)); sleep 0.02; done; sleep {off_s}; done"
     );
-    Command::new("sh").args(["-c", &script]).spawn().unwrap()
+    // its own process group with no inherited output: stop_fg ends the
+    // `sleep`s and `dd`s with the shell, and nothing left behind holds the
+    // test's stdout open
+    use std::os::unix::process::CommandExt;
+    Command::new("sh")
+        .args(["-c", &script])
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// End the FG reader started by [`fg_reads`] and all its children.
+fn stop_fg(fg: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", fg.id())])
+        .status();
+    let _ = fg.wait();
 }
 
 /// `fallow run` with its standard error read line by line, each line with
@@ -231,8 +250,7 @@ fn a_btrfs_scrub_frozen_in_vain_is_reported_within_a_second() {
     std::thread::sleep(Duration::from_millis(400));
     let mut fg = fg_reads(&fs.dev, 3, 3600);
     let st = wait_exit(&mut child, Duration::from_secs(120));
-    fg.kill().unwrap();
-    fg.wait().unwrap();
+    stop_fg(&mut fg);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let samples = sampler.join().unwrap();
     let read_mib = (sectors_read(fs.name()) - before) as f64 * 512.0 / (1 << 20) as f64;
@@ -341,8 +359,7 @@ fn dd_that_reads_only_while_running_is_not_flagged() {
     let (mut child, lines) =
         run_watched(&["--device", &fs.dev, "--", "sh", "-c", &script], &report);
     let st = wait_exit(&mut child, Duration::from_secs(120));
-    fg.kill().unwrap();
-    fg.wait().unwrap();
+    stop_fg(&mut fg);
     let text: Vec<String> = lines.try_iter().map(|(_, l)| l).collect();
     assert!(st.success(), "{st}: {text:#?}");
     assert!(
