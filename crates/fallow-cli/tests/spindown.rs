@@ -723,3 +723,58 @@ fn each_wake_names_the_process_that_caused_it() {
     assert!(wake.get("unattributed").is_none(), "{wake}");
     assert!(err.contains(&format!("by dd[{dd_pid}]")), "{err}");
 }
+
+#[test]
+fn prometheus_metrics_show_spin_downs_time_and_energy_per_disk() {
+    let test = "prometheus_metrics_show_spin_downs_time_and_energy_per_disk";
+    if !can_emulate(test) {
+        return;
+    }
+    use std::io::{BufRead, BufReader, Read, Write};
+    let (dir, mnt, _cleanup) = emulated(16 << 20, "const:2ms", FAST);
+    let mut child = start_daemon(&[
+        "spindown",
+        mnt.to_str().unwrap(),
+        "--policy",
+        "timeout:t=0.3s",
+        "--poll",
+        "10ms",
+        "--duration",
+        "1.5s",
+        "--metrics",
+        "127.0.0.1:0",
+        "--state",
+        dir.path().join("s.json").to_str().unwrap(),
+    ]);
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut addr = None;
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 {
+        if let Some(rest) = line.split("metrics at http://").nth(1) {
+            addr = Some(rest.trim().trim_end_matches("/metrics").to_string());
+            break;
+        }
+        line.clear();
+    }
+    let addr = addr.expect("the daemon says where its metrics are");
+    // spun down at about 0.3 s
+    std::thread::sleep(Duration::from_millis(1000));
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    let disk = mnt.to_str().unwrap();
+    for needle in [
+        format!("fallow_spindown_spindowns{{disk=\"{disk}\"}} 1"),
+        format!("fallow_spindown_spinups{{disk=\"{disk}\"}} 0"),
+        format!("fallow_spindown_state_seconds{{disk=\"{disk}\",state=\"down\"}}"),
+        format!("fallow_spindown_energy_joules{{disk=\"{disk}\",state=\"power_cycle\"}} 6.4"),
+        format!("fallow_spindown_always_on_energy_joules{{disk=\"{disk}\"}}"),
+        format!("fallow_spindown_budget_per_day{{disk=\"{disk}\"}} 0"),
+    ] {
+        assert!(body.contains(&needle), "{needle} not in\n{body}");
+    }
+    let mut rest = String::new();
+    let _ = err.read_to_string(&mut rest);
+    assert!(child.wait().unwrap().success(), "{rest}");
+}

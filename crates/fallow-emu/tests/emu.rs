@@ -105,10 +105,15 @@ fn reads_return_the_image_and_writes_reach_it() {
     let disk = emu.disk_path();
     assert_eq!(disk, fx.mnt.canonicalize().unwrap().join("disk"));
     assert_eq!(std::fs::metadata(&disk).unwrap().len(), IMAGE_BYTES);
+    let mut names: Vec<String> = std::fs::read_dir(&fx.mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
     assert_eq!(
-        std::fs::read_dir(&fx.mnt).unwrap().count(),
-        1,
-        "one file in the mount"
+        names,
+        ["disk", "power", "stat"],
+        "the disk and its two small files"
     );
     let f = File::open(&disk).unwrap();
     let mut raw = Vec::new();
@@ -454,4 +459,53 @@ fn loop_device_over_the_disk_reaches_the_emulator() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     emu.unmount().unwrap();
+}
+
+#[test]
+fn the_power_file_spins_the_disk_down_and_the_next_read_pays_the_spin_up() {
+    let Some(fx) = fixture("the_power_file_spins_the_disk_down_and_the_next_read_pays_the_spin_up")
+    else {
+        return;
+    };
+    let mut c = config(&fx, fast());
+    c.power.spinup_ns = 200_000_000;
+    c.power.shutdown_ns = 50_000_000;
+    let emu = Emulator::mount(c, &fx.mnt).unwrap();
+    let power = emu.power_path();
+    let text = std::fs::read_to_string(&power).unwrap();
+    assert!(
+        text.starts_with("state idle\nspinups 0\nspindowns 0\n"),
+        "{text}"
+    );
+    std::fs::write(&power, "standby\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(emu.power().state, fallow_emu::PowerState::Standby);
+    // reading the counters did not wake it
+    assert_eq!(emu.power().spinups, 0);
+    let f = File::open(emu.disk_path()).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let t = std::time::Instant::now();
+    f.read_exact_at(&mut buf, 0).unwrap();
+    let waited = t.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(200),
+        "{waited:?}"
+    );
+    let p = emu.power();
+    assert_eq!((p.spinups, p.spindowns, p.delayed_requests), (1, 1, 1));
+    // the exposed delay is the spin-up, from the read's arrival
+    assert!(
+        p.exposed_delay_ns >= 200_000_000 && p.exposed_delay_ns < 400_000_000,
+        "{p:?}"
+    );
+    // stat in sysfs format, current
+    let stat = std::fs::read_to_string(fx.mnt.join("stat")).unwrap();
+    let v: Vec<u64> = stat
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert_eq!((v.len(), v[0], v[2]), (17, 1, 8));
+    // anything but `standby` is refused
+    let e = std::fs::write(&power, "wake\n").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(22));
 }

@@ -40,6 +40,12 @@
 //! - [`net`]: the monitor for a network interface (Eggert & Touch's
 //!   idletime scheduling for networks), and [`combine::either`], several
 //!   monitors as one.
+//! - [`settings`]: one [`settings::Settings`] for every live command, and
+//!   the one precedence (flags, config file, tune result, defaults).
+//! - Sessions, so a front end only converts settings and prints:
+//!   [`scrub::ScrubSession`], [`native::NativeSession`], [`run::RunSession`];
+//!   a scrub's [`Progress`] (done/total, pass, rate, ETA, bad ranges) is
+//!   published as it runs ([`progress`]).
 //! - [`clock`]: monotonic and thread-CPU time.
 //!
 //! ## Example
