@@ -10,6 +10,10 @@ pub(crate) fn detect(head: &[u8], path: &Path) -> Result<Format> {
     if head.starts_with(super::fallow_bin::MAGIC) {
         return Ok(Format::Fallow);
     }
+    // A magic number: more specific than the record-shape checks below.
+    if super::blktrace::looks_like(head) {
+        return Ok(Format::Blktrace);
+    }
     if super::hp_srt::looks_like(head) {
         return Ok(Format::HpSrt);
     }
@@ -19,9 +23,6 @@ pub(crate) fn detect(head: &[u8], path: &Path) -> Result<Format> {
         .unwrap_or_default();
     if name.contains(".vscsi") || super::vscsi::looks_like(head) {
         return Ok(Format::Vscsi);
-    }
-    if super::blktrace::looks_like(head) {
-        return Ok(Format::Blktrace);
     }
     if super::bpftrace::looks_like(head) {
         return Ok(Format::Bpftrace);

@@ -832,7 +832,9 @@ pub fn read_trace_tuned(
     if let Some(files) = blktrace::per_cpu_files(path) {
         let blk = match opts.format {
             Some(f) => f == Format::Blktrace,
-            None => gz || blktrace::looks_like(raw.buffer()),
+            // blktrace leaves an empty file for a CPU that saw no I/O;
+            // naming it still means the set.
+            None => gz || raw.buffer().is_empty() || blktrace::looks_like(raw.buffer()),
         };
         if blk {
             let CountingReader { progress, .. } = raw.into_inner();

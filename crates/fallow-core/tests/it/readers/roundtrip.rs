@@ -717,12 +717,14 @@ fn blktrace_per_cpu_files_are_read_as_one_trace() {
     cpu3.extend(blk_record(true, 9_000, 128, 8192, complete, dev, &[]));
     std::fs::write(dir.path().join("sdc.blktrace.0"), &cpu0).unwrap();
     std::fs::write(dir.path().join("sdc.blktrace.3"), &cpu3).unwrap();
+    // A CPU that saw no I/O leaves an empty file; naming it reads the set.
+    std::fs::write(dir.path().join("sdc.blktrace.1"), b"").unwrap();
     std::fs::write(
         dir.path().join("sdd.blktrace.0"),
         blk_record(true, 5, 0, 512, issue, 1, &[]),
     )
     .unwrap();
-    for name in ["sdc.blktrace.0", "sdc.blktrace.3"] {
+    for name in ["sdc.blktrace.0", "sdc.blktrace.1", "sdc.blktrace.3"] {
         let t =
             fallow_core::trace::read_trace(dir.path().join(name), &ReadOptions::default()).unwrap();
         assert_eq!(t.report().format, Some(Format::Blktrace));
