@@ -30,6 +30,10 @@ if [[ ! -x "$venv/bin/maturin" ]]; then
   exit 2
 fi
 "$venv/bin/python" -m pip install --quiet "twine>=5" "auditwheel>=6"
+# maturin builds for the interpreter it finds: the venv's, as dev-python.sh
+# does, so cargo reuses that build (another interpreter would rebuild pyo3
+# and everything above it: 8 min 51 s measured)
+export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"
 
 mkdir -p "$out"
 rm -f "$out"/fallow-*.whl "$out"/fallow-*.tar.gz
@@ -55,7 +59,9 @@ import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 assert any(n.endswith(".dist-info/licenses/" + sys.argv[2]) or n.endswith(".dist-info/" + sys.argv[2]) for n in names), (sys.argv[2], names)
 PY
-  tar tzf "$sdist" | grep -q "/$f\$" || { echo "release: $f not in $sdist" >&2; exit 1; }
+  # (the listing first: grep -q closing the pipe early would fail it under pipefail)
+  listing="$(tar tzf "$sdist")"
+  grep -q "^fallow-[^/]*/$f\$" <<<"$listing" || { echo "release: $f not in $sdist" >&2; exit 1; }
 done
 
 ls -l "$wheel" "$sdist"

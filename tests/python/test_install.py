@@ -65,7 +65,8 @@ def test_the_wheel_is_manylinux_abi3_stripped_and_licensed(wheel: Path) -> None:
         licenses = {Path(n).name for n in names if ".dist-info/" in n and "LICENSE" in n}
         assert {"LICENSE-MIT", "LICENSE-APACHE"} <= licenses, names
         entry = next(n for n in names if n.endswith("entry_points.txt"))
-        assert "fallow = fallow._cli:main" in z.read(entry).decode()
+        scripts = z.read(entry).decode().replace(" ", "")
+        assert "[console_scripts]\nfallow=fallow._cli:main" in scripts, scripts
         so = next(n for n in names if n.startswith("fallow/_fallow") and n.endswith(".so"))
         data = z.read(so)
     # stripped: no .symtab section (ELF64 little-endian section headers)
