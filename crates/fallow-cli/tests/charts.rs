@@ -84,13 +84,7 @@ fn distinct(svg: &str, what: &str) -> usize {
 
 fn demo_trace(dir: &Path) -> String {
     let out = dir.join("d");
-    let o = fallow(&[
-        "demo",
-        "--requests",
-        "2000",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = fallow(&["demo", "--requests", "2000", "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     out.join("trace.csv").to_str().unwrap().to_string()
 }
@@ -168,26 +162,24 @@ fn compare_pareto_and_energy_series_are_told_apart() {
     }
     assert!(charts >= 4, "{charts} energy line charts");
     // wide tables scroll inside their box instead of running off the page
-    assert!(page.contains("<div style=\"overflow-x:auto\">\n<table>"));
+    assert!(page.contains("<div style=\"overflow-x:auto\">\n<table class=\"wide-table\">"));
 }
 
 #[test]
 fn the_demo_report_opens_with_the_decision() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("d");
-    let o = fallow(&[
-        "demo",
-        "--requests",
-        "2000",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = fallow(&["demo", "--requests", "2000", "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = common::stdout(&o);
     let page = std::fs::read_to_string(out.join("report.html")).unwrap();
     // "What to do" comes before the characterisation
-    let what = page.find("<h2>What to do</h2>").expect("a decision section");
-    let workload = page.find("The workload</h2>").expect("the characterisation");
+    let what = page
+        .find("<h2>What to do</h2>")
+        .expect("a decision section");
+    let workload = page
+        .find("The workload</h2>")
+        .expect("the characterisation");
     assert!(what < workload);
     // the JSON's recommended setting is the one the page and stdout name,
     // with its live command
@@ -197,7 +189,10 @@ fn the_demo_report_opens_with_the_decision() {
     let spec = d["best"]["spec"].as_str().expect("a recommended setting");
     assert!(page.contains(&format!("Run <code>{spec}</code>")), "{spec}");
     let live = d["live_command"].as_str().unwrap();
-    assert!(live.starts_with("fallow scrub /dev/sdX --policy "), "{live}");
+    assert!(
+        live.starts_with("fallow scrub /dev/sdX --policy "),
+        "{live}"
+    );
     assert!(text.contains(live), "{text}");
     assert_eq!(d["baseline"]["policy"], "kernel-idle-class");
     // the figures reproduce: the simulate command prints the same throughput

@@ -117,14 +117,12 @@ fn prepare(cmd: &str, shared: Option<&Path>, dir: &Path) -> Result<String, Strin
 
 #[test]
 fn every_readme_command_runs_as_written() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-        .expect("README.md");
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .expect("README.md");
     let cmds = readme_commands(&readme);
     // the first-hour section's commands on the demo's trace are there
-    let on_demo: Vec<&String> = cmds
-        .iter()
-        .filter(|c| c.contains("fallow-demo/"))
-        .collect();
+    let on_demo: Vec<&String> = cmds.iter().filter(|c| c.contains("fallow-demo/")).collect();
     assert!(on_demo.len() >= 6, "{cmds:#?}");
 
     // the demo's trace, small (the README's is 200,000 requests; a debug
@@ -174,10 +172,7 @@ fn every_readme_command_runs_as_written() {
             String::from_utf8_lossy(&o.stderr),
             String::from_utf8_lossy(&o.stdout)
         );
-        eprintln!(
-            "ran in {:.1} s: {cmd}",
-            started.elapsed().as_secs_f64()
-        );
+        eprintln!("ran in {:.1} s: {cmd}", started.elapsed().as_secs_f64());
         ran += 1;
     }
     eprintln!("{ran} README commands ran, {skipped} skipped");

@@ -97,7 +97,11 @@ impl PyTrace {
             self.inner.len(),
             if self.inner.len() == 1 { "" } else { "s" },
             self.inner.devices().len(),
-            if self.inner.devices().len() == 1 { "" } else { "s" },
+            if self.inner.devices().len() == 1 {
+                ""
+            } else {
+                "s"
+            },
             self.inner.span_ns() as f64 / 1e9,
             format,
             if self.inner.completion_ns().is_some() {

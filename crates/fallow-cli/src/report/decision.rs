@@ -165,11 +165,7 @@ impl Decision {
                     (
                         "at the idle class's cost",
                         format!("{} MB/s", num(c.bg_throughput_bytes_per_s / 1e6)),
-                        format!(
-                            "{} at {}",
-                            setting(c),
-                            signed_pct(c.fg_slowdown)
-                        ),
+                        format!("{} at {}", setting(c), signed_pct(c.fg_slowdown)),
                     )
                 })) {
                     let _ = writeln!(
@@ -293,13 +289,7 @@ impl Decision {
             "",
         );
         if let Some(c) = &self.at_baseline_cost {
-            row(
-                &mut s,
-                "at its cost",
-                &c.policy,
-                Some(c),
-                "",
-            );
+            row(&mut s, "at its cost", &c.policy, Some(c), "");
         }
         s.push_str("</tbody>\n</table>\n</div>\n");
         s

@@ -2,7 +2,7 @@
 //! a chart plus a title and a one-sentence caption saying how to read it.
 //! Figure numbers in comments refer to the source papers.
 
-use super::svg::{Marker, Axis, BarSeries, Chart, Color, Dash, Layer, Scale, Swatch, Unit};
+use super::svg::{Axis, BarSeries, Chart, Color, Dash, Layer, Marker, Scale, Swatch, Unit};
 use crate::findings::{headline_wait_s, period_name};
 use crate::human::{corr, count, num, pct, prob, requests, secs};
 use fallow_core::Characterization;
@@ -554,7 +554,11 @@ fn busy_chart(histogram: &[(u64, u64)], threshold: u64) -> Chart {
     Chart::new(
         "Busy period lengths in requests",
         Axis::new("busy period length (requests)", Scale::Log, Unit::Number),
-        Axis::new("busy periods per doubling of length", Scale::Log, Unit::Number),
+        Axis::new(
+            "busy periods per doubling of length",
+            Scale::Log,
+            Unit::Number,
+        ),
     )
     .layer(Layer::Histogram {
         edges,
@@ -821,7 +825,10 @@ mod tests {
             // bars touch (but for the gap): each starts where the last ended
             if i > 0 {
                 let (px, pw, _) = b[i - 1];
-                assert!((px + pw + 1.0 - x).abs() < 0.05, "bar {i}: {px}+{pw} vs {x}");
+                assert!(
+                    (px + pw + 1.0 - x).abs() < 0.05,
+                    "bar {i}: {px}+{pw} vs {x}"
+                );
             }
         }
         // the 4–7 bin has 40 periods in one doubling, 8–11 30 in

@@ -46,7 +46,8 @@ pub(super) fn end_labels(out: &mut String, mut ends: Vec<EndLabel>, ym: &Map, x:
             r#"<g class="end-label"><title>{t}</title><line class="s-{c}" x1="{x:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke-width="2"{}/>{}<text class="annot t-{c}" x="{:.1}" y="{:.1}">{t}</text></g>"#,
             x + END_SWATCH - 4.0,
             e.dash.attr(),
-            e.marker.svg(x + (END_SWATCH - 4.0) / 2.0, y, 3.4, e.color, false),
+            e.marker
+                .svg(x + (END_SWATCH - 4.0) / 2.0, y, 3.4, e.color, false),
             x + END_SWATCH,
             y + FONT * 0.35,
             c = e.color.class(),
@@ -82,7 +83,10 @@ fn marker_positions(pieces: &[Vec<(f64, f64)>], marker: Marker) -> Vec<(f64, f64
             let l = seg_len(w[0], w[1]);
             while next <= walked + l && l > 0.0 {
                 let f = (next - walked) / l;
-                out.push((w[0].0 + f * (w[1].0 - w[0].0), w[0].1 + f * (w[1].1 - w[0].1)));
+                out.push((
+                    w[0].0 + f * (w[1].0 - w[0].0),
+                    w[0].1 + f * (w[1].1 - w[0].1),
+                ));
                 next += step;
             }
             walked += l;
