@@ -20,7 +20,10 @@ fn a_converted_trace_says_what_it_skipped_in_full() {
     assert!(o.status.success(), "{}", stderr(&o));
     // reading the source: the count, singular, and the one reason
     let err = stderr(&o);
-    assert!(err.contains("skipped 1 malformed record (--skip-bad); it was:"), "{err}");
+    assert!(
+        err.contains("skipped 1 malformed record (--skip-bad); it was:"),
+        "{err}"
+    );
     assert!(err.contains("line 4"), "{err}");
     // reading the cache: no dangling "the first:" with nothing after it
     let o = fallow(&["analyze", path_str(&fbt)]);
