@@ -162,7 +162,7 @@ fn compare_pareto_and_energy_series_are_told_apart() {
     }
     assert!(charts >= 4, "{charts} energy line charts");
     // wide tables scroll inside their box instead of running off the page
-    assert!(page.contains("<div style=\"overflow-x:auto\">\n<table>"));
+    assert!(page.contains("<div style=\"overflow-x:auto\">\n<table class=\"wide-table\">"));
 }
 
 #[test]

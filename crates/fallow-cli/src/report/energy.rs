@@ -278,7 +278,7 @@ fn stacked(runs: &[&EnergyRun]) -> Chart {
 
 fn table(r: &EnergyReport) -> String {
     let mut s = String::from(
-        "<section>\n<h2>Runs</h2>\n<div style=\"overflow-x:auto\">\n<table>\n<thead><tr>",
+        "<section>\n<h2>Runs</h2>\n<div style=\"overflow-x:auto\">\n<table class=\"wide-table\">\n<thead><tr>",
     );
     for head in [
         "policy",
@@ -343,7 +343,7 @@ fn bg_table(r: &EnergyReport) -> String {
         return String::new();
     };
     let mut s = format!(
-        "<section>\n<h2>BG work while the disk spins anyway</h2>\n<p class=\"intro\">{}</p>\n<div style=\"overflow-x:auto\">\n<table>\n<thead><tr>",
+        "<section>\n<h2>BG work while the disk spins anyway</h2>\n<p class=\"intro\">{}</p>\n<div style=\"overflow-x:auto\">\n<table class=\"wide-table\">\n<thead><tr>",
         esc(&format!(
             "{} of BG work in {} requests, started {} into an idle interval, only while the disk spins: it never wakes a sleeping disk and stops at the spin-down. Extra energy is the run with BG work minus the same run without.",
             bytes(plan.work_bytes),

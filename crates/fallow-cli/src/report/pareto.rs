@@ -79,7 +79,7 @@ fn chart(fronts: &[Front]) -> Chart {
         let (color, dash, marker, width) = if f.clairvoyant {
             clairvoyant += 1;
             let k = clairvoyant - 1;
-            let dash = [Dash::Dashed, Dash::DashDot, Dash::Dotted][k % 3];
+            let dash = [Dash::Dashed, Dash::LongShort, Dash::Dotted][k % 3];
             (Color::Muted, dash, Marker::CYCLE[(k + 3) % 7], 2.6)
         } else {
             deployable += 1;

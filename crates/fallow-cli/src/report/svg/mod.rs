@@ -44,8 +44,8 @@ pub enum Dash {
     Dashed,
     /// Dotted.
     Dotted,
-    /// Dash and dot.
-    DashDot,
+    /// Long dash, short dash.
+    LongShort,
 }
 
 impl Dash {
@@ -54,7 +54,7 @@ impl Dash {
             Dash::Solid => "",
             Dash::Dashed => r#" stroke-dasharray="6 4""#,
             Dash::Dotted => r#" stroke-dasharray="2 3""#,
-            Dash::DashDot => r#" stroke-dasharray="9 3 2 3""#,
+            Dash::LongShort => r#" stroke-dasharray="9 3 2 3""#,
         }
     }
 }
@@ -191,7 +191,7 @@ impl Marker {
 /// change from one series to the next (6 colours, 4 dashes, 7 shapes), so
 /// no two of the first 84 share all three and neighbours differ in each.
 pub fn series_style(i: usize) -> (Color, Dash, Marker) {
-    let dash = [Dash::Solid, Dash::Dashed, Dash::Dotted, Dash::DashDot][i % 4];
+    let dash = [Dash::Solid, Dash::Dashed, Dash::Dotted, Dash::LongShort][i % 4];
     (Color::C((i % 6) as u8), dash, Marker::CYCLE[i % 7])
 }
 
