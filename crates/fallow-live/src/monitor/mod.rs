@@ -289,8 +289,15 @@ impl Monitor {
         }
         let mut reader = source.open()?;
         reader.read()?;
+        let inferred = own.iter().any(|o| !o.in_flight_is_exact());
         let (waker, reason) = match kind {
             MonitorKind::Poll => (None, String::new()),
+            // run's command: its own I/O is seen only as counters moving
+            // from one sample to the next (`OwnIoSource::in_flight_is_exact`)
+            MonitorKind::Auto if inferred => (
+                None,
+                "the command's own I/O is known only from its counters moving between samples at a fixed interval".to_string(),
+            ),
             MonitorKind::Auto => match Waker::open(source) {
                 Ok(w) => (Some(w), String::new()),
                 Err(why) => (None, why),
