@@ -423,6 +423,7 @@ impl EventMonitor {
                 filter: None,
             }],
             1,
+            false,
         )
         .map(|_| ())
         .map_err(|e| {
@@ -517,7 +518,7 @@ impl EventMonitor {
                 });
             }
         }
-        let rings = PerfRings::open(&opens, cfg.ring_pages)?;
+        let rings = PerfRings::open(&opens, cfg.ring_pages, true)?;
         let stats = EventStats {
             kernel_filter: rings.filtered,
             sample_cgroup: rings.with_cgroup,

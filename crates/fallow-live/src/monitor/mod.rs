@@ -133,7 +133,12 @@ impl Waker {
             .ok_or_else(|| format!("{}: no device directory", source.label))?;
         let devs = DevId::of_sysfs_dir(dir)
             .ok_or_else(|| format!("{}: cannot read its device numbers", dir.display()))?;
-        EventMonitor::available()?;
+        // not EventMonitor::available(): its probe event would register
+        // and unregister a tracepoint probe, tens of ms at every start;
+        // opening the rings below says as much
+        if std::env::var(MONITOR_ENV).is_ok_and(|v| v.trim() == "poll") {
+            return Err(format!("{MONITOR_ENV}=poll"));
+        }
         let root = tracepoint::tracefs_root().ok_or("tracefs is not mounted")?;
         let filter = devs
             .iter()
@@ -141,8 +146,11 @@ impl Waker {
             .collect::<Vec<_>>()
             .join(" || ");
         let mut tps = Vec::new();
-        // a bio-based device has no request events: wake on bios too
-        for name in ["block_rq_issue", "block_rq_complete", "block_bio_queue"] {
+        // a bio-based device has no request events: wake on bios too (no
+        // completions: after a wake the thread samples at the interval
+        // until the device is idle, and each tracepoint costs a probe
+        // registration at start)
+        for name in ["block_rq_issue", "block_bio_queue"] {
             let tp =
                 tracepoint::Tracepoint::load(&root, "block", name).map_err(|e| e.to_string())?;
             tps.push(perf::TpOpen {
@@ -151,7 +159,7 @@ impl Waker {
                 filter: Some(filter.clone()),
             });
         }
-        let rings = perf::PerfRings::open(&tps, 8).map_err(|e| e.to_string())?;
+        let rings = perf::PerfRings::open(&tps, 8, false).map_err(|e| e.to_string())?;
         Ok(Waker { rings })
     }
 }
@@ -289,8 +297,15 @@ impl Monitor {
         }
         let mut reader = source.open()?;
         reader.read()?;
+        let inferred = own.iter().any(|o| !o.in_flight_is_exact());
         let (waker, reason) = match kind {
             MonitorKind::Poll => (None, String::new()),
+            // run's command: its own I/O is seen only as counters moving
+            // from one sample to the next (`OwnIoSource::in_flight_is_exact`)
+            MonitorKind::Auto if inferred => (
+                None,
+                "the command's own I/O is known only from its counters moving between samples at a fixed interval".to_string(),
+            ),
             MonitorKind::Auto => match Waker::open(source) {
                 Ok(w) => (Some(w), String::new()),
                 Err(why) => (None, why),

@@ -62,6 +62,16 @@ impl OwnIo {
 pub trait OwnIoSource: Send + Sync {
     /// The cumulative counts now.
     fn snapshot(&self) -> OwnIo;
+
+    /// True when `reads_in_flight` comes from state (set before a request
+    /// is issued, cleared after it completes); false when it is inferred
+    /// from the counters moving between two snapshots, which means
+    /// something only at the poller's fixed interval: the event-driven
+    /// monitor, which samples only around I/O, then leaves the device to
+    /// the poller (a managed command's cgroup or `/proc` counters).
+    fn in_flight_is_exact(&self) -> bool {
+        true
+    }
 }
 
 /// Counters the scrubber (or any in-process BG worker) bumps around each
@@ -225,6 +235,10 @@ impl CgroupIo {
 }
 
 impl OwnIoSource for CgroupIo {
+    fn in_flight_is_exact(&self) -> bool {
+        false // inferred from movement
+    }
+
     fn snapshot(&self) -> OwnIo {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         // a cgroup that is gone or unreadable did no more I/O: keep the last count
@@ -293,6 +307,10 @@ impl ProcIo {
 }
 
 impl OwnIoSource for ProcIo {
+    fn in_flight_is_exact(&self) -> bool {
+        false // inferred from movement
+    }
+
     fn snapshot(&self) -> OwnIo {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         let now = std::fs::read_to_string(&self.path)

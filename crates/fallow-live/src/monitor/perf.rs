@@ -338,8 +338,12 @@ impl std::fmt::Debug for PerfRings {
 
 impl PerfRings {
     /// Open `tps` on every online CPU with `data_pages` pages (a power of
-    /// two) of ring per CPU, and enable them.
-    pub fn open(tps: &[TpOpen], data_pages: usize) -> Result<PerfRings> {
+    /// two) of ring per CPU, and enable them; with `cgroup`, samples carry
+    /// the cgroup id where the kernel can (probed by one extra open: each
+    /// open and close of a tracepoint's first event registers and
+    /// unregisters its probe, tens of ms on a loaded machine, so callers
+    /// that need no cgroup skip it).
+    pub fn open(tps: &[TpOpen], data_pages: usize, cgroup: bool) -> Result<PerfRings> {
         if tps.is_empty() || !data_pages.is_power_of_two() {
             return Err(Error::invalid(
                 "perf rings",
@@ -348,11 +352,12 @@ impl PerfRings {
         }
         let cpus = online_cpus()?;
         // PERF_SAMPLE_CGROUP is 5.7+: try it, fall back without
-        let with_cgroup = match open_one(&tps[0], cpus[0], true) {
-            Ok(_) => true,
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => false,
-            Err(e) => return Err(sys_err("cannot open a tracepoint event", e)),
-        };
+        let with_cgroup = cgroup
+            && match open_one(&tps[0], cpus[0], true) {
+                Ok(_) => true,
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => false,
+                Err(e) => return Err(sys_err("cannot open a tracepoint event", e)),
+            };
         let mut fds = Vec::new();
         let mut ring_fds = Vec::new();
         let mut rings = Vec::new();

@@ -152,6 +152,10 @@ impl BlkioIo {
 }
 
 impl OwnIoSource for BlkioIo {
+    fn in_flight_is_exact(&self) -> bool {
+        false // inferred from movement
+    }
+
     fn snapshot(&self) -> OwnIo {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         // a cgroup that is gone did no more I/O: keep the last count
@@ -226,6 +230,10 @@ impl<S: OwnIoSource> Linger<S> {
 }
 
 impl<S: OwnIoSource> OwnIoSource for Linger<S> {
+    fn in_flight_is_exact(&self) -> bool {
+        self.inner.in_flight_is_exact()
+    }
+
     fn snapshot(&self) -> OwnIo {
         self.snapshot_at(crate::clock::monotonic_ns())
     }
@@ -374,6 +382,10 @@ impl ProcGroupIo {
 }
 
 impl OwnIoSource for ProcGroupIo {
+    fn in_flight_is_exact(&self) -> bool {
+        false // inferred from movement
+    }
+
     fn snapshot(&self) -> OwnIo {
         let before = self.state.lock().map(|s| s.total).unwrap_or_default();
         let now = self.totals();
