@@ -87,7 +87,7 @@ class Trace:
     def report(self) -> dict[str, Any]: ...
     def columns(self) -> Columns: ...
     def devices(self) -> list[DeviceCount]: ...
-    def select_device(self, id: int) -> Trace: ...
+    def select_device(self, id: int | str) -> Trace: ...
     def idle_intervals(
         self, service: str | None = None, seed: int = 1
     ) -> npt.NDArray[np.float64]: ...
@@ -107,7 +107,7 @@ def read_trace(
 ) -> Trace: ...
 def characterize(
     trace: Trace,
-    device: int | None = None,
+    device: int | str | None = None,
     service: str | None = None,
     seed: int = 1,
     acf_max_lag: int = 50,
@@ -119,7 +119,7 @@ def simulate(
     trace: Trace | None = None,
     policy: str = "",
     *,
-    device: int | None = None,
+    device: int | str | None = None,
     service: str | None = None,
     workload: str | None = None,
     arrival_rate: float | None = None,
@@ -140,7 +140,7 @@ def compare(
     trace: Trace | None = None,
     policies: Sequence[str] | None = None,
     *,
-    device: int | None = None,
+    device: int | str | None = None,
     service: str | None = None,
     workload: str | None = None,
     arrival_rate: float | None = None,
@@ -163,7 +163,7 @@ def tune(
     max_delay: float | str | None = None,
     threads: int | None = None,
     search: str = "auto",
-    device: int | None = None,
+    device: int | str | None = None,
     service: str | None = None,
     workload: str | None = None,
     arrival_rate: float | None = None,
@@ -181,7 +181,7 @@ def energy(
     trace: Trace | str | os.PathLike[str],
     *,
     policy: str | Sequence[str] | None = None,
-    device: int | None = None,
+    device: int | str | None = None,
     local_fraction: float | Sequence[float] | None = None,
     peers: int | None = None,
     peer_prob: float | None = None,
