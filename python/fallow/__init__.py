@@ -152,7 +152,7 @@ def read_trace(
 
 def characterize(
     trace: Trace,
-    device: int | None = None,
+    device: int | str | None = None,
     service: str | None = None,
     seed: int = 1,
     **options: Any,
@@ -161,7 +161,8 @@ def characterize(
 
     Args:
         trace: the trace.
-        device: the device to analyse (required when the trace holds several).
+        device: the device to analyse (required when the trace holds several):
+            an id, or an MSR ``"host:disk"`` name such as ``"hm:0"``.
         service: a service model (``exp:5ms``, ``const:1ms``, ``disk``) to
             derive completions for traces without them (or to replace
             recorded ones).

@@ -109,7 +109,7 @@ class Trace:
     def report(self) -> dict[str, Any]: ...
     def columns(self) -> Columns: ...
     def devices(self) -> list[DeviceCount]: ...
-    def select_device(self, id: int) -> Trace: ...
+    def select_device(self, id: int | str) -> Trace: ...
     def idle_intervals(
         self, service: str | None = None, seed: int = 1, device: int | None = None
     ) -> npt.NDArray[np.float64]: ...
@@ -134,7 +134,7 @@ def read_trace(
 ) -> Trace: ...
 def characterize(
     trace: Trace,
-    device: int | None = None,
+    device: int | str | None = None,
     service: str | None = None,
     seed: int = 1,
     acf_max_lag: int = 50,
@@ -146,7 +146,7 @@ def simulate(
     trace: Trace | None = None,
     policy: str = "",
     *,
-    device: int | None = None,
+    device: int | str | None = None,
     service: str | None = None,
     workload: str | None = None,
     arrival_rate: float | None = None,
@@ -167,7 +167,7 @@ def compare(
     trace: Trace | None = None,
     policies: Sequence[str] | None = None,
     *,
-    device: int | None = None,
+    device: int | str | None = None,
     service: str | None = None,
     workload: str | None = None,
     arrival_rate: float | None = None,
@@ -190,7 +190,7 @@ def tune(
     max_delay: float | str | None = None,
     threads: int | None = None,
     search: str = "auto",
-    device: int | None = None,
+    device: int | str | None = None,
     service: str | None = None,
     workload: str | None = None,
     arrival_rate: float | None = None,
@@ -208,7 +208,7 @@ def energy(
     trace: Trace | str | os.PathLike[str],
     *,
     policy: str | Sequence[str] | None = None,
-    device: int | None = None,
+    device: int | str | None = None,
     local_fraction: float | Sequence[float] | None = None,
     peers: int | None = None,
     peer_prob: float | None = None,

@@ -68,8 +68,8 @@ TraceSpec = Union[str, os.PathLike, Sequence[Any]]
 
 
 def _normalise_traces(
-    traces: Iterable[TraceSpec], device: int | None
-) -> list[tuple[str, int | None, dict[str, Any]]]:
+    traces: Iterable[TraceSpec], device: int | str | None
+) -> list[tuple[str, int | str | None, dict[str, Any]]]:
     out = []
     for item in [traces] if isinstance(traces, (str, os.PathLike)) else traces:
         options: dict[str, Any] = {}
@@ -79,7 +79,8 @@ def _normalise_traces(
         elif isinstance(item, Sequence) and 1 <= len(item) <= 3:
             path = item[0]
             if len(item) >= 2 and item[1] is not None:
-                dev = int(item[1])
+                # an MSR `host:disk` name stays a str, for the core to resolve
+                dev = item[1] if isinstance(item[1], str) else int(item[1])
             if len(item) == 3:
                 if not isinstance(item[2], Mapping):
                     raise ParameterError(
@@ -102,7 +103,9 @@ def _split(values: str | Iterable[str], what: str) -> list[str]:
     return items
 
 
-def _row(path: str, device: int | None, policy: str, budget: str, **cells: Any) -> dict[str, Any]:
+def _row(
+    path: str, device: int | str | None, policy: str, budget: str, **cells: Any
+) -> dict[str, Any]:
     row = dict.fromkeys(COLUMNS)
     row.update(trace=path, device=device, policy=policy, budget=budget, **cells)
     return row
@@ -110,7 +113,7 @@ def _row(path: str, device: int | None, policy: str, budget: str, **cells: Any) 
 
 def _tune_task(
     path: str,
-    device: int | None,
+    device: int | str | None,
     policy: str,
     budgets: list[str],
     options: dict[str, Any],
@@ -217,7 +220,7 @@ def sweep(
     budgets: str | Iterable[str],
     backend: str = "local",
     *,
-    device: int | None = None,
+    device: int | str | None = None,
     bg: str = "size",
     sizes: str | int | list[int | str] | None = "64KiB..4MiB/10",
     max_delay: float | str | None = None,
@@ -242,7 +245,8 @@ def sweep(
         backend: ``"local"`` (a process pool), ``"dask"`` (a
             ``dask.distributed`` LocalCluster of processes, or ``client=``),
             or ``"ray"`` (the running Ray, else a local ``ray.init``).
-        device: the device of traces given without one.
+        device: the device of traces given without one (an id, or an MSR
+            ``"host:disk"`` name such as ``"hm:0"``).
         bg: the BG service model (as for :func:`fallow.simulate`).
         sizes: candidate BG request sizes (as for :func:`fallow.tune`).
         max_delay: most delay one BG request may add to an FG request.
@@ -298,6 +302,8 @@ def sweep(
     # rows in budget order: the frame does not depend on which task finished first.
     rows = [row for task_rows in results for row in task_rows]
     frame = pandas.DataFrame(rows, columns=COLUMNS)
-    frame["device"] = frame["device"].astype("Int64")
+    # ids as a nullable int column; MSR `host:disk` names keep it as objects
+    if not any(isinstance(d, str) for d in frame["device"]):
+        frame["device"] = frame["device"].astype("Int64")
     frame["request_size_bytes"] = frame["request_size_bytes"].astype("Int64")
     return frame

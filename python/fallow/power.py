@@ -171,7 +171,7 @@ def energy(
     trace: Trace | PathLike,
     *,
     policy: str | Sequence[str] | None = "timeout:t=10s",
-    device: int | None = None,
+    device: int | str | None = None,
     local_fraction: float | Sequence[float] | None = None,
     peers: int | None = None,
     peer_prob: float | None = None,
@@ -205,7 +205,8 @@ def energy(
         policy: the spin-down policy, ``"NAME[:k=v,...]"``: ``"timeout:t=10s"``,
             ``"adaptive"``, ``"predictive"``, ``"always-on"``; a list runs
             several; None runs every policy (the CLI's default).
-        device: the device of a block trace (default: the busiest, as the
+        device: the device of a block trace, an id or an MSR ``"hm:0"``
+            (default: the busiest, as the
             CLI; ``result["input"]["device"]`` says which).
         local_fraction: shares of requests that stay local, the rest may be
             served by peers: a number or a list (default: 1, 0.15, 0.1, 0.05,

@@ -172,7 +172,8 @@ def simulate(
             ``"hyperexp:cv=4"``, ``"mmpp:cv=9,burst=1000"`` (two-state MMPP
             fitted to the inter-arrival CV and the mean arrivals per burst) or
             ``"mmpp:rates=40/1,sojourn=20s/60s"``.
-        **options: the input: ``device``; ``service`` (FG service model: for
+        **options: the input: ``device`` (an id, or an MSR ``"host:disk"``
+            name such as ``"hm:0"``); ``service`` (FG service model: for
             a trace, models completions; for a workload, its service times,
             default ``"exp:10ms"``); ``arrival_rate`` (requests/s) or
             ``utilization`` (FG utilisation, sets the rate), ``requests``

@@ -82,7 +82,8 @@ fn the_scrub_target_is_never_the_checkpoint_or_the_log() {
             "--monitor",
             "none",
         ],
-        &["--log", "input of this command"],
+        // named by the config key it came from (issue 12)
+        &["f.toml: [scrub] log:", "input of this command"],
     );
     assert!(std::fs::read(&t).unwrap() == bytes);
     // nothing was created next to the target either (no lock, no temporary)
@@ -138,7 +139,7 @@ fn restart_does_not_replace_a_file_that_is_not_a_checkpoint() {
         "none",
     ];
     // without --restart fallow says what it is…
-    bad_input(&base, &["not a fallow scrub checkpoint"]);
+    bad_input(&base, &["not a fallow checkpoint"]);
     // …and --restart must not then overwrite it
     let mut restart = base.to_vec();
     restart.push("--restart");

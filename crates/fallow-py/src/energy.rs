@@ -202,7 +202,7 @@ pub fn energy<'py>(
     py: Python<'py>,
     trace: Bound<'py, PyAny>,
     policy: Option<Bound<'py, PyAny>>,
-    device: Option<u32>,
+    device: Option<crate::device::DeviceArg>,
     local_fraction: Option<Bound<'py, PyAny>>,
     peers: Option<u32>,
     peer_prob: Option<f64>,
@@ -379,7 +379,7 @@ pub fn energy<'py>(
         ));
     }
     let device = match &source {
-        Source::Block(t) => device.or_else(|| busiest(t)),
+        Source::Block(t) => crate::device::resolve(t, device.as_ref())?.or_else(|| busiest(t)),
         Source::File(_) => None,
     };
     let power = match &power {

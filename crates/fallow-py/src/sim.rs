@@ -3,6 +3,7 @@
 //! `fallow compare` / `fallow policies`). `fallow.simulate` and
 //! `fallow.compare` wrap them with result objects and pandas frames.
 
+use crate::device::DeviceArg;
 use crate::errors::{parameter, to_py, without_gil};
 use crate::json::to_python;
 use crate::trace::{service_model, PyTrace};
@@ -69,7 +70,7 @@ impl<'a> Setup<'a> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         trace: Option<&'a PyTrace>,
-        device: Option<u32>,
+        device: Option<DeviceArg>,
         service: Option<&str>,
         workload: Option<&str>,
         arrival_rate: Option<f64>,
@@ -102,20 +103,9 @@ impl<'a> Setup<'a> {
             )),
             (Some(t), None) => {
                 let t = &t.inner;
-                let devices = t.devices();
-                let selected = match device {
+                let selected = match crate::device::resolve(t, device.as_ref())? {
                     Some(id) => Cow::Owned(t.select_device(id).map_err(to_py)?),
-                    None if devices.len() > 1 => {
-                        let ids: Vec<String> = devices.iter().map(|d| d.id.to_string()).collect();
-                        return Err(parameter(
-                            "device",
-                            format!(
-                                "the trace holds {} devices ({}); choose one with device=",
-                                devices.len(),
-                                ids.join(", ")
-                            ),
-                        ));
-                    }
+                    None if t.devices().len() > 1 => return Err(crate::device::choose_one(t)),
                     None => Cow::Borrowed(t),
                 };
                 Ok(Setup {
@@ -194,7 +184,7 @@ pub fn simulate<'py>(
     py: Python<'py>,
     trace: Option<PyRef<'py, PyTrace>>,
     policy: &str,
-    device: Option<u32>,
+    device: Option<DeviceArg>,
     service: Option<&str>,
     workload: Option<&str>,
     arrival_rate: Option<f64>,
@@ -278,7 +268,7 @@ pub fn compare<'py>(
     py: Python<'py>,
     trace: Option<PyRef<'py, PyTrace>>,
     policies: Option<Vec<String>>,
-    device: Option<u32>,
+    device: Option<DeviceArg>,
     service: Option<&str>,
     workload: Option<&str>,
     arrival_rate: Option<f64>,

@@ -1,7 +1,7 @@
 //! `characterize`: every idleness analysis of one device's trace, as the
 //! plain data behind `fallow analyze --json`.
 
-use crate::errors::{parameter, without_gil};
+use crate::errors::without_gil;
 use crate::json::to_python;
 use crate::trace::{service_model, PyTrace};
 use fallow_core::CharacterizeOptions;
@@ -21,7 +21,7 @@ use pyo3::prelude::*;
 pub fn characterize<'py>(
     py: Python<'py>,
     trace: &PyTrace,
-    device: Option<u32>,
+    device: Option<crate::device::DeviceArg>,
     service: Option<&str>,
     seed: u64,
     acf_max_lag: usize,
@@ -39,16 +39,9 @@ pub fn characterize<'py>(
     };
     let t = &trace.inner;
     let devices = t.devices();
+    let device = crate::device::resolve(t, device.as_ref())?;
     if device.is_none() && devices.len() > 1 {
-        let ids: Vec<String> = devices.iter().map(|d| d.id.to_string()).collect();
-        return Err(parameter(
-            "device",
-            format!(
-                "the trace holds {} devices ({}); choose one with device=",
-                devices.len(),
-                ids.join(", ")
-            ),
-        ));
+        return Err(crate::device::choose_one(t));
     }
     let c = without_gil(py, || match device {
         Some(id) => fallow_core::characterize(&t.select_device(id)?, devices, device, &opts),

@@ -278,8 +278,10 @@ impl PyTrace {
         to_python(py, &self.inner.devices())
     }
 
-    /// The requests of one device as a trace of their own (time zero kept).
-    fn select_device(&self, py: Python<'_>, id: u32) -> PyResult<Self> {
+    /// The requests of one device as a trace of their own (time zero kept):
+    /// an id, or an MSR `host:disk` name such as `"hm:0"`.
+    fn select_device(&self, py: Python<'_>, id: crate::device::DeviceArg) -> PyResult<Self> {
+        let id = crate::device::resolve(&self.inner, Some(&id))?.unwrap_or_default();
         without_gil(py, || self.inner.select_device(id)).map(PyTrace::from)
     }
 

@@ -74,7 +74,7 @@ pub fn tune<'py>(
     max_delay: Option<Bound<'py, PyAny>>,
     threads: Option<usize>,
     search: &str,
-    device: Option<u32>,
+    device: Option<crate::device::DeviceArg>,
     service: Option<&str>,
     workload: Option<&str>,
     arrival_rate: Option<f64>,

@@ -403,7 +403,8 @@ mod tests {
 
     #[test]
     fn inconsistent_fields_are_refused_by_name() {
-        let cases: [(&str, Box<dyn FnOnce(&mut OffsetCheckpoint<Probe>)>); 9] = [
+        type Edit = Box<dyn FnOnce(&mut OffsetCheckpoint<Probe>)>;
+        let cases: [(&str, Edit); 9] = [
             (
                 "next_offset_bytes",
                 Box::new(|c| c.next_offset_bytes = 11 << 20),

@@ -733,4 +733,31 @@ fn blktrace_per_cpu_files_are_read_as_one_trace() {
         assert_eq!(t.size_bytes(), &[4096, 8192]);
         assert_eq!(t.report().ignored, 0);
     }
+/// Found by the `msr` fuzz target (cargo-fuzz, `-O -a`, 26 November
+/// 2026): two hosts whose names differ only in bytes that are not UTF-8
+/// read as the same text (`����nch`, U+FFFD for each bad byte) yet are two
+/// devices. The binary cache refused its own output ("appears twice");
+/// both devices, and their names as read, must survive it.
+#[test]
+fn msr_hosts_that_read_alike_survive_the_binary_cache() {
+    let crash: &[u8] = b"1340853120000,\x90\x88\x9d\xa2nch,0,Read,+138502944,4096,2670\n\
+128166000000000,\x90\x98\x9d\xa2nch,0,Read,+138502944,4096,2670\n\
+128166172/030616#\n";
+    let opts = ReadOptions {
+        format: Some(Format::Msr),
+        skip_bad: true,
+        ..Default::default()
+    };
+    let t = read_from(&mut &crash[..], Path::new("crash.csv"), &opts).unwrap();
+    assert_eq!((t.len(), t.report().skipped), (2, 1));
+    assert_eq!(t.devices().len(), 2);
+    let hosts = &t.report().hosts;
+    assert_eq!(hosts.len(), 2);
+    assert_eq!(hosts[0], hosts[1]);
+    let mut bytes = Vec::new();
+    write_fallow_bin(&t, &mut bytes).unwrap();
+    let back = read(&bytes, None);
+    assert_eq!(&back.report().hosts, hosts);
+    assert_eq!(back.device(), t.device());
+    assert_eq!(back.devices(), t.devices());
 }
