@@ -733,6 +733,8 @@ fn blktrace_per_cpu_files_are_read_as_one_trace() {
         assert_eq!(t.size_bytes(), &[4096, 8192]);
         assert_eq!(t.report().ignored, 0);
     }
+}
+
 /// Found by the `msr` fuzz target (cargo-fuzz, `-O -a`, 26 November
 /// 2026): two hosts whose names differ only in bytes that are not UTF-8
 /// read as the same text (`����nch`, U+FFFD for each bad byte) yet are two
