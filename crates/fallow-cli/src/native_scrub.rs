@@ -196,9 +196,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Shared) -> Result<()> {
             driver: &out.drive,
             warnings: &out.warnings,
         };
-        let mut text = serde_json::to_string_pretty(&doc)?;
-        text.push('\n');
-        crate::output::print(&text)?;
+        crate::output::print(&crate::output::json_text(&doc)?)?;
     } else {
         for w in &out.warnings {
             eprintln!("fallow: {w}");

@@ -710,9 +710,7 @@ pub fn run(args: ScrubArgs) -> Result<()> {
             driver: &drive,
             warnings: &warnings,
         };
-        let mut text = serde_json::to_string_pretty(&doc)?;
-        text.push('\n');
-        crate::output::print(&text)?;
+        crate::output::print(&crate::output::json_text(&doc)?)?;
     } else {
         crate::output::print(&summary(&report, &s, &mon, &drive, args.verbose))?;
     }
