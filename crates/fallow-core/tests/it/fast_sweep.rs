@@ -207,7 +207,12 @@ fn the_sweep_refuses_what_it_cannot_compute() {
 fn tune_gives_the_same_answers_by_sweep_and_by_simulation() {
     let prep = synthetic("mmpp:cv=9,burst=200", 5_000, 11);
     let sim = &configs()[1];
-    for policy in ["fixed-wait", "lossless-waiting", "oracle", "preemption-interval"] {
+    for policy in [
+        "fixed-wait",
+        "lossless-waiting",
+        "oracle",
+        "preemption-interval",
+    ] {
         let mut cfg = TuneConfig::new(Budget::parse_list("500us,2ms,3%").unwrap());
         cfg.sizes = tune::parse_sizes("16KiB..2MiB/8").unwrap();
         cfg.max_delay_ns = Some(25_000_000);

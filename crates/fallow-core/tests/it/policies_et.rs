@@ -486,7 +486,9 @@ fn bursts_in_simulation_are_the_same_run_as_one_request_at_a_time() {
             for p in ["1ms", "7ms", "30ms"] {
                 for v in ["tl", "tr", "bl", "br"] {
                     for start in ["fg-end", "fg-start"] {
-                        specs.push(format!("preemption-interval:p={p},variant={v},start={start}"));
+                        specs.push(format!(
+                            "preemption-interval:p={p},variant={v},start={start}"
+                        ));
                     }
                     specs.push(format!("credit-skip:p={p},variant={v},n=3,cap=9"));
                     specs.push(format!("adaptive-preemption-interval:p={p},variant={v}"));
@@ -548,5 +550,8 @@ fn bursts_in_simulation_are_the_same_run_as_one_request_at_a_time() {
         }
     }
     assert!(compared > 200, "{compared}");
-    assert!(bg_requests > 1_000_000, "{bg_requests} BG requests compared");
+    assert!(
+        bg_requests > 1_000_000,
+        "{bg_requests} BG requests compared"
+    );
 }

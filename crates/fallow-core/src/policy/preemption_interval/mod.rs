@@ -364,8 +364,7 @@ impl PreemptionInterval {
     /// (each would have been followed by a decision) and leave pending the
     /// request one at a time would have had pending then.
     fn burst_cut(&mut self, end_ns: u64) {
-        let (Some((service_ns, cycle_ns)), Some(first)) = (self.burst.take(), self.pending)
-        else {
+        let (Some((service_ns, cycle_ns)), Some(first)) = (self.burst.take(), self.pending) else {
             return;
         };
         // requests that completed strictly before the arrival: the k-th
