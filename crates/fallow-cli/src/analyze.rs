@@ -102,9 +102,7 @@ pub fn present(
         crate::report::write(path, c, f, source, decision)?;
     }
     if json {
-        let mut text = serde_json::to_string_pretty(c)?;
-        text.push('\n');
-        output::print(&text)?;
+        output::print(&output::json_text(c)?)?;
         if let Some(path) = html {
             eprintln!("fallow: wrote the HTML report to {}", path.display());
         }

@@ -100,8 +100,25 @@ pub fn run(args: CompareArgs) -> Result<()> {
             Err(e) => return Err(e),
         }
     }
-    let input = prepare(&args.input)?;
     let cfg = args.bg.config(args.input.seed);
+    // a policy that chooses its request sizes needs a BG model that charges
+    // for size (the core's check): the default line-up says why it leaves
+    // one out, an explicit one fails
+    let mut kept = Vec::with_capacity(policies.len());
+    for (spec, p) in policies {
+        let check = if p.chooses_size() {
+            fallow_core::sim::check_sizes(&cfg.bg_service, Some(p.name()), 1)
+        } else {
+            Ok(())
+        };
+        match check {
+            Ok(()) => kept.push((spec, p)),
+            Err(e) if !explicit => eprintln!("fallow: skipping {spec}: {e}"),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let policies = kept;
+    let input = prepare(&args.input)?;
     let threads = args
         .threads
         .map(|t| t as usize)
@@ -124,9 +141,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
             .iter()
             .map(|(spec, result)| Run { spec, result })
             .collect();
-        let mut text = serde_json::to_string_pretty(&list)?;
-        text.push('\n');
-        output::print(&text)?;
+        output::print(&output::json_list_text(&list)?)?;
         if let Some(path) = &args.html {
             eprintln!("fallow: wrote the HTML page to {}", path.display());
         }

@@ -263,6 +263,7 @@ pub fn run(args: EmulateDiskArgs) -> Result<()> {
     let disk = emu.disk_path();
     let ready = if args.json {
         serde_json::json!({
+            "schema_version": fallow_core::JSON_SCHEMA_VERSION,
             "disk": disk,
             "mountpoint": emu.mountpoint(),
             "image": args.image.canonicalize().unwrap_or(args.image.clone()),

@@ -261,9 +261,7 @@ pub fn run(args: EnergyArgs) -> Result<()> {
         crate::report::write_energy(path, &report)?;
     }
     if args.json {
-        let mut text = serde_json::to_string_pretty(&report)?;
-        text.push('\n');
-        output::print(&text)?;
+        output::print(&output::json_text(&report)?)?;
         if let Some(path) = &args.html {
             eprintln!("fallow: wrote the HTML page to {}", path.display());
         }

@@ -285,6 +285,22 @@ pub fn json_text<T: serde::Serialize>(doc: &T) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// A list for `--json` as pretty JSON text with a final newline, each
+/// object carrying `"schema_version"` first (the document stays a list, as
+/// readers of it expect).
+pub fn json_list_text<T: serde::Serialize>(items: &[T]) -> anyhow::Result<String> {
+    let list: Vec<Versioned<'_, T>> = items
+        .iter()
+        .map(|doc| Versioned {
+            schema_version: fallow_core::JSON_SCHEMA_VERSION,
+            doc,
+        })
+        .collect();
+    let mut text = serde_json::to_string_pretty(&list)?;
+    text.push('\n');
+    Ok(text)
+}
+
 /// Write to stdout; a closed pipe surfaces as an error [`is_broken_pipe`] recognises.
 pub fn print(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();

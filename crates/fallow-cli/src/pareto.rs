@@ -109,9 +109,7 @@ pub fn run(args: ParetoArgs) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if args.json {
-        let mut text = serde_json::to_string_pretty(&fronts)?;
-        text.push('\n');
-        output::print(&text)
+        output::print(&output::json_list_text(&fronts)?)
     } else if args.csv.csv {
         output::print(&points_table(&fronts).csv())
     } else {

@@ -487,7 +487,10 @@ fn status(a: StatusArgs) -> Result<()> {
         anyhow::bail!("peer {}: unexpected answer to a status request", a.peer);
     };
     if a.json {
-        println!("{json}");
+        // the node's status, with this document's schema version first
+        let v: serde_json::Value =
+            serde_json::from_str(&json).context("peer status is not JSON")?;
+        println!("{}", crate::output::json_text(&v)?.trim_end());
         return Ok(());
     }
     let v: serde_json::Value = serde_json::from_str(&json).context("peer status is not JSON")?;
@@ -591,8 +594,7 @@ fn bench(a: BenchArgs) -> Result<()> {
     )
     .map_err(lift)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-        return Ok(());
+        return crate::output::print(&crate::output::json_text(&r)?);
     }
     println!(
         "{} ({:.1} MiB, {} KiB chunks) from {}, {} passes",

@@ -41,9 +41,7 @@ pub fn run(args: PoliciesArgs) -> Result<()> {
         })
         .collect();
     if args.json {
-        let mut text = serde_json::to_string_pretty(&items)?;
-        text.push('\n');
-        return output::print(&text);
+        return output::print(&output::json_list_text(&items)?);
     }
     if args.csv.csv {
         let mut t = Table::new(vec![

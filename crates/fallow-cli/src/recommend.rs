@@ -30,7 +30,7 @@ Every deployable policy with a knob is tuned as `fallow tune` would (see docs/tu
 ranked by BG throughput within the budget, ties to the lower added delay; a policy that does
 no BG work within the budget, or cannot meet it, is listed unranked (rank 0 in --json). --json
 prints an object with budget, budget_text, sizes, traits, ranking (rank, policy, best,
-relative, reason) and simulations.")]
+relative, reason, guarantee: exact or coarse-grid), simulations, search and schema_version.")]
 pub struct RecommendArgs {
     /// The FG budget: a mean slowdown (`5%`) or a mean added delay per FG
     /// request (`1ms`).
@@ -197,6 +197,26 @@ fn table(
             rec.ranking.len(),
             rec.sizes.len(),
             rec.simulations
+        ))
+    );
+    let exact: Vec<&str> = rec
+        .ranking
+        .iter()
+        .filter(|r| r.guarantee == tune::Guarantee::Exact)
+        .map(|r| r.policy.as_str())
+        .collect();
+    let exact = if exact.is_empty() {
+        "none".to_string()
+    } else {
+        exact.join(", ")
+    };
+    let _ = writeln!(
+        s,
+        "  {}",
+        st.dim(&format!(
+            "search {}: exact (the best point of the whole knob ladder) for {exact}; \
+             coarse grid plus bisection for the others",
+            rec.search
         ))
     );
     let _ = writeln!(s);

@@ -152,7 +152,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         );
     }
     if args.json {
-        crate::output::print(&format!("{}\n", serde_json::to_string_pretty(&summary)?))?;
+        crate::output::print(&crate::output::json_text(&summary)?)?;
     }
     Ok(())
 }

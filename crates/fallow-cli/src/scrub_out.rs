@@ -170,9 +170,7 @@ pub struct Doc<'a, R: Serialize> {
 impl<R: Serialize> Doc<'_, R> {
     /// Print it, pretty, on stdout.
     pub fn print(&self) -> Result<()> {
-        let mut text = serde_json::to_string_pretty(self)?;
-        text.push('\n');
-        crate::output::print(&text)
+        crate::output::print(&crate::output::json_text(self)?)
     }
 }
 

@@ -179,7 +179,7 @@ pub fn run(args: ScrubPlanArgs) -> Result<()> {
     }
     if args.json {
         let doc = Doc {
-            schema_version: 1,
+            schema_version: fallow_core::JSON_SCHEMA_VERSION,
             disk,
             burst_span_bytes: span,
             rows,

@@ -532,9 +532,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             },
             extra: retune::Extra { retune, parts },
         };
-        let mut text = serde_json::to_string_pretty(&doc)?;
-        text.push('\n');
-        output::print(&text)
+        output::print(&output::json_text(&doc)?)
     } else {
         let mut text = summary(&args.policy, &input, &args.bg, &r);
         text.push_str(&retune::summary(retune.as_ref(), parts.as_deref()));

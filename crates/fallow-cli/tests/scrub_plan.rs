@@ -28,7 +28,7 @@ fn sequential_pass_and_isolated_error_by_hand() {
         "--burst-span",
         "512",
     ]);
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], fallow_core::JSON_SCHEMA_VERSION);
     let row = &v["rows"][0];
     assert_eq!(row["plan"]["order"], "sequential");
     let tau = 14.48576e-3;

@@ -174,6 +174,10 @@ impl Policy for AdaptivePreemptionInterval {
         self.machine.set_interval_ns(self.interval.round() as u64);
     }
 
+    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
+        self.machine.simulated(cfg);
+    }
+
     fn on_busy_end(&mut self, busy_ns: u64, requests: u32) {
         self.machine.on_busy_end(busy_ns, requests);
     }

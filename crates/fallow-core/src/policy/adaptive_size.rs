@@ -161,6 +161,10 @@ impl Policy for AdaptiveSize {
         "adaptive-size"
     }
 
+    fn chooses_size(&self) -> bool {
+        true
+    }
+
     fn on_idle(&mut self, ctx: &mut Ctx<'_>) -> Decision {
         let c = self.config;
         match c.mode {

@@ -197,6 +197,10 @@ impl Policy for CreditSkip {
         }
     }
 
+    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
+        self.machine.simulated(cfg);
+    }
+
     fn on_busy_end(&mut self, busy_ns: u64, requests: u32) {
         self.machine.on_busy_end(busy_ns, requests);
         // `delayed` stays set through busy periods the delay carried into

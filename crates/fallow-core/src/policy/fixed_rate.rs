@@ -16,6 +16,19 @@
 //! used up once its request starts (or, with finite BG work run dry, once
 //! the device was idle at that time and had nothing to do).
 //!
+//! **Bursts in simulation.** Told by the simulator that it runs simulated
+//! ([`Policy::simulated`]) with endless BG work and deterministic service
+//! `s`, the policy asks for runs of requests instead: with `s ≥ r` every
+//! request is due by the time the one before it completes, so they run
+//! back to back until FG arrives; with `s < r` a backlog of due requests
+//! runs back to back while request `j` is due by its start, `d + j·r ≤
+//! now + j·s`, and from then on each request starts at its due time, `r −
+//! s` after the one before it completed (`spacing_ns`). The policy counts
+//! the due times used from the engine's `done` and from the model's times
+//! at the FG arrival: the same run as one request at a time, with one call
+//! per run instead of one per BG request (tested against it in
+//! `tests/it/policies_et.rs`).
+//!
 //! On a lightly loaded device every due time is served, close to it, so
 //! BG requests completed ≈ span / `r`. When `r` asks for more than the idle
 //! time can hold the backlog grows without bound and the policy degenerates
@@ -54,6 +67,23 @@ pub struct FixedRate {
     idle_start_ns: u64,
     /// Requests started (due times used up).
     issued: u64,
+    /// Ask for runs of requests (module docs, "Bursts in simulation").
+    bursts: bool,
+    /// The run asked of the engine, while under way.
+    run: Option<Run>,
+}
+
+/// A run of requests asked at once (bursts in simulation).
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    /// Start of its first request, ns.
+    start_ns: u64,
+    /// From one request's start to the next, ns (service + spacing).
+    cycle_ns: u64,
+    /// Most requests in the run.
+    max: u64,
+    /// BG requests completed in the idle interval when it was asked.
+    done_before: u64,
 }
 
 impl FixedRate {
@@ -94,24 +124,51 @@ impl FixedRate {
         self.next_due_ns
     }
 
-    fn used(&mut self) {
-        self.issued += 1;
+    fn used(&mut self, n: u64) {
+        self.issued += n;
         if let Some(d) = self.next_due_ns.as_mut() {
-            *d = d.saturating_add(self.config.period_ns);
+            *d = d.saturating_add(self.config.period_ns.saturating_mul(n));
         }
     }
 
-    fn ask(&mut self, ctx: &mut Ctx<'_>) -> Decision {
+    fn ask(&mut self, ctx: &mut Ctx<'_>, done: u64) -> Decision {
         let now = ctx.now_ns;
-        let start = self.next_due_ns.unwrap_or(now).max(now);
+        let due = self.next_due_ns.unwrap_or(now);
+        let start = due.max(now);
+        let size = self.config.size_bytes.unwrap_or(ctx.bg_size_bytes);
+        self.run = None;
+        if self.bursts && ctx.bg_service.is_deterministic() {
+            // the engine's own rounding of a deterministic service time
+            let s = (ctx.bg_service.mean_ns(size).round() as u64).max(1);
+            let r = self.config.period_ns;
+            let (max, spacing_ns) = if s >= r {
+                // every request is due when the one before it completes
+                (u64::MAX, 0)
+            } else if due < now {
+                // the backlog: request j is due by its start while j ≤ (now − d)/(r − s)
+                ((now - due) / (r - s) + 1, 0)
+            } else {
+                // on schedule: each request at its due time
+                (u64::MAX, r - s)
+            };
+            self.pending_start_ns = None;
+            self.run = Some(Run {
+                start_ns: start,
+                cycle_ns: s + spacing_ns,
+                max,
+                done_before: done,
+            });
+            return Decision::Start(Start {
+                max_requests: max,
+                spacing_ns,
+                ..Start::until_fg(start - now, size)
+            });
+        }
         self.pending_start_ns = Some(start);
         Decision::Start(Start {
             max_requests: 1,
             consult_each: true,
-            ..Start::until_fg(
-                start - now,
-                self.config.size_bytes.unwrap_or(ctx.bg_size_bytes),
-            )
+            ..Start::until_fg(start - now, size)
         })
     }
 }
@@ -124,24 +181,39 @@ impl Policy for FixedRate {
     fn on_idle(&mut self, ctx: &mut Ctx<'_>) -> Decision {
         self.idle_start_ns = ctx.now_ns;
         self.next_due_ns.get_or_insert(ctx.now_ns);
-        self.ask(ctx)
+        self.ask(ctx, 0)
     }
 
-    fn on_bg_done(&mut self, ctx: &mut Ctx<'_>, _done: u64) -> Decision {
-        if self.pending_start_ns.take().is_some() {
-            self.used();
+    fn on_bg_done(&mut self, ctx: &mut Ctx<'_>, done: u64) -> Decision {
+        if let Some(run) = self.run.take() {
+            // the run ended with the device idle: each completion used a due time
+            self.used(done.saturating_sub(run.done_before));
+        } else if self.pending_start_ns.take().is_some() {
+            self.used(1);
         }
-        self.ask(ctx)
+        self.ask(ctx, done)
     }
 
     fn on_idle_end(&mut self, idle_ns: u64, collided: bool) {
         let end = self.idle_start_ns.saturating_add(idle_ns);
+        if let Some(run) = self.run.take() {
+            // every request of the run that started before the arrival (the
+            // last cut by it, or completing at its very ns)
+            if end > run.start_ns {
+                self.used(((end - run.start_ns - 1) / run.cycle_ns + 1).min(run.max));
+            }
+        }
         if let Some(start) = self.pending_start_ns.take() {
             // the engine starts a request whose start lies inside the interval
             if collided || start < end {
-                self.used();
+                self.used(1);
             }
         }
+    }
+
+    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
+        self.bursts =
+            cfg.bg_work == crate::sim::BgWork::Endless && cfg.bg_service.is_deterministic();
     }
 }
 

@@ -161,6 +161,14 @@ pub trait Policy: Send {
         let _ = (busy_ns, requests);
     }
 
+    /// True for a policy that chooses its own request sizes (adaptive-size):
+    /// the simulator then refuses a BG service model that takes as long for
+    /// every size ([`crate::sim::check_sizes`]). Default: false (the run's
+    /// `--bg-size`, or a size parameter, sets the size).
+    fn chooses_size(&self) -> bool {
+        false
+    }
+
     /// What the user should know about how the policy ran (a rule that
     /// fell back, a parameter never learned), one sentence each; shown by
     /// `fallow simulate` and in its JSON (`notes`). Default: nothing.
@@ -174,6 +182,18 @@ pub trait Policy: Send {
     /// intervals are); the live runtime never calls it. Default: nothing.
     fn prepare(&mut self, periods: &Periods) {
         let _ = periods;
+    }
+
+    /// Called once by [`crate::sim::simulate`] before the run with its
+    /// settings: the run is simulated, so the BG service model is the
+    /// truth and the engine computes a burst's requests exactly. A policy
+    /// that asks for one request at a time only to hear of each completion
+    /// may then ask for whole bursts and work out each request's times
+    /// from the model: the same run, with one call per idle interval
+    /// instead of one per BG request. The live driver never calls it (a
+    /// real device's service times are not the model's). Default: nothing.
+    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
+        let _ = cfg;
     }
 }
 
@@ -298,7 +318,8 @@ pub struct Entry {
 /// simulator by tests, so `tune` never needs to know a policy's name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IntervalRule {
-    /// Start at `t` if `L > t` (fixed-wait: Practical Scrubbing's Waiting).
+    /// Start at `t` if `L > t` (fixed-wait: Practical Scrubbing's Waiting;
+    /// preemption-interval at its defaults, with `p` for `t`).
     WaitThenRun,
     /// Start at once if `L > t` (lossless-waiting).
     WholeIfLonger,
@@ -552,7 +573,9 @@ pub fn registry() -> &'static [Entry] {
             build: PreemptionInterval::build,
             knob: Some(Knob::wait("p", "100ms")),
             size_param: None,
-            interval_rule: None,
+            // at its defaults (burst-idle, fg-end, no batch) the machine
+            // waits p after FG work and then runs BG until FG arrives
+            interval_rule: Some(IntervalRule::WaitThenRun),
         },
     ];
     REGISTRY

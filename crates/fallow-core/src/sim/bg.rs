@@ -54,6 +54,14 @@ impl BgService {
         }
     }
 
+    /// True when a larger request takes longer (size-based service beyond
+    /// its knee). Exponential and constant service take as long for 4 MiB
+    /// as for 64 KiB: under them a policy or a tuner that chooses request
+    /// sizes would find the largest free ([`crate::sim::check_sizes`]).
+    pub fn charges_for_size(&self) -> bool {
+        matches!(self, BgService::SizeBased { rate_bytes_per_s, .. } if rate_bytes_per_s.is_finite())
+    }
+
     /// True when every request of a size takes the same time.
     pub fn is_deterministic(&self) -> bool {
         !matches!(self, BgService::Exponential { .. })

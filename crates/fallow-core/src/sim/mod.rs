@@ -366,14 +366,57 @@ fn record(h: &mut Histogram<u64>, v: u64) {
     }
 }
 
-/// Run `policy` over a prepared trace.
+/// A ready-to-use BG service model that charges for size: Practical
+/// Scrubbing Fig. 4's shape with a 2000s disk's figures (8 ms up to 64 KiB,
+/// then 100 MB/s), as the README and docs/tuning.md use it.
+pub const SIZE_MODEL_EXAMPLE: &str = "size:base=8ms,knee=64KiB,rate=100MB";
+
+/// Refuse a run in which request sizes are chosen — by the policy
+/// ([`Policy::chooses_size`]) or by a tuner among `candidate_sizes` — under
+/// a BG service model that takes as long for every size
+/// ([`BgService::charges_for_size`]): larger requests would look free and
+/// the largest would always win (an adaptive-size at 200 MB/s against
+/// 4.6 MB/s for every other policy). The error names the setting and a
+/// model to use instead.
+pub fn check_sizes(bg: &BgService, chooser: Option<&str>, candidate_sizes: usize) -> Result<()> {
+    if bg.charges_for_size() {
+        return Ok(());
+    }
+    let who = match chooser {
+        Some(policy) => format!("{policy} chooses its own request sizes"),
+        None if candidate_sizes > 1 => {
+            format!("tuning chooses the request size among {candidate_sizes} candidates")
+        }
+        None => return Ok(()),
+    };
+    let single = if chooser.is_none() {
+        " or tune one size (--sizes 64KiB)"
+    } else {
+        ""
+    };
+    Err(Error::invalid(
+        "bg",
+        format!(
+            "{who}, but the BG service model `{bg}` takes as long for 4 MiB as for 64 KiB, \
+             so larger requests would look free; give a model that charges for size, \
+             e.g. --bg {SIZE_MODEL_EXAMPLE} (Python: bg=\"{SIZE_MODEL_EXAMPLE}\"){single}"
+        ),
+    ))
+}
+
+/// Run `policy` over a prepared trace. A policy that chooses its request
+/// sizes needs a BG model that charges for size ([`check_sizes`]).
 pub fn simulate(prep: &Prepared, policy: &mut dyn Policy, cfg: &SimConfig) -> Result<SimResult> {
     if cfg.bg_size_bytes == 0 {
         return Err(Error::invalid("bg size", "must be positive"));
     }
+    if policy.chooses_size() {
+        check_sizes(&cfg.bg_service, Some(policy.name()), 1)?;
+    }
     cfg.bg_work.check_spawn(prep.requests())?;
     let mut run = Run::new(prep, cfg);
     policy.prepare(&prep.periods);
+    policy.simulated(cfg);
     run.go(policy);
     Ok(run.finish(policy))
 }

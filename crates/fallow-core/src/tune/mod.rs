@@ -858,6 +858,8 @@ pub fn tune(
     if cfg.sizes.is_empty() {
         return Err(Error::invalid("sizes", "give at least one request size"));
     }
+    // the tuner chooses among sizes: the model must charge for them
+    crate::sim::check_sizes(&sim.bg_service, None, cfg.sizes.len())?;
     let search = Search::new(prep, policy_spec, sim, cfg.sizes[0], cfg.fast)?;
     let entry = search.entry;
 

@@ -5,7 +5,7 @@
 //! [`characterize`](crate::characterize) (idle-interval CV, Mi et al.'s
 //! lag-pair clustering of long intervals, Busy Bee's cluster window size).
 
-use super::{tune, Budget, Choice, SearchMode, TuneConfig};
+use super::{tune, Budget, Choice, Guarantee, SearchMode, TuneConfig};
 use crate::error::Result;
 use crate::policy;
 use crate::sim::{Prepared, SimConfig};
@@ -97,6 +97,9 @@ pub struct Ranked {
     pub relative: Option<f64>,
     /// One line: why it ranks where it does.
     pub reason: String,
+    /// What its tuned setting is guaranteed to be: `exact` (the best point
+    /// of the knob ladder at every size) or `coarse-grid`.
+    pub guarantee: Guarantee,
 }
 
 /// The result of [`recommend`].
@@ -115,6 +118,9 @@ pub struct Recommendation {
     pub ranking: Vec<Ranked>,
     /// Distinct simulations run.
     pub simulations: u64,
+    /// The search mode asked for (`auto`, `exact`, `coarse`); each
+    /// policy's `guarantee` says which search ran.
+    pub search: SearchMode,
 }
 
 /// The policies [`recommend`] tunes: deployable (not clairvoyant) registry
@@ -162,12 +168,14 @@ pub fn recommend(
     let names = candidates();
     let mut simulations = 0;
     let mut tuned: Vec<(String, Option<Choice>)> = Vec::new();
+    let mut guarantees = std::collections::HashMap::new();
     for (i, name) in names.iter().enumerate() {
         progress(i, names.len(), 0, 0);
         let t = tune(prep, name, sim, &cfg, &|d, n| {
             progress(i, names.len(), d, n)
         })?;
         simulations += t.simulations;
+        guarantees.insert(t.policy.clone(), t.guarantee);
         tuned.push((t.policy, t.budgets.into_iter().next().and_then(|b| b.best)));
     }
     progress(names.len(), names.len(), 0, 0);
@@ -264,6 +272,10 @@ pub fn recommend(
                 }
             };
             Ranked {
+                guarantee: guarantees
+                    .get(&name)
+                    .copied()
+                    .unwrap_or(Guarantee::CoarseGrid),
                 rank: if tp(&best).is_some() { i + 1 } else { 0 },
                 policy: name,
                 best,
@@ -279,6 +291,7 @@ pub fn recommend(
         traits,
         ranking,
         simulations,
+        search,
     })
 }
 

@@ -71,7 +71,8 @@ fn samples() -> Vec<(&'static str, Vec<f64>)> {
     let waits = vec![1e5, 7.3e5, 3e6, 1.37e7, 5e7, 2.1e8, 1e9, 2.9e10];
     vec![
         ("fixed-wait", waits.clone()),
-        ("lossless-waiting", waits),
+        ("lossless-waiting", waits.clone()),
+        ("preemption-interval", waits),
         ("oracle", vec![0.01, 0.5, 3.0, 10.0, 37.5, 80.0, 100.0]),
     ]
 }
@@ -206,7 +207,12 @@ fn the_sweep_refuses_what_it_cannot_compute() {
 fn tune_gives_the_same_answers_by_sweep_and_by_simulation() {
     let prep = synthetic("mmpp:cv=9,burst=200", 5_000, 11);
     let sim = &configs()[1];
-    for policy in ["fixed-wait", "lossless-waiting", "oracle"] {
+    for policy in [
+        "fixed-wait",
+        "lossless-waiting",
+        "oracle",
+        "preemption-interval",
+    ] {
         let mut cfg = TuneConfig::new(Budget::parse_list("500us,2ms,3%").unwrap());
         cfg.sizes = tune::parse_sizes("16KiB..2MiB/8").unwrap();
         cfg.max_delay_ns = Some(25_000_000);
@@ -232,7 +238,9 @@ fn tune_gives_the_same_answers_by_sweep_and_by_simulation() {
     }
     // a fixed parameter besides the knob and size, or exponential service: simulated
     let exp = SimConfig::default();
-    let cfg = TuneConfig::new(Budget::parse_list("1ms").unwrap());
+    let mut cfg = TuneConfig::new(Budget::parse_list("1ms").unwrap());
+    // one size: exponential service charges nothing for size (issue 11)
+    cfg.sizes = vec![65_536];
     let t = tune::tune(&prep, "fixed-wait", &exp, &cfg, &|_, _| {}).unwrap();
     assert_eq!(t.method, "simulation");
 }

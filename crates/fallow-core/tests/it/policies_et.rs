@@ -420,3 +420,138 @@ fn fixed_rate_completes_span_over_r_when_lightly_loaded() {
     assert!(r.bg.completed.abs_diff(due) <= 1);
     assert!((r.bg.completed as f64 / span_over_r - 1.0).abs() < 0.002);
 }
+
+/// A policy not told that it runs simulated ([`Policy::simulated`]): it
+/// asks for one BG request at a time, as live.
+struct OneAtATime<'a>(&'a mut dyn Policy);
+
+impl Policy for OneAtATime<'_> {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn on_idle(&mut self, ctx: &mut policy::Ctx<'_>) -> policy::Decision {
+        self.0.on_idle(ctx)
+    }
+    fn on_bg_done(&mut self, ctx: &mut policy::Ctx<'_>, done: u64) -> policy::Decision {
+        self.0.on_bg_done(ctx, done)
+    }
+    fn on_idle_end(&mut self, idle_ns: u64, collided: bool) {
+        self.0.on_idle_end(idle_ns, collided)
+    }
+    fn on_busy_end(&mut self, busy_ns: u64, requests: u32) {
+        self.0.on_busy_end(busy_ns, requests)
+    }
+}
+
+/// Bursts in simulation (preemption_interval module docs, fixed_rate
+/// module docs): with deterministic BG service and endless work, asking
+/// for a whole run of requests and working out each request's times from
+/// the model is the same run as asking for one request at a time — every
+/// figure and every state×event counter, to the bit — for every variant,
+/// both interval starts, credit skipping, the adaptive interval and fixed
+/// rates on both sides of the service time. The one-request protocol is
+/// the reference: it is what the live driver runs and what the machine's
+/// unit tests check by hand.
+#[test]
+fn bursts_in_simulation_are_the_same_run_as_one_request_at_a_time() {
+    let prep = synthetic(
+        ArrivalProcess::Mmpp2 {
+            rate_per_s: [200.0, 5.0],
+            switch_per_s: [2.0, 1.0],
+        },
+        ServiceModel::Exponential { mean_ns: 2 * MS },
+        20_000,
+        5,
+    );
+    let services = [
+        BgService::Constant { ns: 3 * MS },
+        BgService::SizeBased {
+            base_ns: 1_000_000,
+            knee_bytes: 65_536,
+            rate_bytes_per_s: 1e8,
+        },
+    ];
+    let mut compared = 0;
+    let mut bg_requests = 0;
+    for bg in services {
+        for penalty in [0, 4 * MS] {
+            let cfg = SimConfig {
+                bg_service: bg,
+                bg_size_bytes: 1 << 20,
+                switch_penalty_ns: penalty,
+                seed: 3,
+                ..SimConfig::default()
+            };
+            let mut specs: Vec<String> = Vec::new();
+            for p in ["1ms", "7ms", "30ms"] {
+                for v in ["tl", "tr", "bl", "br"] {
+                    for start in ["fg-end", "fg-start"] {
+                        specs.push(format!(
+                            "preemption-interval:p={p},variant={v},start={start}"
+                        ));
+                    }
+                    specs.push(format!("credit-skip:p={p},variant={v},n=3,cap=9"));
+                    specs.push(format!("adaptive-preemption-interval:p={p},variant={v}"));
+                }
+            }
+            // r below, near and above the service time (3 ms; 11.5 ms size-based)
+            for r in ["500us", "2999us", "3ms", "4ms", "11ms", "12ms", "40ms"] {
+                specs.push(format!("fixed-rate:r={r}"));
+            }
+            for spec in &specs {
+                let mut bursts = policy::build(spec).unwrap();
+                let a = simulate(&prep, bursts.as_mut(), &cfg).unwrap();
+                let mut each = policy::build(spec).unwrap();
+                let b = simulate(&prep, &mut OneAtATime(each.as_mut()), &cfg).unwrap();
+                let at = format!("{spec} {bg:?} penalty {penalty}");
+                assert_eq!(json_without_name(&a), json_without_name(&b), "{at}");
+                bg_requests += b.bg.completed;
+                compared += 1;
+            }
+            // the machine's counters, through the concrete types
+            for v in VARIANTS {
+                for start in [IntervalStart::FgEnd, IntervalStart::FgStart] {
+                    let mut x = interval(7 * MS, v, start);
+                    let mut y = interval(7 * MS, v, start);
+                    simulate(&prep, &mut x, &cfg).unwrap();
+                    simulate(&prep, &mut OneAtATime(&mut y), &cfg).unwrap();
+                    assert_eq!(x.counters(), y.counters(), "{v:?} {start:?}");
+                    assert!(x.counters().get(St::Bg, Ev::Fg) > 0);
+                }
+                let c = CreditSkipConfig {
+                    machine: PreemptionIntervalConfig {
+                        interval_ns: 7 * MS,
+                        variant: v,
+                        ..PreemptionIntervalConfig::default()
+                    },
+                    ..CreditSkipConfig::default()
+                };
+                let (mut x, mut y) = (CreditSkip::new(c), CreditSkip::new(c));
+                simulate(&prep, &mut x, &cfg).unwrap();
+                simulate(&prep, &mut OneAtATime(&mut y), &cfg).unwrap();
+                assert_eq!(x.counters(), y.counters(), "credit-skip {v:?}");
+                assert_eq!((x.skips(), x.credits()), (y.skips(), y.credits()));
+                let c = AdaptivePreemptionIntervalConfig {
+                    machine: PreemptionIntervalConfig {
+                        variant: v,
+                        ..AdaptivePreemptionIntervalConfig::default().machine
+                    },
+                    ..AdaptivePreemptionIntervalConfig::default()
+                };
+                let (mut x, mut y) = (
+                    AdaptivePreemptionInterval::new(c),
+                    AdaptivePreemptionInterval::new(c),
+                );
+                simulate(&prep, &mut x, &cfg).unwrap();
+                simulate(&prep, &mut OneAtATime(&mut y), &cfg).unwrap();
+                assert_eq!(x.counters(), y.counters(), "adaptive {v:?}");
+                assert_eq!(x.interval_ns(), y.interval_ns());
+            }
+        }
+    }
+    assert!(compared > 200, "{compared}");
+    assert!(
+        bg_requests > 1_000_000,
+        "{bg_requests} BG requests compared"
+    );
+}

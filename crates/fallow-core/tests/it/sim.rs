@@ -241,3 +241,59 @@ proptest::proptest! {
         proptest::prop_assert!(r.fg.delayed_requests as f64 <= n);
     }
 }
+
+/// Issue 11, "defaults that cannot mislead": `fallow compare --workload
+/// mmpp:cv=9,burst=1000 --utilization 0.3` showed adaptive-size at
+/// 200 MB/s against ≤ 4.6 MB/s for every other policy, because the default
+/// BG service (`exp:10ms`) takes as long for 4 MiB as for 64 KiB. A policy
+/// or a tuner that chooses request sizes is refused under such a model,
+/// with the setting to change and a model to use; under a model that
+/// charges for size it runs, and a 4 MiB request then costs what the model
+/// says (8 ms + (4 MiB − 64 KiB)/100 MB/s), so adaptive-size gets no more
+/// BG throughput than the device's transfer rate over the idle time.
+#[test]
+fn issue11_sizes_are_chosen_only_under_a_model_that_charges_for_them() {
+    let prep = mm1(30.0, 0.01, 20_000, 4);
+    let budget = fallow_core::tune::Budget::parse_list("5%").unwrap();
+    for blind in ["exp:10ms", "const:5ms"] {
+        let cfg = SimConfig {
+            bg_service: blind.parse().unwrap(),
+            ..SimConfig::default()
+        };
+        let mut p = policy::build("adaptive-size").unwrap();
+        let e = simulate(&prep, p.as_mut(), &cfg).unwrap_err().to_string();
+        for want in ["adaptive-size chooses its own request sizes", "--bg size:"] {
+            assert!(e.contains(want), "{blind}: {e}");
+        }
+        // a policy run at the run's one size is not choosing: it runs
+        let mut p = policy::build("fixed-wait:t=50ms").unwrap();
+        assert!(simulate(&prep, p.as_mut(), &cfg).is_ok());
+        // the tuner choosing among sizes is refused, one size is not
+        let mut tc = fallow_core::tune::TuneConfig::new(budget.clone());
+        tc.sizes = vec![65_536, 1 << 20];
+        let e = fallow_core::tune::tune(&prep, "fixed-wait", &cfg, &tc, &|_, _| {})
+            .unwrap_err()
+            .to_string();
+        for want in ["among 2 candidates", "--bg size:", "--sizes"] {
+            assert!(e.contains(want), "{blind}: {e}");
+        }
+        tc.sizes = vec![65_536];
+        assert!(fallow_core::tune::tune(&prep, "fixed-wait", &cfg, &tc, &|_, _| {}).is_ok());
+    }
+    let cfg = SimConfig {
+        bg_service: fallow_core::sim::SIZE_MODEL_EXAMPLE.parse().unwrap(),
+        ..SimConfig::default()
+    };
+    let mut p = policy::build("adaptive-size").unwrap();
+    let r = simulate(&prep, p.as_mut(), &cfg).unwrap();
+    // at most 4 MiB per 8 ms + (4 MiB − 64 KiB)/100 MB/s of BG service
+    // (the best bytes per second of any size up to adaptive-size's 4 MiB)
+    let best_rate = (4u64 << 20) as f64 / (0.008 + ((4u64 << 20) - 65_536) as f64 / 1e8);
+    let ceiling = best_rate * r.bg.busy_s / r.span_s;
+    assert!(r.bg.throughput_bytes_per_s > 0.0);
+    assert!(
+        r.bg.throughput_bytes_per_s <= ceiling * (1.0 + 1e-9),
+        "{} > {ceiling}",
+        r.bg.throughput_bytes_per_s
+    );
+}

@@ -34,6 +34,22 @@
 //! requests completed before the FG arrival cut it; the per-state counters
 //! (§5.2) need every completion. The cost is one policy call per BG request.
 //!
+//! **Bursts in simulation.** Told by the simulator that it runs simulated
+//! ([`Policy::simulated`]) with endless BG work and deterministic service
+//! (constant or size-based), and without `batch=`, the machine asks for the
+//! whole idle interval's BG work in one `Start` instead: after the interval,
+//! requests back to back (`burst-*`) or `p` apart (`request-*`) until FG
+//! arrives. Every request then takes the model's service time `s`, so the
+//! `k`-th starts at `S + k·(s + spacing)` and the machine works out which
+//! requests completed before the FG arrival and replays their events in bulk
+//! (`ran_repeat`), exactly as one call per request would have found them:
+//! the same run and the same counters (tested against the one-request
+//! protocol in `tests/it/policies_et.rs`), with one call per idle interval
+//! instead of one per BG request — what makes `tune` and `recommend` of
+//! this family take seconds rather than minutes on a week-long trace.
+//! Exponential service, finite BG work, `batch=N` and the live driver keep
+//! one request at a time.
+//!
 //! **Batches.** In fallow, BG work never *arrives* during an idle interval
 //! (endless work is always queued, finite work only shrinks, arrival-driven
 //! work arrives with FG writes, i.e. in busy periods), so an i event in B
@@ -70,7 +86,7 @@
 //! the very nanosecond a BG request completes is a `B[f]` without delay; it is
 //! recognised when BG service is deterministic and otherwise (probability
 //! ~0 with random service) read as an empty queue.
-
+//!
 mod machine;
 
 pub use machine::{next_state, IntervalCounters, IntervalEvent, IntervalState, IntervalVariant};
@@ -198,6 +214,12 @@ pub struct PreemptionInterval {
     batch_started: u64,
     /// BG service time when the model is deterministic (tie detection), ns.
     fixed_service_ns: Option<u64>,
+    /// Ask for whole bursts (module docs, "Bursts in simulation"): set by
+    /// [`Policy::simulated`] for endless BG work and deterministic service.
+    bursts: bool,
+    /// The burst asked at the start of this idle interval, while under way:
+    /// its service time and the time from one request's start to the next, ns.
+    burst: Option<(u64, u64)>,
 }
 
 impl PreemptionInterval {
@@ -212,6 +234,8 @@ impl PreemptionInterval {
             busy_entered: false,
             batch_started: 0,
             fixed_service_ns: None,
+            bursts: false,
+            burst: None,
         }
     }
 
@@ -245,6 +269,13 @@ impl PreemptionInterval {
         }
     }
 
+    /// The run is simulated ([`Policy::simulated`]): ask for bursts where
+    /// that is the same run (module docs, "Bursts in simulation").
+    pub(crate) fn simulated_run(&mut self, cfg: &crate::sim::SimConfig) {
+        self.bursts =
+            cfg.bg_work == crate::sim::BgWork::Endless && cfg.bg_service.is_deterministic();
+    }
+
     /// Change the interval length from the next decision on (adaptive policy).
     pub(crate) fn set_interval_ns(&mut self, ns: u64) {
         self.config.interval_ns = ns;
@@ -257,12 +288,30 @@ impl PreemptionInterval {
 
     fn ask(&mut self, ctx: &mut Ctx<'_>, pending: Pending) -> Decision {
         let size = self.config.size_bytes.unwrap_or(ctx.bg_size_bytes);
+        // the engine's own rounding of a deterministic service time
         self.fixed_service_ns = ctx
             .bg_service
             .is_deterministic()
             .then(|| (ctx.bg_service.mean_ns(size).round() as u64).max(1));
         let after_ns = pending.start_ns - ctx.now_ns;
         self.pending = Some(pending);
+        self.burst = None;
+        let whole = self.bursts && pending.from == IntervalState::Fg && self.config.batch.is_none();
+        if let (true, Some(service_ns)) = (whole, self.fixed_service_ns) {
+            // the rest of the interval in one burst: what one request at a
+            // time would ask after each completion, B→B at once or B→P→I→B
+            // after p
+            let spacing_ns = if self.config.variant.interval_per_request() {
+                self.config.interval_ns
+            } else {
+                0
+            };
+            self.burst = Some((service_ns, service_ns.saturating_add(spacing_ns)));
+            return Decision::Start(Start {
+                spacing_ns,
+                ..Start::until_fg(after_ns, size)
+            });
+        }
         Decision::Start(Start {
             after_ns,
             size_bytes: size,
@@ -270,6 +319,78 @@ impl PreemptionInterval {
             spacing_ns: 0,
             consult_each: true,
         })
+    }
+
+    /// `n` more BG requests ran, each asked right after the one before
+    /// completed (from B, not at a batch end): their events in bulk. Each
+    /// request's events lead from B back to B, so `n` of them add `n` to
+    /// every counter on that cycle.
+    fn ran_repeat(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        debug_assert_eq!(self.state, IntervalState::Bg);
+        let step = Pending {
+            from: IntervalState::Bg,
+            batch_end: false,
+            decided_ns: 0,
+            start_ns: 0,
+            empty_timer_ns: None,
+        };
+        let mut at = self.state;
+        for &e in self.ran_events(&step) {
+            self.counters.add(at, e, n);
+            at = next_state(self.config.variant, at, e);
+        }
+        debug_assert_eq!(at, IntervalState::Bg, "one request's events are a cycle");
+        self.batch_started += n;
+    }
+
+    /// The burst asked at the interval's start ended after `done` requests
+    /// with the device idle (the spacing of a `request-*` burst outlasted
+    /// the interval): the events one request at a time would have seen up
+    /// to the last completion; the pending request is taken.
+    fn burst_done(&mut self, done: u64) {
+        if let (Some(_), Some(first)) = (self.burst.take(), self.pending.take()) {
+            if done > 0 {
+                self.ran(&first);
+                self.ran_repeat(done - 1);
+            }
+        }
+    }
+
+    /// The burst asked at the interval's start was under way when FG
+    /// arrived at `end_ns`: replay the requests that completed before it
+    /// (each would have been followed by a decision) and leave pending the
+    /// request one at a time would have had pending then.
+    fn burst_cut(&mut self, end_ns: u64) {
+        let (Some((service_ns, cycle_ns)), Some(first)) = (self.burst.take(), self.pending) else {
+            return;
+        };
+        // requests that completed strictly before the arrival: the k-th
+        // (from 0) completes at S + k·cycle + s
+        let first_end = first.start_ns.saturating_add(service_ns);
+        if end_ns <= first_end {
+            return; // the first request is the pending one
+        }
+        let completed = (end_ns - first_end - 1) / cycle_ns + 1;
+        self.ran(&first);
+        self.ran_repeat(completed - 1);
+        // as bg_done would have asked after the last of them
+        let now = first_end + (completed - 1) * cycle_ns;
+        let p = self.config.interval_ns;
+        let v = self.config.variant;
+        self.pending = Some(Pending {
+            from: IntervalState::Bg,
+            batch_end: false,
+            decided_ns: now,
+            start_ns: if v.interval_per_request() {
+                now.saturating_add(p)
+            } else {
+                now
+            },
+            empty_timer_ns: v.interval_after_burst().then(|| now.saturating_add(p)),
+        });
     }
 
     /// The device fell idle (F→P); `skip` ends the interval at once
@@ -328,8 +449,10 @@ impl PreemptionInterval {
         self.batch_started += 1;
     }
 
-    fn bg_done(&mut self, ctx: &mut Ctx<'_>) -> Decision {
-        if let Some(p) = self.pending.take() {
+    fn bg_done(&mut self, ctx: &mut Ctx<'_>, done: u64) -> Decision {
+        if self.burst.is_some() {
+            self.burst_done(done);
+        } else if let Some(p) = self.pending.take() {
             self.ran(&p);
         }
         let now = ctx.now_ns;
@@ -358,6 +481,7 @@ impl PreemptionInterval {
 
     fn idle_end(&mut self, idle_ns: u64, collided: bool) {
         let end = self.idle_start_ns.saturating_add(idle_ns);
+        self.burst_cut(end);
         match self.pending.take() {
             None => self.emit(IntervalEvent::Fg),
             Some(p) if collided => {
@@ -421,8 +545,8 @@ impl Policy for PreemptionInterval {
         self.idle_start(ctx, false)
     }
 
-    fn on_bg_done(&mut self, ctx: &mut Ctx<'_>, _done: u64) -> Decision {
-        self.bg_done(ctx)
+    fn on_bg_done(&mut self, ctx: &mut Ctx<'_>, done: u64) -> Decision {
+        self.bg_done(ctx, done)
     }
 
     fn on_idle_end(&mut self, idle_ns: u64, collided: bool) {
@@ -431,6 +555,10 @@ impl Policy for PreemptionInterval {
 
     fn on_busy_end(&mut self, _busy_ns: u64, requests: u32) {
         self.busy_end(requests);
+    }
+
+    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
+        self.simulated_run(cfg);
     }
 }
 
