@@ -153,11 +153,27 @@ def test_compare_frame():
 
 
 def test_compare_defaults_to_every_policy():
-    frame = fallow.compare(workload="poisson", arrival_rate=20, requests=5_000)
+    # under a BG model that charges for size, every policy runs
+    frame = fallow.compare(
+        workload="poisson",
+        arrival_rate=20,
+        requests=5_000,
+        bg="size:base=8ms,knee=64KiB,rate=100MB",
+    )
     reg = fallow.policies()
     assert len(frame) == len(reg)
     deployable = list(reg.loc[~reg["clairvoyant"], "name"])
     assert list(frame["policy"][: len(deployable)]) == deployable
+
+
+def test_compare_defaults_leave_out_size_choosers_under_a_size_blind_model():
+    # the default BG model takes as long for every size: adaptive-size,
+    # which chooses its sizes, is left out with a warning saying why
+    with pytest.warns(UserWarning, match="skipping adaptive-size"):
+        frame = fallow.compare(workload="poisson", arrival_rate=20, requests=5_000)
+    reg = fallow.policies()
+    assert "adaptive-size" not in set(frame["policy"])
+    assert len(frame) == len(reg) - 1
     assert frame["clairvoyant"].sum() == reg["clairvoyant"].sum()
     assert (frame["idle_used_fraction"] <= 1 + 1e-12).all()
 

@@ -124,6 +124,10 @@ pub fn run(args: RecommendArgs) -> Result<()> {
         b.finish_and_clear();
     }
     let rec = result.with_context(|| format!("recommending for --budget {}", args.budget))?;
+    // as compare does: say which candidates were left out, and why
+    for s in &rec.skipped {
+        eprintln!("fallow: skipping {s}");
+    }
     if args.json {
         output::print(&output::json_text(&rec)?)
     } else if args.csv.csv {

@@ -282,6 +282,7 @@ pub fn compare<'py>(
     switch_penalty: Option<Bound<'py, PyAny>>,
     seed: u64,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let default_lineup = policies.is_none();
     let specs = policies.unwrap_or_else(|| {
         let reg = policy::registry();
         reg.iter()
@@ -290,7 +291,7 @@ pub fn compare<'py>(
             .map(|e| e.name.to_string())
             .collect()
     });
-    let mut built = specs
+    let built = specs
         .iter()
         .map(|s| build(s))
         .collect::<PyResult<Vec<_>>>()?;
@@ -311,6 +312,35 @@ pub fn compare<'py>(
         switch_penalty.as_ref().unwrap_or(&d.zero),
         seed,
     )?;
+    // as the CLI's compare: the default line-up leaves out a policy that
+    // chooses its own request sizes under a BG model that does not charge
+    // for size (the core's check), with a warning saying why; one named
+    // explicitly fails in `run`
+    let (mut specs, mut kept) = (specs, Vec::with_capacity(built.len()));
+    if default_lineup {
+        let mut keep_specs = Vec::with_capacity(specs.len());
+        for (spec, p) in specs.into_iter().zip(built) {
+            let check = if p.chooses_size() {
+                fallow_core::sim::check_sizes(&setup.cfg.bg_service, Some(p.name()), 1)
+            } else {
+                Ok(())
+            };
+            match check {
+                Ok(()) => {
+                    keep_specs.push(spec);
+                    kept.push(p);
+                }
+                Err(e) => {
+                    py.import("warnings")?
+                        .call_method1("warn", (format!("skipping {spec}: {e}"),))?;
+                }
+            }
+        }
+        specs = keep_specs;
+    } else {
+        kept = built;
+    }
+    let mut built = kept;
     let results = without_gil(py, || {
         let prep = setup.prepare()?;
         built

@@ -121,6 +121,10 @@ pub struct Recommendation {
     /// The search mode asked for (`auto`, `exact`, `coarse`); each
     /// policy's `guarantee` says which search ran.
     pub search: SearchMode,
+    /// Candidates left out, each with why: a policy that chooses its own
+    /// request sizes under a BG model that does not charge for size
+    /// ([`crate::sim::check_sizes`]), as `compare` leaves it out.
+    pub skipped: Vec<String>,
 }
 
 /// The policies [`recommend`] tunes: deployable (not clairvoyant) registry
@@ -169,8 +173,15 @@ pub fn recommend(
     let mut simulations = 0;
     let mut tuned: Vec<(String, Option<Choice>)> = Vec::new();
     let mut guarantees = std::collections::HashMap::new();
+    let mut skipped = Vec::new();
     for (i, name) in names.iter().enumerate() {
         progress(i, names.len(), 0, 0);
+        if policy::build(name)?.chooses_size() {
+            if let Err(e) = crate::sim::check_sizes(&sim.bg_service, Some(name), 1) {
+                skipped.push(format!("{name}: {e}"));
+                continue;
+            }
+        }
         let t = tune(prep, name, sim, &cfg, &|d, n| {
             progress(i, names.len(), d, n)
         })?;
@@ -292,6 +303,7 @@ pub fn recommend(
         ranking,
         simulations,
         search,
+        skipped,
     })
 }
 
