@@ -51,7 +51,7 @@ fi
 
 step "rust: tests"
 # fallow-py is a Python extension (no libpython link); pytest tests it below.
-cargo test --workspace --exclude fallow-py --locked
+cargo test --workspace --exclude fallow-py --locked --no-fail-fast
 
 step "fuzz smoke: every trace reader for 20 s with overflow checks (cargo-fuzz, nightly)"
 # The first build of the targets compiles every dependency with the
