@@ -737,8 +737,10 @@ fn fitrim_killed_mid_way_resumes_at_its_offset_and_skips_nothing() {
     child.kill().unwrap();
     let _ = child.wait();
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&ck).unwrap()).unwrap();
-    let at = saved["next_offset"].as_u64().unwrap();
-    let fs_bytes = saved["fs_bytes"].as_u64().unwrap();
+    // the native checkpoint (`native::OffsetCheckpoint`, one type for
+    // fstrim and md)
+    let at = saved["next_offset_bytes"].as_u64().unwrap();
+    let fs_bytes = saved["size_bytes"].as_u64().unwrap();
     assert!(at > 0 && at < fs_bytes && at % (16 << 20) == 0, "{saved}");
     assert_eq!(saved["complete"], false);
     // without --resume: refused
@@ -754,7 +756,7 @@ fn fitrim_killed_mid_way_resumes_at_its_offset_and_skips_nothing() {
     assert_eq!(v["complete"], true, "{v}");
     // the second run covered exactly what the first had not
     assert_eq!(v["run_bytes"].as_u64().unwrap(), fs_bytes - at, "{v}");
-    let ranges_before = saved["ranges"].as_u64().unwrap();
+    let ranges_before = saved["requests"].as_u64().unwrap();
     assert_eq!(
         v["native"]["ranges"].as_u64().unwrap() - ranges_before,
         (fs_bytes - at).div_ceil(16 << 20),

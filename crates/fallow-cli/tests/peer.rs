@@ -601,10 +601,13 @@ fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
     let d = |p: &[&str]| n(&after, p) - n(&before, p);
     assert!(d(&["metrics", "reads", "fallback", "reads"]) >= 1);
     // the dead peer's connections fail (peer_failed) unless the
-    // membership already dropped it (no_peer): either way, the disk
+    // membership already dropped it (no_peer), or, before it died, it
+    // answered "not cached" for a chunk that other tests' cache drops
+    // evicted meanwhile (not_served: seen once in CI): either way, the disk
     assert!(
         d(&["metrics", "fallback_reasons", "peer_failed"])
             + d(&["metrics", "fallback_reasons", "no_peer"])
+            + d(&["metrics", "fallback_reasons", "not_served"])
             >= 1,
         "{}",
         after["metrics"]

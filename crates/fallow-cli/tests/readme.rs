@@ -66,7 +66,15 @@ const SHORT_NAMES: [(&str, &str); 2] = [
 ];
 
 /// Subcommands that act on a live system: they need root and a device.
-const LIVE: [&str; 6] = ["scrub", "run", "peer", "trim", "emulate-disk", "record"];
+const LIVE: [&str; 7] = [
+    "scrub",
+    "run",
+    "peer",
+    "trim",
+    "emulate-disk",
+    "record",
+    "spindown",
+];
 
 /// What to run for `cmd`, or why it is skipped.
 fn prepare(cmd: &str, shared: Option<&Path>, dir: &Path) -> Result<String, String> {

@@ -79,15 +79,19 @@ fn is_mounted(mnt: &Path) -> bool {
         .unwrap_or(false)
 }
 
-fn can_emulate(test: &str) -> bool {
+/// Root and FUSE, and this file's emulated-disk tests one at a time: each
+/// runs a daemon against timing on its own disk, and run side by side (as
+/// cargo does) on a loaded 2-core machine one daemon's start was missed.
+fn can_emulate(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     if !need_root(test) {
-        return false;
+        return None;
     }
     if !Path::new("/dev/fuse").exists() {
         eprintln!("skip: {test} needs /dev/fuse");
-        return false;
+        return None;
     }
-    true
+    Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// Mount an emulated disk of `image_bytes` with `model` and the power
@@ -184,9 +188,11 @@ const FAST: &str = "spinup_s = 0.3\nshutdown_s = 0.1\n";
 
 #[test]
 fn the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged() {
-    if !can_emulate("the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged") {
+    let Some(_serial) =
+        can_emulate("the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged")
+    else {
         return;
-    }
+    };
     let (dir, mnt, _cleanup) = emulated(16 << 20, "const:2ms", FAST);
     let log = dir.path().join("events.jsonl");
     let state = dir.path().join("state.json");
@@ -282,9 +288,9 @@ fn the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged() {
 
 #[test]
 fn a_spin_up_budget_lengthens_the_timeout_and_says_so() {
-    if !can_emulate("a_spin_up_budget_lengthens_the_timeout_and_says_so") {
+    let Some(_serial) = can_emulate("a_spin_up_budget_lengthens_the_timeout_and_says_so") else {
         return;
-    }
+    };
     let (dir, mnt, _cleanup) = emulated(16 << 20, "const:2ms", FAST);
     let log = dir.path().join("events.jsonl");
     let t0 = Instant::now();
@@ -326,9 +332,9 @@ fn a_spin_up_budget_lengthens_the_timeout_and_says_so() {
 
 #[test]
 fn a_job_rides_a_spin_up_and_the_deadline_spends_one() {
-    if !can_emulate("a_job_rides_a_spin_up_and_the_deadline_spends_one") {
+    let Some(_serial) = can_emulate("a_job_rides_a_spin_up_and_the_deadline_spends_one") else {
         return;
-    }
+    };
     let (dir, mnt, _cleanup) = emulated(16 << 20, "const:2ms", FAST);
     let marker = dir.path().join("runs");
     // the job reads the disk (a scrub would) and notes that it ran
@@ -503,9 +509,9 @@ fn simulation_and_live_agree_on_a_real_trace_window() {
     let Some(trace_path) = shared_trace("hp-hplajw-1992/ajw.1week.srt") else {
         return;
     };
-    if !can_emulate(test) {
+    let Some(_serial) = can_emulate(test) else {
         return;
-    }
+    };
     // a fast-spinning disk so a 30 s window holds several cycles: spin-up
     // 1 s, spin-down 0.5 s, the WD2500JD's powers; timeout 2 s; 5 ms a request
     let (timeout_s, shutdown_s, service_s, len_s) = (2.0, 0.5, 0.005, 30.0);
@@ -652,9 +658,9 @@ fn replay(disk: &Path, reqs: &[Req]) {
 #[test]
 fn each_wake_names_the_process_that_caused_it() {
     let test = "each_wake_names_the_process_that_caused_it";
-    if !can_emulate(test) {
+    let Some(_serial) = can_emulate(test) else {
         return;
-    }
+    };
     if let Err(why) = fallow_live::monitor::EventMonitor::available() {
         eprintln!("skip: {test} needs the block-tracepoint monitor: {why}");
         return;
@@ -727,9 +733,9 @@ fn each_wake_names_the_process_that_caused_it() {
 #[test]
 fn prometheus_metrics_show_spin_downs_time_and_energy_per_disk() {
     let test = "prometheus_metrics_show_spin_downs_time_and_energy_per_disk";
-    if !can_emulate(test) {
+    let Some(_serial) = can_emulate(test) else {
         return;
-    }
+    };
     use std::io::{BufRead, BufReader, Read, Write};
     let (dir, mnt, _cleanup) = emulated(16 << 20, "const:2ms", FAST);
     let mut child = start_daemon(&[
@@ -749,14 +755,22 @@ fn prometheus_metrics_show_spin_downs_time_and_energy_per_disk() {
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut addr = None;
     let mut line = String::new();
+    let mut said = String::new();
     while err.read_line(&mut line).unwrap() > 0 {
         if let Some(rest) = line.split("metrics at http://").nth(1) {
             addr = Some(rest.trim().trim_end_matches("/metrics").to_string());
             break;
         }
+        said.push_str(&line);
         line.clear();
     }
-    let addr = addr.expect("the daemon says where its metrics are");
+    let Some(addr) = addr else {
+        let _ = child.kill();
+        panic!(
+            "the daemon did not say where its metrics are; it said:\n{said}\nexit: {:?}",
+            child.wait()
+        );
+    };
     // spun down at about 0.3 s
     std::thread::sleep(Duration::from_millis(1000));
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
