@@ -5,7 +5,7 @@
 #   and the `fallow` package built in release mode and installed into it,
 #   with its `fallow` command (.venv/bin/fallow: the CLI inside the extension).
 #   The same release build also makes the wheel `pip install` takes
-#   ($CARGO_TARGET_DIR/wheels/fallow-*-abi3-manylinux_2_34_x86_64.whl), which
+#   ($CARGO_TARGET_DIR/wheels/fallow-*-abi3-manylinux_2_35_x86_64.whl), which
 #   tests/python/test_install.py installs into a fresh venv: one build, two uses.
 #
 # Idempotent: packages are installed only when the list below changed (a
@@ -84,7 +84,7 @@ if [[ $build -eq 1 ]]; then
   # the package in editable form: python/fallow is used in place, so Python
   # edits need no rebuild; the `fallow` command goes to $venv/bin.
   rm -f "$CARGO_TARGET_DIR"/wheels/fallow-*.whl
-  (cd "$root" && maturin build --release --strip --compatibility manylinux_2_34 --quiet \
+  (cd "$root" && maturin build --release --strip --compatibility manylinux_2_35 --quiet \
     --out "$CARGO_TARGET_DIR/wheels")
   (cd "$root" && maturin develop --release --strip --quiet)
   "$venv/bin/python" -c 'import fallow, sys; sys.stderr.write("dev-python: fallow %s ready\n" % fallow.__version__)'

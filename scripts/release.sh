@@ -11,8 +11,8 @@
 # Environment:
 #   FALLOW_VENV       venv with maturin (default <repo>/.venv, made by
 #                     scripts/dev-python.sh); twine and auditwheel are added to it
-#   FALLOW_MANYLINUX  manylinux policy (default manylinux_2_34: what
-#                     `auditwheel show` reports for this build's glibc symbols)
+#   FALLOW_MANYLINUX  manylinux policy (default manylinux_2_35: the build links
+#                     libm symbols of glibc 2.35, so maturin refuses 2_34)
 #   CARGO_TARGET_DIR  cargo target dir (default <repo>/target/py, shared with
 #                     dev-python.sh so its release build is reused)
 # The binary for `cargo install` is not built here: `cargo install --path
@@ -22,7 +22,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$root/dist}"
 venv="${FALLOW_VENV:-$root/.venv}"
-policy="${FALLOW_MANYLINUX:-manylinux_2_34}"
+policy="${FALLOW_MANYLINUX:-manylinux_2_35}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/py}"
 
 if [[ ! -x "$venv/bin/maturin" ]]; then

@@ -56,7 +56,7 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
 
 
 def test_the_wheel_is_manylinux_abi3_stripped_and_licensed(wheel: Path) -> None:
-    # name-version-cp39-abi3-manylinux_2_34_x86_64.whl (PEP 427 / 600)
+    # name-version-cp39-abi3-manylinux_2_35_x86_64.whl (PEP 427 / 600)
     tags = wheel.stem.split("-")[-3:]
     assert tags[0] == "cp39" and tags[1] == "abi3", wheel.name
     assert tags[2].startswith("manylinux_2_"), wheel.name
