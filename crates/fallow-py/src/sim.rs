@@ -316,9 +316,10 @@ pub fn compare<'py>(
     // chooses its own request sizes under a BG model that does not charge
     // for size (the core's check), with a warning saying why; one named
     // explicitly fails in `run`
-    let (mut specs, mut kept) = (specs, Vec::with_capacity(built.len()));
+    let mut specs = specs;
+    let mut built = built;
     if default_lineup {
-        let mut keep_specs = Vec::with_capacity(specs.len());
+        let mut keep = Vec::with_capacity(specs.len());
         for (spec, p) in specs.into_iter().zip(built) {
             let check = if p.chooses_size() {
                 fallow_core::sim::check_sizes(&setup.cfg.bg_service, Some(p.name()), 1)
@@ -326,21 +327,15 @@ pub fn compare<'py>(
                 Ok(())
             };
             match check {
-                Ok(()) => {
-                    keep_specs.push(spec);
-                    kept.push(p);
-                }
+                Ok(()) => keep.push((spec, p)),
                 Err(e) => {
                     py.import("warnings")?
                         .call_method1("warn", (format!("skipping {spec}: {e}"),))?;
                 }
             }
         }
-        specs = keep_specs;
-    } else {
-        kept = built;
+        (specs, built) = keep.into_iter().unzip();
     }
-    let mut built = kept;
     let results = without_gil(py, || {
         let prep = setup.prepare()?;
         built
