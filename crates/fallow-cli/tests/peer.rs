@@ -380,6 +380,15 @@ fn serve_args(f: &Fleet, i: usize, app: &Path, seeds: &[usize], extra: &[&str]) 
     a
 }
 
+/// Wait until node `i`, serving `app` (3 app files and 3,000 junk files),
+/// advertises all 3,003: its rate-capped residency scan's whole first pass.
+fn wait_whole_pass(f: &Fleet, i: usize, app: &Path) -> Value {
+    f.wait_for(i, "junk advertised", Duration::from_secs(180), |s| {
+        warm(app);
+        n(s, &["advertised", "files"]) >= 3003
+    })
+}
+
 /// Wait until the mount node sees `want` peers each advertising every file.
 /// The serving peers' copies are read again while waiting: other work on a
 /// shared machine may drop the page cache (`drop_caches`) meanwhile.
@@ -794,10 +803,7 @@ fn attacks_from_the_network_fail() {
     // machine took over 30 s to pass the 3,000 junk files that sort
     // between bin/ and lib/), so wait for the whole pass before asking
     // node 1 to see every app file advertised.
-    let s2 = f.wait_for(2, "junk advertised", Duration::from_secs(180), |s| {
-        warm(&apps[1]);
-        n(s, &["advertised", "files"]) >= 3003
-    });
+    let s2 = wait_whole_pass(&f, 2, &apps[1]);
     wait_adverts(&f, 1, 1, &[&apps[1]]);
     make_cold(&apps[0]);
     assert_eq!(n(&s2, &["index", "skipped_not_world_readable"]), 1);
@@ -918,6 +924,8 @@ fn attacks_from_the_network_fail() {
     // advertisement is being recomputed)
     let t = Instant::now();
     loop {
+        // (kept cached: node 2 serves only what is in its page cache)
+        warm(&moved);
         let out = get2("app/share/small.txt");
         if String::from_utf8_lossy(&out.stdout).contains("10000 bytes") {
             break;
@@ -1041,6 +1049,8 @@ fn attacks_from_the_network_fail() {
     f.stop(2);
     let stall = serve_args(&f, 2, &apps[1], &[1], &["--serve-delay", "10s"]);
     f.start(2, &stall);
+    // the restarted node 2 scans its 3,003 files afresh (see above)
+    wait_whole_pass(&f, 2, &apps[1]);
     wait_adverts(&f, 1, 1, &[&apps[1]]);
     wait_asleep(&f, 1);
     make_cold(&apps[0]);
