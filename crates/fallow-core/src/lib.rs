@@ -67,6 +67,7 @@ pub mod error;
 pub mod outpath;
 pub mod period;
 pub mod policy;
+pub mod registry;
 pub mod scrubplan;
 pub mod sim;
 pub mod stats;
