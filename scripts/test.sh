@@ -7,6 +7,62 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# Skips are counted, never passed silently (docs/testing.md):
+# - a test that needs root or the shared traces is #[ignore = "needs …"];
+#   libtest counts it as ignored unless --include-ignored is given, which we
+#   do where root and ../shared/traces are both here (as in CI). Run that
+#   way where one is missing, such a test FAILS naming what is missing.
+#   FALLOW_TEST_IGNORED=include|exclude overrides the choice.
+# - a test that cannot do one part here (a tool, a kernel feature) prints a
+#   line starting `skip:`; the tests run with --show-output so those lines
+#   reach the log, and the closing line counts them.
+LOGS="${TMPDIR:-/tmp}/fallow-test-logs.$$"
+mkdir -p "$LOGS"
+trap 'rm -rf "$LOGS"' EXIT
+traces_dir() {
+    if [[ -n ${FALLOW_SHARED_TRACES:-} ]]; then echo "$FALLOW_SHARED_TRACES"; return; fi
+    local d=$PWD
+    while [[ $d != / ]]; do
+        [[ -d $d/shared/traces ]] && { echo "$d/shared/traces"; return; }
+        d=$(dirname "$d")
+    done
+    echo "$PWD/../shared/traces"
+}
+ignored_mode() {
+    case ${FALLOW_TEST_IGNORED:-auto} in
+    include | exclude) echo "$FALLOW_TEST_IGNORED" ;;
+    auto) if [[ $(id -u) -eq 0 && -d $(traces_dir) ]]; then echo include; else echo exclude; fi ;;
+    *) echo "FALLOW_TEST_IGNORED must be include, exclude or auto, not $FALLOW_TEST_IGNORED" >&2; exit 2 ;;
+    esac
+}
+# One line totalling libtest's `test result:` lines, the `skip:` lines and
+# pytest's closing line, of the logs so far.
+summary() {
+    cat "$LOGS"/*.log 2>/dev/null | awk '
+        /^test result: / {
+            for (i = 1; i <= NF; i++) {
+                n = $i + 0
+                if ($(i + 1) ~ /^passed/) p += n
+                if ($(i + 1) ~ /^failed/) f += n
+                if ($(i + 1) ~ /^ignored/) ig += n
+            }
+            bins++
+        }
+        tolower($0) ~ /^(skip|skipped)( \([^)]*\))?: / { parts++ }
+        /^(=+ )?[0-9]+ (passed|failed|skipped|error)/ && / in [0-9.]+s/ {
+            for (i = 1; i < NF; i++) {
+                n = $i + 0; w = $(i + 1)
+                if (w ~ /^passed/) pp += n
+                if (w ~ /^failed/ || w ~ /^error/) pf += n
+                if (w ~ /^skipped/) ps += n
+            }
+        }
+        END {
+            printf "TOTAL: %d passed, %d failed, %d skipped (Rust: %d passed, %d failed, %d ignored in %d test binaries, %d skip: lines; pytest: %d passed, %d failed, %d skipped)\n",
+                p + pp, f + pf, ig + ps + parts, p, f, ig, bins, parts, pp, pf, ps
+        }'
+}
+
 step "system tools for the live tests (loop devices; FUSE needs no libfuse)"
 # The emulated-disk and record tests run as root and use losetup (util-linux);
 # without root, /dev/fuse or tracefs they skip with a message.
@@ -49,9 +105,14 @@ if [ "$(id -u)" = 0 ] && ! command -v ip >/dev/null; then
     apt-get update && apt-get install -y iproute2
 fi
 
-step "rust: tests"
+step "rust: tests ($(ignored_mode) the tests marked #[ignore = \"needs …\"])"
 # fallow-py is a Python extension (no libpython link); pytest tests it below.
-cargo test --workspace --exclude fallow-py --locked --no-fail-fast
+libtest_args=(--show-output)
+[[ $(ignored_mode) == include ]] && libtest_args+=(--include-ignored)
+rc=0
+cargo test --workspace --exclude fallow-py --locked --no-fail-fast -- "${libtest_args[@]}" 2>&1 \
+    | tee "$LOGS/rust.log" || rc=$?
+((rc == 0)) || { summary; exit "$rc"; }
 
 step "fuzz smoke: every trace reader for 20 s with overflow checks (cargo-fuzz, nightly)"
 # The first build of the targets compiles every dependency with the
@@ -116,6 +177,10 @@ else
     echo "skip: the btrfs benchmark needs root (loop devices, FUSE, mount)"
 fi
 
-step "python: tests (last, so the closing line is the test summary)"
-.venv/bin/python -m pytest -q   # tests/python + doctests (pyproject.toml)
+step "python: tests (last, then the closing line totals every test)"
+rc=0
+# tests/python + doctests (pyproject.toml); -rs lists each skip's reason
+.venv/bin/python -m pytest -q -rs 2>&1 | tee "$LOGS/pytest.log" || rc=$?
+summary
+exit "$rc"
 

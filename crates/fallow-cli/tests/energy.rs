@@ -136,10 +136,9 @@ fn file_level_trace_with_a_file_server_and_peers() {
 }
 
 #[test]
+#[ignore = "needs ../shared/traces (FALLOW_SHARED_TRACES)"]
 fn hp_trace_delay_cut_at_one_percent_local() {
-    let Some(p) = shared_trace("hp-hplajw-1992/ajw.1week.srt") else {
-        return;
-    };
+    let p = shared_trace("hp-hplajw-1992/ajw.1week.srt");
     let v = json(&[
         "energy",
         p.to_str().unwrap(),

@@ -1,8 +1,7 @@
 //! `fallow emulate-disk` and `fallow record` end to end: mount an emulated
 //! disk (detached, as a script would), put a loop device over it, record a
 //! trace of known reads through the loop device, and analyse the trace.
-//! Needs root, /dev/fuse, losetup and tracefs; skipped with a message
-//! otherwise. The bad-input checks run everywhere.
+//! Needs root, /dev/fuse, losetup and tracefs: `#[ignore = "needs root"]`. The bad-input checks run everywhere.
 
 mod common;
 
@@ -114,17 +113,11 @@ fn stat(path: &Path) -> Vec<u64> {
         .collect()
 }
 
-/// Whether an emulated disk can be mounted here (root and /dev/fuse); if
-/// not, says why, naming the test.
-fn can_emulate(test: &str) -> bool {
-    if !need_root(test) {
-        return false;
-    }
-    if !Path::new("/dev/fuse").exists() {
-        eprintln!("skip: {test} needs /dev/fuse");
-        return false;
-    }
-    true
+/// Assert that an emulated disk can be mounted here (root and /dev/fuse),
+/// naming the test: the callers are `#[ignore = "needs root"]`.
+fn can_emulate(test: &str) {
+    need_root(test);
+    assert!(Path::new("/dev/fuse").exists(), "{test} needs /dev/fuse");
 }
 
 /// A temporary directory with an image of `image_bytes` and an empty
@@ -145,11 +138,10 @@ fn emu_scaffold(image_bytes: u64) -> (tempfile::TempDir, PathBuf, PathBuf, Clean
 }
 
 #[test]
+#[ignore = "needs root"]
 fn emulated_disk_loop_device_record_and_analyze() {
     let name = "emulated_disk_loop_device_record_and_analyze";
-    if !can_emulate(name) {
-        return;
-    }
+    can_emulate(name);
     if run_tool("losetup", &["--version"]).is_err() {
         eprintln!("SKIP {name}: no losetup");
         return;
@@ -291,11 +283,10 @@ fn emulated_disk_loop_device_record_and_analyze() {
 /// a file on FUSE: a 512-byte sector cannot be read alone there), and the
 /// rest of the disk is scrubbed.
 #[test]
+#[ignore = "needs root"]
 fn scrub_reports_exactly_the_sectors_the_emulated_disk_fails() {
     let name = "scrub_reports_exactly_the_sectors_the_emulated_disk_fails";
-    if !can_emulate(name) {
-        return;
-    }
+    can_emulate(name);
     let (dir, img, mnt, mut cleanup) = emu_scaffold(8 << 20);
     // sectors 1000-1007 (one 4 KiB block), 5000 alone, and 12000-12001
     let o = fallow(&[

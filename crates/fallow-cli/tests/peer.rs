@@ -4,8 +4,9 @@
 //! peer, a peer killed mid-transfer, refused paths, and membership under
 //! joins and crashes.
 //!
-//! Needs root, `ip netns`, `nsenter` and /dev/fuse; without them each test
-//! prints `skipped: …` and passes. Processes are started with `nsenter
+//! Needs root, `ip netns`, `nsenter` and /dev/fuse: `#[ignore = "needs
+//! root"]`, run by `--include-ignored` (scripts/test.sh as root) and failing
+//! there, naming what is missing, where one of them is. Processes are started with `nsenter
 //! --net=…` rather than `ip netns exec`, which also unshares the mount
 //! namespace and would hide the FUSE mount from the test. A [`Fleet`] guard
 //! kills the processes, unmounts and deletes the namespaces and the bridge
@@ -37,20 +38,14 @@ fn missing_feature() -> Option<String> {
     None
 }
 
-/// [`Fleet::new`] where the tests can run; `None`, with a printed
-/// `skipped: …`, where they cannot.
-fn fleet(net: u8, nodes: usize) -> Option<Fleet> {
+/// [`Fleet::new`]; panics saying why the tests cannot run here, if they
+/// cannot (they are `#[ignore = "needs root"]`: a run without
+/// `--include-ignored` counts them as ignored instead).
+fn fleet(net: u8, nodes: usize) -> Fleet {
     if let Some(why) = missing_feature() {
-        eprintln!("skipped: namespace peer tests ({why})");
-        return None;
+        panic!("the namespace peer tests cannot run here: {why}");
     }
-    match Fleet::new(net, nodes) {
-        Ok(f) => Some(f),
-        Err(e) => {
-            eprintln!("skipped: namespace peer tests (cannot create namespaces: {e})");
-            None
-        }
-    }
+    Fleet::new(net, nodes).unwrap_or_else(|e| panic!("cannot create namespaces: {e}"))
 }
 
 /// Namespaces on a bridge, the processes in them and their mounts; all
@@ -423,10 +418,9 @@ fn wait_asleep(f: &Fleet, i: usize) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
-    let Some(mut f) = fleet(1, 3) else {
-        return;
-    };
+    let mut f = fleet(1, 3);
     let root = f.dir.path().to_path_buf();
     let apps: Vec<PathBuf> = (1..=3).map(|i| make_app(&root, i)).collect();
     let mnt = root.join("mnt");
@@ -632,10 +626,9 @@ fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn membership_converges_after_joins_and_crashes() {
-    let Some(mut f) = fleet(2, 3) else {
-        return;
-    };
+    let mut f = fleet(2, 3);
     let root = f.dir.path().to_path_buf();
     let apps: Vec<PathBuf> = (1..=3).map(|i| make_app(&root, i)).collect();
     // 1 alone, 2 joins through 1, 3 through 2
@@ -742,10 +735,9 @@ fn flood(
 /// and a stalling holder. (Forged members and "down" datagrams are in
 /// `fallow-peer`'s `membership` tests, which craft them byte by byte.)
 #[test]
+#[ignore = "needs root"]
 fn attacks_from_the_network_fail() {
-    let Some(mut f) = fleet(3, 3) else {
-        return;
-    };
+    let mut f = fleet(3, 3);
     if !have("prlimit") {
         eprintln!("skipped: attack tests (`prlimit` not installed)");
         return;

@@ -1,7 +1,7 @@
 //! `fallow run` end to end: the built binary runs real commands, paused by
 //! real freezers, against a counters file, a loop device and veth pairs in
 //! network namespaces. Tests that need root, cgroups, loop devices or
-//! `ip` print `skip: …` and pass where those are missing.
+//! `ip` are `#[ignore = "needs root"]`; a missing tool is a `skip:` line.
 
 mod common;
 
@@ -338,10 +338,9 @@ fn freezers() -> Vec<&'static str> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn cgroup_freezers_pause_while_busy_and_resume_when_idle() {
-    if !need_root("the cgroup freezers") {
-        return;
-    }
+    need_root("the cgroup freezers");
     for f in freezers() {
         if f != "signal" {
             paused_while_busy_file(Some(f));
@@ -350,9 +349,11 @@ fn cgroup_freezers_pause_while_busy_and_resume_when_idle() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn non_root_gets_a_clear_error_for_cgroup_freezers() {
-    if !need_root("switching to an unprivileged user") || !have("setpriv") {
-        eprintln!("skip: needs root and setpriv");
+    need_root("switching to an unprivileged user");
+    if !have("setpriv") {
+        eprintln!("skip: no setpriv (util-linux)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -443,10 +444,9 @@ fn killed_while_frozen(freezer: &str, signal: &str, want_status: Option<i32>) {
 /// The command exits and leaves a child running in its cgroup: fallow
 /// returns its status at once and the guardian removes the cgroup later.
 #[test]
+#[ignore = "needs root"]
 fn a_leftover_child_does_not_hold_fallow_and_its_cgroup_goes_later() {
-    if !need_root("cgroups") {
-        return;
-    }
+    need_root("cgroups");
     let dir = tempfile::tempdir().unwrap();
     let stat = StatFile::new(dir.path());
     let t0 = Instant::now();
@@ -551,10 +551,9 @@ impl Drop for Loop {
 /// burst beyond one slice, ticks again once it has been idle for the
 /// policy's wait.
 #[test]
+#[ignore = "needs root"]
 fn paused_during_fg_io_on_a_loop_device() {
-    if !need_root("a loop device") {
-        return;
-    }
+    need_root("a loop device");
     let Some(lo) = Loop::new() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (out, stop, report) = (
@@ -622,10 +621,9 @@ fn paused_during_fg_io_on_a_loop_device() {
 /// The command reading the watched disk itself is not FG: it is never
 /// paused for its own I/O.
 #[test]
+#[ignore = "needs root"]
 fn the_commands_own_io_is_not_foreground() {
-    if !need_root("a loop device and cgroups") {
-        return;
-    }
+    need_root("a loop device and cgroups");
     let Some(lo) = Loop::new() else { return };
     let dir = tempfile::tempdir().unwrap();
     for f in freezers() {
@@ -725,10 +723,9 @@ impl Drop for Veth {
 /// FG UDP traffic on the watched interface pauses the command; idle
 /// resumes it (Eggert & Touch's idletime scheduling, for a network).
 #[test]
+#[ignore = "needs root"]
 fn fg_traffic_on_the_interface_pauses_the_command() {
-    if !need_root("veth pairs and network namespaces") {
-        return;
-    }
+    need_root("veth pairs and network namespaces");
     let Some(v) = Veth::new("a", 1) else { return };
     let dir = tempfile::tempdir().unwrap();
     let (out, stop) = (dir.path().join("ticks"), dir.path().join("stop"));
@@ -784,10 +781,9 @@ fn fg_traffic_on_the_interface_pauses_the_command() {
 /// The command's own traffic, from its namespace across the watched
 /// interface, is told apart: it is never paused for it.
 #[test]
+#[ignore = "needs root"]
 fn the_commands_traffic_from_its_namespace_is_not_foreground() {
-    if !need_root("veth pairs and network namespaces") {
-        return;
-    }
+    need_root("veth pairs and network namespaces");
     if !have("bash") {
         eprintln!("skip: no bash (for /dev/udp)");
         return;

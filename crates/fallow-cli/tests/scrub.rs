@@ -650,9 +650,7 @@ struct Loop {
 impl Loop {
     /// `None` (with a printed reason) where loop devices cannot be made.
     fn new(len: usize) -> Option<Loop> {
-        if !need_root("a loop device") {
-            return None;
-        }
+        need_root("a loop device");
         let dir = tempfile::tempdir().unwrap();
         let backing = dir.path().join("loop.img");
         std::fs::write(&backing, pattern(len)).unwrap();
@@ -706,6 +704,7 @@ impl Drop for Loop {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_loop_device_is_scrubbed_read_only_and_own_reads_are_not_foreground() {
     let Some(lo) = Loop::new(32 << 20) else {
         return;
@@ -738,6 +737,7 @@ fn a_loop_device_is_scrubbed_read_only_and_own_reads_are_not_foreground() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn foreground_reads_on_a_loop_device_are_seen_and_yielded_to() {
     let Some(lo) = Loop::new(64 << 20) else {
         return;
@@ -815,6 +815,7 @@ fn foreground_reads_on_a_loop_device_are_seen_and_yielded_to() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn scsi_verify_on_a_loop_device_falls_back_with_a_clear_message() {
     let Some(lo) = Loop::new(4 << 20) else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -852,6 +853,7 @@ fn scsi_verify_on_a_loop_device_falls_back_with_a_clear_message() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn non_root_gets_a_clear_message_for_a_block_device() {
     let Some(lo) = Loop::new(1 << 20) else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -879,6 +881,7 @@ fn non_root_gets_a_clear_message_for_a_block_device() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn kill_9_at_100_random_moments_then_resume_covers_the_device_exactly() {
     // 64 MiB in 128 KiB requests (512); each run is killed at a random
     // moment 0–50 ms after its start or its first request (below), 100
@@ -1028,10 +1031,9 @@ fn kill_9_at_100_random_moments_then_resume_covers_the_device_exactly() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_loop_device_with_no_file_is_refused_clearly() {
-    if !need_root("a loop device") {
-        return;
-    }
+    need_root("a loop device");
     let Ok(o) = Command::new("losetup").arg("-f").output() else {
         eprintln!("skip: no losetup");
         return;

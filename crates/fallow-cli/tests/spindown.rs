@@ -3,7 +3,8 @@
 //! maintenance jobs riding spin-ups, the ATA path's refusal of a loop
 //! device, and the agreement of a replayed real trace window with
 //! `fallow energy`. Needs root and /dev/fuse (the trace test also the
-//! shared HP trace); skipped with a message otherwise. The bad-input
+//! shared HP trace): `#[ignore = "needs root"]`, counted as ignored
+//! without `--include-ignored`. The bad-input
 //! checks run everywhere.
 
 mod common;
@@ -79,19 +80,15 @@ fn is_mounted(mnt: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Root and FUSE, and this file's emulated-disk tests one at a time: each
-/// runs a daemon against timing on its own disk, and run side by side (as
-/// cargo does) on a loaded 2-core machine one daemon's start was missed.
-fn can_emulate(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+/// Root and FUSE (asserted: the callers are `#[ignore = "needs root"]`),
+/// and this file's emulated-disk tests one at a time: each runs a daemon
+/// against timing on its own disk, and run side by side (as cargo does) on
+/// a loaded 2-core machine one daemon's start was missed.
+fn can_emulate(test: &str) -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    if !need_root(test) {
-        return None;
-    }
-    if !Path::new("/dev/fuse").exists() {
-        eprintln!("skip: {test} needs /dev/fuse");
-        return None;
-    }
-    Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
+    need_root(test);
+    assert!(Path::new("/dev/fuse").exists(), "{test} needs /dev/fuse");
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Mount an emulated disk of `image_bytes` with `model` and the power
@@ -187,12 +184,9 @@ fn log_events(path: &Path) -> Vec<Value> {
 const FAST: &str = "spinup_s = 0.3\nshutdown_s = 0.1\n";
 
 #[test]
+#[ignore = "needs root"]
 fn the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged() {
-    let Some(_serial) =
-        can_emulate("the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged")
-    else {
-        return;
-    };
+    let _serial = can_emulate("the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged");
     let (dir, mnt, _cleanup) = emulated(16 << 20, "const:2ms", FAST);
     let log = dir.path().join("events.jsonl");
     let state = dir.path().join("state.json");
@@ -287,10 +281,9 @@ fn the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_spin_up_budget_lengthens_the_timeout_and_says_so() {
-    let Some(_serial) = can_emulate("a_spin_up_budget_lengthens_the_timeout_and_says_so") else {
-        return;
-    };
+    let _serial = can_emulate("a_spin_up_budget_lengthens_the_timeout_and_says_so");
     let (dir, mnt, _cleanup) = emulated(16 << 20, "const:2ms", FAST);
     let log = dir.path().join("events.jsonl");
     let t0 = Instant::now();
@@ -331,10 +324,9 @@ fn a_spin_up_budget_lengthens_the_timeout_and_says_so() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_job_rides_a_spin_up_and_the_deadline_spends_one() {
-    let Some(_serial) = can_emulate("a_job_rides_a_spin_up_and_the_deadline_spends_one") else {
-        return;
-    };
+    let _serial = can_emulate("a_job_rides_a_spin_up_and_the_deadline_spends_one");
     let (dir, mnt, _cleanup) = emulated(16 << 20, "const:2ms", FAST);
     let marker = dir.path().join("runs");
     // the job reads the disk (a scrub would) and notes that it ran
@@ -390,10 +382,9 @@ fn a_job_rides_a_spin_up_and_the_deadline_spends_one() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn the_ata_actuator_refuses_a_loop_device_in_words() {
-    if !need_root("the_ata_actuator_refuses_a_loop_device_in_words") {
-        return;
-    }
+    need_root("the_ata_actuator_refuses_a_loop_device_in_words");
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("l.img");
     File::create(&img).unwrap().set_len(4 << 20).unwrap();
@@ -504,14 +495,11 @@ fn pick_window(
 }
 
 #[test]
+#[ignore = "needs root and ../shared/traces"]
 fn simulation_and_live_agree_on_a_real_trace_window() {
     let test = "simulation_and_live_agree_on_a_real_trace_window";
-    let Some(trace_path) = shared_trace("hp-hplajw-1992/ajw.1week.srt") else {
-        return;
-    };
-    let Some(_serial) = can_emulate(test) else {
-        return;
-    };
+    let trace_path = shared_trace("hp-hplajw-1992/ajw.1week.srt");
+    let _serial = can_emulate(test);
     // a fast-spinning disk so a 30 s window holds several cycles: spin-up
     // 1 s, spin-down 0.5 s, the WD2500JD's powers; timeout 2 s; 5 ms a request
     let (timeout_s, shutdown_s, service_s, len_s) = (2.0, 0.5, 0.005, 30.0);
@@ -656,11 +644,10 @@ fn replay(disk: &Path, reqs: &[Req]) {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn each_wake_names_the_process_that_caused_it() {
     let test = "each_wake_names_the_process_that_caused_it";
-    let Some(_serial) = can_emulate(test) else {
-        return;
-    };
+    let _serial = can_emulate(test);
     if let Err(why) = fallow_live::monitor::EventMonitor::available() {
         eprintln!("skip: {test} needs the block-tracepoint monitor: {why}");
         return;
@@ -731,11 +718,10 @@ fn each_wake_names_the_process_that_caused_it() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn prometheus_metrics_show_spin_downs_time_and_energy_per_disk() {
     let test = "prometheus_metrics_show_spin_downs_time_and_energy_per_disk";
-    let Some(_serial) = can_emulate(test) else {
-        return;
-    };
+    let _serial = can_emulate(test);
     use std::io::{BufRead, BufReader, Read, Write};
     let (dir, mnt, _cleanup) = emulated(16 << 20, "const:2ms", FAST);
     let mut child = start_daemon(&[

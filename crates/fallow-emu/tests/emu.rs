@@ -1,6 +1,6 @@
 //! The emulated disk mounted for real: content, latencies against the
 //! model, injected errors, the stat file, and a loop device on top.
-//! Needs root and /dev/fuse; skipped with a message otherwise.
+//! Needs root and /dev/fuse: `#[ignore = "needs root"]`, run by `--include-ignored`.
 
 use fallow_core::device::{DiskModel, ServiceModel};
 use fallow_emu::{EmuConfig, Emulator, Error, FailRanges};
@@ -36,16 +36,18 @@ struct Fixture {
     mnt: PathBuf,
 }
 
-/// A temp dir with a patterned image and a mount point, or `None` (with
-/// the reason printed) when FUSE or root is missing.
-fn fixture(test: &str) -> Option<Fixture> {
-    if !rustix_is_root() {
-        eprintln!("SKIP {test}: needs root to mount FUSE without fusermount");
-        return None;
-    }
+/// A temp dir with a patterned image and a mount point. The tests that use
+/// it are `#[ignore = "needs root"]` (counted as ignored without
+/// `--include-ignored`); run where root or FUSE is missing, they fail here
+/// saying so instead of passing unchecked.
+fn fixture(test: &str) -> Fixture {
+    assert!(
+        rustix_is_root(),
+        "{test} needs root to mount FUSE without fusermount (run it without \
+         --include-ignored to count it as ignored)"
+    );
     if let Some(why) = fallow_emu::fuse_unavailable() {
-        eprintln!("SKIP {test}: {why}");
-        return None;
+        panic!("{test} needs FUSE: {why}");
     }
     let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
@@ -58,12 +60,12 @@ fn fixture(test: &str) -> Option<Fixture> {
     drop(f);
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    Some(Fixture {
+    Fixture {
         _serial: serial,
         _dir: dir,
         image,
         mnt,
-    })
+    }
 }
 
 fn rustix_is_root() -> bool {
@@ -97,10 +99,9 @@ fn fast() -> Option<ServiceModel> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn reads_return_the_image_and_writes_reach_it() {
-    let Some(fx) = fixture("reads_return_the_image_and_writes_reach_it") else {
-        return;
-    };
+    let fx = fixture("reads_return_the_image_and_writes_reach_it");
     let mut emu = Emulator::mount(config(&fx, fast()), &fx.mnt).unwrap();
     let disk = emu.disk_path();
     assert_eq!(disk, fx.mnt.canonicalize().unwrap().join("disk"));
@@ -167,10 +168,9 @@ fn seek_ms(distance: u64, track_ms: f64, full_ms: f64) -> f64 {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn latencies_follow_the_disk_model() {
-    let Some(fx) = fixture("latencies_follow_the_disk_model") else {
-        return;
-    };
+    let fx = fixture("latencies_follow_the_disk_model");
     // 15k rpm (4 ms a turn), 0.5..10 ms seeks, 100 MB/s, over the image
     let model = DiskModel {
         rpm: 15_000.0,
@@ -259,10 +259,9 @@ fn latencies_follow_the_disk_model() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn failing_sectors_give_eio_exactly() {
-    let Some(fx) = fixture("failing_sectors_give_eio_exactly") else {
-        return;
-    };
+    let fx = fixture("failing_sectors_give_eio_exactly");
     let mut cfg = config(&fx, fast());
     cfg.fail = FailRanges::parse_sectors("1000-1007,5000").unwrap();
     let mut emu = Emulator::mount(cfg, &fx.mnt).unwrap();
@@ -306,10 +305,9 @@ fn stat_fields(path: &Path) -> Vec<u64> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn stat_file_counts_the_requests() {
-    let Some(fx) = fixture("stat_file_counts_the_requests") else {
-        return;
-    };
+    let fx = fixture("stat_file_counts_the_requests");
     let stat = fx.image.with_file_name("stat");
     let mut cfg = config(&fx, Some("const:2ms".parse().unwrap()));
     cfg.stat_file = Some(stat.clone());
@@ -377,12 +375,11 @@ fn losetup(args: &[&str]) -> Result<String, String> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn loop_device_over_the_disk_reaches_the_emulator() {
-    let Some(fx) = fixture("loop_device_over_the_disk_reaches_the_emulator") else {
-        return;
-    };
+    let fx = fixture("loop_device_over_the_disk_reaches_the_emulator");
     if losetup(&["--version"]).is_err() {
-        eprintln!("SKIP loop_device_over_the_disk_reaches_the_emulator: no losetup");
+        eprintln!("skip: loop_device_over_the_disk_reaches_the_emulator: no losetup");
         return;
     }
     let mut emu = Emulator::mount(config(&fx, fast()), &fx.mnt).unwrap();
@@ -390,7 +387,7 @@ fn loop_device_over_the_disk_reaches_the_emulator() {
     let dev = match losetup(&["-f", "--show", disk.to_str().unwrap()]) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("SKIP loop_device_over_the_disk_reaches_the_emulator: {e}");
+            eprintln!("skip: loop_device_over_the_disk_reaches_the_emulator: {e}");
             return;
         }
     };
@@ -462,11 +459,9 @@ fn loop_device_over_the_disk_reaches_the_emulator() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn the_power_file_spins_the_disk_down_and_the_next_read_pays_the_spin_up() {
-    let Some(fx) = fixture("the_power_file_spins_the_disk_down_and_the_next_read_pays_the_spin_up")
-    else {
-        return;
-    };
+    let fx = fixture("the_power_file_spins_the_disk_down_and_the_next_read_pays_the_spin_up");
     let mut c = config(&fx, fast());
     c.power.spinup_ns = 200_000_000;
     c.power.shutdown_ns = 50_000_000;

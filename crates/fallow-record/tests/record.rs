@@ -1,6 +1,7 @@
 //! Record a loop device while doing known O_DIRECT I/O on it; the trace
 //! holds exactly those requests and `fallow-core` reads it back. Needs
-//! root, tracefs and losetup; skipped with a message otherwise.
+//! root, tracefs and losetup: `#[ignore = "needs root"]`, run by
+//! `--include-ignored` (scripts/test.sh as root), failing where they are missing.
 
 use fallow_record::{write_msr, Device, Error, Op, Recorder};
 use std::fs::OpenOptions;
@@ -30,11 +31,12 @@ impl Drop for Loop {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn records_the_requests_done_on_a_loop_device() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("SKIP records_the_requests_done_on_a_loop_device: needs root");
-        return;
-    }
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "needs root (run without --include-ignored to count it as ignored)"
+    );
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("img");
     std::fs::File::create(&img)
@@ -43,10 +45,7 @@ fn records_the_requests_done_on_a_loop_device() {
         .unwrap();
     let dev = match losetup(&["-f", "--show", img.to_str().unwrap()]) {
         Ok(d) => Loop(d),
-        Err(e) => {
-            eprintln!("SKIP records_the_requests_done_on_a_loop_device: {e}");
-            return;
-        }
+        Err(e) => panic!("needs a loop device: {e}"),
     };
     // let udev's probing reads (if any) finish before recording
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -55,11 +54,7 @@ fn records_the_requests_done_on_a_loop_device() {
     assert_eq!(device.major, 7);
     let recorder = match Recorder::start(&device) {
         Ok(r) => r,
-        Err(e @ (Error::NoTracefs(_) | Error::NoBlockEvents { .. })) => {
-            eprintln!("SKIP records_the_requests_done_on_a_loop_device: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+        Err(e) => panic!("needs tracefs with block events: {e}"),
     };
     let instance_dir = std::fs::read_dir("/sys/kernel/tracing/instances")
         .map(|d| d.count())

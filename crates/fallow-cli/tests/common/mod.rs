@@ -121,24 +121,33 @@ pub fn tiny() -> String {
     fixture_arg("tiny.csv")
 }
 
-/// A file of the shared real traces (`$FALLOW_SHARED_TRACES`, else
-/// `../shared/traces` beside the repository), or `None` with a printed
-/// `skipped: …` when it is not there: the tests that read them pass
-/// without them.
-pub fn shared_trace(rel: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("FALLOW_SHARED_TRACES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces"));
-    let p = dir.join(rel);
-    if p.is_file() {
-        Some(p)
-    } else {
-        eprintln!(
-            "skipped: {} not found (set FALLOW_SHARED_TRACES)",
-            p.display()
-        );
-        None
+/// The shared real traces: `$FALLOW_SHARED_TRACES`, else `shared/traces`
+/// in the nearest folder above this crate that has one (beside the
+/// repository, or beside a parent of a worktree's checkout).
+pub fn shared_traces_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("FALLOW_SHARED_TRACES") {
+        return PathBuf::from(d);
     }
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors()
+        .map(|a| a.join("shared/traces"))
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| here.join("../../../shared/traces"))
+}
+
+/// A file of the shared real traces ([`shared_traces_dir`]). The tests
+/// that read them are `#[ignore = "needs ../shared/traces"]`: a plain run
+/// counts them as ignored, and one with `--include-ignored` where the file
+/// is missing fails here naming it, instead of passing unchecked.
+pub fn shared_trace(rel: &str) -> PathBuf {
+    let p = shared_traces_dir().join(rel);
+    assert!(
+        p.is_file(),
+        "{} not found: this test needs the shared traces (set FALLOW_SHARED_TRACES, \
+         or run without --include-ignored to count it as ignored)",
+        p.display()
+    );
+    p
 }
 
 /// Run a program to its end: its stdout, trimmed, or an error naming the
@@ -181,14 +190,16 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// [`is_root`], printing `skip: WHAT needs root` when not: a test that
-/// needs root returns early, and passes, where it is false.
-pub fn need_root(what: &str) -> bool {
-    if !is_root() {
-        eprintln!("skip: {what} needs root");
-        return false;
-    }
-    true
+/// Assert [`is_root`]. The tests that call it are
+/// `#[ignore = "needs root"]`: a plain run counts them as ignored, and one
+/// with `--include-ignored` (scripts/test.sh as root) where the tests are
+/// not root fails here saying `WHAT needs root`, instead of passing
+/// unchecked.
+pub fn need_root(what: &str) {
+    assert!(
+        is_root(),
+        "{what} needs root (run without --include-ignored to count this test as ignored)"
+    );
 }
 
 /// A `fallow tune` result (fixed-wait for a 5 % budget on a Poisson

@@ -30,17 +30,12 @@ fn synthetic(spec: &str, requests: usize, seed: u64) -> Prepared {
     Prepared::new(&t, None, seed).unwrap()
 }
 
-/// HP hplajw disk 0, when the shared traces are present.
-fn hp() -> Option<Prepared> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces/hp-hplajw-1992/ajw.1week.srt");
-    if !path.exists() {
-        eprintln!("skipping the HP trace: {} not found", path.display());
-        return None;
-    }
+/// HP hplajw disk 0 of the shared traces.
+fn hp() -> Prepared {
+    let path = crate::readers::shared("hp-hplajw-1992/ajw.1week.srt");
     let t = read_trace(&path, &ReadOptions::default()).unwrap();
     let t = t.select_device(0).unwrap();
-    Some(Prepared::new(&t, None, 1).unwrap())
+    Prepared::new(&t, None, 1).unwrap()
 }
 
 fn configs() -> Vec<SimConfig> {
@@ -184,10 +179,9 @@ fn the_sweep_equals_the_simulation_at_sampled_points_on_synthetic_traces() {
 }
 
 #[test]
+#[ignore = "needs ../shared/traces (FALLOW_SHARED_TRACES)"]
 fn the_sweep_equals_the_simulation_at_sampled_points_on_the_hp_trace() {
-    if let Some(p) = hp() {
-        check(&p, "HP disk 0");
-    }
+    check(&hp(), "HP disk 0");
 }
 
 #[test]

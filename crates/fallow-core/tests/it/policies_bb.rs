@@ -267,11 +267,11 @@ fn busy_bee_dynamic_beats_conservative_on_clustered_busy_periods() {
 // ---------------------------------------------------------------------------
 // Practical Scrubbing §V-B, Fig. 14: Waiting vs AR on the HP trace
 
-fn hp_disk0() -> Option<Prepared> {
-    let path = shared("hp-hplajw-1992/ajw.1week.srt")?;
+fn hp_disk0() -> Prepared {
+    let path = shared("hp-hplajw-1992/ajw.1week.srt");
     let trace = read_trace(&path, &ReadOptions::default()).unwrap();
     let disk0 = trace.select_device(0).unwrap();
-    Some(Prepared::new(&disk0, None, 0).unwrap())
+    Prepared::new(&disk0, None, 0).unwrap()
 }
 
 /// 64 KiB scrub requests on the default size-based model (8 ms flat to
@@ -286,10 +286,9 @@ fn scrub_cfg() -> SimConfig {
 }
 
 #[test]
+#[ignore = "needs ../shared/traces (FALLOW_SHARED_TRACES)"]
 fn waiting_uses_more_idle_time_than_ar_at_equal_collision_rate_on_hp() {
-    let Some(prep) = hp_disk0() else {
-        return;
-    };
+    let prep = hp_disk0();
     let cfg = scrub_cfg();
     // Waiting: t from 1 ms to 100 s
     let mut waiting = vec![];
@@ -345,10 +344,9 @@ fn waiting_uses_more_idle_time_than_ar_at_equal_collision_rate_on_hp() {
 // Practical Scrubbing §V-C, Fig. 15: adaptive vs fixed request sizes
 
 #[test]
+#[ignore = "needs ../shared/traces (FALLOW_SHARED_TRACES)"]
 fn adaptive_sizes_vs_fixed_size_at_equal_slowdown_on_hp() {
-    let Some(prep) = hp_disk0() else {
-        return;
-    };
+    let prep = hp_disk0();
     let cfg = scrub_cfg();
     // Waits from 1 s to 1000 s: slowdowns from ≈ 5 ms down to ≈ 0.2 ms per
     // FG request (the paper's goals are 0.5–4 ms). The fixed curves get six

@@ -13,31 +13,21 @@ use fallow_core::sim::{simulate, BgService, Prepared, SimConfig};
 use fallow_core::trace::{read_trace, ReadOptions, Trace};
 use fallow_core::tune::{self, ladder, Budget, Guarantee, SearchMode, TuneConfig};
 use fallow_core::ServiceModel;
+use crate::readers::shared;
 use std::path::{Path, PathBuf};
 
 /// Requests kept of each trace (fewer in debug builds, where a simulation is slower).
 const REQUESTS: usize = if cfg!(debug_assertions) { 1000 } else { 2000 };
 
-/// `shared/traces` beside the repository (or beside a parent of a
-/// worktree's checkout).
-fn traces_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|a| a.join("shared/traces"))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| PathBuf::from("../../../shared/traces"))
-}
-
 /// The shared traces: (path, device: the README's for HP, else the busiest).
 fn shared_traces() -> Vec<(PathBuf, Option<u32>)> {
-    let d = traces_dir();
     let mut v = vec![
-        (d.join("hp-hplajw-1992/ajw.1week.srt"), Some(0)),
-        (d.join("cloudphysics-vscsi/cloudPhysicsIO.vscsi"), None),
-        (d.join("blkparse-sample/blktrace.txt.gz"), None),
-        (d.join("pgbench-ext4-loop/pgbench-ext4-loop.csv.gz"), None),
+        (shared("hp-hplajw-1992/ajw.1week.srt"), Some(0)),
+        (shared("cloudphysics-vscsi/cloudPhysicsIO.vscsi"), None),
+        (shared("blkparse-sample/blktrace.txt.gz"), None),
+        (shared("pgbench-ext4-loop/pgbench-ext4-loop.csv.gz"), None),
     ];
-    if let Ok(rd) = std::fs::read_dir(d.join("msr-cuts")) {
+    if let Ok(rd) = std::fs::read_dir(shared("msr-cuts")) {
         let mut cuts: Vec<PathBuf> = rd
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "trace"))
@@ -116,12 +106,9 @@ fn best_within(points: &[(f64, f64, f64)], b: &Budget) -> Option<(f64, f64)> {
 }
 
 #[test]
+#[ignore = "needs ../shared/traces (FALLOW_SHARED_TRACES)"]
 fn tune_equals_the_exhaustive_simulation_on_every_shared_trace() {
     let traces = shared_traces();
-    if !traces_dir().exists() {
-        eprintln!("skip: {} not found", traces_dir().display());
-        return;
-    }
     let sim = SimConfig {
         bg_service: "size:base=8ms,knee=64KiB,rate=100MB"
             .parse::<BgService>()
@@ -132,10 +119,6 @@ fn tune_equals_the_exhaustive_simulation_on_every_shared_trace() {
     let sizes = vec![64u64 << 10, 1 << 20];
     let mut checked = 0;
     for (path, device) in traces {
-        if !path.exists() {
-            eprintln!("skip: {} not found", path.display());
-            continue;
-        }
         let prep = prepare(&path, device);
         let cfg = TuneConfig {
             budgets: budgets.clone(),

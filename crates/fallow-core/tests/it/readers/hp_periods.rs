@@ -54,10 +54,9 @@ fn sweep(mut reqs: Vec<(u64, u64)>) -> (Vec<u64>, Vec<u32>) {
 }
 
 #[test]
+#[ignore = "needs ../shared/traces (FALLOW_SHARED_TRACES)"]
 fn hp_disk0_idle_periods_match_an_independent_decoder_and_the_readme() {
-    let Some(path) = shared("hp-hplajw-1992/ajw.1week.srt") else {
-        return;
-    };
+    let path = shared("hp-hplajw-1992/ajw.1week.srt");
     let mine = disk0_by_hand(&std::fs::read(&path).unwrap());
     assert_eq!(mine.len(), 42_252);
     let (idle_us, busy_reqs) = sweep(mine);

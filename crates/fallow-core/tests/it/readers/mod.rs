@@ -24,27 +24,34 @@ pub fn fixture(name: &str) -> PathBuf {
     .join(name)
 }
 
-/// The shared real traces (`FALLOW_SHARED_TRACES` or `../shared/traces`
-/// beside the repository), or `None` with a note when they are missing.
-pub fn shared(rel: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("FALLOW_SHARED_TRACES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/traces"
-            ))
-        });
-    let p = dir.join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        println!(
-            "skipped: {} not found (set FALLOW_SHARED_TRACES)",
-            p.display()
-        );
-        None
+/// A file of the shared real traces (`FALLOW_SHARED_TRACES` or
+/// `../shared/traces` beside the repository). The tests that read them are
+/// `#[ignore = "needs ../shared/traces …"]`, so a run without them counts
+/// them as ignored; run with `--include-ignored` where they are missing, a
+/// test fails here naming the file instead of passing unchecked.
+pub fn shared(rel: &str) -> PathBuf {
+    let p = shared_dir().join(rel);
+    assert!(
+        p.exists(),
+        "{} not found: this test needs the shared traces (set FALLOW_SHARED_TRACES, \
+         or run without --include-ignored to count it as ignored)",
+        p.display()
+    );
+    p
+}
+
+/// `FALLOW_SHARED_TRACES`, else `shared/traces` in the nearest folder above
+/// this crate that has one (beside the repository, or beside a parent of a
+/// worktree's checkout).
+pub fn shared_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("FALLOW_SHARED_TRACES") {
+        return PathBuf::from(d);
     }
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors()
+        .map(|a| a.join("shared/traces"))
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| here.join("../../../shared/traces"))
 }
 
 pub fn read(name: &str) -> Trace {

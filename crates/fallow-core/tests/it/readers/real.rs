@@ -34,10 +34,9 @@ fn mean_cv(x: &[u64]) -> (f64, f64) {
 }
 
 #[test]
+#[ignore = "needs ../shared/traces (FALLOW_SHARED_TRACES)"]
 fn hp_hplajw_1992() {
-    let Some(p) = shared("hp-hplajw-1992/ajw.1week.srt") else {
-        return;
-    };
+    let p = shared("hp-hplajw-1992/ajw.1week.srt");
     let t = read(&p);
     assert_eq!(t.report().format, Some(Format::HpSrt));
     assert_eq!(t.len(), 44_519);
@@ -49,10 +48,9 @@ fn hp_hplajw_1992() {
 }
 
 #[test]
+#[ignore = "needs ../shared/traces (FALLOW_SHARED_TRACES)"]
 fn cloudphysics_vscsi() {
-    let Some(p) = shared("cloudphysics-vscsi/cloudPhysicsIO.vscsi") else {
-        return;
-    };
+    let p = shared("cloudphysics-vscsi/cloudPhysicsIO.vscsi");
     let t = read(&p);
     assert_eq!(t.report().format, Some(Format::Vscsi));
     assert_eq!(t.len(), 113_872);
@@ -74,6 +72,7 @@ fn cloudphysics_vscsi() {
 }
 
 #[test]
+#[ignore = "needs ../shared/traces (FALLOW_SHARED_TRACES)"]
 fn msr_cuts() {
     // (file, span in whole seconds from the README, read percentage in the name)
     let cuts = [
@@ -82,9 +81,7 @@ fn msr_cuts() {
         ("msr.cut.per_10k.rw_40_60.1370.trace", 86.0, Some(40.0)),
     ];
     for (name, span_s, read_pct) in cuts {
-        let Some(p) = shared(&format!("msr-cuts/{name}")) else {
-            return;
-        };
+        let p = shared(&format!("msr-cuts/{name}"));
         let t = read(&p);
         assert_eq!(t.report().format, Some(Format::Plain), "{name}");
         assert_eq!(t.len(), 10_000, "{name}");
@@ -104,10 +101,9 @@ fn msr_cuts() {
 }
 
 #[test]
+#[ignore = "needs ../shared/traces (FALLOW_SHARED_TRACES)"]
 fn pgbench_ext4_loop() {
-    let Some(p) = shared("pgbench-ext4-loop/pgbench-ext4-loop.csv.gz") else {
-        return;
-    };
+    let p = shared("pgbench-ext4-loop/pgbench-ext4-loop.csv.gz");
     let t = read(&p);
     assert_eq!(t.report().format, Some(Format::Msr));
     assert_eq!(t.len(), 24_708);
@@ -126,10 +122,9 @@ fn pgbench_ext4_loop() {
 }
 
 #[test]
+#[ignore = "needs ../shared/traces (FALLOW_SHARED_TRACES)"]
 fn blkparse_sample() {
-    let Some(p) = shared("blkparse-sample/blktrace.txt.gz") else {
-        return;
-    };
+    let p = shared("blkparse-sample/blktrace.txt.gz");
     let t = read(&p);
     assert_eq!(t.report().format, Some(Format::Blkparse));
     // README: 50,000 lines, about 170 D/C pairs. Count issues that move data
@@ -154,6 +149,7 @@ fn blkparse_sample() {
 }
 
 #[test]
+#[ignore = "needs ../shared/traces (FALLOW_SHARED_TRACES)"]
 fn every_real_trace_round_trips_through_fallow_bin() {
     let all = [
         "hp-hplajw-1992/ajw.1week.srt",
@@ -165,9 +161,7 @@ fn every_real_trace_round_trips_through_fallow_bin() {
         "blkparse-sample/blktrace.txt.gz",
     ];
     for rel in all {
-        let Some(p) = shared(rel) else {
-            return;
-        };
+        let p = shared(rel);
         let t = read(&p);
         let mut bin = Vec::new();
         write_fallow_bin(&t, &mut bin).unwrap();
