@@ -73,11 +73,10 @@ fn analyze_output_scales_with_the_data_not_the_span() {
         "0,hm,0,Read,0,4096,100\n184000000000000000,hm,0,Read,0,4096,100\n",
     )
     .unwrap();
-    let started = std::time::Instant::now();
     let o = common::fallow(&["analyze", p.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", common::stderr(&o));
-    assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
     // 2 requests: a few hundred curve points and ≤ 10,000 rate bins at most
+    // (the size, not a wall time, is the check: 5.1 M counts cannot fit)
     assert!(o.stdout.len() < 1 << 20, "{} bytes of JSON", o.stdout.len());
     let v = common::json_of(&o);
     assert!(v["periodicity"].is_null(), "{}", v["periodicity"]);

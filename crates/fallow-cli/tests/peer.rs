@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::{have, is_root, run_tool, stderr, BIN};
+use common::{have, is_root, need_root, run_tool, stderr, BIN};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -42,6 +42,7 @@ fn missing_feature() -> Option<String> {
 /// cannot (they are `#[ignore = "needs root"]`: a run without
 /// `--include-ignored` counts them as ignored instead).
 fn fleet(net: u8, nodes: usize) -> Fleet {
+    need_root("the namespace peer tests");
     if let Some(why) = missing_feature() {
         panic!("the namespace peer tests cannot run here: {why}");
     }

@@ -8,6 +8,11 @@
 // it: the rest would be reported as dead code.
 #![allow(dead_code)]
 
+mod command;
+mod exclusive;
+
+pub use command::TestCommand;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -194,12 +199,16 @@ pub fn is_root() -> bool {
 /// `#[ignore = "needs root"]`: a plain run counts them as ignored, and one
 /// with `--include-ignored` (scripts/test.sh as root) where the tests are
 /// not root fails here saying `WHAT needs root`, instead of passing
-/// unchecked.
+/// unchecked. Then waits until no root test of another file runs (see
+/// `exclusive.rs`): from here to its end, the test has the machine to its
+/// own file's tests.
+#[track_caller]
 pub fn need_root(what: &str) {
     assert!(
         is_root(),
         "{what} needs root (run without --include-ignored to count this test as ignored)"
     );
+    exclusive::enter(std::panic::Location::caller().file());
 }
 
 /// A `fallow tune` result (fixed-wait for a 5 % budget on a Poisson

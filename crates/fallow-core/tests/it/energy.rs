@@ -258,9 +258,11 @@ fn bg_work_fits_in_spinning_idle_time_and_never_wakes_the_disk() {
     assert!(bg.busy_s <= r.idle_intervals as f64 * 9.9 + 1e-6);
 }
 
+/// The speed of this study (it asserted < 30 s here) is measured by
+/// `cargo bench -p fallow-core --bench energy`, on the same workload.
 #[test]
-fn one_pass_handles_a_million_requests_quickly() {
-    // 1,000,000 requests in 20,000 sessions; 7 settings × 1 policy + always-on
+fn one_pass_over_a_million_requests_gives_every_setting() {
+    // 1,000,000 requests in 20,000 sessions; 6 settings × 1 policy
     let mut rng = Pcg64Mcg::seed_from_u64(7);
     let mut t = 0.0f64;
     let mut a = Vec::with_capacity(1_000_000);
@@ -282,11 +284,9 @@ fn one_pass_handles_a_million_requests_quickly() {
         vec![0; n],
     )
     .unwrap();
-    let start = std::time::Instant::now();
     let runs = rows(&trace, "timeout:t=10s", &EnergyConfig::default());
-    let took = start.elapsed();
     assert_eq!(runs.len(), 6);
-    // debug build, shared 2-core machine: generous
-    assert!(took.as_secs_f64() < 30.0, "{took:?}");
-    println!("energy study over 1 M requests, 7 runs: {took:?}");
+    runs.iter().for_each(assert_states_add_up);
+    // the standalone row saw every request
+    assert_eq!(runs[0].local_requests, 1_000_000);
 }
