@@ -188,9 +188,7 @@ pub enum UserDataArg {
     Server,
 }
 
-fn parse_duration(s: &str) -> Result<u64, String> {
-    fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string())
-}
+use crate::args::parse_duration;
 
 fn parse_positive_bytes(s: &str) -> Result<u64, String> {
     match fallow_core::units::parse_bytes(s) {

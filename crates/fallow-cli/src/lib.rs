@@ -21,6 +21,7 @@
 //! anything else (a report that cannot be written, an I/O failure).
 
 mod analyze;
+mod args;
 mod atomic;
 mod compare;
 mod completions;

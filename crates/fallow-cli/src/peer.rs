@@ -291,11 +291,7 @@ struct BenchArgs {
     json: bool,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    fallow_core::units::parse_duration_ns(s)
-        .map(Duration::from_nanos)
-        .map_err(|e| e.to_string())
-}
+use crate::args::parse_std_duration as parse_duration;
 
 fn parse_bytes(s: &str) -> Result<u64, String> {
     fallow_core::units::parse_bytes(s).map_err(|e| e.to_string())

@@ -146,9 +146,7 @@ pub struct GuardianArgs {
     pub release: Vec<String>,
 }
 
-fn parse_duration(s: &str) -> Result<u64, String> {
-    fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string())
-}
+use crate::args::parse_duration;
 
 /// The flags as fallow-live's [`Flags`]; [`Settings::resolve`] does the rest.
 fn settings(a: &RunArgs) -> Result<Settings> {

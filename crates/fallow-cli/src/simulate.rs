@@ -155,9 +155,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
     }
 }
 
-fn parse_duration(s: &str) -> Result<u64, String> {
-    fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string())
-}
+use crate::args::parse_duration;
 
 /// A BG service model in words.
 pub fn describe_bg(m: &BgService) -> String {

@@ -122,9 +122,7 @@ pub(crate) fn parse_search(s: &str) -> Result<SearchMode, String> {
     SearchMode::parse(s).map_err(|e| e.to_string())
 }
 
-pub(crate) fn parse_duration(s: &str) -> Result<u64, String> {
-    fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string())
-}
+pub(crate) use crate::args::parse_duration;
 
 pub(crate) fn threads(arg: Option<u64>) -> usize {
     arg.map_or_else(tune::default_threads, |n| n as usize)

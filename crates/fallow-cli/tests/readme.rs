@@ -3,12 +3,123 @@
 //! ones on the shared real traces when they are there, and the ones that
 //! need root and a real device or name a placeholder input are listed as
 //! skipped, each with its reason.
+//!
+//! The `--json` output of each command on the demo's trace is compared
+//! with its golden file in `tests/golden/` (fields that vary from run to
+//! run masked by name, see [`MASKED`]), so that a refactor that changes
+//! what the CLI prints, or a figure the docs quote, is caught. After an
+//! intended change, regenerate them:
+//!
+//! ```text
+//! FALLOW_BLESS=1 cargo test -p fallow-cli --test readme
+//! ```
 
 mod common;
 
 use common::BIN;
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+/// JSON fields whose values vary from run to run (wall and CPU times, the
+/// machine's thread count), masked before comparing with a golden file.
+const MASKED: [&str; 0] = [];
+
+/// `tests/golden/` beside this file.
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+/// The command as it prints JSON to stdout: its comment, `--html FILE`
+/// and `> FILE` removed, `--json` added when it is not there; `None` for
+/// a command with no JSON output of its own (`convert` writes a file).
+fn json_command(c: &str) -> Option<String> {
+    let c = c.split(" #").next().unwrap_or(c);
+    let c = c.split(" > ").next().unwrap_or(c);
+    let words: Vec<&str> = c.split_whitespace().collect();
+    if words.get(1) == Some(&"convert") {
+        return None;
+    }
+    let mut out: Vec<&str> = Vec::new();
+    let mut it = words.iter();
+    while let Some(w) = it.next() {
+        if *w == "--html" {
+            it.next();
+            continue;
+        }
+        out.push(w);
+    }
+    if !out.contains(&"--json") {
+        out.push("--json");
+    }
+    Some(out.join(" "))
+}
+
+/// `v` with every field named in [`MASKED`] replaced by `"<masked>"` and
+/// the run's temporary directory in strings by `<dir>`.
+fn masked(v: Value, dir: &str) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    let v = if MASKED.contains(&k.as_str()) {
+                        Value::String("<masked>".into())
+                    } else {
+                        masked(v, dir)
+                    };
+                    (k, v)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(|v| masked(v, dir)).collect()),
+        Value::String(s) => Value::String(s.replace(dir, "<dir>")),
+        v => v,
+    }
+}
+
+/// The JSON paths where `a` and `b` differ (at most `limit` of them).
+fn differences(a: &Value, b: &Value, at: &str, out: &mut Vec<String>, limit: usize) {
+    if out.len() >= limit {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for k in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
+                let (p, q) = (x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null));
+                differences(p, q, &format!("{at}.{k}"), out, limit);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                differences(p, q, &format!("{at}[{i}]"), out, limit);
+            }
+        }
+        _ if a != b => out.push(format!("{at}: golden {a}, now {b}")),
+        _ => {}
+    }
+}
+
+/// Compare `got` with `tests/golden/NAME.json`, or write it there with
+/// `FALLOW_BLESS=1`; the mismatches found, as text.
+fn check_golden(name: &str, got: &Value) -> Option<String> {
+    let path = golden_dir().join(format!("{name}.json"));
+    let text = serde_json::to_string_pretty(got).expect("JSON") + "\n";
+    if std::env::var_os("FALLOW_BLESS").is_some() {
+        std::fs::create_dir_all(golden_dir()).expect("tests/golden");
+        std::fs::write(&path, text).expect("a golden file");
+        return None;
+    }
+    let Ok(want) = std::fs::read_to_string(&path) else {
+        return Some(format!(
+            "{}: no golden file (FALLOW_BLESS=1 writes it)",
+            path.display()
+        ));
+    };
+    let want: Value = serde_json::from_str(&want).expect("a golden file is JSON");
+    let mut diffs = Vec::new();
+    differences(&want, got, "", &mut diffs, 10);
+    (!diffs.is_empty()).then(|| format!("{}:\n  {}", path.display(), diffs.join("\n  ")))
+}
 
 /// The README's commands: lines of fenced code blocks that start with
 /// `fallow ` (or `$ fallow `), with `\` continuations joined.
@@ -50,9 +161,7 @@ fn readme_commands(text: &str) -> Vec<String> {
 
 /// The shared traces' directory, if it is there.
 fn shared_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("FALLOW_SHARED_TRACES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces"));
+    let dir = common::shared_traces_dir();
     dir.is_dir().then_some(dir)
 }
 
@@ -155,6 +264,7 @@ fn every_readme_command_runs_as_written() {
     );
     let shared = shared_dir();
     let (mut ran, mut skipped) = (0, 0);
+    let (mut goldens, mut mismatches): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
     for cmd in &cmds {
         let c = match prepare(cmd, shared.as_deref(), dir.path()) {
             Ok(c) => c,
@@ -182,8 +292,41 @@ fn every_readme_command_runs_as_written() {
         );
         eprintln!("ran in {:.1} s: {cmd}", started.elapsed().as_secs_f64());
         ran += 1;
+        // on the demo's trace: its JSON against the golden file
+        let on_demo = cmd.contains("fallow-demo/") || cmd.contains("demo.fbt");
+        if let (true, Some(j)) = (on_demo, json_command(&c)) {
+            let o = Command::new("sh")
+                .args(["-c", &j])
+                .current_dir(dir.path())
+                .env("PATH", &path)
+                .env("NO_COLOR", "1")
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{j}: {}", String::from_utf8_lossy(&o.stderr));
+            let v: Value = serde_json::from_slice(&o.stdout)
+                .unwrap_or_else(|e| panic!("{j}: no JSON on stdout ({e})"));
+            let sub = j.split_whitespace().nth(1).unwrap_or("fallow");
+            let n = goldens
+                .iter()
+                .filter(|g| g.rsplit_once('-').map(|x| x.0) == Some(sub))
+                .count();
+            let name = format!("{sub}-{}", n + 1);
+            let dir_text = dir.path().to_string_lossy();
+            if let Some(d) = check_golden(&name, &masked(v, &dir_text)) {
+                mismatches.push(format!("`{j}` differs from {d}"));
+            }
+            goldens.push(name);
+        }
     }
     eprintln!("{ran} README commands ran, {skipped} skipped");
+    eprintln!("{} JSON outputs checked against tests/golden/", goldens.len());
+    assert!(
+        mismatches.is_empty(),
+        "the README's commands print other JSON than their golden files (after an intended \
+         change: FALLOW_BLESS=1 cargo test -p fallow-cli --test readme):\n{}",
+        mismatches.join("\n")
+    );
     assert!(ran >= on_demo.len());
 }
 
@@ -193,5 +336,24 @@ fn commands_are_extracted_with_their_continuations() {
     assert_eq!(
         readme_commands(text),
         ["fallow a b --c d", "fallow e", "fallow f"]
+    );
+}
+
+#[test]
+fn a_commands_json_form_drops_its_comment_html_and_redirection() {
+    assert_eq!(
+        json_command("fallow analyze t.csv --html a.html   # 0.3 s").as_deref(),
+        Some("fallow analyze t.csv --json")
+    );
+    assert_eq!(
+        json_command("fallow analyze demo.fbt --json > demo.json   # 0.3 s").as_deref(),
+        Some("fallow analyze demo.fbt --json")
+    );
+    assert_eq!(json_command("fallow convert t.csv -o demo.fbt"), None);
+    let dir = "/tmp/x1";
+    let v = serde_json::json!({"a": {"path": "/tmp/x1/t.csv", "n": 1}, "b": [2]});
+    assert_eq!(
+        masked(v, dir),
+        serde_json::json!({"a": {"path": "<dir>/t.csv", "n": 1}, "b": [2]})
     );
 }

@@ -9,6 +9,7 @@ mod common;
 
 use common::{
     bad_input, fallow, fallow_cmd, json, json_of, need_root, path_str, stderr, tune_result,
+    TestCommand,
 };
 use serde_json::Value;
 use std::io::Write;
@@ -71,26 +72,33 @@ fn coverage_excess(ranges: &[(u64, u64)], size: u64) -> u64 {
     total - size
 }
 
+/// `fallow scrub TARGET --monitor none --checkpoint CK`: a scrub of a
+/// plain file with no disk watched, the command most tests here add to.
+fn scrub_file(target: &Path, ck: &Path) -> TestCommand {
+    let mut c = TestCommand::new(&["scrub"]);
+    c.arg(target)
+        .flag("--monitor", "none")
+        .path_flag("--checkpoint", ck);
+    c
+}
+
+/// [`scrub_file`] as fast as it goes: `--policy aggressive`.
+fn scrub_flat_out(target: &Path, ck: &Path) -> TestCommand {
+    let mut c = scrub_file(target, ck);
+    c.flag("--policy", "aggressive");
+    c
+}
+
 #[test]
 fn plain_file_json_report_has_the_keys_and_the_file_is_untouched() {
     let len = 5 * 1048576 + 1000;
     let (dir, t) = setup(len);
     let ck = dir.path().join("ck.json");
     let log = dir.path().join("log.jsonl");
-    let v = json(&[
-        "scrub",
-        path_str(&t),
-        "--monitor",
-        "none",
-        "--policy",
-        "aggressive",
-        "--size",
-        "1MiB",
-        "--checkpoint",
-        path_str(&ck),
-        "--log",
-        path_str(&log),
-    ]);
+    let v = scrub_flat_out(&t, &ck)
+        .flag("--size", "1MiB")
+        .path_flag("--log", &log)
+        .json();
     assert_eq!(v["target_bytes"], len as u64);
     assert_eq!(v["scrubbed_bytes"], len as u64);
     // six requests of 1 MiB, the last one short
@@ -118,14 +126,10 @@ fn plain_file_json_report_has_the_keys_and_the_file_is_untouched() {
 fn the_default_monitor_watches_the_files_disk_and_reports_its_cost() {
     let (dir, t) = setup(4 << 20);
     let ck = dir.path().join("ck.json");
-    let v = json(&[
-        "scrub",
-        path_str(&t),
-        "--policy",
-        "aggressive",
-        "--checkpoint",
-        path_str(&ck),
-    ]);
+    // the default monitor: no `--monitor none` here
+    let v = TestCommand::new(&["scrub", path_str(&t), "--policy", "aggressive"])
+        .path_flag("--checkpoint", &ck)
+        .json();
     assert_eq!(v["scrubbed_bytes"], 4u64 << 20);
     let m = &v["monitor"];
     // a block device, or none when the temp dir is on tmpfs/overlayfs
@@ -142,24 +146,10 @@ fn the_default_monitor_watches_the_files_disk_and_reports_its_cost() {
 fn staggered_order_visits_each_segment_once_regions_first() {
     let (dir, t) = setup(1 << 20);
     let log = dir.path().join("log.jsonl");
-    let v = json(&[
-        "scrub",
-        path_str(&t),
-        "--monitor",
-        "none",
-        "--policy",
-        "aggressive",
-        "--size",
-        "64KiB",
-        "--order",
-        "staggered",
-        "--regions",
-        "3",
-        "--checkpoint",
-        path_str(&dir.path().join("ck.json")),
-        "--log",
-        path_str(&log),
-    ]);
+    let v = scrub_flat_out(&t, &dir.path().join("ck.json"))
+        .args(["--size", "64KiB", "--order", "staggered", "--regions", "3"])
+        .path_flag("--log", &log)
+        .json();
     assert_eq!(
         (v["order"].clone(), v["regions"].clone()),
         ("staggered".into(), 3.into())
@@ -177,38 +167,25 @@ fn resume_continues_where_the_last_run_stopped_with_nothing_repeated() {
     let (dir, t) = setup(len);
     let ck = dir.path().join("ck.json");
     let log = dir.path().join("log.jsonl");
-    let common = [
-        "scrub",
-        path_str(&t),
-        "--monitor",
-        "none",
-        "--policy",
-        "aggressive",
-        "--size",
-        "512KiB",
-        "--checkpoint",
-        path_str(&ck),
-        "--log",
-        path_str(&log),
-    ];
-    let mut first = common.to_vec();
-    first.extend(["--max-bytes", "3MiB"]);
-    let v = json(&first);
+    let scrub = || {
+        let mut c = scrub_flat_out(&t, &ck);
+        c.flag("--size", "512KiB").path_flag("--log", &log);
+        c
+    };
+    let v = scrub().flag("--max-bytes", "3MiB").json();
     assert_eq!(
         (v["scrubbed_bytes"].clone(), v["complete"].clone()),
         ((3u64 << 20).into(), false.into())
     );
     // not resuming would lose the progress: refused
-    bad_input(&common, &["--resume", "--restart", "% done"]);
-    let mut again = common.to_vec();
-    again.push("--resume");
-    let v = json(&again);
+    scrub().bad_input(&["--resume", "--restart", "% done"]);
+    let v = scrub().arg("--resume").json();
     assert_eq!(v["resumed_from_bytes"], 3u64 << 20);
     assert_eq!(v["run_bytes"], 5u64 << 20);
     assert_eq!(v["complete"], true);
     assert_eq!(coverage_excess(&logged(&log), len as u64), 0);
     // resuming a complete pass starts the next one
-    let v = json(&again);
+    let v = scrub().arg("--resume").json();
     assert_eq!(
         (v["pass"].clone(), v["resumed_from_bytes"].clone()),
         (2.into(), 0.into())
@@ -219,35 +196,14 @@ fn resume_continues_where_the_last_run_stopped_with_nothing_repeated() {
 fn resume_without_a_checkpoint_starts_fresh_and_resume_takes_the_checkpoints_settings() {
     let (dir, t) = setup(1 << 20);
     let ck = dir.path().join("ck.json");
-    let base = [
-        "scrub",
-        path_str(&t),
-        "--monitor",
-        "none",
-        "--policy",
-        "aggressive",
-        "--checkpoint",
-        path_str(&ck),
-    ];
-    let mut a = base.to_vec();
-    a.extend([
-        "--resume",
-        "--order",
-        "staggered",
-        "--regions",
-        "4",
-        "--size",
-        "128KiB",
-        "--max-bytes",
-        "256KiB",
-    ]);
-    let v = json(&a);
+    let v = scrub_flat_out(&t, &ck)
+        .args(["--resume", "--order", "staggered", "--regions", "4"])
+        .args(["--size", "128KiB", "--max-bytes", "256KiB"])
+        .json();
     assert_eq!(v["resumed_from_bytes"], 0);
     assert_eq!(v["scrubbed_bytes"], 256 * 1024);
     // no order or size given: the checkpoint's are used
-    let mut b = base.to_vec();
-    b.push("--resume");
-    let v = json(&b);
+    let v = scrub_flat_out(&t, &ck).arg("--resume").json();
     assert_eq!(v["order"], "staggered");
     assert_eq!(v["request_size_bytes"], 128 * 1024);
     assert_eq!(v["complete"], true);
@@ -259,30 +215,12 @@ fn a_checkpoint_of_another_scrub_is_refused() {
     let other = dir.path().join("other.img");
     std::fs::write(&other, pattern(1 << 20)).unwrap();
     let ck = dir.path().join("ck.json");
-    json(&[
-        "scrub",
-        path_str(&t),
-        "--monitor",
-        "none",
-        "--checkpoint",
-        path_str(&ck),
-        "--max-bytes",
-        "256KiB",
-        "--policy",
-        "aggressive",
-    ]);
+    scrub_flat_out(&t, &ck).flag("--max-bytes", "256KiB").json();
     let resume = |target: &Path, extra: &[&str], needles: &[&str]| {
-        let mut a = vec![
-            "scrub",
-            path_str(target),
-            "--monitor",
-            "none",
-            "--checkpoint",
-            path_str(&ck),
-            "--resume",
-        ];
-        a.extend(extra);
-        bad_input(&a, needles);
+        scrub_file(target, &ck)
+            .arg("--resume")
+            .args(extra)
+            .bad_input(needles);
     };
     resume(
         &other,
@@ -321,74 +259,36 @@ fn missing_targets_and_bad_settings_are_clear_errors() {
     );
     let (_d, t) = setup(65536);
     let tp = path_str(&t);
-    bad_input(
-        &["scrub", tp, "--checkpoint", ckp, "--policy", "nope"],
-        &["unknown policy `nope`"],
-    );
-    bad_input(
-        &["scrub", tp, "--checkpoint", ckp, "--policy", "oracle"],
-        &["clairvoyant"],
-    );
-    bad_input(
-        &[
-            "scrub",
-            tp,
-            "--checkpoint",
-            ckp,
-            "--policy",
-            "fixed-wait:t=banana",
-        ],
-        &["fixed-wait:t"],
-    );
-    bad_input(
-        &["scrub", tp, "--checkpoint", ckp, "--max-rate", "fast"],
-        &["--max-rate", "fast"],
-    );
-    bad_input(
-        &["scrub", tp, "--checkpoint", ckp, "--window", "25:00-01:00"],
-        &["--window", "25:00-01:00"],
-    );
-    bad_input(
-        &["scrub", tp, "--checkpoint", ckp, "--size", "1000"],
-        &["multiple of"],
-    );
-    bad_input(
-        &[
-            "scrub",
-            tp,
-            "--checkpoint",
-            ckp,
-            "--order",
-            "sequential",
-            "--regions",
-            "4",
-        ],
-        &["--regions"],
-    );
-    bad_input(
-        &["scrub", tp, "--checkpoint", ckp, "--monitor", "sdzz9"],
-        &["no block device `sdzz9`"],
-    );
-    bad_input(
-        &["scrub", tp, "--checkpoint", ckp, "--tuned", "/no/tune.json"],
-        &["/no/tune.json"],
-    );
+    // `fallow scrub T --checkpoint CK` and a flag of each case
+    let scrub = || TestCommand::new(&["scrub", tp, "--checkpoint", ckp]);
+    for (flag, value, needles) in [
+        ("--policy", "nope", &["unknown policy `nope`"][..]),
+        ("--policy", "oracle", &["clairvoyant"]),
+        ("--policy", "fixed-wait:t=banana", &["fixed-wait:t"]),
+        ("--max-rate", "fast", &["--max-rate", "fast"]),
+        ("--window", "25:00-01:00", &["--window", "25:00-01:00"]),
+        ("--size", "1000", &["multiple of"]),
+        ("--monitor", "sdzz9", &["no block device `sdzz9`"]),
+        ("--tuned", "/no/tune.json", &["/no/tune.json"]),
+    ] {
+        scrub().flag(flag, value).bad_input(needles);
+    }
+    scrub()
+        .args(["--order", "sequential", "--regions", "4"])
+        .bad_input(&["--regions"]);
     let cfg = dir.path().join("bad.toml");
     std::fs::write(&cfg, "[scrub]\nmax_rate = \"64MiB/s\"\nregoins = 4\n").unwrap();
-    bad_input(
-        &["scrub", tp, "--checkpoint", ckp, "--config", path_str(&cfg)],
-        &["bad.toml", "regoins"],
-    );
+    scrub()
+        .path_flag("--config", &cfg)
+        .bad_input(&["bad.toml", "regoins"]);
     std::fs::write(&cfg, "[scrub]\nsize = \"big\"\n").unwrap();
-    bad_input(
-        &["scrub", tp, "--checkpoint", ckp, "--config", path_str(&cfg)],
-        &["bad.toml", "size"],
-    );
+    scrub()
+        .path_flag("--config", &cfg)
+        .bad_input(&["bad.toml", "size"]);
     std::fs::write(&ck, "{ not json").unwrap();
-    bad_input(
-        &["scrub", tp, "--checkpoint", ckp, "--resume"],
-        &["ck.json", "not a fallow scrub checkpoint"],
-    );
+    scrub()
+        .arg("--resume")
+        .bad_input(&["ck.json", "not a fallow scrub checkpoint"]);
     let nodir = dir.path().join("no/such/dir/ck.json");
     let o = fallow(&[
         "scrub",
@@ -407,16 +307,7 @@ fn a_tune_result_sets_policy_size_and_a_config_file_the_rest() {
     let (dir, t) = setup(2 << 20);
     let (tuned, tune_path) = tune_result(dir.path(), "64KiB,256KiB");
     let ck = dir.path().join("ck.json");
-    let v = json(&[
-        "scrub",
-        path_str(&t),
-        "--monitor",
-        "none",
-        "--tuned",
-        path_str(&tune_path),
-        "--checkpoint",
-        path_str(&ck),
-    ]);
+    let v = scrub_file(&t, &ck).path_flag("--tuned", &tune_path).json();
     assert_eq!(v["policy"], tuned["best"]["spec"]);
     assert_eq!(v["policy_from"], "tune result");
     assert_eq!(v["request_size_bytes"], tuned["best"]["request_size_bytes"]);
@@ -456,20 +347,9 @@ fn the_rate_ceiling_holds() {
     // 3.5 MiB take at least 3.5/8 = 0.4375 s
     let (dir, t) = setup(4 << 20);
     let start = Instant::now();
-    let v = json(&[
-        "scrub",
-        path_str(&t),
-        "--monitor",
-        "none",
-        "--policy",
-        "aggressive",
-        "--size",
-        "512KiB",
-        "--max-rate",
-        "8MiB/s",
-        "--checkpoint",
-        path_str(&dir.path().join("ck.json")),
-    ]);
+    let v = scrub_flat_out(&t, &dir.path().join("ck.json"))
+        .args(["--size", "512KiB", "--max-rate", "8MiB/s"])
+        .json();
     let took = start.elapsed().as_secs_f64();
     assert!(v["run_elapsed_s"].as_f64().unwrap() >= 0.43, "{v}");
     assert!(took >= 0.43, "{took}");
@@ -581,16 +461,7 @@ fn sigint_saves_the_checkpoint_and_resume_finishes_without_repeats() {
 fn scsi_verify_on_a_file_falls_back_with_a_message_or_refuses() {
     let (dir, t) = setup(1 << 20);
     let ck = dir.path().join("ck.json");
-    let o = fallow(&[
-        "scrub",
-        path_str(&t),
-        "--monitor",
-        "none",
-        "--verify-cmd",
-        "--checkpoint",
-        path_str(&ck),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let o = scrub_file(&t, &ck).arg("--verify-cmd").ok();
     assert!(
         stderr(&o).contains("does not take SCSI commands"),
         "{}",
@@ -601,35 +472,17 @@ fn scsi_verify_on_a_file_falls_back_with_a_message_or_refuses() {
         "{}",
         stderr(&o)
     );
-    bad_input(
-        &[
-            "scrub",
-            path_str(&t),
-            "--monitor",
-            "none",
-            "--verify-cmd=required",
-            "--checkpoint",
-            path_str(&ck),
-            "--restart",
-        ],
-        &["--verify-cmd=required", "does not take SCSI commands"],
-    );
+    scrub_file(&t, &ck)
+        .args(["--verify-cmd=required", "--restart"])
+        .bad_input(&["--verify-cmd=required", "does not take SCSI commands"]);
 }
 
 #[test]
 fn buffered_reads_when_asked() {
     let (dir, t) = setup(3 << 20);
-    let v = json(&[
-        "scrub",
-        path_str(&t),
-        "--monitor",
-        "none",
-        "--buffered",
-        "--policy",
-        "aggressive",
-        "--checkpoint",
-        path_str(&dir.path().join("ck.json")),
-    ]);
+    let v = scrub_flat_out(&t, &dir.path().join("ck.json"))
+        .arg("--buffered")
+        .json();
     assert_eq!(
         (v["direct_io"].clone(), v["scrubbed_bytes"].clone()),
         (false.into(), (3u64 << 20).into())
