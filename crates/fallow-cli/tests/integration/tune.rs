@@ -3,7 +3,7 @@
 //! figures; bad budgets fail with a clear message; and, when the HP trace
 //! is present, Practical Scrubbing Table III's shape.
 
-mod common;
+use crate::common;
 
 use common::{fallow, json, path_str, shared_trace, stderr, stdout};
 

@@ -5,7 +5,7 @@
 //! `record`, `emulate-disk` and `peer` need tracefs, FUSE or a peer and are
 //! covered by their own tests' setups (they print `skip:` here).
 
-mod common;
+use crate::common;
 
 use common::{fallow, fixture, json_of, path_str, stderr};
 use serde_json::Value;

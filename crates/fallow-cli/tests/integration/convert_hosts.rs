@@ -6,7 +6,7 @@
 //! two_hosts.csv: `hm,0` at 0 and 20 ms, `rsrch,0` at 10, 30 and 40 ms,
 //! each taking 1 ms; rsrch:0 alone is idle 11→30 and 31→40 ms.
 
-mod common;
+use crate::common;
 
 use common::{assert_close, bad_input, fallow, fixture, json, num, path_str};
 

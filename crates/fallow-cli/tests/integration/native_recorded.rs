@@ -3,7 +3,7 @@
 //! fake `zpool` of `crates/fallow-live/tests/data/zfs` (first in `PATH`),
 //! which prints OpenZFS's status formats; md can only be refused here.
 
-mod common;
+use crate::common;
 
 use common::{bad_input, fallow_cmd, json_of, stderr};
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! `mkfs.btrfs` (btrfs-progs): `#[ignore = "needs root"]`; without the
 //! tools (a part the test cannot do) it prints a `skip:` line.
 
-mod common;
+use crate::common;
 
 use common::{fallow_cmd, have, need_root};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! converted with --skip-bad says what it lost in a whole sentence, and
 //! counts of one are singular.
 
-mod common;
+use crate::common;
 
 use common::{fallow, fixture, path_str, stderr};
 

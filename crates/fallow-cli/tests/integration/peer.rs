@@ -12,7 +12,7 @@
 //! kills the processes, unmounts and deletes the namespaces and the bridge
 //! even when a test fails.
 
-mod common;
+use crate::common;
 
 use common::{have, is_root, need_root, run_tool, stderr, BIN};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! out by hand, bad flags; and `fallow simulate`'s notes on Busy Bee's
 //! Threshold rule.
 
-mod common;
+use crate::common;
 
 use common::{assert_close, bad_input, json, num};
 

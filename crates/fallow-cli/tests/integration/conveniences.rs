@@ -3,7 +3,7 @@
 //! (checked against the same run's `--json`) and blkparse devices shown and
 //! chosen as `major,minor`.
 
-mod common;
+use crate::common;
 
 use common::{bad_input, fallow, fallow_cmd, json, stderr, stdout};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! fallow-live, which names parameters by their flags. A flag's bad value
 //! still names the flag.
 
-mod common;
+use crate::common;
 
 use common::{bad_input, fallow};
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! command line is one `fallow scrub` accepts. Skips with a `skip:` line
 //! where systemd-analyze is not installed.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

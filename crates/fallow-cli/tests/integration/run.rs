@@ -3,7 +3,7 @@
 //! network namespaces. Tests that need root, cgroups, loop devices or
 //! `ip` are `#[ignore = "needs root"]`; a missing tool is a `skip:` line.
 
-mod common;
+use crate::common;
 
 use common::{bad_input, fallow, fallow_cmd, have, is_root, need_root, stderr, tune_result, BIN};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! trace of known reads through the loop device, and analyse the trace.
 //! Needs root, /dev/fuse, losetup and tracefs: `#[ignore = "needs root"]`. The bad-input checks run everywhere.
 
-mod common;
+use crate::common;
 
 use common::{fallow, need_root, run_tool, stderr, BIN};
 use serde_json::Value;

@@ -5,7 +5,7 @@
 //! that coverage is exactly `[0, size)` with at most one request repeated
 //! per resume, and that the device's content is unchanged.
 
-mod common;
+use crate::common;
 
 use common::{
     bad_input, fallow, fallow_cmd, json, json_of, need_root, path_str, stderr, tune_result,

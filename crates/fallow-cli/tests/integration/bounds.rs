@@ -1,7 +1,7 @@
 //! Issue 12's flags that aborted or panicked: each now exits 2 with an
 //! error naming the flag, quickly and without allocating first.
 
-mod common;
+use crate::common;
 
 use common::bad_input;
 

@@ -14,7 +14,7 @@
 //! FALLOW_BLESS=1 cargo test -p fallow-cli --test readme
 //! ```
 
-mod common;
+use crate::common;
 
 use common::BIN;
 use serde_json::Value;

@@ -10,7 +10,7 @@
 //! times 10, 10, 10, 20, 5, 30: sum 85 ms, mean 85/6 ms; span 150 ms; FG
 //! busy 75 ms.
 
-mod common;
+use crate::common;
 
 use common::{assert_close, fallow, json, num, stderr, stdout, stdout_text, tiny};
 

@@ -6,7 +6,7 @@
 //! file system; no FITRIM is issued here (the md array does not exist, and
 //! every fstrim case is refused before its first range).
 
-mod common;
+use crate::common;
 
 use common::{bad_input, fallow};
 use std::path::Path;

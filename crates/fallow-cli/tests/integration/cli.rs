@@ -3,7 +3,7 @@
 //! 100-ns ticks, so 10,000 ticks = 1 ms) and checks its output against
 //! values worked out by hand in the comments.
 
-mod common;
+use crate::common;
 
 use common::{
     assert_close, bad_input, fallow, fixture, json, num, path_str, shared_trace, stderr,

@@ -3,7 +3,7 @@
 //! the budget when re-simulated; fronts are non-dominated; the HTML page
 //! has its plot; a bad budget is a usage error.
 
-mod common;
+use crate::common;
 
 use common::{fallow, json, stderr, stdout};
 use serde_json::Value;

@@ -1,12 +1,7 @@
 //! Helpers shared by the integration tests of the `fallow` binary: running
 //! it, reading its output, the hand-made fixtures and the shared real
 //! traces, and the checks that decide whether a root-only test can run.
-//! Each test file says `mod common;` (a `common/mod.rs`, so Cargo does not
-//! build it as a test binary of its own).
-
-// Each test binary compiles its own copy of this module and uses a subset of
-// it: the rest would be reported as dead code.
-#![allow(dead_code)]
+//! The modules of the test binary (`main.rs`) say `use crate::common;`.
 
 mod command;
 mod exclusive;

@@ -2,7 +2,7 @@
 //! fixture played twice) and `--retune BUDGET` (the knob's trajectory, its
 //! errors, and where it settles on an M/M/1 workload, from theory).
 
-mod common;
+use crate::common;
 
 use common::{assert_close, fallow, json, num, stderr, tiny};
 

@@ -3,7 +3,7 @@
 //! a file fallow did not write), and a scrub never trusts an edited
 //! checkpoint. Each test first builds the situation the issue reproduced.
 
-mod common;
+use crate::common;
 
 use common::{bad_input, fallow, fixture, path_str, stderr};
 use std::os::unix::fs::FileTypeExt;

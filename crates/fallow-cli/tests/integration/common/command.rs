@@ -7,7 +7,7 @@
 use serde_json::Value;
 use std::ffi::OsStr;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 /// `fallow ARGS…`, not yet run; colour off (`NO_COLOR`) so that output can
 /// be matched as text, stdin null.
@@ -50,12 +50,6 @@ impl TestCommand {
         self.flag(flag, path)
     }
 
-    /// Set an environment variable of the command.
-    pub fn env(&mut self, k: &str, v: impl AsRef<OsStr>) -> &mut TestCommand {
-        self.cmd.env(k, v);
-        self
-    }
-
     /// The command line as typed, for messages.
     pub fn line(&self) -> String {
         std::iter::once(self.cmd.get_program())
@@ -69,15 +63,6 @@ impl TestCommand {
     pub fn output(&mut self) -> Output {
         self.cmd
             .output()
-            .unwrap_or_else(|e| panic!("{}: {e}", self.line()))
-    }
-
-    /// Start it with stdout and stderr piped.
-    pub fn spawn(&mut self) -> Child {
-        self.cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
             .unwrap_or_else(|e| panic!("{}: {e}", self.line()))
     }
 

@@ -7,7 +7,7 @@
 //! without `--include-ignored`. The bad-input
 //! checks run everywhere.
 
-mod common;
+use crate::common;
 
 use common::{fallow, fallow_cmd, need_root, run_tool, shared_trace, stderr, stdout};
 use serde_json::Value;

@@ -10,7 +10,7 @@
 //! 3·154.9 = 464.7 J, standby 18 J; 952.5 J in all; EDP 952.5 · (84 +
 //! 29.5) J·s.
 
-mod common;
+use crate::common;
 
 use common::{fallow, fixture_arg, json, num, shared_trace, stderr};
 

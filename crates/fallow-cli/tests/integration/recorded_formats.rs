@@ -3,7 +3,7 @@
 //! crates/fallow-core/tests/it/readers/recorded.rs), the fio iolog's missing
 //! completions said where they matter, and plain's completion column.
 
-mod common;
+use crate::common;
 
 use common::{bad_input, json, path_str};
 use std::path::{Path, PathBuf};

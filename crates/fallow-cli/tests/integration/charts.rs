@@ -4,7 +4,7 @@
 //! at its end; Pareto points say their knob value; the demo's report opens
 //! with the decision. Checked on the SVG the commands write, parsed here.
 
-mod common;
+use crate::common;
 
 use common::{fallow, stderr};
 use std::collections::BTreeSet;

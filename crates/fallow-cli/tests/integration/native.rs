@@ -7,7 +7,7 @@
 //! The tests of one binary run in parallel; these share the machine's
 //! disks and a timing bound, so they take a lock and run one at a time.
 
-mod common;
+use crate::common;
 
 use common::{fallow_cmd, json_of, need_root, path_str, stderr};
 use serde_json::Value;
