@@ -34,10 +34,7 @@ mod tests {
         ] {
             assert_eq!(parse_duration(text), Ok(ns), "{text}");
         }
-        assert_eq!(
-            parse_std_duration("1.5s"),
-            Ok(Duration::from_millis(1500))
-        );
+        assert_eq!(parse_std_duration("1.5s"), Ok(Duration::from_millis(1500)));
     }
 
     #[test]

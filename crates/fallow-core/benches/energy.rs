@@ -78,9 +78,8 @@ fn main() {
         .collect();
     let policies = ["timeout:t=10s".to_string()];
     let t = Instant::now();
-    let runs = black_box(
-        study(&input, &policies, &fractions, &EnergyConfig::default()).expect("study"),
-    );
+    let runs =
+        black_box(study(&input, &policies, &fractions, &EnergyConfig::default()).expect("study"));
     let took_s = t.elapsed().as_secs_f64();
     println!(
         "energy study, {} settings over {requests} requests: {took_s:.2} s ({:.2} M requests/s per setting)",

@@ -85,7 +85,10 @@ fn differences(a: &Value, b: &Value, at: &str, out: &mut Vec<String>, limit: usi
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             for k in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
-                let (p, q) = (x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null));
+                let (p, q) = (
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                );
                 differences(p, q, &format!("{at}.{k}"), out, limit);
             }
         }
@@ -303,7 +306,11 @@ fn every_readme_command_runs_as_written() {
                 .stdin(Stdio::null())
                 .output()
                 .unwrap();
-            assert!(o.status.success(), "{j}: {}", String::from_utf8_lossy(&o.stderr));
+            assert!(
+                o.status.success(),
+                "{j}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
             let v: Value = serde_json::from_slice(&o.stdout)
                 .unwrap_or_else(|e| panic!("{j}: no JSON on stdout ({e})"));
             let sub = j.split_whitespace().nth(1).unwrap_or("fallow");
@@ -320,7 +327,10 @@ fn every_readme_command_runs_as_written() {
         }
     }
     eprintln!("{ran} README commands ran, {skipped} skipped");
-    eprintln!("{} JSON outputs checked against tests/golden/", goldens.len());
+    eprintln!(
+        "{} JSON outputs checked against tests/golden/",
+        goldens.len()
+    );
     assert!(
         mismatches.is_empty(),
         "the README's commands print other JSON than their golden files (after an intended \

@@ -8,12 +8,12 @@
 //! size of the issue's `hm` sample) so the ~11,000 simulations per trace stay
 //! quick; traces without completion times get an exponential 5 ms service.
 
+use crate::readers::shared;
 use fallow_core::policy;
 use fallow_core::sim::{simulate, BgService, Prepared, SimConfig};
 use fallow_core::trace::{read_trace, ReadOptions, Trace};
 use fallow_core::tune::{self, ladder, Budget, Guarantee, SearchMode, TuneConfig};
 use fallow_core::ServiceModel;
-use crate::readers::shared;
 use std::path::{Path, PathBuf};
 
 /// Requests kept of each trace (fewer in debug builds, where a simulation is slower).

@@ -119,7 +119,11 @@ mod tests {
     fn the_builder_runs_the_line_it_shows() {
         let mut c = TestCommand::new(&["policies"]);
         c.flag("--output", "x").arg("y");
-        assert!(c.line().ends_with("fallow policies --output x y"), "{}", c.line());
+        assert!(
+            c.line().ends_with("fallow policies --output x y"),
+            "{}",
+            c.line()
+        );
         // `fallow --version` through the builder, checked against Cargo's
         let o = TestCommand::new(&["--version"]).ok();
         assert!(
