@@ -35,6 +35,7 @@ ignored_mode() {
     *) echo "FALLOW_TEST_IGNORED must be include, exclude or auto, not $FALLOW_TEST_IGNORED" >&2; exit 2 ;;
     esac
 }
+IGNORED_MODE=$(ignored_mode) # exits here (set -e) on a bad FALLOW_TEST_IGNORED
 # One line totalling libtest's `test result:` lines, the `skip:` lines and
 # pytest's closing line, of the logs so far.
 summary() {
@@ -105,10 +106,10 @@ if [ "$(id -u)" = 0 ] && ! command -v ip >/dev/null; then
     apt-get update && apt-get install -y iproute2
 fi
 
-step "rust: tests ($(ignored_mode) the tests marked #[ignore = \"needs …\"])"
+step "rust: tests ($IGNORED_MODE the tests marked #[ignore = \"needs …\"])"
 # fallow-py is a Python extension (no libpython link); pytest tests it below.
 libtest_args=(--show-output)
-[[ $(ignored_mode) == include ]] && libtest_args+=(--include-ignored)
+[[ $IGNORED_MODE == include ]] && libtest_args+=(--include-ignored)
 rc=0
 cargo test --workspace --exclude fallow-py --locked --no-fail-fast -- "${libtest_args[@]}" 2>&1 \
     | tee "$LOGS/rust.log" || rc=$?

@@ -3,7 +3,7 @@
 //! root, tracefs and losetup: `#[ignore = "needs root"]`, run by
 //! `--include-ignored` (scripts/test.sh as root), failing where they are missing.
 
-use fallow_record::{write_msr, Device, Error, Op, Recorder};
+use fallow_record::{write_msr, Device, Op, Recorder};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::process::Command;

@@ -11,7 +11,7 @@
 //! intended change, regenerate them:
 //!
 //! ```text
-//! FALLOW_BLESS=1 cargo test -p fallow-cli --test readme
+//! FALLOW_BLESS=1 cargo test -p fallow-cli --test integration readme::
 //! ```
 
 use crate::common;
@@ -334,7 +334,7 @@ fn every_readme_command_runs_as_written() {
     assert!(
         mismatches.is_empty(),
         "the README's commands print other JSON than their golden files (after an intended \
-         change: FALLOW_BLESS=1 cargo test -p fallow-cli --test readme):\n{}",
+         change: FALLOW_BLESS=1 cargo test -p fallow-cli --test integration readme::):\n{}",
         mismatches.join("\n")
     );
     assert!(ran >= on_demo.len());

@@ -12,7 +12,6 @@ use fallow_core::trace::{read_trace, ReadOptions};
 use fallow_core::tune::{self, Budget, FastSweep, Setting, TuneConfig};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::ServiceModel;
-use std::path::Path;
 
 fn synthetic(spec: &str, requests: usize, seed: u64) -> Prepared {
     let service = ServiceModel::Exponential { mean_ns: 5_000_000 };
