@@ -3,7 +3,7 @@
 # item 4: no overlapping series without a visual distinction, tables not cut,
 # the title not broken inside a word). Not part of scripts/test.sh: installing
 # Chromium took 3 min 51 s on the loaded 2-core machine; CI checks the SVG
-# structure instead (crates/fallow-cli/tests/charts.rs).
+# structure instead (crates/fallow-cli/tests/integration/charts.rs).
 #
 # Usage: bash scripts/screenshot-reports.sh [FALLOW_BINARY] [OUT_DIR]
 #   (defaults: target/release/fallow, /tmp/fallow-screens); needs `chromium`

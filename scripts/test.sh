@@ -72,7 +72,7 @@ command -v losetup >/dev/null || { apt-get update && apt-get install -y mount; }
 command -v fio >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y fio; } \
     || echo "no fio: the live benchmark will skip"
 # `fallow scrub btrfs:MNT` drives the kernel's btrfs scrub through btrfs-progs
-# (crates/fallow-cli/tests/native.rs makes a btrfs on a loop device); FITRIM's
+# (crates/fallow-cli/tests/integration/native.rs makes a btrfs on a loop device); FITRIM's
 # test uses mkfs.ext4 (e2fsprogs).
 if [ "$(id -u)" = 0 ] && ! command -v btrfs >/dev/null; then
     apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y btrfs-progs \
@@ -82,7 +82,7 @@ fi
 step "system tools for the operations tests (promtool, systemd-analyze)"
 # crates/fallow-metrics/tests/scrape.rs pipes a scrape into `promtool check
 # metrics` (Debian's prometheus package: 62 s to install on a loaded 2-core
-# machine, not started); crates/fallow-cli/tests/systemd_units.rs runs
+# machine, not started); crates/fallow-cli/tests/integration/systemd_units.rs runs
 # `systemd-analyze verify` and `security` on docs/examples/fallow-scrub.*.
 # Both tests print a `skip:` line without them.
 if [ "$(id -u)" = 0 ] && ! command -v promtool >/dev/null; then
