@@ -39,6 +39,7 @@ mod output;
 mod pareto;
 mod peer;
 mod policies;
+mod progress;
 mod recommend;
 mod record;
 mod report;
