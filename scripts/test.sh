@@ -140,7 +140,7 @@ step "python: lints"
 step "bench smoke runs (figures in docs come from the full runs)"
 .venv/bin/python bench/parse_bench.py --requests 200000 --cli none
 cargo bench -p fallow-core --bench sim --locked -- --requests 200000
-cargo bench -p fallow-core --bench tune --locked -- --requests 50000 --workload mmpp
+cargo bench -p fallow-core --bench tune --locked -- --requests 20000 --workload mmpp
 cargo bench -p fallow-core --bench energy --locked -- --requests 200000
 bash bench/peer_bench.sh 8 1
 

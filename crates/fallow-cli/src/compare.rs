@@ -10,6 +10,7 @@
 use crate::atomic::OverwriteArg;
 use crate::human::{count, num, pct, secs};
 use crate::output::{self, Style};
+use crate::progress::Progress;
 use crate::simulate::{build_policy, prepare, signed_pct, BgArgs, Input, InputArgs, Run};
 use crate::table::{Cell, Column, CsvArg, Table};
 use anyhow::Result;
@@ -17,9 +18,7 @@ use clap::Args;
 use fallow_core::outpath::OutputKind;
 use fallow_core::policy::{self, Policy};
 use fallow_core::sim::{simulate, Prepared, SimConfig, SimResult};
-use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write as _;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -123,10 +122,10 @@ pub fn run(args: CompareArgs) -> Result<()> {
         .threads
         .map(|t| t as usize)
         .unwrap_or_else(default_threads);
-    let bar = progress(policies.len(), input.prep.requests());
+    let bar = progress(policies.len(), input.prep.requests())?;
     let results = run_all(&input.prep, policies, &cfg, threads, bar.as_ref());
     if let Some(b) = bar {
-        b.finish_and_clear();
+        b.finish();
     }
     let runs: Vec<(String, SimResult)> = results
         .into_iter()
@@ -223,19 +222,20 @@ fn default_threads() -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// A bar over policies, on an interactive stderr, when runs take a while.
-fn progress(policies: usize, requests: usize) -> Option<ProgressBar> {
-    (requests.saturating_mul(policies) >= 2_000_000 && std::io::stderr().is_terminal()).then(|| {
-        let bar = ProgressBar::new(policies as u64);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "simulating [{wide_bar}] {pos}/{len} policies {elapsed} {msg}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        bar
-    })
+/// A bar over policies, on an interactive stderr, when runs take a while
+/// (or lines: [`crate::progress`]). Its step is one policy's simulation;
+/// the bar's clock ticks between steps.
+fn progress(policies: usize, requests: usize) -> Result<Option<Progress>> {
+    let bar = Progress::new(
+        "policies",
+        "simulating [{wide_bar}] {pos}/{len} policies {elapsed} {msg}",
+        policies as u64,
+        requests.saturating_mul(policies) >= 2_000_000,
+    )?;
+    if let Some(b) = &bar {
+        b.steady_tick(std::time::Duration::from_millis(500));
+    }
+    Ok(bar)
 }
 
 /// Simulate every policy on `prep`, `threads` at a time; results in input order.
@@ -244,7 +244,7 @@ pub fn run_all(
     policies: Vec<(String, Box<dyn Policy>)>,
     cfg: &SimConfig,
     threads: usize,
-    bar: Option<&ProgressBar>,
+    bar: Option<&Progress>,
 ) -> Vec<(String, fallow_core::Result<SimResult>)> {
     /// A policy waiting to run, then its result.
     type Slot = (

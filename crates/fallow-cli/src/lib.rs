@@ -40,6 +40,7 @@ mod output;
 mod pareto;
 mod peer;
 mod policies;
+mod progress;
 mod recommend;
 mod record;
 mod report;

@@ -6,6 +6,7 @@
 use crate::atomic::OverwriteArg;
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
+use crate::progress::Progress;
 use crate::simulate::{prepare, BgArgs, InputArgs};
 use crate::table::{Cell, Column, CsvArg, Table};
 use crate::tune::threads;
@@ -13,10 +14,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::outpath::OutputKind;
 use fallow_core::policy;
-use fallow_core::tune::pareto::{pareto, Front};
-use indicatif::{ProgressBar, ProgressStyle};
+use fallow_core::tune::pareto::{pareto_with_progress, Front};
 use std::fmt::Write as _;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// Arguments of `fallow pareto`.
@@ -82,27 +81,36 @@ pub fn run(args: ParetoArgs) -> Result<()> {
     }
     let input = prepare(&args.input)?;
     let sim = args.bg.config(args.input.seed);
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::new(policies.len() as u64);
-        bar.set_style(
-            ProgressStyle::with_template("{msg} [{wide_bar}] {pos}/{len} policies {eta}")
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
-        bar.set_message("sweeping");
-        bar
-    });
+    // moves with every setting simulated, not only between policies
+    let bar = Progress::new(
+        "settings",
+        "{msg} [{wide_bar}] {pos}/{len} settings {eta}",
+        0,
+        true,
+    )?;
     let mut fronts = Vec::with_capacity(policies.len());
     for (i, p) in policies.iter().enumerate() {
         if let Some(b) = &bar {
-            b.set_position(i as u64);
+            b.set_message(format!("sweeping {}/{} {p}", i + 1, policies.len()));
         }
-        let f = pareto(&input.prep, p, &sim, args.bg.bg_size, threads(args.threads))
-            .with_context(|| format!("sweeping --policy {p}"))?;
+        let f = pareto_with_progress(
+            &input.prep,
+            p,
+            &sim,
+            args.bg.bg_size,
+            threads(args.threads),
+            &|done, total| {
+                if let Some(b) = &bar {
+                    b.set_length(total);
+                    b.set_position(done);
+                }
+            },
+        )
+        .with_context(|| format!("sweeping --policy {p}"))?;
         fronts.push(f);
     }
     if let Some(b) = bar {
-        b.finish_and_clear();
+        b.finish();
     }
     if let Some(path) = &args.html {
         crate::report::write_pareto(path, &input, &args.bg.describe(), &fronts)

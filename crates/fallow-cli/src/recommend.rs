@@ -5,6 +5,7 @@
 
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
+use crate::progress::Progress;
 use crate::simulate::{prepare, BgArgs, InputArgs};
 use crate::table::{Cell, Column, CsvArg, Table};
 use crate::tune::{
@@ -13,9 +14,7 @@ use crate::tune::{
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::tune::{self, recommend::Recommendation, Budget, SearchMode};
-use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write as _;
-use std::io::IsTerminal;
 
 /// Arguments of `fallow recommend`.
 #[derive(Debug, Args)]
@@ -30,7 +29,10 @@ Every deployable policy with a knob is tuned as `fallow tune` would (see docs/tu
 ranked by BG throughput within the budget, ties to the lower added delay; a policy that does
 no BG work within the budget, or cannot meet it, is listed unranked (rank 0 in --json). --json
 prints an object with budget, budget_text, sizes, traits, ranking (rank, policy, best,
-relative, reason, guarantee: exact or coarse-grid), simulations, search and schema_version.")]
+relative, reason, guarantee: exact or coarse-grid), simulations, search and schema_version.
+
+Progress: a bar on a terminal that moves with every batch of settings of the policy being
+tuned; FALLOW_PROGRESS=lines prints one line per update on stderr, never hides it.")]
 pub struct RecommendArgs {
     /// The FG budget: a mean slowdown (`5%`) or a mean added delay per FG
     /// request (`1ms`).
@@ -86,16 +88,15 @@ pub fn run(args: RecommendArgs) -> Result<()> {
         .map_or_else(|| tune::log_spaced(64 << 10, 4 << 20, 5), |s| s.0);
     let names = tune::recommend::candidates();
     // moves with every setting evaluated, not only between policies
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template("{msg} [{wide_bar}] {pos}/{len} settings {elapsed}")
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
-        bar.enable_steady_tick(std::time::Duration::from_millis(200));
-        bar
-    });
+    let bar = Progress::new(
+        "settings",
+        "{msg} [{wide_bar}] {pos}/{len} settings {elapsed}",
+        0,
+        true,
+    )?;
+    if let Some(b) = &bar {
+        b.steady_tick(std::time::Duration::from_millis(200));
+    }
     let result = tune::recommend::recommend(
         &input.prep,
         &sim,
@@ -121,7 +122,7 @@ pub fn run(args: RecommendArgs) -> Result<()> {
         },
     );
     if let Some(b) = bar {
-        b.finish_and_clear();
+        b.finish();
     }
     let rec = result.with_context(|| format!("recommending for --budget {}", args.budget))?;
     // as compare does: say which candidates were left out, and why

@@ -6,6 +6,7 @@
 
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
+use crate::progress::Progress;
 use crate::simulate::{prepare, BgArgs, InputArgs, InputInfo};
 use crate::table::{Cell, Column, CsvArg, Table};
 use anyhow::{Context, Result};
@@ -13,10 +14,8 @@ use clap::Args;
 use fallow_core::sim::{BgWork, SimConfig};
 use fallow_core::trace::TimeUnit;
 use fallow_core::tune::{self, Budget, Choice, SearchMode, TuneConfig, Tuned, Tuning};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::io::IsTerminal;
 
 /// Arguments of `fallow tune`.
 #[derive(Debug, Args)]
@@ -38,6 +37,9 @@ What the answer guarantees (\"guarantee\" in --json, docs/tuning.md; --search pi
                and says --search exact forces it): at least as good as every feasible point of the
                1-2-5 grid; the bisection between grid points assumes the added delay falls as
                the knob grows more conservative, which no proof backs (a heuristic).
+
+Progress: a bar on a terminal that moves with every batch of settings; FALLOW_PROGRESS=lines
+prints one line per update on stderr instead (logs, CI), FALLOW_PROGRESS=never hides it.
 
 Each policy's knob (what tune searches) is listed in docs/tuning.md. --json prints one object
 whatever the number of budgets: schema_version, input, policy, knob, max_delay_s, guarantee,
@@ -184,20 +186,19 @@ pub fn run(args: TuneArgs) -> Result<()> {
         auto_limit_visits: tune::AUTO_EXACT_LIMIT_VISITS,
         cancel: None,
     };
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template("{msg} [{wide_bar}] {pos}/{len} steps {eta}")
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
-        bar.set_message(format!(
+    let bar = Progress::new(
+        "steps",
+        "{msg} [{wide_bar}] {pos}/{len} steps {eta}",
+        0,
+        true,
+    )?;
+    if let Some(b) = &bar {
+        b.set_message(format!(
             "tuning {} over {} sizes",
             args.policy,
             cfg.sizes.len()
         ));
-        bar
-    });
+    }
     let result = tune::tune(&input.prep, &args.policy, &sim, &cfg, &|done, total| {
         if let Some(b) = &bar {
             b.set_length(total);
@@ -205,7 +206,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
         }
     });
     if let Some(b) = bar {
-        b.finish_and_clear();
+        b.finish();
     }
     let t = result.with_context(|| format!("tuning --policy {}", args.policy))?;
     let base = tune::baseline(&input.prep, &sim)?;

@@ -1,15 +1,25 @@
-//! Tuning speed: the exact `tune` (every step of the knob ladder at every
-//! size, by the one-pass sweep, bounded out where it cannot win) for 3
-//! budgets × 30 request sizes, against re-simulating the same settings
-//! (the naive way: timed on a spread sample, checked to the bit against
-//! the sweep, and scaled to the settings the search evaluated), in one run.
+//! Tuning speed: `tune` as `fallow tune` runs it (`--search auto`, the
+//! default) for 3 budgets × 30 request sizes, against re-simulating the
+//! same settings (the naive way), in one run, with wall and CPU seconds.
 //!
 //! A plain program (`harness = false`) that prints its figures:
 //!
 //! ```text
 //! cargo bench -p fallow-core --bench tune                  # 1 M requests
-//! cargo bench -p fallow-core --bench tune -- --requests 100000   # CI smoke size
+//! cargo bench -p fallow-core --bench tune -- --requests 50000 --workload mmpp  # CI smoke run
+//! cargo bench -p fallow-core --bench tune -- --search exact # force the exact search
 //! ```
+//!
+//! `auto` runs the exact search (every step of the knob ladder at every
+//! size, by the one-pass sweep, bounded out where it cannot win) when its
+//! estimated work is under `tune::AUTO_EXACT_LIMIT_VISITS`, else the coarse
+//! 1-2-5 grid plus bisection. On 1 M requests it picks coarse, and the
+//! naive way is the same coarse search with every setting simulated
+//! (`TuneConfig::fast = false`), timed in full and compared answer for
+//! answer. When exact runs (the smoke size, or `--search exact`), the
+//! settings it evaluates are too many to simulate: a spread sample is
+//! simulated (checked against the sweep to the bit) and the time per
+//! setting scaled to the settings the search evaluated.
 //!
 //! The traces are synthetic and held in memory, exponential 10 ms service
 //! at 30 % utilisation, with completions: Poisson arrivals (M/M/1: idle
@@ -23,38 +33,60 @@
 //! BG service is size-based (8 ms up to 64 KiB, then 100 MB/s: Practical
 //! Scrubbing Fig. 4), budgets 1 ms, 2 ms and 4 ms of mean added delay,
 //! 30 sizes from 64 KiB to 4 MiB, at most 50.4 ms per request: the
-//! Table III experiment. Both ways run on one thread.
+//! Table III experiment. CPU seconds (user + system, of the whole process,
+//! from `/proc/self/stat`) are printed beside the wall time: on a loaded
+//! machine the wall time says little.
 
 use fallow_core::sim::{BgService, BgWork, Prepared, SimConfig};
-use fallow_core::tune::{self, Budget, SearchMode, TuneConfig};
+use fallow_core::tune::{self, Budget, Guarantee, SearchMode, TuneConfig};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::ServiceModel;
 use std::time::Instant;
 
-fn requests() -> usize {
+/// The value after `--flag`, if given.
+fn arg(flag: &str) -> Option<String> {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        if a == "--requests" {
-            if let Some(n) = args.next().and_then(|v| v.replace('_', "").parse().ok()) {
-                return n;
-            }
+        if a == flag {
+            return args.next();
         }
     }
-    1_000_000
+    None
+}
+
+fn requests() -> usize {
+    arg("--requests")
+        .map(|v| match v.replace('_', "").parse() {
+            Ok(n) if n > 0 => n,
+            _ => panic!("--requests `{v}`: give a positive request count"),
+        })
+        .unwrap_or(1_000_000)
+}
+
+/// CPU seconds (user + system) this process has used, its exited threads
+/// included: fields 14 and 15 of `/proc/self/stat`, in clock ticks of
+/// `USER_HZ`, which Linux fixes at 100 for user space (`man 5 proc`).
+fn cpu_s() -> f64 {
+    const USER_HZ: f64 = 100.0;
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("Linux /proc");
+    // the command name (field 2) may hold spaces; fields after its `)`
+    let rest = &stat[stat.rfind(')').expect("(comm)") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state): utime is field 14, stime 15
+    let ticks = |i: usize| f[i - 3].parse::<f64>().expect("a tick count");
+    (ticks(14) + ticks(15)) / USER_HZ
+}
+
+/// Run `f`, its wall and CPU seconds.
+fn timed<T>(f: impl FnOnce() -> T) -> (f64, f64, T) {
+    let (t, c) = (Instant::now(), cpu_s());
+    let r = f();
+    (t.elapsed().as_secs_f64(), cpu_s() - c, r)
 }
 
 fn main() {
     let n = requests();
-    let only = {
-        let mut args = std::env::args().skip(1);
-        let mut w = None;
-        while let Some(a) = args.next() {
-            if a == "--workload" {
-                w = args.next();
-            }
-        }
-        w
-    };
+    let only = arg("--workload");
     for (name, spec) in [("poisson", "poisson"), ("mmpp", "mmpp:cv=9,burst=1000")] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
@@ -93,22 +125,17 @@ fn bench(n: usize, spec: &str) {
     let mut cfg = TuneConfig::new(budgets);
     cfg.sizes = tune::log_spaced(64 << 10, 4 << 20, 30);
     cfg.max_delay_ns = Some(50_400_000);
-    // this bench measures the exact sweep, whatever auto would choose
-    cfg.search = SearchMode::Exact;
+    // what `fallow tune` runs unless told otherwise
+    cfg.search = arg("--search").map_or(SearchMode::Auto, |m| {
+        SearchMode::parse(&m).unwrap_or_else(|e| panic!("--search: {e}"))
+    });
     println!(
-        "tune fixed-wait on {spec}, 3 budgets x {} sizes, {} FG requests, {} idle intervals, 1 thread",
+        "tune fixed-wait on {spec}, 3 budgets x {} sizes, {} FG requests, {} idle intervals, --search {}",
         cfg.sizes.len(),
         n,
-        prep.periods().idle_len_ns.len()
+        prep.periods().idle_len_ns.len(),
+        cfg.search
     );
-    let run = |fast: bool| {
-        let mut c = cfg.clone();
-        c.fast = fast;
-        c.threads = 1;
-        let t = Instant::now();
-        let r = tune::tune(&prep, "fixed-wait", &sim, &c, &|_, _| {}).expect("tunes");
-        (t.elapsed().as_secs_f64(), r)
-    };
     if std::env::args().any(|a| a == "--per-threshold") {
         // one sweep per threshold, for profiling
         let sweep = tune::FastSweep::new(&prep, &sim).expect("deterministic service");
@@ -165,77 +192,101 @@ fn bench(n: usize, spec: &str) {
         }
         return;
     }
-    let (fast_s, fast) = run(true);
-    if std::env::args().any(|a| a == "--fast-only") {
-        // for profiling the sweep
-        println!("  one-pass sweep   {fast_s:8.3} s");
-        return;
-    }
-    // naive re-simulation: every setting the exact search evaluates would
-    // be one simulation; simulating all of them on 1 M requests takes
-    // hours, so a spread sample is simulated (and checked against the
-    // sweep, to the bit) and the time per setting scaled up
-    let knob = fallow_core::policy::entry("fixed-wait")
-        .expect("registered")
-        .knob
-        .expect("has a knob");
-    let ladder = tune::ladder(&knob);
-    let sweep = tune::FastSweep::new(&prep, &sim).expect("deterministic service");
-    let rule = fallow_core::policy::IntervalRule::WaitThenRun;
-    let samples: Vec<(u64, usize)> = (0..24)
-        .map(|k| {
-            let size = cfg.sizes[(k * 7) % cfg.sizes.len()];
-            (size, (k * 977 + 300) % ladder.len())
-        })
-        .collect();
-    let t = Instant::now();
-    let mut identical = true;
-    for &(size, i) in &samples {
-        let mut c = sim.clone();
-        c.bg_size_bytes = size;
-        let mut p = fallow_core::policy::build(&format!("fixed-wait:t={}", ladder[i].text))
-            .expect("valid spec");
-        let r = fallow_core::sim::simulate(&prep, p.as_mut(), &c).expect("runs");
-        let f = prep.figures(
-            &sweep
-                .totals(rule, ladder[i].value, size, &sim, None)
-                .expect("no cap"),
-        );
-        identical &= f == r.mean_figures();
-    }
-    let per_sim_s = t.elapsed().as_secs_f64() / samples.len() as f64;
-    let naive_s = per_sim_s * fast.simulations as f64;
-    let every_s = per_sim_s * (ladder.len() * cfg.sizes.len()) as f64;
     let cores = tune::default_threads();
-    let (fast_all_s, fast_all) = {
+    let run = |fast: bool, threads: usize| {
         let mut c = cfg.clone();
-        c.threads = cores;
-        let t = Instant::now();
-        let r = tune::tune(&prep, "fixed-wait", &sim, &c, &|_, _| {}).expect("tunes");
-        (t.elapsed().as_secs_f64(), r)
+        c.fast = fast;
+        c.threads = threads;
+        timed(|| tune::tune(&prep, "fixed-wait", &sim, &c, &|_, _| {}).expect("tunes"))
     };
+    let (fast_s, fast_cpu_s, fast) = run(true, 1);
     assert_eq!(fast.method, "sweep");
+    let exact = fast.guarantee == Guarantee::Exact;
+    println!(
+        "  search picked    {} ({:.1e} interval visits estimated for exact, ~{:.0} s of one core; auto's limit {:.1e})",
+        if exact { "exact" } else { "coarse" },
+        fast.exact_work_visits.unwrap_or(0) as f64,
+        fast.exact_estimate_s.unwrap_or(0.0),
+        cfg.auto_limit_visits as f64
+    );
+    println!(
+        "  sweep, 1 thread  {fast_s:8.3} s wall {fast_cpu_s:8.2} s CPU  ({} settings evaluated)",
+        fast.simulations
+    );
+    if std::env::args().any(|a| a == "--fast-only") {
+        return; // for profiling the sweep
+    }
+    let (all_s, all_cpu_s, fast_all) = run(true, cores);
+    println!("  sweep, {cores} threads {all_s:8.3} s wall {all_cpu_s:8.2} s CPU");
     let answers = |t: &tune::Tuning| serde_json::to_string(&t.budgets).expect("serialises");
-    println!(
-        "  exact sweep      {fast_s:8.3} s  ({} of {} settings evaluated, {:.1} us each; the rest bounded out)",
-        fast.simulations,
-        ladder.len() * cfg.sizes.len(),
-        fast_s / fast.simulations as f64 * 1e6
-    );
-    println!(
-        "  re-simulation    {naive_s:8.1} s  (the same {} settings at {:.1} ms each, from {} sampled; {every_s:.0} s for every setting)",
-        fast.simulations,
-        per_sim_s * 1e3,
-        samples.len()
-    );
-    println!(
-        "  speed-up         {:8.1} x (against every setting: {:.1} x)",
-        naive_s / fast_s,
-        every_s / fast_s
-    );
-    println!("  exact sweep      {fast_all_s:8.3} s  on {cores} threads");
-    let identical = identical && answers(&fast_all) == answers(&fast);
-    println!("  identical answers (samples to the bit, 1 and {cores} threads): {identical}");
+    let mut identical = answers(&fast_all) == answers(&fast);
+    if exact {
+        // every setting the exact search evaluated would be one simulation;
+        // simulating them all takes far longer than the search, so a spread
+        // sample is simulated (and checked against the sweep, to the bit)
+        // and the time per setting scaled up
+        let knob = fallow_core::policy::entry("fixed-wait")
+            .expect("registered")
+            .knob
+            .expect("has a knob");
+        let ladder = tune::ladder(&knob);
+        let sweep = tune::FastSweep::new(&prep, &sim).expect("deterministic service");
+        let rule = fallow_core::policy::IntervalRule::WaitThenRun;
+        let samples: Vec<(u64, usize)> = (0..24)
+            .map(|k| {
+                let size = cfg.sizes[(k * 7) % cfg.sizes.len()];
+                (size, (k * 977 + 300) % ladder.len())
+            })
+            .collect();
+        let (sample_s, sample_cpu_s, same) = timed(|| {
+            let mut same = true;
+            for &(size, i) in &samples {
+                let mut c = sim.clone();
+                c.bg_size_bytes = size;
+                let mut p = fallow_core::policy::build(&format!("fixed-wait:t={}", ladder[i].text))
+                    .expect("valid spec");
+                let r = fallow_core::sim::simulate(&prep, p.as_mut(), &c).expect("runs");
+                let f = prep.figures(
+                    &sweep
+                        .totals(rule, ladder[i].value, size, &sim, None)
+                        .expect("no cap"),
+                );
+                same &= f == r.mean_figures();
+            }
+            same
+        });
+        identical &= same;
+        let per_sim_s = sample_s / samples.len() as f64;
+        let per_sim_cpu_s = sample_cpu_s / samples.len() as f64;
+        let naive_s = per_sim_s * fast.simulations as f64;
+        let naive_cpu_s = per_sim_cpu_s * fast.simulations as f64;
+        println!(
+            "  re-simulation    {naive_s:8.1} s wall {naive_cpu_s:8.1} s CPU  (the same {} settings at {:.1} ms each, scaled from {} simulated)",
+            fast.simulations,
+            per_sim_s * 1e3,
+            samples.len()
+        );
+        println!(
+            "  speed-up         {:8.1} x wall {:8.1} x CPU",
+            naive_s / fast_s,
+            naive_cpu_s / fast_cpu_s.max(0.01)
+        );
+    } else {
+        // the naive way in full: the same coarse search, every setting simulated
+        let (naive_s, naive_cpu_s, naive) = run(false, 1);
+        assert_eq!(naive.method, "simulation");
+        identical &= answers(&naive) == answers(&fast) && naive.simulations == fast.simulations;
+        println!(
+            "  re-simulation    {naive_s:8.1} s wall {naive_cpu_s:8.1} s CPU  (the same {} settings simulated, 1 thread)",
+            naive.simulations
+        );
+        println!(
+            "  speed-up         {:8.1} x wall {:8.1} x CPU",
+            naive_s / fast_s,
+            naive_cpu_s / fast_cpu_s.max(0.01)
+        );
+    }
+    println!("  identical answers (sweep and simulation; 1 and {cores} threads): {identical}");
     for b in &fast.budgets {
         if let Some(c) = &b.best {
             println!(

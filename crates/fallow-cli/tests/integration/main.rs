@@ -23,6 +23,7 @@ mod native_checkpoint;
 mod native_recorded;
 mod outputs;
 mod peer;
+mod progress;
 mod readme;
 mod recommend;
 mod recorded_formats;

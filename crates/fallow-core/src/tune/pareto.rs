@@ -100,6 +100,20 @@ pub fn pareto(
     size: u64,
     threads: usize,
 ) -> Result<Front> {
+    pareto_with_progress(prep, policy_spec, sim, size, threads, &|_, _| {})
+}
+
+/// [`pareto`], calling `progress(done, total)` once before the first
+/// setting and after every setting evaluated (from the worker threads), so
+/// a bar moves within a policy's sweep.
+pub fn pareto_with_progress(
+    prep: &Prepared,
+    policy_spec: &str,
+    sim: &SimConfig,
+    size: u64,
+    threads: usize,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Front> {
     let search = Search::new(prep, policy_spec, sim, size, true)?;
     let steps: Vec<usize> = if search.ladder.is_empty() {
         vec![0]
@@ -109,6 +123,9 @@ pub fn pareto(
     let slots: Mutex<Vec<Option<Result<ParetoPoint>>>> =
         Mutex::new(steps.iter().map(|_| None).collect());
     let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let total = steps.len() as u64;
+    progress(0, total);
     std::thread::scope(|s| {
         for _ in 0..threads.clamp(1, steps.len()) {
             s.spawn(|| loop {
@@ -128,6 +145,7 @@ pub fn pareto(
                     }
                 });
                 slots.lock().expect("no panics")[k] = Some(r);
+                progress(done.fetch_add(1, Ordering::Relaxed) as u64 + 1, total);
             });
         }
     });
