@@ -550,6 +550,13 @@ impl EventMonitor {
         self.rings.kick()
     }
 
+    /// The descriptors that turn readable when block events arrive, for a
+    /// caller that sleeps on several sources at once (the spin-down
+    /// daemon): `poll(2)` them for `POLLIN`, then [`EventMonitor::read_now`].
+    pub fn wait_fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        self.rings.wait_fds()
+    }
+
     /// Wait at most `timeout_ns` (`None`: until an event or a kick) for
     /// block events on the watched devices, and return them in time order
     /// (empty on timeout or kick). Sleeps in the kernel meanwhile.
