@@ -307,10 +307,13 @@ fn bench(dev: &str, idle_s: f64, reads: usize) -> Result<(), Box<dyn std::error:
     }
     let mut k2u: Vec<u64> = raw_sights.iter().map(|s| s.0.saturating_sub(s.1)).collect();
     println!(
-        "raw: kernel tracepoint to user space p50 {:.0} µs, max {:.0} µs; {} lost samples",
+        "raw: kernel tracepoint to user space p50 {:.0} µs, max {:.0} µs; {} lost samples; {} samples read for {} events (kernel filters {})",
         pct(&mut k2u, 0.5),
         pct(&mut k2u, 1.0),
-        raw_st.lost
+        raw_st.lost,
+        raw_st.samples,
+        raw_st.events,
+        if raw_st.kernel_filter { "accepted" } else { "refused: filtered here" }
     );
     Ok(())
 }
