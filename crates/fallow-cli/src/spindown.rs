@@ -75,7 +75,11 @@ pub struct SpindownArgs {
     #[arg(long)]
     pub dry_run: bool,
 
-    /// How often the I/O counters are read. [default: 1s]
+    /// How often the I/O counters are read when they must be polled (an
+    /// emulated disk's stat file, FALLOW_MONITOR=poll, no perf events),
+    /// and while a disk is busy or a job runs. With the block-tracepoint
+    /// source an idle disk wakes the daemon only on I/O and at its
+    /// policy's deadlines. [default: 1s]
     #[arg(long, value_name = "DURATION")]
     pub poll: Option<String>,
 
@@ -363,6 +367,10 @@ pub fn run(args: SpindownArgs) -> Result<()> {
         signal_hook::consts::SIGHUP,
     ] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+        // and end the daemon's sleep, which on an idle disk lasts until
+        // its next deadline
+        signal_hook::low_level::pipe::register(sig, daemon.stop_handle()?)
             .context("installing signal handlers")?;
     }
     let mut log_err = None;

@@ -3,9 +3,11 @@
 //! read's issue to each monitor seeing it.
 //!
 //! ```text
-//! sudo cargo run --release -p fallow-live --example monitor_bench -- [IDLE_SECONDS] [READS]
+//! sudo cargo run --release -p fallow-live --example monitor_bench -- [IDLE_SECONDS] [READS] [SCHEDULER]
 //! ```
-//! IDLE_SECONDS defaults to 20, READS to 200. Needs root (a loop device
+//! IDLE_SECONDS defaults to 20, READS to 200; SCHEDULER (`none`, `bfq`…)
+//! is set on the loop device, else it keeps the one it has (a loop device
+//! keeps what its previous user set). Needs root (a loop device
 //! and perf events). Three monitors run at once:
 //! - `poll`: [`Monitor`] sampling `/sys/block/loopN/stat` every 1 ms;
 //! - `events`: [`Monitor`] woken by the block tracepoints (what
@@ -95,6 +97,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let img = dir.path().join("img");
     std::fs::File::create(&img)?.set_len(64 << 20)?;
     let dev = sh("losetup", &["-f", "--show", img.to_str().unwrap_or("")])?;
+    // the I/O scheduler decides when a queued bio is issued to the driver:
+    // set it (a previous user of the loop device may have left one), say which
+    let sched = std::path::PathBuf::from("/sys/block")
+        .join(dev.trim_start_matches("/dev/"))
+        .join("queue/scheduler");
+    if let Some(s) = args.get(2) {
+        std::fs::write(&sched, s).map_err(|e| format!("{}: {e}", sched.display()))?;
+    }
+    println!(
+        "{dev}: I/O scheduler {}",
+        std::fs::read_to_string(&sched).unwrap_or_default().trim()
+    );
     let result = bench(&dev, idle_s, reads);
     let _ = sh("losetup", &["-d", &dev]);
     result
@@ -252,12 +266,54 @@ fn bench(dev: &str, idle_s: f64, reads: usize) -> Result<(), Box<dyn std::error:
             missed
         );
     }
+    // the same from the kernel's block_bio_queue timestamp of each read
+    // (the raw monitor's record of it): without the reader thread's own
+    // delay between noting the time and submitting, which a loaded
+    // machine adds to every monitor alike
+    let queued: Vec<u64> = issues
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &t)| {
+            let next = issues.get(i + 1).copied().unwrap_or(u64::MAX);
+            raw_sights
+                .iter()
+                .map(|s| s.1)
+                .filter(|&k| k >= t && k < next)
+                .min()
+        })
+        .collect();
+    println!(
+        "\nlatency from the read's block_bio_queue event ({} of {reads} reads recorded) to the monitor seeing it, µs:",
+        queued.len()
+    );
+    println!(
+        "{:<8} {:>8} {:>8} {:>8} {:>8} {:>7}",
+        "monitor", "p50", "p95", "p99", "max", "missed"
+    );
+    for (n, sights) in [
+        ("poll", &poll_seen),
+        ("events", &ev_seen),
+        ("raw", &raw_times),
+    ] {
+        let (mut l, missed) = latencies(&queued, sights);
+        println!(
+            "{n:<8} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>7}",
+            pct(&mut l, 0.5),
+            pct(&mut l, 0.95),
+            pct(&mut l, 0.99),
+            pct(&mut l, 1.0),
+            missed
+        );
+    }
     let mut k2u: Vec<u64> = raw_sights.iter().map(|s| s.0.saturating_sub(s.1)).collect();
     println!(
-        "raw: kernel tracepoint to user space p50 {:.0} µs, max {:.0} µs; {} lost samples",
+        "raw: kernel tracepoint to user space p50 {:.0} µs, max {:.0} µs; {} lost samples; {} samples read for {} events (kernel filters {})",
         pct(&mut k2u, 0.5),
         pct(&mut k2u, 1.0),
-        raw_st.lost
+        raw_st.lost,
+        raw_st.samples,
+        raw_st.events,
+        if raw_st.kernel_filter { "accepted" } else { "refused: filtered here" }
     );
     Ok(())
 }

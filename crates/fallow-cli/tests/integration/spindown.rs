@@ -778,3 +778,94 @@ fn prometheus_metrics_show_spin_downs_time_and_energy_per_disk() {
     let _ = err.read_to_string(&mut rest);
     assert!(child.wait().unwrap().success(), "{rest}");
 }
+
+/// A loop device over a sparse file in `dir` (detached when the guard drops).
+struct LoopDev(String);
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        let _ = run_tool("losetup", &["-d", &self.0]);
+    }
+}
+
+#[test]
+fn an_idle_disk_wakes_the_daemon_only_at_its_deadlines_and_a_signal_ends_its_sleep() {
+    let test = "an_idle_disk_wakes_the_daemon_only_at_its_deadlines_and_a_signal_ends_its_sleep";
+    if !need_root(test) {
+        return;
+    }
+    if let Err(why) = fallow_live::monitor::EventMonitor::available() {
+        eprintln!("skip: {test} needs the block-tracepoint monitor: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    File::create(&img).unwrap().set_len(16 << 20).unwrap();
+    let dev = match run_tool("losetup", &["-f", "--show", img.to_str().unwrap()]) {
+        Ok(d) => LoopDev(d),
+        Err(e) => {
+            eprintln!("skip: {test} needs losetup: {e}");
+            return;
+        }
+    };
+    // a loop device has no ATA actuator: a dry run watches it anyway
+    let args = |duration: &'static str| {
+        vec![
+            "spindown".to_string(),
+            dev.0.clone(),
+            "--dry-run".into(),
+            "--policy".into(),
+            "timeout:t=0.5s".into(),
+            "--poll".into(),
+            "10ms".into(),
+            "--duration".into(),
+            duration.into(),
+            "--state".into(),
+            dir.path().join("s.json").to_str().unwrap().into(),
+            "--json".into(),
+        ]
+    };
+    let run = |monitor: &str| {
+        let a = args("3s");
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let child = fallow_cmd(&a)
+            .env("FALLOW_MONITOR", monitor)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        finish(child)
+    };
+    // the block-tracepoint source: no I/O, so the loop wakes for the
+    // timeout at 0.5 s and the end at 3 s (plus a few 10 ms looks while
+    // udev may still be probing the new device)
+    let (events, err) = run("auto");
+    let d = &events["disks"][0];
+    assert_eq!(d["spindowns"], 1, "{err}");
+    let timer = events["wakeups"]["timer"].as_u64().unwrap();
+    assert!(timer <= 20, "{} timer wake-ups: {events}", timer);
+    // the poller on the same disk reads the counters every 10 ms: about 300
+    let (polled, err) = run("poll");
+    assert_eq!(polled["disks"][0]["spindowns"], 1, "{err}");
+    let polled_timer = polled["wakeups"]["timer"].as_u64().unwrap();
+    assert!(
+        polled_timer >= 100,
+        "{polled_timer} timer wake-ups: {polled}"
+    );
+    // a daemon asleep until a deadline a minute away ends on SIGTERM at once
+    let a = args("60s");
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let child = start_daemon(&a);
+    std::thread::sleep(Duration::from_millis(1500));
+    let t = Instant::now();
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let (status, err) = finish(child);
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "took {took:?} to stop: {err}"
+    );
+    assert_eq!(status["disks"][0]["spindowns"], 1, "{err}");
+}

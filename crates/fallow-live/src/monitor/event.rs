@@ -503,10 +503,40 @@ impl EventMonitor {
                     continue;
                 };
                 let flags = tp.field("flags").cloned();
+                // Only the watched disks' writeback, filtered in the
+                // kernel: these tracepoints fire for every file system, and
+                // on a busy machine their records filled the ring and woke
+                // an idle daemon to decode them (a /proc read per dirtier),
+                // most of its idle cost (docs/spindown.md#cost). A bdi is
+                // named MAJ:MIN after its disk, or otherwise (btrfs-1) by a
+                // file system that spans disks: those are kept. The
+                // dirtier's event names the file system's device. A filter
+                // the kernel refuses is dropped and the records are
+                // filtered here as before.
+                let mut parts = Vec::new();
+                if tp.field("name").is_some() {
+                    let names = devs
+                        .iter()
+                        .map(|d| format!("name == \"{d}\""))
+                        .collect::<Vec<_>>()
+                        .join(" || ");
+                    parts.push(format!("({names} || !(name ~ \"*:*\"))"));
+                } else if tp.field("dev").is_some() {
+                    let devs = devs
+                        .iter()
+                        .map(|d| format!("dev == {}", d.to_kernel()))
+                        .collect::<Vec<_>>()
+                        .join(" || ");
+                    parts.push(format!("({devs})"));
+                }
+                if flags.is_some() {
+                    parts.push(format!("(flags & {I_DIRTY_PAGES})"));
+                }
+                let filter = (!parts.is_empty()).then(|| parts.join(" && "));
                 opens.push(TpOpen {
                     id: tp.id,
                     wake: false,
-                    filter: flags.as_ref().map(|_| format!("flags & {I_DIRTY_PAGES}")),
+                    filter,
                 });
                 wb.push(WbTp {
                     id: tp.id,
@@ -548,6 +578,13 @@ impl EventMonitor {
     /// from another thread: to stop a daemon.
     pub fn kick(&self) -> Kick {
         self.rings.kick()
+    }
+
+    /// The descriptors that turn readable when block events arrive, for a
+    /// caller that sleeps on several sources at once (the spin-down
+    /// daemon): `poll(2)` them for `POLLIN`, then [`EventMonitor::read_now`].
+    pub fn wait_fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        self.rings.wait_fds()
     }
 
     /// Wait at most `timeout_ns` (`None`: until an event or a kick) for

@@ -145,20 +145,24 @@ impl Waker {
             .map(|d| format!("dev == {}", d.to_kernel()))
             .collect::<Vec<_>>()
             .join(" || ");
-        let mut tps = Vec::new();
-        // a bio-based device has no request events: wake on bios too (no
+        // Wake at each bio queued on the device (`block_bio_queue`, in the
+        // submitter's context: the earliest sign of a request) and report
+        // it as an arrival at once ([`Detector::announce`]): a blk-mq
+        // device counts a request only when it is dispatched to the driver
+        // (`block_rq_issue`), which under plugging or an I/O scheduler comes
+        // from a kworker a millisecond or more later on a loaded machine.
+        // Waking at the issue as well only woke the thread twice per read
+        // (issue 16 item 2; docs/monitor.md has the figures). No
         // completions: after a wake the thread samples at the interval
         // until the device is idle, and each tracepoint costs a probe
-        // registration at start)
-        for name in ["block_rq_issue", "block_bio_queue"] {
-            let tp =
-                tracepoint::Tracepoint::load(&root, "block", name).map_err(|e| e.to_string())?;
-            tps.push(perf::TpOpen {
-                id: tp.id,
-                wake: true,
-                filter: Some(filter.clone()),
-            });
-        }
+        // registration at start.
+        let tp = tracepoint::Tracepoint::load(&root, "block", "block_bio_queue")
+            .map_err(|e| e.to_string())?;
+        let tps = [perf::TpOpen {
+            id: tp.id,
+            wake: true,
+            filter: Some(filter),
+        }];
         let rings = perf::PerfRings::open(&tps, 8, false).map_err(|e| e.to_string())?;
         Ok(Waker { rings })
     }
@@ -532,6 +536,10 @@ fn sample_loop(
     looks: &Looks,
     mut waker: Option<Waker>,
 ) -> Result<()> {
+    if waker.is_some() {
+        // best effort: with the default slice only the tail is longer
+        let _ = perf::prefer_prompt_wakeups();
+    }
     let mut det = Detector::new();
     let mut wakeups = 0u64;
     let (cpu0, wall0) = (thread_cpu_ns(), monotonic_ns());
@@ -627,7 +635,11 @@ fn sample_loop(
                     Ok(_) => wakeups += 1,
                     Err(e) => break Err(e),
                 }
-                w.rings.discard();
+                // a bio on the device: an arrival the next sample reports
+                // even if the counters do not show it yet
+                if w.rings.drain(|_| {}) > 0 {
+                    det.announce(monotonic_ns());
+                }
                 // sample now; the ticks start again from here
                 looks.kick.store(false, Ordering::SeqCst);
                 next = monotonic_ns();

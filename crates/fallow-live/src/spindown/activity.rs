@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::monitor::stat::{StatReader, StatSource};
 use crate::monitor::DiskStat;
 use serde::Serialize;
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 /// Who issued a request.
@@ -52,6 +53,15 @@ pub trait ActivitySource: Send {
 
     /// Why this source cannot name the issuer of a request, if it cannot.
     fn attribution_gap(&self) -> Option<&'static str>;
+
+    /// Descriptors that turn readable (`POLLIN`) when the disk has I/O to
+    /// report: an event-driven source's. The daemon sleeps on them until
+    /// its next deadline and then calls [`ActivitySource::next`] with no
+    /// wait. Empty (the default) for a source that must be polled: the
+    /// daemon reads it every poll interval.
+    fn wait_fds(&self) -> Vec<BorrowedFd<'_>> {
+        Vec::new()
+    }
 }
 
 /// Polls a `stat`-format file.
@@ -90,7 +100,9 @@ impl ActivitySource for StatPoll {
     }
 
     fn next(&mut self, wait_ns: u64) -> Result<Observation> {
-        std::thread::sleep(Duration::from_nanos(wait_ns));
+        if wait_ns > 0 {
+            std::thread::sleep(Duration::from_nanos(wait_ns));
+        }
         let (stat, in_flight) = self.sample()?;
         let (io, busy_ns) = match &self.last {
             Some(prev) => (

@@ -189,6 +189,22 @@ impl Governor {
         wake
     }
 
+    /// When [`Governor::tick`] can next have something to do, ns: the end
+    /// of the timeout in force while idle (the budget's later one once it
+    /// held the policy back). `None` while busy, down, or under a policy
+    /// that keeps the disk spinning: only I/O changes anything then, so
+    /// the daemon sleeps until its monitor reports some.
+    pub fn deadline_ns(&self) -> Option<u64> {
+        match self.state {
+            GovState::Idle {
+                since_ns,
+                timeout_ns: Some(t),
+                held_until_ns,
+            } => Some(held_until_ns.unwrap_or(since_ns.saturating_add(t))),
+            _ => None,
+        }
+    }
+
     /// Time passes without I/O: whether to spin down now. `hold` keeps the
     /// disk spinning (a maintenance job runs on it).
     pub fn tick(&mut self, now_ns: u64, hold: bool) -> Tick {
@@ -262,6 +278,8 @@ mod tests {
     #[test]
     fn timeout_spins_down_after_t_and_the_next_io_is_a_wake() {
         let mut g = gov("timeout:t=10s", None);
+        // the daemon sleeps until the timeout ends at 10 s
+        assert_eq!(g.deadline_ns(), Some(10 * S));
         assert_eq!(g.tick(9 * S, false), Tick::Wait);
         assert_eq!(
             g.tick(10 * S, false),
@@ -271,12 +289,16 @@ mod tests {
             }
         );
         g.spun_down(10 * S);
+        // down: nothing to do until I/O
+        assert_eq!(g.deadline_ns(), None);
         assert_eq!(g.tick(11 * S, false), Tick::Wait);
         let w = g.observe(25 * S, true, true).unwrap();
         assert_eq!((w.idle_ns, w.down_ns), (25 * S, 15 * S));
         assert_eq!(g.state(), GovState::Busy);
+        assert_eq!(g.deadline_ns(), None);
         // the request completes: a new interval from 26 s
         assert_eq!(g.observe(26 * S, true, false), None);
+        assert_eq!(g.deadline_ns(), Some(36 * S));
         assert_eq!(g.tick(35 * S, false), Tick::Wait);
         assert!(matches!(g.tick(36 * S, false), Tick::SpinDown { .. }));
         // I/O before the timeout restarts the interval
@@ -323,6 +345,8 @@ mod tests {
             }
         );
         assert_eq!(g.tick(31 * S, false), Tick::Wait, "reported once");
+        // the daemon now sleeps until the token comes back
+        assert_eq!(g.deadline_ns(), Some(10 * S + hour));
         assert_eq!(g.tick(10 * S + hour - 1, false), Tick::Wait);
         assert_eq!(
             g.tick(10 * S + hour, false),
@@ -336,6 +360,7 @@ mod tests {
     #[test]
     fn always_on_never_spins_down() {
         let mut g = gov("always-on", None);
+        assert_eq!(g.deadline_ns(), None, "no timer to wake for");
         assert_eq!(g.tick(1_000_000 * S, false), Tick::Wait);
     }
 }

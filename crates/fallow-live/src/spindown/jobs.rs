@@ -104,6 +104,24 @@ impl Jobs {
         self.jobs.iter().any(|j| j.child.is_some())
     }
 
+    /// When [`Jobs::poll`] next has something to decide, ns: the earliest
+    /// due time of a job not running, or its deadline once it found the
+    /// disk asleep at its due time (`None`: no job, or all running, which
+    /// the caller reaps at its poll interval).
+    pub fn next_due_ns(&self) -> Option<u64> {
+        self.jobs
+            .iter()
+            .filter(|j| j.child.is_none())
+            .map(|j| {
+                if j.asleep_at_due {
+                    j.due_ns.saturating_add(j.spec.deadline_ns)
+                } else {
+                    j.due_ns
+                }
+            })
+            .min()
+    }
+
     /// Every run so far.
     pub fn runs(&self) -> &[JobRun] {
         &self.runs
@@ -198,13 +216,21 @@ mod tests {
             deadline_ns: 5 * S,
         };
         let mut jobs = Jobs::new(&[spec], 0).unwrap();
+        assert_eq!(jobs.next_due_ns(), Some(10 * S));
         // not due yet
         assert!(jobs.poll(9 * S, 0, true).unwrap().is_empty());
         // due at 10 s with the disk asleep: waits
         assert!(jobs.poll(10 * S, 0, false).unwrap().is_empty());
+        // now the deadline is the next thing to wake for
+        assert_eq!(jobs.next_due_ns(), Some(15 * S));
         // woken by someone else at 12 s: rides it
         assert_eq!(jobs.poll(12 * S, 0, true).unwrap(), [JobEvent::Started(0)]);
         assert!(jobs.running());
+        assert_eq!(
+            jobs.next_due_ns(),
+            None,
+            "the running job is reaped by polling"
+        );
         assert_eq!(wait_end(&mut jobs, 13 * S), [JobEvent::Ended(0)]);
         assert_eq!(jobs.runs()[0].exit_code, Some(3));
         assert_eq!(jobs.runs()[0].trigger, Trigger::RodeSpinUp);

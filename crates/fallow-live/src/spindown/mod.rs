@@ -18,6 +18,15 @@
 //! in flight (checked again right before the command) and never queries a
 //! sleeping disk in a way that wakes it (stat counters and CHECK POWER
 //! MODE only).
+//!
+//! The loop sleeps in one `poll(2)` on every event-driven source's
+//! descriptors and a stop socket ([`Daemon::stop_handle`]) until the
+//! earliest deadline: a policy's timeout running out
+//! ([`Governor::deadline_ns`]), a job due ([`Jobs::next_due_ns`]), a polled
+//! source's next read, a busy disk's next look, the status heartbeat
+//! ([`STATUS_EVERY_NS`]) or `--duration`. An idle or spun-down disk on the
+//! block-tracepoint source thus costs a wake-up a minute (issue 16: ≤ 0.1 %
+//! of a core; docs/spindown.md#cost has the figures).
 
 pub mod activity;
 pub mod actuator;
@@ -38,8 +47,10 @@ pub use jobs::{JobRun, JobSpec, Jobs, Trigger};
 use crate::clock::monotonic_ns;
 use crate::error::{Error, Result};
 use fallow_core::energy::PowerModel;
+use rustix::event::{PollFd, PollFlags};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -69,7 +80,9 @@ pub struct DiskSpec {
 pub struct SpindownConfig {
     /// The disks.
     pub disks: Vec<DiskSpec>,
-    /// How often the counters are read, ns.
+    /// How often a polled source's counters are read, ns; also the look
+    /// interval while a disk is busy or a job runs (an event-driven source
+    /// otherwise wakes the daemon only on I/O and at deadlines).
     pub poll_ns: u64,
     /// Only log what would be done.
     pub dry_run: bool,
@@ -303,6 +316,9 @@ pub struct Status {
     /// the decisions, the status file).
     #[serde(default)]
     pub cpu_s: f64,
+    /// Times the loop woke, by cause.
+    #[serde(default)]
+    pub wakeups: Wakeups,
     /// The disks.
     pub disks: Vec<DiskStatus>,
 }
@@ -346,8 +362,15 @@ impl std::fmt::Debug for Disk {
     }
 }
 
-/// Called with the status after each change (at least once a second).
+/// Called with the status after each change (and at least every
+/// [`STATUS_EVERY_NS`]).
 pub type StatusHook = Box<dyn FnMut(&Status) + Send>;
+
+/// How often the status (file and hook) is rewritten when nothing
+/// changes, ns. Only the clock-driven figures (uptime, time by state and
+/// its energy) move then; rewriting them every second was most of an idle
+/// daemon's cost (issue 16: ≤ 0.1 % of a core).
+pub const STATUS_EVERY_NS: u64 = 60_000_000_000;
 
 /// The daemon.
 pub struct Daemon {
@@ -359,6 +382,23 @@ pub struct Daemon {
     /// CPU time of the loop's thread when `run` began, and used since, ns.
     cpu_start_ns: u64,
     cpu_ns: u64,
+    /// Times the loop woke, and why (see [`Wakeups`]).
+    wakeups: Wakeups,
+    /// Readable when [`Daemon::stop_handle`] is written to: ends a sleep.
+    stop_rx: UnixStream,
+    stop_tx: UnixStream,
+}
+
+/// Why the daemon's loop woke up, counted (in the status as `wakeups`):
+/// on an idle disk with the event-driven source only deadlines and the
+/// status heartbeat wake it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Wakeups {
+    /// An event-driven source had I/O to report.
+    pub io: u64,
+    /// A deadline: a timeout running out, a job due, a polled source's
+    /// interval, the status heartbeat or the end of `--duration`.
+    pub timer: u64,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -451,6 +491,13 @@ impl Daemon {
                 recent_wakes: std::collections::VecDeque::new(),
             });
         }
+        let (stop_rx, stop_tx) = UnixStream::pair()
+            .and_then(|(r, w)| {
+                r.set_nonblocking(true)?;
+                w.set_nonblocking(true)?;
+                Ok((r, w))
+            })
+            .map_err(|e| Error::io("socketpair", "cannot create the daemon's wake-up pair", e))?;
         Ok(Daemon {
             cfg,
             disks,
@@ -459,7 +506,81 @@ impl Daemon {
             hook: None,
             cpu_start_ns: 0,
             cpu_ns: 0,
+            wakeups: Wakeups::default(),
+            stop_rx,
+            stop_tx,
         })
+    }
+
+    /// A socket that ends the loop's current sleep when a byte is written
+    /// to it (non-blocking): register it for the signals that set the stop
+    /// flag (`signal_hook::low_level::pipe::register`), or the daemon
+    /// notices the flag only at its next deadline, which on an idle disk
+    /// may be minutes away.
+    pub fn stop_handle(&self) -> Result<UnixStream> {
+        self.stop_tx
+            .try_clone()
+            .map_err(|e| Error::io("socketpair", "cannot clone the daemon's wake-up socket", e))
+    }
+
+    /// When the loop must next run without being woken by I/O, ns: each
+    /// disk's policy deadline and due job; a polled source's next read;
+    /// while a disk is busy or a job runs, one poll interval (to see the
+    /// disk fall idle on the counters, to reap the job); the status
+    /// heartbeat; the end of `--duration`.
+    fn next_deadline_ns(&self, last_status_ns: u64) -> u64 {
+        let poll_ns = self.cfg.poll_ns;
+        let mut t = last_status_ns.saturating_add(STATUS_EVERY_NS);
+        if let Some(d) = self.cfg.duration_ns {
+            t = t.min(self.start_ns.saturating_add(d));
+        }
+        for d in &self.disks {
+            let polled = d.source.wait_fds().is_empty();
+            if polled || d.gov.state() == GovState::Busy || d.jobs.running() {
+                t = t.min(d.last_ns.saturating_add(poll_ns));
+            }
+            if let Some(g) = d.gov.deadline_ns() {
+                t = t.min(g);
+            }
+            if let Some(j) = d.jobs.next_due_ns() {
+                t = t.min(j);
+            }
+        }
+        t
+    }
+
+    /// Sleep until `until_ns`, I/O on an event-driven source, or the stop
+    /// handle. Returns whether I/O woke it.
+    fn sleep_until(&mut self, until_ns: u64) -> Result<bool> {
+        let now = monotonic_ns();
+        if until_ns <= now {
+            return Ok(false);
+        }
+        let left = until_ns - now;
+        let ts = rustix::time::Timespec {
+            tv_sec: (left / 1_000_000_000) as _,
+            tv_nsec: (left % 1_000_000_000) as _,
+        };
+        let mut fds: Vec<PollFd<'_>> = self
+            .disks
+            .iter()
+            .flat_map(|d| d.source.wait_fds())
+            .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
+            .collect();
+        let n_io = fds.len();
+        fds.push(PollFd::new(&self.stop_rx, PollFlags::IN));
+        match rustix::event::poll(&mut fds, Some(&ts)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(Error::io("poll", "the daemon's sleep failed", e.into())),
+        }
+        let io = fds[..n_io].iter().any(|f| !f.revents().is_empty());
+        let stopped = !fds[n_io].revents().is_empty();
+        drop(fds);
+        if stopped {
+            let mut buf = [0u8; 64];
+            while matches!(std::io::Read::read(&mut &self.stop_rx, &mut buf), Ok(n) if n > 0) {}
+        }
+        Ok(io)
     }
 
     /// Call `hook` with the status after each change (metrics exporters).
@@ -474,9 +595,22 @@ impl Daemon {
         for e in std::mem::take(&mut self.pending) {
             on_event(&e);
         }
-        let mut last_status_ns = 0;
+        let mut last_status_ns = monotonic_ns();
         self.cpu_start_ns = crate::clock::thread_cpu_ns();
+        // the disks' state at the start (the first look sets the baseline)
+        let mut first = true;
         loop {
+            if !first {
+                // sleep until something can happen: I/O on an event-driven
+                // source, a deadline, or a stop (issue 16: an idle disk
+                // under the event-driven monitor wakes nothing but timers)
+                if self.sleep_until(self.next_deadline_ns(last_status_ns))? {
+                    self.wakeups.io += 1;
+                } else {
+                    self.wakeups.timer += 1;
+                }
+            }
+            first = false;
             let now = monotonic_ns();
             let done = stop.load(Ordering::Relaxed)
                 || self
@@ -488,11 +622,7 @@ impl Daemon {
             }
             let mut any = false;
             for i in 0..self.disks.len() {
-                // the first disk's source waits out the poll interval (an
-                // event-driven source returns early on I/O); the others
-                // are read at once
-                let wait_ns = if i == 0 { self.cfg.poll_ns } else { 0 };
-                let events = self.step(i, wait_ns)?;
+                let events = self.step(i)?;
                 any |= !events.is_empty();
                 for e in &events {
                     on_event(e);
@@ -500,11 +630,12 @@ impl Daemon {
             }
             let now = monotonic_ns();
             self.cpu_ns = crate::clock::thread_cpu_ns().saturating_sub(self.cpu_start_ns);
-            if any || now.saturating_sub(last_status_ns) >= 1_000_000_000 {
+            if any || now.saturating_sub(last_status_ns) >= STATUS_EVERY_NS {
                 self.write_status()?;
                 last_status_ns = now;
             }
         }
+        self.cpu_ns = crate::clock::thread_cpu_ns().saturating_sub(self.cpu_start_ns);
         self.write_status()?;
         Ok(self.status())
     }
@@ -518,12 +649,14 @@ impl Daemon {
         }
     }
 
-    fn step(&mut self, i: usize, wait_ns: u64) -> Result<Vec<Event>> {
+    /// Look at disk `i` (without waiting: the loop slept already) and act
+    /// on what it says.
+    fn step(&mut self, i: usize) -> Result<Vec<Event>> {
         let dry_run = self.cfg.dry_run;
         let start_ns = self.start_ns;
         let mut kinds = Vec::new();
         let d = &mut self.disks[i];
-        let obs = d.source.next(wait_ns)?;
+        let obs = d.source.next(0)?;
         let now = monotonic_ns();
         let dt = now.saturating_sub(d.last_ns);
         d.last_ns = now;
@@ -730,6 +863,7 @@ impl Daemon {
             uptime_s: secs(now.saturating_sub(self.start_ns)),
             dry_run: self.cfg.dry_run,
             cpu_s: secs(self.cpu_ns),
+            wakeups: self.wakeups,
             disks,
         }
     }

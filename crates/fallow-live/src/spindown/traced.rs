@@ -85,7 +85,12 @@ impl ActivitySource for TracedSource {
     }
 
     fn next(&mut self, wait_ns: u64) -> Result<Observation> {
-        let events = self.mon.wait(Some(wait_ns))?;
+        // the daemon has already slept on `wait_fds`: just read
+        let events = if wait_ns == 0 {
+            self.mon.read_now()
+        } else {
+            self.mon.wait(Some(wait_ns))?
+        };
         let mut obs = self.stat.next(0)?;
         let mut issuers: Vec<Issuer> = Vec::new();
         for e in events.iter().filter(|e| e.op != IoOp::Other) {
@@ -107,5 +112,9 @@ impl ActivitySource for TracedSource {
 
     fn attribution_gap(&self) -> Option<&'static str> {
         None
+    }
+
+    fn wait_fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        self.mon.wait_fds()
     }
 }
