@@ -789,11 +789,10 @@ impl Drop for LoopDev {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn an_idle_disk_wakes_the_daemon_only_at_its_deadlines_and_a_signal_ends_its_sleep() {
     let test = "an_idle_disk_wakes_the_daemon_only_at_its_deadlines_and_a_signal_ends_its_sleep";
-    if !need_root(test) {
-        return;
-    }
+    need_root(test);
     if let Err(why) = fallow_live::monitor::EventMonitor::available() {
         eprintln!("skip: {test} needs the block-tracepoint monitor: {why}");
         return;
