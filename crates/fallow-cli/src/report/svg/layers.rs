@@ -2,7 +2,9 @@
 //! axes are fixed: the data-to-pixel mapping and one `match` arm per layer.
 
 use super::axis::Scale;
-use super::{coincide, esc, Chart, Color, Dash, Layer, Marker, CHAR_W, END_SWATCH, FONT};
+use super::{
+    coincide, esc, Chart, Color, Dash, Layer, Marker, ANNOT_CHAR_W, CHAR_W, END_SWATCH, FONT,
+};
 use std::fmt::Write as _;
 
 /// A direct label wanted at a line's last point (pixels).
@@ -55,7 +57,7 @@ pub(super) fn end_labels(out: &mut String, mut ends: Vec<EndLabel>, ym: &Map, x:
     const GAP: f64 = 14.0;
     let (top, bottom) = (ym.p1.min(ym.p0), ym.p1.max(ym.p0));
     ends.sort_by(|a, b| a.y.total_cmp(&b.y));
-    let max_chars = ((width - END_SWATCH) / (CHAR_W * 0.92)).floor().max(0.0) as usize;
+    let max_chars = ((width - END_SWATCH) / ANNOT_CHAR_W).floor().max(0.0) as usize;
     let texts: Vec<Vec<String>> = ends.iter().map(|e| wrap(&e.text, max_chars)).collect();
     let extra = |i: usize| (texts[i].len().max(1) - 1) as f64 * GAP;
     let mut ys: Vec<f64> = ends.iter().map(|e| e.y.clamp(top, bottom)).collect();
