@@ -456,3 +456,58 @@ fn every_page_renders_in_headless_chromium() {
         }
     }
 }
+
+/// `fallow energy --csv`: a header of unit-carrying names and one row per
+/// run, the figures of the trace worked by hand in tests/energy.rs (10 s
+/// timeout on the WD2500JD: 952.5 J, EDP 952.5 · 113.5 J·s, 29.5 s exposed
+/// delay), and as many rows as `--json` has runs.
+#[test]
+fn energy_csv_has_the_hand_computed_figures() {
+    let trace = common::fixture_arg("energy.csv");
+    let o = fallow(&[
+        "energy",
+        &trace,
+        "--policy",
+        "timeout:t=10s",
+        "--local-fraction",
+        "1,0.5",
+        "--csv",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let mut lines = text.split("\r\n").filter(|l| !l.is_empty());
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    let col = |name: &str| {
+        head.iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no column {name} in {head:?}"))
+    };
+    let r = &rows[0];
+    assert_eq!(r.len(), head.len());
+    assert_eq!(r[col("policy")], "timeout:t=10s");
+    let v = |name: &str| r[col(name)].parse::<f64>().unwrap();
+    assert_eq!(v("local_fraction"), 1.0);
+    assert_eq!(v("spinups"), 3.0);
+    assert!((v("exposed_delay_s") - 29.5).abs() < 1e-6);
+    assert!((v("energy_j") - 952.5).abs() < 1e-6);
+    assert!((v("busy_j") - 84.8).abs() < 1e-6);
+    assert!((v("power_cycle_j") - 464.7).abs() < 1e-6);
+    assert!((v("edp_js") - 952.5 * 113.5).abs() < 1e-3);
+    assert!((v("energy_vs_always_on") - 952.5 / 844.8).abs() < 1e-9);
+    // no BG work asked for: no BG columns
+    assert!(!head.iter().any(|h| h.starts_with("bg_")), "{head:?}");
+    // the same runs as --json, and --csv with --json is refused
+    let j = common::json(&[
+        "energy",
+        &trace,
+        "--policy",
+        "timeout:t=10s",
+        "--local-fraction",
+        "1,0.5",
+    ]);
+    assert_eq!(j["runs"].as_array().unwrap().len(), rows.len());
+    let o = fallow(&["energy", &trace, "--csv", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
