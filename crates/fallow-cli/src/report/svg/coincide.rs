@@ -9,6 +9,9 @@
 use super::layers::Map;
 use super::{Chart, Layer, Legend, Marker, Swatch};
 
+/// A line drawn in pixels: its pieces (broken where a point cannot be shown).
+pub(super) type Pieces = Vec<Vec<(f64, f64)>>;
+
 /// Two marks closer than this (pixels) cannot be told apart on screen.
 pub(super) const TOL_PX: f64 = 1.0;
 
@@ -17,8 +20,8 @@ pub(super) const JOIN: &str = " = ";
 
 /// A line's drawn pieces in pixels: points with a coordinate the axes
 /// cannot show (non-finite, non-positive on a log axis) break the line.
-pub(super) fn pieces(points: &[(f64, f64)], xm: &Map, ym: &Map) -> Vec<Vec<(f64, f64)>> {
-    let mut out: Vec<Vec<(f64, f64)>> = Vec::new();
+pub(super) fn pieces(points: &[(f64, f64)], xm: &Map, ym: &Map) -> Pieces {
+    let mut out: Pieces = Vec::new();
     let mut pen_down = false;
     for &(x, y) in points {
         match (xm.px(x), ym.px(y)) {
@@ -100,7 +103,7 @@ pub(super) fn join_names<'a>(names: impl Iterator<Item = &'a str>) -> String {
 /// member's name, the others go, and their legend entries become one.
 /// `None` when no two lines coincide.
 pub(super) fn merge_lines(chart: &Chart, xm: &Map, ym: &Map) -> Option<Chart> {
-    let lines: Vec<(usize, Vec<Vec<(f64, f64)>>)> = chart
+    let lines: Vec<(usize, Pieces)> = chart
         .layers
         .iter()
         .enumerate()
