@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Screenshots of every HTML report in headless Chromium, to look at (issue 17
 # item 4: no overlapping series without a visual distinction, tables not cut,
-# the title not broken inside a word). Not part of scripts/test.sh: installing
-# Chromium took 3 min 51 s on the loaded 2-core machine; CI checks the SVG
-# structure instead (crates/fallow-cli/tests/integration/charts.rs).
+# the title not broken inside a word), to look at by eye. The automatic check
+# of the same pages in headless Chromium is the test
+# every_page_renders_in_headless_chromium in crates/fallow-cli/tests/integration/charts.rs
+# (docs/reports.md); .ci/run installs chromium for it.
 #
 # Usage: bash scripts/screenshot-reports.sh [FALLOW_BINARY] [OUT_DIR]
 #   (defaults: target/release/fallow, /tmp/fallow-screens); needs `chromium`

@@ -38,6 +38,8 @@ Examples:
       a file-level trace (time_s,path,offset,size,op,app|user); user files on a file server
   fallow energy ajw.1week.srt --device 0 --bg-work 1GiB
       also fit 1 GiB of background work into the time the disk spins anyway
+  fallow energy ajw.1week.srt --device 0 --csv > energy.csv
+      one row per policy and setting (joules, seconds, fractions) for a spreadsheet
 
 Policies: always-on, timeout:t=10s, adaptive[:t=,min=,max=,grow=,shrink=],
 predictive[:rho=,wait=,else=]. Power model: the WD2500JD of the SARD seed (Table III)
@@ -164,6 +166,9 @@ pub struct EnergyArgs {
     pub html: Option<PathBuf>,
 
     #[command(flatten)]
+    pub csv: crate::table::CsvArg,
+
+    #[command(flatten)]
     pub read: ReadArgs,
 
     #[command(flatten)]
@@ -260,6 +265,11 @@ pub fn run(args: EnergyArgs) -> Result<()> {
     }
     if args.json {
         output::print(&output::json_text(&report)?)?;
+        if let Some(path) = &args.html {
+            eprintln!("fallow: wrote the HTML page to {}", path.display());
+        }
+    } else if args.csv.csv {
+        output::print(&crate::report::energy_runs_table(&report.runs).csv())?;
         if let Some(path) = &args.html {
             eprintln!("fallow: wrote the HTML page to {}", path.display());
         }

@@ -273,12 +273,9 @@ fn ccdf(runs: &[(String, SimResult)]) -> Chart {
                 dash: Dash::Dashed,
                 width: 2.6,
                 marker: Marker::None,
-                label: String::new(),
+                label: "baseline (no BG)".into(),
             })
             .legend("baseline (no BG)", Color::Muted, Swatch::Line(Dash::Dashed));
-        if let Some(Layer::Line { label, .. }) = c.layers.last_mut() {
-            *label = "baseline".into();
-        }
     }
     for (i, (spec, r)) in runs.iter().enumerate() {
         let (color, dash, marker) = series_style(i);

@@ -189,21 +189,24 @@ fn lines_chart(
         y,
     );
     let policies = by_policy(&r.runs);
-    // equal values of several policies would hide each other: each policy
-    // is shifted sideways a little within its category (and has its own
-    // colour, dash and marker, and its name at its line's end)
+    // policies with the same values everywhere are drawn as one line named
+    // after all of them ("timeout = adaptive"); the others, which may still
+    // share some values, are shifted sideways a little within each category
+    // so their markers sit side by side (and each has its own colour, dash
+    // and marker, and its name at its line's end)
     let n = policies.len() as f64;
-    let dodge = if n > 1.0 { 0.3 / n } else { 0.0 };
+    if n > 1.0 {
+        c = c.dodge(0.3 / n);
+    }
     for (i, (policy, runs)) in policies.iter().enumerate() {
         let (color, dash, marker) = series_style(i);
-        let shift = (i as f64 - (n - 1.0) / 2.0) * dodge;
         let points = runs
             .iter()
             .filter_map(|x| {
                 labels
                     .iter()
                     .position(|l| *l == x.setting)
-                    .map(|k| (k as f64 + shift, value(x)))
+                    .map(|k| (k as f64, value(x)))
             })
             .collect();
         c = c

@@ -6,6 +6,7 @@
 mod compare;
 mod decision;
 mod energy;
+mod energy_table;
 mod pareto;
 mod plots;
 mod svg;
@@ -13,6 +14,7 @@ mod svg;
 pub use compare::write as write_compare;
 pub use decision::Decision;
 pub use energy::write as write_energy;
+pub use energy_table::runs_table as energy_runs_table;
 pub use pareto::write as write_pareto;
 
 use crate::findings::Finding;

@@ -127,7 +127,9 @@ fn chart(fronts: &[Front]) -> Chart {
                 color,
                 dash,
                 width,
-                marker: Marker::None,
+                // the line carries its shape too, so a front is told from
+                // another it runs over by its marker as well as its dash
+                marker,
                 label: label.clone(),
             })
             .legend(label, color, Swatch::Marked(dash, marker));

@@ -9,6 +9,7 @@ use crate::common;
 use common::{fallow, stderr};
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::process::{Command, Stdio};
 
 /// The `<svg …>…</svg>` elements of a page.
 fn svgs(html: &str) -> Vec<&str> {
@@ -109,8 +110,24 @@ fn compare_pareto_and_energy_series_are_told_apart() {
         .into_iter()
         .find(|s| s.contains("CCDF of FG response times"))
         .unwrap();
-    let n = distinct(ccdf, "compare CCDF");
-    assert!(n > 7, "{n} series: fewer than the registry's policies");
+    distinct(ccdf, "compare CCDF");
+    // every policy and the baseline named once: alone, or in the one label
+    // of the series it coincides with ("fixed-wait = deadline")
+    let names: Vec<String> = series(ccdf)
+        .iter()
+        .flat_map(|s| {
+            let t = s.title.clone().unwrap_or_default();
+            t.split(" = ").map(String::from).collect::<Vec<_>>()
+        })
+        .collect();
+    let unique: BTreeSet<&String> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+    let body = page.split("<tbody>").nth(1).expect("the policies table");
+    let rows = body[..body.find("</tbody>").unwrap()]
+        .matches("<tr>")
+        .count();
+    assert!(rows > 7, "{rows} policies: fewer than the registry's");
+    assert_eq!(names.len(), rows + 1, "{names:?}");
     // the scatter's points: hover text with the figures, shapes vary
     let scatter = svgs(&page)
         .into_iter()
@@ -213,4 +230,287 @@ fn the_demo_report_opens_with_the_decision() {
     );
     // the page title may wrap between words, never inside one
     assert!(!page.contains("word-break: break-all"));
+}
+
+/// The Chromium to render pages with: `$FALLOW_CHROMIUM`, else `chromium`
+/// or `chromium-browser` on PATH.
+fn chromium() -> Option<String> {
+    if let Ok(c) = std::env::var("FALLOW_CHROMIUM") {
+        return Some(c);
+    }
+    ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| common::have(c))
+        .map(String::from)
+}
+
+/// Headless Chromium on `url` at `width` px with `args` (its own profile
+/// directory, so several run at once).
+fn chromium_cmd(exe: &str, profile: &Path, width: u32, url: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(exe);
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        &format!("--user-data-dir={}", profile.display()),
+        &format!("--window-size={width},2400"),
+    ])
+    .args(args)
+    .arg(url)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    c
+}
+
+/// A PNG's width, height and RGBA pixels: 8-bit RGB or RGBA, not
+/// interlaced (what Chromium writes), decoded here so the check does not
+/// trust a library of the page's own making.
+fn decode_png(data: &[u8]) -> (usize, usize, Vec<[u8; 4]>) {
+    use std::io::Read as _;
+    assert_eq!(&data[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    let (mut w, mut h, mut channels) = (0usize, 0usize, 0usize);
+    let mut idat = Vec::new();
+    let mut at = 8;
+    while at + 8 <= data.len() {
+        let len = u32::from_be_bytes(data[at..at + 4].try_into().unwrap()) as usize;
+        let kind = &data[at + 4..at + 8];
+        let body = &data[at + 8..at + 8 + len];
+        match kind {
+            b"IHDR" => {
+                w = u32::from_be_bytes(body[0..4].try_into().unwrap()) as usize;
+                h = u32::from_be_bytes(body[4..8].try_into().unwrap()) as usize;
+                assert_eq!(body[8], 8, "bit depth");
+                channels = match body[9] {
+                    2 => 3,
+                    6 => 4,
+                    t => panic!("PNG colour type {t}"),
+                };
+                assert_eq!(body[12], 0, "interlaced");
+            }
+            b"IDAT" => idat.extend_from_slice(body),
+            b"IEND" => break,
+            _ => {}
+        }
+        at += 12 + len;
+    }
+    let mut raw = Vec::new();
+    flate2::read::ZlibDecoder::new(&idat[..])
+        .read_to_end(&mut raw)
+        .expect("inflate");
+    let stride = w * channels;
+    assert_eq!(raw.len(), h * (stride + 1), "scanlines");
+    let mut prev = vec![0u8; stride];
+    let mut px = Vec::with_capacity(w * h);
+    for row in raw.chunks(stride + 1) {
+        let (filter, line) = (row[0], &row[1..]);
+        let mut cur = vec![0u8; stride];
+        for i in 0..stride {
+            let a = if i >= channels { cur[i - channels] } else { 0 };
+            let b = prev[i];
+            let c = if i >= channels { prev[i - channels] } else { 0 };
+            let pred = match filter {
+                0 => 0,
+                1 => a,
+                2 => b,
+                3 => ((a as u16 + b as u16) / 2) as u8,
+                4 => {
+                    let p = a as i16 + b as i16 - c as i16;
+                    let (pa, pb, pc) = (
+                        (p - a as i16).abs(),
+                        (p - b as i16).abs(),
+                        (p - c as i16).abs(),
+                    );
+                    if pa <= pb && pa <= pc {
+                        a
+                    } else if pb <= pc {
+                        b
+                    } else {
+                        c
+                    }
+                }
+                f => panic!("PNG filter {f}"),
+            };
+            cur[i] = line[i].wrapping_add(pred);
+        }
+        for p in cur.chunks(channels) {
+            px.push([p[0], p[1], p[2], if channels == 4 { p[3] } else { 255 }]);
+        }
+        prev = cur;
+    }
+    (w, h, px)
+}
+
+/// Every HTML page fallow writes, rendered in headless Chromium at 800 and
+/// 1400 px: the screenshot is the window's width and not blank; a script
+/// added to the end of the page (`tests/integration/charts_check.js`, its findings read
+/// back with `--dump-dom` from the same run) finds nothing running past the window or cut off at a
+/// chart's edge, and no two series whose drawn paths run within a pixel of
+/// each other on screen with the same dash and marker.
+#[test]
+fn every_page_renders_in_headless_chromium() {
+    let Some(exe) = chromium() else {
+        eprintln!("skip: no chromium on PATH (apt-get install chromium, or set FALLOW_CHROMIUM)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let trace = demo_trace(d);
+    let page = |name: &str, args: &[&str]| {
+        let html = d.join(format!("{name}.html"));
+        let mut argv: Vec<&str> = args.to_vec();
+        argv.extend(["--html", html.to_str().unwrap()]);
+        let o = fallow(&argv);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        html
+    };
+    let pages = vec![
+        ("demo", d.join("d").join("report.html")),
+        ("analyze", page("analyze", &["analyze", &trace])),
+        (
+            "compare",
+            page("compare", &["compare", &trace, "--bg", "size"]),
+        ),
+        (
+            "pareto",
+            page(
+                "pareto",
+                &[
+                    "pareto",
+                    &trace,
+                    "--bg",
+                    "size",
+                    "--bg-size",
+                    "1MiB",
+                    "--policy",
+                    "fixed-wait",
+                    "--policy",
+                    "deadline",
+                    "--policy",
+                    "oracle",
+                ],
+            ),
+        ),
+        ("energy", page("energy", &["energy", &trace])),
+    ];
+    let script = include_str!("charts_check.js");
+    for (name, html) in &pages {
+        let text = std::fs::read_to_string(html).unwrap();
+        let charts = text.matches("<svg class=\"chart\"").count();
+        let checked = d.join(format!("{name}-checked.html"));
+        std::fs::write(&checked, format!("{text}<script>{script}</script>")).unwrap();
+        // both widths at once, each with its own profile; one run both
+        // prints the DOM after the script and takes the screenshot
+        let mut runs = Vec::new();
+        for width in [800u32, 1400] {
+            let shot = d.join(format!("{name}-{width}.png"));
+            let profile = d.join(format!("profile-{name}-{width}"));
+            let run = chromium_cmd(
+                &exe,
+                &profile,
+                width,
+                &format!("file://{}", checked.display()),
+                &["--dump-dom", &format!("--screenshot={}", shot.display())],
+            )
+            .spawn()
+            .unwrap();
+            runs.push((width, shot, run));
+        }
+        for (width, shot, run) in runs {
+            let o = run.wait_with_output().unwrap();
+            assert!(o.status.success(), "{name} {width}: {}", stderr(&o));
+            let out = String::from_utf8_lossy(&o.stdout);
+            let report = out
+                .rsplit_once("<pre id=\"fallow-check\"")
+                .and_then(|(_, r)| r.split_once('>'))
+                .and_then(|(_, r)| r.split("</pre>").next())
+                .unwrap_or_else(|| panic!("{name} {width}: the check did not run"));
+            let fails: Vec<&str> = report.lines().filter(|l| l.starts_with("FAIL")).collect();
+            assert!(
+                fails.is_empty(),
+                "{name} at {width} px:\n{}",
+                fails.join("\n")
+            );
+            assert!(
+                report.contains(&format!("charts {charts} ")),
+                "{name} {width}: not every chart checked: {report}"
+            );
+            eprintln!("{name} at {width} px: {}", report.replace('\n', "; "));
+
+            let (w, h, px) = decode_png(&std::fs::read(&shot).unwrap());
+            assert_eq!((w, h), (width as usize, 2400), "{name} screenshot size");
+            // not blank: the most common colour (the page background)
+            // leaves a good share of the pixels to text, cards and plots
+            let mut counts = std::collections::HashMap::new();
+            for p in &px {
+                *counts.entry(*p).or_insert(0usize) += 1;
+            }
+            let top = counts.values().max().copied().unwrap_or(0);
+            let other = 1.0 - top as f64 / px.len() as f64;
+            assert!(
+                other > 0.05 && counts.len() > 50,
+                "{name} at {width} px looks blank: {:.1} % off the background, {} colours",
+                other * 100.0,
+                counts.len()
+            );
+        }
+    }
+}
+
+/// `fallow energy --csv`: a header of unit-carrying names and one row per
+/// run, the figures of the trace worked by hand in tests/energy.rs (10 s
+/// timeout on the WD2500JD: 952.5 J, EDP 952.5 · 113.5 J·s, 29.5 s exposed
+/// delay), and as many rows as `--json` has runs.
+#[test]
+fn energy_csv_has_the_hand_computed_figures() {
+    let trace = common::fixture_arg("energy.csv");
+    let o = fallow(&[
+        "energy",
+        &trace,
+        "--policy",
+        "timeout:t=10s",
+        "--local-fraction",
+        "1,0.5",
+        "--csv",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let mut lines = text.split("\r\n").filter(|l| !l.is_empty());
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    let col = |name: &str| {
+        head.iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no column {name} in {head:?}"))
+    };
+    let r = &rows[0];
+    assert_eq!(r.len(), head.len());
+    assert_eq!(r[col("policy")], "timeout:t=10s");
+    let v = |name: &str| r[col(name)].parse::<f64>().unwrap();
+    assert_eq!(v("local_fraction"), 1.0);
+    assert_eq!(v("spinups"), 3.0);
+    assert!((v("exposed_delay_s") - 29.5).abs() < 1e-6);
+    assert!((v("energy_j") - 952.5).abs() < 1e-6);
+    assert!((v("busy_j") - 84.8).abs() < 1e-6);
+    assert!((v("power_cycle_j") - 464.7).abs() < 1e-6);
+    assert!((v("edp_js") - 952.5 * 113.5).abs() < 1e-3);
+    assert!((v("energy_vs_always_on") - 952.5 / 844.8).abs() < 1e-9);
+    // no BG work asked for: no BG columns
+    assert!(!head.iter().any(|h| h.starts_with("bg_")), "{head:?}");
+    // the same runs as --json, and --csv with --json is refused
+    let j = common::json(&[
+        "energy",
+        &trace,
+        "--policy",
+        "timeout:t=10s",
+        "--local-fraction",
+        "1,0.5",
+    ]);
+    assert_eq!(j["runs"].as_array().unwrap().len(), rows.len());
+    let o = fallow(&["energy", &trace, "--csv", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }

@@ -2,7 +2,9 @@
 //! axes are fixed: the data-to-pixel mapping and one `match` arm per layer.
 
 use super::axis::Scale;
-use super::{esc, Chart, Color, Dash, Layer, Marker, CHAR_W, END_SWATCH, FONT};
+use super::{
+    coincide, esc, Chart, Color, Dash, Layer, Marker, ANNOT_CHAR_W, CHAR_W, END_SWATCH, FONT,
+};
 use std::fmt::Write as _;
 
 /// A direct label wanted at a line's last point (pixels).
@@ -14,45 +16,89 @@ pub(super) struct EndLabel {
     marker: Marker,
 }
 
-/// Place the direct labels of lines at `x` (the right margin), each at its
-/// line's last height, pushed apart so none overlaps another and kept
-/// within the plot's height.
-pub(super) fn end_labels(out: &mut String, mut ends: Vec<EndLabel>, ym: &Map, x: f64) {
+/// Split a direct label into lines of at most `max_chars` characters,
+/// breaking after the " = " of merged series' names (or at spaces).
+pub(super) fn wrap(text: &str, max_chars: usize) -> Vec<String> {
+    let max_chars = max_chars.max(8);
+    let words: Vec<&str> = text.split_inclusive(' ').collect();
+    let mut lines: Vec<String> = vec![String::new()];
+    for w in words {
+        let cur = lines.last_mut().expect("one line");
+        if !cur.is_empty()
+            && cur.trim_end().chars().count() + w.trim_end().chars().count() > max_chars
+        {
+            lines.push(w.to_string());
+        } else {
+            cur.push_str(w);
+        }
+    }
+    // a line does not start with "= ": move it to the end of the line before
+    for i in 1..lines.len() {
+        if let Some(rest) = lines[i].strip_prefix("= ") {
+            let rest = rest.to_string();
+            lines[i - 1].push('=');
+            lines[i] = rest;
+        }
+    }
+    lines
+        .into_iter()
+        .map(|l| l.trim_end().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Place the direct labels of lines at `x` (the right margin, `width`
+/// pixels wide), each at its line's last height, wrapped to the margin and
+/// pushed apart so none overlaps another and kept within the plot's height.
+pub(super) fn end_labels(out: &mut String, mut ends: Vec<EndLabel>, ym: &Map, x: f64, width: f64) {
     if ends.is_empty() {
         return;
     }
     const GAP: f64 = 14.0;
     let (top, bottom) = (ym.p1.min(ym.p0), ym.p1.max(ym.p0));
     ends.sort_by(|a, b| a.y.total_cmp(&b.y));
+    let max_chars = ((width - END_SWATCH) / ANNOT_CHAR_W).floor().max(0.0) as usize;
+    let texts: Vec<Vec<String>> = ends.iter().map(|e| wrap(&e.text, max_chars)).collect();
+    let extra = |i: usize| (texts[i].len().max(1) - 1) as f64 * GAP;
     let mut ys: Vec<f64> = ends.iter().map(|e| e.y.clamp(top, bottom)).collect();
-    // downwards: each at least GAP below the one above
+    // downwards: each at least GAP below the last line of the one above
     for i in 1..ys.len() {
-        ys[i] = ys[i].max(ys[i - 1] + GAP);
+        ys[i] = ys[i].max(ys[i - 1] + extra(i - 1) + GAP);
     }
     // if that ran past the bottom, push the stack back up (and past the top
     // only when there are more labels than fit)
-    let over = ys.last().copied().unwrap_or(bottom) - bottom;
+    let n = ys.len();
+    let over = ys[n - 1] + extra(n - 1) - bottom;
     if over > 0.0 {
-        let n = ys.len();
         ys[n - 1] -= over;
         for i in (0..n - 1).rev() {
-            ys[i] = ys[i].min(ys[i + 1] - GAP);
+            ys[i] = ys[i].min(ys[i + 1] - extra(i) - GAP);
         }
     }
     out.push_str(r#"<g class="end-labels">"#);
-    for (e, y) in ends.iter().zip(ys) {
+    for ((e, y), lines) in ends.iter().zip(ys).zip(&texts) {
+        let c = e.color.class();
+        let t = esc(&e.text);
         let _ = write!(
             out,
-            r#"<g class="end-label"><title>{t}</title><line class="s-{c}" x1="{x:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke-width="2"{}/>{}<text class="annot t-{c}" x="{:.1}" y="{:.1}">{t}</text></g>"#,
+            r#"<g class="end-label"><title>{t}</title><line class="s-{c}" x1="{x:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke-width="2"{}/>{}<text class="annot t-{c}" x="{:.1}" y="{:.1}">"#,
             x + END_SWATCH - 4.0,
             e.dash.attr(),
             e.marker
                 .svg(x + (END_SWATCH - 4.0) / 2.0, y, 3.4, e.color, false),
             x + END_SWATCH,
             y + FONT * 0.35,
-            c = e.color.class(),
-            t = esc(&e.text),
         );
+        for (k, l) in lines.iter().enumerate() {
+            let _ = write!(
+                out,
+                r#"<tspan x="{:.1}" dy="{}">{}</tspan>"#,
+                x + END_SWATCH,
+                if k == 0 { 0.0 } else { GAP },
+                esc(l)
+            );
+        }
+        out.push_str("</text></g>");
     }
     out.push_str("</g>");
 }
@@ -150,21 +196,11 @@ impl Chart {
                 marker,
                 label,
             } => {
+                let pieces = coincide::pieces(points, xm, ym);
                 let mut d = String::new();
-                let mut pieces: Vec<Vec<(f64, f64)>> = Vec::new();
-                let mut pen_down = false;
-                for &(x, y) in points {
-                    match (xm.px(x), ym.px(y)) {
-                        (Some(px), Some(py)) => {
-                            let _ =
-                                write!(d, "{}{px:.1} {py:.1}", if pen_down { "L" } else { "M" });
-                            if !pen_down {
-                                pieces.push(Vec::new());
-                            }
-                            pieces.last_mut().expect("pushed").push((px, py));
-                            pen_down = true;
-                        }
-                        _ => pen_down = false,
+                for piece in &pieces {
+                    for (k, (px, py)) in piece.iter().enumerate() {
+                        let _ = write!(d, "{}{px:.1} {py:.1}", if k == 0 { "M" } else { "L" });
                     }
                 }
                 if d.is_empty() {
@@ -333,24 +369,37 @@ impl Chart {
             Layer::Points(points) => {
                 // label boxes placed so far: (x0, x1, y0, y1) in pixels
                 let mut placed: Vec<(f64, f64, f64, f64)> = Vec::new();
-                for p in points {
-                    let (Some(px), Some(py)) = (xm.px(p.x), ym.px(p.y)) else {
+                // markers at the same pixel would hide each other: one
+                // marker (the first's) says what every one of them is
+                let at: Vec<Option<(f64, f64)>> =
+                    points.iter().map(|p| xm.px(p.x).zip(ym.px(p.y))).collect();
+                for g in coincide::point_groups(&at) {
+                    let Some((px, py)) = at[g[0]] else {
                         continue;
                     };
+                    let p = &points[g[0]];
                     let shape = match p.marker {
                         Marker::None => Marker::Circle,
                         m => m,
                     };
+                    let title = g
+                        .iter()
+                        .map(|&i| {
+                            let q = &points[i];
+                            esc(q.title.as_deref().unwrap_or(&q.label))
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n");
                     let _ = write!(
                         s,
-                        r#"<g class="point"><title>{}</title>{}</g>"#,
-                        esc(p.title.as_deref().unwrap_or(&p.label)),
+                        r#"<g class="point"><title>{title}</title>{}</g>"#,
                         shape.svg(px, py, 4.5, p.color, p.hollow)
                     );
-                    if p.label.is_empty() {
+                    let text = coincide::join_names(g.iter().map(|&i| points[i].label.as_str()));
+                    if text.is_empty() {
                         continue;
                     }
-                    let w = p.label.chars().count() as f64 * CHAR_W * 0.92;
+                    let w = text.chars().count() as f64 * CHAR_W * 0.92;
                     let h = 13.0;
                     // right, left, above-right, below-right of the marker
                     let candidates = [
@@ -375,7 +424,7 @@ impl Chart {
                                 labels,
                                 r#"<text class="annot t-{}" x="{tx:.1}" y="{ty:.1}" text-anchor="{anchor}">{}</text>"#,
                                 p.color.class(),
-                                esc(&p.label)
+                                esc(&text)
                             );
                             break;
                         }
