@@ -240,6 +240,7 @@ def policies() -> list[PolicyInfo]: ...
 def defaults() -> dict[str, Any]:
     """The core's defaults of the input and BG keyword arguments
     (``fallow_core::sim::Request``, shared with the CLI)."""
+
 def synthetic(
     arrival: str = "poisson",
     rate: float | None = None,

@@ -36,6 +36,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from fallow import _fallow
+from fallow.sim import _given
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -197,8 +198,6 @@ def tune(
     Raises:
         ParameterError: an unknown policy, a bad budget, size or option.
     """
-    from fallow.sim import _given
-
     data = _fallow.tune(**_given(locals()))
     if isinstance(data, list):
         return [TuneResult(d) for d in data]
