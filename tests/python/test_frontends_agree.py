@@ -45,7 +45,7 @@ def test_simulate_with_defaults_agrees_with_the_cli():
 
 def test_compare_agrees_with_the_cli_on_every_setting_given():
     py = fallow.compare(
-        workload="mmpp:cv=9,burst=100",
+        workload="mmpp:cv=9,burst=1000",
         utilization=0.3,
         requests=20_000,
         request_size="8KiB",
@@ -58,7 +58,7 @@ def test_compare_agrees_with_the_cli_on_every_setting_given():
     )
     ref = cli(
         "compare",
-        "--workload", "mmpp:cv=9,burst=100",
+        "--workload", "mmpp:cv=9,burst=1000",
         "--utilization", "0.3",
         "--requests", "20000",
         "--request-size", "8KiB",
