@@ -151,16 +151,16 @@ def simulate(
     workload: str | None = None,
     arrival_rate: float | None = None,
     utilization: float | None = None,
-    requests: int = 100_000,
+    requests: int | None = None,
     request_size: int | str | None = None,
-    write_fraction: float = 0.5,
-    bg: str = "exp:10ms",
+    write_fraction: float | None = None,
+    bg: str | None = None,
     bg_size: int | str | None = None,
-    bg_work: str = "endless",
+    bg_work: str | None = None,
     switch_penalty: float | str | None = None,
-    seed: int = 1,
+    seed: int | None = None,
     retune: str | None = None,
-    retune_window: int = 2000,
+    retune_window: int | None = None,
     retune_every: int | None = None,
 ) -> dict[str, Any]: ...
 def compare(
@@ -172,14 +172,14 @@ def compare(
     workload: str | None = None,
     arrival_rate: float | None = None,
     utilization: float | None = None,
-    requests: int = 100_000,
+    requests: int | None = None,
     request_size: int | str | None = None,
-    write_fraction: float = 0.5,
-    bg: str = "exp:10ms",
+    write_fraction: float | None = None,
+    bg: str | None = None,
     bg_size: int | str | None = None,
-    bg_work: str = "endless",
+    bg_work: str | None = None,
     switch_penalty: float | str | None = None,
-    seed: int = 1,
+    seed: int | None = None,
 ) -> list[dict[str, Any]]: ...
 def tune(
     trace: Trace | None = None,
@@ -189,20 +189,20 @@ def tune(
     sizes: str | int | Sequence[int | str] | None = None,
     max_delay: float | str | None = None,
     threads: int | None = None,
-    search: str = "auto",
+    search: str | None = None,
     device: int | str | None = None,
     service: str | None = None,
     workload: str | None = None,
     arrival_rate: float | None = None,
     utilization: float | None = None,
-    requests: int = 100_000,
+    requests: int | None = None,
     request_size: int | str | None = None,
-    write_fraction: float = 0.5,
-    bg: str = "exp:10ms",
+    write_fraction: float | None = None,
+    bg: str | None = None,
     bg_size: int | str | None = None,
-    bg_work: str = "endless",
+    bg_work: str | None = None,
     switch_penalty: float | str | None = None,
-    seed: int = 1,
+    seed: int | None = None,
 ) -> dict[str, Any] | list[dict[str, Any]]: ...
 def energy(
     trace: Trace | str | os.PathLike[str],
@@ -237,6 +237,10 @@ class PolicyInfo(TypedDict):
     clairvoyant: bool
 
 def policies() -> list[PolicyInfo]: ...
+def defaults() -> dict[str, Any]:
+    """The core's defaults of the input and BG keyword arguments
+    (``fallow_core::sim::Request``, shared with the CLI)."""
+
 def synthetic(
     arrival: str = "poisson",
     rate: float | None = None,

@@ -153,12 +153,33 @@ class SimulationResult:
         return json.dumps(self.data, **kwargs)
 
 
+def _given(args: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments given (not None): the others keep the core's
+    defaults (``fallow_core::sim::Request``, the CLI's too; listed by
+    ``fallow._fallow.defaults()``)."""
+    return {k: v for k, v in args.items() if v is not None}
+
+
 def simulate(
     trace: Trace | None = None,
     policy: str = "",
     *,
     workload: str | None = None,
-    **options: Any,
+    device: int | str | None = None,
+    service: str | None = None,
+    arrival_rate: float | None = None,
+    utilization: float | None = None,
+    requests: int | None = None,
+    request_size: int | str | None = None,
+    write_fraction: float | None = None,
+    bg: str | None = None,
+    bg_size: int | str | None = None,
+    bg_work: str | None = None,
+    switch_penalty: float | str | None = None,
+    seed: int | None = None,
+    retune: str | None = None,
+    retune_window: int | None = None,
+    retune_every: int | None = None,
 ) -> SimulationResult:
     """Simulate one BG policy on a trace or a synthetic workload.
 
@@ -172,12 +193,12 @@ def simulate(
             ``"hyperexp:cv=4"``, ``"mmpp:cv=9,burst=1000"`` (two-state MMPP
             fitted to the inter-arrival CV and the mean arrivals per burst) or
             ``"mmpp:rates=40/1,sojourn=20s/60s"``.
-        **options: the input: ``device`` (an id, or an MSR ``"host:disk"``
+        device, service, arrival_rate, ...: the input: ``device`` (an id, or an MSR ``"host:disk"``
             name such as ``"hm:0"``); ``service`` (FG service model: for
             a trace, models completions; for a workload, its service times,
             default ``"exp:10ms"``); ``arrival_rate`` (requests/s) or
             ``utilization`` (FG utilisation, sets the rate), ``requests``
-            (100000), ``request_size`` (4096 or ``"4KiB"``),
+            (1000000, as ``fallow simulate --requests``), ``request_size`` (4096 or ``"4KiB"``),
             ``write_fraction`` (0.5). The BG work: ``bg`` (service model,
             ``"exp:10ms"``, ``"const:5ms"``, ``"size[:base=8ms,knee=64KiB,rate=100MB]"``),
             ``bg_size`` (65536 or ``"64KiB"``), ``bg_work`` (``"endless"``,
@@ -197,7 +218,7 @@ def simulate(
         ParameterError: an unknown policy, a bad parameter or workload spec,
             or a knob given with ``retune``.
     """
-    return SimulationResult(_fallow.simulate(trace, policy, workload=workload, **options))
+    return SimulationResult(_fallow.simulate(**_given(locals())))
 
 
 def compare(
@@ -205,7 +226,18 @@ def compare(
     policies: list[str] | None = None,
     *,
     workload: str | None = None,
-    **options: Any,
+    device: int | str | None = None,
+    service: str | None = None,
+    arrival_rate: float | None = None,
+    utilization: float | None = None,
+    requests: int | None = None,
+    request_size: int | str | None = None,
+    write_fraction: float | None = None,
+    bg: str | None = None,
+    bg_size: int | str | None = None,
+    bg_work: str | None = None,
+    switch_penalty: float | str | None = None,
+    seed: int | None = None,
 ) -> pd.DataFrame:
     """Run several policies on one input (prepared once) and tabulate them.
 
@@ -214,7 +246,8 @@ def compare(
         policies: policy specs; default: every registered policy with its
             default parameters, clairvoyant references last.
         workload: as for :func:`simulate`.
-        **options: as for :func:`simulate`.
+        device, service, arrival_rate, ...: as for :func:`simulate` (the
+            same defaults as ``fallow compare``: 1,000,000 synthetic requests).
 
     Returns:
         A pandas DataFrame with one row per policy, in the order given, and
@@ -224,7 +257,7 @@ def compare(
         ``bg_completed``, ``bg_bytes``, ``bg_throughput_bytes_per_s``,
         ``bg_mean_response_s``, ``utilization``, ``idle_used_fraction``, ….
     """
-    runs = _fallow.compare(trace, policies, workload=workload, **options)
+    runs = _fallow.compare(**_given(locals()))
     rows = [SimulationResult(r).row() for r in runs]
     return _pd().DataFrame(rows, columns=[c for c, _ in COLUMNS])
 

@@ -36,6 +36,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from fallow import _fallow
+from fallow.sim import _given
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -147,7 +148,18 @@ def tune(
     threads: int | None = None,
     search: str = "auto",
     workload: str | None = None,
-    **options: Any,
+    device: int | str | None = None,
+    service: str | None = None,
+    arrival_rate: float | None = None,
+    utilization: float | None = None,
+    requests: int | None = None,
+    request_size: int | str | None = None,
+    write_fraction: float | None = None,
+    bg: str | None = None,
+    bg_size: int | str | None = None,
+    bg_work: str | None = None,
+    switch_penalty: float | str | None = None,
+    seed: int | None = None,
 ) -> TuneResult | list[TuneResult]:
     """Tune a policy's knob and BG request size for the most BG throughput
     within an FG budget.
@@ -174,7 +186,7 @@ def tune(
             lossless-waiting and oracle, the others are always coarse. The
             result's ``guarantee`` says which ran.
         workload: as for :func:`fallow.simulate`.
-        **options: the input and BG options of :func:`fallow.simulate`
+        device, service, arrival_rate, ...: the input and BG options of :func:`fallow.simulate`
             (``device``, ``service``, ``arrival_rate``, ``utilization``,
             ``requests``, ``request_size``, ``write_fraction``, ``bg``,
             ``bg_size``, ``bg_work``, ``switch_penalty``, ``seed``).
@@ -186,17 +198,7 @@ def tune(
     Raises:
         ParameterError: an unknown policy, a bad budget, size or option.
     """
-    data = _fallow.tune(
-        trace,
-        policy,
-        budget,
-        sizes=sizes,
-        max_delay=max_delay,
-        threads=threads,
-        search=search,
-        workload=workload,
-        **options,
-    )
+    data = _fallow.tune(**_given(locals()))
     if isinstance(data, list):
         return [TuneResult(d) for d in data]
     return TuneResult(data)

@@ -12,8 +12,8 @@ use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use fallow_core::energy::{
-    self, read_file_trace, spindown, Availability, BgPlan, EnergyConfig, EnergyInput, EnergyRun,
-    InputKind, Network, PowerFile, PowerModel, RemoteWhen, UserData,
+    self, read_file_trace, spindown, Availability, BgPlan, EnergyInput, EnergyRun, InputKind,
+    Network, PowerFile, PowerModel, RemoteWhen, UserData,
 };
 /// What was simulated, for the tables, JSON and HTML (in the core, shared
 /// with the Python binding).
@@ -221,41 +221,40 @@ pub fn run(args: EnergyArgs) -> Result<()> {
     for p in &policies {
         spindown::build(p).with_context(|| format!("--policy {p}"))?;
     }
-    let settings = settings(&args)?;
-    let (input, info) = prepare(&args)?;
-    let power = match &args.power {
-        Some(path) => PowerFile::read(path)?.model(info.device)?,
-        None => PowerModel::default(),
-    };
-    let network = Network {
-        latency_ns: args.net_latency,
-        bandwidth_bytes_per_s: args.net_bandwidth as f64,
-        contention: args.net_contention,
-    };
-    network.validate()?;
-    let bg = args.bg_work.map(|work_bytes| BgPlan {
-        work_bytes,
-        size_bytes: args.bg_size,
-        service: args.bg,
-        wait_ns: args.bg_wait,
-    });
-    let remote_when = match args.remote {
-        RemoteArg::Asleep => RemoteWhen::Asleep,
-        RemoteArg::Always => RemoteWhen::Always,
-    };
-    let cfg = EnergyConfig {
-        power,
-        network,
-        remote_when,
-        disk: match &args.service {
-            Some(ServiceModel::Disk(d)) => *d,
-            _ => Default::default(),
+    // the core's request: its checks (and defaults) are Python's too
+    let mut req = energy::Request {
+        policies,
+        availability: settings(&args)?,
+        remote_when: match args.remote {
+            RemoteArg::Asleep => RemoteWhen::Asleep,
+            RemoteArg::Always => RemoteWhen::Always,
         },
-        bg,
+        user_data: match args.user_data {
+            UserDataArg::Local => UserData::Local,
+            UserDataArg::Server => UserData::Server,
+        },
+        service: args.service.clone(),
+        power: PowerModel::default(),
+        network: Network {
+            latency_ns: args.net_latency,
+            bandwidth_bytes_per_s: args.net_bandwidth as f64,
+            contention: args.net_contention,
+        },
+        bg: args.bg_work.map(|work_bytes| BgPlan {
+            work_bytes,
+            size_bytes: args.bg_size,
+            service: args.bg,
+            wait_ns: args.bg_wait,
+        }),
         seed: args.seed,
     };
-    let spinner = input::spinner("simulating", input.requests() * policies.len() * 7);
-    let report = EnergyReport::run(&input, info, &policies, &settings, &cfg);
+    req.validate()?;
+    let (input, info) = prepare(&args, &req)?;
+    if let Some(path) = &args.power {
+        req.power = PowerFile::read(path)?.model(info.device)?;
+    }
+    let spinner = input::spinner("simulating", input.requests() * req.policies.len() * 7);
+    let report = req.run(&input, info);
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
@@ -330,8 +329,8 @@ fn settings(args: &EnergyArgs) -> Result<Vec<Availability>> {
 }
 
 /// Read the trace and prepare it.
-fn prepare(args: &EnergyArgs) -> Result<(EnergyInput, InputInfo)> {
-    let seed = args.seed;
+fn prepare(args: &EnergyArgs, req: &energy::Request) -> Result<(EnergyInput, InputInfo)> {
+    let seed = req.seed;
     if args.files {
         let ft = read_file_trace(&args.trace)?;
         if ft.reordered > 0 {
@@ -342,15 +341,8 @@ fn prepare(args: &EnergyArgs) -> Result<(EnergyInput, InputInfo)> {
                 if ft.reordered == 1 { "was" } else { "were" }
             );
         }
-        let service = args
-            .service
-            .clone()
-            .unwrap_or(ServiceModel::Disk(Default::default()));
-        let user = match args.user_data {
-            UserDataArg::Local => UserData::Local,
-            UserDataArg::Server => UserData::Server,
-        };
-        let input = EnergyInput::from_file_trace(&ft, &service, user, seed)?;
+        let service = req.file_service();
+        let input = req.prepare_files(&ft)?;
         let info = InputInfo::new(
             &input,
             args.trace.display().to_string(),
@@ -363,7 +355,7 @@ fn prepare(args: &EnergyArgs) -> Result<(EnergyInput, InputInfo)> {
     }
     let trace = input::read(&args.trace, &args.read)?;
     let selected = input::select_device(trace, args.device.clone())?;
-    let input = EnergyInput::from_trace(&selected.trace, args.service.as_ref(), seed)?;
+    let input = req.prepare_block(&selected.trace)?;
     let info = InputInfo::new(
         &input,
         args.trace.display().to_string(),

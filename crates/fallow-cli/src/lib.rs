@@ -245,15 +245,21 @@ fn message(err: &anyhow::Error) -> String {
         .collect()
 }
 
-/// The flag of a parameter the core names in words (the core validates,
-/// the CLI says which flag to change); other names are shown as they are.
+/// The flag of a parameter the core names (the core validates, the CLI
+/// says which flag to change): the parameters of `fallow_core::sim::Request`
+/// and `fallow_core::energy::Request` by their names there (Python's keyword
+/// spelling), and a few older names in words; other names are shown as they
+/// are.
 fn flag_of(name: &str) -> &str {
     match name {
         "requests" => "--requests",
-        "arrival rate" => "--arrival-rate",
-        "bg work" => "--bg-work",
-        "bg size" => "--bg-size",
-        "request size" => "--request-size",
+        "arrival_rate" | "arrival rate" => "--arrival-rate",
+        "utilization" => "--utilization",
+        "bg_work" | "bg work" => "--bg-work",
+        "bg_size" | "bg size" => "--bg-size",
+        "request_size" | "request size" => "--request-size",
+        "write_fraction" => "--write-fraction",
+        "switch_penalty" => "--switch-penalty",
         other => other,
     }
 }

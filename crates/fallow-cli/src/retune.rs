@@ -13,7 +13,9 @@ use fallow_core::policy::Policy;
 use fallow_core::sim::Part;
 use fallow_core::trace::DeviceSel;
 use fallow_core::trace::Trace;
-use fallow_core::tune::online::{OnlineConfig, OnlineTuner, Refit, Report, DEFAULT_WINDOW};
+use fallow_core::tune::online::{
+    default_every, OnlineConfig, OnlineTuner, Refit, Report, DEFAULT_WINDOW,
+};
 use fallow_core::tune::Budget;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -88,7 +90,7 @@ impl Runner {
         let cfg = OnlineConfig {
             budget,
             window: args.window,
-            every: args.every.unwrap_or((args.window / 4).max(1)),
+            every: args.every.unwrap_or_else(|| default_every(args.window)),
             switch_penalty_ns: bg.switch_penalty,
             seed,
         };

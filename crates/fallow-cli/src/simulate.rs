@@ -9,22 +9,18 @@ use crate::human::{bytes, count, num, pct, secs};
 use crate::input::{self, ReadArgs};
 use crate::output::{self, describe_model, Style};
 use crate::retune::{self, Runner};
-use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::policy;
 use fallow_core::sim::{
-    simulate, simulate_split, BgService, BgWork, Prepared, SimConfig, SimResult,
+    self, simulate, simulate_split, BgService, BgWork, Prepared, SimConfig, SimResult,
 };
 use fallow_core::trace::DeviceSel;
-use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
+use fallow_core::workload::ArrivalProcess;
 use fallow_core::ServiceModel;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-
-/// FG service of synthetic workloads when `--service` is not given.
-pub const DEFAULT_WORKLOAD_SERVICE: &str = "exp:10ms";
 
 /// Where the FG requests come from: a trace, or a synthetic workload.
 #[derive(Debug, Clone, Args)]
@@ -215,6 +211,18 @@ impl Input {
     }
 }
 
+impl InputArgs {
+    /// The core's request for `input` with these flags: service model and
+    /// seed; the BG settings stay at the core's defaults (the preparation
+    /// does not use them; [`BgArgs::config`] gives a run's).
+    pub fn request<'a>(&self, input: sim::Input<'a>) -> sim::Request<'a> {
+        let mut req = sim::Request::new(input);
+        req.service = self.service.clone();
+        req.seed = self.seed;
+        req
+    }
+}
+
 /// Read (or generate) the FG requests and prepare them for simulation.
 pub fn prepare(a: &InputArgs) -> Result<Input> {
     if let Some(spec) = &a.workload {
@@ -263,7 +271,9 @@ pub fn prepare_trace(
     source: String,
 ) -> Result<Input> {
     let spinner = input::spinner("preparing", trace.len());
-    let prep = Prepared::new(trace, a.service.as_ref(), a.seed);
+    let prep = a
+        .request(sim::Input::Trace(std::borrow::Cow::Borrowed(trace)))
+        .prepare();
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
@@ -292,39 +302,20 @@ pub fn prepare_trace(
 }
 
 fn prepare_workload(a: &InputArgs, spec: &str) -> Result<Input> {
-    let service = match &a.service {
-        Some(m) => m.clone(),
-        None => DEFAULT_WORKLOAD_SERVICE.parse()?,
-    };
-    if !(0.0..=1.0).contains(&a.write_fraction) {
-        return Err(BadInput(format!(
-            "--write-fraction must be between 0 and 1, got {}",
-            a.write_fraction
-        ))
-        .into());
-    }
-    let size = u32::try_from(a.request_size)
-        .map_err(|_| BadInput(format!("--request-size {} is too large", a.request_size)))?;
-    let arrivals = ArrivalProcess::from_spec(
-        spec,
-        a.arrival_rate,
-        a.utilization,
-        &service,
-        a.request_size,
-    )?;
-    let workload = SyntheticWorkload {
-        arrivals: arrivals.clone(),
+    // the core checks the flags (errors name the parameter; `flag_of` in
+    // lib.rs maps it back to the flag) and fits the arrival process
+    let req = a.request(sim::Input::Workload(sim::Workload {
+        arrivals: spec.to_string(),
+        arrival_rate_per_s: a.arrival_rate,
+        utilization: a.utilization,
         requests: a.requests,
-        service: service.clone(),
-        request_size_bytes: size,
-        capacity_bytes: 1_000_000_000_000,
+        request_size_bytes: a.request_size,
         write_fraction: a.write_fraction,
-        seed: a.seed,
-    };
+    }));
+    let workload = req.synthetic()?.expect("a workload input");
+    let (arrivals, service) = (workload.arrivals, workload.service);
     let spinner = input::spinner("generating the workload", a.requests);
-    let prep = workload
-        .generate()
-        .and_then(|t| Prepared::new(&t, None, a.seed));
+    let prep = req.prepare();
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
@@ -665,5 +656,38 @@ pub fn signed_pct(f: f64) -> String {
         format!("+{}", pct(f))
     } else {
         pct(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Probe {
+        #[command(flatten)]
+        input: InputArgs,
+        #[command(flatten)]
+        bg: BgArgs,
+    }
+
+    /// The flags' defaults (written as text for `--help`) are the core's
+    /// request defaults, which Python takes too: one default, two spellings.
+    #[test]
+    fn flag_defaults_are_the_core_request_defaults() {
+        let p = Probe::try_parse_from(["probe", "--workload", "poisson"]).unwrap();
+        let req = p
+            .input
+            .request(sim::Input::Workload(sim::Workload::new("poisson")));
+        let sim::Input::Workload(w) = &req.input else {
+            unreachable!("a workload input")
+        };
+        assert_eq!(p.input.requests, w.requests);
+        assert_eq!(p.input.request_size, w.request_size_bytes);
+        assert_eq!(p.input.write_fraction, w.write_fraction);
+        assert_eq!(p.input.seed, req.seed);
+        assert_eq!(p.bg.config(p.input.seed), req.config());
+        assert_eq!(w.requests, 1_000_000);
     }
 }

@@ -1,5 +1,5 @@
 //! `energy`: disk spin-down and SARD in simulation (`fallow energy`),
-//! returning plain data: the core's [`EnergyReport`], serialised exactly as
+//! returning plain data: the core's [`fallow_core::energy::EnergyReport`], serialised as
 //! `fallow energy --json` prints it. `fallow.energy` wraps it with a result
 //! object and a pandas frame.
 //!
@@ -12,8 +12,8 @@ use crate::json::to_python;
 use crate::sim::{duration_arg, size_arg};
 use crate::trace::PyTrace;
 use fallow_core::energy::{
-    default_policies, read_file_trace, spindown, Availability, BgPlan, EnergyConfig, EnergyInput,
-    EnergyReport, InputInfo, InputKind, Network, PowerFile, PowerModel, RemoteWhen, UserData,
+    default_bg, default_policies, read_file_trace, spindown, Availability, InputInfo, InputKind,
+    Network, PowerFile, PowerModel, RemoteWhen, Request, UserData, DEFAULT_PEER_PROB,
     SEED_LOCAL_FRACTIONS,
 };
 use fallow_core::sim::BgService;
@@ -25,15 +25,6 @@ use pyo3::types::{PyDict, PyString};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// The CLI's defaults of the flags given as text.
-const NET_LATENCY: &str = "200us";
-const NET_BANDWIDTH: &str = "125MB";
-const BG_SIZE: &str = "64KiB";
-const BG_SERVICE: &str = "size";
-const BG_WAIT: &str = "100ms";
-/// The CLI's `--peer-prob` default.
-const PEER_PROB: f64 = 0.1;
 
 /// Where the requests come from.
 #[allow(clippy::large_enum_variant)] // one per call, on the stack for its duration
@@ -231,7 +222,7 @@ pub fn energy<'py>(
                     "give local_fraction or peers, not both",
                 ));
             }
-            let p = peer_prob.unwrap_or(PEER_PROB);
+            let p = peer_prob.unwrap_or(DEFAULT_PEER_PROB);
             if !(0.0..=1.0).contains(&p) {
                 return Err(parameter(
                     "peer_prob",
@@ -302,18 +293,15 @@ pub fn energy<'py>(
     // the spec as given, for `input.completions`
     let service_text = service.map(str::trim);
     let service: Option<ServiceModel> = service.map(|s| s.parse().map_err(to_py)).transpose()?;
-    let text = |s: &str| PyString::new(py, s).into_any();
-    let network = Network {
-        latency_ns: duration(
-            "net_latency",
-            net_latency.as_ref().unwrap_or(&text(NET_LATENCY)),
-        )?,
-        bandwidth_bytes_per_s: size(
-            "net_bandwidth",
-            net_bandwidth.as_ref().unwrap_or(&text(NET_BANDWIDTH)),
-        )? as f64,
-        contention: net_contention,
-    };
+    // what is not given keeps the core's default (`fallow_core::energy::Request`)
+    let mut network = Network::default();
+    if let Some(v) = &net_latency {
+        network.latency_ns = duration("net_latency", v)?;
+    }
+    if let Some(v) = &net_bandwidth {
+        network.bandwidth_bytes_per_s = size("net_bandwidth", v)? as f64;
+    }
+    network.contention = net_contention;
     if !(net_contention.is_finite() && net_contention >= 0.0) {
         return Err(parameter(
             "net_contention",
@@ -321,15 +309,19 @@ pub fn energy<'py>(
         ));
     }
     let bg = match &bg_work {
-        Some(work) => Some(BgPlan {
-            work_bytes: size("bg_work", work)?,
-            size_bytes: size("bg_size", bg_size.as_ref().unwrap_or(&text(BG_SIZE)))?,
-            service: bg
-                .unwrap_or(BG_SERVICE)
-                .parse::<BgService>()
-                .map_err(to_py)?,
-            wait_ns: duration("bg_wait", bg_wait.as_ref().unwrap_or(&text(BG_WAIT)))?,
-        }),
+        Some(work) => {
+            let mut plan = default_bg(size("bg_work", work)?);
+            if let Some(v) = &bg_size {
+                plan.size_bytes = size("bg_size", v)?;
+            }
+            if let Some(b) = bg {
+                plan.service = b.parse::<BgService>().map_err(to_py)?;
+            }
+            if let Some(v) = &bg_wait {
+                plan.wait_ns = duration("bg_wait", v)?;
+            }
+            Some(plan)
+        }
         None => {
             for (given, name) in [
                 (bg_size.is_some(), "bg_size"),
@@ -386,14 +378,14 @@ pub fn energy<'py>(
         Some(v) => power_arg(v, device)?,
         None => PowerModel::default(),
     };
-    let cfg = EnergyConfig {
+    let req = Request {
+        policies,
+        availability: settings,
+        remote_when,
+        user_data: user,
+        service,
         power,
         network,
-        remote_when,
-        disk: match &service {
-            Some(ServiceModel::Disk(d)) => *d,
-            _ => Default::default(),
-        },
         bg,
         seed,
     };
@@ -401,11 +393,8 @@ pub fn energy<'py>(
         let (input, info) = match &source {
             Source::File(path) => {
                 let ft = read_file_trace(path)?;
-                let model = service
-                    .clone()
-                    .unwrap_or(ServiceModel::Disk(Default::default()));
                 let spec = service_text.unwrap_or("disk");
-                let input = EnergyInput::from_file_trace(&ft, &model, user, seed)?;
+                let input = req.prepare_files(&ft)?;
                 let info = InputInfo::new(
                     &input,
                     path.display().to_string(),
@@ -423,7 +412,7 @@ pub fn energy<'py>(
                 } else {
                     Cow::Owned(t.select_device(id)?)
                 };
-                let input = EnergyInput::from_trace(&one, service.as_ref(), seed)?;
+                let input = req.prepare_block(&one)?;
                 let path = t.report().path.display().to_string();
                 let info = InputInfo::new(
                     &input,
@@ -443,7 +432,7 @@ pub fn energy<'py>(
                 (input, info)
             }
         };
-        EnergyReport::run(&input, info, &policies, &settings, &cfg)
+        req.run(&input, info)
     })?;
     to_python(py, &report)
 }

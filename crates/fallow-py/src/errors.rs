@@ -49,6 +49,25 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// A core error on its way to Python: `?` converts a
+/// [`fallow_core::Error`] into it, and it into the matching exception (the
+/// orphan rule forbids `From<fallow_core::Error> for PyErr` itself; polars'
+/// `PyPolarsErr` is the model).
+#[derive(Debug)]
+pub struct PyFallowError(Error);
+
+impl From<Error> for PyFallowError {
+    fn from(e: Error) -> Self {
+        PyFallowError(e)
+    }
+}
+
+impl From<PyFallowError> for PyErr {
+    fn from(e: PyFallowError) -> PyErr {
+        to_py(e.0)
+    }
+}
+
 /// Convert a core error into the matching Python exception.
 pub fn to_py(err: Error) -> PyErr {
     Python::with_gil(|py| convert(py, err).unwrap_or_else(|e| e))

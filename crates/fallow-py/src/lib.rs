@@ -41,6 +41,7 @@ fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(sim::compare, m)?)?;
     m.add_function(wrap_pyfunction!(sim::policies, m)?)?;
+    m.add_function(wrap_pyfunction!(sim::defaults, m)?)?;
     m.add_function(wrap_pyfunction!(tune::tune, m)?)?;
     m.add_function(wrap_pyfunction!(energy::energy, m)?)?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;

@@ -1,26 +1,24 @@
 //! `simulate`, `compare` and `policies`: the simulator and the policy
 //! registry, returning plain data (the JSON of `fallow simulate` /
 //! `fallow compare` / `fallow policies`). `fallow.simulate` and
-//! `fallow.compare` wrap them with result objects and pandas frames.
+//! `fallow.compare` wrap them with result objects and pandas frames (and
+//! give the keyword arguments their explicit signatures).
+//!
+//! The input and BG keyword arguments convert once, in [`request`], into
+//! the core's [`sim::Request`]: its defaults and checks are the CLI's too.
 
 use crate::device::DeviceArg;
-use crate::errors::{parameter, to_py, without_gil};
+use crate::errors::{parameter, without_gil, PyFallowError};
 use crate::json::to_python;
-use crate::trace::{service_model, PyTrace};
+use crate::trace::PyTrace;
 use fallow_core::policy::{self, Policy};
-use fallow_core::sim::{simulate as run, BgService, BgWork, Prepared, SimConfig, SimResult};
-use fallow_core::tune::online::{OnlineConfig, OnlineTuner, Report, DEFAULT_WINDOW};
-use fallow_core::tune::Budget;
+use fallow_core::sim::{self, simulate as run, SimResult};
+use fallow_core::tune::online::{default_every, OnlineConfig, OnlineTuner, Report, DEFAULT_WINDOW};
 use fallow_core::units::{parse_bytes, parse_duration_ns};
-use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
-use fallow_core::ServiceModel;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde::Serialize;
 use std::borrow::Cow;
-
-/// FG service of synthetic workloads when none is given (as the CLI).
-const DEFAULT_WORKLOAD_SERVICE: &str = "exp:10ms";
 
 /// A size given as bytes (int) or text (`"64KiB"`).
 pub(crate) fn size_arg(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -32,7 +30,7 @@ pub(crate) fn size_arg(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
                 "must be a number of bytes or a size such as \"64KiB\"",
             )
         })?)
-        .map_err(to_py)?,
+        .map_err(PyFallowError::from)?,
     };
     if b == 0 {
         return Err(parameter(name, "must be at least 1 byte"));
@@ -48,115 +46,119 @@ pub(crate) fn duration_arg(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
             name,
             format!("must be a non-negative duration, got {s}"),
         )),
-        Err(_) => parse_duration_ns(
+        Err(_) => Ok(parse_duration_ns(
             &v.extract::<String>()
                 .map_err(|_| parameter(name, "must be seconds or a duration such as \"2ms\""))?,
         )
-        .map_err(to_py),
+        .map_err(PyFallowError::from)?),
     }
 }
 
-/// Everything but the policy: the input and the BG settings.
-pub(crate) struct Setup<'a> {
-    /// The trace, or the selected device's part of it.
-    trace: Option<Cow<'a, fallow_core::Trace>>,
-    service: Option<ServiceModel>,
-    workload: Option<SyntheticWorkload>,
-    pub(crate) cfg: SimConfig,
+/// The keyword arguments of one call, taken one by one; [`Kwargs::finish`]
+/// refuses any left over (as Python does for an unknown keyword).
+pub(crate) struct Kwargs<'py>(Option<Bound<'py, PyDict>>);
+
+impl<'py> Kwargs<'py> {
+    pub(crate) fn new(kw: Option<&Bound<'py, PyDict>>) -> PyResult<Self> {
+        // a copy: the caller's dict is not ours to empty
+        Ok(Kwargs(kw.map(|d| d.copy()).transpose()?))
+    }
+
+    /// The argument `name`, if given and not None.
+    pub(crate) fn raw(&self, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(d) = &self.0 else { return Ok(None) };
+        let v = d.get_item(name)?;
+        d.del_item(name).ok();
+        Ok(v.filter(|v| !v.is_none()))
+    }
+
+    /// The argument `name` converted to `T`, a wrong type named by the argument.
+    pub(crate) fn get<T: FromPyObject<'py>>(&self, name: &str) -> PyResult<Option<T>> {
+        self.raw(name)?
+            .map(|v| {
+                v.extract::<T>()
+                    .map_err(|e| parameter(name, format!("{}", e.value(v.py()))))
+            })
+            .transpose()
+    }
+
+    /// A text argument parsed by the core (`bg="exp:5ms"`).
+    fn parsed<T>(&self, name: &str) -> PyResult<Option<T>>
+    where
+        T: std::str::FromStr<Err = fallow_core::Error>,
+    {
+        self.get::<String>(name)?
+            .map(|s| s.parse::<T>().map_err(|e| PyFallowError::from(e).into()))
+            .transpose()
+    }
+
+    /// Refuse keywords nobody took.
+    pub(crate) fn finish(self) -> PyResult<()> {
+        match self.0.as_ref().and_then(|d| d.keys().iter().next()) {
+            Some(k) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "unexpected keyword argument {}",
+                k.repr()?
+            ))),
+            None => Ok(()),
+        }
+    }
 }
 
-impl<'a> Setup<'a> {
-    /// Read every argument, so a bad one fails before any work.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        trace: Option<&'a PyTrace>,
-        device: Option<DeviceArg>,
-        service: Option<&str>,
-        workload: Option<&str>,
-        arrival_rate: Option<f64>,
-        utilization: Option<f64>,
-        requests: usize,
-        request_size: &Bound<'_, PyAny>,
-        write_fraction: f64,
-        bg: &str,
-        bg_size: &Bound<'_, PyAny>,
-        bg_work: &str,
-        switch_penalty: &Bound<'_, PyAny>,
-        seed: u64,
-    ) -> PyResult<Setup<'a>> {
-        let cfg = SimConfig {
-            bg_service: bg.parse::<BgService>().map_err(to_py)?,
-            bg_work: bg_work.parse::<BgWork>().map_err(to_py)?,
-            bg_size_bytes: size_arg("bg_size", bg_size)?,
-            switch_penalty_ns: duration_arg("switch_penalty", switch_penalty)?,
-            seed,
-        };
-        let service = service_model(service)?;
-        match (trace, workload) {
-            (Some(_), Some(_)) => Err(parameter(
+/// The core request from the input and BG keyword arguments (`device`,
+/// `service`, `workload`, `arrival_rate`, `utilization`, `requests`,
+/// `request_size`, `write_fraction`, `bg`, `bg_size`, `bg_work`,
+/// `switch_penalty`, `seed`); what is not given keeps the core's default.
+pub(crate) fn request<'a>(
+    trace: Option<&'a PyTrace>,
+    kw: &Kwargs<'_>,
+) -> PyResult<sim::Request<'a>> {
+    let device: Option<DeviceArg> = kw.get("device")?;
+    let spec: Option<String> = kw.get("workload")?;
+    // read even for a trace, where they do not apply (as before)
+    let mut w = sim::Workload::new(spec.clone().unwrap_or_default());
+    w.arrival_rate_per_s = kw.get("arrival_rate")?;
+    w.utilization = kw.get("utilization")?;
+    w.requests = kw.get("requests")?.unwrap_or(w.requests);
+    if let Some(v) = kw.raw("request_size")? {
+        w.request_size_bytes = size_arg("request_size", &v)?;
+    }
+    w.write_fraction = kw.get("write_fraction")?.unwrap_or(w.write_fraction);
+    let input = match (trace, spec) {
+        (Some(_), Some(_)) => {
+            return Err(parameter(
                 "workload",
                 "give a trace or a workload, not both",
-            )),
-            (None, None) => Err(parameter(
+            ))
+        }
+        (None, None) => {
+            return Err(parameter(
                 "workload",
                 "give a trace, or a synthetic workload such as workload=\"poisson\"",
-            )),
-            (Some(t), None) => {
-                let t = &t.inner;
-                let selected = match crate::device::resolve(t, device.as_ref())? {
-                    Some(id) => Cow::Owned(t.select_device(id).map_err(to_py)?),
-                    None if t.devices().len() > 1 => return Err(crate::device::choose_one(t)),
-                    None => Cow::Borrowed(t),
-                };
-                Ok(Setup {
-                    trace: Some(selected),
-                    service,
-                    workload: None,
-                    cfg,
-                })
-            }
-            (None, Some(spec)) => {
-                if !(0.0..=1.0).contains(&write_fraction) {
-                    return Err(parameter(
-                        "write_fraction",
-                        format!("must be between 0 and 1, got {write_fraction}"),
-                    ));
-                }
-                let service = match service {
-                    Some(s) => s,
-                    None => DEFAULT_WORKLOAD_SERVICE.parse().map_err(to_py)?,
-                };
-                let size = size_arg("request_size", request_size)?;
-                let arrivals =
-                    ArrivalProcess::from_spec(spec, arrival_rate, utilization, &service, size)
-                        .map_err(to_py)?;
-                Ok(Setup {
-                    trace: None,
-                    service: None,
-                    workload: Some(SyntheticWorkload {
-                        arrivals,
-                        requests,
-                        service,
-                        request_size_bytes: u32::try_from(size)
-                            .map_err(|_| parameter("request_size", "is too large"))?,
-                        capacity_bytes: 1_000_000_000_000,
-                        write_fraction,
-                        seed,
-                    }),
-                    cfg,
-                })
-            }
+            ))
         }
-    }
-
-    /// Generate or model the FG requests and prepare them (GIL released by the caller).
-    pub(crate) fn prepare(&self) -> fallow_core::Result<Prepared> {
-        match (&self.trace, &self.workload) {
-            (Some(t), _) => Prepared::new(t, self.service.as_ref(), self.cfg.seed),
-            (None, Some(w)) => Prepared::new(&w.generate()?, None, self.cfg.seed),
-            (None, None) => unreachable!("Setup::new checks"),
+        (Some(t), None) => {
+            let t = &t.inner;
+            sim::Input::Trace(match crate::device::resolve(t, device.as_ref())? {
+                Some(id) => Cow::Owned(t.select_device(id).map_err(PyFallowError::from)?),
+                None if t.devices().len() > 1 => return Err(crate::device::choose_one(t)),
+                None => Cow::Borrowed(t),
+            })
         }
+        (None, Some(_)) => sim::Input::Workload(w),
+    };
+    let mut req = sim::Request::new(input);
+    req.service = kw.parsed("service")?;
+    req.bg_service = kw.parsed("bg")?.unwrap_or(req.bg_service);
+    req.bg_work = kw.parsed("bg_work")?.unwrap_or(req.bg_work);
+    if let Some(v) = kw.raw("bg_size")? {
+        req.bg_size_bytes = size_arg("bg_size", &v)?;
     }
+    if let Some(v) = kw.raw("switch_penalty")? {
+        req.switch_penalty_ns = duration_arg("switch_penalty", &v)?;
+    }
+    req.seed = kw.get("seed")?.unwrap_or(req.seed);
+    req.validate().map_err(PyFallowError::from)?;
+    Ok(req)
 }
 
 /// A result with the spec it was run with (the JSON of `fallow compare`),
@@ -171,35 +173,20 @@ struct Run<'a> {
 }
 
 pub(crate) fn build(spec: &str) -> PyResult<Box<dyn Policy>> {
-    policy::build(spec).map_err(to_py)
+    Ok(policy::build(spec).map_err(PyFallowError::from)?)
 }
 
 /// Simulate one policy over a trace (one device) or a synthetic workload.
 /// Returns the plain result (the keys of `fallow simulate --json`, plus
-/// `spec`). See `fallow.simulate` for the arguments.
+/// `spec`). The keyword arguments: those of [`request`], and `retune`,
+/// `retune_window`, `retune_every`; see `fallow.simulate`.
 #[pyfunction]
-#[pyo3(signature = (trace=None, policy="", *, device=None, service=None, workload=None, arrival_rate=None, utilization=None, requests=100_000, request_size=None, write_fraction=0.5, bg="exp:10ms", bg_size=None, bg_work="endless", switch_penalty=None, seed=1, retune=None, retune_window=DEFAULT_WINDOW, retune_every=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (trace=None, policy="", **options))]
 pub fn simulate<'py>(
     py: Python<'py>,
     trace: Option<PyRef<'py, PyTrace>>,
     policy: &str,
-    device: Option<DeviceArg>,
-    service: Option<&str>,
-    workload: Option<&str>,
-    arrival_rate: Option<f64>,
-    utilization: Option<f64>,
-    requests: usize,
-    request_size: Option<Bound<'py, PyAny>>,
-    write_fraction: f64,
-    bg: &str,
-    bg_size: Option<Bound<'py, PyAny>>,
-    bg_work: &str,
-    switch_penalty: Option<Bound<'py, PyAny>>,
-    seed: u64,
-    retune: Option<&str>,
-    retune_window: usize,
-    retune_every: Option<usize>,
+    options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     if policy.is_empty() {
         return Err(parameter(
@@ -208,44 +195,36 @@ pub fn simulate<'py>(
         ));
     }
     let mut pol = build(policy)?;
-    let d = Defaults::new(py);
-    let setup = Setup::new(
-        trace.as_deref(),
-        device,
-        service,
-        workload,
-        arrival_rate,
-        utilization,
-        requests,
-        request_size.as_ref().unwrap_or(&d.request_size),
-        write_fraction,
-        bg,
-        bg_size.as_ref().unwrap_or(&d.bg_size),
-        bg_work,
-        switch_penalty.as_ref().unwrap_or(&d.zero),
-        seed,
-    )?;
-    let mut tuner = match retune {
+    let kw = Kwargs::new(options)?;
+    let req = request(trace.as_deref(), &kw)?;
+    let budget = kw.parsed("retune")?;
+    let window = kw.get("retune_window")?.unwrap_or(DEFAULT_WINDOW);
+    let every = kw
+        .get("retune_every")?
+        .unwrap_or_else(|| default_every(window));
+    kw.finish()?;
+    let cfg = req.config();
+    let mut tuner = match budget {
         Some(budget) => Some(
             OnlineTuner::new(
                 policy,
                 OnlineConfig {
-                    budget: budget.parse::<Budget>().map_err(to_py)?,
-                    window: retune_window,
-                    every: retune_every.unwrap_or((retune_window / 4).max(1)),
-                    switch_penalty_ns: setup.cfg.switch_penalty_ns,
-                    seed,
+                    budget,
+                    window,
+                    every,
+                    switch_penalty_ns: cfg.switch_penalty_ns,
+                    seed: cfg.seed,
                 },
             )
-            .map_err(to_py)?,
+            .map_err(PyFallowError::from)?,
         ),
         None => None,
     };
     let r = without_gil(py, || {
-        let prep = setup.prepare()?;
+        let prep = req.prepare()?;
         match &mut tuner {
-            Some(t) => run(&prep, t, &setup.cfg),
-            None => run(&prep, pol.as_mut(), &setup.cfg),
+            Some(t) => run(&prep, t, &cfg),
+            None => run(&prep, pol.as_mut(), &cfg),
         }
     })?;
     to_python(
@@ -260,27 +239,15 @@ pub fn simulate<'py>(
 
 /// Run several policies on one input, prepared once; returns a list of
 /// plain results in the order given (default: every registered policy with
-/// default parameters, clairvoyant references last). See `fallow.compare`.
+/// default parameters, clairvoyant references last). The keyword arguments
+/// are those of [`request`]; see `fallow.compare`.
 #[pyfunction]
-#[pyo3(signature = (trace=None, policies=None, *, device=None, service=None, workload=None, arrival_rate=None, utilization=None, requests=100_000, request_size=None, write_fraction=0.5, bg="exp:10ms", bg_size=None, bg_work="endless", switch_penalty=None, seed=1))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (trace=None, policies=None, **options))]
 pub fn compare<'py>(
     py: Python<'py>,
     trace: Option<PyRef<'py, PyTrace>>,
     policies: Option<Vec<String>>,
-    device: Option<DeviceArg>,
-    service: Option<&str>,
-    workload: Option<&str>,
-    arrival_rate: Option<f64>,
-    utilization: Option<f64>,
-    requests: usize,
-    request_size: Option<Bound<'py, PyAny>>,
-    write_fraction: f64,
-    bg: &str,
-    bg_size: Option<Bound<'py, PyAny>>,
-    bg_work: &str,
-    switch_penalty: Option<Bound<'py, PyAny>>,
-    seed: u64,
+    options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let default_lineup = policies.is_none();
     let specs = policies.unwrap_or_else(|| {
@@ -295,34 +262,20 @@ pub fn compare<'py>(
         .iter()
         .map(|s| build(s))
         .collect::<PyResult<Vec<_>>>()?;
-    let d = Defaults::new(py);
-    let setup = Setup::new(
-        trace.as_deref(),
-        device,
-        service,
-        workload,
-        arrival_rate,
-        utilization,
-        requests,
-        request_size.as_ref().unwrap_or(&d.request_size),
-        write_fraction,
-        bg,
-        bg_size.as_ref().unwrap_or(&d.bg_size),
-        bg_work,
-        switch_penalty.as_ref().unwrap_or(&d.zero),
-        seed,
-    )?;
+    let kw = Kwargs::new(options)?;
+    let req = request(trace.as_deref(), &kw)?;
+    kw.finish()?;
+    let cfg = req.config();
     // as the CLI's compare: the default line-up leaves out a policy that
     // chooses its own request sizes under a BG model that does not charge
     // for size (the core's check), with a warning saying why; one named
     // explicitly fails in `run`
-    let mut specs = specs;
-    let mut built = built;
+    let mut lineup: Vec<(String, Box<dyn Policy>)> = specs.into_iter().zip(built).collect();
     if default_lineup {
-        let mut keep = Vec::with_capacity(specs.len());
-        for (spec, p) in specs.into_iter().zip(built) {
+        let mut keep = Vec::with_capacity(lineup.len());
+        for (spec, p) in lineup {
             let check = if p.chooses_size() {
-                fallow_core::sim::check_sizes(&setup.cfg.bg_service, Some(p.name()), 1)
+                sim::check_sizes(&cfg.bg_service, Some(p.name()), 1)
             } else {
                 Ok(())
             };
@@ -334,19 +287,19 @@ pub fn compare<'py>(
                 }
             }
         }
-        (specs, built) = keep.into_iter().unzip();
+        lineup = keep;
     }
     let results = without_gil(py, || {
-        let prep = setup.prepare()?;
-        built
+        let prep = req.prepare()?;
+        lineup
             .iter_mut()
-            .map(|p| run(&prep, p.as_mut(), &setup.cfg))
+            .map(|(_, p)| run(&prep, p.as_mut(), &cfg))
             .collect::<fallow_core::Result<Vec<_>>>()
     })?;
-    let runs: Vec<Run<'_>> = specs
+    let runs: Vec<Run<'_>> = lineup
         .iter()
         .zip(&results)
-        .map(|(spec, result)| Run {
+        .map(|((spec, _), result)| Run {
             spec,
             result,
             retune: None,
@@ -372,19 +325,23 @@ pub fn policies(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         .collect()
 }
 
-/// Default values of the size and duration arguments, as Python objects.
-pub(crate) struct Defaults<'py> {
-    pub(crate) request_size: Bound<'py, PyAny>,
-    pub(crate) bg_size: Bound<'py, PyAny>,
-    pub(crate) zero: Bound<'py, PyAny>,
-}
-
-impl<'py> Defaults<'py> {
-    pub(crate) fn new(py: Python<'py>) -> Self {
-        Defaults {
-            request_size: 4096u64.into_pyobject(py).expect("int").into_any(),
-            bg_size: 65536u64.into_pyobject(py).expect("int").into_any(),
-            zero: 0u64.into_pyobject(py).expect("int").into_any(),
-        }
-    }
+/// The core's defaults of the keyword arguments, for the Python layer's
+/// docs and signatures (one definition: `fallow_core::sim`).
+#[pyfunction]
+pub fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("requests", sim::DEFAULT_REQUESTS)?;
+    d.set_item("request_size", sim::DEFAULT_REQUEST_SIZE_BYTES)?;
+    d.set_item("write_fraction", sim::DEFAULT_WRITE_FRACTION)?;
+    d.set_item("workload_service", sim::DEFAULT_WORKLOAD_SERVICE)?;
+    d.set_item("bg", sim::DEFAULT_BG_SERVICE)?;
+    d.set_item("bg_size", sim::DEFAULT_BG_SIZE_BYTES)?;
+    d.set_item("bg_work", sim::DEFAULT_BG_WORK)?;
+    d.set_item(
+        "switch_penalty",
+        sim::DEFAULT_SWITCH_PENALTY_NS as f64 / 1e9,
+    )?;
+    d.set_item("seed", sim::DEFAULT_SEED)?;
+    d.set_item("retune_window", DEFAULT_WINDOW)?;
+    Ok(d)
 }

@@ -3,14 +3,15 @@
 //! CLI's `input` description and `reproduce` commands). `fallow.tune`
 //! wraps it with result objects and pandas frames.
 
-use crate::errors::{interruptible, parameter, to_py};
+use crate::errors::{interruptible, parameter, PyFallowError};
 use crate::json::to_python;
-use crate::sim::{build, duration_arg, Defaults, Setup};
+use crate::sim::{build, duration_arg, request, Kwargs};
 use crate::trace::PyTrace;
 use fallow_core::tune::{
     self as tuning, Budget, Choice, KnobInfo, SearchMode, SizeRow, TuneConfig,
 };
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use serde::Serialize;
 
 /// The answer for one budget (the JSON of `fallow tune --json` for one budget).
@@ -56,37 +57,20 @@ fn sizes_arg(v: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u64>> {
             })?
             .join(",")
     };
-    tuning::parse_sizes(&text).map_err(to_py)
+    Ok(tuning::parse_sizes(&text).map_err(PyFallowError::from)?)
 }
 
 /// Tune a policy's aggressiveness knob and BG request size for one or more
 /// FG budgets on a trace (one device) or a synthetic workload. Returns the
 /// plain result of one budget, or a list for several. See `fallow.tune`.
 #[pyfunction]
-#[pyo3(signature = (trace=None, policy="", budget="1ms", *, sizes=None, max_delay=None, threads=None, search="auto", device=None, service=None, workload=None, arrival_rate=None, utilization=None, requests=100_000, request_size=None, write_fraction=0.5, bg="exp:10ms", bg_size=None, bg_work="endless", switch_penalty=None, seed=1))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (trace=None, policy="", budget="1ms", **options))]
 pub fn tune<'py>(
     py: Python<'py>,
     trace: Option<PyRef<'py, PyTrace>>,
     policy: &str,
     budget: &str,
-    sizes: Option<Bound<'py, PyAny>>,
-    max_delay: Option<Bound<'py, PyAny>>,
-    threads: Option<usize>,
-    search: &str,
-    device: Option<crate::device::DeviceArg>,
-    service: Option<&str>,
-    workload: Option<&str>,
-    arrival_rate: Option<f64>,
-    utilization: Option<f64>,
-    requests: usize,
-    request_size: Option<Bound<'py, PyAny>>,
-    write_fraction: f64,
-    bg: &str,
-    bg_size: Option<Bound<'py, PyAny>>,
-    bg_work: &str,
-    switch_penalty: Option<Bound<'py, PyAny>>,
-    seed: u64,
+    options: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     if policy.is_empty() {
         return Err(parameter(
@@ -96,46 +80,34 @@ pub fn tune<'py>(
     }
     // a bad policy, budget or size fails before any work
     build(policy)?;
+    let kw = Kwargs::new(options)?;
     // Ctrl-C sets it; the search stops within one batch of settings
     let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let cfg = TuneConfig {
-        budgets: Budget::parse_list(budget).map_err(to_py)?,
-        sizes: sizes_arg(sizes.as_ref())?,
-        max_delay_ns: max_delay
-            .as_ref()
-            .map(|v| duration_arg("max_delay", v))
+        budgets: Budget::parse_list(budget).map_err(PyFallowError::from)?,
+        sizes: sizes_arg(kw.raw("sizes")?.as_ref())?,
+        max_delay_ns: kw
+            .raw("max_delay")?
+            .map(|v| duration_arg("max_delay", &v))
             .transpose()?,
-        threads: match threads {
+        threads: match kw.get::<usize>("threads")? {
             None => tuning::default_threads(),
             Some(0) => return Err(parameter("threads", "must be at least 1")),
             Some(n) => n,
         },
         fast: true,
-        search: SearchMode::parse(search).map_err(to_py)?,
+        search: SearchMode::parse(&kw.get::<String>("search")?.unwrap_or_else(|| "auto".into()))
+            .map_err(PyFallowError::from)?,
         auto_limit_visits: tuning::AUTO_EXACT_LIMIT_VISITS,
         cancel: Some(cancel.clone()),
     };
-    let d = Defaults::new(py);
-    let setup = Setup::new(
-        trace.as_deref(),
-        device,
-        service,
-        workload,
-        arrival_rate,
-        utilization,
-        requests,
-        request_size.as_ref().unwrap_or(&d.request_size),
-        write_fraction,
-        bg,
-        bg_size.as_ref().unwrap_or(&d.bg_size),
-        bg_work,
-        switch_penalty.as_ref().unwrap_or(&d.zero),
-        seed,
-    )?;
+    let req = request(trace.as_deref(), &kw)?;
+    kw.finish()?;
+    let sim = req.config();
     let (t, base) = interruptible(py, cancel, || {
-        let prep = setup.prepare()?;
-        let t = tuning::tune(&prep, policy, &setup.cfg, &cfg, &|_, _| {})?;
-        Ok((t, tuning::baseline(&prep, &setup.cfg)?))
+        let prep = req.prepare()?;
+        let t = tuning::tune(&prep, policy, &sim, &cfg, &|_, _| {})?;
+        Ok((t, tuning::baseline(&prep, &sim)?))
     })?;
     let docs: Vec<Doc<'_>> = t
         .budgets

@@ -53,6 +53,7 @@ pub mod filetrace;
 pub mod metrics;
 pub mod power;
 pub mod report;
+mod request;
 pub mod sard;
 pub mod sim;
 pub mod spindown;
@@ -61,6 +62,10 @@ pub use filetrace::{read_file_trace, FileKind, FileTrace};
 pub use metrics::{normalise, EnergyByState, EnergyRun, Ratios};
 pub use power::{PowerFile, PowerModel};
 pub use report::{default_policies, EnergyReport, InputInfo, InputKind};
+pub use request::{
+    default_bg, Request, DEFAULT_BG_SERVICE, DEFAULT_BG_SIZE_BYTES, DEFAULT_BG_WAIT_NS,
+    DEFAULT_PEER_PROB, DEFAULT_SEED,
+};
 pub use sard::{Availability, Network, Route};
 pub use sim::{simulate, BgPlan, EnergyConfig, EnergyInput, RemoteWhen, UserData};
 pub use spindown::SpinDown;

@@ -80,6 +80,12 @@ use std::collections::{HashMap, VecDeque};
 /// Idle intervals in the window when none is given.
 pub const DEFAULT_WINDOW: usize = 2000;
 
+/// Idle intervals between refits when none is given: a quarter of the
+/// window (at least one); the CLI's `--every` and Python's `retune_every`.
+pub fn default_every(window: usize) -> usize {
+    (window / 4).max(1)
+}
+
 /// How the tuner re-fits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OnlineConfig {

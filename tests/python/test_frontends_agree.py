@@ -1,0 +1,86 @@
+"""The CLI and Python give the same numbers for the same call.
+
+Both convert their arguments into the core's ``sim::Request`` and take its
+defaults (issue 14: the README's ``fallow.compare(workload=…,
+utilization=0.3)`` used to simulate 100,000 requests where ``fallow
+compare`` simulated 1,000,000). The CLI runs as a subprocess of this
+interpreter (``python -m fallow``: the command line inside the extension).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import fallow
+
+
+def cli(*args: str) -> Any:
+    o = subprocess.run(
+        [sys.executable, "-m", "fallow", *args, "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert o.returncode == 0, f"fallow {args} failed: {o.stderr}"
+    return json.loads(o.stdout)
+
+
+def test_simulate_with_defaults_agrees_with_the_cli():
+    # no --requests / requests=: both must take the one default
+    args = dict(workload="poisson", utilization=0.3, policy="busy-bee")
+    py = fallow.simulate(**args)
+    ref = cli("simulate", "--workload", "poisson", "--utilization", "0.3", "--policy", "busy-bee")
+    assert ref["input"]["requests"] == 1_000_000
+    assert py["fg"]["requests"] == ref["input"]["requests"]
+    for key in ("slowdown", "mean_added_delay_s", "p99_response_s", "collisions"):
+        assert py["fg"][key] == ref["fg"][key], key
+    for key in ("completed", "bytes", "throughput_bytes_per_s"):
+        assert py["bg"][key] == ref["bg"][key], key
+    assert py["utilization"] == ref["utilization"]
+
+
+def test_compare_agrees_with_the_cli_on_every_setting_given():
+    py = fallow.compare(
+        workload="mmpp:cv=9,burst=1000",
+        utilization=0.3,
+        requests=20_000,
+        request_size="8KiB",
+        write_fraction=0.25,
+        bg="const:4ms",
+        bg_size=131072,
+        switch_penalty="1ms",
+        seed=7,
+        policies=["aggressive", "fixed-wait:t=50ms"],
+    )
+    ref = cli(
+        "compare",
+        "--workload", "mmpp:cv=9,burst=1000",
+        "--utilization", "0.3",
+        "--requests", "20000",
+        "--request-size", "8KiB",
+        "--write-fraction", "0.25",
+        "--bg", "const:4ms",
+        "--bg-size", "128KiB",
+        "--switch-penalty", "1ms",
+        "--seed", "7",
+        "--policy", "aggressive",
+        "--policy", "fixed-wait:t=50ms",
+    )  # fmt: skip
+    runs = ref  # a JSON list, one run per policy
+    assert list(py["policy"]) == [r["spec"] for r in runs]
+    for row, r in zip(py.to_dict("records"), runs):
+        assert row["slowdown"] == r["fg"]["slowdown"]
+        assert row["bg_bytes"] == r["bg"]["bytes"]
+        assert row["collisions"] == r["fg"]["collisions"]
+        assert row["idle_intervals"] == r["idle_intervals"]
+
+
+def test_defaults_are_the_cores():
+    d = fallow._fallow.defaults()
+    assert d["requests"] == 1_000_000
+    assert (d["request_size"], d["bg_size"], d["seed"]) == (4096, 65536, 1)
+    assert (d["bg"], d["bg_work"], d["workload_service"]) == ("exp:10ms", "endless", "exp:10ms")
