@@ -351,4 +351,58 @@ mod with_arrow {
         let e = read(&out).unwrap_err().to_string();
         assert!(e.contains("decompresses to more than"), "{e}");
     }
+
+    /// Files written by pandas (pyarrow, snappy, datetime64[ns] arrivals),
+    /// polars (zstd, categorical hosts, IPC file and stream) and pyarrow's
+    /// feather (lz4): `tests/data/traces/make_columnar_fixtures.py`, whose
+    /// docstring gives the values checked here.
+    #[test]
+    fn files_from_pandas_polars_and_pyarrow_read() {
+        use super::super::fixture;
+        use fallow_core::trace::read_trace;
+        for (name, format) in [
+            ("pandas-snappy.parquet", Format::Parquet),
+            ("polars-zstd.parquet", Format::Parquet),
+            ("polars.arrow", Format::Arrow),
+            ("polars.arrows", Format::Arrow),
+            ("pyarrow-lz4.feather", Format::Arrow),
+        ] {
+            let t = read_trace(fixture(name), &ReadOptions::default())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(t.report().format, Some(format), "{name}");
+            assert_eq!(t.len(), 5, "{name}");
+            let ms: Vec<u64> = t.arrival_ns().iter().map(|a| a / 1_000_000).collect();
+            assert_eq!(ms, [0, 10, 20, 30, 40], "{name}");
+            let service: Vec<u64> = (0..5)
+                .map(|i| t.completion_ns().unwrap()[i] - t.arrival_ns()[i])
+                .collect();
+            assert_eq!(service, [1_000_000; 5], "{name}");
+            let writes = t.op().iter().filter(|&&o| o == Op::Write).count();
+            assert_eq!(writes, 3, "{name}");
+            assert_eq!(t.offset_bytes().iter().sum::<u64>(), 28672, "{name}");
+            assert_eq!(
+                t.size_bytes().iter().map(|&s| s as u64).sum::<u64>(),
+                17408,
+                "{name}"
+            );
+            let labels: Vec<(String, u64)> = t
+                .devices()
+                .iter()
+                .map(|d| (d.label(), d.requests))
+                .collect();
+            assert_eq!(
+                labels,
+                [("hm:0".to_string(), 2), ("rsrch:0".to_string(), 3)],
+                "{name}"
+            );
+        }
+        // a codec this build lacks is an error naming the file and codec
+        let e = read_trace(fixture("pandas-gzip.parquet"), &ReadOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pandas-gzip.parquet") && e.to_lowercase().contains("gzip"),
+            "{e}"
+        );
+    }
 }
