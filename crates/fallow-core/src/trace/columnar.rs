@@ -20,6 +20,9 @@
 //! so a trace survives a round trip unchanged. Other columns are ignored;
 //! a missing optional column takes its default, as in `from_polars`.
 
+// Without the feature only the refusals and `ColumnarKind` are used.
+#![cfg_attr(not(feature = "arrow"), allow(dead_code))]
+
 use super::{Format, ReadContext, Trace};
 use crate::error::{Error, Result};
 use std::io::BufRead;
