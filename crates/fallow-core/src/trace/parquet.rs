@@ -16,6 +16,7 @@ use arrow_schema::Schema;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use std::io::Write;
 
@@ -94,8 +95,18 @@ pub(crate) fn read(data: Vec<u8>, ctx: &mut ReadContext<'_>) -> Result<()> {
 /// Write record batches as a Parquet file (zstd).
 pub(crate) fn write(b: &Batches, out: &mut dyn Write) -> Result<()> {
     let err = |e: parquet::errors::ParquetError| Error::invalid("Parquet output", e.to_string());
+    // fallow's keys also as plain footer metadata (the Arrow schema is
+    // stored base64-encoded), so tools and `outpath` see them as written.
+    let mut kv: Vec<KeyValue> = b
+        .schema
+        .metadata()
+        .iter()
+        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+        .collect();
+    kv.sort_by(|a, b| a.key.cmp(&b.key));
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_key_value_metadata(Some(kv))
         .build();
     // The writer wants `Send`; the file is assembled in memory and copied out.
     let mut buf = Vec::new();
