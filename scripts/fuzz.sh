@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 secs=${1:?usage: fuzz.sh SECONDS [TARGET...]}
 shift
-all=(msr spc plain blkparse hp_srt vscsi fallow_bin detect biosnoop bpftrace blktrace fio_iolog fio_lat)
+all=(msr spc plain blkparse hp_srt vscsi fallow_bin detect biosnoop bpftrace blktrace fio_iolog fio_lat arrow parquet)
 targets=("${@:-${all[@]}}")
 
 # Seed corpora from the hand-made fixtures (corpus/ is git-ignored).
@@ -28,6 +28,8 @@ cp -n "$data"/*.bpftrace corpus/bpftrace/
 cp -n "$data"/*.blktrace.* corpus/blktrace/
 cp -n "$data"/*.iolog corpus/fio_iolog/
 cp -n "$data"/*_clat.*.log corpus/fio_lat/
+cp -n "$data"/*.arrow "$data"/*.arrows "$data"/*.feather corpus/arrow/
+cp -n "$data"/*.parquet corpus/parquet/
 [ -f corpus/msr/seed.csv ] ||
     printf '134085312000000000,pgbench,0,Read,138502144,4096,2670\n128166372003061629,usr,1,Write,3154132992,4096,1412\n' >corpus/msr/seed.csv
 [ -f corpus/msr/hosts.csv ] ||

@@ -1,6 +1,8 @@
 //! `fallow convert`: re-encode a trace in fallow's binary column format,
 //! which `fallow analyze` detects by its magic bytes and loads far faster
-//! than re-parsing text. The output is written atomically.
+//! than re-parsing text, or (by the output's extension) as Parquet or Arrow
+//! IPC for pandas, polars, pyarrow and DuckDB. The output is written
+//! atomically.
 
 use crate::atomic::OverwriteArg;
 use crate::human::{bytes, count};
@@ -8,6 +10,7 @@ use crate::input::{self, ReadArgs};
 use anyhow::Result;
 use clap::Args;
 use fallow_core::outpath::OutputKind;
+use fallow_core::trace::ColumnarKind;
 use std::path::PathBuf;
 
 /// Arguments of `fallow convert`.
@@ -17,9 +20,11 @@ pub struct ConvertArgs {
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
 
-    /// Output file in fallow's binary format (conventionally `.fbt`). Written
-    /// to a temporary file in the same directory and renamed into place, so
-    /// it is never left half-written.
+    /// Output file: `.parquet` (zstd), `.arrow`/`.feather`/`.ipc` (Arrow IPC
+    /// file), `.arrows` (Arrow IPC stream) in the columns of docs/formats.md,
+    /// or else fallow's binary format (conventionally `.fbt`). Written to a
+    /// temporary file in the same directory and renamed into place, so it
+    /// is never left half-written.
     #[arg(long, short = 'o', value_name = "OUT.fbt")]
     pub output: PathBuf,
 
@@ -33,10 +38,26 @@ pub struct ConvertArgs {
 /// Run `fallow convert`.
 pub fn run(args: ConvertArgs) -> Result<()> {
     let guard = args.out.guard([args.trace.as_path()]);
-    crate::atomic::check(&guard, &args.output, OutputKind::FallowBin, "-o")?;
+    let columnar = ColumnarKind::from_path(&args.output);
+    if columnar.is_some() && !fallow_core::trace::COLUMNAR_ENABLED {
+        return Err(crate::BadInput(format!(
+            "-o {}: this fallow was built without the `arrow` cargo feature, so it cannot write \
+             Parquet or Arrow files (rebuild with default features, or write `.fbt`)",
+            args.output.display()
+        ))
+        .into());
+    }
+    let kind = match columnar {
+        Some(_) => OutputKind::ColumnarTrace,
+        None => OutputKind::FallowBin,
+    };
+    crate::atomic::check(&guard, &args.output, kind, "-o")?;
     let trace = input::read(&args.trace, &args.read)?;
     crate::atomic::write_atomically(&args.output, |w| {
-        fallow_core::trace::write_fallow_bin(&trace, w)?;
+        match columnar {
+            Some(c) => fallow_core::trace::write_columnar(&trace, c, w)?,
+            None => fallow_core::trace::write_fallow_bin(&trace, w)?,
+        }
         Ok(())
     })?;
     let in_size = std::fs::metadata(&args.trace).map(|m| m.len()).unwrap_or(0);

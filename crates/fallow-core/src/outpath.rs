@@ -45,6 +45,10 @@ pub enum OutputKind {
     JsonReport,
     /// A trace in fallow's binary format (`fallow convert`): its magic bytes.
     FallowBin,
+    /// A Parquet or Arrow IPC trace fallow wrote (`fallow convert -o
+    /// x.parquet`): the format's magic and fallow's schema metadata key
+    /// (`fallow.origin_ns`) within its first or last 64 KiB.
+    ColumnarTrace,
     /// A text trace `fallow record` writes (MSR CSV). Text traces carry no
     /// mark of who wrote them, so an existing non-empty one is never
     /// recognised: replacing it takes `--overwrite`.
@@ -66,6 +70,7 @@ impl OutputKind {
             OutputKind::HtmlReport => "an HTML report fallow wrote",
             OutputKind::JsonReport => "a JSON report fallow wrote",
             OutputKind::FallowBin => "a trace in fallow's binary format",
+            OutputKind::ColumnarTrace => "a Parquet or Arrow trace fallow wrote",
             OutputKind::TextTrace => "a trace fallow can tell it wrote",
             OutputKind::StatFile => "a counters file in /sys/block/<dev>/stat format",
             OutputKind::AppendedLog => "a log",
@@ -225,6 +230,7 @@ pub fn recognise(path: &Path, kind: OutputKind) -> io::Result<bool> {
         }
         OutputKind::JsonReport => whole && is_json_report(&bytes),
         OutputKind::FallowBin => bytes.starts_with(crate::trace::FALLOW_BIN_MAGIC),
+        OutputKind::ColumnarTrace => is_columnar_trace(path, &bytes)?,
         OutputKind::TextTrace => false,
         OutputKind::StatFile => {
             let text = String::from_utf8_lossy(&bytes);
@@ -236,6 +242,29 @@ pub fn recognise(path: &Path, kind: OutputKind) -> io::Result<bool> {
         }
         OutputKind::AppendedLog => true,
     })
+}
+
+/// A Parquet or Arrow IPC file carrying fallow's metadata key: in the
+/// schema at the start of an Arrow file or stream, in the footer at the
+/// end of a Parquet file (and of an Arrow file).
+fn is_columnar_trace(path: &Path, head: &[u8]) -> io::Result<bool> {
+    use std::io::{Seek, SeekFrom};
+    let magic =
+        head.starts_with(b"PAR1") || head.starts_with(b"ARROW1") || head.starts_with(&[0xff; 4]);
+    if !magic {
+        return Ok(false);
+    }
+    let marker = b"fallow.origin_ns";
+    let has = |b: &[u8]| b.windows(marker.len()).any(|w| w == marker);
+    if has(head) {
+        return Ok(true);
+    }
+    let mut f = File::open(path)?;
+    let len = f.metadata()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(HEAD_BYTES)))?;
+    let mut tail = Vec::new();
+    f.take(HEAD_BYTES).read_to_end(&mut tail)?;
+    Ok(has(&tail))
 }
 
 fn is_checkpoint(bytes: &[u8]) -> bool {

@@ -21,7 +21,7 @@ fn analyze_reads_each_recorded_format() {
         ("small.biosnoop", "0", 2, "biosnoop"),
         ("small-q.biosnoop", "0", 3, "biosnoop"),
         ("small.bpftrace", "8388624", 2, "bpftrace"),
-        ("liuzel01-sda.blktrace.0", "8388608", 109, "blktrace"),
+        ("takeoverjp-nvme.blktrace.0", "271581184", 963, "blktrace"),
         ("small_clat.1.log", "0", 3, "fio-lat"),
     ] {
         let v = json(&["analyze", path_str(&trace(name)), "--device", device]);

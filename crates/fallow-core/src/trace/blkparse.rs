@@ -39,9 +39,8 @@
 //! requests are then handed on in issue order.
 
 use super::lines::{for_each_line, parse_time_ns, parse_u64, show, split_ws, trim};
-use super::{Op, RawRequest, ReadContext};
+use super::{fifo, Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
-use std::collections::{HashMap, VecDeque};
 use std::io::BufRead;
 
 const SECTOR_BYTES: u64 = 512;
@@ -111,80 +110,40 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
     match_events(ctx, &events)
 }
 
-/// Pair completions with issues (FIFO per device and sector) and hand the
-/// completed requests to the builder in issue order.
+/// Pair completions with issues (FIFO per device and sector, `fifo.rs`)
+/// and hand the completed requests to the builder in issue order.
 fn match_events(ctx: &mut ReadContext<'_>, events: &[Event]) -> Result<()> {
-    enum State {
-        Waiting,
-        /// Completed at this time, on this line.
-        Done(u64, u64),
-        Requeued,
-    }
-    let mut issues: Vec<(RawRequest, State)> = Vec::new();
-    let mut pending: HashMap<(u32, u64), VecDeque<usize>> = HashMap::new();
-    for ev in events {
-        let Some((size_bytes, op)) = ev.data else {
-            continue;
+    const REASONS: fifo::Reasons = fifo::Reasons {
+        requeue: REQUEUE,
+        requeued_issue: REQUEUED_ISSUE,
+        never_completed: NEVER_COMPLETED,
+        unmatched_completion: UNMATCHED_COMPLETION,
+    };
+    let moving = events.iter().filter(|ev| ev.data.is_some());
+    let step = |ev: &&Event| {
+        let step = match ev.action {
+            Action::Issue => fifo::Step::Issue,
+            Action::Requeue => fifo::Step::Requeue,
+            Action::Complete => fifo::Step::Complete,
         };
-        let key = (ev.device, ev.sector);
-        match ev.action {
-            Action::Issue => {
-                pending.entry(key).or_default().push_back(issues.len());
-                issues.push((
-                    RawRequest {
-                        arrival_ns: ev.time_ns,
-                        completion_ns: None,
-                        offset_bytes: ev.sector * SECTOR_BYTES,
-                        size_bytes,
-                        op,
-                        device: ev.device,
-                    },
-                    State::Waiting,
-                ));
-            }
-            Action::Requeue => {
-                ctx.report.ignore(REQUEUE);
-                if let Some(idx) = take(&mut pending, key, false) {
-                    issues[idx].1 = State::Requeued;
-                    ctx.report.ignore(REQUEUED_ISSUE);
-                }
-            }
-            Action::Complete => match take(&mut pending, key, true) {
-                Some(idx) => issues[idx].1 = State::Done(ev.time_ns, ev.line),
-                None => ctx.report.ignore(UNMATCHED_COMPLETION),
-            },
-        }
-    }
-    for (mut req, state) in issues {
-        match state {
-            State::Done(c, line) => {
-                req.completion_ns = Some(c);
-                ctx.push(Location::Line(line), req)?;
-            }
-            State::Waiting => ctx.report.ignore(NEVER_COMPLETED),
-            State::Requeued => {}
-        }
+        (step, (ev.device, ev.sector))
+    };
+    for (issue, done) in fifo::pair(moving, step, &mut ctx.report, &REASONS) {
+        let Some((size_bytes, op)) = issue.data else {
+            continue; // filtered above
+        };
+        let req = RawRequest {
+            arrival_ns: issue.time_ns,
+            completion_ns: Some(done.time_ns),
+            offset_bytes: issue.sector * SECTOR_BYTES,
+            size_bytes,
+            op,
+            device: issue.device,
+        };
+        // reported at the completion's line, as before
+        ctx.push(Location::Line(done.line), req)?;
     }
     Ok(())
-}
-
-/// The oldest (`front`) or newest pending issue of `key`, forgetting the
-/// key once none is left so the map holds only requests in flight.
-fn take(
-    pending: &mut HashMap<(u32, u64), VecDeque<usize>>,
-    key: (u32, u64),
-    front: bool,
-) -> Option<usize> {
-    let queue = pending.get_mut(&key)?;
-    let idx = if front {
-        queue.pop_front()
-    } else {
-        queue.pop_back()
-    };
-    if queue.is_empty() {
-        pending.remove(&key);
-    }
-    idx
 }
 
 /// True when `line` is a blkparse event line (`maj,min cpu seq time pid action …`).

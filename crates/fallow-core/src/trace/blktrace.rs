@@ -36,9 +36,8 @@
 //! record is an error naming the file and byte offset.
 
 use super::bytes::{field_at, read_full};
-use super::{Op, RawRequest, ReadContext};
+use super::{fifo, Op, RawRequest, ReadContext};
 use crate::error::{Error, Location, Result};
-use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
@@ -325,75 +324,37 @@ fn match_events<'a>(
     files: &'a [PathBuf],
 ) -> Result<()> {
     events.sort_by_key(|e| (e.time_ns, e.action));
-    enum State {
-        Waiting,
-        /// Completed at this time.
-        Done(u64),
-        Requeued,
-    }
-    let mut issues: Vec<(Event, State)> = Vec::new();
-    let mut pending: HashMap<(u32, u64), VecDeque<usize>> = HashMap::new();
-    for ev in events {
-        let key = (ev.device, ev.sector);
-        match ev.action {
-            Action::Issue => {
-                pending.entry(key).or_default().push_back(issues.len());
-                issues.push((ev, State::Waiting));
-            }
-            Action::Requeue => {
-                ctx.report.ignore(REQUEUE);
-                if let Some(idx) = take(&mut pending, key, false) {
-                    issues[idx].1 = State::Requeued;
-                    ctx.report.ignore(REQUEUED_ISSUE);
-                }
-            }
-            Action::Complete => match take(&mut pending, key, true) {
-                Some(idx) => issues[idx].1 = State::Done(ev.time_ns),
-                None => ctx.report.ignore(UNMATCHED_COMPLETION),
-            },
-        }
-    }
+    const REASONS: fifo::Reasons = fifo::Reasons {
+        requeue: REQUEUE,
+        requeued_issue: REQUEUED_ISSUE,
+        never_completed: NEVER_COMPLETED,
+        unmatched_completion: UNMATCHED_COMPLETION,
+    };
+    let step = |ev: &Event| {
+        let step = match ev.action {
+            Action::Issue => fifo::Step::Issue,
+            Action::Requeue => fifo::Step::Requeue,
+            Action::Complete => fifo::Step::Complete,
+        };
+        (step, (ev.device, ev.sector))
+    };
     let whole = ctx.path;
-    for (ev, state) in issues {
-        match state {
-            State::Done(c) => {
-                // A bad request is reported at its issue record, in its file.
-                ctx.path = files.get(ev.file).map_or(whole, |p| p.as_path());
-                let pushed = ctx.push(
-                    Location::Offset(ev.offset),
-                    RawRequest {
-                        arrival_ns: ev.time_ns,
-                        completion_ns: Some(c),
-                        offset_bytes: ev.sector * SECTOR_BYTES,
-                        size_bytes: ev.size_bytes,
-                        op: ev.op,
-                        device: ev.device,
-                    },
-                );
-                ctx.path = whole;
-                pushed?;
-            }
-            State::Waiting => ctx.report.ignore(NEVER_COMPLETED),
-            State::Requeued => {}
-        }
+    for (ev, done) in fifo::pair(events, step, &mut ctx.report, &REASONS) {
+        // A bad request is reported at its issue record, in its file.
+        ctx.path = files.get(ev.file).map_or(whole, |p| p.as_path());
+        let pushed = ctx.push(
+            Location::Offset(ev.offset),
+            RawRequest {
+                arrival_ns: ev.time_ns,
+                completion_ns: Some(done.time_ns),
+                offset_bytes: ev.sector * SECTOR_BYTES,
+                size_bytes: ev.size_bytes,
+                op: ev.op,
+                device: ev.device,
+            },
+        );
+        ctx.path = whole;
+        pushed?;
     }
     Ok(())
-}
-
-/// The oldest (`front`) or newest pending issue of `key`.
-fn take(
-    pending: &mut HashMap<(u32, u64), VecDeque<usize>>,
-    key: (u32, u64),
-    front: bool,
-) -> Option<usize> {
-    let queue = pending.get_mut(&key)?;
-    let idx = if front {
-        queue.pop_front()
-    } else {
-        queue.pop_back()
-    };
-    if queue.is_empty() {
-        pending.remove(&key);
-    }
-    idx
 }

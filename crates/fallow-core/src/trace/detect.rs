@@ -10,6 +10,14 @@ pub(crate) fn detect(head: &[u8], path: &Path) -> Result<Format> {
     if head.starts_with(super::fallow_bin::MAGIC) {
         return Ok(Format::Fallow);
     }
+    // Parquet and Arrow IPC by their magic bytes, even in a build without
+    // the `arrow` feature, so the error says it is the build.
+    if head.starts_with(b"PAR1") {
+        return Ok(Format::Parquet);
+    }
+    if columnar_arrow_like(head) {
+        return Ok(Format::Arrow);
+    }
     // A magic number: more specific than the record-shape checks below.
     if super::blktrace::looks_like(head) {
         return Ok(Format::Blktrace);
@@ -123,6 +131,18 @@ fn looks_like_fio_log(line: &[u8]) -> bool {
             super::lines::parse_u64(f).is_ok() || (i >= 4 && hex(f))
         })
         && matches!(super::lines::trim(fields[2]), b"0" | b"1" | b"2")
+}
+
+/// An Arrow IPC file (`ARROW1`) or stream (the continuation marker, then a
+/// schema message's length: positive, a multiple of 8, small).
+fn columnar_arrow_like(head: &[u8]) -> bool {
+    if head.starts_with(b"ARROW1") {
+        return true;
+    }
+    head.len() >= 8
+        && head[..4] == [0xff; 4]
+        && usize::try_from(i32::from_le_bytes([head[4], head[5], head[6], head[7]]))
+            .is_ok_and(|n| n > 0 && n % 8 == 0 && n < 1 << 24)
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {

@@ -44,6 +44,8 @@ pub(crate) fn format_code(f: Option<Format>) -> u32 {
         Some(Format::Blktrace) => 10,
         Some(Format::FioIolog) => 11,
         Some(Format::FioLat) => 12,
+        Some(Format::Arrow) => 13,
+        Some(Format::Parquet) => 14,
     }
 }
 
@@ -65,7 +67,7 @@ fn format_of(code: u32) -> Option<Format> {
 /// | 12 | `flags` | u32 | bit 0: a completion column is present |
 /// | 16 | `count` | u64 | requests, n |
 /// | 24 | `origin_ns` | u64 | absolute time of the first arrival in the source's clock |
-/// | 32 | `source_format` | u32 | format read originally: 0 unknown, 1 msr, 2 spc, 3 hp-srt, 4 blkparse, 5 vscsi, 6 plain, 8 biosnoop, 9 bpftrace, 10 blktrace, 11 fio-iolog, 12 fio-lat |
+/// | 32 | `source_format` | u32 | format read originally: 0 unknown, 1 msr, 2 spc, 3 hp-srt, 4 blkparse, 5 vscsi, 6 plain, 8 biosnoop, 9 bpftrace, 10 blktrace, 11 fio-iolog, 12 fio-lat, 13 arrow, 14 parquet |
 /// | 36 | `hosts` | u32 | MSR host names after the columns, h (0 for other formats; version 1: a reserved 0) |
 /// | 40 | `skipped` | u64 | malformed records skipped when the source was read |
 /// | 48 | `reordered` | u64 | out-of-order records sorted when the source was read |
@@ -86,6 +88,9 @@ pub fn write_fallow_bin(trace: &Trace, out: &mut dyn Write) -> Result<()> {
     // A cache of a cache keeps the original source (or "unknown").
     let source = match r.format {
         Some(Format::Fallow) => r.source_format,
+        // a Parquet/Arrow file fallow wrote names its source; one from
+        // elsewhere is the source
+        Some(Format::Arrow | Format::Parquet) => r.source_format.or(r.format),
         other => other,
     };
     let mut h = Vec::with_capacity(HEADER);

@@ -6,16 +6,20 @@
 //! `read(input, ctx)` entry point; everything shared (line splitting, number
 //! parsing, bad-record policy) lives in `ReadContext` and `lines.rs`.
 
+#[cfg(feature = "arrow")]
+mod arrow_ipc;
 mod biosnoop;
 mod blkparse;
 mod blktrace;
 mod bpftrace;
 mod builder;
 mod bytes;
+mod columnar;
 mod concat;
 mod detect;
 pub mod devnum;
 mod fallow_bin;
+mod fifo;
 mod fio_iolog;
 mod fio_lat;
 mod frame;
@@ -24,11 +28,14 @@ mod latency;
 pub(crate) mod lines;
 mod msr;
 mod parallel;
+#[cfg(feature = "arrow")]
+mod parquet;
 mod plain;
 mod spc;
 mod vscsi;
 
 pub use builder::{RawRequest, TraceBuilder};
+pub use columnar::{write_columnar, ColumnarKind, ENABLED as COLUMNAR_ENABLED};
 pub use fallow_bin::write_fallow_bin;
 pub(crate) use fallow_bin::MAGIC as FALLOW_BIN_MAGIC;
 pub use frame::{ns_from_f64, scale_bytes, sizes_u32};
@@ -81,12 +88,19 @@ pub enum Format {
     FioIolog,
     /// fio latency log (`write_lat_log` with `log_offset=1`): completions and latencies.
     FioLat,
+    /// Apache Arrow IPC, file (`ARROW1`, "Feather v2") or stream, in the
+    /// columns of docs/formats.md (pandas/pyarrow, polars, DuckDB).
+    Arrow,
+    /// Apache Parquet (`PAR1`) in the same columns.
+    Parquet,
 }
 
 impl Format {
     /// Every format, in the order detection tries them.
-    pub const ALL: [Format; 12] = [
+    pub const ALL: [Format; 14] = [
         Format::Fallow,
+        Format::Parquet,
+        Format::Arrow,
         Format::HpSrt,
         Format::Vscsi,
         Format::Blktrace,
@@ -115,6 +129,8 @@ impl Format {
             Format::Blktrace => "blktrace",
             Format::FioIolog => "fio-iolog",
             Format::FioLat => "fio-lat",
+            Format::Arrow => "arrow",
+            Format::Parquet => "parquet",
         }
     }
 
@@ -153,6 +169,8 @@ impl FromStr for Format {
                 "umass" => Some(Format::Spc),
                 "srt" | "hp" => Some(Format::HpSrt),
                 "text" | "txt" => Some(Format::Plain),
+                "ipc" | "feather" | "arrows" => Some(Format::Arrow),
+                "pq" => Some(Format::Parquet),
                 _ => None,
             })
             .ok_or_else(|| {
@@ -930,6 +948,8 @@ fn read_format(format: Format, input: &mut dyn BufRead, ctx: &mut ReadContext<'_
         Format::Blktrace => blktrace::read(input, ctx),
         Format::FioIolog => fio_iolog::read(input, ctx),
         Format::FioLat => fio_lat::read(input, ctx),
+        Format::Arrow => columnar::read_arrow(input, ctx),
+        Format::Parquet => columnar::read_parquet(input, ctx),
     }
 }
 

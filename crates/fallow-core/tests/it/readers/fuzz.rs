@@ -15,7 +15,7 @@ const SAMPLES: [&str; 15] = [
     "small.biosnoop",
     "small-q.biosnoop",
     "small.bpftrace",
-    "liuzel01-sda.blktrace.0",
+    "takeoverjp-nvme.blktrace.0",
     "small.iolog",
     "small-v2.iolog",
     "small_clat.1.log",

@@ -3,6 +3,7 @@
 //! an independent HP SRT decoder for the idle-period facts, fuzzing, and
 //! the parallel text reader against the sequential one.
 
+mod columnar;
 mod fixtures;
 mod fuzz;
 mod hp_periods;

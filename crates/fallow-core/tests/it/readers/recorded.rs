@@ -2,8 +2,8 @@
 //! bpftrace one-liner, blktrace's binary per-CPU files, fio iologs and
 //! latency logs, on the hand-made fixtures in `tests/data/traces` (every
 //! expected value below is worked out by hand from the fixture's lines in
-//! the comments) and on a real blktrace recording checked against a
-//! separate short decoder here.
+//! the comments) and on a real blktrace recording checked against
+//! blkparse's figures and a separate short decoder here.
 
 use super::{assert_mentions, fixture, read};
 use fallow_core::trace::{read_trace, Format, Op, ReadOptions};
@@ -153,57 +153,60 @@ fn decode_blktrace(files: &[Vec<u8>]) -> Vec<(u64, u64, u64, u32, bool)> {
 }
 
 #[test]
-fn a_real_blktrace_recording_reads_both_cpus() {
-    // sda.blktrace.0 and .1 from github.com/liuzel01/mynotes, commit
-    // f4fcdf40c08f2709af6f6e4885b1b50c1fac8d2e (recorded on CentOS 7,
-    // 8,0, version 7): 109 writes issued, some completed on the other CPU.
-    let files: Vec<Vec<u8>> = (0..2)
-        .map(|cpu| std::fs::read(fixture(&format!("liuzel01-sda.blktrace.{cpu}"))).unwrap())
+fn a_real_blktrace_recording_reads_as_blkparse_and_a_separate_decoder_say() {
+    // testdata/sample.blktrace.0 of github.com/takeoverjp/blktrace_viewer
+    // (BSD-3-Clause; commit e2294a27174db849a75f82b7b21e7975aeb686d9): a
+    // real recording of NVMe reads on 259,0, all on CPU 1. Debian's
+    // blkparse 1.2.0 (`blkparse -i - < takeoverjp-nvme.blktrace.0`) lists
+    // 963 D and 963 C events of 8 sectors, all reads (RA), the first D at
+    // 0.000001676 s and the last C at 0.345541853 s after its first event.
+    let name = "takeoverjp-nvme.blktrace.0";
+    let data = std::fs::read(fixture(name)).unwrap();
+    let want = decode_blktrace(&[data]);
+    assert_eq!(want.len(), 963);
+    let t = read_trace(fixture(name), &ReadOptions::default()).unwrap();
+    assert_eq!(t.report().format, Some(Format::Blktrace));
+    let origin = t.report().origin_ns;
+    let mut got: Vec<(u64, u64, u64, u32, bool)> = (0..t.len())
+        .map(|i| {
+            (
+                t.arrival_ns()[i] + origin,
+                t.completion_ns().unwrap()[i] + origin,
+                t.offset_bytes()[i] / 512,
+                t.size_bytes()[i],
+                t.op()[i] == Op::Write,
+            )
+        })
         .collect();
-    let want = decode_blktrace(&files);
-    assert!(want.len() > 100, "{}", want.len());
-    // Either file stands for the set.
-    for cpu in 0..2 {
-        let path = fixture(&format!("liuzel01-sda.blktrace.{cpu}"));
-        let t = read_trace(&path, &ReadOptions::default()).unwrap();
-        assert_eq!(t.report().format, Some(Format::Blktrace));
-        let origin = t.report().origin_ns;
-        let mut got: Vec<(u64, u64, u64, u32, bool)> = (0..t.len())
-            .map(|i| {
-                (
-                    t.arrival_ns()[i] + origin,
-                    t.completion_ns().unwrap()[i] + origin,
-                    t.offset_bytes()[i] / 512,
-                    t.size_bytes()[i],
-                    t.op()[i] == Op::Write,
-                )
-            })
-            .collect();
-        got.sort();
-        assert_eq!(got, want);
-        assert!(t.device().iter().all(|&d| d == 8 << 20));
-    }
-    // One CPU's file alone loses the requests completed on the other.
-    let one = decode_blktrace(&files[..1]);
-    assert!(one.len() < want.len());
+    got.sort();
+    assert_eq!(got, want);
+    // blkparse's figures
+    assert_eq!(t.len(), 963);
+    assert!(t.size_bytes().iter().all(|&s| s == 8 * 512));
+    assert!(t.op().iter().all(|&o| o == Op::Read));
+    assert!(t.device().iter().all(|&d| d == 259 << 20));
+    assert_eq!(t.span_ns(), 345_541_853 - 1_676);
 }
 
 #[test]
 fn a_blktrace_record_cut_short_names_the_file_and_field() {
+    // The fixture's first record carries a 16-byte payload (an A event's
+    // remap), so the second record starts at byte 64.
     let dir = tempfile::tempdir().unwrap();
-    let data = std::fs::read(fixture("liuzel01-sda.blktrace.0")).unwrap();
-    std::fs::write(dir.path().join("d.blktrace.0"), &data[..48 + 26]).unwrap();
+    let data = std::fs::read(fixture("takeoverjp-nvme.blktrace.0")).unwrap();
+    assert_eq!(u16::from_le_bytes([data[46], data[47]]), 16);
+    std::fs::write(dir.path().join("d.blktrace.0"), &data[..64 + 26]).unwrap();
     let e = read_trace(dir.path().join("d.blktrace.0"), &ReadOptions::default())
         .unwrap_err()
         .to_string();
-    assert_mentions(&e, &["d.blktrace.0", "byte offset 74", "field `bytes`"]);
-    let mut bad = data[..96].to_vec();
-    bad[50] = 0x99;
+    assert_mentions(&e, &["d.blktrace.0", "byte offset 90", "field `bytes`"]);
+    let mut bad = data[..128].to_vec();
+    bad[66] = 0x99;
     std::fs::write(dir.path().join("d.blktrace.0"), &bad).unwrap();
     let e = read_trace(dir.path().join("d.blktrace.0"), &ReadOptions::default())
         .unwrap_err()
         .to_string();
-    assert_mentions(&e, &["byte offset 48", "field `magic`"]);
+    assert_mentions(&e, &["byte offset 64", "field `magic`"]);
 }
 
 #[test]
