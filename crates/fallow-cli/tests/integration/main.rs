@@ -11,6 +11,7 @@ mod common;
 mod bounds;
 mod charts;
 mod cli;
+mod columnar;
 mod config_errors;
 mod conveniences;
 mod convert_hosts;

@@ -6,14 +6,12 @@
 //! Parquet file fallow did not write is not replaced without --overwrite.
 //! Without the `arrow` feature, both are refused naming it (exit 2).
 
-mod common;
-
-use common::{bad_input, fallow, fixture, path_str};
+use crate::common::{self, bad_input, fallow, fixture, path_str};
 
 #[cfg(feature = "arrow")]
 #[test]
 fn convert_to_parquet_and_arrow_and_analyze_them() {
-    use common::{assert_close, json, num};
+    use crate::common::{assert_close, json, num};
     let d = tempfile::tempdir().unwrap();
     let csv = fixture("two_hosts.csv");
     for (name, format) in [
