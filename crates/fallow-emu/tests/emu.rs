@@ -2,7 +2,7 @@
 //! model, injected errors, the stat file, and a loop device on top.
 //! Needs root and /dev/fuse; skipped with a message otherwise.
 
-use fallow_core::device::{DiskModel, ServiceModel};
+use fallow_core::service::{DiskModel, ServiceModel};
 use fallow_emu::{EmuConfig, Emulator, Error, FailRanges};
 use std::fs::{File, OpenOptions};
 use std::io::Write;

@@ -36,10 +36,11 @@ use super::metrics::{BgStats, EnergyByState, EnergyRun, RemoteStats, TimeByState
 use super::power::PowerModel;
 use super::sard::{self, path_key, uniform, Availability, Network, Route};
 use super::spindown::{IdleCtx, SpinDown};
-use crate::device::DiskModel;
 use crate::error::{Error, Result};
-use crate::period::{fcfs_completions, periods_of, CompletionSource};
-use crate::sim::BgService;
+use crate::period::{periods_of, CompletionSource};
+use crate::service::fcfs_completions;
+use crate::service::BgService;
+use crate::service::DiskModel;
 use crate::trace::{Op, Trace};
 use crate::ServiceModel;
 use serde::Serialize;

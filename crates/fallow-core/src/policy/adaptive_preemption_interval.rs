@@ -26,6 +26,7 @@ use super::preemption_interval::{
 };
 use super::{Ctx, Decision, Params, Policy};
 use crate::error::{Error, Result};
+use crate::service::{BgService, BgWork};
 
 /// Parameters of [`AdaptivePreemptionInterval`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -174,8 +175,8 @@ impl Policy for AdaptivePreemptionInterval {
         self.machine.set_interval_ns(self.interval.round() as u64);
     }
 
-    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
-        self.machine.simulated(cfg);
+    fn simulated(&mut self, bg_service: &BgService, bg_work: &BgWork) {
+        self.machine.simulated(bg_service, bg_work);
     }
 
     fn on_busy_end(&mut self, busy_ns: u64, requests: u32) {
@@ -186,7 +187,7 @@ impl Policy for AdaptivePreemptionInterval {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
 
     const MS: u64 = 1_000_000;
 

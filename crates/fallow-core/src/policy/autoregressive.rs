@@ -206,7 +206,7 @@ impl Policy for Autoregressive {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
     use rand::SeedableRng;
 
     pub(crate) fn decide(p: &mut dyn Policy) -> Decision {

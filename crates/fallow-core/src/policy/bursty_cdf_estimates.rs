@@ -146,7 +146,7 @@ impl Policy for BurstyCdfEstimates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
 
     fn decide(p: &mut dyn Policy, mean_bg_ns: u64) -> Decision {
         let svc = BgService::Exponential {

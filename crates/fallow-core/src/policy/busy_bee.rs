@@ -360,7 +360,7 @@ impl Policy for BusyBee {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
 
     const MS: u64 = 1_000_000;
 

@@ -553,7 +553,7 @@ pub(crate) mod tests {
 
     #[test]
     fn policy_waits_for_the_learned_wait_then_runs_until_fg() {
-        use crate::sim::BgService;
+        use crate::service::BgService;
         let mut p = CdfBased::new(CdfBasedConfig::default());
         for x in lomax3(100_000, 20e6) {
             p.on_idle_end(x, false);

@@ -31,6 +31,7 @@
 use super::preemption_interval::{IntervalCounters, PreemptionInterval, PreemptionIntervalConfig};
 use super::{Ctx, Decision, Params, Policy};
 use crate::error::{Error, Result};
+use crate::service::{BgService, BgWork};
 
 /// What earns a credit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,8 +198,8 @@ impl Policy for CreditSkip {
         }
     }
 
-    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
-        self.machine.simulated(cfg);
+    fn simulated(&mut self, bg_service: &BgService, bg_work: &BgWork) {
+        self.machine.simulated(bg_service, bg_work);
     }
 
     fn on_busy_end(&mut self, busy_ns: u64, requests: u32) {
@@ -213,7 +214,7 @@ impl Policy for CreditSkip {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
 
     const MS: u64 = 1_000_000;
 

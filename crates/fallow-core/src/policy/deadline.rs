@@ -289,7 +289,7 @@ impl Policy for Deadline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
     use rand::SeedableRng;
 
     const MS: u64 = 1_000_000;

@@ -36,6 +36,7 @@
 
 use super::{Ctx, Decision, Params, Policy, Start};
 use crate::error::{Error, Result};
+use crate::service::{BgService, BgWork};
 
 /// Parameters of [`FixedRate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,16 +212,15 @@ impl Policy for FixedRate {
         }
     }
 
-    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
-        self.bursts =
-            cfg.bg_work == crate::sim::BgWork::Endless && cfg.bg_service.is_deterministic();
+    fn simulated(&mut self, bg_service: &BgService, bg_work: &BgWork) {
+        self.bursts = *bg_work == BgWork::Endless && bg_service.is_deterministic();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
 

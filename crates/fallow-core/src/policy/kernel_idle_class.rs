@@ -151,7 +151,7 @@ impl Policy for KernelIdleClass {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
 

@@ -77,7 +77,7 @@ impl Policy for LosslessWaiting {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
 

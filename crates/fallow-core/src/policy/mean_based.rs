@@ -43,7 +43,7 @@ impl Policy for MeanBased {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
 
     fn decide(p: &mut MeanBased, service: BgService, size: u64) -> Decision {
         crate::policy::testing::on_idle_at(p, 1_000, service, size)

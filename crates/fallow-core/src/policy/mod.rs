@@ -57,7 +57,7 @@ pub use preemption_interval::{
 
 use crate::error::{Error, Result};
 use crate::period::Periods;
-use crate::sim::BgService;
+use crate::service::{BgService, BgWork};
 use rand_pcg::Pcg64Mcg;
 use std::collections::BTreeMap;
 
@@ -184,16 +184,16 @@ pub trait Policy: Send {
         let _ = periods;
     }
 
-    /// Called once by [`crate::sim::simulate`] before the run with its
-    /// settings: the run is simulated, so the BG service model is the
+    /// Called once by [`crate::sim::simulate`] before the run with the BG
+    /// side of its settings: the run is simulated, so the BG service model is the
     /// truth and the engine computes a burst's requests exactly. A policy
     /// that asks for one request at a time only to hear of each completion
     /// may then ask for whole bursts and work out each request's times
     /// from the model: the same run, with one call per idle interval
     /// instead of one per BG request. The live driver never calls it (a
     /// real device's service times are not the model's). Default: nothing.
-    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
-        let _ = cfg;
+    fn simulated(&mut self, bg_service: &BgService, bg_work: &BgWork) {
+        let _ = (bg_service, bg_work);
     }
 }
 

@@ -93,6 +93,7 @@ pub use machine::{next_state, IntervalCounters, IntervalEvent, IntervalState, In
 
 use super::{Ctx, Decision, Params, Policy, Start};
 use crate::error::{Error, Result};
+use crate::service::{BgService, BgWork};
 use serde::Serialize;
 
 /// Where a preemption interval after FG work starts (§2 vs §3.3).
@@ -271,9 +272,8 @@ impl PreemptionInterval {
 
     /// The run is simulated ([`Policy::simulated`]): ask for bursts where
     /// that is the same run (module docs, "Bursts in simulation").
-    pub(crate) fn simulated_run(&mut self, cfg: &crate::sim::SimConfig) {
-        self.bursts =
-            cfg.bg_work == crate::sim::BgWork::Endless && cfg.bg_service.is_deterministic();
+    pub(crate) fn simulated_run(&mut self, bg_service: &BgService, bg_work: &BgWork) {
+        self.bursts = *bg_work == BgWork::Endless && bg_service.is_deterministic();
     }
 
     /// Change the interval length from the next decision on (adaptive policy).
@@ -557,15 +557,15 @@ impl Policy for PreemptionInterval {
         self.busy_end(requests);
     }
 
-    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
-        self.simulated_run(cfg);
+    fn simulated(&mut self, bg_service: &BgService, bg_work: &BgWork) {
+        self.simulated_run(bg_service, bg_work);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
     use IntervalEvent::{Bg as b, Empty as i, Fg as f, Timeout as t};
