@@ -385,26 +385,24 @@ fn build_graph(root_file: &str, sources: &[Source]) -> Graph {
                 k += 1;
                 continue;
             };
-            match depth_left {
-                Some(0) => {
-                    while j < s.len() && s[j].is_whitespace() {
-                        j += 1;
-                    }
-                    if s.get(j) == Some(&'{') {
-                        for (head, _) in group_heads(&s, j) {
-                            if let Some(to) = resolve(&head) {
-                                add(to, k);
-                            }
-                        }
-                    } else {
-                        let head: String = s[j..].iter().take_while(|c| is_ident(**c)).collect();
+            // only a path that reaches the root leaves the top-level module
+            // (one that climbs past the root is the compiler's to refuse)
+            if depth_left == Some(0) {
+                while j < s.len() && s[j].is_whitespace() {
+                    j += 1;
+                }
+                if s.get(j) == Some(&'{') {
+                    for (head, _) in group_heads(&s, j) {
                         if let Some(to) = resolve(&head) {
                             add(to, k);
                         }
                     }
+                } else {
+                    let head: String = s[j..].iter().take_while(|c| is_ident(**c)).collect();
+                    if let Some(to) = resolve(&head) {
+                        add(to, k);
+                    }
                 }
-                // still inside the top-level module (or climbed past the root: the compiler says so)
-                _ => {}
             }
             k = j.max(k + 1);
         }

@@ -52,6 +52,30 @@
 use super::{Ctx, Decision, Params, Policy, Start};
 use crate::error::{Error, Result};
 use crate::stats::{busy_clusters_with, ThresholdRule};
+use super::{Entry, Param, ParamKind, Knob};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "busy-bee",
+    aliases: &[],
+    summary: "conservative (idle wait) for CWS idle intervals after a long busy period, aggressive otherwise; Threshold and CWS relearned every window",
+    params: "idle-wait=DURATION (default 100ms), window=DURATION|Nbp (default 5h), max-lag=N (20), rule=p90|top-decile (Threshold: 90th percentile, Fig. 4, the default; top decile where that makes every period long), threshold=N and cws=N (fix instead of learning), size=BYTES",
+    keys: &[
+        Param { key: "rule", kind: ParamKind::Choice(&["p90", "top-decile"]), example: "top-decile", requires: "" },
+        Param { key: "idle-wait", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "window", kind: ParamKind::Other("DURATION|Nbp"), example: "5h", requires: "" },
+        Param { key: "max-lag", kind: ParamKind::Count, example: "20", requires: "" },
+        Param { key: "threshold", kind: ParamKind::Count, example: "4", requires: "cws=2" },
+        Param { key: "cws", kind: ParamKind::Count, example: "2", requires: "threshold=4" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: BusyBee::build,
+    knob: Some(Knob::wait("idle-wait", "100ms")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// Fewest busy periods a window needs to relearn: with fewer than 10, the
 /// top decile is empty (⌊0.1·n⌋ = 0) and nothing could ever be long.
@@ -198,16 +222,7 @@ impl BusyBee {
                 ))
             }
         };
-        p.finish(&[
-            "rule",
-            "idle-wait",
-            "t",
-            "window",
-            "max-lag",
-            "threshold",
-            "cws",
-            "size",
-        ])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(BusyBee::new(BusyBeeConfig {
             idle_wait_ns,
             window,

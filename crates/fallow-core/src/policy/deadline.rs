@@ -39,6 +39,28 @@
 
 use super::{Ctx, Decision, Params, Policy, Start};
 use crate::error::{Error, Result};
+use super::{Entry, Param, ParamKind, Knob};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "deadline",
+    aliases: &[],
+    summary: "finite BG work by a deadline: Waiting whose wait shrinks as remaining work nears the idle time left",
+    params: "work=N|BYTES (requests or bytes, default 1GiB), by=DURATION (default 1h, from the first decision), t=DURATION (wait without urgency, 100ms), size=BYTES",
+    keys: &[
+        Param { key: "work", kind: ParamKind::Other("N|BYTES"), example: "1GiB", requires: "" },
+        Param { key: "by", kind: ParamKind::Duration, example: "1h", requires: "" },
+        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "margin", kind: ParamKind::Number, example: "1.25", requires: "" },
+        Param { key: "history", kind: ParamKind::Count, example: "4096", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: Deadline::build,
+    knob: Some(Knob::wait("t", "100ms")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// How much BG work there is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +206,7 @@ impl Deadline {
         if config.margin < 1.0 {
             return Err(Error::invalid("deadline:margin", "must be at least 1"));
         }
-        p.finish(&["work", "by", "t", "margin", "history", "size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(Deadline::new(config)))
     }
 

@@ -37,6 +37,24 @@
 use super::{Ctx, Decision, Params, Policy, Start};
 use crate::error::{Error, Result};
 use crate::service::{BgService, BgWork};
+use super::{Entry, Param, ParamKind, Knob};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "fixed-rate",
+    aliases: &[],
+    summary: "a BG request due every r whatever FG does; due requests wait for idle time (FG first) and run back to back when backlogged (commercial scrubbers)",
+    params: "r=DURATION (default 100ms), size=BYTES",
+    keys: &[
+        Param { key: "r", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: FixedRate::build,
+    knob: Some(Knob::wait("r", "100ms")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// Parameters of [`FixedRate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +121,7 @@ impl FixedRate {
             period_ns: p.duration_ns("r", d.period_ns)?,
             size_bytes: p.bytes("size", None)?,
         };
-        p.finish(&["r", "size"])?;
+        p.finish_keys(ENTRY.keys)?;
         if config.period_ns == 0 {
             return Err(Error::invalid("fixed-rate:r", "must be positive"));
         }

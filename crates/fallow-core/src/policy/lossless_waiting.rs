@@ -14,6 +14,24 @@
 
 use super::{Ctx, Decision, Params, Policy, Start};
 use crate::error::Result;
+use super::{Entry, Param, ParamKind, Knob, IntervalRule};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "lossless-waiting",
+    aliases: &[],
+    summary: "CLAIRVOYANT upper bound: the intervals fixed-wait(t) uses, used from their start until FG arrives",
+    params: "t=DURATION (default 100ms), size=BYTES",
+    keys: &[
+        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: true,
+    build: LosslessWaiting::build,
+    knob: Some(Knob::wait("t", "100ms")),
+    size_param: None,
+    interval_rule: Some(IntervalRule::WholeIfLonger),
+};
 
 /// Parameters of [`LosslessWaiting`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +67,7 @@ impl LosslessWaiting {
             wait_ns: p.duration_ns("t", d.wait_ns)?,
             size_bytes: p.bytes("size", None)?,
         };
-        p.finish(&["t", "size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(LosslessWaiting { config }))
     }
 }

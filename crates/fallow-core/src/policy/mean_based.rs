@@ -11,6 +11,23 @@
 
 use super::{Ctx, Decision, Params, Policy, Start};
 use crate::error::Result;
+use super::{Entry, Param, ParamKind};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "mean-based",
+    aliases: &[],
+    summary: "wait the mean BG service time, then BG until FG arrives (Mi et al. baseline)",
+    params: "size=BYTES (default: the run's BG size)",
+    keys: &[
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: MeanBased::build,
+    knob: None,
+    size_param: None,
+    interval_rule: None,
+};
 
 /// The mean-based policy.
 #[derive(Debug, Clone, Default)]
@@ -23,7 +40,7 @@ impl MeanBased {
     /// Build from `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
         let size_bytes = p.bytes("size", None)?;
-        p.finish(&["size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(MeanBased { size_bytes }))
     }
 }

@@ -4,6 +4,18 @@
 
 use super::{IdleCtx, Params, SpinDown};
 use crate::error::Result;
+use super::{Entry};
+
+/// Registry entry: what `fallow energy --policy` and `fallow spindown` read.
+pub const ENTRY: Entry = Entry {
+    name: "always-on",
+    aliases: &["on", "none"],
+    summary: "never spin down: the reference without power management",
+    params: "(none)",
+    keys: &[],
+    reference: true,
+    build: AlwaysOn::build,
+};
 
 /// The always-on reference.
 #[derive(Debug, Clone, Copy, Default)]
@@ -12,7 +24,7 @@ pub struct AlwaysOn;
 impl AlwaysOn {
     /// Build (no parameters).
     pub fn build(p: Params) -> Result<Box<dyn SpinDown>> {
-        p.finish(&[])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(AlwaysOn))
     }
 }

@@ -6,6 +6,20 @@
 
 use super::{IdleCtx, Params, SpinDown};
 use crate::error::Result;
+use super::{Entry, Param, ParamKind};
+
+/// Registry entry: what `fallow energy --policy` and `fallow spindown` read.
+pub const ENTRY: Entry = Entry {
+    name: "timeout",
+    aliases: &["fixed", "fixed-timeout"],
+    summary: "spin down after t without a local request (the fixed timeout of the SARD seed, Figure 1)",
+    params: "t=DURATION (default 10s)",
+    keys: &[
+        Param { key: "t", kind: ParamKind::Duration, example: "10s", requires: "" },
+    ],
+    reference: false,
+    build: Timeout::build,
+};
 
 /// Parameters of [`Timeout`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +50,7 @@ impl Timeout {
         let config = TimeoutConfig {
             timeout_ns: p.duration_ns("t", d.timeout_ns)?,
         };
-        p.finish(&["t"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(Timeout { config }))
     }
 }
