@@ -104,6 +104,12 @@ pub mod tune;
 pub mod units;
 pub mod workload;
 
+/// `docs/extending.md`, whose worked example (a complete policy file) CI
+/// compiles and runs as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/extending.md")]
+pub mod extending {}
+
 pub use characterize::{characterize, Characterization, CharacterizeOptions};
 pub use error::{Error, Location, Result};
 pub use period::Periods;
