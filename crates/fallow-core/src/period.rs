@@ -2,7 +2,7 @@
 //!
 //! The device is busy while at least one request is outstanding, so busy
 //! periods are the union of the `[arrival, completion]` intervals and idle
-//! intervals are the gaps between them (DESIGN.md, "Busy and idle periods").
+//! intervals are the gaps between them (docs/characterisation.md).
 //! A request arriving exactly when the device falls idle continues the busy
 //! period: idle intervals are strictly positive. Time before the first
 //! arrival and after the last completion is not an idle interval: nothing

@@ -3,7 +3,7 @@
 //!
 //! Live experiments need interference: a background request that a
 //! foreground request has to wait for. On an SSD-backed virtual disk there
-//! is none worth managing (see DESIGN.md, "Live runtime"), so this crate
+//! is none worth managing (docs/emulated-disk.md says why), so this crate
 //! serves an image file through FUSE as a single file, `MOUNT/disk`, whose
 //! every read and write goes through one non-preemptive server with
 //! HDD-like service times, drawn from `fallow-core`'s
@@ -86,7 +86,7 @@ pub struct EmuConfig {
     /// Serve the image read-only (writes fail with `EROFS`).
     pub read_only: bool,
     /// Power states, spin-up and spin-down times and energy (default: the
-    /// WD2500JD of the SARD seed, Table III). The disk starts spinning and
+    /// WD2500JD of SARD, Table III). The disk starts spinning and
     /// spins down only on a standby command (`MOUNTPOINT/power`).
     pub power: PowerModel,
 }

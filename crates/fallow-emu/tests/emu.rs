@@ -155,7 +155,7 @@ fn reads_return_the_image_and_writes_reach_it() {
     assert!(!fx.mnt.join("disk").exists(), "unmounted");
 }
 
-/// Seek time by the formula in DESIGN.md (track-to-track plus the rest of
+/// Seek time by the formula in docs/emulated-disk.md (track-to-track plus the rest of
 /// a full stroke scaled by √(distance / capacity)), written out here rather
 /// than taken from the model under test.
 fn seek_ms(distance: u64, track_ms: f64, full_ms: f64) -> f64 {

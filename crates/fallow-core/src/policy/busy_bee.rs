@@ -12,7 +12,7 @@
 //! otherwise, until the next long period (§4, text after Eq. 1).
 //!
 //! Figure 4's pseudo-code disagrees with the text in two places; we follow
-//! the text, as DESIGN.md asks:
+//! the text (docs/policies.md, Busy Bee, lists where):
 //! - step 2.b.i runs *aggressive* scheduling while `BP_state = long and
 //!   cluster_count > 0` and conservative otherwise: the branches are swapped
 //!   (the text, Figure 5 and §5.2 all say conservative inside a cluster);

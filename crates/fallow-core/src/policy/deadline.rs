@@ -1,8 +1,8 @@
 //! `deadline(work, by, t)`: a finite amount of BG work (a backup, a RAID
 //! rebuild, one full scrub pass) that must be done `by` a deadline, run as
 //! Waiting (`fixed-wait(t)`, Practical Scrubbing §V-B2) whose idle wait
-//! shrinks as the deadline nears. This goes beyond the papers (DESIGN.md,
-//! Policies: "finite BG work and deadlines: get more aggressive as a
+//! shrinks as the deadline nears. This goes beyond the papers (one of
+//! fallow's design goals: "finite BG work and deadlines: get more aggressive as a
 //! deadline nears").
 //!
 //! The rule, evaluated at the start of every idle interval:

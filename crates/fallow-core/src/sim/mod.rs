@@ -5,8 +5,8 @@
 //! that arrives while a BG request is in service waits for it to finish
 //! (plus an optional switch penalty): a *collision*.
 //!
-//! The simulator works on busy periods, not requests (DESIGN.md, Simulation
-//! model): a collision delays the first request of a busy period by `d`, and
+//! The simulator works on busy periods, not requests (docs/simulation.md,
+//! "The model"): a collision delays the first request of a busy period by `d`, and
 //! the whole busy period shifts by `d`; the shift eats into the following
 //! idle interval and, when that interval is shorter, carries into the next
 //! busy period. For a FCFS single server (every synthetic workload) this is

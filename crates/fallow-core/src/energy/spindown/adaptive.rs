@@ -1,6 +1,6 @@
 //! `adaptive`: a timeout that learns from the outcome of its own
 //! spin-downs, after Douglis, Krishnan and Bershad, *Adaptive Disk
-//! Spin-down Policies for Mobile Computers* (1995; the SARD seed's [33],
+//! Spin-down Policies for Mobile Computers* (1995; SARD's reference [33],
 //! cited by Mi et al. §2 for adaptive idle waits). A spin-down that is
 //! followed by a request sooner than the break-even time cost more energy
 //! than staying on, and the user waited for the spin-up for nothing: the

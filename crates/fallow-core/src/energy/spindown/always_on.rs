@@ -1,5 +1,5 @@
 //! `always-on`: never spin down. The reference every power-managed run is
-//! normalised to besides the standalone disk (SARD seed §IV-B2: "compared
+//! normalised to besides the standalone disk (SARD §IV-B2: "compared
 //! to an always-on scheme with no energy saving mechanism").
 
 use super::{IdleCtx, Params, SpinDown};

@@ -5,7 +5,7 @@
 //!
 //! A policy is asked once per disk idle interval, when the disk falls idle
 //! (the last local request completed), how long to wait before spinning
-//! down (SARD seed, Figure 1: the idle timeout); it is told how the interval
+//! down (SARD, Figure 1: the idle timeout); it is told how the interval
 //! ended. It sees only the past, like a real power manager.
 
 /// The spin-down policies, alphabetically: each line declares a policy's

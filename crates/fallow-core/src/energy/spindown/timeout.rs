@@ -1,8 +1,8 @@
 //! `timeout(t)`: spin the disk down once it has been idle for `t`. "After
 //! each request, a timer is started and the device is shut down when the
 //! timer exceeds a preset timeout interval. Any disk activity occurring
-//! during the timeout period resets the timer" (SARD seed §II, Figure 1).
-//! The policy the seed's simulation and its standalone baseline use.
+//! during the timeout period resets the timer" (SARD §II, Figure 1).
+//! The policy SARD's simulation and its standalone baseline use.
 
 use super::{IdleCtx, Params, SpinDown};
 use crate::error::Result;
