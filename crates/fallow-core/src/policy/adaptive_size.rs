@@ -23,9 +23,8 @@
 //! before t′ at the model's mean service time. The paper found none of these
 //! beats the best fixed size at equal slowdown (§V-C, Fig. 15).
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
-use super::{Entry, Param, ParamKind, Knob};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

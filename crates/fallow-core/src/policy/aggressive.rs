@@ -3,9 +3,8 @@
 //! preemption (Eggert & Touch §2.1: a zero-length preemption interval;
 //! Busy Bee's "aggressive" mode).
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Param, ParamKind, Params, Policy, Start};
 use crate::error::Result;
-use super::{Entry, Param, ParamKind};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

@@ -13,9 +13,8 @@
 //! the AR predictions it observed.
 
 use super::autoregressive::{IdlePredictor, PredictorConfig};
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::Result;
-use super::{Entry, Param, ParamKind, Knob};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

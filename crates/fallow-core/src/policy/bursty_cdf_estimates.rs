@@ -28,9 +28,8 @@
 
 use super::cdf_based::{CdfBasedConfig, IdleCdf};
 use super::cdf_estimates::{burst, take_t, Budget};
-use super::{Ctx, Decision, Params, Policy};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy};
 use crate::error::{Error, Result};
-use super::{Entry, Param, ParamKind, Knob};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

@@ -49,10 +49,9 @@
 //! `threshold=` and `cws=` fix the parameters instead of learning them
 //! (Figure 5 assumes converged values).
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
 use crate::stats::{busy_clusters_with, ThresholdRule};
-use super::{Entry, Param, ParamKind, Knob};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

@@ -37,9 +37,8 @@
 //! percentile are re-read from it lazily, at most every 64 new intervals
 //! once more than 4096 have been seen (every new interval early on).
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
-use super::{Entry, Param, ParamKind, Knob};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

@@ -27,9 +27,8 @@
 //! `cdf-based`, which does not wait while warming up).
 
 use super::cdf_based::{CdfBasedConfig, IdleCdf};
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
-use super::{Entry, Param, ParamKind, Knob};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

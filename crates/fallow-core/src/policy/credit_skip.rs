@@ -29,10 +29,9 @@
 //! with the same parameters.
 
 use super::preemption_interval::{IntervalCounters, PreemptionInterval, PreemptionIntervalConfig};
-use super::{Ctx, Decision, Params, Policy};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy};
 use crate::error::{Error, Result};
 use crate::service::{BgService, BgWork};
-use super::{Entry, Param, ParamKind, Knob};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

@@ -37,9 +37,8 @@
 //! (`BgWork::Requests` / `BgWork::Bytes`); when the estimate says the work
 //! is done it falls back to the full wait `t`.
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
-use super::{Entry, Param, ParamKind, Knob};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

@@ -34,10 +34,9 @@
 //! time can hold the backlog grows without bound and the policy degenerates
 //! into `aggressive`.
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
 use crate::service::{BgService, BgWork};
-use super::{Entry, Param, ParamKind, Knob};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

@@ -6,9 +6,8 @@
 //! Busy Bee's conservative mode and Eggert & Touch's preemption interval
 //! started at FG completion with one interval per burst.
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, IntervalRule, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::Result;
-use super::{Entry, Param, ParamKind, Knob, IntervalRule};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

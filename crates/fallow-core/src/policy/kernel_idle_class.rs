@@ -38,9 +38,8 @@
 //!   (`bfq_slice_idle = NSEC_PER_SEC / 125`, 8 ms) — close to
 //!   `fixed-wait:t=8ms`, not to this model.
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
-use super::{Entry, Param, ParamKind, Knob};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

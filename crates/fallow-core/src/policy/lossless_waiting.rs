@@ -12,9 +12,8 @@
 //! in the same intervals as Waiting and uses t more idle time in each: an
 //! upper bound on what Waiting's choice of intervals can give.
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, IntervalRule, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::Result;
-use super::{Entry, Param, ParamKind, Knob, IntervalRule};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

@@ -9,9 +9,8 @@
 //! BG service model at the request size the policy uses, so a size-based
 //! device model waits longer for larger requests.
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Param, ParamKind, Params, Policy, Start};
 use crate::error::Result;
-use super::{Entry, Param, ParamKind};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

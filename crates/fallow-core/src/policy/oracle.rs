@@ -28,10 +28,9 @@
 //! with threshold θ uses exactly the intervals `lossless-waiting(θ − 1 ns)`
 //! uses (Practical Scrubbing finds the two "very close").
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, IntervalRule, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
 use crate::period::Periods;
-use super::{Entry, Param, ParamKind, Knob, IntervalRule};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {

@@ -14,9 +14,8 @@
 //! ([`PowerModel::break_even_ns`](crate::energy::PowerModel::break_even_ns)), measured from the spin-down; intervals
 //! too short to reach the timeout say nothing about it and change nothing.
 
-use super::{IdleCtx, Params, SpinDown};
+use super::{Entry, IdleCtx, Param, ParamKind, Params, SpinDown};
 use crate::error::{Error, Result};
-use super::{Entry, Param, ParamKind};
 
 /// Registry entry: what `fallow energy --policy` and `fallow spindown` read.
 pub const ENTRY: Entry = Entry {

@@ -2,9 +2,8 @@
 //! normalised to besides the standalone disk (SARD §IV-B2: "compared
 //! to an always-on scheme with no energy saving mechanism").
 
-use super::{IdleCtx, Params, SpinDown};
+use super::{Entry, IdleCtx, Params, SpinDown};
 use crate::error::Result;
-use super::{Entry};
 
 /// Registry entry: what `fallow energy --policy` and `fallow spindown` read.
 pub const ENTRY: Entry = Entry {

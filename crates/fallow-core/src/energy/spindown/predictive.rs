@@ -27,9 +27,8 @@
 //! then; pairs are counted after `warmup` intervals. Until the warm-up is
 //! over the `else` timeout applies.
 
-use super::{duration_or_never, IdleCtx, Params, SpinDown};
+use super::{Entry, IdleCtx, Param, ParamKind, Params, SpinDown, duration_or_never};
 use crate::error::{Error, Result};
-use super::{Entry, Param, ParamKind};
 
 /// Registry entry: what `fallow energy --policy` and `fallow spindown` read.
 pub const ENTRY: Entry = Entry {

@@ -4,9 +4,8 @@
 //! during the timeout period resets the timer" (SARD §II, Figure 1).
 //! The policy SARD's simulation and its standalone baseline use.
 
-use super::{IdleCtx, Params, SpinDown};
+use super::{Entry, IdleCtx, Param, ParamKind, Params, SpinDown};
 use crate::error::Result;
-use super::{Entry, Param, ParamKind};
 
 /// Registry entry: what `fallow energy --policy` and `fallow spindown` read.
 pub const ENTRY: Entry = Entry {

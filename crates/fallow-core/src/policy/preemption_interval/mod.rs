@@ -91,11 +91,10 @@ mod machine;
 
 pub use machine::{next_state, IntervalCounters, IntervalEvent, IntervalState, IntervalVariant};
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, IntervalRule, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
 use crate::service::{BgService, BgWork};
 use serde::Serialize;
-use super::{Entry, IntervalRule, Knob, Param, ParamKind};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {
