@@ -12,8 +12,8 @@
 use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::Args;
-use fallow_core::device::{DiskModel, ServiceModel};
 use fallow_core::outpath::OutputKind;
+use fallow_core::service::{DiskModel, ServiceModel};
 use fallow_core::units::parse_bytes;
 use fallow_emu::{EmuConfig, Emulator, FailRanges};
 use std::io::{BufRead, BufReader, Write};

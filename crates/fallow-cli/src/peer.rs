@@ -1,4 +1,4 @@
-//! `fallow peer`: SARD for real (seed 004). `serve` indexes application
+//! `fallow peer`: SARD for real. `serve` indexes application
 //! directories, advertises the files resident in its page cache to the
 //! fleet (foca SWIM membership) and serves their chunks from memory only;
 //! `mount` does the same and overlays a directory with FUSE, reading from

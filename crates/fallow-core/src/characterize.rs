@@ -5,9 +5,9 @@
 //! The JSON keys are a stable interface: renaming a field here is a breaking
 //! change for users' scripts.
 
-use crate::device::ServiceModel;
 use crate::error::{Error, Result};
 use crate::period::{periods_of, CompletionSource, Periods};
+use crate::service::ServiceModel;
 use crate::stats;
 use crate::trace::{DeviceCount, Format, Trace};
 use serde::Serialize;

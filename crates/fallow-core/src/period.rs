@@ -2,17 +2,17 @@
 //!
 //! The device is busy while at least one request is outstanding, so busy
 //! periods are the union of the `[arrival, completion]` intervals and idle
-//! intervals are the gaps between them (DESIGN.md, "Busy and idle periods").
+//! intervals are the gaps between them (docs/characterisation.md).
 //! A request arriving exactly when the device falls idle continues the busy
 //! period: idle intervals are strictly positive. Time before the first
 //! arrival and after the last completion is not an idle interval: nothing
 //! bounds it.
 //!
 //! Traces without completion times get them from a [`ServiceModel`] and a
-//! FCFS single-server queue ([`fcfs_completions`]).
+//! FCFS single-server queue ([`fcfs_completions`], with the service models).
 
-use crate::device::ServiceModel;
 use crate::error::{Error, Result};
+use crate::service::{fcfs_completions, ServiceModel};
 use crate::trace::Trace;
 use serde::Serialize;
 
@@ -116,27 +116,6 @@ pub fn idle_lengths_ns(arrival_ns: &[u64], completion_ns: &[u64]) -> Vec<u64> {
         } else {
             end = end.max(c);
         }
-    }
-    out
-}
-
-/// Completion times of a FCFS single-server queue: each request starts when
-/// it arrives or when the one before it completes, whichever is later.
-pub fn fcfs_completions(
-    arrival_ns: &[u64],
-    offset_bytes: &[u64],
-    size_bytes: &[u32],
-    model: &ServiceModel,
-    seed: u64,
-) -> Vec<u64> {
-    let mut sampler = model.sampler(seed);
-    let mut free_at = 0u64;
-    let mut out = Vec::with_capacity(arrival_ns.len());
-    for i in 0..arrival_ns.len() {
-        let service = sampler.service_ns(offset_bytes[i], size_bytes[i]);
-        // saturating: a time past the u64 range stays at its end, never wraps before the arrival
-        free_at = arrival_ns[i].max(free_at).saturating_add(service);
-        out.push(free_at);
     }
     out
 }

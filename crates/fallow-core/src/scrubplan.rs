@@ -2,7 +2,7 @@
 //! sector errors: how an operator chooses `fallow scrub --order` and
 //! `--regions` (issue 11, item 6).
 //!
-//! Practical Scrubbing (seed 002) defines MLET as the time between the
+//! Practical Scrubbing defines MLET as the time between the
 //! occurrence of an LSE and its detection (§I), describes staggered
 //! scrubbing after Oprea et al. (§II: the disk is cut into R regions, each
 //! of segments; round j reads segment j of every region in LBN order) and

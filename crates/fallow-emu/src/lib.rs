@@ -3,11 +3,11 @@
 //!
 //! Live experiments need interference: a background request that a
 //! foreground request has to wait for. On an SSD-backed virtual disk there
-//! is none worth managing (see DESIGN.md, "Live runtime"), so this crate
+//! is none worth managing (docs/emulated-disk.md says why), so this crate
 //! serves an image file through FUSE as a single file, `MOUNT/disk`, whose
 //! every read and write goes through one non-preemptive server with
 //! HDD-like service times, drawn from `fallow-core`'s
-//! [`ServiceModel`](fallow_core::device::ServiceModel) (seek ∝ √distance +
+//! [`ServiceModel`](fallow_core::service::ServiceModel) (seek ∝ √distance +
 //! rotation + transfer): the same model the simulator uses, so live and
 //! simulated runs can be compared. A loop device over `MOUNT/disk`
 //! (`losetup -f --show MOUNT/disk`) turns it into a block device.
@@ -56,8 +56,8 @@ pub use power::{PowerCounters, PowerState};
 pub use server::{Op, Server, ServiceRecord};
 pub use stat::{DiskStats, STAT_FIELDS};
 
-use fallow_core::device::{DiskModel, ServiceModel};
 use fallow_core::energy::PowerModel;
+use fallow_core::service::{DiskModel, ServiceModel};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -86,7 +86,7 @@ pub struct EmuConfig {
     /// Serve the image read-only (writes fail with `EROFS`).
     pub read_only: bool,
     /// Power states, spin-up and spin-down times and energy (default: the
-    /// WD2500JD of the SARD seed, Table III). The disk starts spinning and
+    /// WD2500JD of SARD, Table III). The disk starts spinning and
     /// spins down only on a standby command (`MOUNTPOINT/power`).
     pub power: PowerModel,
 }

@@ -1,12 +1,12 @@
 //! Power states of the emulated disk: spinning (active while serving,
 //! idle otherwise), spinning down, standby and spinning up, with the
 //! times, transition delays and energy of `fallow-core`'s
-//! [`PowerModel`] (the SARD seed's WD2500JD, Table III, unless
+//! [`PowerModel`] (SARD's WD2500JD, Table III, unless
 //! overridden), so that a live spin-down daemon can be run and measured
 //! against the same model `fallow energy` simulates.
 //!
 //! The rules are the simulation's (crates/fallow-core/src/energy/sim.rs,
-//! after the SARD seed's Figure 1):
+//! after SARD's Figure 1):
 //! - A standby command takes the disk from spinning to *spinning down*
 //!   for `shutdown_ns`, then to *standby*. It waits for the requests
 //!   queued before it (it takes a place in the server's FIFO queue, as a

@@ -11,8 +11,8 @@
 use crate::fail::FailRanges;
 use crate::power::{Power, PowerCounters};
 use crate::stat::{Counters, DiskStats, Kind};
-use fallow_core::device::{ServiceModel, ServiceSampler};
 use fallow_core::energy::PowerModel;
+use fallow_core::service::{ServiceModel, ServiceSampler};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! model, injected errors, the stat file, and a loop device on top.
 //! Needs root and /dev/fuse: `#[ignore = "needs root"]`, run by `--include-ignored`.
 
-use fallow_core::device::{DiskModel, ServiceModel};
+use fallow_core::service::{DiskModel, ServiceModel};
 use fallow_emu::{EmuConfig, Emulator, Error, FailRanges};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -156,7 +156,7 @@ fn reads_return_the_image_and_writes_reach_it() {
     assert!(!fx.mnt.join("disk").exists(), "unmounted");
 }
 
-/// Seek time by the formula in DESIGN.md (track-to-track plus the rest of
+/// Seek time by the formula in docs/emulated-disk.md (track-to-track plus the rest of
 /// a full stroke scaled by √(distance / capacity)), written out here rather
 /// than taken from the model under test.
 fn seek_ms(distance: u64, track_ms: f64, full_ms: f64) -> f64 {

@@ -2,7 +2,7 @@
 //! `IFACE` from `/sys/class/net/IFACE/statistics`, as [`Event`]s the same
 //! [`crate::Driver`] and policies use for a disk.
 //!
-//! Eggert & Touch's idletime scheduler (seed 003, "Idletime Scheduling
+//! Eggert & Touch's idletime scheduler ("Idletime Scheduling
 //! with Preemption Intervals") applies one rule to disks and networks
 //! alike: after each FG request (for a network, an FG packet, §3.2) a
 //! *preemption interval* starts during which no BG work begins, so bursts

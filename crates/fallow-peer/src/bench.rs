@@ -1,6 +1,6 @@
 //! Remote chunk fetches against local reads that bypass the page cache, on
 //! the same file in one run (`fallow peer bench`): is a peer's memory
-//! over the network faster than the local disk? The SARD seed's Figure 6
+//! over the network faster than the local disk? SARD's Figure 6
 //! argues a remote memory fetch over gigabit Ethernet beats a disk access;
 //! this measures it on the machine at hand.
 //!

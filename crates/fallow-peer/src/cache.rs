@@ -2,7 +2,7 @@
 //! that never touch the disk (to serve peers, and to serve the overlay's own
 //! reads while the local disk sleeps).
 //!
-//! Serving only from memory is SARD's premise (seed 004, §III): a peer
+//! Serving only from memory is SARD's premise (§III): a peer
 //! helps with data it already holds in memory and must not spin up its own
 //! disk to do so. `preadv2(RWF_NOWAIT)` returns what the page cache holds
 //! and `EAGAIN` instead of waiting for the disk.

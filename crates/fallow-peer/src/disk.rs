@@ -4,7 +4,7 @@
 //! Three sources: a real drive asked with ATA CHECK POWER MODE (what
 //! `hdparm -C` sends; the query itself never spins the drive up), an
 //! emulated drive that follows the energy simulation's model (`fallow
-//! energy`, SARD seed Figure 1 and §II: after each request a timer starts,
+//! energy`, SARD Figure 1 and §II: after each request a timer starts,
 //! the disk shuts down when it exceeds the timeout, the next local request
 //! waits for the rest of the shutdown and a whole spin-up), or a disk that
 //! never sleeps. The emulated drive's spin-down rule is a policy from the
@@ -124,7 +124,7 @@ impl DiskSpec {
     }
 }
 
-/// Where a disk model is in the seed's Figure 1 cycle.
+/// Where a disk model is in SARD's Figure 1 cycle.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
     /// Serving local reads.
@@ -158,7 +158,7 @@ pub struct DiskCounts {
     pub energy_j: f64,
 }
 
-/// The disk power-state model of `fallow energy` (SARD seed §II, Figure 1),
+/// The disk power-state model of `fallow energy` (SARD §II, Figure 1),
 /// driven by real reads: a pure state machine on a caller's clock.
 pub struct DiskModel {
     policy: Box<dyn SpinDown>,

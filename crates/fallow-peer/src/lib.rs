@@ -1,7 +1,7 @@
 //! The SARD peer service (`fallow peer`): serve application files from
 //! peers' memory while the local disk sleeps.
 //!
-//! SARD (seed 004, Wang, Butt, Gniady, Bhattacharjee) observes that the
+//! SARD (Wang, Butt, Gniady, Bhattacharjee) observes that the
 //! binaries and libraries a desktop reads are, in a lab or office, in many
 //! other machines' page caches; while the local disk is spun down, a read
 //! for them can be served by a peer instead of waking the disk. The energy

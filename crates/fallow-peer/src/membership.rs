@@ -1,7 +1,7 @@
 //! Full membership with `foca` (SWIM with gossip: Das, Gupta, Motivala
 //! 2002), driven by one tokio task on a UDP socket. Foca does no I/O of its
 //! own: the task feeds it datagrams and due timers and carries out what it
-//! asks (send, schedule, notify). SWIM suits the seed's fleets of up to
+//! asks (send, schedule, notify). SWIM suits SARD's fleets of up to
 //! thousands: each member probes one random member per period, detection
 //! time and per-member load do not grow with the fleet, and membership
 //! changes ride on the probes as gossip.

@@ -1,5 +1,5 @@
 //! The read path of the overlay, apart from FUSE so it can be tested
-//! without a mount. For each read (SARD seed §III-E's heuristics):
+//! without a mount. For each read (SARD §III-E's heuristics):
 //!
 //! 1. the local page cache holds it → return it (the disk is not touched);
 //! 2. the local disk spins → read it locally;

@@ -1,6 +1,6 @@
 //! The serving side of the data channel: chunks of whitelisted files, and
 //! only from the page cache, so serving a peer never spins up this node's
-//! disk (SARD seed §III: peers help with what they hold in memory).
+//! disk (SARD §III: peers help with what they hold in memory).
 //! Requests name files as the index does; anything else is refused.
 //!
 //! Everything a peer can make the server spend is capped ([`Limits`]):

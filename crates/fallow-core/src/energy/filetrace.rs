@@ -1,7 +1,7 @@
 //! File-level traces: which file each request touched and whether that
 //! file is an application file (a binary or library, the same on every
 //! machine, so a peer may hold it in memory) or user data. SARD decides
-//! per request from exactly this (seed §III-E): "application file, disk
+//! per request from exactly this (SARD §III-E): "application file, disk
 //! asleep, a peer holds it".
 //!
 //! The format is a simple CSV, one request per line, optionally gzipped:

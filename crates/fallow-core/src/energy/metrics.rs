@@ -1,4 +1,4 @@
-//! What an energy run reports (the SARD seed's Tables V and VI, Figures 8
+//! What an energy run reports (SARD's Tables V and VI, Figures 8
 //! and 9): idle periods, spin-ups, exposed spin-up delay, energy by state,
 //! energy-delay product, remote traffic and BG work; and the same figures
 //! normalised to the standalone disk and to the always-on disk.
@@ -170,7 +170,7 @@ pub struct EnergyRun {
     /// Requests the local disk served.
     pub local_requests: u64,
     /// Idle periods with a spin-down (each ends in a spin-up, except one
-    /// cut by the end of the trace): the seed's Table V.
+    /// cut by the end of the trace): SARD's Table V.
     pub idle_periods: u64,
     /// Their mean length, from the disk falling idle to the next local
     /// request (or the end of the trace), s.
@@ -184,7 +184,7 @@ pub struct EnergyRun {
     /// Shutdowns.
     pub shutdowns: u64,
     /// Total exposed spin-up delay: per spin-up, the wait of the request
-    /// that triggered it (the seed's Table VI), s.
+    /// that triggered it (SARD's Table VI), s.
     pub exposed_delay_s: f64,
     /// Sum over all requests of their wait caused by spin-ups, s.
     pub request_delay_s: f64,

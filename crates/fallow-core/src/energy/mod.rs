@@ -2,14 +2,14 @@
 //!
 //! Idle time saves energy too: a disk spun down in a long idle interval
 //! draws a fraction of its idle power, but the next request waits seconds
-//! for the spin-up. SARD (the seed 004, Wang et al.) serves application
+//! for the spin-up. SARD (Wang et al.) serves application
 //! files from peers' memory while the local disk sleeps, so fewer requests
 //! wake it: idle periods get fewer and longer, spin-ups and their delays
 //! fall. This module replays a trace through a disk power-state model
 //! under a spin-down policy, with and without peers.
 //!
 //! ## Tour
-//! - [`power`]: [`PowerModel`] (the seed's WD2500JD, Table III), the
+//! - [`power`]: [`PowerModel`] (SARD's WD2500JD, Table III), the
 //!   break-even time, TOML overrides per device ([`PowerFile`]).
 //! - [`spindown`]: the [`SpinDown`] trait and its registry — `always-on`,
 //!   `timeout`, `adaptive`, `predictive` — one file each.
@@ -72,7 +72,7 @@ pub use spindown::SpinDown;
 
 use crate::error::Result;
 
-/// The seed's rows of Table V and VI: the share of requests served locally.
+/// SARD's rows of Table V and VI: the share of requests served locally.
 pub const SEED_LOCAL_FRACTIONS: [f64; 6] = [1.0, 0.15, 0.1, 0.05, 0.02, 0.01];
 
 /// Run every policy under the standalone disk and every setting; the

@@ -1,7 +1,7 @@
 //! The power-state model of a disk: power drawn while serving requests
 //! (read/write and seek), while spinning idle and in standby, and the
-//! energy and time of the two transitions (SARD seed, Table III and
-//! Figure 1). The default is the seed's Western Digital Caviar WD2500JD.
+//! energy and time of the two transitions (SARD, Table III and
+//! Figure 1). The default is SARD's Western Digital Caviar WD2500JD.
 //!
 //! A TOML file overrides any field, for every device or per device id:
 //!
@@ -50,7 +50,7 @@ pub struct PowerModel {
 }
 
 impl Default for PowerModel {
-    /// The WD2500JD of the SARD seed, Table III.
+    /// The WD2500JD of SARD, Table III.
     fn default() -> Self {
         PowerModel {
             name: "WD2500JD".into(),

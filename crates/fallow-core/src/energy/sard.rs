@@ -1,4 +1,4 @@
-//! SARD's remote service model (seed §III): which requests a peer could
+//! SARD's remote service model (§III): which requests a peer could
 //! serve while the local disk sleeps, and what fetching them over the
 //! network costs.
 //!
@@ -13,7 +13,7 @@
 //!   data on central file servers"), which never touches the local disk.
 //!
 //! Availability comes either from a fraction of requests that stay local
-//! (the seed's Table V rows: 100, 15, 10, 5, 2, 1 %), chosen by a seeded
+//! (SARD's Table V rows: 100, 15, 10, 5, 2, 1 %), chosen by a seeded
 //! hash so that the local set for 1 % is inside the one for 2 % and so on,
 //! or from a peer model: `n` peers, each holding an application file in
 //! memory with probability `p`, so at least one holds it with probability
@@ -24,7 +24,7 @@
 //!
 //! Network time of a remote request: `latency + size / bandwidth ×
 //! (1 + contention · u)`, `u` uniform in [0, 1) per request from a seeded
-//! hash — the seed's "1 Gbps Ethernet connection with at most 20 %
+//! hash — SARD's "1 Gbps Ethernet connection with at most 20 %
 //! degradation due to contention modeled randomly" (§IV-B2).
 
 use crate::error::{Error, Result};
@@ -50,7 +50,7 @@ pub enum Availability {
     /// No peers: every disk request is local (the standalone system).
     Standalone,
     /// This fraction of the disk's requests stays local, the rest may go
-    /// to a peer (the seed's "% of requests served locally").
+    /// to a peer (SARD's "% of requests served locally").
     LocalFraction {
         /// Fraction in [0, 1].
         fraction: f64,
@@ -145,7 +145,7 @@ pub struct Network {
 }
 
 impl Default for Network {
-    /// 1 Gbps Ethernet with up to 20 % contention (seed §IV-B2) and a
+    /// 1 Gbps Ethernet with up to 20 % contention (SARD §IV-B2) and a
     /// 200 µs request latency (a UDP request and reply on a LAN).
     fn default() -> Self {
         Network {

@@ -1,9 +1,9 @@
 //! The energy simulation: one pass over the requests per policy and
-//! setting, following the disk through the states of the SARD seed's
+//! setting, following the disk through the states of SARD's
 //! Figure 1 — busy → idle (the timeout) → shutdown → standby → spin-up →
 //! busy — with SARD serving requests from peers while the disk is off.
 //!
-//! Rules (docs/energy.md has them with the seed's sections):
+//! Rules (docs/energy.md has them with SARD's sections):
 //! - The disk is *on* while busy or idle-spinning, *off* from the moment
 //!   its timeout expires (shutdown, standby) until a spin-up completes.
 //! - A local request arriving while the disk is off starts a spin-up
@@ -12,7 +12,7 @@
 //!   shifts by that wait, like a collision in [`crate::sim`]: the shift
 //!   carries into the next idle interval and, when that interval is
 //!   shorter, into the busy period after it. Arrival times never move
-//!   (open-loop replay, as the seed's Table VI, where the delay is exactly
+//!   (open-loop replay, as SARD's Table VI, where the delay is exactly
 //!   9 s per spin-up).
 //! - A [`Route::Peer`] request is served by a peer when the disk is off
 //!   (§III-E heuristic 3) and by the disk when it is on (heuristic 1); with
@@ -36,10 +36,11 @@ use super::metrics::{BgStats, EnergyByState, EnergyRun, RemoteStats, TimeByState
 use super::power::PowerModel;
 use super::sard::{self, path_key, uniform, Availability, Network, Route};
 use super::spindown::{IdleCtx, SpinDown};
-use crate::device::DiskModel;
 use crate::error::{Error, Result};
-use crate::period::{fcfs_completions, periods_of, CompletionSource};
-use crate::sim::BgService;
+use crate::period::{periods_of, CompletionSource};
+use crate::service::fcfs_completions;
+use crate::service::BgService;
+use crate::service::DiskModel;
 use crate::trace::{Op, Trace};
 use crate::ServiceModel;
 use serde::Serialize;
@@ -51,7 +52,7 @@ pub enum RemoteWhen {
     /// Only while the local disk is off (SARD §III-E).
     #[default]
     Asleep,
-    /// Always, even when the disk spins (the literal reading of the seed's
+    /// Always, even when the disk spins (the literal reading of SARD's
     /// "% of requests served locally").
     Always,
 }
@@ -63,7 +64,7 @@ pub enum UserData {
     /// On the local disk: user-data requests must be served locally.
     #[default]
     Local,
-    /// On the central file server (seed §II): never touches the local disk.
+    /// On the central file server (SARD §II): never touches the local disk.
     Server,
 }
 

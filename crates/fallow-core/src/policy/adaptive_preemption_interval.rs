@@ -24,8 +24,33 @@
 use super::preemption_interval::{
     IntervalCounters, IntervalEvent, IntervalState, PreemptionInterval, PreemptionIntervalConfig,
 };
-use super::{Ctx, Decision, Params, Policy};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy};
 use crate::error::{Error, Result};
+use crate::service::{BgService, BgWork};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "adaptive-preemption-interval",
+    aliases: &[],
+    summary: "preemption interval that doubles on a B[f] event (FG found BG in service) and shrinks by 1/32 otherwise (Eggert & Touch §5.2)",
+    params: "p=DURATION (start, default 10ms), min=DURATION (1ms), max=DURATION (10s), grow=FACTOR (2), shrink=FRACTION (1/32), variant=, start=, batch=, size= as preemption-interval",
+    keys: &[
+        Param { key: "p", kind: ParamKind::Duration, example: "10ms", requires: "" },
+        Param { key: "variant", kind: ParamKind::Choice(&["burst-idle", "burst-preempt", "request-idle", "request-preempt", "tl", "tr", "bl", "br"]), example: "request-preempt", requires: "" },
+        Param { key: "start", kind: ParamKind::Choice(&["fg-end", "fg-start"]), example: "fg-start", requires: "" },
+        Param { key: "batch", kind: ParamKind::Other("N|inf"), example: "4", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param { key: "min", kind: ParamKind::Duration, example: "1ms", requires: "" },
+        Param { key: "max", kind: ParamKind::Duration, example: "10s", requires: "" },
+        Param { key: "grow", kind: ParamKind::Number, example: "2", requires: "" },
+        Param { key: "shrink", kind: ParamKind::Number, example: "0.03125", requires: "" },
+    ],
+    clairvoyant: false,
+    build: AdaptivePreemptionInterval::build,
+    knob: Some(Knob::wait("p", "10ms")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// Parameters of [`AdaptivePreemptionInterval`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -103,9 +128,7 @@ impl AdaptivePreemptionInterval {
             grow: p.number("grow", d.grow)?,
             shrink: p.number("shrink", d.shrink)?,
         };
-        let mut keys = PreemptionIntervalConfig::KEYS.to_vec();
-        keys.extend(["min", "max", "grow", "shrink"]);
-        p.finish(&keys)?;
+        p.finish_keys(ENTRY.keys)?;
         if config.min_ns == 0 || config.min_ns > config.max_ns {
             return Err(Error::invalid(
                 format!("{NAME}:min"),
@@ -174,8 +197,8 @@ impl Policy for AdaptivePreemptionInterval {
         self.machine.set_interval_ns(self.interval.round() as u64);
     }
 
-    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
-        self.machine.simulated(cfg);
+    fn simulated(&mut self, bg_service: &BgService, bg_work: &BgWork) {
+        self.machine.simulated(bg_service, bg_work);
     }
 
     fn on_busy_end(&mut self, busy_ns: u64, requests: u32) {
@@ -186,7 +209,7 @@ impl Policy for AdaptivePreemptionInterval {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
 
     const MS: u64 = 1_000_000;
 

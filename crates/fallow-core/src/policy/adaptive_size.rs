@@ -23,8 +23,30 @@
 //! before t′ at the model's mean service time. The paper found none of these
 //! beats the best fixed size at equal slowdown (§V-C, Fig. 15).
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "adaptive-size",
+    aliases: &[],
+    summary: "Waiting with a request size that grows within each idle interval (exponential, linear, swapping)",
+    params: "mode=exponential|linear|swapping (default exponential), t=DURATION (wait, default 100ms), s=BYTES (start, 64KiB), a=FACTOR (2), b=BYTES (0), max=BYTES (4MiB), swap-after=DURATION|inf (1s)",
+    keys: &[
+        Param { key: "mode", kind: ParamKind::Choice(&["exponential", "linear", "swapping"]), example: "linear", requires: "" },
+        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "s", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param { key: "a", kind: ParamKind::Number, example: "2", requires: "" },
+        Param { key: "b", kind: ParamKind::Bytes, example: "0", requires: "" },
+        Param { key: "max", kind: ParamKind::Bytes, example: "4MiB", requires: "" },
+        Param { key: "swap-after", kind: ParamKind::Other("DURATION|inf"), example: "1s", requires: "" },
+    ],
+    clairvoyant: false,
+    build: AdaptiveSize::build,
+    knob: Some(Knob::wait("t", "100ms")),
+    size_param: Some("s"),
+    interval_rule: None,
+};
 
 /// How the request size grows within an idle interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,7 +146,7 @@ impl AdaptiveSize {
                 "need 0 < s ≤ max (start and maximum request sizes)",
             ));
         }
-        p.finish(&["mode", "t", "s", "a", "b", "max", "swap-after"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(AdaptiveSize::new(config)))
     }
 

@@ -3,8 +3,24 @@
 //! preemption (Eggert & Touch §2.1: a zero-length preemption interval;
 //! Busy Bee's "aggressive" mode).
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Param, ParamKind, Params, Policy, Start};
 use crate::error::Result;
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "aggressive",
+    aliases: &[],
+    summary: "start BG work the moment the device is idle; stop when FG arrives",
+    params: "size=BYTES (default: the run's BG size)",
+    keys: &[
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: Aggressive::build,
+    knob: None,
+    size_param: None,
+    interval_rule: None,
+};
 
 /// The aggressive policy.
 #[derive(Debug, Clone, Default)]
@@ -17,7 +33,7 @@ impl Aggressive {
     /// Build from `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
         let size_bytes = p.bytes("size", None)?;
-        p.finish(&["size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(Aggressive { size_bytes }))
     }
 }

@@ -13,8 +13,29 @@
 //! the AR predictions it observed.
 
 use super::autoregressive::{IdlePredictor, PredictorConfig};
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::Result;
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "ar-waiting",
+    aliases: &[],
+    summary: "wait t, then BG until FG arrives, if the AR(p) prediction of the idle length exceeds c (AR+Waiting)",
+    params: "t=DURATION (default 100ms), c=DURATION (default 100ms), history=N (2000 intervals), max-order=N (8), refit=N (100 intervals), size=BYTES",
+    keys: &[
+        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "c", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "history", kind: ParamKind::Count, example: "2000", requires: "" },
+        Param { key: "max-order", kind: ParamKind::Count, example: "8", requires: "" },
+        Param { key: "refit", kind: ParamKind::Count, example: "100", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: ArWaiting::build,
+    knob: Some(Knob::wait("t", "100ms")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// Parameters of [`ArWaiting`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +87,7 @@ impl ArWaiting {
             predictor: PredictorConfig::from_params(&mut p, "ar-waiting")?,
             size_bytes: p.bytes("size", None)?,
         };
-        p.finish(&["t", "c", "history", "max-order", "refit", "size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(ArWaiting::new(config)))
     }
 

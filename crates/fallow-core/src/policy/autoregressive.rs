@@ -17,9 +17,29 @@
 //! and the policy stays quiet. [`IdlePredictor`] is shared with
 //! `ar-waiting`.
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
 use crate::stats::ArFit;
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "autoregressive",
+    aliases: &[],
+    summary: "BG from the start of an idle interval until FG arrives if its AR(p) predicted length exceeds c (AR)",
+    params: "c=DURATION (default 100ms), history=N (2000 intervals), max-order=N (8), refit=N (100 intervals), size=BYTES",
+    keys: &[
+        Param { key: "c", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "history", kind: ParamKind::Count, example: "2000", requires: "" },
+        Param { key: "max-order", kind: ParamKind::Count, example: "8", requires: "" },
+        Param { key: "refit", kind: ParamKind::Count, example: "100", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: Autoregressive::build,
+    knob: Some(Knob::wait("c", "100ms")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// Parameters of the AR(p) idle-length predictor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,7 +193,7 @@ impl Autoregressive {
             predictor: PredictorConfig::from_params(&mut p, "autoregressive")?,
             size_bytes: p.bytes("size", None)?,
         };
-        p.finish(&["c", "history", "max-order", "refit", "size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(Autoregressive::new(config)))
     }
 
@@ -206,7 +226,7 @@ impl Policy for Autoregressive {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
     use rand::SeedableRng;
 
     pub(crate) fn decide(p: &mut dyn Policy) -> Decision {

@@ -28,8 +28,28 @@
 
 use super::cdf_based::{CdfBasedConfig, IdleCdf};
 use super::cdf_estimates::{burst, take_t, Budget};
-use super::{Ctx, Decision, Params, Policy};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy};
 use crate::error::{Error, Result};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "bursty-cdf-estimates",
+    aliases: &[],
+    summary: "cdf-estimates, but after a large idle interval, when P(large→large) ≥ rho, run Eq. 2's T·((CV+1)·mean − wait)/mean BG (Bursty+CDF/w-estimates)",
+    params: "T=FACTOR (default 1), rho=PROBABILITY (default 0.5), angle=DEGREES (30), warmup=N (32 intervals), size=BYTES",
+    keys: &[
+        Param { key: "T", kind: ParamKind::Number, example: "1", requires: "" },
+        Param { key: "rho", kind: ParamKind::Number, example: "0.5", requires: "" },
+        Param { key: "angle", kind: ParamKind::Number, example: "30", requires: "" },
+        Param { key: "warmup", kind: ParamKind::Count, example: "32", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: BurstyCdfEstimates::build,
+    knob: Some(Knob::factor("T", 0.01, 100.0, "1")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// Parameters of [`BurstyCdfEstimates`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -91,7 +111,7 @@ impl BurstyCdfEstimates {
             ));
         }
         let cdf = CdfBasedConfig::take(&mut p)?;
-        p.finish(&["T", "rho", "angle", "warmup", "size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(BurstyCdfEstimates::new(
             BurstyCdfEstimatesConfig { t, rho, cdf },
         )))
@@ -146,7 +166,7 @@ impl Policy for BurstyCdfEstimates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
 
     fn decide(p: &mut dyn Policy, mean_bg_ns: u64) -> Decision {
         let svc = BgService::Exponential {

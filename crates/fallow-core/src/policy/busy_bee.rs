@@ -12,7 +12,7 @@
 //! otherwise, until the next long period (§4, text after Eq. 1).
 //!
 //! Figure 4's pseudo-code disagrees with the text in two places; we follow
-//! the text, as DESIGN.md asks:
+//! the text (docs/policies.md, Busy Bee, lists where):
 //! - step 2.b.i runs *aggressive* scheduling while `BP_state = long and
 //!   cluster_count > 0` and conservative otherwise: the branches are swapped
 //!   (the text, Figure 5 and §5.2 all say conservative inside a cluster);
@@ -49,9 +49,32 @@
 //! `threshold=` and `cws=` fix the parameters instead of learning them
 //! (Figure 5 assumes converged values).
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
 use crate::stats::{busy_clusters_with, ThresholdRule};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "busy-bee",
+    aliases: &[],
+    summary: "conservative (idle wait) for CWS idle intervals after a long busy period, aggressive otherwise; Threshold and CWS relearned every window",
+    params: "idle-wait=DURATION (default 100ms), window=DURATION|Nbp (default 5h), max-lag=N (20), rule=p90|top-decile (Threshold: 90th percentile, Fig. 4, the default; top decile where that makes every period long), threshold=N and cws=N (fix instead of learning), size=BYTES",
+    keys: &[
+        Param { key: "rule", kind: ParamKind::Choice(&["p90", "top-decile"]), example: "top-decile", requires: "" },
+        Param { key: "idle-wait", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "window", kind: ParamKind::Other("DURATION|Nbp"), example: "5h", requires: "" },
+        Param { key: "max-lag", kind: ParamKind::Count, example: "20", requires: "" },
+        Param { key: "threshold", kind: ParamKind::Count, example: "4", requires: "cws=2" },
+        Param { key: "cws", kind: ParamKind::Count, example: "2", requires: "threshold=4" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: BusyBee::build,
+    knob: Some(Knob::wait("idle-wait", "100ms")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// Fewest busy periods a window needs to relearn: with fewer than 10, the
 /// top decile is empty (⌊0.1·n⌋ = 0) and nothing could ever be long.
@@ -198,16 +221,7 @@ impl BusyBee {
                 ))
             }
         };
-        p.finish(&[
-            "rule",
-            "idle-wait",
-            "t",
-            "window",
-            "max-lag",
-            "threshold",
-            "cws",
-            "size",
-        ])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(BusyBee::new(BusyBeeConfig {
             idle_wait_ns,
             window,
@@ -360,7 +374,7 @@ impl Policy for BusyBee {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
 
     const MS: u64 = 1_000_000;
 

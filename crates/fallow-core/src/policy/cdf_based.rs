@@ -37,8 +37,26 @@
 //! percentile are re-read from it lazily, at most every 64 new intervals
 //! once more than 4096 have been seen (every new interval early on).
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "cdf-based",
+    aliases: &[],
+    summary: "no wait when idle CV < 1, else wait until the idle CDF's slope falls to tan(angle); then BG until FG arrives",
+    params: "angle=DEGREES (default 30), warmup=N (32 intervals: no wait before), size=BYTES",
+    keys: &[
+        Param { key: "angle", kind: ParamKind::Number, example: "30", requires: "" },
+        Param { key: "warmup", kind: ParamKind::Count, example: "32", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: CdfBased::build,
+    knob: Some(Knob::factor("angle", 1.0, 89.0, "30")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// Sub-bins per octave (a power of two) and its log2.
 const SUB: usize = 16;
@@ -333,7 +351,7 @@ impl CdfBased {
     /// Build from `angle=`, `warmup=` and `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
         let config = CdfBasedConfig::take(&mut p)?;
-        p.finish(&["angle", "warmup", "size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(CdfBased::new(config)))
     }
 
@@ -553,7 +571,7 @@ pub(crate) mod tests {
 
     #[test]
     fn policy_waits_for_the_learned_wait_then_runs_until_fg() {
-        use crate::sim::BgService;
+        use crate::service::BgService;
         let mut p = CdfBased::new(CdfBasedConfig::default());
         for x in lomax3(100_000, 20e6) {
             p.on_idle_end(x, false);

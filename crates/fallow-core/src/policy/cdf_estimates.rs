@@ -27,8 +27,27 @@
 //! `cdf-based`, which does not wait while warming up).
 
 use super::cdf_based::{CdfBasedConfig, IdleCdf};
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "cdf-estimates",
+    aliases: &[],
+    summary: "wait as cdf-based, then at most Eq. 1's T·(p90(idle) − wait)/mean BG requests (CDF/w-estimates)",
+    params: "T=FACTOR (default 1), angle=DEGREES (30), warmup=N (32 intervals: quiet before), size=BYTES",
+    keys: &[
+        Param { key: "T", kind: ParamKind::Number, example: "1", requires: "" },
+        Param { key: "angle", kind: ParamKind::Number, example: "30", requires: "" },
+        Param { key: "warmup", kind: ParamKind::Count, example: "32", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: CdfEstimates::build,
+    knob: Some(Knob::factor("T", 0.01, 100.0, "1")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// Parameters of [`CdfEstimates`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -116,7 +135,7 @@ impl CdfEstimates {
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
         let t = take_t(&mut p, CdfEstimatesConfig::default().t)?;
         let cdf = CdfBasedConfig::take(&mut p)?;
-        p.finish(&["T", "angle", "warmup", "size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(CdfEstimates::new(CdfEstimatesConfig { t, cdf })))
     }
 }
@@ -145,7 +164,7 @@ impl Policy for CdfEstimates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
 
     fn decide(p: &mut dyn Policy, mean_bg_ns: u64) -> Decision {
         let svc = BgService::Exponential {

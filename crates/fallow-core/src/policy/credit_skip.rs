@@ -29,8 +29,32 @@
 //! with the same parameters.
 
 use super::preemption_interval::{IntervalCounters, PreemptionInterval, PreemptionIntervalConfig};
-use super::{Ctx, Decision, Params, Policy};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy};
 use crate::error::{Error, Result};
+use crate::service::{BgService, BgWork};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "credit-skip",
+    aliases: &[],
+    summary: "preemption interval skipped when n credits (undisturbed FG requests) are saved; a collision costs n; leaky bucket capped (Eggert & Touch §5.1)",
+    params: "n=N (credits per skip and per collision, default 10), cap=N (bucket size, 100), unit=request|interval (what earns a credit, request), p=, variant=, start=, batch=, size= as preemption-interval",
+    keys: &[
+        Param { key: "p", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "variant", kind: ParamKind::Choice(&["burst-idle", "burst-preempt", "request-idle", "request-preempt", "tl", "tr", "bl", "br"]), example: "request-preempt", requires: "" },
+        Param { key: "start", kind: ParamKind::Choice(&["fg-end", "fg-start"]), example: "fg-start", requires: "" },
+        Param { key: "batch", kind: ParamKind::Other("N|inf"), example: "4", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param { key: "n", kind: ParamKind::Count, example: "10", requires: "" },
+        Param { key: "cap", kind: ParamKind::Count, example: "100", requires: "" },
+        Param { key: "unit", kind: ParamKind::Choice(&["request", "interval"]), example: "interval", requires: "" },
+    ],
+    clairvoyant: false,
+    build: CreditSkip::build,
+    knob: Some(Knob::wait("p", "100ms")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// What earns a credit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,9 +145,7 @@ impl CreditSkip {
                 ))
             }
         };
-        let mut keys = PreemptionIntervalConfig::KEYS.to_vec();
-        keys.extend(["n", "cap", "unit"]);
-        p.finish(&keys)?;
+        p.finish_keys(ENTRY.keys)?;
         if cap < n {
             return Err(Error::invalid(
                 format!("{NAME}:cap"),
@@ -197,8 +219,8 @@ impl Policy for CreditSkip {
         }
     }
 
-    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
-        self.machine.simulated(cfg);
+    fn simulated(&mut self, bg_service: &BgService, bg_work: &BgWork) {
+        self.machine.simulated(bg_service, bg_work);
     }
 
     fn on_busy_end(&mut self, busy_ns: u64, requests: u32) {
@@ -213,7 +235,7 @@ impl Policy for CreditSkip {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
 
     const MS: u64 = 1_000_000;
 

@@ -1,8 +1,8 @@
 //! `deadline(work, by, t)`: a finite amount of BG work (a backup, a RAID
 //! rebuild, one full scrub pass) that must be done `by` a deadline, run as
 //! Waiting (`fixed-wait(t)`, Practical Scrubbing §V-B2) whose idle wait
-//! shrinks as the deadline nears. This goes beyond the papers (DESIGN.md,
-//! Policies: "finite BG work and deadlines: get more aggressive as a
+//! shrinks as the deadline nears. This goes beyond the papers (one of
+//! fallow's design goals: "finite BG work and deadlines: get more aggressive as a
 //! deadline nears").
 //!
 //! The rule, evaluated at the start of every idle interval:
@@ -37,8 +37,29 @@
 //! (`BgWork::Requests` / `BgWork::Bytes`); when the estimate says the work
 //! is done it falls back to the full wait `t`.
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "deadline",
+    aliases: &[],
+    summary: "finite BG work by a deadline: Waiting whose wait shrinks as remaining work nears the idle time left",
+    params: "work=N|BYTES (requests or bytes, default 1GiB), by=DURATION (default 1h, from the first decision), t=DURATION (wait without urgency, 100ms), size=BYTES",
+    keys: &[
+        Param { key: "work", kind: ParamKind::Other("N|BYTES"), example: "1GiB", requires: "" },
+        Param { key: "by", kind: ParamKind::Duration, example: "1h", requires: "" },
+        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "margin", kind: ParamKind::Number, example: "1.25", requires: "" },
+        Param { key: "history", kind: ParamKind::Count, example: "4096", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: Deadline::build,
+    knob: Some(Knob::wait("t", "100ms")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// How much BG work there is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +205,7 @@ impl Deadline {
         if config.margin < 1.0 {
             return Err(Error::invalid("deadline:margin", "must be at least 1"));
         }
-        p.finish(&["work", "by", "t", "margin", "history", "size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(Deadline::new(config)))
     }
 
@@ -289,7 +310,7 @@ impl Policy for Deadline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
     use rand::SeedableRng;
 
     const MS: u64 = 1_000_000;

@@ -34,8 +34,26 @@
 //! time can hold the backlog grows without bound and the policy degenerates
 //! into `aggressive`.
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
+use crate::service::{BgService, BgWork};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "fixed-rate",
+    aliases: &[],
+    summary: "a BG request due every r whatever FG does; due requests wait for idle time (FG first) and run back to back when backlogged (commercial scrubbers)",
+    params: "r=DURATION (default 100ms), size=BYTES",
+    keys: &[
+        Param { key: "r", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: FixedRate::build,
+    knob: Some(Knob::wait("r", "100ms")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// Parameters of [`FixedRate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +120,7 @@ impl FixedRate {
             period_ns: p.duration_ns("r", d.period_ns)?,
             size_bytes: p.bytes("size", None)?,
         };
-        p.finish(&["r", "size"])?;
+        p.finish_keys(ENTRY.keys)?;
         if config.period_ns == 0 {
             return Err(Error::invalid("fixed-rate:r", "must be positive"));
         }
@@ -211,16 +229,15 @@ impl Policy for FixedRate {
         }
     }
 
-    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
-        self.bursts =
-            cfg.bg_work == crate::sim::BgWork::Endless && cfg.bg_service.is_deterministic();
+    fn simulated(&mut self, bg_service: &BgService, bg_work: &BgWork) {
+        self.bursts = *bg_work == BgWork::Endless && bg_service.is_deterministic();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
 

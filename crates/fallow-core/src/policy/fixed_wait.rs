@@ -6,8 +6,25 @@
 //! Busy Bee's conservative mode and Eggert & Touch's preemption interval
 //! started at FG completion with one interval per burst.
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, IntervalRule, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::Result;
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "fixed-wait",
+    aliases: &["waiting", "conservative"],
+    summary: "wait t after the last FG completion, then BG back to back until FG arrives (Waiting, conservative)",
+    params: "t=DURATION (default 100ms), size=BYTES",
+    keys: &[
+        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: FixedWait::build,
+    knob: Some(Knob::wait("t", "100ms")),
+    size_param: None,
+    interval_rule: Some(IntervalRule::WaitThenRun),
+};
 
 /// Parameters of [`FixedWait`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +59,7 @@ impl FixedWait {
             wait_ns: p.duration_ns("t", d.wait_ns)?,
             size_bytes: p.bytes("size", None)?,
         };
-        p.finish(&["t", "size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(FixedWait { config }))
     }
 }

@@ -38,8 +38,28 @@
 //!   (`bfq_slice_idle = NSEC_PER_SEC / 125`, 8 ms) — close to
 //!   `fixed-wait:t=8ms`, not to this model.
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "kernel-idle-class",
+    aliases: &[],
+    summary: "Linux idle I/O class: CFQ (100 ms grace after the last FG completion, 8 ms slice idle between requests) or BFQ (one request after 200 ms idle)",
+    params: "scheduler=cfq|bfq (default cfq); cfq: grace=DURATION (100ms), slice-idle=DURATION (8ms); bfq: timeout=DURATION (200ms); size=BYTES",
+    keys: &[
+        Param { key: "scheduler", kind: ParamKind::Choice(&["cfq", "bfq"]), example: "bfq", requires: "" },
+        Param { key: "grace", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "slice-idle", kind: ParamKind::Duration, example: "8ms", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param { key: "timeout", kind: ParamKind::Duration, example: "200ms", requires: "scheduler=bfq" },
+    ],
+    clairvoyant: false,
+    build: KernelIdleClass::build,
+    knob: Some(Knob::wait("grace", "100ms")),
+    size_param: None,
+    interval_rule: None,
+};
 
 /// Which Linux I/O scheduler serves the idle class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,7 +171,7 @@ impl Policy for KernelIdleClass {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
 

@@ -12,8 +12,25 @@
 //! in the same intervals as Waiting and uses t more idle time in each: an
 //! upper bound on what Waiting's choice of intervals can give.
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, IntervalRule, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::Result;
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "lossless-waiting",
+    aliases: &[],
+    summary: "CLAIRVOYANT upper bound: the intervals fixed-wait(t) uses, used from their start until FG arrives",
+    params: "t=DURATION (default 100ms), size=BYTES",
+    keys: &[
+        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: true,
+    build: LosslessWaiting::build,
+    knob: Some(Knob::wait("t", "100ms")),
+    size_param: None,
+    interval_rule: Some(IntervalRule::WholeIfLonger),
+};
 
 /// Parameters of [`LosslessWaiting`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +66,7 @@ impl LosslessWaiting {
             wait_ns: p.duration_ns("t", d.wait_ns)?,
             size_bytes: p.bytes("size", None)?,
         };
-        p.finish(&["t", "size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(LosslessWaiting { config }))
     }
 }
@@ -77,7 +94,7 @@ impl Policy for LosslessWaiting {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
 

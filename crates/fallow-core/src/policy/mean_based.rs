@@ -9,8 +9,24 @@
 //! BG service model at the request size the policy uses, so a size-based
 //! device model waits longer for larger requests.
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, Param, ParamKind, Params, Policy, Start};
 use crate::error::Result;
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "mean-based",
+    aliases: &[],
+    summary: "wait the mean BG service time, then BG until FG arrives (Mi et al. baseline)",
+    params: "size=BYTES (default: the run's BG size)",
+    keys: &[
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: MeanBased::build,
+    knob: None,
+    size_param: None,
+    interval_rule: None,
+};
 
 /// The mean-based policy.
 #[derive(Debug, Clone, Default)]
@@ -23,7 +39,7 @@ impl MeanBased {
     /// Build from `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
         let size_bytes = p.bytes("size", None)?;
-        p.finish(&["size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(MeanBased { size_bytes }))
     }
 }
@@ -43,7 +59,7 @@ impl Policy for MeanBased {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
 
     fn decide(p: &mut MeanBased, service: BgService, size: u64) -> Decision {
         crate::policy::testing::on_idle_at(p, 1_000, service, size)

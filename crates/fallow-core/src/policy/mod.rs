@@ -10,24 +10,35 @@
 //! simulator and live. Clairvoyant reference policies say so
 //! ([`Policy::clairvoyant`]) and are the only ones shown the future.
 
-mod adaptive_preemption_interval;
-mod adaptive_size;
-mod aggressive;
-mod ar_waiting;
-mod autoregressive;
-mod bursty_cdf_estimates;
-mod busy_bee;
-mod cdf_based;
-mod cdf_estimates;
-mod credit_skip;
-mod deadline;
-mod fixed_rate;
-mod fixed_wait;
-mod kernel_idle_class;
-mod lossless_waiting;
-mod mean_based;
-mod oracle;
-mod preemption_interval;
+/// The policies, alphabetically: each line declares a policy's module and
+/// puts its `ENTRY` in the [`registry`]. Adding a policy is its file and
+/// one line here.
+macro_rules! policies {
+    ($($module:ident,)*) => {
+        $(mod $module;)*
+        static REGISTRY: &[Entry] = &[$($module::ENTRY,)*];
+    };
+}
+policies! {
+    adaptive_preemption_interval,
+    adaptive_size,
+    aggressive,
+    ar_waiting,
+    autoregressive,
+    bursty_cdf_estimates,
+    busy_bee,
+    cdf_based,
+    cdf_estimates,
+    credit_skip,
+    deadline,
+    fixed_rate,
+    fixed_wait,
+    kernel_idle_class,
+    lossless_waiting,
+    mean_based,
+    oracle,
+    preemption_interval,
+}
 #[cfg(test)]
 mod testing;
 
@@ -57,7 +68,8 @@ pub use preemption_interval::{
 
 use crate::error::{Error, Result};
 use crate::period::Periods;
-use crate::sim::BgService;
+use crate::registry::{Describe, Registry};
+use crate::service::{BgService, BgWork};
 use rand_pcg::Pcg64Mcg;
 use std::collections::BTreeMap;
 
@@ -184,16 +196,16 @@ pub trait Policy: Send {
         let _ = periods;
     }
 
-    /// Called once by [`crate::sim::simulate`] before the run with its
-    /// settings: the run is simulated, so the BG service model is the
+    /// Called once by [`crate::sim::simulate`] before the run with the BG
+    /// side of its settings: the run is simulated, so the BG service model is the
     /// truth and the engine computes a burst's requests exactly. A policy
     /// that asks for one request at a time only to hear of each completion
     /// may then ask for whole bursts and work out each request's times
     /// from the model: the same run, with one call per idle interval
     /// instead of one per BG request. The live driver never calls it (a
     /// real device's service times are not the model's). Default: nothing.
-    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
-        let _ = cfg;
+    fn simulated(&mut self, bg_service: &BgService, bg_work: &BgWork) {
+        let _ = (bg_service, bg_work);
     }
 }
 
@@ -274,6 +286,13 @@ impl Params {
         Error::invalid(format!("{}:{key}", self.policy), e.to_string())
     }
 
+    /// Fail on parameters nobody took, listing the keys of a registry
+    /// entry's table as the known ones.
+    pub fn finish_keys(self, keys: &[Param]) -> Result<()> {
+        let known: Vec<&str> = keys.iter().map(|p| p.key).collect();
+        self.finish(&known)
+    }
+
     /// Fail on parameters nobody took.
     pub fn finish(self, known: &[&str]) -> Result<()> {
         if let Some(k) = self.values.keys().next() {
@@ -290,10 +309,14 @@ impl Params {
 pub struct Entry {
     /// Name on the command line, in configs and in Python.
     pub name: &'static str,
+    /// Other names that select the policy (`waiting` for `fixed-wait`).
+    pub aliases: &'static [&'static str],
     /// One-line summary.
     pub summary: &'static str,
-    /// Parameters with units and defaults.
+    /// Parameters with units and defaults, as `fallow policies` shows them.
     pub params: &'static str,
+    /// The same parameters, typed: every key `build` accepts.
+    pub keys: &'static [Param],
     /// True for clairvoyant references.
     pub clairvoyant: bool,
     /// Build from parameters.
@@ -309,6 +332,50 @@ pub struct Entry {
     /// one pass over the idle intervals instead of simulating
     /// (`tune::fast`). `None` for every policy with state or randomness.
     pub interval_rule: Option<IntervalRule>,
+}
+
+impl Describe for Entry {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn aliases(&self) -> &'static [&'static str] {
+        self.aliases
+    }
+    fn summary(&self) -> &'static str {
+        self.summary
+    }
+}
+
+/// One parameter of a policy (`t` of `fixed-wait:t=1s`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Param {
+    /// The key.
+    pub key: &'static str,
+    /// What its values are.
+    pub kind: ParamKind,
+    /// A value the policy accepts (its default where it has one): the
+    /// registry test builds `name:key=example` for every key.
+    pub example: &'static str,
+    /// Other parameters this one needs beside it (`k=v[,k=v]`, empty for
+    /// none): BFQ's `timeout` needs `scheduler=bfq`.
+    pub requires: &'static str,
+}
+
+/// What a parameter's values are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A duration (`100ms`, `5s`).
+    Duration,
+    /// A size (`64KiB`, `4MiB`).
+    Bytes,
+    /// A real number (factor, probability, degrees, percent).
+    Number,
+    /// A whole number (requests, intervals, lags).
+    Count,
+    /// One of these words.
+    Choice(&'static [&'static str]),
+    /// Another form, as written in the summary (`DURATION|inf`).
+    Other(&'static str),
 }
 
 /// A policy's whole behaviour as a function of an idle interval's length
@@ -390,195 +457,14 @@ impl Knob {
     }
 }
 
-/// Every policy, alphabetically. Adding a policy is its file, its `mod`
-/// line above and one entry here.
+/// Every policy, alphabetically (the `policies!` list above).
 pub fn registry() -> &'static [Entry] {
-    // a static, not a promoted temporary: the knobs come from const fns
-    static REGISTRY: &[Entry] = &[
-        Entry {
-            name: "adaptive-preemption-interval",
-            summary: "preemption interval that doubles on a B[f] event (FG found BG in service) and shrinks by 1/32 otherwise (Eggert & Touch §5.2)",
-            params: "p=DURATION (start, default 10ms), min=DURATION (1ms), max=DURATION (10s), grow=FACTOR (2), shrink=FRACTION (1/32), variant=, start=, batch=, size= as preemption-interval",
-            clairvoyant: false,
-            build: AdaptivePreemptionInterval::build,
-            knob: Some(Knob::wait("p", "10ms")),
-            size_param: None,
-            interval_rule: None,
-        },
-        Entry {
-            name: "adaptive-size",
-            summary: "Waiting with a request size that grows within each idle interval (exponential, linear, swapping)",
-            params: "mode=exponential|linear|swapping (default exponential), t=DURATION (wait, default 100ms), s=BYTES (start, 64KiB), a=FACTOR (2), b=BYTES (0), max=BYTES (4MiB), swap-after=DURATION|inf (1s)",
-            clairvoyant: false,
-            build: AdaptiveSize::build,
-            knob: Some(Knob::wait("t", "100ms")),
-            size_param: Some("s"),
-            interval_rule: None,
-        },
-        Entry {
-            name: "aggressive",
-            summary: "start BG work the moment the device is idle; stop when FG arrives",
-            params: "size=BYTES (default: the run's BG size)",
-            clairvoyant: false,
-            build: Aggressive::build,
-            knob: None,
-            size_param: None,
-            interval_rule: None,
-        },
-        Entry {
-            name: "ar-waiting",
-            summary: "wait t, then BG until FG arrives, if the AR(p) prediction of the idle length exceeds c (AR+Waiting)",
-            params: "t=DURATION (default 100ms), c=DURATION (default 100ms), history=N (2000 intervals), max-order=N (8), refit=N (100 intervals), size=BYTES",
-            clairvoyant: false,
-            build: ArWaiting::build,
-            knob: Some(Knob::wait("t", "100ms")),
-            size_param: None,
-            interval_rule: None,
-        },
-        Entry {
-            name: "autoregressive",
-            summary: "BG from the start of an idle interval until FG arrives if its AR(p) predicted length exceeds c (AR)",
-            params: "c=DURATION (default 100ms), history=N (2000 intervals), max-order=N (8), refit=N (100 intervals), size=BYTES",
-            clairvoyant: false,
-            build: Autoregressive::build,
-            knob: Some(Knob::wait("c", "100ms")),
-            size_param: None,
-            interval_rule: None,
-        },
-        Entry {
-            name: "bursty-cdf-estimates",
-            summary: "cdf-estimates, but after a large idle interval, when P(large→large) ≥ rho, run Eq. 2's T·((CV+1)·mean − wait)/mean BG (Bursty+CDF/w-estimates)",
-            params: "T=FACTOR (default 1), rho=PROBABILITY (default 0.5), angle=DEGREES (30), warmup=N (32 intervals), size=BYTES",
-            clairvoyant: false,
-            build: BurstyCdfEstimates::build,
-            knob: Some(Knob::factor("T", 0.01, 100.0, "1")),
-            size_param: None,
-            interval_rule: None,
-        },
-        Entry {
-            name: "busy-bee",
-            summary: "conservative (idle wait) for CWS idle intervals after a long busy period, aggressive otherwise; Threshold and CWS relearned every window",
-            params: "idle-wait=DURATION (default 100ms), window=DURATION|Nbp (default 5h), max-lag=N (20), rule=p90|top-decile (Threshold: 90th percentile, Fig. 4, the default; top decile where that makes every period long), threshold=N and cws=N (fix instead of learning), size=BYTES",
-            clairvoyant: false,
-            build: BusyBee::build,
-            knob: Some(Knob::wait("idle-wait", "100ms")),
-            size_param: None,
-            interval_rule: None,
-        },
-        Entry {
-            name: "cdf-based",
-            summary: "no wait when idle CV < 1, else wait until the idle CDF's slope falls to tan(angle); then BG until FG arrives",
-            params: "angle=DEGREES (default 30), warmup=N (32 intervals: no wait before), size=BYTES",
-            clairvoyant: false,
-            build: CdfBased::build,
-            knob: Some(Knob::factor("angle", 1.0, 89.0, "30")),
-            size_param: None,
-            interval_rule: None,
-        },
-        Entry {
-            name: "cdf-estimates",
-            summary: "wait as cdf-based, then at most Eq. 1's T·(p90(idle) − wait)/mean BG requests (CDF/w-estimates)",
-            params: "T=FACTOR (default 1), angle=DEGREES (30), warmup=N (32 intervals: quiet before), size=BYTES",
-            clairvoyant: false,
-            build: CdfEstimates::build,
-            knob: Some(Knob::factor("T", 0.01, 100.0, "1")),
-            size_param: None,
-            interval_rule: None,
-        },
-        Entry {
-            name: "credit-skip",
-            summary: "preemption interval skipped when n credits (undisturbed FG requests) are saved; a collision costs n; leaky bucket capped (Eggert & Touch §5.1)",
-            params: "n=N (credits per skip and per collision, default 10), cap=N (bucket size, 100), unit=request|interval (what earns a credit, request), p=, variant=, start=, batch=, size= as preemption-interval",
-            clairvoyant: false,
-            build: CreditSkip::build,
-            knob: Some(Knob::wait("p", "100ms")),
-            size_param: None,
-            interval_rule: None,
-        },
-        Entry {
-            name: "deadline",
-            summary: "finite BG work by a deadline: Waiting whose wait shrinks as remaining work nears the idle time left",
-            params: "work=N|BYTES (requests or bytes, default 1GiB), by=DURATION (default 1h, from the first decision), t=DURATION (wait without urgency, 100ms), size=BYTES",
-            clairvoyant: false,
-            build: Deadline::build,
-            knob: Some(Knob::wait("t", "100ms")),
-            size_param: None,
-            interval_rule: None,
-        },
-        Entry {
-            name: "fixed-rate",
-            summary: "a BG request due every r whatever FG does; due requests wait for idle time (FG first) and run back to back when backlogged (commercial scrubbers)",
-            params: "r=DURATION (default 100ms), size=BYTES",
-            clairvoyant: false,
-            build: FixedRate::build,
-            knob: Some(Knob::wait("r", "100ms")),
-            size_param: None,
-            interval_rule: None,
-        },
-        Entry {
-            name: "fixed-wait",
-            summary: "wait t after the last FG completion, then BG back to back until FG arrives (Waiting, conservative)",
-            params: "t=DURATION (default 100ms), size=BYTES",
-            clairvoyant: false,
-            build: FixedWait::build,
-            knob: Some(Knob::wait("t", "100ms")),
-            size_param: None,
-            interval_rule: Some(IntervalRule::WaitThenRun),
-        },
-        Entry {
-            name: "kernel-idle-class",
-            summary: "Linux idle I/O class: CFQ (100 ms grace after the last FG completion, 8 ms slice idle between requests) or BFQ (one request after 200 ms idle)",
-            params: "scheduler=cfq|bfq (default cfq); cfq: grace=DURATION (100ms), slice-idle=DURATION (8ms); bfq: timeout=DURATION (200ms); size=BYTES",
-            clairvoyant: false,
-            build: KernelIdleClass::build,
-            knob: Some(Knob::wait("grace", "100ms")),
-            size_param: None,
-            interval_rule: None,
-        },
-        Entry {
-            name: "lossless-waiting",
-            summary: "CLAIRVOYANT upper bound: the intervals fixed-wait(t) uses, used from their start until FG arrives",
-            params: "t=DURATION (default 100ms), size=BYTES",
-            clairvoyant: true,
-            build: LosslessWaiting::build,
-            knob: Some(Knob::wait("t", "100ms")),
-            size_param: None,
-            interval_rule: Some(IntervalRule::WholeIfLonger),
-        },
-        Entry {
-            name: "mean-based",
-            summary: "wait the mean BG service time, then BG until FG arrives (Mi et al. baseline)",
-            params: "size=BYTES (default: the run's BG size)",
-            clairvoyant: false,
-            build: MeanBased::build,
-            knob: None,
-            size_param: None,
-            interval_rule: None,
-        },
-        Entry {
-            name: "oracle",
-            summary: "CLAIRVOYANT upper bound: only the x % longest idle intervals, each used whole (one collision each)",
-            params: "x=PERCENT (default 10) or min=DURATION, size=BYTES",
-            clairvoyant: true,
-            build: Oracle::build,
-            knob: Some(Knob::factor("x", 0.01, 100.0, "10")),
-            size_param: None,
-            interval_rule: Some(IntervalRule::WholeIfAmongLongestPercent),
-        },
-        Entry {
-            name: "preemption-interval",
-            summary: "Eggert & Touch's I/F/B/P machine: no BG request starts within p of FG work; four Appendix-A variants; per state×event counters",
-            params: "p=DURATION (default 100ms), variant=burst-idle|burst-preempt|request-idle|request-preempt (or tl|tr|bl|br; default burst-idle), start=fg-end|fg-start (default fg-end), batch=N (BG requests queued at a time, default unbounded), size=BYTES",
-            clairvoyant: false,
-            build: PreemptionInterval::build,
-            knob: Some(Knob::wait("p", "100ms")),
-            size_param: None,
-            // at its defaults (burst-idle, fg-end, no batch) the machine
-            // waits p after FG work and then runs BG until FG arrives
-            interval_rule: Some(IntervalRule::WaitThenRun),
-        },
-    ];
     REGISTRY
+}
+
+/// The policy registry: lookup by name or alias, and its consistency check.
+pub fn policies() -> Registry<Entry> {
+    Registry::new("policy", REGISTRY)
 }
 
 /// The policy the OS offers out of the box (Linux's idle I/O class), the
@@ -593,23 +479,98 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>> {
 }
 
 /// The registry entry of `name`, or of an alias (`waiting` and
-/// `conservative` are `fixed-wait`).
+/// `conservative` are `fixed-wait`, as its entry says).
 pub fn entry(name: &str) -> Result<&'static Entry> {
-    let name = match name.trim() {
-        "waiting" | "conservative" => "fixed-wait",
-        n => n,
-    };
-    registry().iter().find(|e| e.name == name).ok_or_else(|| {
-        Error::invalid(
-            "policy",
-            format!(
-                "unknown policy `{name}` (known: {})",
-                registry()
-                    .iter()
-                    .map(|e| e.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )
-    })
+    policies().find(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys an "unknown parameter" error lists as known.
+    fn known_keys(spec: &str) -> Vec<String> {
+        let err = build(spec).err().expect(spec).to_string();
+        assert!(err.contains("unknown parameter `no-such-key`"), "{err}");
+        let list = err.split("(known: ").nth(1).expect(&err);
+        let list = &list[..list.find(')').expect(&err)];
+        list.split(", ")
+            .filter(|k| !k.is_empty())
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn registry_is_sorted_and_unique_and_every_default_builds() {
+        assert_eq!(policies().check(), Ok(()));
+        for e in registry() {
+            let p = build(e.name).unwrap_or_else(|err| panic!("{}: {err}", e.name));
+            assert_eq!(p.name(), e.name);
+            assert_eq!(p.clairvoyant(), e.clairvoyant, "{}", e.name);
+            for a in e.aliases {
+                assert_eq!(build(a).unwrap().name(), e.name, "alias {a}");
+            }
+        }
+        assert_eq!(entry("waiting").unwrap().name, "fixed-wait");
+        assert_eq!(entry("conservative").unwrap().name, "fixed-wait");
+    }
+
+    #[test]
+    fn every_documented_key_is_accepted_with_its_example() {
+        for e in registry() {
+            for k in e.keys {
+                // the example is a value of its kind
+                let ok = match k.kind {
+                    ParamKind::Duration => crate::units::parse_duration_ns(k.example).is_ok(),
+                    ParamKind::Bytes => crate::units::parse_bytes(k.example).is_ok(),
+                    ParamKind::Number => k.example.parse::<f64>().is_ok(),
+                    ParamKind::Count => k.example.parse::<u64>().is_ok(),
+                    ParamKind::Choice(words) => words.contains(&k.example),
+                    ParamKind::Other(form) => !form.is_empty(),
+                };
+                assert!(
+                    ok,
+                    "{}:{} example `{}` is no {:?}",
+                    e.name, k.key, k.example, k.kind
+                );
+                let spec = match k.requires {
+                    "" => format!("{}:{}={}", e.name, k.key, k.example),
+                    r => format!("{}:{r},{}={}", e.name, k.key, k.example),
+                };
+                build(&spec).unwrap_or_else(|err| panic!("{spec}: {err}"));
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_and_every_accepted_key_is_in_the_table() {
+        for e in registry() {
+            let table: Vec<&str> = e.keys.iter().map(|k| k.key).collect();
+            // with the defaults, and with each key's prerequisites (BFQ's keys)
+            let mut specs = vec![format!("{}:no-such-key=1", e.name)];
+            specs.extend(e.keys.iter().filter(|k| !k.requires.is_empty()).map(|k| {
+                format!(
+                    "{}:{},{}={},no-such-key=1",
+                    e.name, k.requires, k.key, k.example
+                )
+            }));
+            for spec in specs {
+                for key in known_keys(&spec) {
+                    assert!(
+                        table.contains(&key.as_str()),
+                        "{spec}: `{key}` is accepted but not in the entry's keys"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_misnamed_policy_lists_the_known_ones() {
+        let err = build("fixed_wait").err().unwrap().to_string();
+        assert!(
+            err.contains("unknown policy `fixed_wait` (known: adaptive-preemption-interval,"),
+            "{err}"
+        );
+    }
 }

@@ -28,9 +28,27 @@
 //! with threshold θ uses exactly the intervals `lossless-waiting(θ − 1 ns)`
 //! uses (Practical Scrubbing finds the two "very close").
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, IntervalRule, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
 use crate::period::Periods;
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "oracle",
+    aliases: &[],
+    summary: "CLAIRVOYANT upper bound: only the x % longest idle intervals, each used whole (one collision each)",
+    params: "x=PERCENT (default 10) or min=DURATION, size=BYTES",
+    keys: &[
+        Param { key: "x", kind: ParamKind::Number, example: "10", requires: "" },
+        Param { key: "min", kind: ParamKind::Duration, example: "1s", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: true,
+    build: Oracle::build,
+    knob: Some(Knob::factor("x", 0.01, 100.0, "10")),
+    size_param: None,
+    interval_rule: Some(IntervalRule::WholeIfAmongLongestPercent),
+};
 
 /// Which idle intervals the oracle uses.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -108,7 +126,7 @@ impl Oracle {
             (None, None) => OracleConfig::default().choice,
         };
         let size_bytes = p.bytes("size", None)?;
-        p.finish(&["x", "min", "size"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(Oracle::new(OracleConfig { choice, size_bytes })))
     }
 
@@ -160,7 +178,7 @@ impl Policy for Oracle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
 

@@ -2,7 +2,7 @@
 //! the device falls idle, without an engine around it.
 
 use super::{Ctx, Decision, Policy};
-use crate::sim::BgService;
+use crate::service::BgService;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 

@@ -1,4 +1,4 @@
-//! What a simulation run reports (DESIGN.md, Simulation model: metrics).
+//! What a simulation run reports (docs/simulation.md, "Metrics").
 //! Field names are the stable JSON keys of `fallow simulate --json`.
 
 use hdrhistogram::Histogram;

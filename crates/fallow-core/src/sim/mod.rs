@@ -5,8 +5,8 @@
 //! that arrives while a BG request is in service waits for it to finish
 //! (plus an optional switch penalty): a *collision*.
 //!
-//! The simulator works on busy periods, not requests (DESIGN.md, Simulation
-//! model): a collision delays the first request of a busy period by `d`, and
+//! The simulator works on busy periods, not requests (docs/simulation.md,
+//! "The model"): a collision delays the first request of a busy period by `d`, and
 //! the whole busy period shifts by `d`; the shift eats into the following
 //! idle interval and, when that interval is shorter, carries into the next
 //! busy period. For a FCFS single server (every synthetic workload) this is
@@ -22,12 +22,12 @@
 //! Randomness comes from one seeded stream owned by the run, so a run is
 //! reproducible to the byte; the baseline (no BG work) is the trace itself.
 
-mod bg;
 mod metrics;
 mod parts;
 mod request;
 
-pub use bg::{BgService, BgWork, Burst};
+// the BG side of a run's settings (SimConfig) lives with the service models
+pub use crate::service::{BgService, BgWork, Burst};
 pub use metrics::{BgMetrics, FgMetrics, MeanFigures, SimResult, Totals};
 pub use parts::{simulate_split, Part, Split};
 pub use request::{
@@ -39,8 +39,8 @@ pub use request::{
 use crate::error::{Error, Result};
 use crate::period::{periods_of, Periods};
 use crate::policy::{Ctx, Decision, Policy};
+use crate::service::{fcfs_completions, ServiceModel};
 use crate::trace::{Op, Trace};
-use crate::ServiceModel;
 use hdrhistogram::Histogram;
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
@@ -102,7 +102,7 @@ impl Prepared {
             )));
         }
         let completion = match (service, trace.completion_ns()) {
-            (Some(m), _) => crate::period::fcfs_completions(
+            (Some(m), _) => fcfs_completions(
                 trace.arrival_ns(),
                 trace.offset_bytes(),
                 trace.size_bytes(),
@@ -422,7 +422,7 @@ pub fn simulate(prep: &Prepared, policy: &mut dyn Policy, cfg: &SimConfig) -> Re
     cfg.bg_work.check_spawn(prep.requests())?;
     let mut run = Run::new(prep, cfg);
     policy.prepare(&prep.periods);
-    policy.simulated(cfg);
+    policy.simulated(&cfg.bg_service, &cfg.bg_work);
     run.go(policy);
     Ok(run.finish(policy))
 }

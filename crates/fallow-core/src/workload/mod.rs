@@ -21,11 +21,12 @@ mod parse;
 
 pub use mmpp::{fit_mmpp2, mmpp2_stats, Mmpp2Stats};
 
-use crate::device::ServiceModel;
+use crate::dist::{h2_balanced, lognormal};
 use crate::error::{Error, Result};
+use crate::service::{fcfs_completions, ServiceModel};
 use crate::trace::{Op, Trace};
 use rand::{Rng, SeedableRng};
-use rand_distr::{Distribution, Exp, Gamma, LogNormal};
+use rand_distr::{Distribution, Exp, Gamma};
 use rand_pcg::Pcg64Mcg;
 
 /// Most requests a synthetic workload may have. Generating and simulating
@@ -37,24 +38,6 @@ pub const MAX_SYNTHETIC_REQUESTS: usize = 100_000_000;
 /// timestamp is a u64 of ns (584 years), and completion times and the
 /// simulation's BG work are added on top, so arrivals keep a 4× margin.
 pub const MAX_SPAN_NS: f64 = (1u64 << 62) as f64;
-
-/// The lognormal distribution with this mean and CV (σ² = ln(1 + CV²),
-/// μ = ln(mean) − σ²/2).
-pub(crate) fn lognormal(mean: f64, cv: f64) -> Result<LogNormal<f64>> {
-    let sigma2 = (1.0 + cv * cv).ln();
-    let mu = mean.ln() - sigma2 / 2.0;
-    LogNormal::new(mu, sigma2.sqrt()).map_err(|e| Error::invalid("lognormal", e.to_string()))
-}
-
-/// Two-phase hyperexponential with balanced means and this CV (≥ 1): phase
-/// 1 is taken with probability p and has mean `mean/(2p)`, phase 2 has mean
-/// `mean/(2(1−p))`, where p = (1 + √((c²−1)/(c²+1)))/2 (balanced means:
-/// p·mean₁ = (1−p)·mean₂). Returns (p, mean₁, mean₂).
-pub(crate) fn h2_balanced(mean: f64, cv: f64) -> (f64, f64, f64) {
-    let c2 = cv * cv;
-    let p = 0.5 * (1.0 + ((c2 - 1.0) / (c2 + 1.0)).sqrt());
-    (p, mean / (2.0 * p), mean / (2.0 * (1.0 - p)))
-}
 
 /// Arrival rate (1/s) that keeps a FCFS device with `service` busy a share
 /// `utilization` of the time for requests of `size_bytes`: ρ = λ·E[S].
@@ -386,7 +369,7 @@ impl SyntheticWorkload {
             });
         }
         let size_bytes = vec![self.request_size_bytes; n];
-        let completion_ns = crate::period::fcfs_completions(
+        let completion_ns = fcfs_completions(
             &arrival_ns,
             &offset_bytes,
             &size_bytes,

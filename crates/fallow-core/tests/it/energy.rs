@@ -1,6 +1,6 @@
 //! Energy and SARD (`fallow_core::energy`) on a synthetic interactive
 //! workload (always) and on the HP workstation trace (when
-//! `../shared/traces` is there): the trends the SARD seed reports as fewer
+//! `../shared/traces` is there): the trends SARD reports as fewer
 //! requests are served locally (Tables V and VI, Figure 8), its headline
 //! (≥ 70 % less exposed spin-up delay at 1 % local requests), state
 //! bookkeeping, the peer model and BG work coordinated with spin-down.
@@ -68,7 +68,7 @@ fn rows(trace: &Trace, policy: &str, cfg: &EnergyConfig) -> Vec<EnergyRun> {
 
 /// Fewer local requests ⇒ fewer and longer idle periods, fewer spin-ups,
 /// less power-cycle energy and less exposed delay (Table V, Table VI,
-/// Figure 8), for each step of the seed's rows.
+/// Figure 8), for each step of SARD's rows.
 fn assert_trends(runs: &[EnergyRun], what: &str) {
     assert_eq!(runs.len(), 6, "{what}");
     for w in runs.windows(2) {

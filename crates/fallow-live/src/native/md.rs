@@ -1,6 +1,6 @@
 //! `md:/dev/mdX`: an md RAID check (or repair) by windows, one
 //! `[sync_min, sync_max)` window of the request size per BG request:
-//! Practical Scrubbing's scrub request exactly (seeds/practical-scrubbing,
+//! Practical Scrubbing's scrub request exactly (Practical Scrubbing
 //! §III: the scrubber issues one verify request of the chosen size at a
 //! time, and the policy decides when the next goes).
 //!

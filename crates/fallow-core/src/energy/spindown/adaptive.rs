@@ -1,6 +1,6 @@
 //! `adaptive`: a timeout that learns from the outcome of its own
 //! spin-downs, after Douglis, Krishnan and Bershad, *Adaptive Disk
-//! Spin-down Policies for Mobile Computers* (1995; the SARD seed's [33],
+//! Spin-down Policies for Mobile Computers* (1995; SARD's reference [33],
 //! cited by Mi et al. §2 for adaptive idle waits). A spin-down that is
 //! followed by a request sooner than the break-even time cost more energy
 //! than staying on, and the user waited for the spin-up for nothing: the
@@ -14,8 +14,25 @@
 //! ([`PowerModel::break_even_ns`](crate::energy::PowerModel::break_even_ns)), measured from the spin-down; intervals
 //! too short to reach the timeout say nothing about it and change nothing.
 
-use super::{IdleCtx, Params, SpinDown};
+use super::{Entry, IdleCtx, Param, ParamKind, Params, SpinDown};
 use crate::error::{Error, Result};
+
+/// Registry entry: what `fallow energy --policy` and `fallow spindown` read.
+pub const ENTRY: Entry = Entry {
+    name: "adaptive",
+    aliases: &[],
+    summary: "timeout that doubles after a spin-down that did not pay off (next request within the break-even time) and shrinks after one that did (Douglis et al. 1995)",
+    params: "t=DURATION (start, default 10s), min=DURATION (1s), max=DURATION (5min), grow=FACTOR (2), shrink=FACTOR (0.75)",
+    keys: &[
+        Param { key: "t", kind: ParamKind::Duration, example: "10s", requires: "" },
+        Param { key: "min", kind: ParamKind::Duration, example: "1s", requires: "" },
+        Param { key: "max", kind: ParamKind::Duration, example: "5min", requires: "" },
+        Param { key: "grow", kind: ParamKind::Number, example: "2", requires: "" },
+        Param { key: "shrink", kind: ParamKind::Number, example: "0.75", requires: "" },
+    ],
+    reference: false,
+    build: Adaptive::build,
+};
 
 /// Parameters of [`Adaptive`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -79,7 +96,7 @@ impl Adaptive {
             grow: p.number("grow", d.grow)?,
             shrink: p.number("shrink", d.shrink)?,
         };
-        p.finish(&["t", "min", "max", "grow", "shrink"])?;
+        p.finish_keys(ENTRY.keys)?;
         if config.min_ns > config.max_ns {
             return Err(Error::invalid(
                 "adaptive min",

@@ -1,9 +1,20 @@
 //! `always-on`: never spin down. The reference every power-managed run is
-//! normalised to besides the standalone disk (SARD seed §IV-B2: "compared
+//! normalised to besides the standalone disk (SARD §IV-B2: "compared
 //! to an always-on scheme with no energy saving mechanism").
 
-use super::{IdleCtx, Params, SpinDown};
+use super::{Entry, IdleCtx, Params, SpinDown};
 use crate::error::Result;
+
+/// Registry entry: what `fallow energy --policy` and `fallow spindown` read.
+pub const ENTRY: Entry = Entry {
+    name: "always-on",
+    aliases: &["on", "none"],
+    summary: "never spin down: the reference without power management",
+    params: "(none)",
+    keys: &[],
+    reference: true,
+    build: AlwaysOn::build,
+};
 
 /// The always-on reference.
 #[derive(Debug, Clone, Copy, Default)]
@@ -12,7 +23,7 @@ pub struct AlwaysOn;
 impl AlwaysOn {
     /// Build (no parameters).
     pub fn build(p: Params) -> Result<Box<dyn SpinDown>> {
-        p.finish(&[])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(AlwaysOn))
     }
 }

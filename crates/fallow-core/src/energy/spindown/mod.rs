@@ -5,13 +5,24 @@
 //!
 //! A policy is asked once per disk idle interval, when the disk falls idle
 //! (the last local request completed), how long to wait before spinning
-//! down (SARD seed, Figure 1: the idle timeout); it is told how the interval
+//! down (SARD, Figure 1: the idle timeout); it is told how the interval
 //! ended. It sees only the past, like a real power manager.
 
-mod adaptive;
-mod always_on;
-mod predictive;
-mod timeout;
+/// The spin-down policies, alphabetically: each line declares a policy's
+/// module and puts its `ENTRY` in the [`registry`]. Adding one is its file
+/// and one line here.
+macro_rules! spindowns {
+    ($($module:ident,)*) => {
+        $(mod $module;)*
+        static REGISTRY: &[Entry] = &[$($module::ENTRY,)*];
+    };
+}
+spindowns! {
+    adaptive,
+    always_on,
+    predictive,
+    timeout,
+}
 
 pub use adaptive::{Adaptive, AdaptiveConfig};
 pub use always_on::AlwaysOn;
@@ -20,7 +31,8 @@ pub use timeout::{Timeout, TimeoutConfig};
 
 use super::power::PowerModel;
 use crate::error::{Error, Result};
-pub use crate::policy::Params;
+pub use crate::policy::{Param, ParamKind, Params};
+use crate::registry::{Describe, Registry};
 
 /// What a policy is given when the disk falls idle.
 #[derive(Debug, Clone, Copy)]
@@ -66,50 +78,40 @@ pub(crate) fn duration_or_never(
 pub struct Entry {
     /// Name on the command line.
     pub name: &'static str,
+    /// Other names that select the policy (`fixed` for `timeout`).
+    pub aliases: &'static [&'static str],
     /// One-line summary.
     pub summary: &'static str,
     /// Parameters with units and defaults.
     pub params: &'static str,
+    /// The same parameters, typed: every key `build` accepts.
+    pub keys: &'static [Param],
     /// True for the reference that never spins down.
     pub reference: bool,
     /// Build from parameters.
     pub build: fn(Params) -> Result<Box<dyn SpinDown>>,
 }
 
-/// Every spin-down policy, alphabetically. Adding one is its file, its
-/// `mod` line and one entry here.
+impl Describe for Entry {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn aliases(&self) -> &'static [&'static str] {
+        self.aliases
+    }
+    fn summary(&self) -> &'static str {
+        self.summary
+    }
+}
+
+/// Every spin-down policy, alphabetically (the `spindowns!` list above).
 pub fn registry() -> &'static [Entry] {
-    static REGISTRY: &[Entry] = &[
-        Entry {
-            name: "adaptive",
-            summary: "timeout that doubles after a spin-down that did not pay off (next request within the break-even time) and shrinks after one that did (Douglis et al. 1995)",
-            params: "t=DURATION (start, default 10s), min=DURATION (1s), max=DURATION (5min), grow=FACTOR (2), shrink=FACTOR (0.75)",
-            reference: false,
-            build: Adaptive::build,
-        },
-        Entry {
-            name: "always-on",
-            summary: "never spin down: the reference without power management",
-            params: "(none)",
-            reference: true,
-            build: AlwaysOn::build,
-        },
-        Entry {
-            name: "predictive",
-            summary: "spin down early when an idle interval k ≤ 9 places back was large ((CV+1)·mean) and P_k(large→large) ≥ rho, else fall back to a timeout (Mi et al. §5)",
-            params: "rho=PROBABILITY (default 0.5), wait=DURATION (timeout when large is predicted, 1s), else=DURATION|never (timeout otherwise, 10s), warmup=N (32 intervals), lags=N (1..9, default 9)",
-            reference: false,
-            build: Predictive::build,
-        },
-        Entry {
-            name: "timeout",
-            summary: "spin down after t without a local request (the fixed timeout of the SARD seed, Figure 1)",
-            params: "t=DURATION (default 10s)",
-            reference: false,
-            build: Timeout::build,
-        },
-    ];
     REGISTRY
+}
+
+/// The spin-down registry: lookup by name or alias, and its consistency check.
+pub fn spindowns() -> Registry<Entry> {
+    Registry::new("spin-down policy", REGISTRY)
 }
 
 /// Build a policy from `name[:k=v,…]`.
@@ -118,23 +120,17 @@ pub fn build(spec: &str) -> Result<Box<dyn SpinDown>> {
     (entry(&name)?.build)(params)
 }
 
-/// The registry entry of `name` (`fixed` and `timeout` are the same).
+/// The registry entry of `name` or of an alias (`fixed` and `timeout` are
+/// the same, as its entry says).
 pub fn entry(name: &str) -> Result<&'static Entry> {
-    let name = match name.trim() {
-        "fixed" | "fixed-timeout" => "timeout",
-        "on" | "none" => "always-on",
-        n => n,
-    };
-    registry().iter().find(|e| e.name == name).ok_or_else(|| {
+    // the registry's lookup; the message keeps its wording ("unknown policy")
+    spindowns().find(name).map_err(|_| {
         Error::invalid(
             "spin-down policy",
             format!(
-                "unknown policy `{name}` (known: {})",
-                registry()
-                    .iter()
-                    .map(|e| e.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "unknown policy `{}` (known: {})",
+                name.trim(),
+                spindowns().names().collect::<Vec<_>>().join(", ")
             ),
         )
     })
@@ -145,14 +141,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn registry_is_alphabetical_and_builds_defaults() {
-        let names: Vec<&str> = registry().iter().map(|e| e.name).collect();
-        let mut sorted = names.clone();
-        sorted.sort_unstable();
-        assert_eq!(names, sorted);
+    fn registry_is_sorted_and_unique_and_every_default_builds() {
+        assert_eq!(spindowns().check(), Ok(()));
         for e in registry() {
             let p = build(e.name).unwrap();
             assert_eq!(p.name(), e.name);
+            for a in e.aliases {
+                assert_eq!(build(a).unwrap().name(), e.name, "alias {a}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_documented_key_is_accepted_and_no_other() {
+        for e in registry() {
+            let table: Vec<&str> = e.keys.iter().map(|k| k.key).collect();
+            for k in e.keys {
+                let spec = format!("{}:{}={}", e.name, k.key, k.example);
+                build(&spec).unwrap_or_else(|err| panic!("{spec}: {err}"));
+            }
+            let err = build(&format!("{}:no-such-key=1", e.name))
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                err.contains(&format!(
+                    "unknown parameter `no-such-key` (known: {})",
+                    table.join(", ")
+                )),
+                "{err}"
+            );
         }
     }
 

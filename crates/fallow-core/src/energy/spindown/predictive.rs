@@ -27,8 +27,25 @@
 //! then; pairs are counted after `warmup` intervals. Until the warm-up is
 //! over the `else` timeout applies.
 
-use super::{duration_or_never, IdleCtx, Params, SpinDown};
+use super::{Entry, IdleCtx, Param, ParamKind, Params, SpinDown, duration_or_never};
 use crate::error::{Error, Result};
+
+/// Registry entry: what `fallow energy --policy` and `fallow spindown` read.
+pub const ENTRY: Entry = Entry {
+    name: "predictive",
+    aliases: &[],
+    summary: "spin down early when an idle interval k ≤ 9 places back was large ((CV+1)·mean) and P_k(large→large) ≥ rho, else fall back to a timeout (Mi et al. §5)",
+    params: "rho=PROBABILITY (default 0.5), wait=DURATION (timeout when large is predicted, 1s), else=DURATION|never (timeout otherwise, 10s), warmup=N (32 intervals), lags=N (1..9, default 9)",
+    keys: &[
+        Param { key: "rho", kind: ParamKind::Number, example: "0.5", requires: "" },
+        Param { key: "wait", kind: ParamKind::Duration, example: "1s", requires: "" },
+        Param { key: "else", kind: ParamKind::Other("DURATION|never"), example: "never", requires: "" },
+        Param { key: "warmup", kind: ParamKind::Count, example: "32", requires: "" },
+        Param { key: "lags", kind: ParamKind::Count, example: "9", requires: "" },
+    ],
+    reference: false,
+    build: Predictive::build,
+};
 
 /// Parameters of [`Predictive`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -117,7 +134,7 @@ impl Predictive {
                 format!("must be a whole number from 1 to {MAX_LAG}, got {lags}"),
             ));
         }
-        p.finish(&["rho", "wait", "else", "warmup", "lags"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(Predictive::new(PredictiveConfig {
             rho,
             wait_ns,

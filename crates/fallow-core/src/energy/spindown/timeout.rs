@@ -1,11 +1,24 @@
 //! `timeout(t)`: spin the disk down once it has been idle for `t`. "After
 //! each request, a timer is started and the device is shut down when the
 //! timer exceeds a preset timeout interval. Any disk activity occurring
-//! during the timeout period resets the timer" (SARD seed §II, Figure 1).
-//! The policy the seed's simulation and its standalone baseline use.
+//! during the timeout period resets the timer" (SARD §II, Figure 1).
+//! The policy SARD's simulation and its standalone baseline use.
 
-use super::{IdleCtx, Params, SpinDown};
+use super::{Entry, IdleCtx, Param, ParamKind, Params, SpinDown};
 use crate::error::Result;
+
+/// Registry entry: what `fallow energy --policy` and `fallow spindown` read.
+pub const ENTRY: Entry = Entry {
+    name: "timeout",
+    aliases: &["fixed", "fixed-timeout"],
+    summary: "spin down after t without a local request (the fixed timeout of the SARD seed, Figure 1)",
+    params: "t=DURATION (default 10s)",
+    keys: &[
+        Param { key: "t", kind: ParamKind::Duration, example: "10s", requires: "" },
+    ],
+    reference: false,
+    build: Timeout::build,
+};
 
 /// Parameters of [`Timeout`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +49,7 @@ impl Timeout {
         let config = TimeoutConfig {
             timeout_ns: p.duration_ns("t", d.timeout_ns)?,
         };
-        p.finish(&["t"])?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(Timeout { config }))
     }
 }

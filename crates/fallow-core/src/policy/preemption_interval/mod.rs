@@ -91,9 +91,32 @@ mod machine;
 
 pub use machine::{next_state, IntervalCounters, IntervalEvent, IntervalState, IntervalVariant};
 
-use super::{Ctx, Decision, Params, Policy, Start};
+use super::{Ctx, Decision, Entry, IntervalRule, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
+use crate::service::{BgService, BgWork};
 use serde::Serialize;
+
+/// Registry entry: what `fallow policies`, `tune` and the builders read.
+pub const ENTRY: Entry = Entry {
+    name: "preemption-interval",
+    aliases: &[],
+    summary: "Eggert & Touch's I/F/B/P machine: no BG request starts within p of FG work; four Appendix-A variants; per state×event counters",
+    params: "p=DURATION (default 100ms), variant=burst-idle|burst-preempt|request-idle|request-preempt (or tl|tr|bl|br; default burst-idle), start=fg-end|fg-start (default fg-end), batch=N (BG requests queued at a time, default unbounded), size=BYTES",
+    keys: &[
+        Param { key: "p", kind: ParamKind::Duration, example: "100ms", requires: "" },
+        Param { key: "variant", kind: ParamKind::Choice(&["burst-idle", "burst-preempt", "request-idle", "request-preempt", "tl", "tr", "bl", "br"]), example: "request-preempt", requires: "" },
+        Param { key: "start", kind: ParamKind::Choice(&["fg-end", "fg-start"]), example: "fg-start", requires: "" },
+        Param { key: "batch", kind: ParamKind::Other("N|inf"), example: "4", requires: "" },
+        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+    ],
+    clairvoyant: false,
+    build: PreemptionInterval::build,
+    knob: Some(Knob::wait("p", "100ms")),
+    size_param: None,
+    // at its defaults (burst-idle, fg-end, no batch) the machine
+    // waits p after FG work and then runs BG until FG arrives
+    interval_rule: Some(IntervalRule::WaitThenRun),
+};
 
 /// Where a preemption interval after FG work starts (§2 vs §3.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -135,9 +158,6 @@ impl Default for PreemptionIntervalConfig {
 }
 
 impl PreemptionIntervalConfig {
-    /// Parameter names taken by [`PreemptionIntervalConfig::take`].
-    pub(crate) const KEYS: [&'static str; 5] = ["p", "variant", "start", "batch", "size"];
-
     /// Take `p=`, `variant=`, `start=`, `batch=`, `size=` (shared with the
     /// policies built on this machine); `interval_ns` defaults to `default_ns`.
     pub(crate) fn take(p: &mut Params, policy: &str, default_ns: u64) -> Result<Self> {
@@ -243,7 +263,7 @@ impl PreemptionInterval {
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
         let d = PreemptionIntervalConfig::default();
         let config = PreemptionIntervalConfig::take(&mut p, "preemption-interval", d.interval_ns)?;
-        p.finish(&PreemptionIntervalConfig::KEYS)?;
+        p.finish_keys(ENTRY.keys)?;
         Ok(Box::new(PreemptionInterval::new(config)))
     }
 
@@ -271,9 +291,8 @@ impl PreemptionInterval {
 
     /// The run is simulated ([`Policy::simulated`]): ask for bursts where
     /// that is the same run (module docs, "Bursts in simulation").
-    pub(crate) fn simulated_run(&mut self, cfg: &crate::sim::SimConfig) {
-        self.bursts =
-            cfg.bg_work == crate::sim::BgWork::Endless && cfg.bg_service.is_deterministic();
+    pub(crate) fn simulated_run(&mut self, bg_service: &BgService, bg_work: &BgWork) {
+        self.bursts = *bg_work == BgWork::Endless && bg_service.is_deterministic();
     }
 
     /// Change the interval length from the next decision on (adaptive policy).
@@ -557,15 +576,15 @@ impl Policy for PreemptionInterval {
         self.busy_end(requests);
     }
 
-    fn simulated(&mut self, cfg: &crate::sim::SimConfig) {
-        self.simulated_run(cfg);
+    fn simulated(&mut self, bg_service: &BgService, bg_work: &BgWork) {
+        self.simulated_run(bg_service, bg_work);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::BgService;
+    use crate::service::BgService;
     use rand::SeedableRng;
     use rand_pcg::Pcg64Mcg;
     use IntervalEvent::{Bg as b, Empty as i, Fg as f, Timeout as t};

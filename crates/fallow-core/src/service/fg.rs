@@ -145,13 +145,11 @@ impl ServiceSampler {
             ServiceModel::Exponential { mean_ns } => Exp::new(1.0 / *mean_ns as f64)
                 .expect("mean checked positive at parse")
                 .sample(&mut self.rng),
-            ServiceModel::Lognormal { mean_ns, cv } => {
-                crate::workload::lognormal(*mean_ns as f64, *cv)
-                    .expect("mean and cv checked positive at parse")
-                    .sample(&mut self.rng)
-            }
+            ServiceModel::Lognormal { mean_ns, cv } => crate::dist::lognormal(*mean_ns as f64, *cv)
+                .expect("mean and cv checked positive at parse")
+                .sample(&mut self.rng),
             ServiceModel::Hyperexponential { mean_ns, cv } => {
-                let (p, m1, m2) = crate::workload::h2_balanced(*mean_ns as f64, *cv);
+                let (p, m1, m2) = crate::dist::h2_balanced(*mean_ns as f64, *cv);
                 let m = if self.rng.random::<f64>() < p { m1 } else { m2 };
                 m * Exp::new(1.0).expect("rate 1").sample(&mut self.rng)
             }
@@ -164,6 +162,27 @@ impl ServiceSampler {
         };
         (ns.round() as u64).max(1)
     }
+}
+
+/// Completion times of a FCFS single-server queue: each request starts when
+/// it arrives or when the one before it completes, whichever is later.
+pub fn fcfs_completions(
+    arrival_ns: &[u64],
+    offset_bytes: &[u64],
+    size_bytes: &[u32],
+    model: &ServiceModel,
+    seed: u64,
+) -> Vec<u64> {
+    let mut sampler = model.sampler(seed);
+    let mut free_at = 0u64;
+    let mut out = Vec::with_capacity(arrival_ns.len());
+    for i in 0..arrival_ns.len() {
+        let service = sampler.service_ns(offset_bytes[i], size_bytes[i]);
+        // saturating: a time past the u64 range stays at its end, never wraps before the arrival
+        free_at = arrival_ns[i].max(free_at).saturating_add(service);
+        out.push(free_at);
+    }
+    out
 }
 
 impl fmt::Display for ServiceModel {
