@@ -78,6 +78,57 @@ pub(crate) fn file_error(
     Error::Unsupported(format!("{}: {what}: {message}", ctx.path.display()))
 }
 
+/// Run a third-party decoder (arrow-rs, parquet) over a user's file so
+/// that a panic inside it becomes an error naming the file instead of the
+/// end of the process. Our own checks (`arrow_ipc.rs`: every length
+/// against the bytes there; the decode budget) come first, but the
+/// decoders still assert on some malformed inputs: arrow 60's
+/// `Buffer::typed_data` asserts that a buffer's length is a multiple of
+/// its type's width, and `ArrayData` validation reaches it with the
+/// lengths a file claims (the `arrow` fuzz target found one: a dictionary
+/// batch of 128-bit values, `corrupt-dictionary-width.arrows`). Those
+/// are upstream bugs; a reader of user files must not die of them. The
+/// panic's message goes into the error and is not printed: a panic hook,
+/// installed once and chaining to the one before it, stays silent while a
+/// guarded decoder runs on this thread.
+#[cfg(feature = "arrow")]
+fn guarded<T>(
+    ctx: &mut ReadContext<'_>,
+    what: &str,
+    decode: impl FnOnce(&mut ReadContext<'_>) -> Result<T>,
+) -> Result<T> {
+    use std::cell::Cell;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    thread_local! {
+        static GUARDED: Cell<bool> = const { Cell::new(false) };
+    }
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let before = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !GUARDED.with(Cell::get) {
+                before(info);
+            }
+        }));
+    });
+    GUARDED.with(|g| g.set(true));
+    // the decoder's state is dropped with the panic; only the error is kept
+    let result = catch_unwind(AssertUnwindSafe(|| decode(&mut *ctx)));
+    GUARDED.with(|g| g.set(false));
+    result.unwrap_or_else(|payload| {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        Err(file_error(
+            ctx,
+            what,
+            format!("malformed (the decoder refused it: {why})"),
+        ))
+    })
+}
+
 #[cfg(not(feature = "arrow"))]
 mod disabled {
     use super::*;
@@ -103,7 +154,9 @@ pub(crate) fn read_arrow(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> 
     #[cfg(feature = "arrow")]
     {
         let data = slurp(input, ctx)?;
-        super::arrow_ipc::read(data, ctx)
+        guarded(ctx, "Arrow IPC data", |ctx| {
+            super::arrow_ipc::read(data, ctx)
+        })
     }
     #[cfg(not(feature = "arrow"))]
     {
@@ -117,7 +170,7 @@ pub(crate) fn read_parquet(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -
     #[cfg(feature = "arrow")]
     {
         let data = slurp(input, ctx)?;
-        super::parquet::read(data, ctx)
+        guarded(ctx, "Parquet data", |ctx| super::parquet::read(data, ctx))
     }
     #[cfg(not(feature = "arrow"))]
     {

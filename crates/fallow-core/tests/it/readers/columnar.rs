@@ -356,6 +356,27 @@ mod with_arrow {
     /// polars (zstd, categorical hosts, IPC file and stream) and pyarrow's
     /// feather (lz4): `tests/data/traces/make_columnar_fixtures.py`, whose
     /// docstring gives the values checked here.
+    /// The `arrow` fuzz target's first crash: a stream whose dictionary
+    /// batch of 128-bit values has a buffer length that is not a multiple
+    /// of 16, on which arrow 60 asserts inside `ArrayData` validation. It
+    /// is an error naming the file and the decoder's complaint; the test
+    /// binary (like the CLI) goes on.
+    #[test]
+    fn a_decoder_that_panics_on_a_corrupt_file_gives_an_error_naming_it() {
+        use super::super::fixture;
+        use fallow_core::trace::read_trace;
+        let path = fixture("corrupt-dictionary-width.arrows");
+        let err = read_trace(&path, &ReadOptions::default())
+            .expect_err("a corrupt stream is an error")
+            .to_string();
+        assert!(err.contains("corrupt-dictionary-width.arrows"), "{err}");
+        assert!(err.contains("Arrow IPC data: malformed"), "{err}");
+        assert!(err.contains("prefix.is_empty()"), "{err}");
+        // and a good file read afterwards on the same thread still reads
+        let good = read_trace(fixture("polars.arrows"), &ReadOptions::default()).unwrap();
+        assert_eq!(good.len(), 5);
+    }
+
     #[test]
     fn files_from_pandas_polars_and_pyarrow_read() {
         use super::super::fixture;
