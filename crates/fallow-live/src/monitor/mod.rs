@@ -701,9 +701,15 @@ mod tests {
             next_event(&mut m),
             Event::Idle { first: true, .. }
         ));
-        // our own read of 64 sectors: no event
-        own.begin_read(64 * 512).done();
+        // our own read of 64 sectors: no event. The device's counters move
+        // while the read is in flight, as the kernel's do (they count a
+        // read at its completion, before the read returns to fallow);
+        // moving them only after `done()` raced the monitor on a loaded
+        // machine: a sample after the settle window saw the device move
+        // with fallow's counters still, which is FG.
+        let read = own.begin_read(64 * 512);
         write_stat(&stat, 64, 0);
+        read.done();
         assert_eq!(m.recv_timeout(50_000_000).unwrap(), None);
         // someone else's read
         write_stat(&stat, 72, 1);
