@@ -116,6 +116,25 @@ def test_a_fresh_venv_gets_the_library_and_the_command(fresh_venv: Path, tmp_pat
     assert str(ROOT / "python") not in imp.stdout
 
 
+def test_a_fresh_venv_runs_the_demo(fresh_venv: Path, tmp_path: Path) -> None:
+    """Issue 17's "a fresh venv pip installs the wheel and runs fallow demo":
+    the installed command writes the trace and a report that opens with the
+    decision (a smaller workload than the default, for time)."""
+    out = subprocess.run(
+        [str(fresh_venv / "bin" / "fallow"), "demo", "--requests", "20000", "--out", "d"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    d = tmp_path / "d"
+    rows = (d / "trace.csv").read_text().splitlines()
+    assert len(rows) >= 20000, len(rows)
+    assert "What to do" in (d / "report.html").read_text()
+    report = json.loads((d / "report.json").read_text())
+    assert report["trace"], report.keys()
+
+
 def test_the_command_is_the_real_cli(fresh_venv: Path, tmp_path: Path) -> None:
     """The installed command analyses a trace as the library does, and keeps
     the CLI's exit codes: 2 for bad input, 0 for help."""
