@@ -20,7 +20,11 @@ CSV = REPO / "tests" / "data" / "cli" / "two_hosts.csv"
 
 
 def fallow(*args: str) -> subprocess.CompletedProcess:
-    cmd = [os.environ["FALLOW_CLI"]] if os.environ.get("FALLOW_CLI") else [sys.executable, "-m", "fallow"]
+    cmd = (
+        [os.environ["FALLOW_CLI"]]
+        if os.environ.get("FALLOW_CLI")
+        else [sys.executable, "-m", "fallow"]
+    )
     return subprocess.run([*cmd, *args], capture_output=True, text=True, check=False)
 
 
@@ -77,7 +81,9 @@ def test_fallow_reads_what_polars_and_pandas_wrote(tmp_path: Path) -> None:
     try:
         import pandas as pd
 
-        pdf = pd.DataFrame(rows).assign(arrival_ns=lambda d: pd.to_datetime(d["arrival_ns"], unit="ns"))
+        pdf = pd.DataFrame(rows).assign(
+            arrival_ns=lambda d: pd.to_datetime(d["arrival_ns"], unit="ns")
+        )
         pdf.to_parquet(tmp_path / "pandas.parquet")
         paths.append(tmp_path / "pandas.parquet")
     except ImportError:
