@@ -49,33 +49,46 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// A core error on its way to Python: `?` converts a
-/// [`fallow_core::Error`] into it, and it into the matching exception (the
-/// orphan rule forbids `From<fallow_core::Error> for PyErr` itself; polars'
-/// `PyPolarsErr` is the model).
+/// An error on its way to Python: a core error, or one Python raised
+/// (polars' `PyPolarsErr` is the model). `?` converts both into it and it
+/// into the matching exception, so every binding returns [`Result`] and no
+/// call site maps errors by hand (the orphan rule forbids
+/// `From<fallow_core::Error> for PyErr` itself).
 #[derive(Debug)]
-pub struct PyFallowError(Error);
+pub enum PyFallowError {
+    /// A core error, converted by [`convert`].
+    Core(Error),
+    /// A Python exception, passed through.
+    Python(PyErr),
+}
+
+/// The result of every binding.
+pub type Result<T> = std::result::Result<T, PyFallowError>;
 
 impl From<Error> for PyFallowError {
     fn from(e: Error) -> Self {
-        PyFallowError(e)
+        PyFallowError::Core(e)
+    }
+}
+
+impl From<PyErr> for PyFallowError {
+    fn from(e: PyErr) -> Self {
+        PyFallowError::Python(e)
     }
 }
 
 impl From<PyFallowError> for PyErr {
     fn from(e: PyFallowError) -> PyErr {
-        to_py(e.0)
+        match e {
+            PyFallowError::Core(e) => Python::with_gil(|py| convert(py, e).unwrap_or_else(|e| e)),
+            PyFallowError::Python(e) => e,
+        }
     }
-}
-
-/// Convert a core error into the matching Python exception.
-pub fn to_py(err: Error) -> PyErr {
-    Python::with_gil(|py| convert(py, err).unwrap_or_else(|e| e))
 }
 
 /// Building the exception can itself fail (setting an attribute); that
 /// failure is returned as the error in `Err`.
-fn convert(py: Python<'_>, err: Error) -> Result<PyErr, PyErr> {
+fn convert(py: Python<'_>, err: Error) -> PyResult<PyErr> {
     let msg = err.to_string();
     let pyerr = match err {
         Error::Io { path, source } => {
@@ -145,8 +158,8 @@ fn set<'py, V: IntoPyObject<'py>>(
 }
 
 /// A `ParameterError` raised by the bindings themselves (argument conversion).
-pub fn parameter(name: &str, message: impl Into<String>) -> PyErr {
-    to_py(Error::invalid(name, message))
+pub fn parameter(name: &str, message: impl Into<String>) -> PyFallowError {
+    Error::invalid(name, message).into()
 }
 
 /// Run `f` on a worker thread with the GIL released while this thread
@@ -158,7 +171,7 @@ pub fn interruptible<T, F>(
     py: Python<'_>,
     cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
     f: F,
-) -> PyResult<T>
+) -> Result<T>
 where
     F: FnOnce() -> fallow_core::Result<T> + Send,
     T: Send,
@@ -181,8 +194,8 @@ where
         })
     });
     match out {
-        (_, Some(e)) => Err(e),
-        (Ok(r), None) => r.map_err(to_py),
+        (_, Some(e)) => Err(e.into()),
+        (Ok(r), None) => Ok(r?),
         (Err(p), None) => std::panic::resume_unwind(p),
     }
 }
@@ -190,10 +203,10 @@ where
 /// Run `f` with the GIL released and convert its error: the one helper
 /// around every long call into the core (reading, period extraction,
 /// characterisation, generation), so other Python threads keep running.
-pub fn without_gil<T, F>(py: Python<'_>, f: F) -> PyResult<T>
+pub fn without_gil<T, F>(py: Python<'_>, f: F) -> Result<T>
 where
     F: FnOnce() -> fallow_core::Result<T> + Send,
     T: Send,
 {
-    py.allow_threads(f).map_err(to_py)
+    Ok(py.allow_threads(f)?)
 }

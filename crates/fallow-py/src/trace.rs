@@ -1,7 +1,8 @@
 //! `fallow._fallow.Trace`: a block trace as columns, wrapping
 //! [`fallow_core::Trace`], plus `read_trace`.
 
-use crate::errors::{to_py, without_gil};
+use crate::conversion::{resolve, DeviceArg, Parsed};
+use crate::errors::{without_gil, Result};
 use crate::json::to_python;
 use fallow_core::period::{periods_of, Periods};
 use fallow_core::trace::{Op, PlainOptions, ReadOptions, TimeUnit};
@@ -27,11 +28,6 @@ impl From<fallow_core::Trace> for PyTrace {
     }
 }
 
-/// Parse an optional service model given as a string (`exp:5ms`, `const:1ms`, `disk`).
-pub(crate) fn service_model(service: Option<&str>) -> PyResult<Option<ServiceModel>> {
-    service.map(|s| s.parse().map_err(to_py)).transpose()
-}
-
 impl PyTrace {
     /// Busy periods and idle intervals, exact or through a service model.
     /// Of one device: `device`, or the only one (the core refuses to merge
@@ -39,14 +35,13 @@ impl PyTrace {
     fn periods(
         &self,
         py: Python<'_>,
-        service: Option<&str>,
+        service: Option<Parsed<ServiceModel>>,
         seed: u64,
         device: Option<u32>,
-    ) -> PyResult<Periods> {
-        let model = service_model(service)?;
+    ) -> Result<Periods> {
         without_gil(py, || {
             let trace = self.inner.one_device(device)?;
-            periods_of(&trace, model.as_ref(), seed).map(|(p, _)| p)
+            periods_of(&trace, service.map(|s| s.0).as_ref(), seed).map(|(p, _)| p)
         })
     }
 }
@@ -60,7 +55,7 @@ fn times_ns(
     values: &Bound<'_, PyAny>,
     column: &'static str,
     unit_ns: u64,
-) -> PyResult<Vec<u64>> {
+) -> Result<Vec<u64>> {
     let np = py.import("numpy")?;
     let arr = np.call_method1("asarray", (values,))?;
     let kind: String = arr.getattr("dtype")?.getattr("kind")?.extract()?;
@@ -68,7 +63,7 @@ fn times_ns(
         "f" => {
             let v: PyArrayLike1<'_, f64, AllowTypeChange> = arr.extract()?;
             let v = v.as_array().to_vec();
-            fallow_core::trace::ns_from_f64(column, &v, unit_ns).map_err(to_py)
+            Ok(fallow_core::trace::ns_from_f64(column, &v, unit_ns)?)
         }
         "M" | "m" => {
             let kind = if kind == "M" {
@@ -85,7 +80,7 @@ fn times_ns(
         _ => {
             let v: PyArrayLike1<'_, u64, AllowTypeChange> = arr.extract()?;
             let v = v.as_array().to_vec();
-            fallow_core::trace::scale_bytes(column, &v, unit_ns).map_err(to_py)
+            Ok(fallow_core::trace::scale_bytes(column, &v, unit_ns)?)
         }
     }
 }
@@ -96,15 +91,15 @@ fn signed_ns(
     v: PyArrayLike1<'_, i64, AllowTypeChange>,
     column: &'static str,
     unit_ns: u64,
-) -> PyResult<Vec<u64>> {
+) -> Result<Vec<u64>> {
     let v = v.as_array();
     let as_u: Vec<u64> = v.iter().map(|&x| x.max(0) as u64).collect();
     if let Some(i) = v.iter().position(|&x| x < 0) {
         // The core names the record and column of the first negative.
         let probe: Vec<f64> = v.iter().take(i + 1).map(|&x| x as f64).collect();
-        fallow_core::trace::ns_from_f64(column, &probe, unit_ns).map_err(to_py)?;
+        fallow_core::trace::ns_from_f64(column, &probe, unit_ns)?;
     }
-    fallow_core::trace::scale_bytes(column, &as_u, unit_ns).map_err(to_py)
+    Ok(fallow_core::trace::scale_bytes(column, &as_u, unit_ns)?)
 }
 
 fn ns_to_s(v: &[u64]) -> Vec<f64> {
@@ -135,14 +130,11 @@ impl PyTrace {
         size_bytes: Option<PyArrayLike1<'_, u64, AllowTypeChange>>,
         is_write: Option<PyArrayLike1<'_, bool, AllowTypeChange>>,
         device: Option<PyArrayLike1<'_, u32, AllowTypeChange>>,
-        time_unit: Option<&str>,
+        time_unit: Option<Parsed<TimeUnit>>,
         offset_unit_bytes: u64,
         size_unit_bytes: u64,
-    ) -> PyResult<Self> {
-        let unit_ns = match time_unit {
-            None => 1,
-            Some(u) => u.parse::<TimeUnit>().map_err(to_py)?.ns() as u64,
-        };
+    ) -> Result<Self> {
+        let unit_ns = time_unit.map_or(1, |u| u.0.ns() as u64);
         let arrival = times_ns(py, arrival_ns, "arrival_ns", unit_ns)?;
         let n = arrival.len();
         let completion = completion_ns
@@ -153,8 +145,7 @@ impl PyTrace {
                 "offset_bytes",
                 &c.as_array().to_vec(),
                 offset_unit_bytes,
-            )
-            .map_err(to_py)?,
+            )?,
             None => vec![0; n],
         };
         let size = match size_bytes {
@@ -163,9 +154,8 @@ impl PyTrace {
                     "size_bytes",
                     &c.as_array().to_vec(),
                     size_unit_bytes,
-                )
-                .map_err(to_py)?;
-                fallow_core::trace::sizes_u32(&bytes).map_err(to_py)?
+                )?;
+                fallow_core::trace::sizes_u32(&bytes)?
             }
             None => vec![0; n],
         };
@@ -274,14 +264,14 @@ impl PyTrace {
     }
 
     /// Devices with their request counts: `[{"id": 0, "requests": 24708}, ...]`.
-    fn devices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn devices<'py>(&self, py: Python<'py>) -> Result<Bound<'py, PyAny>> {
         to_python(py, &self.inner.devices())
     }
 
     /// The requests of one device as a trace of their own (time zero kept):
     /// an id, or an MSR `host:disk` name such as `"hm:0"`.
-    fn select_device(&self, py: Python<'_>, id: crate::device::DeviceArg) -> PyResult<Self> {
-        let id = crate::device::resolve(&self.inner, Some(&id))?.unwrap_or_default();
+    fn select_device(&self, py: Python<'_>, id: DeviceArg) -> Result<Self> {
+        let id = resolve(&self.inner, Some(&id))?.unwrap_or_default();
         without_gil(py, || self.inner.select_device(id)).map(PyTrace::from)
     }
 
@@ -299,7 +289,7 @@ impl PyTrace {
 
     /// What reading noticed: path, format, skipped and reordered records, origin.
     #[getter]
-    fn report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn report<'py>(&self, py: Python<'py>) -> Result<Bound<'py, PyAny>> {
         to_python(py, self.inner.report())
     }
 
@@ -314,10 +304,10 @@ impl PyTrace {
     fn idle_intervals<'py>(
         &self,
         py: Python<'py>,
-        service: Option<&str>,
+        service: Option<Parsed<ServiceModel>>,
         seed: u64,
         device: Option<u32>,
-    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    ) -> Result<Bound<'py, PyArray1<f64>>> {
         let p = self.periods(py, service, seed, device)?;
         Ok(ns_to_s(&p.idle_len_ns).into_pyarray(py))
     }
@@ -327,11 +317,11 @@ impl PyTrace {
     fn idle_intervals_ns<'py>(
         &self,
         py: Python<'py>,
-        service: Option<&str>,
+        service: Option<Parsed<ServiceModel>>,
         seed: u64,
         device: Option<u32>,
-    ) -> PyResult<Bound<'py, PyArray1<u64>>> {
-        let lengths = match (service, self.inner.completion_ns()) {
+    ) -> Result<Bound<'py, PyArray1<u64>>> {
+        let lengths = match (&service, self.inner.completion_ns()) {
             // Recorded completions: the lean path, no busy-period columns.
             (None, Some(_)) => without_gil(py, || {
                 let trace = self.inner.one_device(device)?;
@@ -349,10 +339,10 @@ impl PyTrace {
     fn busy_periods<'py>(
         &self,
         py: Python<'py>,
-        service: Option<&str>,
+        service: Option<Parsed<ServiceModel>>,
         seed: u64,
         device: Option<u32>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> Result<Bound<'py, PyDict>> {
         let p = self.periods(py, service, seed, device)?;
         let d = PyDict::new(py);
         d.set_item("start_s", ns_to_s(&p.busy_start_ns).into_pyarray(py))?;
@@ -367,10 +357,10 @@ impl PyTrace {
     fn busy_periods_ns<'py>(
         &self,
         py: Python<'py>,
-        service: Option<&str>,
+        service: Option<Parsed<ServiceModel>>,
         seed: u64,
         device: Option<u32>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> Result<Bound<'py, PyDict>> {
         let p = self.periods(py, service, seed, device)?;
         let d = PyDict::new(py);
         d.set_item("start_ns", p.busy_start_ns.into_pyarray(py))?;
@@ -389,22 +379,19 @@ impl PyTrace {
 pub fn read_trace(
     py: Python<'_>,
     path: PathBuf,
-    format: Option<&str>,
+    format: Option<Parsed<fallow_core::trace::Format>>,
     skip_bad: bool,
-    time_unit: Option<&str>,
+    time_unit: Option<Parsed<TimeUnit>>,
     offset_unit_bytes: Option<u64>,
     size_unit_bytes: Option<u64>,
     completion_column: bool,
-) -> PyResult<PyTrace> {
+) -> Result<PyTrace> {
     let defaults = PlainOptions::default();
     let opts = ReadOptions {
-        format: format.map(|f| f.parse().map_err(to_py)).transpose()?,
+        format: format.map(|f| f.0),
         skip_bad,
         plain: PlainOptions {
-            time_unit: time_unit
-                .map(|u| u.parse::<TimeUnit>().map_err(to_py))
-                .transpose()?
-                .unwrap_or(defaults.time_unit),
+            time_unit: time_unit.map_or(defaults.time_unit, |u| u.0),
             offset_unit_bytes: offset_unit_bytes.unwrap_or(defaults.offset_unit_bytes),
             size_unit_bytes: size_unit_bytes.unwrap_or(defaults.size_unit_bytes),
             completion: completion_column,

@@ -1,9 +1,10 @@
 //! `synthetic`: seeded synthetic FG workloads (arrival process + service
 //! model through a FCFS queue), as a `Trace` with completion times.
 
-use crate::errors::{parameter, to_py, without_gil};
-use crate::trace::{service_model, PyTrace};
+use crate::errors::{parameter, without_gil, Result};
+use crate::trace::PyTrace;
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
+use fallow_core::ServiceModel;
 use pyo3::prelude::*;
 
 /// Generate a synthetic trace.
@@ -34,7 +35,7 @@ pub fn synthetic(
     capacity_bytes: u64,
     write_fraction: f64,
     burst: Option<f64>,
-) -> PyResult<PyTrace> {
+) -> Result<PyTrace> {
     let arrivals = match (mmpp_rates, mmpp_switch) {
         (Some(rate_per_s), Some(switch_per_s)) => {
             let p = ArrivalProcess::Mmpp2 {
@@ -42,7 +43,7 @@ pub fn synthetic(
                 switch_per_s,
             };
             match rate {
-                Some(r) => p.with_mean_rate(r).map_err(to_py)?,
+                Some(r) => p.with_mean_rate(r)?,
                 None => p,
             }
         }
@@ -67,13 +68,13 @@ pub fn synthetic(
                 spec.push(if spec.contains(':') { ',' } else { ':' });
                 spec.push_str(&extra.join(","));
             }
-            ArrivalProcess::parse_with_rate(&spec, rate).map_err(to_py)?
+            ArrivalProcess::parse_with_rate(&spec, rate)?
         }
     };
     let workload = SyntheticWorkload {
         arrivals,
         requests,
-        service: service_model(Some(service))?.expect("given"),
+        service: service.parse::<ServiceModel>()?,
         request_size_bytes,
         capacity_bytes,
         write_fraction,
