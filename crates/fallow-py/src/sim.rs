@@ -11,7 +11,7 @@ use crate::conversion::{one_device, DeviceArg, Value};
 use crate::errors::{parameter, without_gil, Result};
 use crate::json::to_python;
 use crate::trace::PyTrace;
-use fallow_core::policy::{self, Policy};
+use fallow_core::policy;
 use fallow_core::sim::{self, simulate as run, SimResult};
 use fallow_core::tune::online::{default_every, OnlineConfig, OnlineTuner, Report, DEFAULT_WINDOW};
 use pyo3::prelude::*;
@@ -212,54 +212,24 @@ pub fn compare<'py>(
     policies: Option<Vec<String>>,
     options: Option<&Bound<'py, PyDict>>,
 ) -> Result<Bound<'py, PyAny>> {
-    let default_lineup = policies.is_none();
-    let specs = policies.unwrap_or_else(|| {
-        let reg = policy::registry();
-        reg.iter()
-            .filter(|e| !e.clairvoyant)
-            .chain(reg.iter().filter(|e| e.clairvoyant))
-            .map(|e| e.name.to_string())
-            .collect()
-    });
-    let built = specs
-        .iter()
-        .map(|s| policy::build(s))
-        .collect::<fallow_core::Result<Vec<_>>>()?;
     let kw = Kwargs::new(options)?;
     let req = request(trace.as_deref(), &kw)?;
     kw.finish()?;
     let cfg = req.config();
-    // as the CLI's compare: the default line-up leaves out a policy that
-    // chooses its own request sizes under a BG model that does not charge
-    // for size (the core's check), with a warning saying why; one named
-    // explicitly fails in `run`
-    let mut lineup: Vec<(String, Box<dyn Policy>)> = specs.into_iter().zip(built).collect();
-    if default_lineup {
-        let mut keep = Vec::with_capacity(lineup.len());
-        for (spec, p) in lineup {
-            let check = if p.chooses_size() {
-                sim::check_sizes(&cfg.bg_service, Some(p.name()), 1)
-            } else {
-                Ok(())
-            };
-            match check {
-                Ok(()) => keep.push((spec, p)),
-                Err(e) => {
-                    py.import("warnings")?
-                        .call_method1("warn", (format!("skipping {spec}: {e}"),))?;
-                }
-            }
-        }
-        lineup = keep;
+    let mut lineup = sim::lineup(policies, &cfg.bg_service)?;
+    for why in &lineup.skipped {
+        py.import("warnings")?.call_method1("warn", (why,))?;
     }
     let results = without_gil(py, || {
         let prep = req.prepare()?;
         lineup
+            .policies
             .iter_mut()
             .map(|(_, p)| run(&prep, p.as_mut(), &cfg))
             .collect::<fallow_core::Result<Vec<_>>>()
     })?;
     let runs: Vec<Run<'_>> = lineup
+        .policies
         .iter()
         .zip(&results)
         .map(|((spec, _), result)| Run {

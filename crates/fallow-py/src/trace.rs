@@ -102,10 +102,6 @@ fn signed_ns(
     Ok(fallow_core::trace::scale_bytes(column, &as_u, unit_ns)?)
 }
 
-fn ns_to_s(v: &[u64]) -> Vec<f64> {
-    v.iter().map(|&x| x as f64 / 1e9).collect()
-}
-
 #[pymethods]
 impl PyTrace {
     /// Build a trace from columns (any array-likes, cast by numpy).
@@ -179,29 +175,6 @@ impl PyTrace {
         self.inner.len()
     }
 
-    fn __repr__(&self) -> String {
-        let r = self.inner.report();
-        let format = r.format.map_or("columns".to_string(), |f| f.to_string());
-        format!(
-            "<fallow.Trace {} request{}, {} device{}, {:.3} s, {}{}>",
-            self.inner.len(),
-            if self.inner.len() == 1 { "" } else { "s" },
-            self.inner.devices().len(),
-            if self.inner.devices().len() == 1 {
-                ""
-            } else {
-                "s"
-            },
-            self.inner.span_ns() as f64 / 1e9,
-            format,
-            if self.inner.completion_ns().is_some() {
-                ", with completions"
-            } else {
-                ""
-            },
-        )
-    }
-
     /// Arrival times, ns since the first arrival (uint64, non-decreasing).
     #[getter]
     fn arrival_ns<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
@@ -245,18 +218,6 @@ impl PyTrace {
         PyArray1::from_slice(py, self.inner.device())
     }
 
-    /// All columns as a dict of numpy arrays (`completion_ns` is None without completions).
-    fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item("arrival_ns", self.arrival_ns(py))?;
-        d.set_item("completion_ns", self.completion_ns(py))?;
-        d.set_item("offset_bytes", self.offset_bytes(py))?;
-        d.set_item("size_bytes", self.size_bytes(py))?;
-        d.set_item("is_write", self.is_write(py))?;
-        d.set_item("device", self.device(py))?;
-        Ok(d)
-    }
-
     /// True when the trace has completion times.
     #[getter]
     fn has_completions(&self) -> bool {
@@ -275,12 +236,6 @@ impl PyTrace {
         without_gil(py, || self.inner.select_device(id)).map(PyTrace::from)
     }
 
-    /// From the first arrival to the last arrival or completion, seconds.
-    #[getter]
-    fn span_s(&self) -> f64 {
-        self.inner.span_ns() as f64 / 1e9
-    }
-
     /// From the first arrival to the last arrival or completion, ns.
     #[getter]
     fn span_ns(&self) -> u64 {
@@ -291,25 +246,6 @@ impl PyTrace {
     #[getter]
     fn report<'py>(&self, py: Python<'py>) -> Result<Bound<'py, PyAny>> {
         to_python(py, self.inner.report())
-    }
-
-    /// Idle interval lengths in seconds (float64), in time order, of one
-    /// device: `device`, which a trace of several devices requires (their
-    /// periods merged into one timeline would describe no device).
-    ///
-    /// Exact from the recorded completions; with `service` (`exp:5ms`,
-    /// `const:1ms`, `disk`) completions come from that model and a FCFS
-    /// queue seeded by `seed` (required for traces without completions).
-    #[pyo3(signature = (service=None, seed=1, device=None))]
-    fn idle_intervals<'py>(
-        &self,
-        py: Python<'py>,
-        service: Option<Parsed<ServiceModel>>,
-        seed: u64,
-        device: Option<u32>,
-    ) -> Result<Bound<'py, PyArray1<f64>>> {
-        let p = self.periods(py, service, seed, device)?;
-        Ok(ns_to_s(&p.idle_len_ns).into_pyarray(py))
     }
 
     /// Idle interval lengths in ns (uint64); see `idle_intervals`.
@@ -331,24 +267,6 @@ impl PyTrace {
             _ => self.periods(py, service, seed, device)?.idle_len_ns,
         };
         Ok(lengths.into_pyarray(py))
-    }
-
-    /// Busy periods as a dict of arrays: `start_s`, `length_s` (float64)
-    /// and `requests` (uint32, requests arriving in each). See `idle_intervals`.
-    #[pyo3(signature = (service=None, seed=1, device=None))]
-    fn busy_periods<'py>(
-        &self,
-        py: Python<'py>,
-        service: Option<Parsed<ServiceModel>>,
-        seed: u64,
-        device: Option<u32>,
-    ) -> Result<Bound<'py, PyDict>> {
-        let p = self.periods(py, service, seed, device)?;
-        let d = PyDict::new(py);
-        d.set_item("start_s", ns_to_s(&p.busy_start_ns).into_pyarray(py))?;
-        d.set_item("length_s", ns_to_s(&p.busy_len_ns).into_pyarray(py))?;
-        d.set_item("requests", p.busy_requests.into_pyarray(py))?;
-        Ok(d)
     }
 
     /// Busy periods as a dict of arrays: `start_ns`, `length_ns` (uint64)
