@@ -165,11 +165,14 @@ def energy(trace: Trace | str | os.PathLike[str], **options: Any) -> dict[str, A
     arguments are :func:`fallow.energy`'s, with ``policy=None`` running every
     spin-down policy (``fallow.energy`` defaults to the 10 s timeout)."""
 
-class PolicyInfo(TypedDict):
+class PolicyInfo:
+    """One policy of the registry (``fallow policies``), read-only."""
+
     name: str
     summary: str
     params: str
     clairvoyant: bool
+    def to_dict(self) -> dict[str, Any]: ...
 
 def policies() -> list[PolicyInfo]: ...
 def defaults() -> dict[str, Any]:

@@ -237,4 +237,5 @@ def policies() -> pd.DataFrame:
     >>> "fixed-wait" in set(p["name"])
     True
     """
-    return _pd().DataFrame(_fallow.policies(), columns=["name", "summary", "params", "clairvoyant"])
+    rows = [p.to_dict() for p in _fallow.policies()]
+    return _pd().DataFrame(rows, columns=["name", "summary", "params", "clairvoyant"])

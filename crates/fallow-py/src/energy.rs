@@ -11,9 +11,7 @@ use crate::conversion::{resolve, DeviceArg, Value};
 use crate::errors::{parameter, without_gil, Result};
 use crate::json::to_python;
 use crate::trace::PyTrace;
-use fallow_core::energy::{
-    power_overrides, read_file_trace, InputInfo, InputKind, Options, PowerFile, PowerModel,
-};
+use fallow_core::energy::{busiest_device, power_overrides, Options, PowerFile, PowerModel};
 use fallow_core::trace::ReadOptions;
 use fallow_core::Trace;
 use pyo3::prelude::*;
@@ -61,16 +59,6 @@ fn power_arg(v: &Bound<'_, PyAny>, device: Option<u32>) -> Result<PowerModel> {
         )
     })?;
     Ok(PowerFile::read(&path)?.model(device)?)
-}
-
-/// The busiest device of a trace, as `fallow energy` picks it: the one with
-/// the most requests, the lowest id on a tie.
-fn busiest(trace: &Trace) -> Option<u32> {
-    trace
-        .devices()
-        .iter()
-        .max_by(|a, b| a.requests.cmp(&b.requests).then(b.id.cmp(&a.id)))
-        .map(|d| d.id)
 }
 
 /// Simulate a disk's power states under spin-down policies, alone and with
@@ -161,14 +149,7 @@ pub fn energy<'py>(
         if let Some(v) = &power {
             req.power = power_arg(v, None)?;
         }
-        let report = without_gil(py, || {
-            let input = req.prepare_files(&read_file_trace(&path)?)?;
-            let spec = service_text.unwrap_or("disk");
-            let completions = format!("modelled: {spec}");
-            let path = path.display().to_string();
-            let info = InputInfo::new(&input, path, InputKind::File, None, completions, seed);
-            req.run(&input, info)
-        })?;
+        let report = without_gil(py, || req.run_files(&path, service_text))?;
         return to_python(py, &report);
     }
     let t: Cow<'_, Trace> = match &given {
@@ -177,30 +158,11 @@ pub fn energy<'py>(
             fallow_core::read_trace(&path, &ReadOptions::default())
         })?),
     };
-    let device = resolve(&t, device.as_ref())?.or_else(|| busiest(&t));
+    let device = resolve(&t, device.as_ref())?.or_else(|| busiest_device(&t));
     if let Some(v) = &power {
         req.power = power_arg(v, device)?;
     }
     let id = device.unwrap_or(0);
-    let report = without_gil(py, || {
-        let one = if t.devices().len() == 1 && t.devices()[0].id == id {
-            Cow::Borrowed(&*t)
-        } else {
-            Cow::Owned(t.select_device(id)?)
-        };
-        let input = req.prepare_block(&one)?;
-        let path = t.report().path.display().to_string();
-        let path = if path.is_empty() {
-            "(in memory)".into()
-        } else {
-            path
-        };
-        let completions = match service_text {
-            Some(spec) => format!("modelled: {spec}"),
-            None => "recorded".into(),
-        };
-        let info = InputInfo::new(&input, path, InputKind::Block, Some(id), completions, seed);
-        req.run(&input, info)
-    })?;
+    let report = without_gil(py, || req.run_block(&t, id, service_text))?;
     to_python(py, &report)
 }

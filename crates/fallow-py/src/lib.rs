@@ -35,6 +35,7 @@ fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("_debug_build", cfg!(debug_assertions))?;
     errors::register(m)?;
     m.add_class::<trace::PyTrace>()?;
+    m.add_class::<sim::PolicyInfo>()?;
     m.add_function(wrap_pyfunction!(trace::read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(stats::characterize, m)?)?;
     m.add_function(wrap_pyfunction!(workload::synthetic, m)?)?;

@@ -241,21 +241,43 @@ pub fn compare<'py>(
     to_python(py, &runs)
 }
 
-/// The policy registry: a list of dicts with `name`, `summary`, `params`
-/// and `clairvoyant` (the JSON of `fallow policies`).
+/// One policy of the registry, as `fallow policies` lists it: a typed,
+/// read-only result (`to_dict()` for frames).
+#[pyclass(module = "fallow._fallow", frozen, get_all)]
+#[derive(Serialize)]
+pub struct PolicyInfo {
+    /// Registry name (`fixed-wait`).
+    name: String,
+    /// One line on what it does.
+    summary: String,
+    /// Its parameters with units and defaults.
+    params: String,
+    /// True for references that see the future (upper bounds).
+    clairvoyant: bool,
+}
+
+#[pymethods]
+impl PolicyInfo {
+    /// The fields as a dict: `name`, `summary`, `params`, `clairvoyant`.
+    fn to_dict<'py>(&self, py: Python<'py>) -> Result<Bound<'py, PyAny>> {
+        to_python(py, self)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<fallow.PolicyInfo {}: {}>", self.name, self.summary)
+    }
+}
+
+/// The policy registry, in its order.
 #[pyfunction]
-pub fn policies(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
-    policy::registry()
-        .iter()
-        .map(|e| {
-            let d = PyDict::new(py);
-            d.set_item("name", e.name)?;
-            d.set_item("summary", e.summary)?;
-            d.set_item("params", e.params)?;
-            d.set_item("clairvoyant", e.clairvoyant)?;
-            Ok(d)
-        })
-        .collect()
+pub fn policies() -> Vec<PolicyInfo> {
+    let info = |e: &policy::Entry| PolicyInfo {
+        name: e.name.into(),
+        summary: e.summary.into(),
+        params: e.params.into(),
+        clairvoyant: e.clairvoyant,
+    };
+    policy::registry().iter().map(info).collect()
 }
 
 /// The core's defaults of the keyword arguments, for the Python layer's

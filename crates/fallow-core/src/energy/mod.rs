@@ -61,7 +61,7 @@ pub mod spindown;
 
 pub use filetrace::{read_file_trace, FileKind, FileTrace};
 pub use metrics::{normalise, EnergyByState, EnergyRun, Ratios};
-pub use options::{power_overrides, Options};
+pub use options::{busiest_device, power_overrides, Options};
 pub use power::{PowerFile, PowerModel};
 pub use report::{default_policies, EnergyReport, InputInfo, InputKind};
 pub use request::{

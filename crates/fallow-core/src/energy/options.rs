@@ -5,11 +5,14 @@
 //! would be ignored is an error, not a silent no-op) live here once, and
 //! every error names the argument at fault.
 
-use super::{default_bg, spindown, Availability, PowerFile, PowerModel, Request, UserData};
-use super::{RemoteWhen, DEFAULT_PEER_PROB, SEED_LOCAL_FRACTIONS};
+use super::{default_bg, read_file_trace, spindown, Availability, EnergyReport, InputInfo};
+use super::{InputKind, PowerFile, PowerModel, RemoteWhen, Request, UserData};
+use super::{DEFAULT_PEER_PROB, SEED_LOCAL_FRACTIONS};
 use crate::error::{Error, Result};
 use crate::quantity::{renamed, Quantity};
 use crate::sim::BgService;
+use crate::trace::Trace;
+use std::borrow::Cow;
 use std::path::Path;
 
 /// Every argument of an energy study but the input and the power model
@@ -205,6 +208,57 @@ impl Options {
             plan.wait_ns = v.duration_ns("bg_wait")?;
         }
         Ok(Some(plan))
+    }
+}
+
+/// The device `fallow energy` studies when none is named: the one with the
+/// most requests, the lowest id on a tie.
+pub fn busiest_device(trace: &Trace) -> Option<u32> {
+    trace
+        .devices()
+        .iter()
+        .max_by(|a, b| a.requests.cmp(&b.requests).then(b.id.cmp(&a.id)))
+        .map(|d| d.id)
+}
+
+impl Request {
+    /// The study of device `id` of a block trace, its input described by
+    /// the trace's path and `service` (the service model as given, `None`:
+    /// recorded completions).
+    pub fn run_block(&self, trace: &Trace, id: u32, service: Option<&str>) -> Result<EnergyReport> {
+        let devices = trace.devices();
+        let one = if devices.len() == 1 && devices[0].id == id {
+            Cow::Borrowed(trace)
+        } else {
+            Cow::Owned(trace.select_device(id)?)
+        };
+        let input = self.prepare_block(&one)?;
+        let path = trace.report().path.display().to_string();
+        let path = if path.is_empty() {
+            "(in memory)".into()
+        } else {
+            path
+        };
+        let completions = service.map_or("recorded".into(), |s| format!("modelled: {s}"));
+        let info = InputInfo::new(
+            &input,
+            path,
+            InputKind::Block,
+            Some(id),
+            completions,
+            self.seed,
+        );
+        self.run(&input, info)
+    }
+
+    /// The study of the file-level trace at `path`, its input described by
+    /// `service` (the service model as given, `None`: the default `disk`).
+    pub fn run_files(&self, path: &Path, service: Option<&str>) -> Result<EnergyReport> {
+        let input = self.prepare_files(&read_file_trace(path)?)?;
+        let completions = format!("modelled: {}", service.unwrap_or("disk"));
+        let path = path.display().to_string();
+        let info = InputInfo::new(&input, path, InputKind::File, None, completions, self.seed);
+        self.run(&input, info)
     }
 }
 
