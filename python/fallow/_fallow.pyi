@@ -145,6 +145,7 @@ def characterize(
     rate_bin_s: float | None = None,
     curve_points: int = 200,
 ) -> dict[str, Any]: ...
+
 # The keyword arguments are spelled once, in fallow/_options.py.
 def simulate(
     trace: Trace | None = None, policy: str = "", **options: Unpack[SimulateOptions]

@@ -35,7 +35,11 @@ def busy_periods(
     and ``requests`` (uint32, requests arriving in each). See
     ``idle_intervals``."""
     p = self.busy_periods_ns(service, seed, device)
-    return {"start_s": p["start_ns"] / 1e9, "length_s": p["length_ns"] / 1e9, "requests": p["requests"]}
+    return {
+        "start_s": p["start_ns"] / 1e9,
+        "length_s": p["length_ns"] / 1e9,
+        "requests": p["requests"],
+    }
 
 
 def columns(self: Trace) -> dict[str, Any]:

@@ -10,7 +10,7 @@ use super::{InputKind, PowerFile, PowerModel, RemoteWhen, Request, UserData};
 use super::{DEFAULT_PEER_PROB, SEED_LOCAL_FRACTIONS};
 use crate::error::{Error, Result};
 use crate::quantity::{renamed, Quantity};
-use crate::sim::BgService;
+use crate::service::BgService;
 use crate::trace::Trace;
 use std::borrow::Cow;
 use std::path::Path;
