@@ -16,7 +16,7 @@ use fallow_core::Error;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyOSError};
 use pyo3::prelude::*;
-use pyo3::types::PyNone;
+use pyo3::IntoPyObjectExt;
 
 create_exception!(
     fallow,
@@ -90,7 +90,8 @@ impl From<PyFallowError> for PyErr {
 /// failure is returned as the error in `Err`.
 fn convert(py: Python<'_>, err: Error) -> PyResult<PyErr> {
     let msg = err.to_string();
-    let pyerr = match err {
+    let path = |p: &std::path::Path| p.display().to_string().into_py_any(py);
+    let (e, attrs) = match err {
         Error::Io { path, source } => {
             // OSError(errno, strerror, filename) picks the right subclass
             // (FileNotFoundError, PermissionError, …) from errno.
@@ -101,60 +102,55 @@ fn convert(py: Python<'_>, err: Error) -> PyResult<PyErr> {
             });
         }
         Error::Record {
-            path,
+            path: p,
             location,
             field,
             ..
         } => {
-            let e = TraceFormatError::new_err(msg);
             let (line, offset, record) = match location {
                 Location::Line(n) => (Some(n), None, None),
                 Location::Offset(n) => (None, Some(n), None),
                 Location::Record(n) => (None, None, Some(n)),
             };
-            set(py, &e, "path", path.display().to_string())?;
-            set(py, &e, "line", line)?;
-            set(py, &e, "offset", offset)?;
-            set(py, &e, "record", record)?;
-            set(py, &e, "field", field)?;
-            e
+            let at = [line, offset, record].map(|n| n.into_py_any(py));
+            let [line, offset, record] = at;
+            let attrs = vec![
+                ("path", path(&p)?),
+                ("line", line?),
+                ("offset", offset?),
+                ("record", record?),
+                ("field", field.into_py_any(py)?),
+            ];
+            (TraceFormatError::new_err(msg), attrs)
         }
-        Error::Empty { path, .. } | Error::UnknownFormat { path, .. } => {
-            let e = TraceFormatError::new_err(msg);
-            set(py, &e, "path", path.display().to_string())?;
-            for attr in ["line", "offset", "record", "field"] {
-                set(py, &e, attr, PyNone::get(py))?;
-            }
-            e
+        Error::Empty { path: p, .. } | Error::UnknownFormat { path: p, .. } => {
+            let mut attrs = vec![("path", path(&p)?)];
+            attrs.extend(["line", "offset", "record", "field"].map(|a| (a, py.None())));
+            (TraceFormatError::new_err(msg), attrs)
         }
         Error::NoSuchDevice { device, .. } => {
-            let e = ParameterError::new_err(msg);
-            set(py, &e, "name", "device")?;
             // An int as before; `host:disk` for an MSR file of several hosts.
-            match device.parse::<u32>() {
-                Ok(id) => set(py, &e, "device", id)?,
-                Err(_) => set(py, &e, "device", device)?,
-            }
-            e
+            let id = match device.parse::<u32>() {
+                Ok(id) => id.into_py_any(py)?,
+                Err(_) => device.into_py_any(py)?,
+            };
+            let name = "device".into_py_any(py)?;
+            (
+                ParameterError::new_err(msg),
+                vec![("name", name), ("device", id)],
+            )
         }
         Error::InvalidParameter { name, .. } => {
-            let e = ParameterError::new_err(msg);
-            set(py, &e, "name", name)?;
-            e
+            let name = name.into_py_any(py)?;
+            (ParameterError::new_err(msg), vec![("name", name)])
         }
-        Error::Unsupported(_) => FallowError::new_err(msg),
-        Error::Interrupted => PyKeyboardInterrupt::new_err(msg),
+        Error::Unsupported(_) => (FallowError::new_err(msg), vec![]),
+        Error::Interrupted => (PyKeyboardInterrupt::new_err(msg), vec![]),
     };
-    Ok(pyerr)
-}
-
-fn set<'py, V: IntoPyObject<'py>>(
-    py: Python<'py>,
-    err: &PyErr,
-    name: &str,
-    value: V,
-) -> PyResult<()> {
-    err.value(py).setattr(name, value)
+    for (name, value) in attrs {
+        e.value(py).setattr(name, value)?;
+    }
+    Ok(e)
 }
 
 /// A `ParameterError` raised by the bindings themselves (argument conversion).
