@@ -59,7 +59,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fallow import fleet, io
+from fallow import _trace, fleet, io
 from fallow._fallow import FallowError, ParameterError, Trace, TraceFormatError, synthetic
 from fallow._fallow import __version__ as __version__
 from fallow._fallow import characterize as _characterize
@@ -99,6 +99,12 @@ from_columns = Trace.from_columns
 Trace.from_pandas = staticmethod(io.from_pandas)
 Trace.from_polars = staticmethod(io.from_polars)
 to_parquet = io.to_parquet
+# Unit and shape conversions of the core's methods (fallow/_trace.py).
+Trace.idle_intervals = _trace.idle_intervals
+Trace.busy_periods = _trace.busy_periods
+Trace.columns = _trace.columns
+Trace.span_s = property(_trace.span_s)
+Trace.__repr__ = _trace.trace_repr
 
 
 def read_trace(

@@ -8,6 +8,9 @@ from typing import Any, TypedDict
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import Unpack
+
+from fallow._options import InputOptions, SimulateOptions, TuneOptions
 
 __version__: str
 
@@ -142,99 +145,35 @@ def characterize(
     rate_bin_s: float | None = None,
     curve_points: int = 200,
 ) -> dict[str, Any]: ...
+
+# The keyword arguments are spelled once, in fallow/_options.py.
 def simulate(
-    trace: Trace | None = None,
-    policy: str = "",
-    *,
-    device: int | str | None = None,
-    service: str | None = None,
-    workload: str | None = None,
-    arrival_rate: float | None = None,
-    utilization: float | None = None,
-    requests: int | None = None,
-    request_size: int | str | None = None,
-    write_fraction: float | None = None,
-    bg: str | None = None,
-    bg_size: int | str | None = None,
-    bg_work: str | None = None,
-    switch_penalty: float | str | None = None,
-    seed: int | None = None,
-    retune: str | None = None,
-    retune_window: int | None = None,
-    retune_every: int | None = None,
+    trace: Trace | None = None, policy: str = "", **options: Unpack[SimulateOptions]
 ) -> dict[str, Any]: ...
 def compare(
     trace: Trace | None = None,
     policies: Sequence[str] | None = None,
-    *,
-    device: int | str | None = None,
-    service: str | None = None,
-    workload: str | None = None,
-    arrival_rate: float | None = None,
-    utilization: float | None = None,
-    requests: int | None = None,
-    request_size: int | str | None = None,
-    write_fraction: float | None = None,
-    bg: str | None = None,
-    bg_size: int | str | None = None,
-    bg_work: str | None = None,
-    switch_penalty: float | str | None = None,
-    seed: int | None = None,
+    **options: Unpack[InputOptions],
 ) -> list[dict[str, Any]]: ...
 def tune(
     trace: Trace | None = None,
     policy: str = "",
     budget: str = "1ms",
-    *,
-    sizes: str | int | Sequence[int | str] | None = None,
-    max_delay: float | str | None = None,
-    threads: int | None = None,
-    search: str | None = None,
-    device: int | str | None = None,
-    service: str | None = None,
-    workload: str | None = None,
-    arrival_rate: float | None = None,
-    utilization: float | None = None,
-    requests: int | None = None,
-    request_size: int | str | None = None,
-    write_fraction: float | None = None,
-    bg: str | None = None,
-    bg_size: int | str | None = None,
-    bg_work: str | None = None,
-    switch_penalty: float | str | None = None,
-    seed: int | None = None,
+    **options: Unpack[TuneOptions],
 ) -> dict[str, Any] | list[dict[str, Any]]: ...
-def energy(
-    trace: Trace | str | os.PathLike[str],
-    *,
-    policy: str | Sequence[str] | None = None,
-    device: int | str | None = None,
-    local_fraction: float | Sequence[float] | None = None,
-    peers: int | None = None,
-    peer_prob: float | None = None,
-    peer_prob_for: dict[str, float] | None = None,
-    remote: str = "asleep",
-    files: bool = False,
-    user_data: str | None = None,
-    service: str | None = None,
-    power: str | os.PathLike[str] | dict[str, float | str] | None = None,
-    net_latency: float | str | None = None,
-    net_bandwidth: int | str | None = None,
-    net_contention: float = 0.2,
-    bg_work: int | str | None = None,
-    bg_size: int | str | None = None,
-    bg: str | None = None,
-    bg_wait: float | str | None = None,
-    seed: int = 1,
-) -> dict[str, Any]:
-    """The JSON of ``fallow energy --json`` as plain data; ``policy=None``
-    runs every spin-down policy (``fallow.energy`` defaults to the 10 s timeout)."""
+def energy(trace: Trace | str | os.PathLike[str], **options: Any) -> dict[str, Any]:
+    """The JSON of ``fallow energy --json`` as plain data; the keyword
+    arguments are :func:`fallow.energy`'s, with ``policy=None`` running every
+    spin-down policy (``fallow.energy`` defaults to the 10 s timeout)."""
 
-class PolicyInfo(TypedDict):
+class PolicyInfo:
+    """One policy of the registry (``fallow policies``), read-only."""
+
     name: str
     summary: str
     params: str
     clairvoyant: bool
+    def to_dict(self) -> dict[str, Any]: ...
 
 def policies() -> list[PolicyInfo]: ...
 def defaults() -> dict[str, Any]:

@@ -27,9 +27,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from fallow import _fallow
+from fallow._options import InputOptions, SimulateOptions, given, keywords
 
 if TYPE_CHECKING:
     import pandas as pd
+    from typing_extensions import Unpack
 
     from fallow._fallow import Trace
 
@@ -153,33 +155,9 @@ class SimulationResult:
         return json.dumps(self.data, **kwargs)
 
 
-def _given(args: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments given (not None): the others keep the core's
-    defaults (``fallow_core::sim::Request``, the CLI's too; listed by
-    ``fallow._fallow.defaults()``)."""
-    return {k: v for k, v in args.items() if v is not None}
-
-
+@keywords(SimulateOptions)
 def simulate(
-    trace: Trace | None = None,
-    policy: str = "",
-    *,
-    workload: str | None = None,
-    device: int | str | None = None,
-    service: str | None = None,
-    arrival_rate: float | None = None,
-    utilization: float | None = None,
-    requests: int | None = None,
-    request_size: int | str | None = None,
-    write_fraction: float | None = None,
-    bg: str | None = None,
-    bg_size: int | str | None = None,
-    bg_work: str | None = None,
-    switch_penalty: float | str | None = None,
-    seed: int | None = None,
-    retune: str | None = None,
-    retune_window: int | None = None,
-    retune_every: int | None = None,
+    trace: Trace | None = None, policy: str = "", **options: Unpack[SimulateOptions]
 ) -> SimulationResult:
     """Simulate one BG policy on a trace or a synthetic workload.
 
@@ -218,26 +196,12 @@ def simulate(
         ParameterError: an unknown policy, a bad parameter or workload spec,
             or a knob given with ``retune``.
     """
-    return SimulationResult(_fallow.simulate(**_given(locals())))
+    return SimulationResult(_fallow.simulate(trace, policy, **given(options)))
 
 
+@keywords(InputOptions)
 def compare(
-    trace: Trace | None = None,
-    policies: list[str] | None = None,
-    *,
-    workload: str | None = None,
-    device: int | str | None = None,
-    service: str | None = None,
-    arrival_rate: float | None = None,
-    utilization: float | None = None,
-    requests: int | None = None,
-    request_size: int | str | None = None,
-    write_fraction: float | None = None,
-    bg: str | None = None,
-    bg_size: int | str | None = None,
-    bg_work: str | None = None,
-    switch_penalty: float | str | None = None,
-    seed: int | None = None,
+    trace: Trace | None = None, policies: list[str] | None = None, **options: Unpack[InputOptions]
 ) -> pd.DataFrame:
     """Run several policies on one input (prepared once) and tabulate them.
 
@@ -257,7 +221,7 @@ def compare(
         ``bg_completed``, ``bg_bytes``, ``bg_throughput_bytes_per_s``,
         ``bg_mean_response_s``, ``utilization``, ``idle_used_fraction``, ….
     """
-    runs = _fallow.compare(**_given(locals()))
+    runs = _fallow.compare(trace, policies, **given(options))
     rows = [SimulationResult(r).row() for r in runs]
     return _pd().DataFrame(rows, columns=[c for c, _ in COLUMNS])
 
@@ -273,4 +237,5 @@ def policies() -> pd.DataFrame:
     >>> "fixed-wait" in set(p["name"])
     True
     """
-    return _pd().DataFrame(_fallow.policies(), columns=["name", "summary", "params", "clairvoyant"])
+    rows = [p.to_dict() for p in _fallow.policies()]
+    return _pd().DataFrame(rows, columns=["name", "summary", "params", "clairvoyant"])

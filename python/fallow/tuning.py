@@ -36,10 +36,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from fallow import _fallow
-from fallow.sim import _given
+from fallow._options import TuneOptions, given, keywords
 
 if TYPE_CHECKING:
     import pandas as pd
+    from typing_extensions import Unpack
 
     from fallow._fallow import Trace
 
@@ -138,28 +139,12 @@ class TuneResult:
         return json.dumps(self.data, **kwargs)
 
 
+@keywords(TuneOptions)
 def tune(
     trace: Trace | None = None,
     policy: str = "",
     budget: str = "1ms",
-    *,
-    sizes: str | int | list[int | str] | None = None,
-    max_delay: float | str | None = None,
-    threads: int | None = None,
-    search: str = "auto",
-    workload: str | None = None,
-    device: int | str | None = None,
-    service: str | None = None,
-    arrival_rate: float | None = None,
-    utilization: float | None = None,
-    requests: int | None = None,
-    request_size: int | str | None = None,
-    write_fraction: float | None = None,
-    bg: str | None = None,
-    bg_size: int | str | None = None,
-    bg_work: str | None = None,
-    switch_penalty: float | str | None = None,
-    seed: int | None = None,
+    **options: Unpack[TuneOptions],
 ) -> TuneResult | list[TuneResult]:
     """Tune a policy's knob and BG request size for the most BG throughput
     within an FG budget.
@@ -198,7 +183,7 @@ def tune(
     Raises:
         ParameterError: an unknown policy, a bad budget, size or option.
     """
-    data = _fallow.tune(**_given(locals()))
+    data = _fallow.tune(trace, policy, budget, **given(options))
     if isinstance(data, list):
         return [TuneResult(d) for d in data]
     return TuneResult(data)

@@ -16,7 +16,7 @@ use fallow_core::Error;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyOSError};
 use pyo3::prelude::*;
-use pyo3::types::PyNone;
+use pyo3::IntoPyObjectExt;
 
 create_exception!(
     fallow,
@@ -49,35 +49,49 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// A core error on its way to Python: `?` converts a
-/// [`fallow_core::Error`] into it, and it into the matching exception (the
-/// orphan rule forbids `From<fallow_core::Error> for PyErr` itself; polars'
-/// `PyPolarsErr` is the model).
+/// An error on its way to Python: a core error, or one Python raised
+/// (polars' `PyPolarsErr` is the model). `?` converts both into it and it
+/// into the matching exception, so every binding returns [`Result`] and no
+/// call site maps errors by hand (the orphan rule forbids
+/// `From<fallow_core::Error> for PyErr` itself).
 #[derive(Debug)]
-pub struct PyFallowError(Error);
+pub enum PyFallowError {
+    /// A core error, converted by [`convert`].
+    Core(Error),
+    /// A Python exception, passed through.
+    Python(PyErr),
+}
+
+/// The result of every binding.
+pub type Result<T> = std::result::Result<T, PyFallowError>;
 
 impl From<Error> for PyFallowError {
     fn from(e: Error) -> Self {
-        PyFallowError(e)
+        PyFallowError::Core(e)
+    }
+}
+
+impl From<PyErr> for PyFallowError {
+    fn from(e: PyErr) -> Self {
+        PyFallowError::Python(e)
     }
 }
 
 impl From<PyFallowError> for PyErr {
     fn from(e: PyFallowError) -> PyErr {
-        to_py(e.0)
+        match e {
+            PyFallowError::Core(e) => Python::with_gil(|py| convert(py, e).unwrap_or_else(|e| e)),
+            PyFallowError::Python(e) => e,
+        }
     }
-}
-
-/// Convert a core error into the matching Python exception.
-pub fn to_py(err: Error) -> PyErr {
-    Python::with_gil(|py| convert(py, err).unwrap_or_else(|e| e))
 }
 
 /// Building the exception can itself fail (setting an attribute); that
 /// failure is returned as the error in `Err`.
-fn convert(py: Python<'_>, err: Error) -> Result<PyErr, PyErr> {
+fn convert(py: Python<'_>, err: Error) -> PyResult<PyErr> {
     let msg = err.to_string();
-    let pyerr = match err {
+    let path = |p: &std::path::Path| p.display().to_string().into_py_any(py);
+    let (e, attrs) = match err {
         Error::Io { path, source } => {
             // OSError(errno, strerror, filename) picks the right subclass
             // (FileNotFoundError, PermissionError, …) from errno.
@@ -88,65 +102,60 @@ fn convert(py: Python<'_>, err: Error) -> Result<PyErr, PyErr> {
             });
         }
         Error::Record {
-            path,
+            path: p,
             location,
             field,
             ..
         } => {
-            let e = TraceFormatError::new_err(msg);
             let (line, offset, record) = match location {
                 Location::Line(n) => (Some(n), None, None),
                 Location::Offset(n) => (None, Some(n), None),
                 Location::Record(n) => (None, None, Some(n)),
             };
-            set(py, &e, "path", path.display().to_string())?;
-            set(py, &e, "line", line)?;
-            set(py, &e, "offset", offset)?;
-            set(py, &e, "record", record)?;
-            set(py, &e, "field", field)?;
-            e
+            let at = [line, offset, record].map(|n| n.into_py_any(py));
+            let [line, offset, record] = at;
+            let attrs = vec![
+                ("path", path(&p)?),
+                ("line", line?),
+                ("offset", offset?),
+                ("record", record?),
+                ("field", field.into_py_any(py)?),
+            ];
+            (TraceFormatError::new_err(msg), attrs)
         }
-        Error::Empty { path, .. } | Error::UnknownFormat { path, .. } => {
-            let e = TraceFormatError::new_err(msg);
-            set(py, &e, "path", path.display().to_string())?;
-            for attr in ["line", "offset", "record", "field"] {
-                set(py, &e, attr, PyNone::get(py))?;
-            }
-            e
+        Error::Empty { path: p, .. } | Error::UnknownFormat { path: p, .. } => {
+            let mut attrs = vec![("path", path(&p)?)];
+            attrs.extend(["line", "offset", "record", "field"].map(|a| (a, py.None())));
+            (TraceFormatError::new_err(msg), attrs)
         }
         Error::NoSuchDevice { device, .. } => {
-            let e = ParameterError::new_err(msg);
-            set(py, &e, "name", "device")?;
             // An int as before; `host:disk` for an MSR file of several hosts.
-            match device.parse::<u32>() {
-                Ok(id) => set(py, &e, "device", id)?,
-                Err(_) => set(py, &e, "device", device)?,
-            }
-            e
+            let id = match device.parse::<u32>() {
+                Ok(id) => id.into_py_any(py)?,
+                Err(_) => device.into_py_any(py)?,
+            };
+            let name = "device".into_py_any(py)?;
+            (
+                ParameterError::new_err(msg),
+                vec![("name", name), ("device", id)],
+            )
         }
         Error::InvalidParameter { name, .. } => {
-            let e = ParameterError::new_err(msg);
-            set(py, &e, "name", name)?;
-            e
+            let name = name.into_py_any(py)?;
+            (ParameterError::new_err(msg), vec![("name", name)])
         }
-        Error::Unsupported(_) => FallowError::new_err(msg),
-        Error::Interrupted => PyKeyboardInterrupt::new_err(msg),
+        Error::Unsupported(_) => (FallowError::new_err(msg), vec![]),
+        Error::Interrupted => (PyKeyboardInterrupt::new_err(msg), vec![]),
     };
-    Ok(pyerr)
-}
-
-fn set<'py, V: IntoPyObject<'py>>(
-    py: Python<'py>,
-    err: &PyErr,
-    name: &str,
-    value: V,
-) -> PyResult<()> {
-    err.value(py).setattr(name, value)
+    for (name, value) in attrs {
+        e.value(py).setattr(name, value)?;
+    }
+    Ok(e)
 }
 
 /// A `ParameterError` raised by the bindings themselves (argument conversion).
-pub fn parameter(name: &str, message: impl Into<String>) -> PyErr {
-    to_py(Error::invalid(name, message))
+pub fn parameter(name: &str, message: impl Into<String>) -> PyFallowError {
+    Error::invalid(name, message).into()
 }
 
 /// Run `f` on a worker thread with the GIL released while this thread
@@ -158,7 +167,7 @@ pub fn interruptible<T, F>(
     py: Python<'_>,
     cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
     f: F,
-) -> PyResult<T>
+) -> Result<T>
 where
     F: FnOnce() -> fallow_core::Result<T> + Send,
     T: Send,
@@ -181,8 +190,8 @@ where
         })
     });
     match out {
-        (_, Some(e)) => Err(e),
-        (Ok(r), None) => r.map_err(to_py),
+        (_, Some(e)) => Err(e.into()),
+        (Ok(r), None) => Ok(r?),
         (Err(p), None) => std::panic::resume_unwind(p),
     }
 }
@@ -190,10 +199,10 @@ where
 /// Run `f` with the GIL released and convert its error: the one helper
 /// around every long call into the core (reading, period extraction,
 /// characterisation, generation), so other Python threads keep running.
-pub fn without_gil<T, F>(py: Python<'_>, f: F) -> PyResult<T>
+pub fn without_gil<T, F>(py: Python<'_>, f: F) -> Result<T>
 where
     F: FnOnce() -> fallow_core::Result<T> + Send,
     T: Send,
 {
-    py.allow_threads(f).map_err(to_py)
+    Ok(py.allow_threads(f)?)
 }

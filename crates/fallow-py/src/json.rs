@@ -12,11 +12,11 @@ static JSON_LOADS: GILOnceCell<Py<PyAny>> = GILOnceCell::new();
 pub fn to_python<'py, T: Serialize + ?Sized>(
     py: Python<'py>,
     value: &T,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> crate::errors::Result<Bound<'py, PyAny>> {
     let text = serde_json::to_string(value)
         .map_err(|e| crate::errors::FallowError::new_err(format!("cannot convert result: {e}")))?;
     let loads = JSON_LOADS.get_or_try_init(py, || {
         py.import("json")?.getattr("loads").map(Bound::unbind)
     })?;
-    loads.bind(py).call1((text,))
+    Ok(loads.bind(py).call1((text,))?)
 }

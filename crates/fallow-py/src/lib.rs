@@ -8,14 +8,14 @@
 //! One file per area, mirroring the core: [`trace`] (the `Trace` class and
 //! `read_trace`), [`stats`] (`characterize`), [`workload`] (`synthetic`),
 //! [`sim`] (`simulate`, `compare`, `policies`), [`tune`] (`tune`),
-//! [`energy`] (`energy`); [`device`] converts the `device=` argument.
+//! [`energy`] (`energy`); [`conversion`] converts Python values into core types.
 //! [`errors`] is the one place where core errors become Python exceptions
 //! and holds the one helper that releases the GIL around long calls.
 //! Methods are thin: they convert arguments, call the core, convert results.
 #![deny(missing_docs)]
 
 pub mod cli;
-pub mod device;
+pub mod conversion;
 pub mod energy;
 pub mod errors;
 mod json;
@@ -35,6 +35,7 @@ fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("_debug_build", cfg!(debug_assertions))?;
     errors::register(m)?;
     m.add_class::<trace::PyTrace>()?;
+    m.add_class::<sim::PolicyInfo>()?;
     m.add_function(wrap_pyfunction!(trace::read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(stats::characterize, m)?)?;
     m.add_function(wrap_pyfunction!(workload::synthetic, m)?)?;

@@ -7,65 +7,30 @@
 //! The input and BG keyword arguments convert once, in [`request`], into
 //! the core's [`sim::Request`]: its defaults and checks are the CLI's too.
 
-use crate::device::DeviceArg;
-use crate::errors::{parameter, without_gil, PyFallowError};
+use crate::conversion::{one_device, DeviceArg, Value};
+use crate::errors::{parameter, without_gil, Result};
 use crate::json::to_python;
 use crate::trace::PyTrace;
-use fallow_core::policy::{self, Policy};
+use fallow_core::policy;
 use fallow_core::sim::{self, simulate as run, SimResult};
 use fallow_core::tune::online::{default_every, OnlineConfig, OnlineTuner, Report, DEFAULT_WINDOW};
-use fallow_core::units::{parse_bytes, parse_duration_ns};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde::Serialize;
 use std::borrow::Cow;
-
-/// A size given as bytes (int) or text (`"64KiB"`).
-pub(crate) fn size_arg(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
-    let b = match v.extract::<u64>() {
-        Ok(b) => b,
-        Err(_) => parse_bytes(&v.extract::<String>().map_err(|_| {
-            parameter(
-                name,
-                "must be a number of bytes or a size such as \"64KiB\"",
-            )
-        })?)
-        .map_err(PyFallowError::from)?,
-    };
-    if b == 0 {
-        return Err(parameter(name, "must be at least 1 byte"));
-    }
-    Ok(b)
-}
-
-/// A duration given as seconds (int or float) or text (`"2ms"`), in ns.
-pub(crate) fn duration_arg(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
-    match v.extract::<f64>() {
-        Ok(s) if s.is_finite() && s >= 0.0 => Ok((s * 1e9).round() as u64),
-        Ok(s) => Err(parameter(
-            name,
-            format!("must be a non-negative duration, got {s}"),
-        )),
-        Err(_) => Ok(parse_duration_ns(
-            &v.extract::<String>()
-                .map_err(|_| parameter(name, "must be seconds or a duration such as \"2ms\""))?,
-        )
-        .map_err(PyFallowError::from)?),
-    }
-}
 
 /// The keyword arguments of one call, taken one by one; [`Kwargs::finish`]
 /// refuses any left over (as Python does for an unknown keyword).
 pub(crate) struct Kwargs<'py>(Option<Bound<'py, PyDict>>);
 
 impl<'py> Kwargs<'py> {
-    pub(crate) fn new(kw: Option<&Bound<'py, PyDict>>) -> PyResult<Self> {
+    pub(crate) fn new(kw: Option<&Bound<'py, PyDict>>) -> Result<Self> {
         // a copy: the caller's dict is not ours to empty
         Ok(Kwargs(kw.map(|d| d.copy()).transpose()?))
     }
 
     /// The argument `name`, if given and not None.
-    pub(crate) fn raw(&self, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+    pub(crate) fn raw(&self, name: &str) -> Result<Option<Bound<'py, PyAny>>> {
         let Some(d) = &self.0 else { return Ok(None) };
         let v = d.get_item(name)?;
         d.del_item(name).ok();
@@ -73,7 +38,7 @@ impl<'py> Kwargs<'py> {
     }
 
     /// The argument `name` converted to `T`, a wrong type named by the argument.
-    pub(crate) fn get<T: FromPyObject<'py>>(&self, name: &str) -> PyResult<Option<T>> {
+    pub(crate) fn get<T: FromPyObject<'py>>(&self, name: &str) -> Result<Option<T>> {
         self.raw(name)?
             .map(|v| {
                 v.extract::<T>()
@@ -82,23 +47,37 @@ impl<'py> Kwargs<'py> {
             .transpose()
     }
 
-    /// A text argument parsed by the core (`bg="exp:5ms"`).
-    fn parsed<T>(&self, name: &str) -> PyResult<Option<T>>
+    /// A text argument parsed by the core (`bg="exp:5ms"`), its error the core's.
+    pub(crate) fn parsed<T>(&self, name: &str) -> Result<Option<T>>
     where
         T: std::str::FromStr<Err = fallow_core::Error>,
     {
-        self.get::<String>(name)?
-            .map(|s| s.parse::<T>().map_err(|e| PyFallowError::from(e).into()))
-            .transpose()
+        Ok(match self.get::<String>(name)? {
+            Some(s) => Some(s.parse::<T>()?),
+            None => None,
+        })
+    }
+
+    /// A size argument (bytes or `"64KiB"`), named by the argument.
+    pub(crate) fn size(&self, name: &str) -> Result<Option<u64>> {
+        let v = self.get::<Value>(name)?;
+        Ok(v.map(|v| v.0.bytes(name)).transpose()?)
+    }
+
+    /// A duration argument (seconds or `"2ms"`) in ns, named by the argument.
+    pub(crate) fn duration_ns(&self, name: &str) -> Result<Option<u64>> {
+        let v = self.get::<Value>(name)?;
+        Ok(v.map(|v| v.0.duration_ns(name)).transpose()?)
     }
 
     /// Refuse keywords nobody took.
-    pub(crate) fn finish(self) -> PyResult<()> {
+    pub(crate) fn finish(self) -> Result<()> {
         match self.0.as_ref().and_then(|d| d.keys().iter().next()) {
             Some(k) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 "unexpected keyword argument {}",
                 k.repr()?
-            ))),
+            ))
+            .into()),
             None => Ok(()),
         }
     }
@@ -108,10 +87,7 @@ impl<'py> Kwargs<'py> {
 /// `service`, `workload`, `arrival_rate`, `utilization`, `requests`,
 /// `request_size`, `write_fraction`, `bg`, `bg_size`, `bg_work`,
 /// `switch_penalty`, `seed`); what is not given keeps the core's default.
-pub(crate) fn request<'a>(
-    trace: Option<&'a PyTrace>,
-    kw: &Kwargs<'_>,
-) -> PyResult<sim::Request<'a>> {
+pub(crate) fn request<'a>(trace: Option<&'a PyTrace>, kw: &Kwargs<'_>) -> Result<sim::Request<'a>> {
     let device: Option<DeviceArg> = kw.get("device")?;
     let spec: Option<String> = kw.get("workload")?;
     // read even for a trace, where they do not apply (as before)
@@ -119,9 +95,7 @@ pub(crate) fn request<'a>(
     w.arrival_rate_per_s = kw.get("arrival_rate")?;
     w.utilization = kw.get("utilization")?;
     w.requests = kw.get("requests")?.unwrap_or(w.requests);
-    if let Some(v) = kw.raw("request_size")? {
-        w.request_size_bytes = size_arg("request_size", &v)?;
-    }
+    w.request_size_bytes = kw.size("request_size")?.unwrap_or(w.request_size_bytes);
     w.write_fraction = kw.get("write_fraction")?.unwrap_or(w.write_fraction);
     let input = match (trace, spec) {
         (Some(_), Some(_)) => {
@@ -138,9 +112,8 @@ pub(crate) fn request<'a>(
         }
         (Some(t), None) => {
             let t = &t.inner;
-            sim::Input::Trace(match crate::device::resolve(t, device.as_ref())? {
-                Some(id) => Cow::Owned(t.select_device(id).map_err(PyFallowError::from)?),
-                None if t.devices().len() > 1 => return Err(crate::device::choose_one(t)),
+            sim::Input::Trace(match one_device(t, device.as_ref())? {
+                Some(id) => Cow::Owned(t.select_device(id)?),
                 None => Cow::Borrowed(t),
             })
         }
@@ -150,14 +123,11 @@ pub(crate) fn request<'a>(
     req.service = kw.parsed("service")?;
     req.bg_service = kw.parsed("bg")?.unwrap_or(req.bg_service);
     req.bg_work = kw.parsed("bg_work")?.unwrap_or(req.bg_work);
-    if let Some(v) = kw.raw("bg_size")? {
-        req.bg_size_bytes = size_arg("bg_size", &v)?;
-    }
-    if let Some(v) = kw.raw("switch_penalty")? {
-        req.switch_penalty_ns = duration_arg("switch_penalty", &v)?;
-    }
+    req.bg_size_bytes = kw.size("bg_size")?.unwrap_or(req.bg_size_bytes);
+    let penalty = kw.duration_ns("switch_penalty")?;
+    req.switch_penalty_ns = penalty.unwrap_or(req.switch_penalty_ns);
     req.seed = kw.get("seed")?.unwrap_or(req.seed);
-    req.validate().map_err(PyFallowError::from)?;
+    req.validate()?;
     Ok(req)
 }
 
@@ -172,10 +142,6 @@ struct Run<'a> {
     retune: Option<Report>,
 }
 
-pub(crate) fn build(spec: &str) -> PyResult<Box<dyn Policy>> {
-    Ok(policy::build(spec).map_err(PyFallowError::from)?)
-}
-
 /// Simulate one policy over a trace (one device) or a synthetic workload.
 /// Returns the plain result (the keys of `fallow simulate --json`, plus
 /// `spec`). The keyword arguments: those of [`request`], and `retune`,
@@ -187,14 +153,14 @@ pub fn simulate<'py>(
     trace: Option<PyRef<'py, PyTrace>>,
     policy: &str,
     options: Option<&Bound<'py, PyDict>>,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> Result<Bound<'py, PyAny>> {
     if policy.is_empty() {
         return Err(parameter(
             "policy",
             "give a policy such as policy=\"fixed-wait:t=100ms\" (see fallow.policies())",
         ));
     }
-    let mut pol = build(policy)?;
+    let mut pol = policy::build(policy)?;
     let kw = Kwargs::new(options)?;
     let req = request(trace.as_deref(), &kw)?;
     let budget = kw.parsed("retune")?;
@@ -205,19 +171,16 @@ pub fn simulate<'py>(
     kw.finish()?;
     let cfg = req.config();
     let mut tuner = match budget {
-        Some(budget) => Some(
-            OnlineTuner::new(
-                policy,
-                OnlineConfig {
-                    budget,
-                    window,
-                    every,
-                    switch_penalty_ns: cfg.switch_penalty_ns,
-                    seed: cfg.seed,
-                },
-            )
-            .map_err(PyFallowError::from)?,
-        ),
+        Some(budget) => Some(OnlineTuner::new(
+            policy,
+            OnlineConfig {
+                budget,
+                window,
+                every,
+                switch_penalty_ns: cfg.switch_penalty_ns,
+                seed: cfg.seed,
+            },
+        )?),
         None => None,
     };
     let r = without_gil(py, || {
@@ -248,55 +211,25 @@ pub fn compare<'py>(
     trace: Option<PyRef<'py, PyTrace>>,
     policies: Option<Vec<String>>,
     options: Option<&Bound<'py, PyDict>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let default_lineup = policies.is_none();
-    let specs = policies.unwrap_or_else(|| {
-        let reg = policy::registry();
-        reg.iter()
-            .filter(|e| !e.clairvoyant)
-            .chain(reg.iter().filter(|e| e.clairvoyant))
-            .map(|e| e.name.to_string())
-            .collect()
-    });
-    let built = specs
-        .iter()
-        .map(|s| build(s))
-        .collect::<PyResult<Vec<_>>>()?;
+) -> Result<Bound<'py, PyAny>> {
     let kw = Kwargs::new(options)?;
     let req = request(trace.as_deref(), &kw)?;
     kw.finish()?;
     let cfg = req.config();
-    // as the CLI's compare: the default line-up leaves out a policy that
-    // chooses its own request sizes under a BG model that does not charge
-    // for size (the core's check), with a warning saying why; one named
-    // explicitly fails in `run`
-    let mut lineup: Vec<(String, Box<dyn Policy>)> = specs.into_iter().zip(built).collect();
-    if default_lineup {
-        let mut keep = Vec::with_capacity(lineup.len());
-        for (spec, p) in lineup {
-            let check = if p.chooses_size() {
-                sim::check_sizes(&cfg.bg_service, Some(p.name()), 1)
-            } else {
-                Ok(())
-            };
-            match check {
-                Ok(()) => keep.push((spec, p)),
-                Err(e) => {
-                    py.import("warnings")?
-                        .call_method1("warn", (format!("skipping {spec}: {e}"),))?;
-                }
-            }
-        }
-        lineup = keep;
+    let mut lineup = sim::lineup(policies, &cfg.bg_service)?;
+    for why in &lineup.skipped {
+        py.import("warnings")?.call_method1("warn", (why,))?;
     }
     let results = without_gil(py, || {
         let prep = req.prepare()?;
         lineup
+            .policies
             .iter_mut()
             .map(|(_, p)| run(&prep, p.as_mut(), &cfg))
             .collect::<fallow_core::Result<Vec<_>>>()
     })?;
     let runs: Vec<Run<'_>> = lineup
+        .policies
         .iter()
         .zip(&results)
         .map(|((spec, _), result)| Run {
@@ -308,21 +241,43 @@ pub fn compare<'py>(
     to_python(py, &runs)
 }
 
-/// The policy registry: a list of dicts with `name`, `summary`, `params`
-/// and `clairvoyant` (the JSON of `fallow policies`).
+/// One policy of the registry, as `fallow policies` lists it: a typed,
+/// read-only result (`to_dict()` for frames).
+#[pyclass(module = "fallow._fallow", frozen, get_all)]
+#[derive(Serialize)]
+pub struct PolicyInfo {
+    /// Registry name (`fixed-wait`).
+    name: String,
+    /// One line on what it does.
+    summary: String,
+    /// Its parameters with units and defaults.
+    params: String,
+    /// True for references that see the future (upper bounds).
+    clairvoyant: bool,
+}
+
+#[pymethods]
+impl PolicyInfo {
+    /// The fields as a dict: `name`, `summary`, `params`, `clairvoyant`.
+    fn to_dict<'py>(&self, py: Python<'py>) -> Result<Bound<'py, PyAny>> {
+        to_python(py, self)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<fallow.PolicyInfo {}: {}>", self.name, self.summary)
+    }
+}
+
+/// The policy registry, in its order.
 #[pyfunction]
-pub fn policies(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
-    policy::registry()
-        .iter()
-        .map(|e| {
-            let d = PyDict::new(py);
-            d.set_item("name", e.name)?;
-            d.set_item("summary", e.summary)?;
-            d.set_item("params", e.params)?;
-            d.set_item("clairvoyant", e.clairvoyant)?;
-            Ok(d)
-        })
-        .collect()
+pub fn policies() -> Vec<PolicyInfo> {
+    let info = |e: &policy::Entry| PolicyInfo {
+        name: e.name.into(),
+        summary: e.summary.into(),
+        params: e.params.into(),
+        clairvoyant: e.clairvoyant,
+    };
+    policy::registry().iter().map(info).collect()
 }
 
 /// The core's defaults of the keyword arguments, for the Python layer's

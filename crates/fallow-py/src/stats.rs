@@ -1,10 +1,11 @@
 //! `characterize`: every idleness analysis of one device's trace, as the
 //! plain data behind `fallow analyze --json`.
 
-use crate::errors::without_gil;
+use crate::conversion::{one_device, DeviceArg, Parsed};
+use crate::errors::{without_gil, Result};
 use crate::json::to_python;
-use crate::trace::{service_model, PyTrace};
-use fallow_core::CharacterizeOptions;
+use crate::trace::PyTrace;
+use fallow_core::{CharacterizeOptions, ServiceModel};
 use pyo3::prelude::*;
 
 /// Characterise a trace: idle and busy summaries, CDF, remaining idle time,
@@ -21,16 +22,16 @@ use pyo3::prelude::*;
 pub fn characterize<'py>(
     py: Python<'py>,
     trace: &PyTrace,
-    device: Option<crate::device::DeviceArg>,
-    service: Option<&str>,
+    device: Option<DeviceArg>,
+    service: Option<Parsed<ServiceModel>>,
     seed: u64,
     acf_max_lag: usize,
     ar_max_order: usize,
     rate_bin_s: Option<f64>,
     curve_points: usize,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> Result<Bound<'py, PyAny>> {
     let opts = CharacterizeOptions {
-        service: service_model(service)?,
+        service: service.map(|s| s.0),
         seed,
         acf_max_lag,
         ar_max_order,
@@ -39,10 +40,7 @@ pub fn characterize<'py>(
     };
     let t = &trace.inner;
     let devices = t.devices();
-    let device = crate::device::resolve(t, device.as_ref())?;
-    if device.is_none() && devices.len() > 1 {
-        return Err(crate::device::choose_one(t));
-    }
+    let device = one_device(t, device.as_ref())?;
     let c = without_gil(py, || match device {
         Some(id) => fallow_core::characterize(&t.select_device(id)?, devices, device, &opts),
         None => fallow_core::characterize(t, devices, None, &opts),

@@ -1,7 +1,8 @@
 //! `fallow._fallow.Trace`: a block trace as columns, wrapping
 //! [`fallow_core::Trace`], plus `read_trace`.
 
-use crate::errors::{to_py, without_gil};
+use crate::conversion::{resolve, DeviceArg, Parsed};
+use crate::errors::{without_gil, Result};
 use crate::json::to_python;
 use fallow_core::period::{periods_of, Periods};
 use fallow_core::trace::{Op, PlainOptions, ReadOptions, TimeUnit};
@@ -27,11 +28,6 @@ impl From<fallow_core::Trace> for PyTrace {
     }
 }
 
-/// Parse an optional service model given as a string (`exp:5ms`, `const:1ms`, `disk`).
-pub(crate) fn service_model(service: Option<&str>) -> PyResult<Option<ServiceModel>> {
-    service.map(|s| s.parse().map_err(to_py)).transpose()
-}
-
 impl PyTrace {
     /// Busy periods and idle intervals, exact or through a service model.
     /// Of one device: `device`, or the only one (the core refuses to merge
@@ -39,14 +35,13 @@ impl PyTrace {
     fn periods(
         &self,
         py: Python<'_>,
-        service: Option<&str>,
+        service: Option<Parsed<ServiceModel>>,
         seed: u64,
         device: Option<u32>,
-    ) -> PyResult<Periods> {
-        let model = service_model(service)?;
+    ) -> Result<Periods> {
         without_gil(py, || {
             let trace = self.inner.one_device(device)?;
-            periods_of(&trace, model.as_ref(), seed).map(|(p, _)| p)
+            periods_of(&trace, service.map(|s| s.0).as_ref(), seed).map(|(p, _)| p)
         })
     }
 }
@@ -60,7 +55,7 @@ fn times_ns(
     values: &Bound<'_, PyAny>,
     column: &'static str,
     unit_ns: u64,
-) -> PyResult<Vec<u64>> {
+) -> Result<Vec<u64>> {
     let np = py.import("numpy")?;
     let arr = np.call_method1("asarray", (values,))?;
     let kind: String = arr.getattr("dtype")?.getattr("kind")?.extract()?;
@@ -68,7 +63,7 @@ fn times_ns(
         "f" => {
             let v: PyArrayLike1<'_, f64, AllowTypeChange> = arr.extract()?;
             let v = v.as_array().to_vec();
-            fallow_core::trace::ns_from_f64(column, &v, unit_ns).map_err(to_py)
+            Ok(fallow_core::trace::ns_from_f64(column, &v, unit_ns)?)
         }
         "M" | "m" => {
             let kind = if kind == "M" {
@@ -85,7 +80,7 @@ fn times_ns(
         _ => {
             let v: PyArrayLike1<'_, u64, AllowTypeChange> = arr.extract()?;
             let v = v.as_array().to_vec();
-            fallow_core::trace::scale_bytes(column, &v, unit_ns).map_err(to_py)
+            Ok(fallow_core::trace::scale_bytes(column, &v, unit_ns)?)
         }
     }
 }
@@ -96,19 +91,15 @@ fn signed_ns(
     v: PyArrayLike1<'_, i64, AllowTypeChange>,
     column: &'static str,
     unit_ns: u64,
-) -> PyResult<Vec<u64>> {
+) -> Result<Vec<u64>> {
     let v = v.as_array();
     let as_u: Vec<u64> = v.iter().map(|&x| x.max(0) as u64).collect();
     if let Some(i) = v.iter().position(|&x| x < 0) {
         // The core names the record and column of the first negative.
         let probe: Vec<f64> = v.iter().take(i + 1).map(|&x| x as f64).collect();
-        fallow_core::trace::ns_from_f64(column, &probe, unit_ns).map_err(to_py)?;
+        fallow_core::trace::ns_from_f64(column, &probe, unit_ns)?;
     }
-    fallow_core::trace::scale_bytes(column, &as_u, unit_ns).map_err(to_py)
-}
-
-fn ns_to_s(v: &[u64]) -> Vec<f64> {
-    v.iter().map(|&x| x as f64 / 1e9).collect()
+    Ok(fallow_core::trace::scale_bytes(column, &as_u, unit_ns)?)
 }
 
 #[pymethods]
@@ -135,14 +126,11 @@ impl PyTrace {
         size_bytes: Option<PyArrayLike1<'_, u64, AllowTypeChange>>,
         is_write: Option<PyArrayLike1<'_, bool, AllowTypeChange>>,
         device: Option<PyArrayLike1<'_, u32, AllowTypeChange>>,
-        time_unit: Option<&str>,
+        time_unit: Option<Parsed<TimeUnit>>,
         offset_unit_bytes: u64,
         size_unit_bytes: u64,
-    ) -> PyResult<Self> {
-        let unit_ns = match time_unit {
-            None => 1,
-            Some(u) => u.parse::<TimeUnit>().map_err(to_py)?.ns() as u64,
-        };
+    ) -> Result<Self> {
+        let unit_ns = time_unit.map_or(1, |u| u.0.ns() as u64);
         let arrival = times_ns(py, arrival_ns, "arrival_ns", unit_ns)?;
         let n = arrival.len();
         let completion = completion_ns
@@ -153,8 +141,7 @@ impl PyTrace {
                 "offset_bytes",
                 &c.as_array().to_vec(),
                 offset_unit_bytes,
-            )
-            .map_err(to_py)?,
+            )?,
             None => vec![0; n],
         };
         let size = match size_bytes {
@@ -163,9 +150,8 @@ impl PyTrace {
                     "size_bytes",
                     &c.as_array().to_vec(),
                     size_unit_bytes,
-                )
-                .map_err(to_py)?;
-                fallow_core::trace::sizes_u32(&bytes).map_err(to_py)?
+                )?;
+                fallow_core::trace::sizes_u32(&bytes)?
             }
             None => vec![0; n],
         };
@@ -187,29 +173,6 @@ impl PyTrace {
 
     fn __len__(&self) -> usize {
         self.inner.len()
-    }
-
-    fn __repr__(&self) -> String {
-        let r = self.inner.report();
-        let format = r.format.map_or("columns".to_string(), |f| f.to_string());
-        format!(
-            "<fallow.Trace {} request{}, {} device{}, {:.3} s, {}{}>",
-            self.inner.len(),
-            if self.inner.len() == 1 { "" } else { "s" },
-            self.inner.devices().len(),
-            if self.inner.devices().len() == 1 {
-                ""
-            } else {
-                "s"
-            },
-            self.inner.span_ns() as f64 / 1e9,
-            format,
-            if self.inner.completion_ns().is_some() {
-                ", with completions"
-            } else {
-                ""
-            },
-        )
     }
 
     /// Arrival times, ns since the first arrival (uint64, non-decreasing).
@@ -255,18 +218,6 @@ impl PyTrace {
         PyArray1::from_slice(py, self.inner.device())
     }
 
-    /// All columns as a dict of numpy arrays (`completion_ns` is None without completions).
-    fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item("arrival_ns", self.arrival_ns(py))?;
-        d.set_item("completion_ns", self.completion_ns(py))?;
-        d.set_item("offset_bytes", self.offset_bytes(py))?;
-        d.set_item("size_bytes", self.size_bytes(py))?;
-        d.set_item("is_write", self.is_write(py))?;
-        d.set_item("device", self.device(py))?;
-        Ok(d)
-    }
-
     /// True when the trace has completion times.
     #[getter]
     fn has_completions(&self) -> bool {
@@ -274,21 +225,15 @@ impl PyTrace {
     }
 
     /// Devices with their request counts: `[{"id": 0, "requests": 24708}, ...]`.
-    fn devices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn devices<'py>(&self, py: Python<'py>) -> Result<Bound<'py, PyAny>> {
         to_python(py, &self.inner.devices())
     }
 
     /// The requests of one device as a trace of their own (time zero kept):
     /// an id, or an MSR `host:disk` name such as `"hm:0"`.
-    fn select_device(&self, py: Python<'_>, id: crate::device::DeviceArg) -> PyResult<Self> {
-        let id = crate::device::resolve(&self.inner, Some(&id))?.unwrap_or_default();
+    fn select_device(&self, py: Python<'_>, id: DeviceArg) -> Result<Self> {
+        let id = resolve(&self.inner, Some(&id))?.unwrap_or_default();
         without_gil(py, || self.inner.select_device(id)).map(PyTrace::from)
-    }
-
-    /// From the first arrival to the last arrival or completion, seconds.
-    #[getter]
-    fn span_s(&self) -> f64 {
-        self.inner.span_ns() as f64 / 1e9
     }
 
     /// From the first arrival to the last arrival or completion, ns.
@@ -299,27 +244,8 @@ impl PyTrace {
 
     /// What reading noticed: path, format, skipped and reordered records, origin.
     #[getter]
-    fn report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn report<'py>(&self, py: Python<'py>) -> Result<Bound<'py, PyAny>> {
         to_python(py, self.inner.report())
-    }
-
-    /// Idle interval lengths in seconds (float64), in time order, of one
-    /// device: `device`, which a trace of several devices requires (their
-    /// periods merged into one timeline would describe no device).
-    ///
-    /// Exact from the recorded completions; with `service` (`exp:5ms`,
-    /// `const:1ms`, `disk`) completions come from that model and a FCFS
-    /// queue seeded by `seed` (required for traces without completions).
-    #[pyo3(signature = (service=None, seed=1, device=None))]
-    fn idle_intervals<'py>(
-        &self,
-        py: Python<'py>,
-        service: Option<&str>,
-        seed: u64,
-        device: Option<u32>,
-    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let p = self.periods(py, service, seed, device)?;
-        Ok(ns_to_s(&p.idle_len_ns).into_pyarray(py))
     }
 
     /// Idle interval lengths in ns (uint64); see `idle_intervals`.
@@ -327,11 +253,11 @@ impl PyTrace {
     fn idle_intervals_ns<'py>(
         &self,
         py: Python<'py>,
-        service: Option<&str>,
+        service: Option<Parsed<ServiceModel>>,
         seed: u64,
         device: Option<u32>,
-    ) -> PyResult<Bound<'py, PyArray1<u64>>> {
-        let lengths = match (service, self.inner.completion_ns()) {
+    ) -> Result<Bound<'py, PyArray1<u64>>> {
+        let lengths = match (&service, self.inner.completion_ns()) {
             // Recorded completions: the lean path, no busy-period columns.
             (None, Some(_)) => without_gil(py, || {
                 let trace = self.inner.one_device(device)?;
@@ -343,34 +269,16 @@ impl PyTrace {
         Ok(lengths.into_pyarray(py))
     }
 
-    /// Busy periods as a dict of arrays: `start_s`, `length_s` (float64)
-    /// and `requests` (uint32, requests arriving in each). See `idle_intervals`.
-    #[pyo3(signature = (service=None, seed=1, device=None))]
-    fn busy_periods<'py>(
-        &self,
-        py: Python<'py>,
-        service: Option<&str>,
-        seed: u64,
-        device: Option<u32>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let p = self.periods(py, service, seed, device)?;
-        let d = PyDict::new(py);
-        d.set_item("start_s", ns_to_s(&p.busy_start_ns).into_pyarray(py))?;
-        d.set_item("length_s", ns_to_s(&p.busy_len_ns).into_pyarray(py))?;
-        d.set_item("requests", p.busy_requests.into_pyarray(py))?;
-        Ok(d)
-    }
-
     /// Busy periods as a dict of arrays: `start_ns`, `length_ns` (uint64)
     /// and `requests` (uint32). See `idle_intervals`.
     #[pyo3(signature = (service=None, seed=1, device=None))]
     fn busy_periods_ns<'py>(
         &self,
         py: Python<'py>,
-        service: Option<&str>,
+        service: Option<Parsed<ServiceModel>>,
         seed: u64,
         device: Option<u32>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> Result<Bound<'py, PyDict>> {
         let p = self.periods(py, service, seed, device)?;
         let d = PyDict::new(py);
         d.set_item("start_ns", p.busy_start_ns.into_pyarray(py))?;
@@ -389,22 +297,19 @@ impl PyTrace {
 pub fn read_trace(
     py: Python<'_>,
     path: PathBuf,
-    format: Option<&str>,
+    format: Option<Parsed<fallow_core::trace::Format>>,
     skip_bad: bool,
-    time_unit: Option<&str>,
+    time_unit: Option<Parsed<TimeUnit>>,
     offset_unit_bytes: Option<u64>,
     size_unit_bytes: Option<u64>,
     completion_column: bool,
-) -> PyResult<PyTrace> {
+) -> Result<PyTrace> {
     let defaults = PlainOptions::default();
     let opts = ReadOptions {
-        format: format.map(|f| f.parse().map_err(to_py)).transpose()?,
+        format: format.map(|f| f.0),
         skip_bad,
         plain: PlainOptions {
-            time_unit: time_unit
-                .map(|u| u.parse::<TimeUnit>().map_err(to_py))
-                .transpose()?
-                .unwrap_or(defaults.time_unit),
+            time_unit: time_unit.map_or(defaults.time_unit, |u| u.0),
             offset_unit_bytes: offset_unit_bytes.unwrap_or(defaults.offset_unit_bytes),
             size_unit_bytes: size_unit_bytes.unwrap_or(defaults.size_unit_bytes),
             completion: completion_column,

@@ -3,10 +3,11 @@
 //! CLI's `input` description and `reproduce` commands). `fallow.tune`
 //! wraps it with result objects and pandas frames.
 
-use crate::errors::{interruptible, parameter, PyFallowError};
+use crate::errors::{interruptible, parameter, Result};
 use crate::json::to_python;
-use crate::sim::{build, duration_arg, request, Kwargs};
+use crate::sim::{request, Kwargs};
 use crate::trace::PyTrace;
+use fallow_core::policy;
 use fallow_core::tune::{
     self as tuning, Budget, Choice, KnobInfo, SearchMode, SizeRow, TuneConfig,
 };
@@ -32,32 +33,29 @@ struct Doc<'a> {
 
 /// Candidate sizes: None (the CLI's default), a spec (`"64KiB..4MiB/10"`,
 /// `"64KiB,1MiB"`), bytes, or a list of bytes / sizes; parsed by the core.
-fn sizes_arg(v: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u64>> {
+fn sizes_arg(v: Option<Bound<'_, PyAny>>) -> Result<Vec<u64>> {
     let Some(v) = v else {
         return Ok(tuning::default_sizes());
     };
-    let item = |i: &Bound<'_, PyAny>| {
+    let text = |i: &Bound<'_, PyAny>| {
         i.extract::<u64>()
             .map(|n| n.to_string())
             .or_else(|_| i.extract::<String>())
     };
-    let text = if let Ok(s) = v.extract::<String>() {
-        s
-    } else if let Ok(n) = v.extract::<u64>() {
-        n.to_string()
-    } else {
-        v.extract::<Vec<Bound<'_, PyAny>>>()
-            .and_then(|items| items.iter().map(item).collect::<PyResult<Vec<_>>>())
-            .map_err(|_| {
-                parameter(
-                    "sizes",
-                    "must be a range such as \"64KiB..4MiB/10\", a number of bytes, \
-                     or a list of sizes such as [65536, \"1MiB\"]",
-                )
-            })?
-            .join(",")
+    let many = || -> PyResult<String> {
+        let items = v.extract::<Vec<Bound<'_, PyAny>>>()?;
+        Ok(items
+            .iter()
+            .map(text)
+            .collect::<PyResult<Vec<_>>>()?
+            .join(","))
     };
-    Ok(tuning::parse_sizes(&text).map_err(PyFallowError::from)?)
+    let spec = text(&v).or_else(|_| many()).map_err(|_| {
+        let hint = "must be a range such as \"64KiB..4MiB/10\", a number of bytes, \
+                    or a list of sizes such as [65536, \"1MiB\"]";
+        parameter("sizes", hint)
+    })?;
+    Ok(tuning::parse_sizes(&spec)?)
 }
 
 /// Tune a policy's aggressiveness knob and BG request size for one or more
@@ -71,7 +69,7 @@ pub fn tune<'py>(
     policy: &str,
     budget: &str,
     options: Option<&Bound<'py, PyDict>>,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> Result<Bound<'py, PyAny>> {
     if policy.is_empty() {
         return Err(parameter(
             "policy",
@@ -79,25 +77,21 @@ pub fn tune<'py>(
         ));
     }
     // a bad policy, budget or size fails before any work
-    build(policy)?;
+    policy::build(policy)?;
     let kw = Kwargs::new(options)?;
     // Ctrl-C sets it; the search stops within one batch of settings
     let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let cfg = TuneConfig {
-        budgets: Budget::parse_list(budget).map_err(PyFallowError::from)?,
-        sizes: sizes_arg(kw.raw("sizes")?.as_ref())?,
-        max_delay_ns: kw
-            .raw("max_delay")?
-            .map(|v| duration_arg("max_delay", &v))
-            .transpose()?,
+        budgets: Budget::parse_list(budget)?,
+        sizes: sizes_arg(kw.raw("sizes")?)?,
+        max_delay_ns: kw.duration_ns("max_delay")?,
         threads: match kw.get::<usize>("threads")? {
             None => tuning::default_threads(),
             Some(0) => return Err(parameter("threads", "must be at least 1")),
             Some(n) => n,
         },
         fast: true,
-        search: SearchMode::parse(&kw.get::<String>("search")?.unwrap_or_else(|| "auto".into()))
-            .map_err(PyFallowError::from)?,
+        search: SearchMode::parse(&kw.get::<String>("search")?.unwrap_or_else(|| "auto".into()))?,
         auto_limit_visits: tuning::AUTO_EXACT_LIMIT_VISITS,
         cancel: Some(cancel.clone()),
     };

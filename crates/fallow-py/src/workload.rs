@@ -1,9 +1,10 @@
 //! `synthetic`: seeded synthetic FG workloads (arrival process + service
 //! model through a FCFS queue), as a `Trace` with completion times.
 
-use crate::errors::{parameter, to_py, without_gil};
-use crate::trace::{service_model, PyTrace};
-use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
+use crate::errors::{without_gil, Result};
+use crate::trace::PyTrace;
+use fallow_core::workload::{ArrivalArgs, SyntheticWorkload};
+use fallow_core::ServiceModel;
 use pyo3::prelude::*;
 
 /// Generate a synthetic trace.
@@ -34,46 +35,21 @@ pub fn synthetic(
     capacity_bytes: u64,
     write_fraction: f64,
     burst: Option<f64>,
-) -> PyResult<PyTrace> {
-    let arrivals = match (mmpp_rates, mmpp_switch) {
-        (Some(rate_per_s), Some(switch_per_s)) => {
-            let p = ArrivalProcess::Mmpp2 {
-                rate_per_s,
-                switch_per_s,
-            };
-            match rate {
-                Some(r) => p.with_mean_rate(r).map_err(to_py)?,
-                None => p,
-            }
-        }
-        (Some(_), None) | (None, Some(_)) => {
-            return Err(parameter(
-                "mmpp_switch",
-                "an explicit MMPP needs both mmpp_rates=(r0, r1) and mmpp_switch=(s01, s10)",
-            ))
-        }
-        (None, None) => {
-            // keyword arguments join the spec's parameters
-            let mut spec = arrival.to_string();
-            let extra: Vec<String> = [
-                k.map(|k| format!("k={k}")),
-                cv.map(|c| format!("cv={c}")),
-                burst.map(|b| format!("burst={b}")),
-            ]
-            .into_iter()
-            .flatten()
-            .collect();
-            if !extra.is_empty() {
-                spec.push(if spec.contains(':') { ',' } else { ':' });
-                spec.push_str(&extra.join(","));
-            }
-            ArrivalProcess::parse_with_rate(&spec, rate).map_err(to_py)?
-        }
-    };
+) -> Result<PyTrace> {
+    let arrivals = ArrivalArgs {
+        spec: arrival,
+        rate_per_s: rate,
+        k,
+        cv,
+        burst,
+        mmpp_rates,
+        mmpp_switch,
+    }
+    .process()?;
     let workload = SyntheticWorkload {
         arrivals,
         requests,
-        service: service_model(Some(service))?.expect("given"),
+        service: service.parse::<ServiceModel>()?,
         request_size_bytes,
         capacity_bytes,
         write_fraction,

@@ -51,6 +51,7 @@
 
 pub mod filetrace;
 pub mod metrics;
+mod options;
 pub mod power;
 pub mod report;
 mod request;
@@ -60,6 +61,7 @@ pub mod spindown;
 
 pub use filetrace::{read_file_trace, FileKind, FileTrace};
 pub use metrics::{normalise, EnergyByState, EnergyRun, Ratios};
+pub use options::{busiest_device, power_overrides, Options};
 pub use power::{PowerFile, PowerModel};
 pub use report::{default_policies, EnergyReport, InputInfo, InputKind};
 pub use request::{

@@ -22,12 +22,14 @@
 //! Randomness comes from one seeded stream owned by the run, so a run is
 //! reproducible to the byte; the baseline (no BG work) is the trace itself.
 
+mod lineup;
 mod metrics;
 mod parts;
 mod request;
 
 // the BG side of a run's settings (SimConfig) lives with the service models
 pub use crate::service::{BgService, BgWork, Burst};
+pub use lineup::{default_specs, lineup, Lineup};
 pub use metrics::{BgMetrics, FgMetrics, MeanFigures, SimResult, Totals};
 pub use parts::{simulate_split, Part, Split};
 pub use request::{

@@ -16,9 +16,11 @@
 //! Utilisation as an input: [`rate_for_utilization`] gives the arrival rate
 //! that keeps a device with a service model busy a given share of the time.
 
+mod args;
 mod mmpp;
 mod parse;
 
+pub use args::ArrivalArgs;
 pub use mmpp::{fit_mmpp2, mmpp2_stats, Mmpp2Stats};
 
 use crate::dist::{h2_balanced, lognormal};
