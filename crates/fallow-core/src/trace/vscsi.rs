@@ -21,6 +21,7 @@
 //! (id 0) and no completion times. Version 2 (40-byte records with a
 //! response time) is recognised and refused.
 
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::bytes::{field_at, le_u16, le_u32, le_u64, read_full};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Error, Location, Result};
@@ -46,6 +47,20 @@ fn op_of(cmd: u16) -> Option<Op> {
         _ => None,
     }
 }
+
+/// The vscsi reader's registry entry.
+pub(crate) const READER: ReaderEntry = ReaderEntry {
+    name: "vscsi",
+    aliases: &[],
+    summary: "VMware vscsi v1 binary (CloudPhysics)",
+    code: 5,
+    completions: Completions::Absent,
+    splittable: false,
+    numbers_devices: false,
+    detect_rank: 60,
+    detect: |h| sniff(h.file_name.contains(".vscsi") || looks_like(h.bytes)),
+    read: read,
+};
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     let mut buf = [0u8; RECORD];
