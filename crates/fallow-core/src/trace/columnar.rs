@@ -308,7 +308,7 @@ mod encode {
             fields.push(Field::new(HOST, DataType::Utf8, false));
         }
         // A cache of a cache keeps the original source, as `.fbt` does.
-        let source = super::fallow_bin::original_source(r);
+        let source = crate::trace::fallow_bin::original_source(r);
         let mut meta = HashMap::from([
             (META_ORIGIN.to_string(), r.origin_ns.to_string()),
             (META_SKIPPED.to_string(), r.skipped.to_string()),
