@@ -155,7 +155,7 @@ mod disabled {
 pub(crate) const ARROW: ReaderEntry = ReaderEntry {
     name: "arrow",
     aliases: &["ipc", "feather", "arrows"],
-    summary: "Apache Arrow IPC file (Feather v2) or stream, columns of docs/formats.md",
+    summary: "Apache Arrow IPC file or stream, Feather v2, in the columns of docs/formats.md",
     code: 13,
     completions: Completions::InFile,
     splittable: false,
@@ -169,7 +169,7 @@ pub(crate) const ARROW: ReaderEntry = ReaderEntry {
 pub(crate) const PARQUET: ReaderEntry = ReaderEntry {
     name: "parquet",
     aliases: &["pq"],
-    summary: "Apache Parquet, columns of docs/formats.md",
+    summary: "Apache Parquet in the columns of docs/formats.md",
     code: 14,
     completions: Completions::InFile,
     splittable: false,

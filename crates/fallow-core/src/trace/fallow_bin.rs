@@ -160,7 +160,7 @@ pub fn write_fallow_bin(trace: &Trace, out: &mut dyn Write) -> Result<()> {
 pub(crate) const READER: ReaderEntry = ReaderEntry {
     name: "fallow",
     aliases: &[],
-    summary: "fallow's binary cache (`fallow convert`)",
+    summary: "fallow's binary cache, written by `fallow convert`",
     code: 7,
     completions: Completions::InFile,
     splittable: false,

@@ -101,7 +101,7 @@ fn looks_like_fio_log(line: &[u8]) -> bool {
 pub(crate) const READER: ReaderEntry = ReaderEntry {
     name: "fio-lat",
     aliases: &[],
-    summary: "fio latency log (`log_offset=1`)",
+    summary: "fio latency log with `log_offset=1`",
     code: 12,
     completions: Completions::Recorded,
     splittable: false,

@@ -52,7 +52,7 @@ fn op_of(cmd: u16) -> Option<Op> {
 pub(crate) const READER: ReaderEntry = ReaderEntry {
     name: "vscsi",
     aliases: &[],
-    summary: "VMware vscsi v1 binary (CloudPhysics)",
+    summary: "VMware vscsi v1 binary, the CloudPhysics traces",
     code: 5,
     completions: Completions::Absent,
     splittable: false,
