@@ -22,9 +22,9 @@
 //! requests of 0 bytes (flushes), biosnoop's `Possibly lost N samples`
 //! notices and repeated headers.
 
-use super::reader::{Completions, Head, ReaderEntry, Sniff};
 use super::latency::{push_all, Logged};
 use super::lines::{for_each_line, parse_time_ns, parse_u64, show, split_ws, trim};
+use super::reader::{Completions, Head, ReaderEntry, Sniff};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
 use std::collections::HashMap;
@@ -65,6 +65,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     detect_rank: 90,
     detect: detect,
     read: read,
+    writers: &[],
 };
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {

@@ -38,8 +38,8 @@
 //! sorted first, stably, and counted in the report's `reordered`; the
 //! requests are then handed on in issue order.
 
-use super::reader::{sniff, Completions, ReaderEntry};
 use super::lines::{for_each_line, parse_time_ns, parse_u64, show, split_ws, trim};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{fifo, Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
 use std::io::BufRead;
@@ -75,6 +75,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     detect_rank: 80,
     detect: |h| sniff(h.first_line.is_some_and(looks_like)),
     read: read,
+    writers: &[],
 };
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {

@@ -35,8 +35,8 @@
 //! without an issue. A bad magic, an unsupported version or a truncated
 //! record is an error naming the file and byte offset.
 
-use super::reader::{sniff, Completions, ReaderEntry};
 use super::bytes::{field_at, read_full};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{fifo, Op, RawRequest, ReadContext};
 use crate::error::{Error, Location, Result};
 use std::io::{BufRead, BufReader};
@@ -174,6 +174,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     detect_rank: 40,
     detect: |h| sniff(looks_like(h.bytes)),
     read: read,
+    writers: &[],
 };
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {

@@ -17,8 +17,8 @@
 //! (`@name[...]: value`) are ignored and counted; anything else is a bad
 //! record naming the line and field.
 
-use super::reader::{sniff, Completions, ReaderEntry};
 use super::lines::{for_each_line, parse_u64, show, split_ws, trim};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
 use std::io::BufRead;
@@ -42,6 +42,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     detect_rank: 70,
     detect: |h| sniff(looks_like(h.bytes)),
     read: read,
+    writers: &[],
 };
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {

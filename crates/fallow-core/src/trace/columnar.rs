@@ -23,7 +23,7 @@
 // Without the feature only the refusals and `ColumnarKind` are used.
 #![cfg_attr(not(feature = "arrow"), allow(dead_code))]
 
-use super::reader::{sniff, Completions, ReaderEntry};
+use super::reader::{sniff, Completions, ReaderEntry, Writer};
 use super::{Format, ReadContext, Trace};
 use crate::error::{Error, Result};
 use std::io::BufRead;
@@ -163,6 +163,16 @@ pub(crate) const ARROW: ReaderEntry = ReaderEntry {
     detect_rank: 30,
     detect: |h| sniff(arrow_like(h.bytes)),
     read: read_arrow,
+    writers: &[
+        Writer {
+            extensions: &["arrow", "feather", "ipc"],
+            write: |trace, out| write_columnar(trace, ColumnarKind::ArrowFile, out),
+        },
+        Writer {
+            extensions: &["arrows"],
+            write: |trace, out| write_columnar(trace, ColumnarKind::ArrowStream, out),
+        },
+    ],
 };
 
 /// The parquet reader's registry entry.
@@ -177,6 +187,10 @@ pub(crate) const PARQUET: ReaderEntry = ReaderEntry {
     detect_rank: 20,
     detect: |h| sniff(h.bytes.starts_with(b"PAR1")),
     read: read_parquet,
+    writers: &[Writer {
+        extensions: &["parquet", "pq"],
+        write: |trace, out| write_columnar(trace, ColumnarKind::Parquet, out),
+    }],
 };
 
 /// An Arrow IPC file (`ARROW1`) or stream (the continuation marker, then a

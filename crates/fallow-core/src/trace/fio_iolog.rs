@@ -22,8 +22,8 @@
 //! (`--service`), as for SPC traces; fio's latency logs (`fio-lat`) do
 //! carry completions.
 
-use super::reader::{sniff, Completions, ReaderEntry};
 use super::lines::{for_each_line, is_blank_or_comment, parse_u64, show, split_ws, trim};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
 use std::collections::HashMap;
@@ -59,6 +59,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     detect_rank: 100,
     detect: |h| sniff(h.first_line.is_some_and(looks_like)),
     read: read,
+    writers: &[],
 };
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {

@@ -21,9 +21,9 @@
 //! for `log_offset=1`. Submission-latency (`_slat.`), bandwidth (`_bw.`)
 //! and IOPS (`_iops.`) logs hold no completions and are refused by name.
 
-use super::reader::{sniff, Completions, Head, ReaderEntry, Sniff};
 use super::latency::{push_all, Logged};
 use super::lines::{for_each_line, is_blank_or_comment, parse_u64, show, split, trim};
+use super::reader::{sniff, Completions, Head, ReaderEntry, Sniff};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Error, Location, Result};
 use std::io::BufRead;
@@ -109,6 +109,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     detect_rank: 130,
     detect: detect,
     read: read,
+    writers: &[],
 };
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {

@@ -25,8 +25,8 @@
 //! `iotrace_hpl_get_ioreq_event` in `src/disksim_iotrace.c` and
 //! `src/disksim_hptrace.h`. Suspect records are counted as ignored.
 
-use super::reader::{sniff, Completions, ReaderEntry};
 use super::bytes::{be_u32, field_at, read_full};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Error, Location, Result};
 use std::io::BufRead;
@@ -71,6 +71,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     detect_rank: 50,
     detect: |h| sniff(looks_like(h.bytes)),
     read: read,
+    writers: &[],
 };
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {

@@ -40,9 +40,9 @@ pub use columnar::{write_columnar, ColumnarKind, ENABLED as COLUMNAR_ENABLED};
 pub use fallow_bin::write_fallow_bin;
 pub(crate) use fallow_bin::MAGIC as FALLOW_BIN_MAGIC;
 pub use frame::{ns_from_f64, scale_bytes, sizes_u32};
-pub use reader::{Completions, Head, ReaderEntry, Sniff};
 #[doc(hidden)]
 pub use parallel::{threads_from_env, Parallelism};
+pub use reader::{Completions, Head, ReaderEntry, Sniff, Writer};
 
 use crate::error::{Error, Location, Result};
 use crate::registry::Registry;
@@ -97,6 +97,23 @@ pub fn readers() -> &'static [ReaderEntry] {
 /// `read_trace(format=…)`) take their lists from here.
 pub fn formats() -> Registry<ReaderEntry> {
     Registry::new("format", READERS)
+}
+
+/// The writer an output path's extension chooses (case-insensitively),
+/// with its format: Parquet for `.parquet`, Arrow IPC for `.arrow`, and
+/// so on through the registry's writers; fallow's binary cache for any
+/// other extension.
+pub fn writer_for(path: &Path) -> (Format, &'static Writer) {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    READERS
+        .iter()
+        .flat_map(|e| e.writers.iter().map(move |w| (Format(e), w)))
+        .find(|(_, w)| w.extensions.contains(&ext.as_str()))
+        .unwrap_or((Format::Fallow, &fallow_bin::READER.writers[0]))
 }
 
 /// A trace format: a handle on its reader's [`ReaderEntry`], compared by

@@ -11,9 +11,9 @@
 //! line with more than seven fields is an error (a stray comma must not
 //! shift columns); a UTF-8 byte-order mark at the start is skipped.
 
-use super::reader::{sniff, Completions, Head, ReaderEntry, Sniff};
 use super::detect::{commas, contains};
 use super::lines::{for_each_line, is_blank_or_comment, parse_u64, show, split};
+use super::reader::{sniff, Completions, Head, ReaderEntry, Sniff};
 use super::{Op, RawRequest, ReadContext, MSR_DISK_BITS};
 use crate::error::{Location, Result};
 use std::io::BufRead;
@@ -47,6 +47,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     detect_rank: 110,
     detect: detect,
     read: read,
+    writers: &[],
 };
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {

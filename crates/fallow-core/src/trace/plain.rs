@@ -18,8 +18,8 @@
 //!
 //! [`PlainOptions::completion`]: super::PlainOptions::completion
 
-use super::reader::{Completions, Head, ReaderEntry, Sniff};
 use super::lines::{for_each_line, is_blank_or_comment, parse_time_ns, parse_u64, show, split_ws};
+use super::reader::{Completions, Head, ReaderEntry, Sniff};
 use super::{Op, PlainOptions, RawRequest, ReadContext, TimeUnit};
 use crate::error::{Location, Result};
 use std::io::BufRead;
@@ -50,6 +50,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     detect_rank: 140,
     detect: detect,
     read: read,
+    writers: &[],
 };
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {

@@ -7,10 +7,10 @@
 //! cache stores for its source format all come from the entries; a field
 //! left out of an entry is a compile error.
 
-use super::{lines, Format, ReadContext, ReadOptions};
+use super::{lines, Format, ReadContext, ReadOptions, Trace};
 use crate::error::Result;
 use crate::registry::Describe;
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 use std::path::Path;
 
 /// Whether a format's records carry completion times.
@@ -116,6 +116,17 @@ pub struct ReaderEntry {
     pub detect: fn(&Head<'_>) -> Sniff,
     /// Read every record of `input` into the context's builder.
     pub read: fn(&mut dyn BufRead, &mut ReadContext<'_>) -> Result<()>,
+    /// Ways to write a trace in this format (`fallow convert -o`), if any.
+    pub writers: &'static [Writer],
+}
+
+/// A way to write a trace in a format, chosen by the output's extension.
+#[derive(Debug, Clone, Copy)]
+pub struct Writer {
+    /// Output file extensions (lower case, without the dot) that choose it.
+    pub extensions: &'static [&'static str],
+    /// Write `trace` to the output.
+    pub write: fn(&Trace, &mut dyn Write) -> Result<()>,
 }
 
 impl ReaderEntry {

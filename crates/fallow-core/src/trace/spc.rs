@@ -13,9 +13,9 @@
 //! Fields after the fifth (some releases append more) are ignored. The
 //! format records no completion or response time.
 
-use super::reader::{sniff, Completions, ReaderEntry};
 use super::detect::commas;
 use super::lines::{for_each_line, is_blank_or_comment, parse_time_ns, parse_u64, show, split};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
 use std::io::BufRead;
@@ -33,8 +33,14 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     splittable: true,
     numbers_devices: false,
     detect_rank: 120,
-    detect: |h| sniff(h.first_line.is_some_and(|l| commas(l) >= 4 && looks_like(l))),
+    detect: |h| {
+        sniff(
+            h.first_line
+                .is_some_and(|l| commas(l) >= 4 && looks_like(l)),
+        )
+    },
     read: read,
+    writers: &[],
 };
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {

@@ -21,8 +21,8 @@
 //! (id 0) and no completion times. Version 2 (40-byte records with a
 //! response time) is recognised and refused.
 
-use super::reader::{sniff, Completions, ReaderEntry};
 use super::bytes::{field_at, le_u16, le_u32, le_u64, read_full};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Error, Location, Result};
 use std::io::BufRead;
@@ -60,6 +60,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     detect_rank: 60,
     detect: |h| sniff(h.file_name.contains(".vscsi") || looks_like(h.bytes)),
     read: read,
+    writers: &[],
 };
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {

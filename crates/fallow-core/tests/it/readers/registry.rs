@@ -5,8 +5,8 @@
 
 use super::fixture;
 use fallow_core::trace::{
-    formats, read_trace, read_trace_tuned, readers, Completions, Format, Head, Parallelism,
-    ReadOptions, Sniff, COLUMNAR_ENABLED,
+    formats, read_from, read_trace, read_trace_tuned, readers, writer_for, Completions, Format,
+    Head, Parallelism, ReadOptions, Sniff, COLUMNAR_ENABLED,
 };
 use fallow_core::Error;
 use std::collections::BTreeSet;
@@ -60,7 +60,10 @@ fn registry_is_sorted_unique_and_documented() {
     let err = "nope".parse::<Format>().unwrap_err().to_string();
     let known: Vec<&str> = readers().iter().map(|e| e.name).collect();
     assert!(
-        err.contains(&format!("unknown format `nope` (known: {})", known.join(", "))),
+        err.contains(&format!(
+            "unknown format `nope` (known: {})",
+            known.join(", ")
+        )),
         "{err}"
     );
 }
@@ -168,4 +171,49 @@ fn splittable_formats_read_the_same_split_into_tiny_chunks() {
         checked += 1;
     }
     assert_eq!(checked, 3, "msr, plain and spc are split");
+}
+
+#[test]
+fn every_writer_writes_what_its_format_reads_back() {
+    let mut extensions: Vec<&str> = readers()
+        .iter()
+        .flat_map(|e| e.writers.iter().flat_map(|w| w.extensions.iter().copied()))
+        .collect();
+    let n = extensions.len();
+    extensions.sort_unstable();
+    extensions.dedup();
+    assert_eq!(extensions.len(), n, "an extension chooses one writer");
+
+    let t = read_trace(fixture("small.trace"), &ReadOptions::default()).unwrap();
+    for e in readers() {
+        for w in e.writers {
+            for ext in w.extensions {
+                let out = std::path::PathBuf::from(format!("out.{}", ext.to_ascii_uppercase()));
+                let (f, chosen) = writer_for(&out);
+                assert_eq!(f.name(), e.name, "{ext}");
+                assert!(std::ptr::eq(chosen, w), "{ext}");
+            }
+            let mut bytes = Vec::new();
+            match (w.write)(&t, &mut bytes) {
+                Ok(()) => {}
+                Err(err @ Error::Unsupported(_)) if !COLUMNAR_ENABLED => {
+                    assert!(e.name == "arrow" || e.name == "parquet", "{err}");
+                    continue;
+                }
+                Err(err) => panic!("{}: {err}", e.name),
+            }
+            let path = std::path::PathBuf::from(format!("back.{}", w.extensions[0]));
+            let back = read_from(&mut &bytes[..], &path, &ReadOptions::default()).unwrap();
+            assert_eq!(back.report().format.map(Format::name), Some(e.name));
+            assert_eq!(back.arrival_ns(), t.arrival_ns(), "{}", e.name);
+            assert_eq!(back.offset_bytes(), t.offset_bytes(), "{}", e.name);
+            assert_eq!(back.size_bytes(), t.size_bytes(), "{}", e.name);
+            assert_eq!(back.op(), t.op(), "{}", e.name);
+            assert_eq!(back.device(), t.device(), "{}", e.name);
+        }
+    }
+    // Any other extension (or none) is fallow's binary cache.
+    for other in ["out.fbt", "out.bin", "out"] {
+        assert_eq!(writer_for(std::path::Path::new(other)).0, Format::Fallow);
+    }
 }
