@@ -63,8 +63,8 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     splittable: false,
     numbers_devices: false,
     detect_rank: 90,
-    detect: detect,
-    read: read,
+    detect,
+    read,
     writers: &[],
 };
 

@@ -74,7 +74,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     numbers_devices: true,
     detect_rank: 80,
     detect: |h| sniff(h.first_line.is_some_and(looks_like)),
-    read: read,
+    read,
     writers: &[],
 };
 

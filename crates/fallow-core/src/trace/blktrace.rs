@@ -173,7 +173,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     numbers_devices: true,
     detect_rank: 40,
     detect: |h| sniff(looks_like(h.bytes)),
-    read: read,
+    read,
     writers: &[],
 };
 

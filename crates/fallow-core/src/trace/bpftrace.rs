@@ -41,7 +41,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     numbers_devices: false,
     detect_rank: 70,
     detect: |h| sniff(looks_like(h.bytes)),
-    read: read,
+    read,
     writers: &[],
 };
 

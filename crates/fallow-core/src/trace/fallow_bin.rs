@@ -167,7 +167,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     numbers_devices: false,
     detect_rank: 10,
     detect: |h| sniff(h.bytes.starts_with(MAGIC)),
-    read: read,
+    read,
     writers: &[Writer {
         // Also every extension no other writer claims (`writer_for`).
         extensions: &["fbt"],

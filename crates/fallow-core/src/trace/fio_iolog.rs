@@ -58,7 +58,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     numbers_devices: false,
     detect_rank: 100,
     detect: |h| sniff(h.first_line.is_some_and(looks_like)),
-    read: read,
+    read,
     writers: &[],
 };
 

@@ -107,8 +107,8 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     splittable: false,
     numbers_devices: false,
     detect_rank: 130,
-    detect: detect,
-    read: read,
+    detect,
+    read,
     writers: &[],
 };
 

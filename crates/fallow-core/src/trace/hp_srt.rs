@@ -70,7 +70,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     numbers_devices: false,
     detect_rank: 50,
     detect: |h| sniff(looks_like(h.bytes)),
-    read: read,
+    read,
     writers: &[],
 };
 

@@ -45,8 +45,8 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     splittable: true,
     numbers_devices: false,
     detect_rank: 110,
-    detect: detect,
-    read: read,
+    detect,
+    read,
     writers: &[],
 };
 

@@ -48,8 +48,8 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     splittable: true,
     numbers_devices: false,
     detect_rank: 140,
-    detect: detect,
-    read: read,
+    detect,
+    read,
     writers: &[],
 };
 

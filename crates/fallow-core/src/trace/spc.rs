@@ -39,7 +39,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
                 .is_some_and(|l| commas(l) >= 4 && looks_like(l)),
         )
     },
-    read: read,
+    read,
     writers: &[],
 };
 

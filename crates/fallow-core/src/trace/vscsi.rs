@@ -59,7 +59,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     numbers_devices: false,
     detect_rank: 60,
     detect: |h| sniff(h.file_name.contains(".vscsi") || looks_like(h.bytes)),
-    read: read,
+    read,
     writers: &[],
 };
 
