@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 secs=${1:?usage: fuzz.sh SECONDS [TARGET...]}
 shift
-all=(msr spc plain blkparse hp_srt vscsi fallow_bin detect biosnoop bpftrace blktrace fio_iolog fio_lat arrow parquet)
+all=(msr spc plain blkparse hp_srt vscsi fallow_bin detect biosnoop bpftrace blktrace fio_iolog fio_lat arrow parquet every_format)
 targets=("${@:-${all[@]}}")
 
 # Seed corpora from the hand-made fixtures (corpus/ is git-ignored).
@@ -23,6 +23,7 @@ cp -n "$data"/*.srt corpus/hp_srt/
 cp -n "$data"/*.vscsi corpus/vscsi/
 cp -n "$data"/*.fallow corpus/fallow_bin/
 cp -n "$data"/small.* corpus/detect/
+cp -n "$data"/small.* corpus/every_format/
 cp -n "$data"/*.biosnoop corpus/biosnoop/
 cp -n "$data"/*.bpftrace corpus/bpftrace/
 cp -n "$data"/*.blktrace.* corpus/blktrace/

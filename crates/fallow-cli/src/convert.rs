@@ -10,7 +10,7 @@ use crate::input::{self, ReadArgs};
 use anyhow::Result;
 use clap::Args;
 use fallow_core::outpath::OutputKind;
-use fallow_core::trace::ColumnarKind;
+use fallow_core::trace::Format;
 use std::path::PathBuf;
 
 /// Arguments of `fallow convert`.
@@ -38,8 +38,10 @@ pub struct ConvertArgs {
 /// Run `fallow convert`.
 pub fn run(args: ConvertArgs) -> Result<()> {
     let guard = args.out.guard([args.trace.as_path()]);
-    let columnar = ColumnarKind::from_path(&args.output);
-    if columnar.is_some() && !fallow_core::trace::COLUMNAR_ENABLED {
+    // The format registry's writers, by the output's extension.
+    let (format, writer) = fallow_core::trace::writer_for(&args.output);
+    let columnar = format != Format::Fallow;
+    if columnar && !fallow_core::trace::COLUMNAR_ENABLED {
         return Err(crate::BadInput(format!(
             "-o {}: this fallow was built without the `arrow` cargo feature, so it cannot write \
              Parquet or Arrow files (rebuild with default features, or write `.fbt`)",
@@ -47,17 +49,15 @@ pub fn run(args: ConvertArgs) -> Result<()> {
         ))
         .into());
     }
-    let kind = match columnar {
-        Some(_) => OutputKind::ColumnarTrace,
-        None => OutputKind::FallowBin,
+    let kind = if columnar {
+        OutputKind::ColumnarTrace
+    } else {
+        OutputKind::FallowBin
     };
     crate::atomic::check(&guard, &args.output, kind, "-o")?;
     let trace = input::read(&args.trace, &args.read)?;
     crate::atomic::write_atomically(&args.output, |w| {
-        match columnar {
-            Some(c) => fallow_core::trace::write_columnar(&trace, c, w)?,
-            None => fallow_core::trace::write_fallow_bin(&trace, w)?,
-        }
+        (writer.write)(&trace, w)?;
         Ok(())
     })?;
     let in_size = std::fs::metadata(&args.trace).map(|m| m.len()).unwrap_or(0);

@@ -20,14 +20,8 @@ const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 /// How to read the input trace.
 #[derive(Debug, Clone, Args)]
 pub struct ReadArgs {
-    /// Trace format: msr (MSR Cambridge/SNIA CSV), spc (UMass/SPC), hp-srt,
-    /// blkparse, blktrace (binary `DEV.blktrace.N`; one file reads the whole
-    /// per-CPU set), biosnoop (bcc), bpftrace (fallow's one-liner, see
-    /// docs/formats.md), fio-iolog (no completion times), fio-lat (fio
-    /// latency log), vscsi, plain (`time dev offset size op [completion]`) or
-    /// fallow (fallow's binary cache). [default: detected from the first
-    /// bytes and the file name]
-    #[arg(long, short = 'f', value_name = "FORMAT")]
+    // The help lists every format of the registry with its summary.
+    #[arg(long, short = 'f', value_name = "FORMAT", help = Format::help())]
     pub format: Option<Format>,
 
     /// Skip malformed records instead of stopping at the first one; how many

@@ -105,8 +105,8 @@ pub mod tune;
 pub mod units;
 pub mod workload;
 
-/// `docs/extending.md`, whose worked example (a complete policy file) CI
-/// compiles and runs as a doctest.
+/// `docs/extending.md`, whose worked examples (a complete policy file and
+/// a complete reader file) CI compiles and runs as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/extending.md")]
 pub mod extending {}

@@ -165,8 +165,7 @@ pub fn periods_of(
             trace.report().path.display(),
             // fio iologs look complete but record submissions only.
             match (trace.report().format, trace.report().source_format) {
-                (Some(crate::trace::Format::FioIolog), _)
-                | (_, Some(crate::trace::Format::FioIolog)) => {
+                (Some(f), _) | (_, Some(f)) if f == crate::trace::Format::FioIolog => {
                     " (a fio iolog records when fio submitted each I/O, never when it completed; \
                      fio's latency logs, write_lat_log with log_offset=1, carry completions)"
                 }

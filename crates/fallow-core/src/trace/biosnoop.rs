@@ -24,6 +24,7 @@
 
 use super::latency::{push_all, Logged};
 use super::lines::{for_each_line, parse_time_ns, parse_u64, show, split_ws, trim};
+use super::reader::{Completions, Head, ReaderEntry, Sniff};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
 use std::collections::HashMap;
@@ -37,6 +38,35 @@ pub(crate) const UNKNOWN_DISK: &str =
     "biosnoop: disk <unknown> (issuing process not seen; no sector recorded)";
 pub(crate) const NO_DATA: &str = "biosnoop: request moving no data (0 bytes)";
 pub(crate) const NOTICE: &str = "biosnoop: header or `Possibly lost` notice";
+
+/// Detection: biosnoop's header; lines of biosnoop events without it are
+/// named (when no other reader takes them) rather than guessed.
+fn detect(h: &Head<'_>) -> Sniff {
+    match h.first_line {
+        Some(line) if looks_like(line) => Sniff::Yes,
+        Some(line) if looks_like_event(line) => Sniff::Hint(format!(
+            "first line `{}` looks like biosnoop output without its `TIME(s) ... LAT(ms)` \
+             header; pass `--format biosnoop`",
+            show(line)
+        )),
+        _ => Sniff::No,
+    }
+}
+
+/// The biosnoop reader's registry entry.
+pub(crate) const READER: ReaderEntry = ReaderEntry {
+    name: "biosnoop",
+    aliases: &[],
+    summary: "bcc `biosnoop`, with or without `-Q`",
+    code: 8,
+    completions: Completions::Recorded,
+    splittable: false,
+    numbers_devices: false,
+    detect_rank: 90,
+    detect,
+    read,
+    writers: &[],
+};
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     let mut disks: HashMap<Vec<u8>, u32> = HashMap::new();

@@ -39,6 +39,7 @@
 //! requests are then handed on in issue order.
 
 use super::lines::{for_each_line, parse_time_ns, parse_u64, show, split_ws, trim};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{fifo, Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
 use std::io::BufRead;
@@ -61,6 +62,21 @@ const ACTIONS: [&[u8]; 17] = [
     b"A", b"B", b"BS", b"C", b"D", b"F", b"G", b"I", b"M", b"P", b"Q", b"R", b"S", b"T", b"U",
     b"UT", b"X",
 ];
+
+/// The blkparse reader's registry entry.
+pub(crate) const READER: ReaderEntry = ReaderEntry {
+    name: "blkparse",
+    aliases: &[],
+    summary: "`blkparse` default text output",
+    code: 4,
+    completions: Completions::Recorded,
+    splittable: false,
+    numbers_devices: true,
+    detect_rank: 80,
+    detect: |h| sniff(h.first_line.is_some_and(looks_like)),
+    read,
+    writers: &[],
+};
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     let mut events: Vec<Event> = Vec::new();

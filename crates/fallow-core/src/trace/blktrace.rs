@@ -36,6 +36,7 @@
 //! record is an error naming the file and byte offset.
 
 use super::bytes::{field_at, read_full};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{fifo, Op, RawRequest, ReadContext};
 use crate::error::{Error, Location, Result};
 use std::io::{BufRead, BufReader};
@@ -160,6 +161,21 @@ pub(crate) fn read_per_cpu<'a>(
     match_events(&mut ctx, events, files)?;
     ctx.finish()
 }
+
+/// The blktrace reader's registry entry.
+pub(crate) const READER: ReaderEntry = ReaderEntry {
+    name: "blktrace",
+    aliases: &[],
+    summary: "binary `DEV.blktrace.N`; one file reads the whole per-CPU set",
+    code: 10,
+    completions: Completions::Recorded,
+    splittable: false,
+    numbers_devices: true,
+    detect_rank: 40,
+    detect: |h| sniff(looks_like(h.bytes)),
+    read,
+    writers: &[],
+};
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     let mut events = Vec::new();

@@ -18,6 +18,7 @@
 //! record naming the line and field.
 
 use super::lines::{for_each_line, parse_u64, show, split_ws, trim};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
 use std::io::BufRead;
@@ -28,6 +29,21 @@ const SECTOR_BYTES: u64 = 512;
 
 pub(crate) const BANNER: &str = "bpftrace: `Attaching N probes` banner or map printed at exit";
 pub(crate) const NO_DATA: &str = "bpftrace: request moving no data (flush, discard, 0 bytes)";
+
+/// The bpftrace reader's registry entry.
+pub(crate) const READER: ReaderEntry = ReaderEntry {
+    name: "bpftrace",
+    aliases: &[],
+    summary: "fallow's bpftrace one-liner, see docs/formats.md",
+    code: 9,
+    completions: Completions::Recorded,
+    splittable: false,
+    numbers_devices: false,
+    detect_rank: 70,
+    detect: |h| sniff(looks_like(h.bytes)),
+    read,
+    writers: &[],
+};
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     for_each_line(input, ctx, |ctx, line_no, line| {

@@ -23,6 +23,7 @@
 // Without the feature only the refusals and `ColumnarKind` are used.
 #![cfg_attr(not(feature = "arrow"), allow(dead_code))]
 
+use super::reader::{sniff, Completions, ReaderEntry, Writer};
 use super::{Format, ReadContext, Trace};
 use crate::error::{Error, Result};
 use std::io::BufRead;
@@ -141,12 +142,67 @@ mod disabled {
              cargo feature (rebuild with default features, e.g. `cargo install --path crates/fallow-cli`), \
              or convert it to CSV first",
             ctx.path.display(),
-            match format {
-                Format::Parquet => "a Parquet",
-                _ => "an Arrow IPC",
+            if format == Format::Parquet {
+                "a Parquet"
+            } else {
+                "an Arrow IPC"
             }
         ))
     }
+}
+
+/// The arrow reader's registry entry.
+pub(crate) const ARROW: ReaderEntry = ReaderEntry {
+    name: "arrow",
+    aliases: &["ipc", "feather", "arrows"],
+    summary: "Apache Arrow IPC file or stream, Feather v2, in the columns of docs/formats.md",
+    code: 13,
+    completions: Completions::InFile,
+    splittable: false,
+    numbers_devices: false,
+    detect_rank: 30,
+    detect: |h| sniff(arrow_like(h.bytes)),
+    read: read_arrow,
+    writers: &[
+        Writer {
+            extensions: &["arrow", "feather", "ipc"],
+            write: |trace, out| write_columnar(trace, ColumnarKind::ArrowFile, out),
+        },
+        Writer {
+            extensions: &["arrows"],
+            write: |trace, out| write_columnar(trace, ColumnarKind::ArrowStream, out),
+        },
+    ],
+};
+
+/// The parquet reader's registry entry.
+pub(crate) const PARQUET: ReaderEntry = ReaderEntry {
+    name: "parquet",
+    aliases: &["pq"],
+    summary: "Apache Parquet in the columns of docs/formats.md",
+    code: 14,
+    completions: Completions::InFile,
+    splittable: false,
+    numbers_devices: false,
+    detect_rank: 20,
+    detect: |h| sniff(h.bytes.starts_with(b"PAR1")),
+    read: read_parquet,
+    writers: &[Writer {
+        extensions: &["parquet", "pq"],
+        write: |trace, out| write_columnar(trace, ColumnarKind::Parquet, out),
+    }],
+};
+
+/// An Arrow IPC file (`ARROW1`) or stream (the continuation marker, then a
+/// schema message's length: positive, a multiple of 8, small).
+fn arrow_like(head: &[u8]) -> bool {
+    if head.starts_with(b"ARROW1") {
+        return true;
+    }
+    head.len() >= 8
+        && head[..4] == [0xff; 4]
+        && usize::try_from(i32::from_le_bytes([head[4], head[5], head[6], head[7]]))
+            .is_ok_and(|n| n > 0 && n % 8 == 0 && n < 1 << 24)
 }
 
 /// Read an Arrow IPC file or stream.
@@ -266,11 +322,7 @@ mod encode {
             fields.push(Field::new(HOST, DataType::Utf8, false));
         }
         // A cache of a cache keeps the original source, as `.fbt` does.
-        let source = match r.format {
-            Some(Format::Fallow) => r.source_format,
-            Some(Format::Arrow | Format::Parquet) => r.source_format.or(r.format),
-            other => other,
-        };
+        let source = crate::trace::fallow_bin::original_source(r);
         let mut meta = HashMap::from([
             (META_ORIGIN.to_string(), r.origin_ns.to_string()),
             (META_SKIPPED.to_string(), r.skipped.to_string()),

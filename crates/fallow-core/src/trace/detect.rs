@@ -1,166 +1,56 @@
 //! Format detection from the first bytes of the (decompressed) input, with
-//! the file name as a tie-breaker. Each rule is cheap and specific; anything
-//! ambiguous is an error asking for `--format`, never a guess.
+//! the file name as a tie-breaker. Each reader's entry holds its own rule
+//! (`detect`, in the reader's file); this walks them. Each rule is cheap
+//! and specific; anything ambiguous is an error asking for `--format`,
+//! never a guess.
 
-use super::Format;
+use super::reader::{Head, Sniff};
+use super::{readers, Format};
 use crate::error::{Error, Result};
 use std::path::Path;
 
+/// Ask every reader, in order of [`super::ReaderEntry::detect_rank`], for
+/// its verdict on `head`: the first `Yes` is the format, the first `Refuse`
+/// an error with its hint; a `Hint` is the error when no reader says
+/// either.
 pub(crate) fn detect(head: &[u8], path: &Path) -> Result<Format> {
-    if head.starts_with(super::fallow_bin::MAGIC) {
-        return Ok(Format::Fallow);
-    }
-    // Parquet and Arrow IPC by their magic bytes, even in a build without
-    // the `arrow` feature, so the error says it is the build.
-    if head.starts_with(b"PAR1") {
-        return Ok(Format::Parquet);
-    }
-    if columnar_arrow_like(head) {
-        return Ok(Format::Arrow);
-    }
-    // A magic number: more specific than the record-shape checks below.
-    if super::blktrace::looks_like(head) {
-        return Ok(Format::Blktrace);
-    }
-    if super::hp_srt::looks_like(head) {
-        return Ok(Format::HpSrt);
-    }
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default();
-    if name.contains(".vscsi") || super::vscsi::looks_like(head) {
-        return Ok(Format::Vscsi);
-    }
-    if super::bpftrace::looks_like(head) {
-        return Ok(Format::Bpftrace);
-    }
-    let first_line = first_data_line(head.strip_prefix(super::lines::BOM).unwrap_or(head));
-    if let Some(line) = first_line {
-        if super::blkparse::looks_like(line) {
-            return Ok(Format::Blkparse);
-        }
-        if super::biosnoop::looks_like(line) {
-            return Ok(Format::Biosnoop);
-        }
-        if super::fio_iolog::looks_like(line) {
-            return Ok(Format::FioIolog);
-        }
-        let commas = line.iter().filter(|&&b| b == b',').count();
-        let lower = line.to_ascii_lowercase();
-        if line.starts_with(b"Timestamp,Hostname") {
-            return Ok(Format::Msr);
-        }
-        if commas >= 6 && (contains(&lower, b",read,") || contains(&lower, b",write,")) {
-            return Ok(Format::Msr);
-        }
-        if commas >= 4 && super::spc::looks_like(line) {
-            return Ok(Format::Spc);
-        }
-        if looks_like_fio_log(line) {
-            // A latency log by its name and with offsets is one; anything
-            // else (bandwidth, IOPS, a renamed file) is refused, since
-            // `plain` would take five of its integers for `time dev offset
-            // size op`: latencies would become device ids.
-            if super::fio_lat::named_like(path) && super::fio_lat::refused_kind(path).is_none() {
-                return Ok(Format::FioLat);
+    let sample = Head::new(head, path);
+    let mut by_rank: Vec<_> = readers().iter().collect();
+    by_rank.sort_by_key(|e| e.detect_rank);
+    let mut deferred = None;
+    for entry in by_rank {
+        match (entry.detect)(&sample) {
+            Sniff::No => {}
+            Sniff::Yes => return Ok(Format::of(entry)),
+            Sniff::Refuse(hint) => return Err(unknown(path, hint)),
+            Sniff::Hint(hint) => {
+                deferred.get_or_insert(hint);
             }
-            return Err(Error::UnknownFormat {
-                path: path.to_path_buf(),
-                hint: format!(
-                    "first line `{}` looks like a fio log (`time, value, ddir, bs, offset[, prio]`), \
-                     not a block trace; a latency log recorded with log_offset=1 reads with \
-                     `--format fio-lat` (detected when named `*_clat.N.log` or `*_lat.N.log`), \
-                     while `--format plain` would read its columns as `time dev offset size op`",
-                    super::lines::show(line)
-                ),
-                known: Format::names(),
-            });
-        }
-        if super::plain::looks_like(line) {
-            return Ok(Format::Plain);
-        }
-        if super::plain::looks_like_with_completion(line) {
-            return Err(Error::UnknownFormat {
-                path: path.to_path_buf(),
-                hint: format!(
-                    "first line `{}` has six fields; if the sixth is each request's completion time, \
-                     pass `--format plain --completion-column`",
-                    super::lines::show(line)
-                ),
-                known: Format::names(),
-            });
-        }
-        if super::biosnoop::looks_like_event(line) {
-            return Err(Error::UnknownFormat {
-                path: path.to_path_buf(),
-                hint: format!(
-                    "first line `{}` looks like biosnoop output without its `TIME(s) ... LAT(ms)` \
-                     header; pass `--format biosnoop`",
-                    super::lines::show(line)
-                ),
-                known: Format::names(),
-            });
         }
     }
-    let hint = match first_line {
+    let hint = deferred.unwrap_or_else(|| match sample.first_line {
         Some(l) => format!("first line `{}`", super::lines::show(l)),
         None => format!("{} bytes of binary data", head.len()),
-    };
-    Err(Error::UnknownFormat {
+    });
+    Err(unknown(path, hint))
+}
+
+fn unknown(path: &Path, hint: String) -> Error {
+    Error::UnknownFormat {
         path: path.to_path_buf(),
         hint,
         known: Format::names(),
-    })
-}
-
-/// A fio latency, bandwidth or IOPS log line (fio(1), "log file
-/// formats"): `time, value, ddir, bs, offset[, prio]`, integers separated
-/// by a comma and a space, ddir 0 (read), 1 (write) or 2 (trim).
-fn looks_like_fio_log(line: &[u8]) -> bool {
-    let fields: Vec<&[u8]> = line.split(|&b| b == b',').collect();
-    // Seven with `log_issue_time=1`; the priority is hex with `log_prio=1`.
-    let hex = |f: &[u8]| {
-        f.strip_prefix(b"0x")
-            .is_some_and(|h| !h.is_empty() && h.iter().all(u8::is_ascii_hexdigit))
-    };
-    (5..=7).contains(&fields.len())
-        && fields[1..].iter().all(|f| f.first() == Some(&b' '))
-        && fields.iter().enumerate().all(|(i, f)| {
-            let f = super::lines::trim(f);
-            super::lines::parse_u64(f).is_ok() || (i >= 4 && hex(f))
-        })
-        && matches!(super::lines::trim(fields[2]), b"0" | b"1" | b"2")
-}
-
-/// An Arrow IPC file (`ARROW1`) or stream (the continuation marker, then a
-/// schema message's length: positive, a multiple of 8, small).
-fn columnar_arrow_like(head: &[u8]) -> bool {
-    if head.starts_with(b"ARROW1") {
-        return true;
     }
-    head.len() >= 8
-        && head[..4] == [0xff; 4]
-        && usize::try_from(i32::from_le_bytes([head[4], head[5], head[6], head[7]]))
-            .is_ok_and(|n| n > 0 && n % 8 == 0 && n < 1 << 24)
 }
 
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
+/// Number of commas in `line`.
+pub(crate) fn commas(line: &[u8]) -> usize {
+    line.iter().filter(|&&b| b == b',').count()
+}
+
+/// Whether `needle` occurs in `hay`.
+pub(crate) fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
-}
-
-/// The first non-blank, non-comment line, if the head looks like text.
-fn first_data_line(head: &[u8]) -> Option<&[u8]> {
-    let text_like = head
-        .iter()
-        .take(4096)
-        .all(|&b| b == b'\n' || b == b'\r' || b == b'\t' || (0x20..0x7f).contains(&b));
-    if !text_like {
-        return None;
-    }
-    head.split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-        .find(|l| !super::lines::is_blank_or_comment(l))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! against 100–300 MB/s for the text readers.
 
 use super::bytes::{le_u32, le_u64, read_full};
+use super::reader::{sniff, Completions, ReaderEntry, Writer};
 use super::{Format, Op, ReadContext, ReadReport, Trace, TraceBuilder, MSR_DISK_BITS};
 use crate::error::{Error, Location, Result};
 use std::io::{BufRead, Read, Write};
@@ -26,33 +27,27 @@ const HEADER: usize = 64;
 const FLAG_COMPLETION: u32 = 1;
 const CHUNK: usize = 1 << 16;
 
-/// The number stored for a source format (0 = unknown). Fixed forever:
-/// files written today must read the same tomorrow.
+/// The number stored for a source format (0 = unknown): its entry's
+/// [`code`](super::ReaderEntry::code), fixed forever.
 pub(crate) fn format_code(f: Option<Format>) -> u32 {
-    match f {
-        None => 0,
-        Some(Format::Msr) => 1,
-        Some(Format::Spc) => 2,
-        Some(Format::HpSrt) => 3,
-        Some(Format::Blkparse) => 4,
-        Some(Format::Vscsi) => 5,
-        Some(Format::Plain) => 6,
-        // Never written (see `write_fallow_bin`); kept so the match is total.
-        Some(Format::Fallow) => 7,
-        Some(Format::Biosnoop) => 8,
-        Some(Format::Bpftrace) => 9,
-        Some(Format::Blktrace) => 10,
-        Some(Format::FioIolog) => 11,
-        Some(Format::FioLat) => 12,
-        Some(Format::Arrow) => 13,
-        Some(Format::Parquet) => 14,
+    f.map_or(0, |f| f.entry().code)
+}
+
+/// The format a trace was first read from: a cache of a cache keeps the
+/// original source (or "unknown"); a Parquet/Arrow file fallow wrote
+/// names its source, one from elsewhere is the source.
+pub(crate) fn original_source(r: &ReadReport) -> Option<Format> {
+    match r.format {
+        Some(f) if f == Format::Fallow => r.source_format,
+        Some(f) if f == Format::Arrow || f == Format::Parquet => r.source_format.or(r.format),
+        other => other,
     }
 }
 
 fn format_of(code: u32) -> Option<Format> {
-    Format::ALL
-        .into_iter()
-        .find(|&f| format_code(Some(f)) == code)
+    (code != 0)
+        .then(|| Format::all().find(|f| f.entry().code == code))
+        .flatten()
 }
 
 /// Write a trace in fallow's binary column format, which [`read_trace`]
@@ -85,14 +80,7 @@ fn format_of(code: u32) -> Option<Format> {
 /// [`read_trace`]: super::read_trace
 pub fn write_fallow_bin(trace: &Trace, out: &mut dyn Write) -> Result<()> {
     let r = &trace.report;
-    // A cache of a cache keeps the original source (or "unknown").
-    let source = match r.format {
-        Some(Format::Fallow) => r.source_format,
-        // a Parquet/Arrow file fallow wrote names its source; one from
-        // elsewhere is the source
-        Some(Format::Arrow | Format::Parquet) => r.source_format.or(r.format),
-        other => other,
-    };
+    let source = original_source(r);
     let mut h = Vec::with_capacity(HEADER);
     h.extend_from_slice(MAGIC);
     h.extend_from_slice(&VERSION.to_le_bytes());
@@ -167,6 +155,25 @@ pub fn write_fallow_bin(trace: &Trace, out: &mut dyn Write) -> Result<()> {
     }
     out.flush().map_err(io)
 }
+
+/// The fallow reader's registry entry.
+pub(crate) const READER: ReaderEntry = ReaderEntry {
+    name: "fallow",
+    aliases: &[],
+    summary: "fallow's binary cache, written by `fallow convert`",
+    code: 7,
+    completions: Completions::InFile,
+    splittable: false,
+    numbers_devices: false,
+    detect_rank: 10,
+    detect: |h| sniff(h.bytes.starts_with(MAGIC)),
+    read,
+    writers: &[Writer {
+        // Also every extension no other writer claims (`writer_for`).
+        extensions: &["fbt"],
+        write: write_fallow_bin,
+    }],
+};
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     let fatal =

@@ -23,6 +23,7 @@
 //! carry completions.
 
 use super::lines::{for_each_line, is_blank_or_comment, parse_u64, show, split_ws, trim};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
 use std::collections::HashMap;
@@ -45,6 +46,21 @@ fn version(line: &[u8]) -> Option<u8> {
         _ => None,
     }
 }
+
+/// The fio-iolog reader's registry entry.
+pub(crate) const READER: ReaderEntry = ReaderEntry {
+    name: "fio-iolog",
+    aliases: &[],
+    summary: "fio iolog v2/v3, no completion times",
+    code: 11,
+    completions: Completions::Absent,
+    splittable: false,
+    numbers_devices: false,
+    detect_rank: 100,
+    detect: |h| sniff(h.first_line.is_some_and(looks_like)),
+    read,
+    writers: &[],
+};
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     let mut ver: Option<u8> = None;

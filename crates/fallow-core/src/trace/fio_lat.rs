@@ -23,6 +23,7 @@
 
 use super::latency::{push_all, Logged};
 use super::lines::{for_each_line, is_blank_or_comment, parse_u64, show, split, trim};
+use super::reader::{sniff, Completions, Head, ReaderEntry, Sniff};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Error, Location, Result};
 use std::io::BufRead;
@@ -54,6 +55,62 @@ pub(crate) fn named_like(path: &Path) -> bool {
         .unwrap_or_default();
     name.contains("_clat.") || name.contains("_lat.")
 }
+
+/// Detection: a fio log line, in a file named like a latency log. Any
+/// other fio log (bandwidth, IOPS, a renamed file) is refused, since
+/// `plain` would take five of its integers for `time dev offset size op`:
+/// latencies would become device ids.
+fn detect(h: &Head<'_>) -> Sniff {
+    match h.first_line {
+        Some(line) if looks_like_fio_log(line) => {
+            if named_like(h.path) && refused_kind(h.path).is_none() {
+                return Sniff::Yes;
+            }
+            Sniff::Refuse(format!(
+                "first line `{}` looks like a fio log (`time, value, ddir, bs, offset[, prio]`), \
+                 not a block trace; a latency log recorded with log_offset=1 reads with \
+                 `--format fio-lat` (detected when named `*_clat.N.log` or `*_lat.N.log`), \
+                 while `--format plain` would read its columns as `time dev offset size op`",
+                show(line)
+            ))
+        }
+        _ => sniff(false),
+    }
+}
+
+/// A fio latency, bandwidth or IOPS log line (fio(1), "log file
+/// formats"): `time, value, ddir, bs, offset[, prio]`, integers separated
+/// by a comma and a space, ddir 0 (read), 1 (write) or 2 (trim).
+fn looks_like_fio_log(line: &[u8]) -> bool {
+    let fields: Vec<&[u8]> = line.split(|&b| b == b',').collect();
+    // Seven with `log_issue_time=1`; the priority is hex with `log_prio=1`.
+    let hex = |f: &[u8]| {
+        f.strip_prefix(b"0x")
+            .is_some_and(|h| !h.is_empty() && h.iter().all(u8::is_ascii_hexdigit))
+    };
+    (5..=7).contains(&fields.len())
+        && fields[1..].iter().all(|f| f.first() == Some(&b' '))
+        && fields.iter().enumerate().all(|(i, f)| {
+            let f = trim(f);
+            parse_u64(f).is_ok() || (i >= 4 && hex(f))
+        })
+        && matches!(trim(fields[2]), b"0" | b"1" | b"2")
+}
+
+/// The fio-lat reader's registry entry.
+pub(crate) const READER: ReaderEntry = ReaderEntry {
+    name: "fio-lat",
+    aliases: &[],
+    summary: "fio latency log with `log_offset=1`",
+    code: 12,
+    completions: Completions::Recorded,
+    splittable: false,
+    numbers_devices: false,
+    detect_rank: 130,
+    detect,
+    read,
+    writers: &[],
+};
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     if let Some(what) = refused_kind(ctx.path) {

@@ -26,6 +26,7 @@
 //! `src/disksim_hptrace.h`. Suspect records are counted as ignored.
 
 use super::bytes::{be_u32, field_at, read_full};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Error, Location, Result};
 use std::io::BufRead;
@@ -57,6 +58,21 @@ const SHORT_IO: u32 = 1;
 const SUSPECT_IO: u32 = 4;
 const HPL_READ: u32 = 0x0000_0001;
 const SECTOR_BYTES: u64 = 512;
+
+/// The hp-srt reader's registry entry.
+pub(crate) const READER: ReaderEntry = ReaderEntry {
+    name: "hp-srt",
+    aliases: &["srt", "hp"],
+    summary: "HP SRT binary: the HP Cello and workstation traces",
+    code: 3,
+    completions: Completions::Recorded,
+    splittable: false,
+    numbers_devices: false,
+    detect_rank: 50,
+    detect: |h| sniff(looks_like(h.bytes)),
+    read,
+    writers: &[],
+};
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     let mut at = skip_header(input, ctx)?;

@@ -31,6 +31,7 @@ mod parallel;
 #[cfg(feature = "arrow")]
 mod parquet;
 mod plain;
+mod reader;
 mod spc;
 mod vscsi;
 
@@ -41,8 +42,10 @@ pub(crate) use fallow_bin::MAGIC as FALLOW_BIN_MAGIC;
 pub use frame::{ns_from_f64, scale_bytes, sizes_u32};
 #[doc(hidden)]
 pub use parallel::{threads_from_env, Parallelism};
+pub use reader::{Completions, Head, ReaderEntry, Sniff, Writer};
 
 use crate::error::{Error, Location, Result};
+use crate::registry::Registry;
 use serde::Serialize;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -59,94 +62,168 @@ pub enum Op {
     Write = 1,
 }
 
-/// The trace formats fallow reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Format {
-    /// MSR Cambridge / SNIA CSV: `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`
-    /// with Timestamp and ResponseTime in Windows 100-ns ticks.
-    Msr,
-    /// UMass / SPC: `ASU,LBA,Size,Opcode,Timestamp[,...]`, seconds, 512-byte LBAs.
-    Spc,
-    /// HP SRT binary (HP Cello and workstation traces).
-    HpSrt,
-    /// `blkparse` default text output (D = issue, C = completion).
-    Blkparse,
-    /// VMware vscsi v1 binary (CloudPhysics).
-    Vscsi,
-    /// Whitespace or comma separated `time dev offset size op`, units from [`PlainOptions`].
-    Plain,
-    /// fallow's own compact binary columns (`fallow convert`).
-    Fallow,
-    /// bcc `biosnoop` text output, with or without `-Q` (completion time and latency).
-    Biosnoop,
-    /// The output of fallow's bpftrace one-liner (docs/formats.md): issue and completion in ns.
-    Bpftrace,
-    /// blktrace's binary per-CPU files (`*.blktrace.N`), merged by time; D = issue, C = completion.
-    Blktrace,
-    /// fio iolog v2/v3 (`write_iolog`): submissions only, no completion times.
-    FioIolog,
-    /// fio latency log (`write_lat_log` with `log_offset=1`): completions and latencies.
-    FioLat,
-    /// Apache Arrow IPC, file (`ARROW1`, "Feather v2") or stream, in the
-    /// columns of docs/formats.md (pandas/pyarrow, polars, DuckDB).
-    Arrow,
-    /// Apache Parquet (`PAR1`) in the same columns.
-    Parquet,
+/// The readers, alphabetically by format name: each line puts a reader
+/// file's entry in the registry (its module is declared above). Adding a
+/// format is its file, exporting a [`ReaderEntry`], and one line here.
+macro_rules! readers {
+    ($($entry:path,)*) => {
+        static READERS: &[ReaderEntry] = &[$($entry,)*];
+    };
+}
+readers! {
+    columnar::ARROW,
+    biosnoop::READER,
+    blkparse::READER,
+    blktrace::READER,
+    bpftrace::READER,
+    fallow_bin::READER,
+    fio_iolog::READER,
+    fio_lat::READER,
+    hp_srt::READER,
+    msr::READER,
+    columnar::PARQUET,
+    plain::READER,
+    spc::READER,
+    vscsi::READER,
+}
+
+/// Every reader's entry, alphabetically by name.
+pub fn readers() -> &'static [ReaderEntry] {
+    READERS
+}
+
+/// The trace format registry: lookup by name or alias, and its
+/// consistency check. Front ends (the CLI's `--format`, Python's
+/// `read_trace(format=…)`) take their lists from here.
+pub fn formats() -> Registry<ReaderEntry> {
+    Registry::new("format", READERS)
+}
+
+/// The writer an output path's extension chooses (case-insensitively),
+/// with its format: Parquet for `.parquet`, Arrow IPC for `.arrow`, and
+/// so on through the registry's writers; fallow's binary cache for any
+/// other extension.
+pub fn writer_for(path: &Path) -> (Format, &'static Writer) {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    READERS
+        .iter()
+        .flat_map(|e| e.writers.iter().map(move |w| (Format(e), w)))
+        .find(|(_, w)| w.extensions.contains(&ext.as_str()))
+        .unwrap_or((Format::Fallow, &fallow_bin::READER.writers[0]))
+}
+
+/// A trace format: a handle on its reader's [`ReaderEntry`], compared by
+/// name (names are unique: the registry test checks it).
+#[derive(Clone, Copy)]
+pub struct Format(&'static ReaderEntry);
+
+/// Handles for the code that names a format (special cases, tests); a new
+/// format needs none.
+#[allow(non_upper_case_globals)]
+impl Format {
+    /// MSR Cambridge / SNIA CSV.
+    pub const Msr: Format = Format(&msr::READER);
+    /// UMass / SPC CSV.
+    pub const Spc: Format = Format(&spc::READER);
+    /// HP SRT binary.
+    pub const HpSrt: Format = Format(&hp_srt::READER);
+    /// `blkparse` text.
+    pub const Blkparse: Format = Format(&blkparse::READER);
+    /// VMware vscsi v1 binary.
+    pub const Vscsi: Format = Format(&vscsi::READER);
+    /// Plain text `time dev offset size op`.
+    pub const Plain: Format = Format(&plain::READER);
+    /// fallow's binary cache.
+    pub const Fallow: Format = Format(&fallow_bin::READER);
+    /// bcc `biosnoop` text.
+    pub const Biosnoop: Format = Format(&biosnoop::READER);
+    /// fallow's bpftrace one-liner's output.
+    pub const Bpftrace: Format = Format(&bpftrace::READER);
+    /// blktrace's binary per-CPU files.
+    pub const Blktrace: Format = Format(&blktrace::READER);
+    /// fio iolog.
+    pub const FioIolog: Format = Format(&fio_iolog::READER);
+    /// fio latency log.
+    pub const FioLat: Format = Format(&fio_lat::READER);
+    /// Apache Arrow IPC.
+    pub const Arrow: Format = Format(&columnar::ARROW);
+    /// Apache Parquet.
+    pub const Parquet: Format = Format(&columnar::PARQUET);
 }
 
 impl Format {
-    /// Every format, in the order detection tries them.
-    pub const ALL: [Format; 14] = [
-        Format::Fallow,
-        Format::Parquet,
-        Format::Arrow,
-        Format::HpSrt,
-        Format::Vscsi,
-        Format::Blktrace,
-        Format::Blkparse,
-        Format::Biosnoop,
-        Format::Bpftrace,
-        Format::FioIolog,
-        Format::FioLat,
-        Format::Msr,
-        Format::Spc,
-        Format::Plain,
-    ];
+    /// The format an entry describes (a reader outside the registry, such
+    /// as the worked example of docs/extending.md, is a format too).
+    pub const fn of(entry: &'static ReaderEntry) -> Format {
+        Format(entry)
+    }
+
+    /// Its reader's entry.
+    pub fn entry(self) -> &'static ReaderEntry {
+        self.0
+    }
+
+    /// Every registered format, alphabetically.
+    pub fn all() -> impl Iterator<Item = Format> {
+        READERS.iter().map(Format)
+    }
 
     /// The name used on the command line and in Python.
     pub fn name(self) -> &'static str {
-        match self {
-            Format::Msr => "msr",
-            Format::Spc => "spc",
-            Format::HpSrt => "hp-srt",
-            Format::Blkparse => "blkparse",
-            Format::Vscsi => "vscsi",
-            Format::Plain => "plain",
-            Format::Fallow => "fallow",
-            Format::Biosnoop => "biosnoop",
-            Format::Bpftrace => "bpftrace",
-            Format::Blktrace => "blktrace",
-            Format::FioIolog => "fio-iolog",
-            Format::FioLat => "fio-lat",
-            Format::Arrow => "arrow",
-            Format::Parquet => "parquet",
-        }
+        self.0.name
     }
 
     /// True for formats whose device ids are Linux device numbers
     /// (`major << 20 | minor`, see [`devnum`]), shown as `major,minor`.
     pub fn numbers_devices(self) -> bool {
-        matches!(self, Format::Blkparse)
+        self.0.numbers_devices
     }
 
     /// Comma-separated list of all format names, for messages.
     pub fn names() -> String {
-        Format::ALL
+        formats().names().collect::<Vec<_>>().join(", ")
+    }
+
+    /// The `--format` help: every format with its summary, from the registry.
+    pub fn help() -> String {
+        let list: Vec<String> = READERS
             .iter()
-            .map(|f| f.name())
-            .collect::<Vec<_>>()
-            .join(", ")
+            .map(|e| format!("{} ({})", e.name, e.summary))
+            .collect();
+        format!(
+            "Trace format: {}. [default: detected from the first bytes and the file name]",
+            list.join(", ")
+        )
+    }
+}
+
+impl PartialEq for Format {
+    fn eq(&self, other: &Format) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for Format {}
+
+impl std::hash::Hash for Format {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.name.hash(state);
+    }
+}
+
+impl std::fmt::Debug for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Format({})", self.0.name)
+    }
+}
+
+impl Serialize for Format {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.name)
     }
 }
 
@@ -160,25 +237,16 @@ impl FromStr for Format {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
         let s = s.to_ascii_lowercase();
-        let s = s.as_str();
-        Format::ALL
-            .into_iter()
-            .find(|f| f.name() == s)
-            .or(match s {
-                "snia" | "msr-csv" => Some(Format::Msr),
-                "umass" => Some(Format::Spc),
-                "srt" | "hp" => Some(Format::HpSrt),
-                "text" | "txt" => Some(Format::Plain),
-                "ipc" | "feather" | "arrows" => Some(Format::Arrow),
-                "pq" => Some(Format::Parquet),
-                _ => None,
-            })
+        READERS
+            .iter()
+            .find(|e| e.name == s || e.aliases.contains(&s.as_str()))
+            .map(Format)
             .ok_or_else(|| {
                 Error::invalid(
                     "format",
                     format!(
                         "unknown format `{}` (known: {})",
-                        lines::escape_controls(s),
+                        lines::escape_controls(&s),
                         Format::names()
                     ),
                 )
@@ -641,48 +709,50 @@ impl Trace {
     }
 }
 
-/// Per-read state handed to every format reader: the builder, the path for
-/// messages and the bad-record policy.
-pub(crate) struct ReadContext<'a> {
-    pub builder: TraceBuilder,
-    pub path: &'a Path,
-    pub opts: &'a ReadOptions,
-    pub report: ReadReport,
+/// Per-read state handed to every format reader ([`ReaderEntry::read`]):
+/// the builder, the path for messages and the bad-record policy. A reader
+/// hands each record to [`ReadContext::push`] and each malformed one to
+/// [`ReadContext::bad`].
+pub struct ReadContext<'a> {
+    pub(crate) builder: TraceBuilder,
+    pub(crate) path: &'a Path,
+    pub(crate) opts: &'a ReadOptions,
+    pub(crate) report: ReadReport,
     /// Whether the input starts at the start of the file. False for the
     /// chunks after the first of a parallel read, whose line numbers are
     /// relative to the chunk (made absolute when the chunks are joined) and
     /// whose line 1 is not the file's (so no header may be skipped there).
-    pub at_file_start: bool,
+    pub(crate) at_file_start: bool,
     /// Lines seen, set by `for_each_line` at the end of the input.
-    pub lines: u64,
+    pub(crate) lines: u64,
     /// The first skipped records' errors, kept as errors rather than text
     /// until [`ReadContext::finish`] so a chunk's line numbers can still be
     /// shifted; they become `report.skip_examples`.
-    pub skip_errors: Vec<Error>,
+    pub(crate) skip_errors: Vec<Error>,
     /// MSR hostnames seen, in order of first appearance (the index is the
     /// device id's high bits); `last_host` is the index of the previous
     /// line's, as nearly every line repeats it.
-    pub hosts: Vec<Vec<u8>>,
-    pub last_host: usize,
+    pub(crate) hosts: Vec<Vec<u8>>,
+    pub(crate) last_host: usize,
 }
 
 /// Skip reasons kept for the report.
 const SKIP_EXAMPLES: usize = 5;
 
 impl<'a> ReadContext<'a> {
+    /// The path being read, for messages.
+    pub fn path(&self) -> &Path {
+        self.path
+    }
+
+    /// The options of this read.
+    pub fn options(&self) -> &ReadOptions {
+        self.opts
+    }
+
     /// A fresh context for reading `format` from `path`.
-    pub fn new(path: &'a Path, opts: &'a ReadOptions, format: Format) -> Self {
-        let has_completion = matches!(
-            format,
-            Format::Msr
-                | Format::HpSrt
-                | Format::Blkparse
-                | Format::Fallow
-                | Format::Biosnoop
-                | Format::Bpftrace
-                | Format::Blktrace
-                | Format::FioLat
-        ) || (format == Format::Plain && opts.plain.completion);
+    pub(crate) fn new(path: &'a Path, opts: &'a ReadOptions, format: Format) -> Self {
+        let has_completion = format.entry().has_completion(opts);
         ReadContext {
             builder: TraceBuilder::new(has_completion),
             path,
@@ -870,7 +940,7 @@ pub fn read_trace_tuned(
             Some(f) => Some(f),
             None => detect::detect(head, path).ok(),
         };
-        if let Some(format) = format.filter(|&f| parallel::splittable(f)) {
+        if let Some(format) = format.filter(|&f| f.entry().splittable) {
             let bytes_per_line = bytes_per_line(head);
             let CountingReader {
                 inner: file,
@@ -923,7 +993,7 @@ fn read_input(
         }
     };
     let mut ctx = ReadContext::new(path, opts, format);
-    if let Some(size) = size.filter(|_| parallel::splittable(format)) {
+    if let Some(size) = size.filter(|_| format.entry().splittable) {
         // Best effort: a read error here is the reader's to report.
         if let Ok(head) = input.fill_buf() {
             ctx.builder.reserve(lines_in(size, bytes_per_line(head)));
@@ -935,22 +1005,7 @@ fn read_input(
 
 /// Run the reader of `format` over `input`.
 fn read_format(format: Format, input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
-    match format {
-        Format::Msr => msr::read(input, ctx),
-        Format::Spc => spc::read(input, ctx),
-        Format::HpSrt => hp_srt::read(input, ctx),
-        Format::Blkparse => blkparse::read(input, ctx),
-        Format::Vscsi => vscsi::read(input, ctx),
-        Format::Plain => plain::read(input, ctx),
-        Format::Fallow => fallow_bin::read(input, ctx),
-        Format::Biosnoop => biosnoop::read(input, ctx),
-        Format::Bpftrace => bpftrace::read(input, ctx),
-        Format::Blktrace => blktrace::read(input, ctx),
-        Format::FioIolog => fio_iolog::read(input, ctx),
-        Format::FioLat => fio_lat::read(input, ctx),
-        Format::Arrow => columnar::read_arrow(input, ctx),
-        Format::Parquet => columnar::read_parquet(input, ctx),
-    }
+    (format.entry().read)(input, ctx)
 }
 
 /// Average bytes per line of a text head, as a basis for guessing how many

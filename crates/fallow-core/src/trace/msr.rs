@@ -11,7 +11,9 @@
 //! line with more than seven fields is an error (a stray comma must not
 //! shift columns); a UTF-8 byte-order mark at the start is skipped.
 
+use super::detect::{commas, contains};
 use super::lines::{for_each_line, is_blank_or_comment, parse_u64, show, split};
+use super::reader::{sniff, Completions, Head, ReaderEntry, Sniff};
 use super::{Op, RawRequest, ReadContext, MSR_DISK_BITS};
 use crate::error::{Location, Result};
 use std::io::BufRead;
@@ -20,6 +22,33 @@ const NS_PER_TICK: u64 = 100;
 /// Hosts one file may hold: the bits above the disk number.
 const MAX_HOSTS: usize = 1 << (32 - MSR_DISK_BITS);
 const MAX_DISK: u64 = (1 << MSR_DISK_BITS) - 1;
+
+/// Detection: the SNIA header, or seven or more fields with `Read`/`Write`.
+fn detect(h: &Head<'_>) -> Sniff {
+    let Some(line) = h.first_line else {
+        return Sniff::No;
+    };
+    let lower = line.to_ascii_lowercase();
+    sniff(
+        line.starts_with(b"Timestamp,Hostname")
+            || (commas(line) >= 6 && (contains(&lower, b",read,") || contains(&lower, b",write,"))),
+    )
+}
+
+/// The msr reader's registry entry.
+pub(crate) const READER: ReaderEntry = ReaderEntry {
+    name: "msr",
+    aliases: &["snia", "msr-csv"],
+    summary: "MSR Cambridge/SNIA CSV",
+    code: 1,
+    completions: Completions::Recorded,
+    splittable: true,
+    numbers_devices: false,
+    detect_rank: 110,
+    detect,
+    read,
+    writers: &[],
+};
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     for_each_line(input, ctx, |ctx, line_no, line| {

@@ -132,12 +132,6 @@ fn parse_threads(raw: Option<&std::ffi::OsStr>) -> Result<Option<usize>> {
     }
 }
 
-/// Whether records of `format` are independent lines, so a file of them may
-/// be split at any line end.
-pub(crate) fn splittable(format: Format) -> bool {
-    matches!(format, Format::Msr | Format::Spc | Format::Plain)
-}
-
 /// A file to read in parallel and what is known of it.
 pub(crate) struct Job<'a> {
     pub file: &'a File,

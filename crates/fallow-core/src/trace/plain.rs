@@ -19,9 +19,39 @@
 //! [`PlainOptions::completion`]: super::PlainOptions::completion
 
 use super::lines::{for_each_line, is_blank_or_comment, parse_time_ns, parse_u64, show, split_ws};
+use super::reader::{Completions, Head, ReaderEntry, Sniff};
 use super::{Op, PlainOptions, RawRequest, ReadContext, TimeUnit};
 use crate::error::{Location, Result};
 use std::io::BufRead;
+
+/// Detection: five fields that read as a record; a sixth that reads as a
+/// completion time is not assumed (the error names the flag).
+fn detect(h: &Head<'_>) -> Sniff {
+    match h.first_line {
+        Some(line) if looks_like(line) => Sniff::Yes,
+        Some(line) if looks_like_with_completion(line) => Sniff::Refuse(format!(
+            "first line `{}` has six fields; if the sixth is each request's completion time, \
+             pass `--format plain --completion-column`",
+            show(line)
+        )),
+        _ => Sniff::No,
+    }
+}
+
+/// The plain reader's registry entry.
+pub(crate) const READER: ReaderEntry = ReaderEntry {
+    name: "plain",
+    aliases: &["text", "txt"],
+    summary: "`time dev offset size op [completion]`",
+    code: 6,
+    completions: Completions::IfAsked,
+    splittable: true,
+    numbers_devices: false,
+    detect_rank: 140,
+    detect,
+    read,
+    writers: &[],
+};
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     let units = ctx.opts.plain;

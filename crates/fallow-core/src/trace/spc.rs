@@ -13,13 +13,35 @@
 //! Fields after the fifth (some releases append more) are ignored. The
 //! format records no completion or response time.
 
+use super::detect::commas;
 use super::lines::{for_each_line, is_blank_or_comment, parse_time_ns, parse_u64, show, split};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
 use std::io::BufRead;
 
 const SECTOR_BYTES: u64 = 512;
 const NS_PER_S: u64 = 1_000_000_000;
+
+/// The spc reader's registry entry.
+pub(crate) const READER: ReaderEntry = ReaderEntry {
+    name: "spc",
+    aliases: &["umass"],
+    summary: "UMass/SPC CSV",
+    code: 2,
+    completions: Completions::Absent,
+    splittable: true,
+    numbers_devices: false,
+    detect_rank: 120,
+    detect: |h| {
+        sniff(
+            h.first_line
+                .is_some_and(|l| commas(l) >= 4 && looks_like(l)),
+        )
+    },
+    read,
+    writers: &[],
+};
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     for_each_line(input, ctx, |ctx, line_no, line| {

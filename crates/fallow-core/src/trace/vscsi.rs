@@ -22,6 +22,7 @@
 //! response time) is recognised and refused.
 
 use super::bytes::{field_at, le_u16, le_u32, le_u64, read_full};
+use super::reader::{sniff, Completions, ReaderEntry};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Error, Location, Result};
 use std::io::BufRead;
@@ -46,6 +47,21 @@ fn op_of(cmd: u16) -> Option<Op> {
         _ => None,
     }
 }
+
+/// The vscsi reader's registry entry.
+pub(crate) const READER: ReaderEntry = ReaderEntry {
+    name: "vscsi",
+    aliases: &[],
+    summary: "VMware vscsi v1 binary, the CloudPhysics traces",
+    code: 5,
+    completions: Completions::Absent,
+    splittable: false,
+    numbers_devices: false,
+    detect_rank: 60,
+    detect: |h| sniff(h.file_name.contains(".vscsi") || looks_like(h.bytes)),
+    read,
+    writers: &[],
+};
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     let mut buf = [0u8; RECORD];

@@ -38,7 +38,7 @@ fn samples() -> Vec<Vec<u8>> {
 
 /// Read `data` every way there is; panics only if a reader does.
 fn read_every_way(data: &[u8]) {
-    let formats = std::iter::once(None).chain(Format::ALL.into_iter().map(Some));
+    let formats = std::iter::once(None).chain(Format::all().map(Some));
     for format in formats {
         for skip_bad in [false, true] {
             let opts = ReadOptions {

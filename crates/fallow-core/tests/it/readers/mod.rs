@@ -10,6 +10,7 @@ mod hp_periods;
 mod parallel;
 mod real;
 mod recorded;
+mod registry;
 mod roundtrip;
 
 use fallow_core::trace::{read_trace, ReadOptions};
