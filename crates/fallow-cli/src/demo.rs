@@ -158,12 +158,14 @@ pub fn run(args: DemoArgs) -> Result<()> {
         // marked as fallow's (fallow_core::outpath), so the next demo may replace it
         #[derive(serde::Serialize)]
         struct Marked<'a> {
+            schema_version: u32,
             generator: String,
             #[serde(flatten)]
             c: &'a fallow_core::Characterization,
             decision: &'a Decision,
         }
         let doc = Marked {
+            schema_version: fallow_core::JSON_SCHEMA_VERSION,
             generator: format!("fallow {}", env!("CARGO_PKG_VERSION")),
             c: &c,
             decision: &decision,

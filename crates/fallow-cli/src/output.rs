@@ -301,6 +301,15 @@ pub fn json_list_text<T: serde::Serialize>(items: &[T]) -> anyhow::Result<String
     Ok(text)
 }
 
+/// `doc` as one compact JSON line (no newline) carrying `"schema_version"`
+/// first: the JSON-lines logs and progress events fallow writes.
+pub fn json_line<T: serde::Serialize>(doc: &T) -> serde_json::Result<String> {
+    serde_json::to_string(&Versioned {
+        schema_version: fallow_core::JSON_SCHEMA_VERSION,
+        doc,
+    })
+}
+
 /// Write to stdout; a closed pipe surfaces as an error [`is_broken_pipe`] recognises.
 pub fn print(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();

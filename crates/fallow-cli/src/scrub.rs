@@ -56,7 +56,7 @@ checkpoint (or --log that is not a fallow scrub log) is replaced only with --ove
 atomically after every request. --json prints target_bytes, scrubbed_bytes, requests,
 bad_ranges ([first_byte, last_byte] pairs), elapsed_s, complete, the policy, the monitor's
 samples and CPU cost, and the driver's counts; and on stderr, once a second, a progress line
-{\"event\":\"progress\",\"scrubbed_bytes\",\"target_bytes\",\"pass\",\"rate_bytes_per_s\",\"eta_s\",
+{\"event\":\"progress\",\"schema_version\",\"scrubbed_bytes\",\"target_bytes\",\"pass\",\"rate_bytes_per_s\",\"eta_s\",
 \"bad_ranges\",…}. --metrics serves the same as fallow_scrub_* gauges. Stopped by SIGINT, it
 saves the checkpoint and exits with status 1; by SIGTERM (systemctl stop), the same with status
 0; `--resume` continues.")]

@@ -88,6 +88,8 @@ pub fn metrics(
 #[derive(Debug, Serialize)]
 struct ProgressLine<'a> {
     event: &'static str,
+    /// After `event`, which readers match first (`{"event":"progress"`).
+    schema_version: u32,
     #[serde(flatten)]
     progress: &'a Progress,
 }
@@ -119,6 +121,7 @@ impl ProgressLines {
                         if last.as_ref() != Some(&p) {
                             let line = ProgressLine {
                                 event: "progress",
+                                schema_version: fallow_core::JSON_SCHEMA_VERSION,
                                 progress: &p,
                             };
                             if let Ok(text) = serde_json::to_string(&line) {

@@ -6,6 +6,7 @@
 
 use crate::human::{bytes, secs};
 use crate::output;
+use crate::progress::Progress;
 use crate::BadInput;
 use anyhow::Result;
 use clap::Args;
@@ -141,6 +142,15 @@ pub fn run(args: ScrubPlanArgs) -> Result<()> {
             .ok_or_else(|| BadInput(format!("--regions {v}: not a positive whole number")).into())
     })?;
     let mut rows = vec![];
+    // the Monte Carlo of a plan can take seconds (--check 1000000: ~0.3 s a
+    // plan): one step per plan, so the bar moves with each
+    let plans_total = (segments.len() * (regions.len() + 1)) as u64;
+    let bar = Progress::new(
+        "plans",
+        "{msg} [{wide_bar}] {pos}/{len} plans {eta}",
+        plans_total,
+        args.check.is_some(),
+    )?;
     for &seg in &segments {
         let mut plans = vec![Plan {
             order: Order::Sequential,
@@ -175,7 +185,13 @@ pub fn run(args: ScrubPlanArgs) -> Result<()> {
                 estimate,
                 monte_carlo,
             });
+            if let Some(b) = &bar {
+                b.set_position(rows.len() as u64);
+            }
         }
+    }
+    if let Some(b) = bar {
+        b.finish();
     }
     if args.json {
         let doc = Doc {

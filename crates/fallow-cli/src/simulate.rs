@@ -8,6 +8,7 @@
 use crate::human::{bytes, count, num, pct, secs};
 use crate::input::{self, ReadArgs};
 use crate::output::{self, describe_model, Style};
+use crate::progress::Progress;
 use crate::retune::{self, Runner};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -475,7 +476,36 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         None => (prepare(&args.input)?, None),
     };
     let cfg = args.bg.config(seed);
-    let spinner = input::spinner("simulating", input.prep.requests());
+    // --retune refits every --every idle intervals, ~0.3 s per 50 refits on
+    // 1 M requests: the bar moves with each refit
+    let refits = match &mut runner {
+        Runner::Retuned(t) => {
+            let total = input.prep.periods().idle_len_ns.len() as u64;
+            Progress::new(
+                "intervals",
+                "re-tuning [{wide_bar}] {pos}/{len} idle intervals {eta}",
+                total,
+                true,
+            )?
+            .map(|bar| {
+                let bar = std::sync::Arc::new(bar);
+                // weak: the bar is finished below while the tuner lives on
+                let seen = std::sync::Arc::downgrade(&bar);
+                t.on_refit(Box::new(move |n| {
+                    if let Some(b) = seen.upgrade() {
+                        b.set_position(n.min(total));
+                    }
+                }));
+                (bar, total)
+            })
+        }
+        Runner::Plain(_) => None,
+    };
+    let spinner = if refits.is_some() {
+        None
+    } else {
+        input::spinner("simulating", input.prep.requests())
+    };
     let result = match first {
         // the first part again, on its own, with a fresh policy (see
         // `fallow_core::sim::simulate_split`)
@@ -490,6 +520,12 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     };
     if let Some(s) = spinner {
         s.finish_and_clear();
+    }
+    if let Some(bar) = refits.and_then(|(bar, total)| {
+        bar.set_position(total);
+        std::sync::Arc::into_inner(bar)
+    }) {
+        bar.finish();
     }
     let (r, parts) = result?;
     let retune = match &runner {

@@ -377,7 +377,7 @@ pub fn run(args: SpindownArgs) -> Result<()> {
     let final_status = daemon.run(&stop, &mut |e: &Event| {
         eprintln!("fallow: {}", describe(e));
         if let Some(f) = &mut log {
-            let line = serde_json::to_string(e).unwrap_or_default();
+            let line = crate::output::json_line(e).unwrap_or_default();
             if let Err(err) = writeln!(f, "{line}") {
                 log_err.get_or_insert(err);
             }
@@ -387,7 +387,7 @@ pub fn run(args: SpindownArgs) -> Result<()> {
         return Err(anyhow::Error::from(e).context("writing --log"));
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&final_status)?);
+        crate::output::print(&crate::output::json_text(&final_status)?)?;
     } else {
         print_status(&final_status);
     }
@@ -608,7 +608,7 @@ fn status(a: StatusArgs) -> Result<()> {
         ))
     })?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        crate::output::print(&crate::output::json_text(&s)?)?;
     } else {
         print_status(&s);
     }

@@ -29,14 +29,18 @@ Examples:
       --policy waiting --budget 1ms --search coarse
 
 What the answer guarantees (\"guarantee\" in --json, docs/tuning.md; --search picks it):
-  exact        fixed-wait (waiting), lossless-waiting and oracle with const: or size: BG service
-               and endless BG work: every step of the knob ladder at every size is evaluated
-               (or proved unable to win by its throughput bound): the best point of the ladder.
+  exact        fixed-wait (waiting), lossless-waiting, oracle and preemption-interval at its
+               defaults, with const: or size: BG service and endless BG work: every step of the
+               knob ladder at every size is evaluated (or proved unable to win by its throughput
+               bound): the best point of the ladder.
   coarse-grid  every other policy or run, --search coarse, or --search auto when the exact
                search is estimated above ~10 s of one core (a note then gives the estimate
                and says --search exact forces it): at least as good as every feasible point of the
                1-2-5 grid; the bisection between grid points assumes the added delay falls as
-               the knob grows more conservative, which no proof backs (a heuristic).
+               the knob grows more conservative, which no proof backs (a heuristic). No policy
+               is bracketed: the added delay is a sawtooth in the knob even for fixed-wait (a
+               1 ms longer wait: -26 % or +46 % on an MSR trace, docs/tuning.md), and the
+               policies with state choose their waits from what they learned.
 
 Progress: a bar on a terminal that moves with every batch of settings; FALLOW_PROGRESS=lines
 prints one line per update on stderr instead (logs, CI), FALLOW_PROGRESS=never hides it.

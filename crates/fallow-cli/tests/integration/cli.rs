@@ -387,6 +387,7 @@ fn demo_writes_report_and_json() {
     let v: Value =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(v["trace"]["requests"], 200_000);
+    assert_eq!(v["schema_version"], fallow_core::JSON_SCHEMA_VERSION);
     // the workload is built for 20 % utilisation on the disk model
     assert_close(num(&v, "utilization"), 0.2, 0.03);
     assert!(num(&v, "idle.cv") > 1.0, "the demo workload is bursty");

@@ -89,6 +89,44 @@ fn issue11_every_json_document_carries_the_schema_version() {
         &with(&["recommend", "--budget", "2ms", "--sizes", "64KiB,1MiB"]),
     );
     run("pareto", &with(&["pareto", "--policy", "fixed-wait"]));
+    run(
+        "tune, three budgets",
+        &with(&[
+            "tune",
+            "--policy",
+            "busy-bee",
+            "--budget",
+            "1ms,2ms,5%",
+            "--sizes",
+            "64KiB",
+        ]),
+    );
+    run(
+        "simulate --retune",
+        &with(&[
+            "simulate",
+            "--policy",
+            "fixed-wait",
+            "--retune",
+            "2ms",
+            "--window",
+            "40",
+        ]),
+    );
+    run(
+        "simulate --then",
+        &[
+            "simulate",
+            tiny,
+            "--then",
+            tiny,
+            "--service",
+            "exp:5ms",
+            "--policy",
+            "fixed-wait:t=20ms",
+            "--json",
+        ],
+    );
     let energy = fixture("energy.csv");
     run(
         "energy",
@@ -117,11 +155,21 @@ fn issue11_every_json_document_carries_the_schema_version() {
     ]);
     if o.status.success() {
         check("scrub", &json_of(&o));
+        // and its progress lines on stderr, `event` first as readers match it
+        let progress: Vec<Value> = stderr(&o)
+            .lines()
+            .filter(|l| l.starts_with(r#"{"event":"progress","schema_version":"#))
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(!progress.is_empty(), "{}", stderr(&o));
+        for p in &progress {
+            assert_eq!(p["schema_version"], fallow_core::JSON_SCHEMA_VERSION, "{p}");
+        }
     } else {
         println!(
             "skip: scrub --json on a file did not run here: {}",
             stderr(&o)
         );
     }
-    println!("skip: record, emulate-disk, peer --json need tracefs, FUSE or a peer");
+    println!("skip: record, emulate-disk, peer, spindown --json need tracefs, FUSE or a peer (spindown: its root test checks the status, status --json and --log lines)");
 }

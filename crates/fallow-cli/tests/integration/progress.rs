@@ -1,6 +1,7 @@
 //! Progress that moves (issue 11: "progress bars that move at least once a
 //! second on any command that runs over a second"): `tune`, `recommend`,
-//! `pareto` and `compare` run with `FALLOW_PROGRESS=lines`, which prints one
+//! `pareto`, `compare`, `simulate --retune` and `scrub-plan --check` run
+//! with `FALLOW_PROGRESS=lines`, which prints one
 //! line per progress update, and the number of lines is checked against the
 //! number of work units the JSON reports (sizes, policies × sizes,
 //! settings, policies): a bar that only moved between policies would print
@@ -28,8 +29,15 @@ const WORKLOAD: &[&str] = &[
 /// `fallow ARGS WORKLOAD --json` with progress printed as lines, one thread.
 fn with_lines(args: &[&str]) -> Output {
     let mut all: Vec<&str> = args.to_vec();
+    all.extend_from_slice(&["--threads", "1"]);
+    run_lines(&all)
+}
+
+/// `fallow ARGS WORKLOAD --json` with progress printed as lines.
+fn run_lines(args: &[&str]) -> Output {
+    let mut all: Vec<&str> = args.to_vec();
     all.extend_from_slice(WORKLOAD);
-    all.extend_from_slice(&["--threads", "1", "--json"]);
+    all.push("--json");
     let o = fallow_cmd(&all)
         .env("FALLOW_PROGRESS", "lines")
         .stdin(Stdio::null())
@@ -153,4 +161,57 @@ fn a_bad_progress_mode_is_a_usage_error() {
         .expect("the fallow binary runs");
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("FALLOW_PROGRESS"), "{}", stderr(&o));
+}
+
+#[test]
+fn simulate_retune_moves_with_every_refit() {
+    let o = run_lines(&[
+        "simulate",
+        "--policy",
+        "fixed-wait",
+        "--retune",
+        "1ms",
+        "--window",
+        "200",
+    ]);
+    let v = json_of(&o);
+    let refits = v["retune"]["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| !p["fit"].is_null())
+        .count();
+    let l = lines(&o, "intervals");
+    assert!(refits >= 5, "{refits} refits: the workload is too short");
+    // one line per refit, then the last one at the whole trace
+    assert_eq!(l.len(), refits + 1, "{l:?}");
+    assert!(l.windows(2).all(|w| w[0].0 < w[1].0), "{l:?}");
+    let last = l.last().unwrap();
+    assert_eq!(last.0, last.1);
+}
+
+#[test]
+fn scrub_plan_check_reports_every_plan() {
+    let o = fallow_cmd(&[
+        "scrub-plan",
+        "--capacity",
+        "10GB",
+        "--regions",
+        "16,128",
+        "--segment",
+        "64KiB,1MiB",
+        "--check",
+        "200",
+        "--json",
+    ])
+    .env("FALLOW_PROGRESS", "lines")
+    .stdin(Stdio::null())
+    .output()
+    .expect("the fallow binary runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = json_of(&o)["rows"].as_array().unwrap().len() as u64;
+    assert_eq!(rows, 6, "2 segments x (sequential + 2 region counts)");
+    let l = lines(&o, "plans");
+    let done: Vec<(u64, u64)> = l.iter().map(|x| (x.0, x.1)).collect();
+    assert_eq!(done, (1..=rows).map(|k| (k, rows)).collect::<Vec<_>>());
 }

@@ -223,6 +223,18 @@ fn the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged() {
     let o = fallow(&["spindown", "status", "--state", state.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("down"), "{}", stdout(&o));
+    // issue 11: every JSON fallow writes carries the schema version
+    let version = Value::from(fallow_core::JSON_SCHEMA_VERSION);
+    let o = fallow(&[
+        "spindown",
+        "status",
+        "--state",
+        state.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema_version"], version, "{v}");
     // a read pays the 0.3 s spin-up (plus 2 ms service)
     at(1.5);
     let waited = read_block(&mnt, 0);
@@ -235,6 +247,7 @@ fn the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged() {
     let waited = read_block(&mnt, 1 << 20);
     assert!(waited >= Duration::from_millis(300), "{waited:?}");
     let (status, err) = finish(child);
+    assert_eq!(status["schema_version"], version, "{status}");
     let d = &status["disks"][0];
     // the next spin-down would be at about 3.6 s, after the end
     assert_eq!(d["spinups"], 2, "{err}");
@@ -264,6 +277,7 @@ fn the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged() {
     assert!(num(&p, "total_j") > num(&p, "always_on_j"), "{p:?}");
     // every wake is logged as a JSON line, with why no process is named
     let ev = log_events(&log);
+    assert!(ev.iter().all(|e| e["schema_version"] == version), "{ev:?}");
     let wakes: Vec<&Value> = ev.iter().filter(|e| e["event"] == "wake").collect();
     assert_eq!(wakes.len(), 2, "{ev:?}");
     for w in wakes {

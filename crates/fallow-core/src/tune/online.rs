@@ -205,7 +205,14 @@ pub struct OnlineTuner {
     expected_collisions: Option<f64>,
     intervals: u64,
     history: Vec<Refit>,
+    /// Told the idle intervals seen after each refit (a front end's
+    /// progress: a refit is the unit of work that takes time).
+    on_refit: Option<RefitHook>,
 }
+
+/// What [`OnlineTuner::on_refit`] calls after each refit, with the idle
+/// intervals seen so far.
+pub type RefitHook = Box<dyn FnMut(u64) + Send>;
 
 impl OnlineTuner {
     /// Wrap `spec` (`fixed-wait`, `busy-bee:window=1h`: a registry policy
@@ -283,7 +290,15 @@ impl OnlineTuner {
             expected_collisions: None,
             intervals: 0,
             history: Vec::new(),
+            on_refit: None,
         })
+    }
+
+    /// Call `hook` after each refit with the idle intervals seen so far,
+    /// for progress (issue 11: a 1 M-request run refits ~1,000 times over
+    /// several seconds).
+    pub fn on_refit(&mut self, hook: RefitHook) {
+        self.on_refit = Some(hook);
     }
 
     /// The knob's trajectory: the start value, then one point per refit.
@@ -533,6 +548,9 @@ impl Policy for OnlineTuner {
             self.since_refit = 0;
             self.collided_since = 0;
             self.refit(ctx, early);
+            if let Some(hook) = &mut self.on_refit {
+                hook(self.intervals);
+            }
         }
         self.inner.on_idle(ctx)
     }

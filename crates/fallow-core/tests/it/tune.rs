@@ -332,3 +332,58 @@ fn search_mode_decision_and_names() {
     assert_eq!(tune::exact_work_visits(3, 4, 5), 60);
     assert_eq!(tune::exact_work_visits(usize::MAX, usize::MAX, 2), u64::MAX);
 }
+
+/// The coarse-grid guarantee, checked for policies with state (no bracket
+/// is proved for them: docs/tuning.md): every point of the knob's 1-2-5
+/// grid, simulated here at every candidate size, that meets a budget has
+/// no more BG throughput than `tune`'s answer for that budget.
+#[test]
+fn coarse_answers_are_at_least_every_feasible_grid_point_for_policies_with_state() {
+    let prep = bursty();
+    let sim = sim();
+    let sizes = "256KiB,1MiB";
+    for name in ["busy-bee", "cdf-estimates", "kernel-idle-class"] {
+        let t = tune::tune(&prep, name, &sim, &cfg("2ms,8ms", sizes), &|_, _| {}).unwrap();
+        assert_eq!(t.guarantee, Guarantee::CoarseGrid, "{name}");
+        let best: Vec<f64> = t
+            .budgets
+            .iter()
+            .map(|b| b.best.as_ref().map_or(0.0, |c| c.bg_throughput_bytes_per_s))
+            .collect();
+        let entry = policy::entry(name).unwrap();
+        let knob = entry.knob.expect("these policies have a knob");
+        let grid: Vec<tune::Step> = tune::ladder(&knob)
+            .into_iter()
+            .filter(|s| s.coarse)
+            .collect();
+        assert!(grid.len() >= 5, "{name}: {} grid points", grid.len());
+        let mut feasible = 0;
+        for size in tune::parse_sizes(sizes).unwrap() {
+            for step in &grid {
+                let mut cfg = sim.clone();
+                let spec = match entry.size_param {
+                    Some(p) => format!("{name}:{}={},{p}={size}", knob.name, step.text),
+                    None => {
+                        cfg.bg_size_bytes = size;
+                        format!("{name}:{}={}", knob.name, step.text)
+                    }
+                };
+                let mut pol = policy::build(&spec).unwrap();
+                let r = simulate(&prep, pol.as_mut(), &cfg).unwrap();
+                for (b, &tp) in t.budgets.iter().zip(&best) {
+                    if b.budget.meets(&r) {
+                        feasible += 1;
+                        assert!(
+                            r.bg.throughput_bytes_per_s <= tp,
+                            "{spec} at {size} B within {}: {} > tuned {tp}",
+                            b.budget_text,
+                            r.bg.throughput_bytes_per_s
+                        );
+                    }
+                }
+            }
+        }
+        // the check has teeth: some grid points are inside a budget
+        assert!(feasible > 0, "{name}: no grid point within any budget");
+    }
+}
