@@ -7,11 +7,13 @@
 //! Policies run in parallel, one per thread, each with the same seed, so a
 //! policy's row is the same whatever else is compared with it.
 
+use crate::args::{BgArgs, InputArgs};
 use crate::atomic::OverwriteArg;
+use crate::human::signed_pct;
 use crate::human::{count, num, pct, secs};
 use crate::output::{self, Style};
+use crate::prepare::{build_policy, prepare, Input, Run};
 use crate::progress::Progress;
-use crate::simulate::{build_policy, prepare, signed_pct, BgArgs, Input, InputArgs, Run};
 use crate::table::{Cell, Column, CsvArg, Table};
 use anyhow::Result;
 use clap::Args;

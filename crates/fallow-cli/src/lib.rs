@@ -29,6 +29,8 @@ mod convert;
 mod demo;
 mod emulate_disk;
 mod energy;
+mod energy_text;
+mod error;
 mod findings;
 mod human;
 mod input;
@@ -40,6 +42,7 @@ mod output;
 mod pareto;
 mod peer;
 mod policies;
+mod prepare;
 mod progress;
 mod recommend;
 mod record;
@@ -57,6 +60,8 @@ mod tune;
 use clap::{ColorChoice, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::ffi::OsString;
 
+pub use error::BadInput;
+use error::{exit_code_of, message};
 pub use invocation::Relaunch;
 
 const EXAMPLES: &str = "\
@@ -161,107 +166,6 @@ enum Command {
     Spindown(spindown::SpindownArgs),
     /// Find the policy setting and request size with the most BG throughput within an FG budget.
     Tune(tune::TuneArgs),
-}
-
-/// A failure caused by the user's input or flags: exit code 2.
-#[derive(Debug)]
-pub struct BadInput(pub String);
-
-impl std::fmt::Display for BadInput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadInput {}
-
-/// Exit code for an error chain: 2 when the input or usage is at fault.
-fn exit_code_of(err: &anyhow::Error) -> u8 {
-    use fallow_core::Error as E;
-    for cause in err.chain() {
-        if cause.is::<BadInput>() {
-            return 2;
-        }
-        if let Some(e) = cause.downcast_ref::<E>() {
-            return match e {
-                E::Io { source, .. } => match source.kind() {
-                    // a path that does not exist or cannot be read, or a
-                    // corrupt (gzip) stream: the input is at fault
-                    std::io::ErrorKind::NotFound
-                    | std::io::ErrorKind::PermissionDenied
-                    | std::io::ErrorKind::IsADirectory
-                    | std::io::ErrorKind::InvalidData
-                    | std::io::ErrorKind::InvalidInput
-                    | std::io::ErrorKind::UnexpectedEof => 2,
-                    _ => 1,
-                },
-                E::Record { .. }
-                | E::Empty { .. }
-                | E::UnknownFormat { .. }
-                | E::NoSuchDevice { .. }
-                | E::InvalidParameter { .. }
-                | E::Unsupported(_) => 2,
-                // a stop the caller asked for (130: as for SIGINT)
-                E::Interrupted => 130,
-            };
-        }
-    }
-    1
-}
-
-/// The error and its causes on one line, without repeating a cause that
-/// the message before it already quotes (the core's I/O errors include
-/// their OS error in their own message).
-fn message(err: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in err.chain() {
-        let text = match cause.downcast_ref::<fallow_core::Error>() {
-            Some(fallow_core::Error::InvalidParameter { name, message }) => {
-                format!("invalid {}: {message}", flag_of(name))
-            }
-            _ => cause.to_string(),
-        };
-        if out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    // Echoed input must not move the cursor or overwrite the line (a CR
-    // can make a bad value look valid): escape control characters, keeping
-    // the line breaks and tabs messages use themselves.
-    out.chars()
-        .flat_map(|c| {
-            let keep = !c.is_control() || c == '\n' || c == '\t';
-            let escaped: Vec<char> = if keep {
-                vec![c]
-            } else {
-                c.escape_default().collect()
-            };
-            escaped
-        })
-        .collect()
-}
-
-/// The flag of a parameter the core names (the core validates, the CLI
-/// says which flag to change): the parameters of `fallow_core::sim::Request`
-/// and `fallow_core::energy::Request` by their names there (Python's keyword
-/// spelling), and a few older names in words; other names are shown as they
-/// are.
-fn flag_of(name: &str) -> &str {
-    match name {
-        "requests" => "--requests",
-        "arrival_rate" | "arrival rate" => "--arrival-rate",
-        "utilization" => "--utilization",
-        "bg_work" | "bg work" => "--bg-work",
-        "bg_size" | "bg size" => "--bg-size",
-        "request_size" | "request size" => "--request-size",
-        "write_fraction" => "--write-fraction",
-        "switch_penalty" => "--switch-penalty",
-        other => other,
-    }
 }
 
 /// Run the `fallow` command line `argv` (program name first) and return its

@@ -4,10 +4,11 @@
 //! table (or `--json`), the OS's idle class at 64 KiB beside it, and the
 //! exact `fallow simulate` command that reproduces each answer.
 
+use crate::args::{BgArgs, InputArgs};
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
+use crate::prepare::{prepare, InputInfo};
 use crate::progress::Progress;
-use crate::simulate::{prepare, BgArgs, InputArgs, InputInfo};
 use crate::table::{Cell, Column, CsvArg, Table};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -102,33 +103,9 @@ pub struct TuneArgs {
     pub bg: BgArgs,
 }
 
-/// Parsed `--budget` (a newtype: clap treats a bare `Vec` as repeated values).
-#[derive(Debug, Clone)]
-pub struct Budgets(Vec<Budget>);
-
-/// Parsed `--sizes` (a newtype: clap treats a bare `Vec` as repeated values).
-#[derive(Debug, Clone)]
-pub struct Sizes(pub(crate) Vec<u64>);
-
-fn parse_budgets(s: &str) -> Result<Budgets, String> {
-    Budget::parse_list(s)
-        .map(Budgets)
-        .map_err(|e| e.to_string())
-}
-
-pub(crate) fn parse_sizes(s: &str) -> Result<Sizes, String> {
-    tune::parse_sizes(s).map(Sizes).map_err(|e| e.to_string())
-}
-
-pub(crate) fn parse_search(s: &str) -> Result<SearchMode, String> {
-    SearchMode::parse(s).map_err(|e| e.to_string())
-}
-
-pub(crate) use crate::args::parse_duration;
-
-pub(crate) fn threads(arg: Option<u64>) -> usize {
-    arg.map_or_else(tune::default_threads, |n| n as usize)
-}
+use crate::args::{
+    parse_budgets, parse_duration, parse_search, parse_sizes, threads, Budgets, Sizes,
+};
 
 /// A choice with the command that reproduces it.
 #[derive(Debug, Serialize)]
@@ -173,7 +150,7 @@ struct Doc<'a> {
 pub fn run(args: TuneArgs) -> Result<()> {
     let budgets: Vec<Budget> = args.budget.0.clone();
     // a bad policy fails before any reading
-    crate::simulate::build_policy(&args.policy)?;
+    crate::prepare::build_policy(&args.policy)?;
     let input = prepare(&args.input)?;
     let sim = args.bg.config(args.input.seed);
     let cfg = TuneConfig {
@@ -374,7 +351,7 @@ fn budgets_table(t: &Tuning, base: &Choice) -> Table {
 /// reproducing commands.
 fn table(
     args: &TuneArgs,
-    input: &crate::simulate::Input,
+    input: &crate::prepare::Input,
     sim: &SimConfig,
     t: &Tuning,
     base: &Reproducible<'_>,
