@@ -9,7 +9,7 @@
 
 use crate::common;
 
-use common::{fallow, fallow_cmd, need_root, run_tool, shared_trace, stderr, stdout};
+use common::{fallow, fallow_cmd, need_root, run_tool, shared_trace, stderr, stdout, LoopDev};
 use serde_json::Value;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -386,20 +386,14 @@ fn a_job_rides_a_spin_up_and_the_deadline_spends_one() {
 fn the_ata_actuator_refuses_a_loop_device_in_words() {
     need_root("the_ata_actuator_refuses_a_loop_device_in_words");
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("l.img");
-    File::create(&img).unwrap().set_len(4 << 20).unwrap();
-    let dev = match run_tool("losetup", &["-f", "--show", img.to_str().unwrap()]) {
-        Ok(d) => d,
+    let lo = match LoopDev::sparse(&dir.path().join("l.img"), 4 << 20) {
+        Ok(l) => l,
         Err(e) => {
             eprintln!("skip: the_ata_actuator_refuses_a_loop_device_in_words needs losetup: {e}");
             return;
         }
     };
-    let _cleanup = Cleanup {
-        pids: Vec::new(),
-        loop_dev: Some(dev.clone()),
-        mnt: dir.path().join("none"),
-    };
+    let dev = lo.dev.clone();
     let state = dir.path().join("s.json");
     let o = fallow(&["spindown", &dev, "--state", state.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -779,15 +773,6 @@ fn prometheus_metrics_show_spin_downs_time_and_energy_per_disk() {
     assert!(child.wait().unwrap().success(), "{rest}");
 }
 
-/// A loop device over a sparse file in `dir` (detached when the guard drops).
-struct LoopDev(String);
-
-impl Drop for LoopDev {
-    fn drop(&mut self) {
-        let _ = run_tool("losetup", &["-d", &self.0]);
-    }
-}
-
 #[test]
 #[ignore = "needs root"]
 fn an_idle_disk_wakes_the_daemon_only_at_its_deadlines_and_a_signal_ends_its_sleep() {
@@ -798,10 +783,8 @@ fn an_idle_disk_wakes_the_daemon_only_at_its_deadlines_and_a_signal_ends_its_sle
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("img");
-    File::create(&img).unwrap().set_len(16 << 20).unwrap();
-    let dev = match run_tool("losetup", &["-f", "--show", img.to_str().unwrap()]) {
-        Ok(d) => LoopDev(d),
+    let dev = match LoopDev::sparse(&dir.path().join("img"), 16 << 20) {
+        Ok(d) => d,
         Err(e) => {
             eprintln!("skip: {test} needs losetup: {e}");
             return;
@@ -811,7 +794,7 @@ fn an_idle_disk_wakes_the_daemon_only_at_its_deadlines_and_a_signal_ends_its_sle
     let args = |duration: &'static str| {
         vec![
             "spindown".to_string(),
-            dev.0.clone(),
+            dev.dev.clone(),
             "--dry-run".into(),
             "--policy".into(),
             "timeout:t=0.5s".into(),

@@ -5,8 +5,10 @@
 
 mod command;
 mod exclusive;
+mod loopdev;
 
 pub use command::TestCommand;
+pub use loopdev::LoopDev;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
