@@ -9,6 +9,7 @@ use crate::energy_text::{describe_power, headlines, ratio};
 use crate::human::{bandwidth, bytes, count, joules, pct, secs};
 use crate::input::{self, ReadArgs};
 use crate::output::{self, describe_model, Style};
+use crate::table;
 use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -363,42 +364,25 @@ fn prepare(args: &EnergyArgs, req: &energy::Request) -> Result<(EnergyInput, Inp
     Ok((input, info))
 }
 
-/// A left-aligned first column and right-aligned others.
+/// A left-aligned first column and right-aligned others, a blank line
+/// before each policy's rows but the first (its name is on its first row).
 fn render_table(header: &[&str], rows: &[Vec<String>], st: &Style) -> String {
-    let width = |i: usize| {
-        rows.iter()
-            .map(|r| r[i].chars().count())
-            .chain(std::iter::once(header[i].chars().count()))
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..header.len()).map(width).collect();
-    let line = |cells: &[String]| {
-        let mut l = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            let pad = widths[i] - c.chars().count();
-            if i == 0 {
-                let _ = write!(l, "{c}{}", " ".repeat(pad));
-            } else {
-                let _ = write!(l, "  {}{c}", " ".repeat(pad));
+    let cells: Vec<Vec<&str>> = rows
+        .iter()
+        .map(|r| r.iter().map(String::as_str).collect())
+        .collect();
+    let mut last_policy = "";
+    let gaps: Vec<bool> = cells
+        .iter()
+        .map(|r| {
+            let gap = !last_policy.is_empty() && r[0] != last_policy && !r[0].is_empty();
+            if !r[0].is_empty() {
+                last_policy = r[0];
             }
-        }
-        l.trim_end().to_string()
-    };
-    let mut s = String::new();
-    let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    let _ = writeln!(s, "{}", st.bold(&line(&head)));
-    let mut last_policy = String::new();
-    for r in rows {
-        if !last_policy.is_empty() && r[0] != last_policy && !r[0].is_empty() {
-            s.push('\n');
-        }
-        if !r[0].is_empty() {
-            last_policy = r[0].clone();
-        }
-        let _ = writeln!(s, "{}", line(r));
-    }
-    s
+            gap
+        })
+        .collect();
+    table::aligned(header, &cells, st, 0, |_| false, |i| gaps[i])
 }
 
 /// Policy name on its first row only.

@@ -48,7 +48,7 @@ pub struct ParetoArgs {
     pub html: Option<PathBuf>,
 
     /// Settings simulated at once. [default: the number of cores, or FALLOW_THREADS]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, value_name = "N", value_parser = crate::args::threads_parser())]
     pub threads: Option<u64>,
 
     #[command(flatten)]

@@ -84,6 +84,11 @@ pub(crate) fn parse_search(s: &str) -> Result<SearchMode, String> {
     SearchMode::parse(s).map_err(|e| e.to_string())
 }
 
+/// The values `--threads` takes: 1 to 1024.
+pub(crate) fn threads_parser() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(1..=1024)
+}
+
 /// `--threads`, or the core's default (the number of cores, or
 /// `FALLOW_THREADS`).
 pub(crate) fn threads(arg: Option<u64>) -> usize {
