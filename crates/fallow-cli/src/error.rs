@@ -114,3 +114,35 @@ pub(crate) fn live_err(e: fallow_live::Error) -> anyhow::Error {
         anyhow::Error::new(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_escape_control_characters() {
+        let err = anyhow::anyhow!("bad value `12\r34\x1b[2K`\nsecond line");
+        assert_eq!(message(&err), "bad value `12\\r34\\u{1b}[2K`\nsecond line");
+    }
+
+    #[test]
+    fn messages_do_not_repeat_causes() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let err = anyhow::Error::from(fallow_core::Error::Io {
+            path: "/x".into(),
+            source: io,
+        })
+        .context("reading the trace");
+        assert_eq!(message(&err), "reading the trace: /x: No such file");
+    }
+
+    #[test]
+    fn exit_codes() {
+        let bad: anyhow::Error = BadInput("x".into()).into();
+        assert_eq!(exit_code_of(&bad), 2);
+        let rec = anyhow::Error::from(fallow_core::Error::invalid("format", "nope"));
+        assert_eq!(exit_code_of(&rec.context("reading")), 2);
+        let other = anyhow::anyhow!("disk full");
+        assert_eq!(exit_code_of(&other), 1);
+    }
+}

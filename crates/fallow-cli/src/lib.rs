@@ -7,18 +7,22 @@
 //!
 //! One file per subcommand ([`analyze`], [`compare`], [`convert`], [`demo`],
 //! [`pareto`], [`policies`], [`recommend`], [`run`], [`simulate`], [`tune`]); shared
-//! pieces are trace input ([`input`]), the terminal summary ([`output`]),
-//! the headline findings ([`findings`]), atomic file writes ([`atomic`]) and
-//! the HTML report with its own SVG plotting ([`report`]).
+//! pieces are the flags and their value parsers ([`args`]), trace input
+//! ([`input`]) and the prepared input of the trace-driven commands
+//! ([`prepare`]), the terminal summary ([`output`]) and tables ([`table`]),
+//! the headline findings ([`findings`]), atomic file writes ([`atomic`]),
+//! exit codes ([`error`]) and the HTML report with its own SVG plotting
+//! ([`report`]), which takes plain data. No module imports one above it
+//! (`crates/fallow-core/tests/layers.rs`).
 //! The live commands ([`scrub`], [`run`]) only parse flags and print: their
 //! settings (one type, one precedence) and sessions are fallow-live's
 //! (`fallow_live::settings`, `ScrubSession`, `NativeSession`); what both
 //! scrubs print alike is [`scrub_out`].
 //!
 //! Errors are `anyhow` here and only here. The exit code says whose fault a
-//! failure was: 2 for bad input or usage (a malformed trace, an unknown
-//! format, a device that is not in the trace, a bad flag value), 1 for
-//! anything else (a report that cannot be written, an I/O failure).
+//! failure was ([`error`]): 2 for bad input or usage (a malformed trace, an
+//! unknown format, a device that is not in the trace, a bad flag value), 1
+//! for anything else (a report that cannot be written, an I/O failure).
 
 mod analyze;
 mod args;
@@ -61,7 +65,7 @@ use clap::{ColorChoice, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::ffi::OsString;
 
 pub use error::BadInput;
-use error::{exit_code_of, message};
+pub(crate) use error::{exit_code_of, message};
 pub use invocation::Relaunch;
 
 const EXAMPLES: &str = "\
@@ -262,23 +266,6 @@ mod tests {
     }
 
     #[test]
-    fn messages_escape_control_characters() {
-        let err = anyhow::anyhow!("bad value `12\r34\x1b[2K`\nsecond line");
-        assert_eq!(message(&err), "bad value `12\\r34\\u{1b}[2K`\nsecond line");
-    }
-
-    #[test]
-    fn messages_do_not_repeat_causes() {
-        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
-        let err = anyhow::Error::from(fallow_core::Error::Io {
-            path: "/x".into(),
-            source: io,
-        })
-        .context("reading the trace");
-        assert_eq!(message(&err), "reading the trace: /x: No such file");
-    }
-
-    #[test]
     fn the_color_flag_is_read_before_parsing_and_the_last_one_wins() {
         let argv = |s: &str| -> Vec<OsString> { s.split(' ').map(OsString::from).collect() };
         assert_eq!(color_flag(&argv("fallow analyze x")), ColorChoice::Auto);
@@ -298,15 +285,5 @@ mod tests {
             color_flag(&argv("fallow --color=sometimes")),
             ColorChoice::Auto
         );
-    }
-
-    #[test]
-    fn exit_codes() {
-        let bad: anyhow::Error = BadInput("x".into()).into();
-        assert_eq!(exit_code_of(&bad), 2);
-        let rec = anyhow::Error::from(fallow_core::Error::invalid("format", "nope"));
-        assert_eq!(exit_code_of(&rec.context("reading")), 2);
-        let other = anyhow::anyhow!("disk full");
-        assert_eq!(exit_code_of(&other), 1);
     }
 }

@@ -190,6 +190,10 @@ const LIVE: [&str; 7] = [
     "spindown",
 ];
 
+/// Subcommands whose first positional word is not a file: a shell, a
+/// subcommand's name.
+const NOT_A_FILE: [&str; 2] = ["completions", "man"];
+
 /// The flags of `fallow [SUB]` that take a value (`-d, --device <ID>`,
 /// `--verify-cmd [<auto|required>]`), read from its `--help`: the command
 /// line's own definition says which word after a flag is its value.
@@ -284,9 +288,19 @@ fn prepare(cmd: &str, shared: Option<&Path>, dir: &Path) -> Result<String, Strin
         }
         c = c.replace("../shared/traces/", &format!("{}/", s.display()));
     }
-    // the input: the subcommand's first positional word; a file that does
-    // not exist is a placeholder
+    // a redirection into the user's own files (`> ~/.local/share/…`)
+    let code = cmd.split(" #").next().unwrap_or(cmd);
+    if let Some((_, to)) = code.split_once('>') {
+        let to = to.trim();
+        if to.starts_with('~') || to.starts_with('/') {
+            return Err(format!("writes {to}, the user's own file"));
+        }
+    }
+    // the input: the subcommand's first positional word (where it is a
+    // file, not a shell or a page name); a file that does not exist is a
+    // placeholder
     let synthetic = words.contains(&"--workload");
+    let input = input.filter(|_| !NOT_A_FILE.contains(&sub));
     if let (Some(i), false, false) = (input, synthetic, uses_shared) {
         if !dir.join(i).exists() {
             return Err(format!("{i} is a placeholder for your own trace"));
@@ -455,5 +469,17 @@ fn the_placeholder_is_the_subcommands_first_positional_word() {
     assert_eq!(
         prepare("fallow --color never analyze disk.csv", None, dir.path()),
         Err("disk.csv is a placeholder for your own trace".to_string())
+    );
+    assert_eq!(
+        prepare(
+            "fallow completions bash > ~/.bash_completion.d/fallow   # zsh, fish",
+            None,
+            dir.path()
+        ),
+        Err("writes ~/.bash_completion.d/fallow, the user's own file".to_string())
+    );
+    assert_eq!(
+        prepare("fallow completions zsh", None, dir.path()),
+        Ok("fallow completions zsh".to_string())
     );
 }
