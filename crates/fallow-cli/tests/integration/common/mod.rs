@@ -4,10 +4,12 @@
 //! The modules of the test binary (`main.rs`) say `use crate::common;`.
 
 mod command;
+mod daemon;
 mod exclusive;
 mod loopdev;
 
 pub use command::TestCommand;
+pub use daemon::{is_mounted, terminate, Cleanup};
 pub use loopdev::LoopDev;
 
 use serde_json::Value;
