@@ -15,7 +15,7 @@ use crate::findings::findings;
 use crate::human::{bytes, count, num, pct, secs};
 use crate::output::Source;
 use crate::report::Decision;
-use crate::tune::shell_quote;
+use crate::reproduce::shell_quote;
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::outpath::OutputKind;

@@ -51,6 +51,7 @@ mod progress;
 mod recommend;
 mod record;
 mod report;
+mod reproduce;
 mod retune;
 mod run;
 mod scrub;
