@@ -6,7 +6,8 @@
 use crate::common;
 
 use common::{
-    bad_input, fallow, fallow_cmd, have, is_root, need_root, stderr, tune_result, LoopDev, BIN,
+    bad_input, fallow, fallow_cmd, have, is_root, need_root, stderr, tune_result, wait_exit,
+    LoopDev, BIN,
 };
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -38,20 +39,6 @@ fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
             "timed out after {timeout:?} waiting for {what}"
         );
         std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn wait_exit(child: &mut Child, timeout: Duration) -> ExitStatus {
-    let t0 = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        if t0.elapsed() > timeout {
-            let _ = child.kill();
-            panic!("fallow did not exit within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
