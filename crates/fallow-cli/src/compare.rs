@@ -7,11 +7,13 @@
 //! Policies run in parallel, one per thread, each with the same seed, so a
 //! policy's row is the same whatever else is compared with it.
 
+use crate::args::{threads, BgArgs, InputArgs};
 use crate::atomic::OverwriteArg;
+use crate::human::signed_pct;
 use crate::human::{count, num, pct, secs};
 use crate::output::{self, Style};
+use crate::prepare::{build_policy, prepare, Input, Run};
 use crate::progress::Progress;
-use crate::simulate::{build_policy, prepare, signed_pct, BgArgs, Input, InputArgs, Run};
 use crate::table::{Cell, Column, CsvArg, Table};
 use anyhow::Result;
 use clap::Args;
@@ -52,7 +54,7 @@ pub struct CompareArgs {
     pub html: Option<PathBuf>,
 
     /// Policies simulated at once. [default: the number of cores, or FALLOW_THREADS]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, value_name = "N", value_parser = crate::args::threads_parser())]
     pub threads: Option<u64>,
 
     #[command(flatten)]
@@ -118,10 +120,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     }
     let policies = kept;
     let input = prepare(&args.input)?;
-    let threads = args
-        .threads
-        .map(|t| t as usize)
-        .unwrap_or_else(default_threads);
+    let threads = threads(args.threads);
     let bar = progress(policies.len(), input.prep.requests())?;
     let results = run_all(&input.prep, policies, &cfg, threads, bar.as_ref());
     if let Some(b) = bar {
@@ -211,15 +210,6 @@ fn runs_table(runs: &[(String, SimResult)]) -> Table {
         ]);
     }
     t
-}
-
-/// One thread per core, or `FALLOW_THREADS`.
-fn default_threads() -> usize {
-    std::env::var("FALLOW_THREADS")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// A bar over policies, on an interactive stderr, when runs take a while

@@ -9,12 +9,13 @@
 //! JSON next to it.
 
 use crate::analyze::present;
+use crate::args::parse_budget;
 use crate::atomic::OverwriteArg;
 use crate::findings::findings;
 use crate::human::{bytes, count, num, pct, secs};
 use crate::output::Source;
 use crate::report::Decision;
-use crate::tune::shell_quote;
+use crate::reproduce::shell_quote;
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::outpath::OutputKind;
@@ -69,10 +70,6 @@ pub struct DemoArgs {
 
     #[command(flatten)]
     pub overwrite: OverwriteArg,
-}
-
-fn parse_budget(s: &str) -> Result<Budget, String> {
-    s.parse::<Budget>().map_err(|e| e.to_string())
 }
 
 fn parse_utilization(s: &str) -> Result<f64, String> {

@@ -5,9 +5,11 @@
 //! per figure, `--json`, and `--html` with the seed's plots.
 
 use crate::atomic::OverwriteArg;
-use crate::human::{bytes, count, num, pct, secs};
+use crate::energy_text::{describe_power, headlines, ratio};
+use crate::human::{bandwidth, bytes, count, joules, pct, secs};
 use crate::input::{self, ReadArgs};
 use crate::output::{self, describe_model, Style};
+use crate::table;
 use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -121,7 +123,7 @@ pub struct EnergyArgs {
     pub net_latency: u64,
 
     /// Network bandwidth, bytes per second (125MB = 1 Gbit/s).
-    #[arg(long, value_name = "BYTES", default_value = "125MB", value_parser = parse_positive_bytes)]
+    #[arg(long, value_name = "BYTES", default_value = "125MB", value_parser = parse_size)]
     pub net_bandwidth: u64,
 
     /// Largest slowdown of a transfer by contention, drawn uniformly per
@@ -131,11 +133,11 @@ pub struct EnergyArgs {
 
     /// BG work to fit into the time the disk spins anyway (never waking
     /// it): `1GiB`. Reports how much got done and the extra energy.
-    #[arg(long, value_name = "SIZE", value_parser = parse_positive_bytes)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub bg_work: Option<u64>,
 
     /// Size of one BG request.
-    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = parse_positive_bytes, requires = "bg_work")]
+    #[arg(long, value_name = "SIZE", default_value = "64KiB", value_parser = parse_size, requires = "bg_work")]
     pub bg_size: u64,
 
     /// BG service model (each request takes its mean): `size[:base=8ms,knee=64KiB,rate=100MB]`,
@@ -193,15 +195,7 @@ pub enum UserDataArg {
     Server,
 }
 
-use crate::args::parse_duration;
-
-fn parse_positive_bytes(s: &str) -> Result<u64, String> {
-    match fallow_core::units::parse_bytes(s) {
-        Ok(0) => Err("must be at least 1 byte".into()),
-        Ok(b) => Ok(b),
-        Err(e) => Err(e.to_string()),
-    }
-}
+use crate::args::{parse_duration, parse_size};
 
 /// Run `fallow energy`.
 pub fn run(args: EnergyArgs) -> Result<()> {
@@ -370,86 +364,25 @@ fn prepare(args: &EnergyArgs, req: &energy::Request) -> Result<(EnergyInput, Inp
     Ok((input, info))
 }
 
-/// The power model in one line, its figures as given.
-pub fn describe_power(p: &PowerModel, break_even_s: f64) -> String {
-    format!(
-        "{}: read/write {} W, seek {} W, idle {} W, standby {} W, spin-up {} J in {}, shutdown {} J in {}; break-even idle time {}",
-        p.name,
-        p.read_write_w,
-        p.seek_w,
-        p.idle_w,
-        p.standby_w,
-        p.spinup_j,
-        secs(p.spinup_ns as f64 / 1e9),
-        p.shutdown_j,
-        secs(p.shutdown_ns as f64 / 1e9),
-        secs(break_even_s)
-    )
-}
-
-/// A network bandwidth in bits per second: `1 Gbit/s`.
-pub fn bandwidth(bytes_per_s: f64) -> String {
-    let bits = bytes_per_s * 8.0;
-    if bits >= 1e9 {
-        format!("{}\u{a0}Gbit/s", num(bits / 1e9))
-    } else {
-        format!("{}\u{a0}Mbit/s", num(bits / 1e6))
-    }
-}
-
-/// `12.3 %` of a ratio, `–` when there is none.
-fn ratio(r: Option<f64>) -> String {
-    r.map_or_else(|| "–".into(), pct)
-}
-
-/// Joules with a unit: `952 J`, `1.54 MJ`.
-pub fn joules(j: f64) -> String {
-    let a = j.abs();
-    if a >= 1e6 {
-        format!("{}\u{a0}MJ", num(j / 1e6))
-    } else if a >= 1e3 {
-        format!("{}\u{a0}kJ", num(j / 1e3))
-    } else {
-        format!("{}\u{a0}J", num(j))
-    }
-}
-
-/// A left-aligned first column and right-aligned others.
+/// A left-aligned first column and right-aligned others, a blank line
+/// before each policy's rows but the first (its name is on its first row).
 fn render_table(header: &[&str], rows: &[Vec<String>], st: &Style) -> String {
-    let width = |i: usize| {
-        rows.iter()
-            .map(|r| r[i].chars().count())
-            .chain(std::iter::once(header[i].chars().count()))
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..header.len()).map(width).collect();
-    let line = |cells: &[String]| {
-        let mut l = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            let pad = widths[i] - c.chars().count();
-            if i == 0 {
-                let _ = write!(l, "{c}{}", " ".repeat(pad));
-            } else {
-                let _ = write!(l, "  {}{c}", " ".repeat(pad));
+    let cells: Vec<Vec<&str>> = rows
+        .iter()
+        .map(|r| r.iter().map(String::as_str).collect())
+        .collect();
+    let mut last_policy = "";
+    let gaps: Vec<bool> = cells
+        .iter()
+        .map(|r| {
+            let gap = !last_policy.is_empty() && r[0] != last_policy && !r[0].is_empty();
+            if !r[0].is_empty() {
+                last_policy = r[0];
             }
-        }
-        l.trim_end().to_string()
-    };
-    let mut s = String::new();
-    let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    let _ = writeln!(s, "{}", st.bold(&line(&head)));
-    let mut last_policy = String::new();
-    for r in rows {
-        if !last_policy.is_empty() && r[0] != last_policy && !r[0].is_empty() {
-            s.push('\n');
-        }
-        if !r[0].is_empty() {
-            last_policy = r[0].clone();
-        }
-        let _ = writeln!(s, "{}", line(r));
-    }
-    s
+            gap
+        })
+        .collect();
+    table::aligned(header, &cells, st, 0, |_| false, |i| gaps[i])
 }
 
 /// Policy name on its first row only.
@@ -649,36 +582,4 @@ fn tables(r: &EnergyReport) -> String {
         let _ = writeln!(s, "{line}");
     }
     s
-}
-
-/// One sentence per policy: the delay cut at the smallest local share.
-pub fn headlines(r: &EnergyReport) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut seen: Vec<&str> = Vec::new();
-    for x in &r.runs {
-        if seen.contains(&x.policy.as_str()) {
-            continue;
-        }
-        seen.push(&x.policy);
-        let mine: Vec<&EnergyRun> = r.runs.iter().filter(|y| y.policy == x.policy).collect();
-        let (Some(alone), Some(last)) = (mine.first(), mine.last()) else {
-            continue;
-        };
-        if mine.len() < 2 || alone.exposed_delay_s == 0.0 {
-            continue;
-        }
-        let cut = 1.0 - last.exposed_delay_s / alone.exposed_delay_s;
-        out.push(format!(
-            "{}: at {} the exposed spin-up delay is {} instead of {} ({} less), {} spin-ups instead of {}, energy {} of the standalone disk's.",
-            x.policy,
-            last.setting,
-            secs(last.exposed_delay_s),
-            secs(alone.exposed_delay_s),
-            pct(cut),
-            count(last.spinups),
-            count(alone.spinups),
-            ratio(last.vs_standalone.and_then(|v| v.energy))
-        ));
-    }
-    out
 }

@@ -150,6 +150,37 @@ pub fn bytes(b: u64) -> String {
     }
 }
 
+/// `+21.8 %`, `−0.3 %`, `0 %`.
+pub fn signed_pct(f: f64) -> String {
+    if f > 0.0 {
+        format!("+{}", pct(f))
+    } else {
+        pct(f)
+    }
+}
+
+/// A network bandwidth in bits per second: `1 Gbit/s`.
+pub fn bandwidth(bytes_per_s: f64) -> String {
+    let bits = bytes_per_s * 8.0;
+    if bits >= 1e9 {
+        format!("{}\u{a0}Gbit/s", num(bits / 1e9))
+    } else {
+        format!("{}\u{a0}Mbit/s", num(bits / 1e6))
+    }
+}
+
+/// Joules with a unit: `952 J`, `1.54 MJ`.
+pub fn joules(j: f64) -> String {
+    let a = j.abs();
+    if a >= 1e6 {
+        format!("{}\u{a0}MJ", num(j / 1e6))
+    } else if a >= 1e3 {
+        format!("{}\u{a0}kJ", num(j / 1e3))
+    } else {
+        format!("{}\u{a0}J", num(j))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,10 +4,7 @@
 
 use crate::human::{count, counted};
 use anyhow::Result;
-use clap::Args;
-use fallow_core::trace::{
-    read_trace_with_progress, DeviceCount, DeviceSel, Format, PlainOptions, ReadOptions, TimeUnit,
-};
+use fallow_core::trace::{read_trace_with_progress, DeviceCount, DeviceSel};
 use fallow_core::Trace;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -17,61 +14,7 @@ use std::time::Duration;
 /// Files smaller than this load in well under a second: no progress bar.
 const PROGRESS_MIN_BYTES: u64 = 16 << 20;
 
-/// How to read the input trace.
-#[derive(Debug, Clone, Args)]
-pub struct ReadArgs {
-    // The help lists every format of the registry with its summary.
-    #[arg(long, short = 'f', value_name = "FORMAT", help = Format::help())]
-    pub format: Option<Format>,
-
-    /// Skip malformed records instead of stopping at the first one; how many
-    /// were skipped, and why, is reported on stderr.
-    #[arg(long)]
-    pub skip_bad: bool,
-
-    /// Unit of the time column of `plain` traces: ns, us, ms or s.
-    #[arg(long, value_name = "UNIT", default_value = "ms")]
-    pub time_unit: TimeUnit,
-
-    /// Bytes per unit of the offset column of `plain` traces: 1 for bytes,
-    /// 512 for sectors; suffixes such as 4KiB are accepted.
-    #[arg(long, value_name = "BYTES", default_value = "1", value_parser = parse_unit_bytes)]
-    pub offset_unit: u64,
-
-    /// Bytes per unit of the size column of `plain` traces: 1 for bytes,
-    /// 512 for sectors; suffixes such as 4KiB are accepted.
-    #[arg(long, value_name = "BYTES", default_value = "1", value_parser = parse_unit_bytes)]
-    pub size_unit: u64,
-
-    /// Read a sixth column of `plain` traces as each request's completion
-    /// time (same unit and clock as the time column).
-    #[arg(long)]
-    pub completion_column: bool,
-}
-
-fn parse_unit_bytes(s: &str) -> Result<u64, String> {
-    match fallow_core::units::parse_bytes(s) {
-        Ok(0) => Err("must be at least 1 byte".into()),
-        Ok(b) => Ok(b),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-impl ReadArgs {
-    /// The core's read options.
-    pub fn options(&self) -> ReadOptions {
-        ReadOptions {
-            format: self.format,
-            skip_bad: self.skip_bad,
-            plain: PlainOptions {
-                time_unit: self.time_unit,
-                offset_unit_bytes: self.offset_unit,
-                size_unit_bytes: self.size_unit,
-                completion: self.completion_column,
-            },
-        }
-    }
-}
+pub use crate::args::read::ReadArgs;
 
 /// Read a trace, with a byte-based progress bar on an interactive stderr for
 /// large files, then report skipped and reordered records on stderr.

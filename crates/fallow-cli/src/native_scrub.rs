@@ -5,8 +5,9 @@
 //! ([`fallow_live::settings::Settings`]); this file only converts them and
 //! prints the session's outcome.
 
+use crate::args::scrub::ScrubArgs;
+use crate::error::live_err;
 use crate::human::{bytes, count, secs};
-use crate::scrub::{live_err, ScrubArgs};
 use crate::scrub_out::{self, Doc, ProgressLines, Signals};
 use crate::BadInput;
 use anyhow::{Context, Result};

@@ -3,13 +3,13 @@
 //! throughput against mean added FG delay. A table, `--json` (a list of the
 //! core's `Front`s) or an HTML page with one line per policy.
 
+use crate::args::{threads, BgArgs, InputArgs};
 use crate::atomic::OverwriteArg;
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
+use crate::prepare::prepare;
 use crate::progress::Progress;
-use crate::simulate::{prepare, BgArgs, InputArgs};
 use crate::table::{Cell, Column, CsvArg, Table};
-use crate::tune::threads;
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::outpath::OutputKind;
@@ -48,7 +48,7 @@ pub struct ParetoArgs {
     pub html: Option<PathBuf>,
 
     /// Settings simulated at once. [default: the number of cores, or FALLOW_THREADS]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, value_name = "N", value_parser = crate::args::threads_parser())]
     pub threads: Option<u64>,
 
     #[command(flatten)]
@@ -77,7 +77,7 @@ pub fn run(args: ParetoArgs) -> Result<()> {
     };
     // a bad policy fails before any reading
     for p in &policies {
-        crate::simulate::build_policy(p)?;
+        crate::prepare::build_policy(p)?;
     }
     let input = prepare(&args.input)?;
     let sim = args.bg.config(args.input.seed);
@@ -171,7 +171,7 @@ fn points_table(fronts: &[Front]) -> Table {
     t
 }
 
-fn table(args: &ParetoArgs, input: &crate::simulate::Input, fronts: &[Front]) -> String {
+fn table(args: &ParetoArgs, input: &crate::prepare::Input, fronts: &[Front]) -> String {
     let st = Style::for_stdout();
     let mut s = String::new();
     let _ = writeln!(

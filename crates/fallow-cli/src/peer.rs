@@ -291,11 +291,7 @@ struct BenchArgs {
     json: bool,
 }
 
-use crate::args::parse_std_duration as parse_duration;
-
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    fallow_core::units::parse_bytes(s).map_err(|e| e.to_string())
-}
+use crate::args::{parse_bytes, parse_std_duration as parse_duration};
 
 /// A library error, as bad input (exit 2) when the input is at fault.
 fn lift(e: PeerError) -> anyhow::Error {

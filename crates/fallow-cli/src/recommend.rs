@@ -3,14 +3,14 @@
 //! reason drawn from the trace's idleness (or `--json`: the core's
 //! `Recommendation`).
 
+use crate::args::{parse_budget, parse_duration, parse_search, parse_sizes, threads, Sizes};
+use crate::args::{BgArgs, InputArgs};
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
+use crate::prepare::prepare;
 use crate::progress::Progress;
-use crate::simulate::{prepare, BgArgs, InputArgs};
+use crate::reproduce::{shell_quote, simulate_args};
 use crate::table::{Cell, Column, CsvArg, Table};
-use crate::tune::{
-    parse_duration, parse_search, parse_sizes, shell_quote, simulate_args, threads, Sizes,
-};
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::tune::{self, recommend::Recommendation, Budget, SearchMode};
@@ -64,7 +64,7 @@ pub struct RecommendArgs {
     pub search: SearchMode,
 
     /// Sizes simulated at once. [default: the number of cores, or FALLOW_THREADS]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, value_name = "N", value_parser = crate::args::threads_parser())]
     pub threads: Option<u64>,
 
     #[command(flatten)]
@@ -72,10 +72,6 @@ pub struct RecommendArgs {
 
     #[command(flatten)]
     pub bg: BgArgs,
-}
-
-fn parse_budget(s: &str) -> Result<Budget, String> {
-    s.parse::<Budget>().map_err(|e| e.to_string())
 }
 
 /// Run `fallow recommend`.
@@ -176,7 +172,7 @@ fn ranking_table(rec: &Recommendation) -> Table {
 
 fn table(
     args: &RecommendArgs,
-    input: &crate::simulate::Input,
+    input: &crate::prepare::Input,
     sim: &fallow_core::sim::SimConfig,
     rec: &Recommendation,
 ) -> String {

@@ -3,10 +3,11 @@
 //! seen ([`OnlineTuner`]), and a second trace played after the first, with
 //! figures for each part (Busy Bee §5.3's concatenated traces).
 
+use crate::args::{parse_budget, BgArgs, InputArgs};
 use crate::human::{bytes, count, num, pct, secs};
 use crate::input;
 use crate::output::{self, Style};
-use crate::simulate::{describe_device, file_name, prepare_trace, BgArgs, Input, InputArgs};
+use crate::prepare::{describe_device, file_name, prepare_trace, Input};
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::policy::Policy;
@@ -61,10 +62,6 @@ pub struct RetuneArgs {
     pub gap: u64,
 }
 
-fn parse_budget(s: &str) -> Result<Budget, String> {
-    s.parse().map_err(|e: fallow_core::Error| e.to_string())
-}
-
 fn parse_gap(s: &str) -> Result<u64, String> {
     match fallow_core::units::parse_duration_ns(s) {
         Ok(0) => Err("must be positive, so the two traces stay apart".into()),
@@ -85,7 +82,7 @@ impl Runner {
     /// Build `spec`, wrapped in the online tuner with `--retune`.
     pub fn new(spec: &str, args: &RetuneArgs, bg: &BgArgs, seed: u64) -> Result<Runner> {
         let Some(budget) = args.retune else {
-            return Ok(Runner::Plain(crate::simulate::build_policy(spec)?));
+            return Ok(Runner::Plain(crate::prepare::build_policy(spec)?));
         };
         let cfg = OnlineConfig {
             budget,

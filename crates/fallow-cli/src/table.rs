@@ -106,37 +106,13 @@ impl Table {
     /// first column left-aligned, the others right-aligned, two spaces
     /// apart, the heading bold. Rows `dim(i)` says are dimmed.
     pub fn text(&self, st: &Style, indent: usize, dim: impl Fn(usize) -> bool) -> String {
-        let n = self.columns.len();
-        let widths: Vec<usize> = (0..n)
-            .map(|i| {
-                self.rows
-                    .iter()
-                    .map(|r| r[i].text.chars().count())
-                    .chain(std::iter::once(self.columns[i].head.chars().count()))
-                    .max()
-                    .unwrap_or(0)
-            })
+        let head: Vec<&str> = self.columns.iter().map(|c| c.head.as_str()).collect();
+        let rows: Vec<Vec<&str>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().map(|c| c.text.as_str()).collect())
             .collect();
-        let line = |cells: Vec<&str>| {
-            let mut l = " ".repeat(indent);
-            for (i, c) in cells.iter().enumerate() {
-                let pad = " ".repeat(widths[i] - c.chars().count());
-                if i == 0 {
-                    let _ = write!(l, "{c}{pad}");
-                } else {
-                    let _ = write!(l, "  {pad}{c}");
-                }
-            }
-            l.trim_end().to_string()
-        };
-        let mut s = String::new();
-        let head = line(self.columns.iter().map(|c| c.head.as_str()).collect());
-        let _ = writeln!(s, "{}", st.bold(&head));
-        for (k, r) in self.rows.iter().enumerate() {
-            let l = line(r.iter().map(|c| c.text.as_str()).collect());
-            let _ = writeln!(s, "{}", if dim(k) { st.dim(&l) } else { l });
-        }
-        s
+        aligned(&head, &rows, st, indent, dim, |_| false)
     }
 
     /// The table as CSV: a header row of the CSV names, then the rows;
@@ -154,6 +130,53 @@ impl Table {
         }
         s
     }
+}
+
+/// Rows of text under a heading, aligned for a terminal: the one renderer
+/// of the CLI's tables ([`Table::text`], and `fallow energy`'s tables,
+/// which have no CSV form). Indented by `indent` spaces, the first column
+/// left-aligned, the others right-aligned, two spaces apart, the heading
+/// bold; rows `dim(i)` says are dimmed, and a blank line goes before the
+/// rows `gap(i)` says start a group.
+pub fn aligned(
+    head: &[&str],
+    rows: &[Vec<&str>],
+    st: &Style,
+    indent: usize,
+    dim: impl Fn(usize) -> bool,
+    gap: impl Fn(usize) -> bool,
+) -> String {
+    let widths: Vec<usize> = (0..head.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain(std::iter::once(head[i].chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[&str]| {
+        let mut l = " ".repeat(indent);
+        for (i, c) in cells.iter().enumerate() {
+            let pad = " ".repeat(widths[i] - c.chars().count());
+            if i == 0 {
+                let _ = write!(l, "{c}{pad}");
+            } else {
+                let _ = write!(l, "  {pad}{c}");
+            }
+        }
+        l.trim_end().to_string()
+    };
+    let mut s = String::new();
+    let _ = writeln!(s, "{}", st.bold(&line(head)));
+    for (k, r) in rows.iter().enumerate() {
+        if gap(k) {
+            s.push('\n');
+        }
+        let l = line(r);
+        let _ = writeln!(s, "{}", if dim(k) { st.dim(&l) } else { l });
+    }
+    s
 }
 
 /// A CSV field, quoted when it holds a comma, a quote, a line break or
@@ -222,5 +245,13 @@ mod tests {
         // every value ends in the same column
         let ends: Vec<usize> = lines.iter().map(|l| l.chars().count()).collect();
         assert!(ends.iter().all(|&e| e == ends[0]), "{text}");
+    }
+
+    #[test]
+    fn groups_are_set_apart_by_a_blank_line() {
+        let st = Style::plain();
+        let rows = vec![vec!["a", "1"], vec!["", "22"], vec!["b", "3"]];
+        let text = aligned(&["p", "v"], &rows, &st, 0, |_| false, |i| i == 2);
+        assert_eq!(text, "p   v\na   1\n   22\n\nb   3\n");
     }
 }

@@ -4,15 +4,16 @@
 //! table (or `--json`), the OS's idle class at 64 KiB beside it, and the
 //! exact `fallow simulate` command that reproduces each answer.
 
+use crate::args::{BgArgs, InputArgs};
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
+use crate::prepare::{prepare, InputInfo};
 use crate::progress::Progress;
-use crate::simulate::{prepare, BgArgs, InputArgs, InputInfo};
+use crate::reproduce::{shell_quote, simulate_args};
 use crate::table::{Cell, Column, CsvArg, Table};
 use anyhow::{Context, Result};
 use clap::Args;
-use fallow_core::sim::{BgWork, SimConfig};
-use fallow_core::trace::TimeUnit;
+use fallow_core::sim::SimConfig;
 use fallow_core::tune::{self, Budget, Choice, SearchMode, TuneConfig, Tuned, Tuning};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -96,7 +97,7 @@ pub struct TuneArgs {
     pub search: SearchMode,
 
     /// Sizes simulated at once. [default: the number of cores, or FALLOW_THREADS]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, value_name = "N", value_parser = crate::args::threads_parser())]
     pub threads: Option<u64>,
 
     #[command(flatten)]
@@ -106,33 +107,9 @@ pub struct TuneArgs {
     pub bg: BgArgs,
 }
 
-/// Parsed `--budget` (a newtype: clap treats a bare `Vec` as repeated values).
-#[derive(Debug, Clone)]
-pub struct Budgets(Vec<Budget>);
-
-/// Parsed `--sizes` (a newtype: clap treats a bare `Vec` as repeated values).
-#[derive(Debug, Clone)]
-pub struct Sizes(pub(crate) Vec<u64>);
-
-fn parse_budgets(s: &str) -> Result<Budgets, String> {
-    Budget::parse_list(s)
-        .map(Budgets)
-        .map_err(|e| e.to_string())
-}
-
-pub(crate) fn parse_sizes(s: &str) -> Result<Sizes, String> {
-    tune::parse_sizes(s).map(Sizes).map_err(|e| e.to_string())
-}
-
-pub(crate) fn parse_search(s: &str) -> Result<SearchMode, String> {
-    SearchMode::parse(s).map_err(|e| e.to_string())
-}
-
-pub(crate) use crate::args::parse_duration;
-
-pub(crate) fn threads(arg: Option<u64>) -> usize {
-    arg.map_or_else(tune::default_threads, |n| n as usize)
-}
+use crate::args::{
+    parse_budgets, parse_duration, parse_search, parse_sizes, threads, Budgets, Sizes,
+};
 
 /// A choice with the command that reproduces it.
 #[derive(Debug, Serialize)]
@@ -177,7 +154,7 @@ struct Doc<'a> {
 pub fn run(args: TuneArgs) -> Result<()> {
     let budgets: Vec<Budget> = args.budget.0.clone();
     // a bad policy fails before any reading
-    crate::simulate::build_policy(&args.policy)?;
+    crate::prepare::build_policy(&args.policy)?;
     let input = prepare(&args.input)?;
     let sim = args.bg.config(args.input.seed);
     let cfg = TuneConfig {
@@ -262,81 +239,6 @@ fn reproducible<'a>(args: &TuneArgs, sim: &SimConfig, c: &'a Choice) -> Reproduc
     }
 }
 
-/// `fallow simulate` arguments that run `c` on the same input with the same settings.
-pub(crate) fn simulate_args(i: &InputArgs, sim: &SimConfig, c: &Choice) -> Vec<String> {
-    let mut a: Vec<String> = vec!["simulate".into()];
-    let mut flag = |k: &str, v: String| {
-        a.push(k.to_string());
-        a.push(v);
-    };
-    if let Some(spec) = &i.workload {
-        flag("--workload", spec.clone());
-        if let Some(r) = i.arrival_rate {
-            flag("--arrival-rate", r.to_string());
-        }
-        if let Some(u) = i.utilization {
-            flag("--utilization", u.to_string());
-        }
-        flag("--requests", i.requests.to_string());
-        flag("--request-size", i.request_size.to_string());
-        flag("--write-fraction", i.write_fraction.to_string());
-    }
-    if let Some(d) = &i.device {
-        flag("--device", d.to_string());
-    }
-    if let Some(f) = i.read.format {
-        flag("--format", f.to_string());
-    }
-    if i.read.time_unit != TimeUnit::Ms {
-        let u = match i.read.time_unit {
-            TimeUnit::Ns => "ns",
-            TimeUnit::Us => "us",
-            TimeUnit::Ms => "ms",
-            TimeUnit::S => "s",
-        };
-        flag("--time-unit", u.into());
-    }
-    if i.read.offset_unit != 1 {
-        flag("--offset-unit", i.read.offset_unit.to_string());
-    }
-    if i.read.size_unit != 1 {
-        flag("--size-unit", i.read.size_unit.to_string());
-    }
-    if let Some(m) = &i.service {
-        flag("--service", m.to_string());
-    }
-    flag("--bg", sim.bg_service.to_string());
-    flag("--bg-size", c.bg_size_bytes.to_string());
-    match sim.bg_work {
-        BgWork::Endless => {}
-        BgWork::Requests(n) => flag("--bg-work", format!("requests:{n}")),
-        BgWork::Bytes(b) => flag("--bg-work", format!("bytes:{b}")),
-        BgWork::PerFgWrite { ratio } => flag("--bg-work", format!("writes:{ratio}")),
-    }
-    if sim.switch_penalty_ns > 0 {
-        flag("--switch-penalty", format!("{}ns", sim.switch_penalty_ns));
-    }
-    flag("--seed", sim.seed.to_string());
-    flag("--policy", c.spec.clone());
-    if i.read.skip_bad {
-        a.push("--skip-bad".into());
-    }
-    if let Some(p) = &i.trace {
-        a.insert(1, p.display().to_string());
-    }
-    a
-}
-
-/// Quote for a POSIX shell when needed.
-pub(crate) fn shell_quote(s: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=,%+@".contains(c);
-    if !s.is_empty() && s.chars().all(safe) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
 /// The best setting per budget and the baseline for `--csv` (the text
 /// table's rows; blank figures where no setting meets a budget).
 fn budgets_table(t: &Tuning, base: &Choice) -> Table {
@@ -378,7 +280,7 @@ fn budgets_table(t: &Tuning, base: &Choice) -> Table {
 /// reproducing commands.
 fn table(
     args: &TuneArgs,
-    input: &crate::simulate::Input,
+    input: &crate::prepare::Input,
     sim: &SimConfig,
     t: &Tuning,
     base: &Reproducible<'_>,

@@ -541,34 +541,21 @@ fn fallow_core_modules_form_layers() {
     check_crate("fallow-core", &[]);
 }
 
-/// `report/` renders plain data but reads the energy command's types;
-/// `retune` and `simulate` share input code (issue 14 moves it to one args
-/// module); `native_scrub` and `scrub` share the scrub plan's rendering.
+/// `report/` renders plain data; the shared flags are `args/`, the prepared
+/// input `prepare`, the scrub flags `args/scrub.rs` (both scrubs' modules
+/// sit above them).
 #[test]
 fn fallow_cli_modules_form_layers() {
-    check_crate(
-        "fallow-cli",
-        &[
-            ("report", "energy"),
-            ("native_scrub", "scrub"),
-            ("retune", "simulate"),
-        ],
-    );
+    check_crate("fallow-cli", &[]);
 }
 
-/// The live crate's sessions, settings and progress reporting import one
-/// another (`native` ↔ `progress`, `run` ↔ `settings`).
+/// Settings and progress sit below the sessions (`native`, `scrub`, `run`):
+/// the values the settings hold are `run_kinds`, `scrub_order`,
+/// `scrub_pace` and `scrub_verify`, and each session converts its own
+/// report into a `Progress`.
 #[test]
 fn fallow_live_modules_form_layers() {
-    check_crate(
-        "fallow-live",
-        &[
-            ("progress", "native"),
-            ("settings", "run"),
-            ("progress", "scrub"),
-            ("settings", "scrub"),
-        ],
-    );
+    check_crate("fallow-live", &[]);
 }
 
 fn planted(files: &[(&str, &str)]) -> Graph {

@@ -82,7 +82,11 @@ pub mod native;
 pub mod net;
 pub mod progress;
 pub mod run;
+pub mod run_kinds;
 pub mod scrub;
+pub mod scrub_order;
+pub mod scrub_pace;
+pub mod scrub_verify;
 pub mod settings;
 pub mod spindown;
 

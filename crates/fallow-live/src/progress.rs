@@ -11,8 +11,6 @@
 
 use crate::driver::{BgExecutor, Step};
 use crate::error::Result;
-use crate::native::NativeReport;
-use crate::scrub::ScrubReport;
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
 
@@ -51,41 +49,8 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// The block scrubber's report as progress.
-    pub fn of_scrub(r: &ScrubReport) -> Progress {
-        Progress {
-            scrubbed_bytes: r.scrubbed_bytes,
-            target_bytes: Some(r.target_bytes),
-            pass: Some(r.pass),
-            run_bytes: r.run_bytes,
-            run_elapsed_s: r.run_elapsed_s,
-            bad_ranges: r.bad_ranges.len() as u64,
-            // ranges are inclusive byte pairs
-            bad_bytes: r.bad_ranges.iter().map(|b| b[1] - b[0] + 1).sum(),
-            complete: r.complete,
-            ..Progress::default()
-        }
-        .with_eta()
-    }
-
-    /// A native job's report as progress.
-    pub fn of_native(r: &NativeReport) -> Progress {
-        Progress {
-            scrubbed_bytes: r.scrubbed_bytes,
-            target_bytes: r.target_bytes,
-            pass: None,
-            run_bytes: r.run_bytes,
-            run_elapsed_s: r.run_elapsed_s,
-            errors_corrected: r.errors_corrected,
-            errors_uncorrectable: r.errors_uncorrectable,
-            complete: r.complete,
-            ..Progress::default()
-        }
-        .with_eta()
-    }
-
     /// Fill in the rate and the time left from the other fields.
-    fn with_eta(mut self) -> Progress {
+    pub(crate) fn with_eta(mut self) -> Progress {
         self.rate_bytes_per_s = (self.run_bytes > 0 && self.run_elapsed_s > 0.0)
             .then(|| self.run_bytes as f64 / self.run_elapsed_s);
         self.eta_s = if self.complete {
@@ -158,6 +123,8 @@ impl<E: BgExecutor + ?Sized> BgExecutor for Publishing<'_, E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::native::NativeReport;
+    use crate::scrub::ScrubReport;
 
     #[test]
     fn eta_is_what_is_left_at_this_runs_rate() {

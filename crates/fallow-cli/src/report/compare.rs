@@ -6,8 +6,8 @@
 use super::svg::{
     esc, series_style, Axis, Chart, Color, Dash, Layer, Marker, Point, Scale, Swatch, Unit,
 };
-use crate::human::{count, num, pct, secs};
-use crate::simulate::{signed_pct, Input};
+use crate::human::{count, num, pct, secs, signed_pct};
+use crate::prepare::Input;
 use anyhow::Result;
 use fallow_core::sim::SimResult;
 use std::fmt::Write as _;

@@ -4,8 +4,7 @@
 //! the lines it prints.
 
 use super::svg::{esc, series_style, Axis, Chart, Color, Layer, Marker, Point, Scale, Unit};
-use crate::human::{bytes, num, pct, secs};
-use crate::simulate::signed_pct;
+use crate::human::{bytes, num, pct, secs, signed_pct};
 use fallow_core::tune::recommend::Recommendation;
 use fallow_core::tune::Choice;
 use serde::Serialize;

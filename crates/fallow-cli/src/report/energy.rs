@@ -6,10 +6,10 @@
 //! plotting module as the other reports.
 
 use super::svg::{esc, series_style, Axis, BarSeries, Chart, Color, Layer, Scale, Swatch, Unit};
-use crate::energy::{describe_power, headlines, joules, EnergyReport};
-use crate::human::{bytes, count, pct, secs};
+use crate::energy_text::{describe_power, headlines};
+use crate::human::{bytes, count, joules, pct, secs};
 use anyhow::Result;
-use fallow_core::energy::EnergyRun;
+use fallow_core::energy::{EnergyReport, EnergyRun};
 use std::fmt::Write as _;
 use std::path::Path;
 

@@ -4,8 +4,7 @@
 //! that carry the unit; a ratio that does not exist (no standalone or
 //! always-on run to divide by) is an empty field.
 
-use crate::energy::joules;
-use crate::human::{bytes, count, pct, secs};
+use crate::human::{bytes, count, joules, pct, secs};
 use crate::table::{Cell, Column, Table};
 use fallow_core::energy::EnergyRun;
 

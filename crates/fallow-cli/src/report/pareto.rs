@@ -7,7 +7,7 @@ use super::svg::{
     esc, series_style, Axis, Chart, Color, Dash, Layer, Marker, Point, Scale, Swatch, Unit,
 };
 use crate::human::{bytes, num, secs};
-use crate::simulate::Input;
+use crate::prepare::Input;
 use anyhow::Result;
 use fallow_core::tune::pareto::Front;
 use std::fmt::Write as _;

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{fallow, need_root, run_tool, stderr, BIN};
+use common::{fallow, is_mounted, need_root, run_tool, stderr, terminate, Cleanup, BIN};
 use serde_json::Value;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -67,44 +67,6 @@ fn bad_input_exits_2_with_the_culprit_named() {
     assert!(stderr(&o).contains("--fail: range `9-1`"), "{}", stderr(&o));
 }
 
-/// Stops the emulator and detaches the loop device whatever happens.
-struct Cleanup {
-    pid: Option<String>,
-    loop_dev: Option<String>,
-    mnt: String,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        if let Some(l) = self.loop_dev.take() {
-            let _ = run_tool("losetup", &["-d", &l]);
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        if let Some(p) = self.pid.take() {
-            terminate(&p);
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(5) && is_mounted(&self.mnt) {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        if is_mounted(&self.mnt) {
-            let _ = run_tool("umount", &["-l", &self.mnt]);
-        }
-    }
-}
-
-/// SIGTERM to the emulator process this test started.
-fn terminate(pid: &str) {
-    let pid = rustix::process::Pid::from_raw(pid.parse().unwrap()).unwrap();
-    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-}
-
-fn is_mounted(mnt: &str) -> bool {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|m| m.lines().any(|l| l.split(' ').nth(4) == Some(mnt)))
-        .unwrap_or(false)
-}
-
 fn stat(path: &Path) -> Vec<u64> {
     std::fs::read_to_string(path)
         .unwrap()
@@ -129,11 +91,7 @@ fn emu_scaffold(image_bytes: u64) -> (tempfile::TempDir, PathBuf, PathBuf, Clean
     File::create(&img).unwrap().set_len(image_bytes).unwrap();
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let cleanup = Cleanup {
-        pid: None,
-        loop_dev: None,
-        mnt: mnt.canonicalize().unwrap().to_str().unwrap().to_string(),
-    };
+    let cleanup = Cleanup::new(&mnt.canonicalize().unwrap());
     (dir, img, mnt, cleanup)
 }
 
@@ -164,7 +122,7 @@ fn emulated_disk_loop_device_record_and_analyze() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let ready: Value = serde_json::from_slice(&o.stdout).expect("one JSON line");
-    cleanup.pid = Some(ready["pid"].as_u64().unwrap().to_string());
+    cleanup.pids.push(ready["pid"].as_u64().unwrap() as u32);
     let disk = ready["disk"].as_str().unwrap().to_string();
     assert_eq!(Path::new(&disk), mnt.canonicalize().unwrap().join("disk"));
     assert_eq!(ready["size_bytes"], 64 << 20);
@@ -261,20 +219,20 @@ fn emulated_disk_loop_device_record_and_analyze() {
     assert_eq!(v["trace"]["completions"]["kind"], "recorded");
 
     // stopping: refused while the loop device is attached, done after
-    let pid = cleanup.pid.clone().unwrap();
-    terminate(&pid);
+    let pid = cleanup.pids[0];
+    terminate(pid);
     std::thread::sleep(Duration::from_millis(500));
     assert!(is_mounted(&cleanup.mnt), "busy: still mounted");
     run_tool("losetup", &["-d", &loop_dev]).unwrap();
     cleanup.loop_dev = None;
     std::thread::sleep(Duration::from_millis(300));
-    terminate(&pid);
+    terminate(pid);
     let t = Instant::now();
     while is_mounted(&cleanup.mnt) && t.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!is_mounted(&cleanup.mnt), "unmounted after SIGTERM");
-    cleanup.pid = None;
+    cleanup.pids.clear();
 }
 
 /// `fallow scrub` over an emulated disk that fails chosen sectors: the
@@ -301,7 +259,7 @@ fn scrub_reports_exactly_the_sectors_the_emulated_disk_fails() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let ready: Value = serde_json::from_slice(&o.stdout).expect("one JSON line");
-    cleanup.pid = Some(ready["pid"].as_u64().unwrap().to_string());
+    cleanup.pids.push(ready["pid"].as_u64().unwrap() as u32);
     let disk = ready["disk"].as_str().unwrap().to_string();
     let o = fallow(&[
         "scrub",

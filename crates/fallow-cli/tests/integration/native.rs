@@ -9,7 +9,7 @@
 
 use crate::common;
 
-use common::{fallow_cmd, json_of, need_root, path_str, stderr};
+use common::{fallow_cmd, json_of, need_root, path_str, stderr, LoopDev};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -29,6 +29,8 @@ struct LoopFs {
     dev: String,
     mnt: PathBuf,
     backing: PathBuf,
+    /// detached after the unmount in `drop`
+    _attached: LoopDev,
     _dir: tempfile::TempDir,
 }
 
@@ -45,17 +47,14 @@ impl LoopFs {
         }
         let dir = tempfile::tempdir().unwrap();
         let backing = dir.path().join("fs.img");
-        std::fs::File::create(&backing)
-            .unwrap()
-            .set_len(len)
-            .unwrap();
-        let dev = match sh("losetup", &["-f", "--show", path_str(&backing)]) {
-            Ok(d) => d,
+        let attached = match LoopDev::sparse(&backing, len) {
+            Ok(l) => l,
             Err(e) => {
-                eprintln!("skip: losetup: {e}");
+                eprintln!("skip: {e}");
                 return None;
             }
         };
+        let dev = attached.dev.clone();
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
         let mut args: Vec<&str> = mkfs[1..].to_vec();
@@ -63,7 +62,6 @@ impl LoopFs {
         let made =
             sh(mkfs[0], &args).and_then(|_| sh("mount", &["-o", opts, &dev, path_str(&mnt)]));
         if let Err(e) = made {
-            let _ = sh("losetup", &["-d", &dev]);
             eprintln!("skip: cannot make and mount the file system: {e}");
             return None;
         }
@@ -71,6 +69,7 @@ impl LoopFs {
             dev,
             mnt,
             backing,
+            _attached: attached,
             _dir: dir,
         })
     }
@@ -112,7 +111,6 @@ impl LoopFs {
 impl Drop for LoopFs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.mnt).status();
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
     }
 }
 
@@ -783,36 +781,27 @@ fn a_two_device_btrfs_is_watched_on_both_devices() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut devs = Vec::new();
+    let mut loops = Vec::new();
     for i in 0..2 {
-        let img = dir.path().join(format!("d{i}.img"));
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(512 << 20)
-            .unwrap();
-        match sh("losetup", &["-f", "--show", path_str(&img)]) {
-            Ok(d) => devs.push(d),
+        match LoopDev::sparse(&dir.path().join(format!("d{i}.img")), 512 << 20) {
+            Ok(l) => loops.push(l),
             Err(e) => {
-                eprintln!("skip: losetup: {e}");
-                for d in &devs {
-                    let _ = sh("losetup", &["-d", d]);
-                }
+                eprintln!("skip: {e}");
                 return;
             }
         }
     }
-    struct Detach(Vec<String>, PathBuf);
-    impl Drop for Detach {
+    let devs: Vec<String> = loops.iter().map(|l| l.dev.clone()).collect();
+    // dropped before `loops`: unmount, then the devices detach
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
         fn drop(&mut self) {
-            let _ = Command::new("umount").arg(&self.1).status();
-            for d in &self.0 {
-                let _ = Command::new("losetup").args(["-d", d]).status();
-            }
+            let _ = Command::new("umount").arg(&self.0).status();
         }
     }
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let _cleanup = Detach(devs.clone(), mnt.clone());
+    let _cleanup = Unmount(mnt.clone());
     let made = sh(
         "mkfs.btrfs",
         &["-q", "-f", "-d", "raid1", "-m", "raid1", &devs[0], &devs[1]],

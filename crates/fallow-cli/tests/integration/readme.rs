@@ -190,10 +190,73 @@ const LIVE: [&str; 7] = [
     "spindown",
 ];
 
+/// Subcommands whose first positional word is not a file: a shell, a
+/// subcommand's name.
+const NOT_A_FILE: [&str; 2] = ["completions", "man"];
+
+/// The flags of `fallow [SUB]` that take a value (`-d, --device <ID>`,
+/// `--verify-cmd [<auto|required>]`), read from its `--help`: the command
+/// line's own definition says which word after a flag is its value.
+fn value_flags(sub: Option<&str>) -> Vec<String> {
+    let mut c = Command::new(BIN);
+    c.args(sub).arg("--help").env("NO_COLOR", "1");
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "fallow {sub:?} --help");
+    let mut out = Vec::new();
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let t = line.trim_start();
+        let Some(at) = t.find(" <").or_else(|| t.find(" [<")) else {
+            continue;
+        };
+        let names: Vec<&str> = t[..at].split(", ").collect();
+        if names.iter().all(|n| n.starts_with('-') && !n.contains(' ')) {
+            out.extend(names.iter().map(|n| n.to_string()));
+        }
+    }
+    out
+}
+
+/// The positional words of `words` (a flag's value is not one; nothing
+/// after a comment `#` or a redirection `>`).
+fn positionals<'a>(words: &[&'a str], value_flags: &[String]) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    let mut it = words.iter();
+    while let Some(w) = it.next() {
+        if *w == "#" || w.starts_with('>') || *w == "--" {
+            break;
+        }
+        if w.starts_with('-') {
+            if !w.contains('=') && value_flags.iter().any(|f| f == w) {
+                it.next();
+            }
+            continue;
+        }
+        out.push(*w);
+    }
+    out
+}
+
+/// The subcommand of a README command (`fallow --color never analyze
+/// disk.csv`: `analyze`, after the global flags) and its input, the first
+/// positional word after it (`disk.csv`).
+fn sub_and_input<'a>(words: &[&'a str]) -> (Option<&'a str>, Option<&'a str>) {
+    let top = positionals(words.get(1..).unwrap_or(&[]), &value_flags(None));
+    let Some(sub) = top.first().copied() else {
+        return (None, None);
+    };
+    let at = words
+        .iter()
+        .position(|w| *w == sub)
+        .expect("a word of the command");
+    let rest = positionals(&words[at + 1..], &value_flags(Some(sub)));
+    (Some(sub), rest.first().copied())
+}
+
 /// What to run for `cmd`, or why it is skipped.
 fn prepare(cmd: &str, shared: Option<&Path>, dir: &Path) -> Result<String, String> {
     let words: Vec<&str> = cmd.split_whitespace().collect();
-    let sub = words.get(1).copied().unwrap_or("");
+    let (sub, input) = sub_and_input(&words);
+    let sub = sub.unwrap_or("");
     if LIVE.contains(&sub) {
         return Err("needs root and a real device or mount".into());
     }
@@ -225,10 +288,19 @@ fn prepare(cmd: &str, shared: Option<&Path>, dir: &Path) -> Result<String, Strin
         }
         c = c.replace("../shared/traces/", &format!("{}/", s.display()));
     }
-    // the input: the first word after the subcommand that is not a flag
-    // (or a flag's value); a file that does not exist is a placeholder
-    let input = words.iter().skip(2).find(|w| !w.starts_with('-'));
+    // a redirection into the user's own files (`> ~/.local/share/…`)
+    let code = cmd.split(" #").next().unwrap_or(cmd);
+    if let Some((_, to)) = code.split_once('>') {
+        let to = to.trim();
+        if to.starts_with('~') || to.starts_with('/') {
+            return Err(format!("writes {to}, the user's own file"));
+        }
+    }
+    // the input: the subcommand's first positional word (where it is a
+    // file, not a shell or a page name); a file that does not exist is a
+    // placeholder
     let synthetic = words.contains(&"--workload");
+    let input = input.filter(|_| !NOT_A_FILE.contains(&sub));
     if let (Some(i), false, false) = (input, synthetic, uses_shared) {
         if !dir.join(i).exists() {
             return Err(format!("{i} is a placeholder for your own trace"));
@@ -367,5 +439,47 @@ fn a_commands_json_form_drops_its_comment_html_and_redirection() {
     assert_eq!(
         masked(v, dir),
         serde_json::json!({"a": {"path": "<dir>/t.csv", "n": 1}, "b": [2]})
+    );
+}
+
+#[test]
+fn the_placeholder_is_the_subcommands_first_positional_word() {
+    let words = |c: &'static str| -> Vec<&'static str> { c.split_whitespace().collect() };
+    assert_eq!(
+        sub_and_input(&words("fallow --color never analyze disk.csv")),
+        (Some("analyze"), Some("disk.csv"))
+    );
+    assert_eq!(
+        sub_and_input(&words(
+            "fallow analyze --format plain --time-unit ms cut.trace --json"
+        )),
+        (Some("analyze"), Some("cut.trace"))
+    );
+    assert_eq!(
+        sub_and_input(&words(
+            "fallow simulate -d 0 ajw.1week.srt --policy=aggressive"
+        )),
+        (Some("simulate"), Some("ajw.1week.srt"))
+    );
+    assert_eq!(
+        sub_and_input(&words("fallow policies # the list")),
+        (Some("policies"), None)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(
+        prepare("fallow --color never analyze disk.csv", None, dir.path()),
+        Err("disk.csv is a placeholder for your own trace".to_string())
+    );
+    assert_eq!(
+        prepare(
+            "fallow completions bash > ~/.bash_completion.d/fallow   # zsh, fish",
+            None,
+            dir.path()
+        ),
+        Err("writes ~/.bash_completion.d/fallow, the user's own file".to_string())
+    );
+    assert_eq!(
+        prepare("fallow completions zsh", None, dir.path()),
+        Ok("fallow completions zsh".to_string())
     );
 }

@@ -5,7 +5,10 @@
 
 use crate::common;
 
-use common::{bad_input, fallow, fallow_cmd, have, is_root, need_root, stderr, tune_result, BIN};
+use common::{
+    bad_input, fallow, fallow_cmd, have, is_root, need_root, stderr, tune_result, wait_exit,
+    LoopDev, BIN,
+};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -36,20 +39,6 @@ fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
             "timed out after {timeout:?} waiting for {what}"
         );
         std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn wait_exit(child: &mut Child, timeout: Duration) -> ExitStatus {
-    let t0 = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        if t0.elapsed() > timeout {
-            let _ = child.kill();
-            panic!("fallow did not exit within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -507,6 +496,7 @@ fn sigint_is_passed_on_to_the_command() {
 /// A loop device over a sparse file, detached on drop.
 struct Loop {
     dev: String,
+    _attached: LoopDev,
     _dir: tempfile::TempDir,
 }
 
@@ -517,33 +507,18 @@ impl Loop {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("disk.img");
-        std::fs::File::create(&img)
-            .unwrap()
-            .set_len(1 << 30)
-            .unwrap();
-        let o = Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&img)
-            .output()
-            .unwrap();
-        if !o.status.success() {
-            eprintln!(
-                "skip: no loop device: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            return None;
-        }
+        let attached = match LoopDev::sparse(&dir.path().join("disk.img"), 1 << 30) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("skip: no loop device: {e}");
+                return None;
+            }
+        };
         Some(Loop {
-            dev: String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            dev: attached.dev.clone(),
+            _attached: attached,
             _dir: dir,
         })
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
     }
 }
 

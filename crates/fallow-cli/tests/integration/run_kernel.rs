@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use common::{fallow_cmd, have, need_root};
+use common::{fallow_cmd, have, need_root, wait_exit};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -169,20 +169,6 @@ fn run_watched(args: &[&str], report: &Path) -> (Child, mpsc::Receiver<(Instant,
         }
     });
     (child, rx)
-}
-
-fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
-    let t0 = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        if t0.elapsed() > timeout {
-            let _ = child.kill();
-            panic!("fallow did not exit within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn sectors_read(dev_name: &str) -> u64 {

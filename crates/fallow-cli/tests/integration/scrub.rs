@@ -7,10 +7,7 @@
 
 use crate::common;
 
-use common::{
-    bad_input, fallow, fallow_cmd, json, json_of, need_root, path_str, stderr, tune_result,
-    TestCommand,
-};
+use common::{json_of, need_root, path_str, stderr, tune_result, LoopDev, TestCommand};
 use serde_json::Value;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -79,6 +76,13 @@ fn scrub_file(target: &Path, ck: &Path) -> TestCommand {
     c.arg(target)
         .flag("--monitor", "none")
         .path_flag("--checkpoint", ck);
+    c
+}
+
+/// `fallow scrub TARGET`.
+fn scrub(target: impl AsRef<std::ffi::OsStr>) -> TestCommand {
+    let mut c = TestCommand::new(&["scrub"]);
+    c.arg(target);
     c
 }
 
@@ -249,14 +253,12 @@ fn missing_targets_and_bad_settings_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let ck = dir.path().join("ck.json");
     let ckp = path_str(&ck);
-    bad_input(
-        &["scrub", "/no/such/disk", "--checkpoint", ckp],
-        &["/no/such/disk", "no such file or block device"],
-    );
-    bad_input(
-        &["scrub", path_str(dir.path()), "--checkpoint", ckp],
-        &["is a directory"],
-    );
+    scrub("/no/such/disk")
+        .flag("--checkpoint", ckp)
+        .bad_input(&["/no/such/disk", "no such file or block device"]);
+    scrub(dir.path())
+        .flag("--checkpoint", ckp)
+        .bad_input(&["is a directory"]);
     let (_d, t) = setup(65536);
     let tp = path_str(&t);
     // `fallow scrub T --checkpoint CK` and a flag of each case
@@ -290,14 +292,7 @@ fn missing_targets_and_bad_settings_are_clear_errors() {
         .arg("--resume")
         .bad_input(&["ck.json", "not a fallow scrub checkpoint"]);
     let nodir = dir.path().join("no/such/dir/ck.json");
-    let o = fallow(&[
-        "scrub",
-        tp,
-        "--checkpoint",
-        path_str(&nodir),
-        "--monitor",
-        "none",
-    ]);
+    let o = scrub_file(&t, &nodir).output();
     assert_ne!(o.status.code(), Some(0));
     assert!(stderr(&o).contains("no/such/dir"), "{}", stderr(&o));
 }
@@ -318,7 +313,7 @@ fn a_tune_result_sets_policy_size_and_a_config_file_the_rest() {
         "[live]\npolicy = \"aggressive\"\ntuned = \"tune.json\"\nmonitor = \"none\"\n\n[scrub]\nsize = \"128KiB\"\norder = \"staggered\"\nregions = 2\ncheckpoint = \"cfg-ck.json\"\n\n[run]\nwhatever = true\n",
     )
     .unwrap();
-    let v = json(&["scrub", path_str(&t), "--config", path_str(&cfg)]);
+    let v = scrub(&t).path_flag("--config", &cfg).json();
     assert_eq!(
         (v["policy"].clone(), v["policy_from"].clone()),
         ("aggressive".into(), "config".into())
@@ -329,15 +324,10 @@ fn a_tune_result_sets_policy_size_and_a_config_file_the_rest() {
     );
     assert!(dir.path().join("cfg-ck.json").is_file());
     // and a flag beats the config
-    let v = json(&[
-        "scrub",
-        path_str(&t),
-        "--config",
-        path_str(&cfg),
-        "--restart",
-        "--size",
-        "64KiB",
-    ]);
+    let v = scrub(&t)
+        .path_flag("--config", &cfg)
+        .args(["--restart", "--size", "64KiB"])
+        .json();
     assert_eq!(v["request_size_bytes"], 65536);
 }
 
@@ -361,16 +351,9 @@ fn the_rate_ceiling_holds() {
     assert!(throttled + service >= 0.43, "{v}");
 }
 
-/// Run `args` (with `--json`), send `sig` after `after`, return the output.
-fn run_and_signal(args: &[&str], env: &[(&str, &str)], after: Duration, sig: i32) -> Output {
-    let mut c = fallow_cmd(args);
-    c.arg("--json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let child = c.spawn().unwrap();
+/// Run `c` (with `--json`), send `sig` after `after`, return the output.
+fn run_and_signal(mut c: TestCommand, after: Duration, sig: i32) -> Output {
+    let child = c.arg("--json").spawn();
     std::thread::sleep(after);
     // SAFETY-free: kill(1) by pid
     let _ = Command::new("kill")
@@ -393,23 +376,9 @@ fn outside_its_window_the_scrub_waits_and_a_signal_stops_it_cleanly() {
     // SIGTERM (systemctl stop) ends it cleanly with status 0; SIGINT with 1
     for (sig, code) in [(15, 0), (2, 1)] {
         let ck = dir.path().join(format!("ck{sig}.json"));
-        let o = run_and_signal(
-            &[
-                "scrub",
-                path_str(&t),
-                "--monitor",
-                "none",
-                "--policy",
-                "aggressive",
-                "--window",
-                &window,
-                "--checkpoint",
-                path_str(&ck),
-            ],
-            &[("TZ", "UTC")],
-            Duration::from_millis(1500),
-            sig,
-        );
+        let mut c = scrub_flat_out(&t, &ck);
+        c.flag("--window", &window).env("TZ", "UTC");
+        let o = run_and_signal(c, Duration::from_millis(1500), sig);
         assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
         assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
         let v = json_of(&o);
@@ -427,30 +396,18 @@ fn sigint_saves_the_checkpoint_and_resume_finishes_without_repeats() {
     let (dir, t) = setup(len);
     let ck = dir.path().join("ck.json");
     let log = dir.path().join("log.jsonl");
-    let args = [
-        "scrub",
-        path_str(&t),
-        "--monitor",
-        "none",
-        "--policy",
-        "aggressive",
-        "--size",
-        "256KiB",
-        "--max-rate",
-        "8MiB/s",
-        "--checkpoint",
-        path_str(&ck),
-        "--log",
-        path_str(&log),
-    ];
-    let o = run_and_signal(&args, &[], Duration::from_millis(400), 2);
+    let cmd = || {
+        let mut c = scrub_flat_out(&t, &ck);
+        c.args(["--size", "256KiB", "--max-rate", "8MiB/s"])
+            .path_flag("--log", &log);
+        c
+    };
+    let o = run_and_signal(cmd(), Duration::from_millis(400), 2);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let v = json_of(&o);
     let done = v["scrubbed_bytes"].as_u64().unwrap();
     assert!(done > 0 && done < len as u64, "{v}");
-    let mut again = args.to_vec();
-    again.push("--resume");
-    let v = json(&again);
+    let v = cmd().arg("--resume").json();
     assert_eq!(v["resumed_from_bytes"], done);
     assert_eq!(v["complete"], true);
     // a graceful stop repeats nothing
@@ -497,6 +454,7 @@ struct Loop {
     dev: String,
     backing: PathBuf,
     len: usize,
+    _attached: LoopDev,
     _dir: tempfile::TempDir,
 }
 
@@ -508,28 +466,18 @@ impl Loop {
         let backing = dir.path().join("loop.img");
         std::fs::write(&backing, pattern(len)).unwrap();
         std::fs::File::open(&backing).unwrap().sync_all().unwrap();
-        let o = match Command::new("losetup")
-            .args(["-f", "--show", path_str(&backing)])
-            .output()
-        {
-            Ok(o) => o,
+        let attached = match LoopDev::attach(&backing) {
+            Ok(l) => l,
             Err(e) => {
-                eprintln!("skip: losetup cannot run ({e})");
+                eprintln!("skip: {e}");
                 return None;
             }
         };
-        if !o.status.success() {
-            eprintln!(
-                "skip: losetup failed: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            return None;
-        }
-        let dev = String::from_utf8_lossy(&o.stdout).trim().to_string();
         Some(Loop {
-            dev,
+            dev: attached.dev.clone(),
             backing,
             len,
+            _attached: attached,
             _dir: dir,
         })
     }
@@ -550,12 +498,6 @@ impl Loop {
     }
 }
 
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
-    }
-}
-
 #[test]
 #[ignore = "needs root"]
 fn a_loop_device_is_scrubbed_read_only_and_own_reads_are_not_foreground() {
@@ -563,20 +505,11 @@ fn a_loop_device_is_scrubbed_read_only_and_own_reads_are_not_foreground() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let v = json(&[
-        "scrub",
-        &lo.dev,
-        "--policy",
-        "aggressive",
-        "--size",
-        "1MiB",
-        "--order",
-        "staggered",
-        "--regions",
-        "8",
-        "--checkpoint",
-        path_str(&dir.path().join("ck.json")),
-    ]);
+    let v = scrub(&lo.dev)
+        .args(["--policy", "aggressive", "--size", "1MiB"])
+        .args(["--order", "staggered", "--regions", "8"])
+        .path_flag("--checkpoint", &dir.path().join("ck.json"))
+        .json();
     assert_eq!(v["target_kind"], "block");
     assert_eq!(v["target_bytes"], (32u64 << 20));
     assert_eq!(v["scrubbed_bytes"], (32u64 << 20));
@@ -596,23 +529,12 @@ fn foreground_reads_on_a_loop_device_are_seen_and_yielded_to() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut child = fallow_cmd(&[
-        "scrub",
-        &lo.dev,
-        "--policy",
-        "fixed-wait:t=30ms",
-        "--size",
-        "256KiB",
-        "--max-rate",
-        "32MiB/s",
-        "--checkpoint",
-        path_str(&dir.path().join("ck.json")),
-        "--json",
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let mut child = scrub(&lo.dev)
+        .args(["--policy", "fixed-wait:t=30ms", "--size", "256KiB"])
+        .args(["--max-rate", "32MiB/s"])
+        .path_flag("--checkpoint", &dir.path().join("ck.json"))
+        .arg("--json")
+        .spawn();
     // a foreground reader: a 4 KiB O_DIRECT read every ~20 ms for 1.5 s
     let start = Instant::now();
     let mut fg_reads = 0u64;
@@ -673,35 +595,21 @@ fn scsi_verify_on_a_loop_device_falls_back_with_a_clear_message() {
     let Some(lo) = Loop::new(4 << 20) else { return };
     let dir = tempfile::tempdir().unwrap();
     let ck = dir.path().join("ck.json");
-    let o = fallow(&[
-        "scrub",
-        &lo.dev,
-        "--verify-cmd",
-        "--policy",
-        "aggressive",
-        "--checkpoint",
-        path_str(&ck),
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v = json_of(&o);
+    let v = scrub(&lo.dev)
+        .args(["--verify-cmd", "--policy", "aggressive"])
+        .path_flag("--checkpoint", &ck)
+        .json();
     assert_eq!(v["method"], "read");
     let w = v["warnings"].to_string();
     assert!(
         w.contains("does not take SCSI commands") && w.contains("loop"),
         "{w}"
     );
-    bad_input(
-        &[
-            "scrub",
-            &lo.dev,
-            "--verify-cmd=required",
-            "--checkpoint",
-            path_str(&ck),
-            "--restart",
-        ],
-        &["--verify-cmd=required", &lo.dev, "SG_IO"],
-    );
+    scrub(&lo.dev)
+        .arg("--verify-cmd=required")
+        .path_flag("--checkpoint", &ck)
+        .arg("--restart")
+        .bad_input(&["--verify-cmd=required", &lo.dev, "SG_IO"]);
     lo.assert_unchanged();
 }
 
@@ -715,9 +623,9 @@ fn non_root_gets_a_clear_message_for_a_block_device() {
     std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o777);
     std::fs::set_permissions(dir.path(), perm).unwrap();
     let ck = dir.path().join("ck.json");
-    let mut c = fallow_cmd(&["scrub", &lo.dev, "--checkpoint", path_str(&ck)]);
-    c.uid(65534).gid(65534).env("HOME", dir.path());
-    let o = match c.output() {
+    let mut c = scrub(&lo.dev);
+    c.path_flag("--checkpoint", &ck).env("HOME", dir.path());
+    let o = match c.command().uid(65534).gid(65534).output() {
         Ok(o) => o,
         Err(e) => {
             eprintln!("skip: cannot run the binary as nobody ({e})");
@@ -753,30 +661,16 @@ fn kill_9_at_100_random_moments_then_resume_covers_the_device_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let ck = dir.path().join("ck.json");
     let log = dir.path().join("log.jsonl");
-    let args = |max_bytes: Option<u64>, rate: u64| -> Vec<String> {
-        let rate = format!("{rate}/s");
-        let mut a: Vec<String> = [
-            "scrub",
-            &lo.dev,
-            "--resume",
-            "--policy",
-            "aggressive",
-            "--size",
-            "128KiB",
-            "--max-rate",
-            &rate,
-            "--checkpoint",
-            path_str(&ck),
-            "--log",
-            path_str(&log),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let cmd = |max_bytes: Option<u64>, rate: u64| -> TestCommand {
+        let mut c = scrub(&lo.dev);
+        c.args(["--resume", "--policy", "aggressive", "--size", "128KiB"])
+            .flag("--max-rate", format!("{rate}/s"))
+            .path_flag("--checkpoint", &ck)
+            .path_flag("--log", &log);
         if let Some(m) = max_bytes {
-            a.extend(["--max-bytes".to_string(), m.to_string()]);
+            c.flag("--max-bytes", m.to_string());
         }
-        a
+        c
     };
     let started = Instant::now();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -794,14 +688,8 @@ fn kill_9_at_100_random_moments_then_resume_covers_the_device_exactly() {
         seed ^= seed >> 7;
         seed ^= seed << 17;
         let wait = Duration::from_micros(seed % 50_000);
-        let a = args(Some(cap), rate);
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
         let logged_before = std::fs::metadata(&log).map_or(0, |m| m.len());
-        let mut child = fallow_cmd(&a)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = cmd(Some(cap), rate).spawn_stdio(Stdio::null(), Stdio::piped());
         // Three runs in four are killed at a random moment after their
         // first request is logged, the fourth at a random moment after
         // it was started (often still starting up). A run's start-up
@@ -850,9 +738,7 @@ fn kill_9_at_100_random_moments_then_resume_covers_the_device_exactly() {
     // the last run, to the end (if a killed run had not finished the pass)
     let c: Value = serde_json::from_slice(&std::fs::read(&ck).unwrap()).unwrap();
     if c["complete"] != true {
-        let a = args(None, 64 << 20);
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        let o = fallow(&a);
+        let o = cmd(None, 64 << 20).output();
         assert!(o.status.success(), "{}", stderr(&o));
     }
     let c: Value = serde_json::from_slice(&std::fs::read(&ck).unwrap()).unwrap();
@@ -897,12 +783,9 @@ fn a_loop_device_with_no_file_is_refused_clearly() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let o = fallow(&[
-        "scrub",
-        &dev,
-        "--checkpoint",
-        path_str(&dir.path().join("ck.json")),
-    ]);
+    let o = scrub(&dev)
+        .path_flag("--checkpoint", &dir.path().join("ck.json"))
+        .output();
     if o.status.success() {
         eprintln!("skip: {dev} was attached meanwhile by someone else");
         return;
@@ -920,26 +803,10 @@ fn metrics_are_served_while_it_scrubs() {
     use std::io::{BufRead, BufReader, Read, Write};
     // 4 MiB at 4 MiB/s in 256 KiB requests: about a second of scrubbing
     let (dir, t) = setup(4 << 20);
-    let mut child = fallow_cmd(&[
-        "scrub",
-        path_str(&t),
-        "--monitor",
-        "none",
-        "--policy",
-        "aggressive",
-        "--size",
-        "256KiB",
-        "--max-rate",
-        "4MiB/s",
-        "--metrics",
-        "127.0.0.1:0",
-        "--checkpoint",
-        path_str(&dir.path().join("ck.json")),
-    ])
-    .stderr(Stdio::piped())
-    .stdout(Stdio::null())
-    .spawn()
-    .unwrap();
+    let mut child = scrub_flat_out(&t, &dir.path().join("ck.json"))
+        .args(["--size", "256KiB", "--max-rate", "4MiB/s"])
+        .flag("--metrics", "127.0.0.1:0")
+        .spawn_stdio(Stdio::null(), Stdio::piped());
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut addr = None;
     let mut line = String::new();
@@ -989,18 +856,18 @@ fn the_configs_metrics_table_serves_metrics() {
         "[live]\npolicy = \"aggressive\"\nmonitor = \"none\"\n[scrub]\ncheckpoint = \"ck.json\"\n[metrics]\naddr = \"127.0.0.1:0\"\n",
     )
     .unwrap();
-    let o = fallow(&["scrub", path_str(&t), "--config", path_str(&cfg)]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let o = scrub(&t).path_flag("--config", &cfg).ok();
     assert!(
         stderr(&o).contains("fallow: metrics at http://127.0.0.1:"),
         "{}",
         stderr(&o)
     );
     std::fs::write(&cfg, "[metrics]\naddr = \"127.0.0.1:0\"\npath = \"/m\"\n").unwrap();
-    bad_input(
-        &["scrub", path_str(&t), "--config", path_str(&cfg)],
-        &["fallow.toml", "[metrics]", "unknown field `path`"],
-    );
+    scrub(&t).path_flag("--config", &cfg).bad_input(&[
+        "fallow.toml",
+        "[metrics]",
+        "unknown field `path`",
+    ]);
 }
 
 /// The `--json` progress lines on stderr: parsed, in order.
@@ -1046,27 +913,11 @@ fn progress_is_printed_as_json_lines_and_served_as_metrics() {
         l.local_addr().unwrap().to_string()
     };
     // 6 MiB at 2 MiB/s: about 3 s, long enough for several lines and scrapes
-    let child = fallow_cmd(&[
-        "scrub",
-        path_str(&t),
-        "--monitor",
-        "none",
-        "--policy",
-        "aggressive",
-        "--size",
-        "256KiB",
-        "--max-rate",
-        "2MiB/s",
-        "--checkpoint",
-        path_str(&ck),
-        "--metrics",
-        &addr,
-        "--json",
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let child = scrub_flat_out(&t, &ck)
+        .args(["--size", "256KiB", "--max-rate", "2MiB/s"])
+        .flag("--metrics", &addr)
+        .arg("--json")
+        .spawn();
     // scrape until a scrub part-way is seen (or the run ends)
     let mut mid: Option<String> = None;
     let t0 = Instant::now();

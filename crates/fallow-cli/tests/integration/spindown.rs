@@ -9,7 +9,10 @@
 
 use crate::common;
 
-use common::{fallow, fallow_cmd, need_root, run_tool, shared_trace, stderr, stdout};
+use common::{
+    fallow, fallow_cmd, need_root, run_tool, shared_trace, stderr, stdout, terminate, Cleanup,
+    LoopDev,
+};
 use serde_json::Value;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -46,40 +49,6 @@ fn bad_input_exits_2_with_the_culprit_named() {
     }
 }
 
-/// Stops what a test started (by pid) and unmounts, whatever happens.
-struct Cleanup {
-    pids: Vec<u32>,
-    loop_dev: Option<String>,
-    mnt: PathBuf,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        if let Some(l) = self.loop_dev.take() {
-            let _ = run_tool("losetup", &["-d", &l]);
-        }
-        for pid in self.pids.drain(..).rev() {
-            if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
-                let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
-            }
-        }
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(5) && is_mounted(&self.mnt) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        if is_mounted(&self.mnt) {
-            let _ = run_tool("umount", &["-l", self.mnt.to_str().unwrap()]);
-        }
-    }
-}
-
-fn is_mounted(mnt: &Path) -> bool {
-    let m = mnt.to_str().unwrap();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|s| s.lines().any(|l| l.split(' ').nth(4) == Some(m)))
-        .unwrap_or(false)
-}
-
 /// Root and FUSE (asserted: the callers are `#[ignore = "needs root"]`),
 /// and this file's emulated-disk tests one at a time: each runs a daemon
 /// against timing on its own disk, and run side by side (as cargo does) on
@@ -105,11 +74,7 @@ fn emulated(
     std::fs::create_dir(&mnt).unwrap();
     let power = dir.path().join("power.toml");
     std::fs::write(&power, power_toml).unwrap();
-    let mut cleanup = Cleanup {
-        pids: Vec::new(),
-        loop_dev: None,
-        mnt: mnt.clone(),
-    };
+    let mut cleanup = Cleanup::new(&mnt);
     let o = fallow(&[
         "emulate-disk",
         img.to_str().unwrap(),
@@ -400,20 +365,14 @@ fn a_job_rides_a_spin_up_and_the_deadline_spends_one() {
 fn the_ata_actuator_refuses_a_loop_device_in_words() {
     need_root("the_ata_actuator_refuses_a_loop_device_in_words");
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("l.img");
-    File::create(&img).unwrap().set_len(4 << 20).unwrap();
-    let dev = match run_tool("losetup", &["-f", "--show", img.to_str().unwrap()]) {
-        Ok(d) => d,
+    let lo = match LoopDev::sparse(&dir.path().join("l.img"), 4 << 20) {
+        Ok(l) => l,
         Err(e) => {
             eprintln!("skip: the_ata_actuator_refuses_a_loop_device_in_words needs losetup: {e}");
             return;
         }
     };
-    let _cleanup = Cleanup {
-        pids: Vec::new(),
-        loop_dev: Some(dev.clone()),
-        mnt: dir.path().join("none"),
-    };
+    let dev = lo.dev.clone();
     let state = dir.path().join("s.json");
     let o = fallow(&["spindown", &dev, "--state", state.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -601,9 +560,7 @@ fn simulation_and_live_agree_on_a_real_trace_window() {
     let before = power(&mnt);
     replay(&mnt.join("disk"), &reqs);
     let after = power(&mnt);
-    if let Some(p) = rustix::process::Pid::from_raw(daemon_pid as i32) {
-        let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
-    }
+    terminate(daemon_pid);
     let (status, err) = finish(child);
     let live_spinups = num(&after, "spinups") - num(&before, "spinups");
     let live_standby = (num(&after, "standby_ns") - num(&before, "standby_ns")) / 1e9;
@@ -793,15 +750,6 @@ fn prometheus_metrics_show_spin_downs_time_and_energy_per_disk() {
     assert!(child.wait().unwrap().success(), "{rest}");
 }
 
-/// A loop device over a sparse file in `dir` (detached when the guard drops).
-struct LoopDev(String);
-
-impl Drop for LoopDev {
-    fn drop(&mut self) {
-        let _ = run_tool("losetup", &["-d", &self.0]);
-    }
-}
-
 #[test]
 #[ignore = "needs root"]
 fn an_idle_disk_wakes_the_daemon_only_at_its_deadlines_and_a_signal_ends_its_sleep() {
@@ -812,10 +760,8 @@ fn an_idle_disk_wakes_the_daemon_only_at_its_deadlines_and_a_signal_ends_its_sle
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("img");
-    File::create(&img).unwrap().set_len(16 << 20).unwrap();
-    let dev = match run_tool("losetup", &["-f", "--show", img.to_str().unwrap()]) {
-        Ok(d) => LoopDev(d),
+    let dev = match LoopDev::sparse(&dir.path().join("img"), 16 << 20) {
+        Ok(d) => d,
         Err(e) => {
             eprintln!("skip: {test} needs losetup: {e}");
             return;
@@ -825,7 +771,7 @@ fn an_idle_disk_wakes_the_daemon_only_at_its_deadlines_and_a_signal_ends_its_sle
     let args = |duration: &'static str| {
         vec![
             "spindown".to_string(),
-            dev.0.clone(),
+            dev.dev.clone(),
             "--dry-run".into(),
             "--policy".into(),
             "timeout:t=0.5s".into(),

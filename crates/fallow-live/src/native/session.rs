@@ -255,6 +255,26 @@ pub fn not_native(text: &str) -> Error {
     )
 }
 
+/// Progress is the lower module; each session kind converts its own
+/// report into it.
+impl Progress {
+    /// A native job's report as progress.
+    pub fn of_native(r: &NativeReport) -> Progress {
+        Progress {
+            scrubbed_bytes: r.scrubbed_bytes,
+            target_bytes: r.target_bytes,
+            pass: None,
+            run_bytes: r.run_bytes,
+            run_elapsed_s: r.run_elapsed_s,
+            errors_corrected: r.errors_corrected,
+            errors_uncorrectable: r.errors_uncorrectable,
+            complete: r.complete,
+            ..Progress::default()
+        }
+        .with_eta()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,65 +13,11 @@
 //! command run by a systemd service stays inside the service's cgroup.
 
 use crate::error::{Error, Result};
+pub use crate::run_kinds::FreezerKind;
 use rustix::process::{kill_process_group, Pid, Signal};
-use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
-
-/// How a command is paused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FreezerKind {
-    /// cgroup v2: `cgroup.freeze` (Linux 5.2+).
-    Cgroup2,
-    /// cgroup v1 freezer controller: `freezer.state`.
-    Cgroup1,
-    /// `SIGSTOP` / `SIGCONT` to the command's process group.
-    Signal,
-}
-
-impl FreezerKind {
-    /// Every kind, in order of preference.
-    pub const ALL: [FreezerKind; 3] = [
-        FreezerKind::Cgroup2,
-        FreezerKind::Cgroup1,
-        FreezerKind::Signal,
-    ];
-
-    /// The name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            FreezerKind::Cgroup2 => "cgroup2",
-            FreezerKind::Cgroup1 => "cgroup1",
-            FreezerKind::Signal => "signal",
-        }
-    }
-}
-
-impl fmt::Display for FreezerKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for FreezerKind {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        FreezerKind::ALL
-            .into_iter()
-            .find(|k| k.name() == s.trim())
-            .ok_or_else(|| {
-                Error::invalid(
-                    "--freezer",
-                    format!("`{s}`: use cgroup2, cgroup1 or signal"),
-                )
-            })
-    }
-}
 
 /// Where the cgroup hierarchies are mounted and where fallow sits in them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

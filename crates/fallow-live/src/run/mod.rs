@@ -97,8 +97,7 @@ const TRAMPOLINE: &str = r#"kill -STOP $$ && exec "$@""#;
 /// The trampoline for the signal freezer (see the module documentation).
 const TRAMPOLINE_SIGNAL: &str = r#"trap '' HUP && kill -STOP $$ && exec "$@""#;
 
-/// Shortest and longest slice, ns.
-pub const SLICE_RANGE_NS: (u64, u64) = (1_000_000, 60_000_000_000);
+pub use crate::run_kinds::SLICE_RANGE_NS;
 
 /// The command to run.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,17 +17,20 @@
 
 pub mod checkpoint;
 pub mod narrow;
-pub mod order;
-pub mod pace;
 pub mod session;
 pub mod sgio;
 pub mod target;
 
+// order and pace are top-level modules (below the settings that hold
+// their values); their old paths stay
+pub use crate::scrub_order as order;
+pub use crate::scrub_pace as pace;
+pub use crate::scrub_verify::VerifyMode;
 pub use checkpoint::{Checkpoint, TargetId};
 pub use narrow::{verify_range, BadRange, Verifier};
 pub use order::{Order, Plan};
 pub use pace::{parse_rate, TokenBucket, Window, Windows};
-pub use session::{ScrubOutcome, ScrubPlan, ScrubSession, VerifyMode};
+pub use session::{ScrubOutcome, ScrubPlan, ScrubSession};
 pub use sgio::SgVerifier;
 pub use target::{Target, TargetKind};
 

@@ -7,7 +7,7 @@
 //! [`ScrubSession::on_event`] and [`ScrubSession::warnings`] give it.
 
 use super::{checkpoint, Checkpoint, Order, Resume, ScrubEvent, Target, TargetKind, Windows};
-use super::{ScrubConfig, ScrubReport, Scrubber, SgVerifier, Verifier};
+use super::{ScrubConfig, ScrubReport, Scrubber, SgVerifier, Verifier, VerifyMode};
 use crate::driver::{DriveReport, Driver, DriverConfig};
 use crate::error::{Error, Result};
 use crate::monitor::{Monitor, MonitorConfig, MonitorStats, OwnCounters, SharedStats, StatSource};
@@ -22,18 +22,6 @@ use std::sync::Arc;
 /// request costs little, small enough that an FG request that finds one
 /// in service waits only ~10 ms on a disk (Practical Scrubbing Fig. 4).
 pub const DEFAULT_SIZE: u64 = 1 << 20;
-
-/// How the scrub verifies (`--verify-cmd`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum VerifyMode {
-    /// Reads, never SCSI VERIFY.
-    Off,
-    /// SCSI VERIFY where the device takes it, reads otherwise.
-    Auto,
-    /// SCSI VERIFY or nothing.
-    Required,
-}
 
 /// Everything a block scrub needs, settled (flags, config, tune result
 /// and defaults already applied; what is left open comes from the
@@ -336,5 +324,26 @@ impl ScrubSession {
             drive,
             monitor,
         })
+    }
+}
+
+/// Progress is the lower module; each session kind converts its own
+/// report into it.
+impl Progress {
+    /// The block scrubber's report as progress.
+    pub fn of_scrub(r: &ScrubReport) -> Progress {
+        Progress {
+            scrubbed_bytes: r.scrubbed_bytes,
+            target_bytes: Some(r.target_bytes),
+            pass: Some(r.pass),
+            run_bytes: r.run_bytes,
+            run_elapsed_s: r.run_elapsed_s,
+            bad_ranges: r.bad_ranges.len() as u64,
+            // ranges are inclusive byte pairs
+            bad_bytes: r.bad_ranges.iter().map(|b| b[1] - b[0] + 1).sum(),
+            complete: r.complete,
+            ..Progress::default()
+        }
+        .with_eta()
     }
 }

@@ -16,8 +16,10 @@ pub use config::{
 };
 
 use crate::error::{Error, Result};
-use crate::run::{FreezerKind, SLICE_RANGE_NS};
-use crate::scrub::{self, Order, VerifyMode};
+use crate::run_kinds::{FreezerKind, SLICE_RANGE_NS};
+use crate::scrub_order::Order;
+use crate::scrub_pace as pace;
+use crate::scrub_verify::VerifyMode;
 use fallow_core::sim::BgService;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -191,7 +193,7 @@ pub struct Settings {
     /// scrub: rate ceiling, bytes/s.
     pub max_rate: Option<f64>,
     /// scrub: daily windows.
-    pub windows: scrub::Windows,
+    pub windows: pace::Windows,
     /// scrub: stop the run after this many bytes.
     pub max_bytes: Option<u64>,
     /// scrub: the checkpoint, if given.
@@ -383,7 +385,7 @@ impl Settings {
             size: None,
             order: None,
             max_rate: None,
-            windows: scrub::Windows::default(),
+            windows: pace::Windows::default(),
             max_bytes: None,
             checkpoint: None,
             checkpoint_interval_ns: 0,
@@ -447,18 +449,18 @@ impl Settings {
         };
         // a file's value that fails names the file and key; a flag's, the flag
         s.max_rate = match (&a.max_rate, &sc.max_rate) {
-            (Some(r), _) => Some(scrub::parse_rate(r).map_err(|e| Error::Setting(e.to_string()))?),
+            (Some(r), _) => Some(pace::parse_rate(r).map_err(|e| Error::Setting(e.to_string()))?),
             (None, Some(r)) => {
-                Some(scrub::parse_rate(r).map_err(|e| cfg.bad("scrub", "max_rate", e))?)
+                Some(pace::parse_rate(r).map_err(|e| cfg.bad("scrub", "max_rate", e))?)
             }
             (None, None) => None,
         };
-        let parse_windows = |texts: &[String]| -> std::result::Result<scrub::Windows, String> {
+        let parse_windows = |texts: &[String]| -> std::result::Result<pace::Windows, String> {
             texts
                 .iter()
-                .map(|w| w.parse::<scrub::Window>().map_err(|e| e.to_string()))
+                .map(|w| w.parse::<pace::Window>().map_err(|e| e.to_string()))
                 .collect::<std::result::Result<_, _>>()
-                .map(scrub::Windows)
+                .map(pace::Windows)
         };
         s.windows = match (&a.windows[..], &sc.windows) {
             ([], Some(w)) => parse_windows(w).map_err(|e| cfg.bad("scrub", "windows", e))?,

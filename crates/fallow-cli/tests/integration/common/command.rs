@@ -7,7 +7,7 @@
 use serde_json::Value;
 use std::ffi::OsStr;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 /// `fallow ARGS…`, not yet run; colour off (`NO_COLOR`) so that output can
 /// be matched as text, stdin null.
@@ -48,6 +48,33 @@ impl TestCommand {
     /// Append `flag PATH`.
     pub fn path_flag(&mut self, flag: &str, path: &Path) -> &mut TestCommand {
         self.flag(flag, path)
+    }
+
+    /// Set an environment variable of the command.
+    pub fn env(&mut self, key: &str, value: impl AsRef<OsStr>) -> &mut TestCommand {
+        self.cmd.env(key, value);
+        self
+    }
+
+    /// The command itself, for what the builder does not cover (running
+    /// it as another user, say).
+    pub fn command(&mut self) -> &mut Command {
+        &mut self.cmd
+    }
+
+    /// Start it with stdout and stderr piped, for a test that signals it
+    /// or reads it while it runs.
+    pub fn spawn(&mut self) -> Child {
+        self.spawn_stdio(Stdio::piped(), Stdio::piped())
+    }
+
+    /// Start it with the given stdout and stderr.
+    pub fn spawn_stdio(&mut self, stdout: Stdio, stderr: Stdio) -> Child {
+        self.cmd
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", self.line()))
     }
 
     /// The command line as typed, for messages.

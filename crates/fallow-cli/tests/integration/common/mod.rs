@@ -4,13 +4,18 @@
 //! The modules of the test binary (`main.rs`) say `use crate::common;`.
 
 mod command;
+mod daemon;
 mod exclusive;
+mod loopdev;
 
 pub use command::TestCommand;
+pub use daemon::{is_mounted, terminate, Cleanup};
+pub use loopdev::LoopDev;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The built `fallow` binary, for commands that must not go through
 /// [`fallow_cmd`] (run under `nsenter` or `setpriv`, or without `NO_COLOR`).
@@ -233,4 +238,20 @@ pub fn tune_result(dir: &Path, sizes: &str) -> (Value, PathBuf) {
     std::fs::write(&path, &o.stdout).unwrap();
     // the one budget's answer
     (json_of(&o)["budgets"][0].clone(), path)
+}
+
+/// Wait for `child` to exit, at most `timeout`; past it, kill it and fail.
+#[track_caller]
+pub fn wait_exit(child: &mut Child, timeout: Duration) -> ExitStatus {
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if t0.elapsed() > timeout {
+            let _ = child.kill();
+            panic!("fallow did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
