@@ -186,7 +186,7 @@ struct Report {
     pid: u32,
     freezer: FreezerKind,
     cgroup: Option<PathBuf>,
-    io_accounting: &'static str,
+    io_accounting: String,
     /// The policy spec run, and where it came from (`--policy`, `config`,
     /// `tune result`, `default`).
     policy: String,
@@ -368,7 +368,7 @@ fn run(args: RunArgs) -> Result<i32> {
             pid: out.pid,
             freezer: out.freezer,
             cgroup: out.cgroup.clone(),
-            io_accounting: out.io_accounting,
+            io_accounting: out.io_accounting.clone(),
             policy: s.policy.clone(),
             policy_from: s.policy_from,
             netns: s.netns.clone(),

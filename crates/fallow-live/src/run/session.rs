@@ -76,7 +76,7 @@ pub struct RunOutcome {
     /// Its cgroup, if it had one.
     pub cgroup: Option<PathBuf>,
     /// How its own I/O was told apart.
-    pub io_accounting: &'static str,
+    pub io_accounting: String,
     /// Why freezing cannot pause it and what can, for a command whose work
     /// runs in the kernel.
     pub native_alternative: Option<String>,
@@ -297,7 +297,7 @@ impl RunSession {
         let pid = managed.pid();
         let freezer = managed.freezer().kind();
         let cgroup = managed.freezer().cgroup_dir().map(PathBuf::from);
-        let io_accounting = managed.accounting().name();
+        let io_accounting = describe_accounting(&managed);
         let signalled = [(&signals.term, 15), (&signals.hup, 1)]
             .into_iter()
             .find(|(f, _)| f.load(Ordering::SeqCst))
@@ -375,5 +375,16 @@ fn start_monitors(
         Ok(monitors.pop().expect("one monitor"))
     } else {
         combine::either(monitors)
+    }
+}
+
+/// How the command's own I/O was told apart: its bios by cgroup when the
+/// event monitor counted them (its writes still from the accounting
+/// source), else the accounting source alone.
+fn describe_accounting(managed: &Managed) -> String {
+    let name = managed.accounting().name();
+    match managed.own_io().and_then(|o| o.bio_attribution()) {
+        Some(a) if a.attached() => format!("cgroup2 bios (block_bio_queue), writes by {name}"),
+        _ => name.to_string(),
     }
 }
