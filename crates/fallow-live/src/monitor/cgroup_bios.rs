@@ -46,6 +46,12 @@ use std::sync::{Arc, Mutex};
 /// service time on a loaded machine).
 pub const BIO_GRACE_NS: u64 = 50_000_000;
 
+/// How long after the command's last bio the device must be seen with
+/// nothing in flight before its I/O is known done, ns: a bio is queued
+/// before the scheduler dispatches it, and until then the device's
+/// in-flight count does not show it (plugging, BFQ's idle slice of 8 ms).
+pub const SETTLE_NS: u64 = 20_000_000;
+
 /// How often an unknown cgroup id makes the command's cgroup tree be
 /// walked again, ns (a sub-cgroup the command made).
 const RESCAN_NS: u64 = 100_000_000;
@@ -99,6 +105,10 @@ pub struct BioAttribution {
     bios: AtomicU64,
     last_read_ns: AtomicU64,
     last_write_ns: AtomicU64,
+    /// A read (write) of the command was queued and the device has not
+    /// been seen with nothing in flight [`SETTLE_NS`] after it.
+    pending_read: AtomicBool,
+    pending_write: AtomicBool,
     foreground_bios: AtomicU64,
     kernel_write_bios: AtomicU64,
     lost: AtomicU64,
@@ -115,6 +125,8 @@ impl BioAttribution {
             bios: AtomicU64::new(0),
             last_read_ns: AtomicU64::new(0),
             last_write_ns: AtomicU64::new(0),
+            pending_read: AtomicBool::new(false),
+            pending_write: AtomicBool::new(false),
             foreground_bios: AtomicU64::new(0),
             kernel_write_bios: AtomicU64::new(0),
             lost: AtomicU64::new(0),
@@ -166,11 +178,13 @@ impl BioAttribution {
                     // its sectors come from the accounting source (which
                     // also counts them at submission); only "in flight" here
                     self.last_write_ns.fetch_max(t_ns, SeqCst);
+                    self.pending_write.store(true, SeqCst);
                 } else {
                     // sectors before the time: a snapshot that sees the
                     // read recent must also see its sectors
                     self.read_sectors.fetch_add(sectors, SeqCst);
                     self.last_read_ns.fetch_max(t_ns, SeqCst);
+                    self.pending_read.store(true, SeqCst);
                 }
                 self.bios.fetch_add(1, SeqCst);
             }
@@ -193,6 +207,22 @@ impl BioAttribution {
             self.lost.fetch_add(n, SeqCst);
             self.last_read_ns.fetch_max(t_ns, SeqCst);
             self.last_write_ns.fetch_max(t_ns, SeqCst);
+        }
+    }
+
+    /// A sample that began at `t_ns` saw the device with no request in
+    /// flight: the command's bios queued [`SETTLE_NS`] or more before are
+    /// done. Until then its I/O counts as in flight however long a request
+    /// takes (a 64 KiB read on a loop device of a loaded machine took
+    /// longer than the grace of [`BIO_GRACE_NS`], and its completion then
+    /// looked like an FG read).
+    pub fn device_idle_at(&self, t_ns: u64) {
+        let done = |last: &AtomicU64| t_ns.saturating_sub(last.load(SeqCst)) >= SETTLE_NS;
+        if done(&self.last_read_ns) {
+            self.pending_read.store(false, SeqCst);
+        }
+        if done(&self.last_write_ns) {
+            self.pending_write.store(false, SeqCst);
         }
     }
 
@@ -240,11 +270,13 @@ impl BioAttribution {
             read_sectors,
             write_sectors: 0,
             ios: self.bios.load(SeqCst),
-            reads_in_flight: recent(self.last_read_ns.load(SeqCst)),
+            reads_in_flight: recent(self.last_read_ns.load(SeqCst))
+                || self.pending_read.load(SeqCst),
             writes_in_flight: false,
             shield_events: 0,
         };
-        (io, recent(self.last_write_ns.load(SeqCst)))
+        let writing = recent(self.last_write_ns.load(SeqCst)) || self.pending_write.load(SeqCst);
+        (io, writing)
     }
 }
 
@@ -408,9 +440,17 @@ mod tests {
         let s = io.snapshot();
         assert_eq!((s.read_sectors, s.write_sectors, s.ios), (136, 24, 3));
         assert!(s.reads_in_flight && s.writes_in_flight);
-        // past the grace nothing is in flight any more
+        // past the grace, in flight until the device is seen idle long
+        // enough after the last bio
+        let (late, writing) = a.snapshot_at(now + BIO_GRACE_NS);
+        assert!(late.reads_in_flight && writing);
+        a.device_idle_at(now + SETTLE_NS - 1);
+        assert!(a.snapshot_at(now + BIO_GRACE_NS).0.reads_in_flight);
+        a.device_idle_at(now + SETTLE_NS);
         let (late, writing) = a.snapshot_at(now + BIO_GRACE_NS);
         assert!(!late.reads_in_flight && !writing);
+        // within the grace it is in flight whatever the device shows
+        assert!(a.snapshot_at(now + BIO_GRACE_NS - 1).0.reads_in_flight);
         assert_eq!(late.read_sectors, 136);
         let c = a.counts();
         assert_eq!((c.command_bios, c.foreground_bios), (3, 0));

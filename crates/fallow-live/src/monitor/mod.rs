@@ -748,6 +748,11 @@ fn sample_loop(
         match sample {
             Ok(s) => {
                 skipped_in_a_row = 0;
+                if s.stat.in_flight == 0 {
+                    if let Some(a) = waker.as_ref().and_then(|w| w.attributor.as_ref()) {
+                        a.bios.device_idle_at(t0);
+                    }
+                }
                 may_sleep = s.stat.in_flight == 0 && quiet(&before, &after);
                 if let Some(ev) = det.observe(t, &s, before, after) {
                     if tx.send(ev).is_err() {
