@@ -1031,6 +1031,15 @@ fn the_commands_own_io_is_not_foreground_under_the_event_monitor() {
                 lo.dev
             ),
         ),
+        // buffered, written out by its own fsync (in its context, so
+        // attributed; write-back by the flusher is left to the counters)
+        (
+            "fsync",
+            format!(
+                "dd if=/dev/zero of={} bs=64k count=512 seek=2048 conv=fsync",
+                lo.dev
+            ),
+        ),
     ];
     for (what, script) in io {
         let r = run_on_loop(
@@ -1111,6 +1120,14 @@ fn fg_io_during_the_commands_own_io_is_seen_by_the_event_monitor() {
     dd.kill().unwrap();
     dd.wait().unwrap();
     std::thread::sleep(Duration::from_millis(500));
+    // FG writes: 4 MiB buffered and written out by fsync (or, partly, by
+    // the flusher, whose bios are left to the counters, which do not take
+    // them for the command's)
+    sh_ok(&format!(
+        "dd if=/dev/zero of={} bs=64k count=64 seek=12288 conv=fsync 2>/dev/null",
+        lo.dev
+    ));
+    std::thread::sleep(Duration::from_millis(500));
     std::fs::write(&stop, "").unwrap();
     let st = wait_exit(&mut child, Duration::from_secs(30));
     assert!(st.success(), "{st}");
@@ -1122,6 +1139,8 @@ fn fg_io_during_the_commands_own_io_is_seen_by_the_event_monitor() {
     // than 1 MiB even on a loaded machine), and the command was paused for
     // a good part of that second
     assert!(m["fg_read_bytes"].as_u64().unwrap() > 1 << 20, "{r}");
+    assert!(m["fg_write_bytes"].as_u64().unwrap() >= 4 << 20, "{r}");
+    assert!(m["busy_periods"].as_u64().unwrap() >= 2, "{r}");
     assert!(r["run"]["frozen_s"].as_f64().unwrap() > 0.3, "{r}");
 }
 
