@@ -38,6 +38,9 @@ Examples:
       copy in the disk's idle time: paused within a slice of any other I/O on sda
   fallow run --device sda --policy fixed-wait:t=500ms --slice 50ms -- restic backup /data
       wait for 500 ms of quiet before resuming, run 50 ms at a time
+  fallow run -v --device sda -- rsync -a /data/ /backup/data/
+      end with the monitor's line: `events` (woken by the kernel's block tracepoints,
+      the command's bios told apart by its cgroup v2) or `poll (why)`, and its CPU
   fallow run --net eth0 --netns bg --policy preemption-interval:p=20ms -- rsync -a /d/ nas:/d/
       yield to other traffic on eth0; the copy's own traffic, in namespace bg, is told apart
   fallow run --config /etc/fallow/fallow.toml -- restic backup /data
@@ -117,6 +120,12 @@ pub struct RunArgs {
     /// No lines of fallow's own on standard error, except errors.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+
+    /// At the end, also the monitor's line: which monitor ran (`events`,
+    /// or `poll` and why not events), its samples, wakeups and CPU cost,
+    /// and how the command's own I/O was told apart.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 
     /// The command and its arguments (after `--`).
     #[arg(
@@ -354,6 +363,23 @@ fn run(args: RunArgs) -> Result<i32> {
                 mon.source,
                 mon.kind_label(),
                 pct(mon.cpu_fraction()),
+            ),
+        );
+    }
+    if args.verbose {
+        say(
+            args.quiet,
+            &format!(
+                "monitor ({}): {} samples at {}, {} wakeups, CPU {} ({:.2} % of a core, {} per sample), {} late; the command's I/O told apart by {}",
+                mon.kind_label(),
+                count(mon.samples),
+                secs(mon.interval_s),
+                count(mon.wakeups),
+                secs(mon.cpu_s),
+                mon.cpu_fraction() * 100.0,
+                secs(mon.cpu_per_sample_s()),
+                count(mon.late_samples),
+                out.io_accounting,
             ),
         );
     }

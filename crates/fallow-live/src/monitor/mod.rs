@@ -453,7 +453,7 @@ impl Monitor {
             MonitorKind::Poll => (None, String::new()),
             MonitorKind::Auto if inferred => (
                 None,
-                "the command is in no cgroup v2 of its own (cgroup1 or signal freezer), so its bios cannot be told apart: its I/O is known only from its counters moving between samples at a fixed interval".to_string(),
+                "the command has no cgroup v2 of its own to tell its bios apart by (cgroup1 or signal freezer)".to_string(),
             ),
             MonitorKind::Auto => match Waker::open(source, attribution.clone()) {
                 Ok(w) => (Some(w), String::new()),
@@ -461,7 +461,7 @@ impl Monitor {
             },
             MonitorKind::Events if inferred => {
                 return Err(Error::Unsupported(format!(
-                    "the event-driven monitor cannot watch {}: the command is in no cgroup v2 of its own (cgroup1 or signal freezer) to tell its bios apart by",
+                    "the event-driven monitor cannot watch {}: the command has no cgroup v2 of its own to tell its bios apart by (cgroup1 or signal freezer)",
                     source.label
                 )))
             }
@@ -993,6 +993,25 @@ mod tests {
         assert!(s.cpu_s > 0.0, "{s:?}");
         // far from a core even in a debug build
         assert!(s.cpu_fraction() < 0.5, "{s:?}");
+    }
+
+    #[test]
+    fn kernel_threads_and_a_v1_perf_event_controller_are_recognised() {
+        // flags 0x00200040 (PF_KTHREAD | PF_FORKNOEXEC), a comm with spaces and `)`
+        let kworker = "42 (kworker/u8:3-flush-7:0) I 2 0 0 0 -1 2129984 0 0";
+        assert_eq!(kthread_flag(kworker), Some(true));
+        let user = "4242 (my (odd) dd) R 1 4242 4242 0 -1 4194560 100 0";
+        assert_eq!(kthread_flag(user), Some(false));
+        assert_eq!(kthread_flag("garbage"), None);
+        assert!(is_kernel_thread(0));
+        assert!(!is_kernel_thread(std::process::id()));
+        // kthreadd is pid 2 on Linux
+        if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
+            assert!(is_kernel_thread(2));
+        }
+        assert!(perf_event_on_v1("5:cpu,perf_event:/\n0::/\n"));
+        assert!(perf_event_on_v1("3:perf_event:/a\n"));
+        assert!(!perf_event_on_v1("4:memory:/x\n0::/\n"));
     }
 
     #[test]

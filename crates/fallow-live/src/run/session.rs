@@ -233,7 +233,7 @@ impl RunSession {
     pub fn started(&self, slice: &str) -> Vec<String> {
         let m = &self.managed;
         let mut v = vec![format!(
-            "pid {}, frozen by {}{}, {}; policy {} ({}), {slice} slices; watching {}",
+            "pid {}, frozen by {}{}, {}; policy {} ({}), {slice} slices; watching {} (monitor: {})",
             m.pid(),
             m.freezer().kind(),
             m.freezer()
@@ -243,11 +243,12 @@ impl RunSession {
             match m.accounting() {
                 IoAccounting::None =>
                     "its disk I/O not told apart (not a disk in sysfs)".to_string(),
-                a => format!("its disk I/O told apart by {}", a.name()),
+                _ => format!("its disk I/O told apart by {}", describe_accounting(m)),
             },
             self.policy,
             self.policy_from,
             self.monitor.stats().source,
+            self.monitor.stats().kind_label(),
         )];
         v.extend(
             m.freezer()
