@@ -1178,18 +1178,32 @@ fn without_a_cgroup2_of_its_own_run_polls_and_says_why() {
         assert!(m["busy_periods"].as_u64().unwrap() <= 2, "{f}: {r}");
         assert!(m["fg_read_bytes"].as_u64().unwrap() < 4 << 20, "{f}: {r}");
         let o = fallow_cmd(&[
-            "run", "-q", "--freezer", f, "--device", &lo.dev, "--", "true",
+            "run",
+            "-q",
+            "--freezer",
+            f,
+            "--device",
+            &lo.dev,
+            "--",
+            "true",
         ])
         .env("FALLOW_MONITOR", "events")
         .stdin(Stdio::null())
         .output()
         .unwrap();
         assert!(!o.status.success(), "{f}");
-        assert!(stderr(&o).contains("no cgroup v2 of its own"), "{f}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("no cgroup v2 of its own"),
+            "{f}: {}",
+            stderr(&o)
+        );
     }
     // and FALLOW_MONITOR=poll is obeyed, with the cgroup2 freezer too
     let r = run_on_loop(&lo, "poll", "cgroup2", &dir.path().join("p.json"), &script);
     assert_eq!(r["monitor"]["kind"], "poll", "{r}");
     assert!(r["monitor"]["busy_periods"].as_u64().unwrap() <= 2, "{r}");
-    assert!(!r["io_accounting"].as_str().unwrap().contains("bios"), "{r}");
+    assert!(
+        !r["io_accounting"].as_str().unwrap().contains("bios"),
+        "{r}"
+    );
 }

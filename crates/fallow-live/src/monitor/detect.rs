@@ -510,8 +510,8 @@ mod tests {
         let mut dev = Dev::default();
         feed(&mut d, 0, &dev, own(0, false));
         feed(&mut d, ms, &dev, own(0, false)); // idle
-        // our reads move and are in flight, and a bio of someone else's is
-        // queued (its cgroup says so): an arrival all the same
+                                               // our reads move and are in flight, and a bio of someone else's is
+                                               // queued (its cgroup says so): an arrival all the same
         d.announce_foreground(2 * ms);
         dev.read(64); // ours, counted by the device
         assert_eq!(

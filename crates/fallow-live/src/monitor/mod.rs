@@ -5,6 +5,8 @@
 //! - [`stat`]: the counter files and where they are ([`StatSource`],
 //!   [`resolve_device`]).
 //! - [`own`]: fallow's own I/O ([`OwnCounters`], [`CgroupIo`], [`ProcIo`]).
+//! - [`cgroup_bios`]: a managed command's bios told apart by the cgroup
+//!   that queued them, for the event-driven monitor ([`CommandIo`]).
 //! - [`detect`]: the pure state machine from samples to events ([`Detector`]).
 //!
 //! Between two of its own requests a BG worker asks for a *look*
@@ -319,7 +321,8 @@ pub struct MonitorStats {
     /// thread.
     pub kind: String,
     /// Why the poller ran when `auto` was asked for (perf not permitted,
-    /// a file source…); empty otherwise.
+    /// a file source, a managed command without a cgroup v2 of its own to
+    /// tell its bios apart by…); empty otherwise.
     pub kind_reason: String,
     /// Times the event-driven monitor was woken from its sleep by block
     /// events or a look.
