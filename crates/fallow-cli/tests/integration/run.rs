@@ -1040,6 +1040,16 @@ fn the_commands_own_io_is_not_foreground_under_the_event_monitor() {
                 lo.dev
             ),
         ),
+        // buffered, written out by `sync` in the command (on Linux 6.18
+        // `sync` writes a block device's dirty pages in its own context:
+        // 4,096 bios of 4 KiB, all queued by the `sync` process)
+        (
+            "sync",
+            format!(
+                "dd if=/dev/zero of={} bs=64k count=256 seek=4096 && sync",
+                lo.dev
+            ),
+        ),
     ];
     for (what, script) in io {
         let r = run_on_loop(

@@ -1008,9 +1008,21 @@ mod tests {
         assert_eq!(kthread_flag("garbage"), None);
         assert!(is_kernel_thread(0));
         assert!(!is_kernel_thread(std::process::id()));
-        // kthreadd is pid 2 on Linux
+        // kthreadd is pid 2 on Linux; a flusher is a kworker
         if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
             assert!(is_kernel_thread(2));
+        }
+        let kworker = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .find(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.starts_with("kworker/"))
+            });
+        match kworker {
+            Some(p) => assert!(is_kernel_thread(p), "kworker {p}"),
+            None => eprintln!("skip: no kworker visible in /proc"),
         }
         assert!(perf_event_on_v1("5:cpu,perf_event:/\n0::/\n"));
         assert!(perf_event_on_v1("3:perf_event:/a\n"));
