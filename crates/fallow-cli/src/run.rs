@@ -213,6 +213,9 @@ struct Report {
     run: RunStats,
     driver: DriveReport,
     monitor: MonitorStats,
+    /// The bios on the watched disk told apart by cgroup (the event
+    /// monitor; null under the poller).
+    bios: Option<fallow_live::monitor::BioCounts>,
 }
 
 /// Run `fallow run`; the exit code is the command's.
@@ -370,7 +373,7 @@ fn run(args: RunArgs) -> Result<i32> {
         say(
             args.quiet,
             &format!(
-                "monitor ({}): {} samples at {}, {} wakeups, CPU {} ({:.2} % of a core, {} per sample), {} late; the command's I/O told apart by {}",
+                "monitor ({}): {} samples at {}, {} wakeups, CPU {} ({:.2} % of a core, {} per sample), {} late; the command's I/O told apart by {}{}",
                 mon.kind_label(),
                 count(mon.samples),
                 secs(mon.interval_s),
@@ -380,6 +383,13 @@ fn run(args: RunArgs) -> Result<i32> {
                 secs(mon.cpu_per_sample_s()),
                 count(mon.late_samples),
                 out.io_accounting,
+                out.bios.map_or(String::new(), |b| format!(
+                    ": {} bios the command's, {} FG, {} kernel writes left to the counters, {} lost",
+                    count(b.command_bios),
+                    count(b.foreground_bios),
+                    count(b.kernel_write_bios),
+                    count(b.lost)
+                )),
             ),
         );
     }
@@ -405,6 +415,7 @@ fn run(args: RunArgs) -> Result<i32> {
             run: out.stats.clone(),
             driver: out.drive.clone(),
             monitor: out.monitor.clone(),
+            bios: out.bios,
         };
         crate::atomic::write_atomically(path, |w| {
             serde_json::to_writer_pretty(&mut *w, &report)?;

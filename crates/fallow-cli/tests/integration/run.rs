@@ -1016,6 +1016,7 @@ fn the_commands_own_io_is_not_foreground_under_the_event_monitor() {
     need_root("a loop device, cgroups and perf events");
     let Some(lo) = Loop::new() else { return };
     let dir = tempfile::tempdir().unwrap();
+    // (what, script, bios of the command at least: one per `dd` block)
     let io = [
         (
             "reads",
@@ -1023,6 +1024,7 @@ fn the_commands_own_io_is_not_foreground_under_the_event_monitor() {
                 "dd if={} of=/dev/null bs=64k count=2048 iflag=direct",
                 lo.dev
             ),
+            2048,
         ),
         (
             "writes",
@@ -1030,6 +1032,7 @@ fn the_commands_own_io_is_not_foreground_under_the_event_monitor() {
                 "dd if=/dev/zero of={} bs=64k count=1024 oflag=direct",
                 lo.dev
             ),
+            1024,
         ),
         // buffered, written out by its own fsync (in its context, so
         // attributed; write-back by the flusher is left to the counters)
@@ -1039,6 +1042,7 @@ fn the_commands_own_io_is_not_foreground_under_the_event_monitor() {
                 "dd if=/dev/zero of={} bs=64k count=512 seek=2048 conv=fsync",
                 lo.dev
             ),
+            1,
         ),
         // buffered, written out by `sync` in the command (on Linux 6.18
         // `sync` writes a block device's dirty pages in its own context:
@@ -1049,9 +1053,10 @@ fn the_commands_own_io_is_not_foreground_under_the_event_monitor() {
                 "dd if=/dev/zero of={} bs=64k count=256 seek=4096 && sync",
                 lo.dev
             ),
+            1,
         ),
     ];
-    for (what, script) in io {
+    for (what, script, min_bios) in io {
         let r = run_on_loop(
             &lo,
             "events",
@@ -1075,6 +1080,9 @@ fn the_commands_own_io_is_not_foreground_under_the_event_monitor() {
         let fg = m["fg_read_bytes"].as_u64().unwrap() + m["fg_write_bytes"].as_u64().unwrap();
         assert!(fg < 4 << 20, "{what}: the command's I/O counted as FG: {r}");
         assert!(m["cpu_s"].as_f64().unwrap() > 0.0, "{what}: {r}");
+        // each direct `dd` block is at least one bio of the command's
+        let bios = r["bios"]["command_bios"].as_u64().unwrap();
+        assert!(bios >= min_bios, "{what}: {bios} bios: {r}");
     }
 }
 
@@ -1150,6 +1158,9 @@ fn fg_io_during_the_commands_own_io_is_seen_by_the_event_monitor() {
     // a good part of that second
     assert!(m["fg_read_bytes"].as_u64().unwrap() > 1 << 20, "{r}");
     assert!(m["fg_write_bytes"].as_u64().unwrap() >= 4 << 20, "{r}");
+    // both kinds of bios were seen and told apart
+    assert!(r["bios"]["command_bios"].as_u64().unwrap() >= 64, "{r}");
+    assert!(r["bios"]["foreground_bios"].as_u64().unwrap() >= 64, "{r}");
     assert!(m["busy_periods"].as_u64().unwrap() >= 2, "{r}");
     assert!(r["run"]["frozen_s"].as_f64().unwrap() > 0.3, "{r}");
 }
@@ -1216,4 +1227,5 @@ fn without_a_cgroup2_of_its_own_run_polls_and_says_why() {
         !r["io_accounting"].as_str().unwrap().contains("bios"),
         "{r}"
     );
+    assert!(r["bios"].is_null(), "{r}");
 }

@@ -75,7 +75,7 @@ pub enum BioOwner {
 }
 
 /// What [`BioAttribution`] has seen, for reports and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct BioCounts {
     /// Bios of the command.
     pub command_bios: u64,

@@ -13,7 +13,7 @@ use super::{
 use crate::combine;
 use crate::driver::{DriveReport, Driver, DriverConfig};
 use crate::error::{Error, Result};
-use crate::monitor::{Monitor, MonitorConfig, MonitorStats, SharedStats};
+use crate::monitor::{BioCounts, Monitor, MonitorConfig, MonitorStats, SharedStats};
 use crate::net::{self, NamespaceTraffic, NetMonitorConfig, NetSource};
 use crate::settings::{Disk, Settings};
 use fallow_core::sim::BgService;
@@ -86,6 +86,9 @@ pub struct RunOutcome {
     pub drive: DriveReport,
     /// The monitor's counts and cost.
     pub monitor: MonitorStats,
+    /// The bios on the watched disk told apart by cgroup, when the event
+    /// monitor did that (`None` under the poller).
+    pub bios: Option<BioCounts>,
 }
 
 /// A started command, frozen, with its monitors: ready to run.
@@ -299,6 +302,11 @@ impl RunSession {
         let freezer = managed.freezer().kind();
         let cgroup = managed.freezer().cgroup_dir().map(PathBuf::from);
         let io_accounting = describe_accounting(&managed);
+        let bios = managed
+            .own_io()
+            .and_then(|o| o.bio_attribution())
+            .filter(|a| a.attached())
+            .map(|a| a.counts());
         let signalled = [(&signals.term, 15), (&signals.hup, 1)]
             .into_iter()
             .find(|(f, _)| f.load(Ordering::SeqCst))
@@ -342,6 +350,7 @@ impl RunSession {
             stats,
             drive,
             monitor: mon,
+            bios,
         })
     }
 }
