@@ -38,6 +38,9 @@ Examples:
       copy in the disk's idle time: paused within a slice of any other I/O on sda
   fallow run --device sda --policy fixed-wait:t=500ms --slice 50ms -- restic backup /data
       wait for 500 ms of quiet before resuming, run 50 ms at a time
+  fallow run -v --device sda -- rsync -a /data/ /backup/data/
+      end with the monitor's line: `events` (woken by the kernel's block tracepoints,
+      the command's bios told apart by its cgroup v2) or `poll (why)`, and its CPU
   fallow run --net eth0 --netns bg --policy preemption-interval:p=20ms -- rsync -a /d/ nas:/d/
       yield to other traffic on eth0; the copy's own traffic, in namespace bg, is told apart
   fallow run --config /etc/fallow/fallow.toml -- restic backup /data
@@ -118,6 +121,12 @@ pub struct RunArgs {
     #[arg(long, short = 'q')]
     pub quiet: bool,
 
+    /// At the end, also the monitor's line: which monitor ran (`events`,
+    /// or `poll` and why not events), its samples, wakeups and CPU cost,
+    /// and how the command's own I/O was told apart.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+
     /// The command and its arguments (after `--`).
     #[arg(
         value_name = "CMD",
@@ -186,7 +195,7 @@ struct Report {
     pid: u32,
     freezer: FreezerKind,
     cgroup: Option<PathBuf>,
-    io_accounting: &'static str,
+    io_accounting: String,
     /// The policy spec run, and where it came from (`--policy`, `config`,
     /// `tune result`, `default`).
     policy: String,
@@ -204,6 +213,9 @@ struct Report {
     run: RunStats,
     driver: DriveReport,
     monitor: MonitorStats,
+    /// The bios on the watched disk told apart by cgroup (the event
+    /// monitor; null under the poller).
+    bios: Option<fallow_live::monitor::BioCounts>,
 }
 
 /// Run `fallow run`; the exit code is the command's.
@@ -357,6 +369,30 @@ fn run(args: RunArgs) -> Result<i32> {
             ),
         );
     }
+    if args.verbose {
+        say(
+            args.quiet,
+            &format!(
+                "monitor ({}): {} samples at {}, {} wakeups, CPU {} ({:.2} % of a core, {} per sample), {} late; the command's I/O told apart by {}{}",
+                mon.kind_label(),
+                count(mon.samples),
+                secs(mon.interval_s),
+                count(mon.wakeups),
+                secs(mon.cpu_s),
+                mon.cpu_fraction() * 100.0,
+                secs(mon.cpu_per_sample_s()),
+                count(mon.late_samples),
+                out.io_accounting,
+                out.bios.map_or(String::new(), |b| format!(
+                    ": {} bios the command's, {} FG, {} kernel writes left to the counters, {} lost",
+                    count(b.command_bios),
+                    count(b.foreground_bios),
+                    count(b.kernel_write_bios),
+                    count(b.lost)
+                )),
+            ),
+        );
+    }
     if let Some(path) = &s.report {
         let report = Report {
             generator: format!("fallow {}", env!("CARGO_PKG_VERSION")),
@@ -368,7 +404,7 @@ fn run(args: RunArgs) -> Result<i32> {
             pid: out.pid,
             freezer: out.freezer,
             cgroup: out.cgroup.clone(),
-            io_accounting: out.io_accounting,
+            io_accounting: out.io_accounting.clone(),
             policy: s.policy.clone(),
             policy_from: s.policy_from,
             netns: s.netns.clone(),
@@ -379,6 +415,7 @@ fn run(args: RunArgs) -> Result<i32> {
             run: out.stats.clone(),
             driver: out.drive.clone(),
             monitor: out.monitor.clone(),
+            bios: out.bios,
         };
         crate::atomic::write_atomically(path, |w| {
             serde_json::to_writer_pretty(&mut *w, &report)?;

@@ -951,3 +951,256 @@ fn a_bad_config_is_a_clear_error_with_status_2() {
         assert!(!marker.exists(), "{text}: the command ran");
     }
 }
+
+// ------------------------------------------------- run on the event monitor
+
+/// `fallow run` on `lo` with `FALLOW_MONITOR=monitor` and the cgroup2
+/// freezer, running `script` under `sh -c`; the parsed report.
+fn run_on_loop(lo: &Loop, monitor: &str, freezer: &str, report: &Path, script: &str) -> Value {
+    let o = fallow_cmd(&[
+        "run",
+        "-q",
+        "--freezer",
+        freezer,
+        "--device",
+        &lo.dev,
+        "--policy",
+        "fixed-wait:t=50ms",
+        "--report",
+        report.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ])
+    .env("FALLOW_MONITOR", monitor)
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap()
+}
+
+/// Under the event monitor (`FALLOW_MONITOR=events`, an error if it cannot
+/// run) the command's own direct reads and writes on the watched loop
+/// device are its own, told apart by the cgroup that queued each bio: no
+/// FG bytes, no busy periods beyond the start.
+#[test]
+#[ignore = "needs root"]
+fn the_commands_own_io_is_not_foreground_under_the_event_monitor() {
+    need_root("a loop device, cgroups and perf events");
+    let Some(lo) = Loop::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // (what, script, bios of the command at least: one per `dd` block)
+    let io = [
+        (
+            "reads",
+            format!(
+                "dd if={} of=/dev/null bs=64k count=2048 iflag=direct",
+                lo.dev
+            ),
+            2048,
+        ),
+        (
+            "writes",
+            format!(
+                "dd if=/dev/zero of={} bs=64k count=1024 oflag=direct",
+                lo.dev
+            ),
+            1024,
+        ),
+        // buffered, written out by its own fsync (in its context, so
+        // attributed; write-back by the flusher is left to the counters)
+        (
+            "fsync",
+            format!(
+                "dd if=/dev/zero of={} bs=64k count=512 seek=2048 conv=fsync",
+                lo.dev
+            ),
+            1,
+        ),
+        // buffered, written out by `sync` in the command (on Linux 6.18
+        // `sync` writes a block device's dirty pages in its own context:
+        // 4,096 bios of 4 KiB, all queued by the `sync` process)
+        (
+            "sync",
+            format!(
+                "dd if=/dev/zero of={} bs=64k count=256 seek=4096 && sync",
+                lo.dev
+            ),
+            1,
+        ),
+    ];
+    for (what, script, min_bios) in io {
+        let r = run_on_loop(
+            &lo,
+            "events",
+            "cgroup2",
+            &dir.path().join(format!("{what}.json")),
+            &format!("{script} 2>/dev/null"),
+        );
+        let m = &r["monitor"];
+        assert_eq!(m["kind"], "events", "{what}: {r}");
+        assert!(
+            r["io_accounting"]
+                .as_str()
+                .unwrap()
+                .contains("block_bio_queue"),
+            "{what}: {r}"
+        );
+        // taken for FG, each 20 ms slice of the command's I/O would end in
+        // a busy period and a 50 ms pause: dozens of them
+        let busy = m["busy_periods"].as_u64().unwrap();
+        assert!(busy <= 2, "{what}: {busy} busy periods: {r}");
+        let fg = m["fg_read_bytes"].as_u64().unwrap() + m["fg_write_bytes"].as_u64().unwrap();
+        assert!(fg < 4 << 20, "{what}: the command's I/O counted as FG: {r}");
+        assert!(m["cpu_s"].as_f64().unwrap() > 0.0, "{what}: {r}");
+        // each direct `dd` block is at least one bio of the command's
+        let bios = r["bios"]["command_bios"].as_u64().unwrap();
+        assert!(bios >= min_bios, "{what}: {bios} bios: {r}");
+    }
+}
+
+/// Under the event monitor, FG reads of another process while the
+/// command reads the same device are seen: the command is paused for
+/// them, and only they are counted as FG.
+#[test]
+#[ignore = "needs root"]
+fn fg_io_during_the_commands_own_io_is_seen_by_the_event_monitor() {
+    need_root("a loop device, cgroups and perf events");
+    let Some(lo) = Loop::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (stop, report) = (dir.path().join("stop"), dir.path().join("r.json"));
+    // the command: 4 MiB direct reads, over and over, until `stop`
+    let script = format!(
+        "while [ ! -e {} ]; do dd if={} of=/dev/null bs=64k count=64 iflag=direct 2>/dev/null; done",
+        stop.display(),
+        lo.dev
+    );
+    let mut child = fallow_cmd(&[
+        "run",
+        "-q",
+        "--freezer",
+        "cgroup2",
+        "--device",
+        &lo.dev,
+        "--policy",
+        "fixed-wait:t=50ms",
+        "--report",
+        report.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .env("FALLOW_MONITOR", "events")
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // FG: 4 KiB direct reads from the far half of the device for 1 s
+    let mut dd = Command::new("dd")
+        .args([
+            &format!("if={}", lo.dev),
+            "of=/dev/null",
+            "bs=4k",
+            "skip=131072",
+            "iflag=direct",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    dd.kill().unwrap();
+    dd.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // FG writes: 4 MiB buffered and written out by fsync (or, partly, by
+    // the flusher, whose bios are left to the counters, which do not take
+    // them for the command's)
+    sh_ok(&format!(
+        "dd if=/dev/zero of={} bs=64k count=64 seek=12288 conv=fsync 2>/dev/null",
+        lo.dev
+    ));
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(&stop, "").unwrap();
+    let st = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(st.success(), "{st}");
+    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let m = &r["monitor"];
+    assert_eq!(m["kind"], "events", "{r}");
+    assert!(m["busy_periods"].as_u64().unwrap() >= 1, "{r}");
+    // the FG reads are counted (a second of 4 KiB direct reads is far more
+    // than 1 MiB even on a loaded machine), and the command was paused for
+    // a good part of that second
+    assert!(m["fg_read_bytes"].as_u64().unwrap() > 1 << 20, "{r}");
+    assert!(m["fg_write_bytes"].as_u64().unwrap() >= 4 << 20, "{r}");
+    // both kinds of bios were seen and told apart
+    assert!(r["bios"]["command_bios"].as_u64().unwrap() >= 64, "{r}");
+    assert!(r["bios"]["foreground_bios"].as_u64().unwrap() >= 64, "{r}");
+    assert!(m["busy_periods"].as_u64().unwrap() >= 2, "{r}");
+    assert!(r["run"]["frozen_s"].as_f64().unwrap() > 0.3, "{r}");
+}
+
+/// Where the command's bios cannot be told apart (no cgroup v2 of its
+/// own: the signal and cgroup1 freezers), `auto` falls back to the poller
+/// and says why; its own reads are still not FG. Asking for the events
+/// there is a clear error.
+#[test]
+#[ignore = "needs root"]
+fn without_a_cgroup2_of_its_own_run_polls_and_says_why() {
+    need_root("a loop device and cgroups");
+    let Some(lo) = Loop::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "dd if={} of=/dev/null bs=64k count=1024 iflag=direct 2>/dev/null",
+        lo.dev
+    );
+    for f in freezers().into_iter().filter(|f| *f != "cgroup2") {
+        let r = run_on_loop(
+            &lo,
+            "auto",
+            f,
+            &dir.path().join(format!("{f}.json")),
+            &script,
+        );
+        let m = &r["monitor"];
+        assert_eq!(m["kind"], "poll", "{f}: {r}");
+        assert!(
+            m["kind_reason"]
+                .as_str()
+                .unwrap()
+                .contains("no cgroup v2 of its own"),
+            "{f}: {r}"
+        );
+        assert!(m["busy_periods"].as_u64().unwrap() <= 2, "{f}: {r}");
+        assert!(m["fg_read_bytes"].as_u64().unwrap() < 4 << 20, "{f}: {r}");
+        let o = fallow_cmd(&[
+            "run",
+            "-q",
+            "--freezer",
+            f,
+            "--device",
+            &lo.dev,
+            "--",
+            "true",
+        ])
+        .env("FALLOW_MONITOR", "events")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+        assert!(!o.status.success(), "{f}");
+        assert!(
+            stderr(&o).contains("no cgroup v2 of its own"),
+            "{f}: {}",
+            stderr(&o)
+        );
+    }
+    // and FALLOW_MONITOR=poll is obeyed, with the cgroup2 freezer too
+    let r = run_on_loop(&lo, "poll", "cgroup2", &dir.path().join("p.json"), &script);
+    assert_eq!(r["monitor"]["kind"], "poll", "{r}");
+    assert!(r["monitor"]["busy_periods"].as_u64().unwrap() <= 2, "{r}");
+    assert!(
+        !r["io_accounting"].as_str().unwrap().contains("bios"),
+        "{r}"
+    );
+    assert!(r["bios"].is_null(), "{r}");
+}

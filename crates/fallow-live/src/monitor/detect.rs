@@ -123,6 +123,9 @@ pub struct Detector {
     /// When the event-driven monitor last reported a bio queued on the
     /// device that the counters do not show yet ([`Detector::announce`]).
     announced_ns: Option<u64>,
+    /// The announced bio is known not to be fallow's
+    /// ([`Detector::announce_foreground`]).
+    announced_fg: bool,
 }
 
 /// How long an announced bio counts as FG activity while the counters do
@@ -164,6 +167,7 @@ impl Detector {
             },
             totals: DetectorTotals::default(),
             announced_ns: None,
+            announced_fg: false,
         }
     }
 
@@ -175,6 +179,15 @@ impl Detector {
     /// at the wake-up, not when the kernel gets round to dispatching it.
     pub fn announce(&mut self, t_ns: u64) {
         self.announced_ns.get_or_insert(t_ns);
+    }
+
+    /// A bio known to be someone else's was queued on the device at
+    /// `t_ns` (told apart by the cgroup that queued it,
+    /// [`super::cgroup_bios`]): as [`Detector::announce`], but FG activity
+    /// whether fallow's own I/O moved or not.
+    pub fn announce_foreground(&mut self, t_ns: u64) {
+        self.announce(t_ns);
+        self.announced_fg = true;
     }
 
     /// Totals so far.
@@ -298,10 +311,13 @@ impl Detector {
             && b.write_sectors == prev.own.write_sectors
             && b.ios == prev.own.ios;
         let announced = self.announced_ns.is_some_and(|a| {
-            own_still && !counted_active && t_ns.saturating_sub(a) < ANNOUNCE_HOLD_NS
+            (own_still || self.announced_fg)
+                && !counted_active
+                && t_ns.saturating_sub(a) < ANNOUNCE_HOLD_NS
         });
         if !announced {
             self.announced_ns = None;
+            self.announced_fg = false;
         }
         let active = counted_active || announced;
         let arrived = new_read > 0
@@ -484,6 +500,43 @@ mod tests {
         // and an own read in flight during the sample: no arrival either
         d.announce(t + ms);
         assert_eq!(feed(&mut d, t + ms, &dev, own(8, true)), None);
+        assert!(!d.busy());
+    }
+
+    #[test]
+    fn a_bio_known_to_be_foreground_is_busy_while_our_reads_move() {
+        let ms = 1_000_000;
+        let mut d = Detector::new();
+        let mut dev = Dev::default();
+        feed(&mut d, 0, &dev, own(0, false));
+        feed(&mut d, ms, &dev, own(0, false)); // idle
+                                               // our reads move and are in flight, and a bio of someone else's is
+                                               // queued (its cgroup says so): an arrival all the same
+        d.announce_foreground(2 * ms);
+        dev.read(64); // ours, counted by the device
+        assert_eq!(
+            feed(&mut d, 2 * ms, &dev, own(64, true)),
+            Some(Event::Busy {
+                at_ns: 2 * ms,
+                after_ns: ms
+            })
+        );
+        // it stays busy on the announcement for the hold while our reads
+        // go on, then falls idle: our reads alone are never FG
+        dev.read(64);
+        assert_eq!(feed(&mut d, 3 * ms, &dev, own(128, true)), None);
+        assert!(d.busy());
+        let late = 2 * ms + ANNOUNCE_HOLD_NS;
+        dev.read(64);
+        assert!(matches!(
+            feed(&mut d, late, &dev, own(192, true)),
+            Some(Event::Idle { .. })
+        ));
+        assert_eq!(d.totals().fg_read_bytes, 0);
+        // a plain announcement while our reads move is no arrival
+        d.announce(late + ms);
+        dev.read(64);
+        assert_eq!(feed(&mut d, late + ms, &dev, own(256, true)), None);
         assert!(!d.busy());
     }
 

@@ -5,6 +5,8 @@
 //! - [`stat`]: the counter files and where they are ([`StatSource`],
 //!   [`resolve_device`]).
 //! - [`own`]: fallow's own I/O ([`OwnCounters`], [`CgroupIo`], [`ProcIo`]).
+//! - [`cgroup_bios`]: a managed command's bios told apart by the cgroup
+//!   that queued them, for the event-driven monitor ([`CommandIo`]).
 //! - [`detect`]: the pure state machine from samples to events ([`Detector`]).
 //!
 //! Between two of its own requests a BG worker asks for a *look*
@@ -28,6 +30,7 @@
 //! `getrusage(RUSAGE_THREAD)` account at ns resolution) so its cost is
 //! reported, not guessed ([`MonitorStats::cpu_fraction`]).
 
+pub mod cgroup_bios;
 pub mod detect;
 pub mod event;
 pub mod own;
@@ -35,6 +38,7 @@ pub mod perf;
 pub mod stat;
 pub mod tracepoint;
 
+pub use cgroup_bios::{BioAttribution, BioCounts, BioOwner, CommandIo};
 pub use detect::{Detector, DetectorTotals, Event};
 pub use event::{
     DevId, EventMonitor, EventMonitorConfig, EventStats, IoEvent, IoOp, IoPhase, Origin, Task,
@@ -116,11 +120,69 @@ impl MonitorKind {
 /// of the watched device.
 struct Waker {
     rings: perf::PerfRings,
+    /// A managed command's bios, told apart by cgroup in each sample.
+    attributor: Option<Attributor>,
+}
+
+/// Reads each `block_bio_queue` sample for [`BioAttribution`].
+struct Attributor {
+    bios: Arc<BioAttribution>,
+    devs: Vec<DevId>,
+    dev: tracepoint::Field,
+    nr_sector: tracepoint::Field,
+    rwbs: tracepoint::Field,
+    /// Whether a pid is a kernel thread (`PF_KTHREAD`), read once per pid.
+    kthreads: std::collections::HashMap<u32, bool>,
+    lost_seen: u64,
+}
+
+/// `PF_KTHREAD` in the flags of `/proc/PID/stat` (include/linux/sched.h).
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Most pids remembered as kernel threads or not (cleared when full).
+const MAX_KTHREAD_PIDS: usize = 4096;
+
+/// Whether `pid` is a kernel thread: the flags (field 9) of
+/// `/proc/PID/stat`; pid 0 (an interrupt on an idle CPU) is the kernel's.
+fn is_kernel_thread(pid: u32) -> bool {
+    if pid == 0 {
+        return true;
+    }
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        // gone already: a user process that exited is no kworker, and a
+        // kworker does not exit after one bio; either way FG is the safe side
+        return false;
+    };
+    kthread_flag(&stat).unwrap_or(false)
+}
+
+/// `PF_KTHREAD` of a `/proc/PID/stat` line (flags are the 7th field after
+/// the command name in parentheses, which may hold spaces and `)`).
+fn kthread_flag(stat: &str) -> Option<bool> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let flags: u64 = rest.split_ascii_whitespace().nth(6)?.parse().ok()?;
+    Some(flags & PF_KTHREAD != 0)
+}
+
+/// Why the sampled cgroup ids are not the command's v2 cgroup: the
+/// perf_event controller mounted on a v1 hierarchy (then samples carry
+/// its cgroup), from the text of `/proc/self/cgroup`.
+fn perf_event_on_v1(proc_cgroup: &str) -> bool {
+    proc_cgroup.lines().any(|l| {
+        l.split(':')
+            .nth(1)
+            .is_some_and(|c| c.split(',').any(|c| c == "perf_event"))
+    })
 }
 
 impl Waker {
-    /// The wakeups for `source`, or why there can be none.
-    fn open(source: &StatSource) -> std::result::Result<Waker, String> {
+    /// The wakeups for `source`, or why there can be none; with
+    /// `attribution`, each bio is also told apart by the cgroup that
+    /// queued it.
+    fn open(
+        source: &StatSource,
+        attribution: Option<Arc<BioAttribution>>,
+    ) -> std::result::Result<Waker, String> {
         if !source.sysfs {
             return Err(format!(
                 "{} is a file, not a kernel block device: no tracepoints to wait on",
@@ -163,8 +225,88 @@ impl Waker {
             wake: true,
             filter: Some(filter),
         }];
-        let rings = perf::PerfRings::open(&tps, 8, false).map_err(|e| e.to_string())?;
-        Ok(Waker { rings })
+        let Some(bios) = attribution else {
+            let rings = perf::PerfRings::open(&tps, 8, false).map_err(|e| e.to_string())?;
+            return Ok(Waker {
+                rings,
+                attributor: None,
+            });
+        };
+        // the command's bios: the submitter's cgroup id in each sample
+        // (cgroup_bios.rs says why this and not a cgroup-mode event)
+        if std::fs::read_to_string("/proc/self/cgroup").is_ok_and(|t| perf_event_on_v1(&t)) {
+            return Err("the perf_event controller is on a cgroup v1 hierarchy: samples would carry its cgroup, not the command's".into());
+        }
+        let field = |n: &str| tp.need(n).map_err(|e| e.to_string());
+        let (dev, nr_sector, rwbs) = (field("dev")?, field("nr_sector")?, field("rwbs")?);
+        // every bio is read now, not only the wakeups: 32 pages a CPU
+        // hold ~1,000 samples, a second of 4 KiB reads between two samples
+        let rings = perf::PerfRings::open(&tps, 32, true).map_err(|e| e.to_string())?;
+        if !rings.with_cgroup {
+            return Err("the kernel gives no cgroup id with its samples (PERF_SAMPLE_CGROUP, Linux 5.7+), so the command's bios cannot be told apart".into());
+        }
+        Ok(Waker {
+            rings,
+            attributor: Some(Attributor {
+                bios,
+                devs,
+                dev,
+                nr_sector,
+                rwbs,
+                kthreads: std::collections::HashMap::new(),
+                lost_seen: 0,
+            }),
+        })
+    }
+
+    /// Read the waiting samples: without attribution any bio is an
+    /// arrival to announce; with it, the command's bios are counted as its
+    /// own I/O and only the others are announced (as FG even while the
+    /// command's I/O moves). Returns the number of samples.
+    fn drain(&mut self, det: &mut Detector) -> u64 {
+        let Some(a) = &mut self.attributor else {
+            let n = self.rings.drain(|_| {});
+            if n > 0 {
+                det.announce(monotonic_ns());
+            }
+            return n;
+        };
+        let mut fg: Option<u64> = None;
+        let n = self.rings.drain(|s| {
+            let (Some(dev), Some(nr), Some(rwbs)) = (
+                a.dev.uint(s.raw),
+                a.nr_sector.uint(s.raw),
+                a.rwbs.text(s.raw),
+            ) else {
+                return;
+            };
+            // the kernel filter may have been refused
+            if !a.devs.contains(&DevId::from_kernel(dev)) {
+                return;
+            }
+            let write = IoOp::from_rwbs(&rwbs) != IoOp::Read;
+            let kthread = write && {
+                if a.kthreads.len() >= MAX_KTHREAD_PIDS {
+                    a.kthreads.clear();
+                }
+                *a.kthreads
+                    .entry(s.pid)
+                    .or_insert_with(|| is_kernel_thread(s.pid))
+            };
+            let cgroup = s.cgroup_id.unwrap_or(0);
+            if a.bios.count(cgroup, write, kthread, nr, s.time_ns) == BioOwner::Foreground {
+                fg = Some(fg.map_or(s.time_ns, |t| t.min(s.time_ns)));
+            }
+        });
+        let lost = self.rings.lost;
+        if lost > a.lost_seen {
+            a.bios.lost(lost - a.lost_seen, monotonic_ns());
+            a.lost_seen = lost;
+        }
+        if let Some(t) = fg {
+            det.announce_foreground(t);
+        }
+        n
     }
 }
 
@@ -179,7 +321,8 @@ pub struct MonitorStats {
     /// thread.
     pub kind: String,
     /// Why the poller ran when `auto` was asked for (perf not permitted,
-    /// a file source…); empty otherwise.
+    /// a file source, a managed command without a cgroup v2 of its own to
+    /// tell its bios apart by…); empty otherwise.
     pub kind_reason: String,
     /// Times the event-driven monitor was woken from its sleep by block
     /// events or a look.
@@ -301,20 +444,31 @@ impl Monitor {
         }
         let mut reader = source.open()?;
         reader.read()?;
-        let inferred = own.iter().any(|o| !o.in_flight_is_exact());
+        // run's command: its own I/O is seen by its counters moving from
+        // one sample to the next (`OwnIoSource::in_flight_is_exact`), which
+        // the event monitor can replace only by its bios told apart by
+        // cgroup (`cgroup_bios`)
+        let attribution = own.iter().find_map(|o| o.bio_attribution());
+        let inferred = own
+            .iter()
+            .any(|o| !o.in_flight_is_exact() && o.bio_attribution().is_none());
         let (waker, reason) = match kind {
             MonitorKind::Poll => (None, String::new()),
-            // run's command: its own I/O is seen only as counters moving
-            // from one sample to the next (`OwnIoSource::in_flight_is_exact`)
             MonitorKind::Auto if inferred => (
                 None,
-                "the command's own I/O is known only from its counters moving between samples at a fixed interval".to_string(),
+                "the command has no cgroup v2 of its own to tell its bios apart by (cgroup1 or signal freezer)".to_string(),
             ),
-            MonitorKind::Auto => match Waker::open(source) {
+            MonitorKind::Auto => match Waker::open(source, attribution.clone()) {
                 Ok(w) => (Some(w), String::new()),
                 Err(why) => (None, why),
             },
-            MonitorKind::Events => match Waker::open(source) {
+            MonitorKind::Events if inferred => {
+                return Err(Error::Unsupported(format!(
+                    "the event-driven monitor cannot watch {}: the command has no cgroup v2 of its own to tell its bios apart by (cgroup1 or signal freezer)",
+                    source.label
+                )))
+            }
+            MonitorKind::Events => match Waker::open(source, attribution.clone()) {
                 Ok(w) => (Some(w), String::new()),
                 Err(why) => {
                     return Err(Error::Unsupported(format!(
@@ -324,6 +478,10 @@ impl Monitor {
                 }
             },
         };
+        if let (Some(a), Some(_)) = (&attribution, &waker) {
+            // the command's own I/O is counted from its bios from now on
+            a.attach();
+        }
         let kick = waker.as_ref().map(|w| w.rings.kick());
         let (tx, rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
@@ -576,13 +734,28 @@ fn sample_loop(
         let t0 = monotonic_ns();
         // a sample a look asked for before the tick leaves the ticks alone
         let tick = t0 >= next;
+        // with the command's bios attributed, count those queued so far
+        // before each own snapshot: its reads the device counts by the
+        // sample are then in `after`
+        let attributing = waker.as_ref().is_some_and(|w| w.attributor.is_some());
+        if let Some(w) = waker.as_mut().filter(|_| attributing) {
+            w.drain(&mut det);
+        }
         let before = own_snapshot(&own);
         let sample = reader.read();
+        if let Some(w) = waker.as_mut().filter(|_| attributing) {
+            w.drain(&mut det);
+        }
         let after = own_snapshot(&own);
         let t = monotonic_ns();
         match sample {
             Ok(s) => {
                 skipped_in_a_row = 0;
+                if s.stat.in_flight == 0 {
+                    if let Some(a) = waker.as_ref().and_then(|w| w.attributor.as_ref()) {
+                        a.bios.device_idle_at(t0);
+                    }
+                }
                 may_sleep = s.stat.in_flight == 0 && quiet(&before, &after);
                 if let Some(ev) = det.observe(t, &s, before, after) {
                     if tx.send(ev).is_err() {
@@ -623,8 +796,10 @@ fn sample_loop(
             }
         }
         if let Some(w) = &mut waker {
-            // the samples of the rings are not needed, only their wakeups
-            w.rings.discard();
+            if w.attributor.is_none() {
+                // the samples of the rings are not needed, only their wakeups
+                w.rings.discard();
+            }
             if may_sleep && !det.busy() && !looks.kick.load(Ordering::SeqCst) {
                 publish(&det, late, skipped, wakeups);
                 if stop.load(Ordering::Relaxed) {
@@ -636,10 +811,9 @@ fn sample_loop(
                     Err(e) => break Err(e),
                 }
                 // a bio on the device: an arrival the next sample reports
-                // even if the counters do not show it yet
-                if w.rings.drain(|_| {}) > 0 {
-                    det.announce(monotonic_ns());
-                }
+                // even if the counters do not show it yet (with
+                // attribution, only if it was not the command's)
+                w.drain(&mut det);
                 // sample now; the ticks start again from here
                 looks.kick.store(false, Ordering::SeqCst);
                 next = monotonic_ns();
@@ -822,6 +996,37 @@ mod tests {
         assert!(s.cpu_s > 0.0, "{s:?}");
         // far from a core even in a debug build
         assert!(s.cpu_fraction() < 0.5, "{s:?}");
+    }
+
+    #[test]
+    fn kernel_threads_and_a_v1_perf_event_controller_are_recognised() {
+        // flags 0x00200040 (PF_KTHREAD | PF_FORKNOEXEC), a comm with spaces and `)`
+        let kworker = "42 (kworker/u8:3-flush-7:0) I 2 0 0 0 -1 2129984 0 0";
+        assert_eq!(kthread_flag(kworker), Some(true));
+        let user = "4242 (my (odd) dd) R 1 4242 4242 0 -1 4194560 100 0";
+        assert_eq!(kthread_flag(user), Some(false));
+        assert_eq!(kthread_flag("garbage"), None);
+        assert!(is_kernel_thread(0));
+        assert!(!is_kernel_thread(std::process::id()));
+        // kthreadd is pid 2 on Linux; a flusher is a kworker
+        if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
+            assert!(is_kernel_thread(2));
+        }
+        let kworker = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .find(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.starts_with("kworker/"))
+            });
+        match kworker {
+            Some(p) => assert!(is_kernel_thread(p), "kworker {p}"),
+            None => eprintln!("skip: no kworker visible in /proc"),
+        }
+        assert!(perf_event_on_v1("5:cpu,perf_event:/\n0::/\n"));
+        assert!(perf_event_on_v1("3:perf_event:/a\n"));
+        assert!(!perf_event_on_v1("4:memory:/x\n0::/\n"));
     }
 
     #[test]

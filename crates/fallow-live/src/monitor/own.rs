@@ -68,9 +68,18 @@ pub trait OwnIoSource: Send + Sync {
     /// from the counters moving between two snapshots, which means
     /// something only at the poller's fixed interval: the event-driven
     /// monitor, which samples only around I/O, then leaves the device to
-    /// the poller (a managed command's cgroup or `/proc` counters).
+    /// the poller (a managed command's cgroup or `/proc` counters) unless
+    /// the source offers [`OwnIoSource::bio_attribution`].
     fn in_flight_is_exact(&self) -> bool {
         true
+    }
+
+    /// The managed command's bios, for the event-driven monitor to count
+    /// by cgroup ([`super::cgroup_bios`]); with it the monitor need not
+    /// fall back to the poller for a source whose in-flight state is
+    /// inferred.
+    fn bio_attribution(&self) -> Option<std::sync::Arc<super::cgroup_bios::BioAttribution>> {
+        None
     }
 }
 

@@ -79,7 +79,7 @@ pub use watch::WatchedDisk;
 use crate::clock::monotonic_ns;
 use crate::driver::{BgExecutor, Step};
 use crate::error::{Error, Result};
-use crate::monitor::{CgroupIo, OwnIoSource};
+use crate::monitor::{CgroupIo, CommandIo, OwnIoSource};
 use rustix::process::{kill_process, Pid, Signal, WaitId, WaitIdOptions};
 use serde::Serialize;
 use std::ffi::{OsStr, OsString};
@@ -464,14 +464,14 @@ impl Managed {
             }
         }
         let grace = io::Linger::<CgroupIo>::DEFAULT_GRACE_NS;
-        let own_io: Option<Arc<dyn OwnIoSource>> = match (&accounting, cfg.account_dev) {
+        let counters: Option<Box<dyn OwnIoSource>> = match (&accounting, cfg.account_dev) {
             (IoAccounting::CgroupV2(d), Some(dev)) => {
-                Some(Arc::new(io::Linger::new(CgroupIo::new(d, dev), grace)))
+                Some(Box::new(io::Linger::new(CgroupIo::new(d, dev), grace)))
             }
             (IoAccounting::BlkioV1(d), Some(dev)) => {
-                Some(Arc::new(io::Linger::new(BlkioIo::new(d, dev), grace)))
+                Some(Box::new(io::Linger::new(BlkioIo::new(d, dev), grace)))
             }
-            (IoAccounting::Proc, _) => Some(Arc::new(io::Linger::new(
+            (IoAccounting::Proc, _) => Some(Box::new(io::Linger::new(
                 ProcGroupIo::new(match freezer.cgroup_dir() {
                     Some(d) => Members::Cgroup(d.to_path_buf()),
                     None => Members::Tree(pid),
@@ -479,6 +479,16 @@ impl Managed {
                 grace,
             ))),
             _ => None,
+        };
+        // in a v2 cgroup of its own, the event monitor can tell the
+        // command's bios apart by cgroup (monitor::cgroup_bios); the
+        // counters stay for its writes and for the poller
+        let own_io: Option<Arc<dyn OwnIoSource>> = match (counters, freezer.cgroup_dir()) {
+            (Some(c), Some(d)) if freezer.kind() == FreezerKind::Cgroup2 => {
+                Some(Arc::new(CommandIo::new(d, c)))
+            }
+            (Some(c), _) => Some(Arc::from(c)),
+            (None, _) => None,
         };
         let frozen_at_ns = monotonic_ns();
         let frozen_io = FrozenIoWatch::start(

@@ -13,7 +13,7 @@ use super::{
 use crate::combine;
 use crate::driver::{DriveReport, Driver, DriverConfig};
 use crate::error::{Error, Result};
-use crate::monitor::{Monitor, MonitorConfig, MonitorStats, SharedStats};
+use crate::monitor::{BioCounts, Monitor, MonitorConfig, MonitorStats, SharedStats};
 use crate::net::{self, NamespaceTraffic, NetMonitorConfig, NetSource};
 use crate::settings::{Disk, Settings};
 use fallow_core::sim::BgService;
@@ -76,7 +76,7 @@ pub struct RunOutcome {
     /// Its cgroup, if it had one.
     pub cgroup: Option<PathBuf>,
     /// How its own I/O was told apart.
-    pub io_accounting: &'static str,
+    pub io_accounting: String,
     /// Why freezing cannot pause it and what can, for a command whose work
     /// runs in the kernel.
     pub native_alternative: Option<String>,
@@ -86,6 +86,9 @@ pub struct RunOutcome {
     pub drive: DriveReport,
     /// The monitor's counts and cost.
     pub monitor: MonitorStats,
+    /// The bios on the watched disk told apart by cgroup, when the event
+    /// monitor did that (`None` under the poller).
+    pub bios: Option<BioCounts>,
 }
 
 /// A started command, frozen, with its monitors: ready to run.
@@ -233,7 +236,7 @@ impl RunSession {
     pub fn started(&self, slice: &str) -> Vec<String> {
         let m = &self.managed;
         let mut v = vec![format!(
-            "pid {}, frozen by {}{}, {}; policy {} ({}), {slice} slices; watching {}",
+            "pid {}, frozen by {}{}, {}; policy {} ({}), {slice} slices; watching {} (monitor: {})",
             m.pid(),
             m.freezer().kind(),
             m.freezer()
@@ -243,11 +246,12 @@ impl RunSession {
             match m.accounting() {
                 IoAccounting::None =>
                     "its disk I/O not told apart (not a disk in sysfs)".to_string(),
-                a => format!("its disk I/O told apart by {}", a.name()),
+                _ => format!("its disk I/O told apart by {}", describe_accounting(m)),
             },
             self.policy,
             self.policy_from,
             self.monitor.stats().source,
+            self.monitor.stats().kind_label(),
         )];
         v.extend(
             m.freezer()
@@ -297,7 +301,12 @@ impl RunSession {
         let pid = managed.pid();
         let freezer = managed.freezer().kind();
         let cgroup = managed.freezer().cgroup_dir().map(PathBuf::from);
-        let io_accounting = managed.accounting().name();
+        let io_accounting = describe_accounting(&managed);
+        let bios = managed
+            .own_io()
+            .and_then(|o| o.bio_attribution())
+            .filter(|a| a.attached())
+            .map(|a| a.counts());
         let signalled = [(&signals.term, 15), (&signals.hup, 1)]
             .into_iter()
             .find(|(f, _)| f.load(Ordering::SeqCst))
@@ -341,6 +350,7 @@ impl RunSession {
             stats,
             drive,
             monitor: mon,
+            bios,
         })
     }
 }
@@ -375,5 +385,16 @@ fn start_monitors(
         Ok(monitors.pop().expect("one monitor"))
     } else {
         combine::either(monitors)
+    }
+}
+
+/// How the command's own I/O was told apart: its bios by cgroup when the
+/// event monitor counted them (its writes still from the accounting
+/// source), else the accounting source alone.
+fn describe_accounting(managed: &Managed) -> String {
+    let name = managed.accounting().name();
+    match managed.own_io().and_then(|o| o.bio_attribution()) {
+        Some(a) if a.attached() => format!("cgroup2 bios (block_bio_queue), writes by {name}"),
+        _ => name.to_string(),
     }
 }
