@@ -60,6 +60,7 @@ import os
 from typing import Any
 
 from fallow import _trace, fleet, io
+from fallow._fallow import SCHEMA_VERSION as SCHEMA_VERSION
 from fallow._fallow import FallowError, ParameterError, Trace, TraceFormatError, synthetic
 from fallow._fallow import __version__ as __version__
 from fallow._fallow import characterize as _characterize
@@ -71,6 +72,7 @@ from fallow.sim import SimulationResult, compare, policies, simulate
 from fallow.tuning import TuneResult, tune
 
 __all__ = [
+    "SCHEMA_VERSION",
     "Characterization",
     "EnergyResult",
     "FallowError",

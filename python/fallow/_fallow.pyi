@@ -13,6 +13,7 @@ from typing_extensions import Unpack
 from fallow._options import InputOptions, SimulateOptions, TuneOptions
 
 __version__: str
+SCHEMA_VERSION: int
 
 ArrayLike = npt.ArrayLike | Sequence[int]
 

@@ -17,8 +17,9 @@ the properties turn its curves and tables into pandas DataFrames.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
+
+from fallow import _schema
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,7 +59,7 @@ class Characterization:
 
     def to_json(self, **kwargs: Any) -> str:
         """The result as JSON text (the schema of ``fallow analyze --json``)."""
-        return json.dumps(self.data, **kwargs)
+        return _schema.to_json(self.data, **kwargs)
 
     @property
     def summary(self) -> pd.Series:

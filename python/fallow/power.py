@@ -42,12 +42,11 @@ True
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
-from fallow import _fallow
+from fallow import _fallow, _schema
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -161,7 +160,7 @@ class EnergyResult:
 
     def to_json(self, **kwargs: Any) -> str:
         """The result as JSON text (the schema of ``fallow energy --json``)."""
-        return json.dumps(self.data, **kwargs)
+        return _schema.to_json(self.data, **kwargs)
 
 
 PathLike = Union[str, "os.PathLike[str]"]

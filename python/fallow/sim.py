@@ -23,10 +23,9 @@ True
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
-from fallow import _fallow
+from fallow import _fallow, _schema
 from fallow._options import InputOptions, SimulateOptions, given, keywords
 
 if TYPE_CHECKING:
@@ -152,7 +151,7 @@ class SimulationResult:
 
     def to_json(self, **kwargs: Any) -> str:
         """The result as JSON text (the schema of ``fallow simulate --json``)."""
-        return json.dumps(self.data, **kwargs)
+        return _schema.to_json(self.data, **kwargs)
 
 
 @keywords(SimulateOptions)

@@ -32,10 +32,9 @@ True
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
-from fallow import _fallow
+from fallow import _fallow, _schema
 from fallow._options import TuneOptions, given, keywords
 
 if TYPE_CHECKING:
@@ -136,7 +135,7 @@ class TuneResult:
 
     def to_json(self, **kwargs: Any) -> str:
         """The result as JSON text."""
-        return json.dumps(self.data, **kwargs)
+        return _schema.to_json(self.data, **kwargs)
 
 
 @keywords(TuneOptions)

@@ -33,6 +33,8 @@ fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // Benchmarks refuse to time a debug build by mistake.
     m.add("_debug_build", cfg!(debug_assertions))?;
+    // The first key of every CLI `--json`; the results' `to_json()` carry it too.
+    m.add("SCHEMA_VERSION", fallow_core::JSON_SCHEMA_VERSION)?;
     errors::register(m)?;
     m.add_class::<trace::PyTrace>()?;
     m.add_class::<sim::PolicyInfo>()?;
