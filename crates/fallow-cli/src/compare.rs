@@ -18,7 +18,7 @@ use crate::table::{Cell, Column, CsvArg, Table};
 use anyhow::Result;
 use clap::Args;
 use fallow_core::outpath::OutputKind;
-use fallow_core::policy::{self, Policy};
+use fallow_core::policy::Policy;
 use fallow_core::sim::{simulate, Prepared, SimConfig, SimResult};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -67,58 +67,28 @@ pub struct CompareArgs {
     pub out: OverwriteArg,
 }
 
-/// The default line-up: every registered policy with default parameters,
-/// deployable ones first, clairvoyant references (upper bounds) last.
-pub fn default_specs() -> Vec<String> {
-    let reg = policy::registry();
-    reg.iter()
-        .filter(|e| !e.clairvoyant)
-        .chain(reg.iter().filter(|e| e.clairvoyant))
-        .map(|e| e.name.to_string())
-        .collect()
-}
-
 /// Run `fallow compare`.
 pub fn run(args: CompareArgs) -> Result<()> {
     if let Some(p) = &args.html {
         let guard = args.out.guard(args.input.trace.as_deref());
         crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
     }
+    // Build every policy before reading anything: a typo fails at once,
+    // naming its --policy; the line-up itself is the core's (as Python's)
     let explicit = !args.policies.is_empty();
-    let specs = if explicit {
-        args.policies.clone()
-    } else {
-        default_specs()
-    };
-    // Build every policy before reading anything: a typo fails at once.
-    let mut policies: Vec<(String, Box<dyn Policy>)> = Vec::new();
-    for spec in specs {
-        match build_policy(&spec) {
-            Ok(p) => policies.push((spec, p)),
-            Err(e) if !explicit => {
-                eprintln!("fallow: skipping {spec}: it has no default parameters ({e:#})")
-            }
-            Err(e) => return Err(e),
-        }
+    for spec in &args.policies {
+        build_policy(spec)?;
     }
     let cfg = args.bg.config(args.input.seed);
     // a policy that chooses its request sizes needs a BG model that charges
-    // for size (the core's check): the default line-up says why it leaves
-    // one out, an explicit one fails
-    let mut kept = Vec::with_capacity(policies.len());
-    for (spec, p) in policies {
-        let check = if p.chooses_size() {
-            fallow_core::sim::check_sizes(&cfg.bg_service, Some(p.name()), 1)
-        } else {
-            Ok(())
-        };
-        match check {
-            Ok(()) => kept.push((spec, p)),
-            Err(e) if !explicit => eprintln!("fallow: skipping {spec}: {e}"),
-            Err(e) => return Err(e.into()),
-        }
+    // for size: the default line-up says why it leaves one out, an
+    // explicit one fails
+    let lineup =
+        fallow_core::sim::lineup(explicit.then(|| args.policies.clone()), &cfg.bg_service)?;
+    for line in &lineup.skipped {
+        eprintln!("fallow: {line}");
     }
-    let policies = kept;
+    let policies = lineup.policies;
     let input = prepare(&args.input)?;
     let threads = threads(args.threads);
     let bar = progress(policies.len(), input.prep.requests())?;
