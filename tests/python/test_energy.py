@@ -212,7 +212,8 @@ def test_runs_frame_and_json() -> None:
     assert len(frame) == 12 and list(frame["policy"].unique()) == ["timeout:t=10s", "predictive"]
     assert (frame["energy_j"] == [x["energy_j"]["total"] for x in r["runs"]]).all()
     assert (frame["bg_done_bytes"] > 0).any()
-    assert json.loads(r.to_json()) == r.data
+    # the CLI's first key, then the result's data
+    assert json.loads(r.to_json()) == {"schema_version": fallow.SCHEMA_VERSION, **r.data}
     assert "energy.csv" in repr(r) and "predictive" in repr(r)
     # without BG work the BG columns are empty, not an error
     assert fallow.energy(HAND, local_fraction=1).runs["bg_done_bytes"].isna().all()
