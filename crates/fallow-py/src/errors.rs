@@ -172,28 +172,9 @@ where
     F: FnOnce() -> fallow_core::Result<T> + Send,
     T: Send,
 {
-    use std::sync::atomic::Ordering;
-    let out = py.allow_threads(|| {
-        std::thread::scope(|s| {
-            let worker = s.spawn(f);
-            let mut raised: Option<PyErr> = None;
-            while !worker.is_finished() {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                if raised.is_none() {
-                    if let Err(e) = Python::with_gil(|py| py.check_signals()) {
-                        cancel.store(true, Ordering::Relaxed);
-                        raised = Some(e);
-                    }
-                }
-            }
-            (worker.join(), raised)
-        })
-    });
-    match out {
-        (_, Some(e)) => Err(e.into()),
-        (Ok(r), None) => Ok(r?),
-        (Err(p), None) => std::panic::resume_unwind(p),
-    }
+    let every = std::time::Duration::from_millis(50);
+    let check = || Python::with_gil(|py| py.check_signals());
+    Ok(py.allow_threads(|| fallow_core::polled::run_polled(&cancel, every, f, check))??)
 }
 
 /// Run `f` with the GIL released and convert its error: the one helper

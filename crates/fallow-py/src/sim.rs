@@ -7,7 +7,7 @@
 //! The input and BG keyword arguments convert once, in [`request`], into
 //! the core's [`sim::Request`]: its defaults and checks are the CLI's too.
 
-use crate::conversion::{one_device, DeviceArg, Value};
+use crate::conversion::{DeviceArg, Value};
 use crate::errors::{parameter, without_gil, Result};
 use crate::json::to_python;
 use crate::trace::PyTrace;
@@ -112,7 +112,7 @@ pub(crate) fn request<'a>(trace: Option<&'a PyTrace>, kw: &Kwargs<'_>) -> Result
         }
         (Some(t), None) => {
             let t = &t.inner;
-            sim::Input::Trace(match one_device(t, device.as_ref())? {
+            sim::Input::Trace(match t.sim_device(device.as_ref().map(|d| &d.0))? {
                 Some(id) => Cow::Owned(t.select_device(id)?),
                 None => Cow::Borrowed(t),
             })
