@@ -4,7 +4,7 @@
 use crate::conversion::{resolve, DeviceArg, Parsed};
 use crate::errors::{without_gil, Result};
 use crate::json::to_python;
-use fallow_core::period::{periods_of, Periods};
+use fallow_core::period::{idle_lengths_of, periods_of};
 use fallow_core::trace::{
     ns_from_f64, ns_from_i64, scale_bytes, Columns, Op, PlainOptions, ReadOptions, TimeUnit,
 };
@@ -27,24 +27,6 @@ pub struct PyTrace {
 impl From<fallow_core::Trace> for PyTrace {
     fn from(inner: fallow_core::Trace) -> Self {
         PyTrace { inner }
-    }
-}
-
-impl PyTrace {
-    /// Busy periods and idle intervals, exact or through a service model.
-    /// Of one device: `device`, or the only one (the core refuses to merge
-    /// the periods of several).
-    fn periods(
-        &self,
-        py: Python<'_>,
-        service: Option<Parsed<ServiceModel>>,
-        seed: u64,
-        device: Option<u32>,
-    ) -> Result<Periods> {
-        without_gil(py, || {
-            let trace = self.inner.one_device(device)?;
-            periods_of(&trace, service.map(|s| s.0).as_ref(), seed).map(|(p, _)| p)
-        })
     }
 }
 
@@ -219,15 +201,10 @@ impl PyTrace {
         seed: u64,
         device: Option<u32>,
     ) -> Result<Bound<'py, PyArray1<u64>>> {
-        let lengths = match (&service, self.inner.completion_ns()) {
-            // Recorded completions: the lean path, no busy-period columns.
-            (None, Some(_)) => without_gil(py, || {
-                let trace = self.inner.one_device(device)?;
-                let c = trace.completion_ns().unwrap_or_default();
-                Ok(fallow_core::period::idle_lengths_ns(trace.arrival_ns(), c))
-            })?,
-            _ => self.periods(py, service, seed, device)?.idle_len_ns,
-        };
+        let lengths = without_gil(py, || {
+            let trace = self.inner.one_device(device)?;
+            idle_lengths_of(&trace, service.map(|s| s.0).as_ref(), seed)
+        })?;
         Ok(lengths.into_pyarray(py))
     }
 
@@ -241,7 +218,10 @@ impl PyTrace {
         seed: u64,
         device: Option<u32>,
     ) -> Result<Bound<'py, PyDict>> {
-        let p = self.periods(py, service, seed, device)?;
+        let p = without_gil(py, || {
+            let trace = self.inner.one_device(device)?;
+            periods_of(&trace, service.map(|s| s.0).as_ref(), seed).map(|(p, _)| p)
+        })?;
         let d = PyDict::new(py);
         d.set_item("start_ns", p.busy_start_ns.into_pyarray(py))?;
         d.set_item("length_ns", p.busy_len_ns.into_pyarray(py))?;
