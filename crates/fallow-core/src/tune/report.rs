@@ -100,7 +100,7 @@ mod tests {
     fn one_flat_report_per_budget_in_order() {
         let budgets = Budget::parse_list("1ms,5%").unwrap();
         let tuned = |b: &Budget, text: &str, best: Option<Choice>| Tuned {
-            budget: b.clone(),
+            budget: *b,
             budget_text: text.into(),
             best,
             sizes: vec![],
