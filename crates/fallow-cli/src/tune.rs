@@ -122,15 +122,6 @@ struct Reproducible<'a> {
     reproduce_args: Vec<String>,
 }
 
-/// The answer for one budget in the JSON.
-#[derive(Debug, Serialize)]
-struct BudgetDoc<'a> {
-    budget: &'a Budget,
-    budget_text: &'a str,
-    best: Option<Reproducible<'a>>,
-    sizes: &'a [tune::SizeRow],
-}
-
 /// The JSON of `fallow tune --json`: one object whatever the number of
 /// budgets, one entry of `budgets` per budget in the order given.
 #[derive(Debug, Serialize)]
@@ -147,7 +138,7 @@ struct Doc<'a> {
     method: &'a str,
     simulations: u64,
     baseline: &'a Reproducible<'a>,
-    budgets: Vec<BudgetDoc<'a>>,
+    budgets: Vec<tune::Answer<'a, Reproducible<'a>>>,
 }
 
 /// Run `fallow tune`.
@@ -210,12 +201,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
             budgets: t
                 .budgets
                 .iter()
-                .map(|b| BudgetDoc {
-                    budget: &b.budget,
-                    budget_text: &b.budget_text,
-                    best: b.best.as_ref().map(|c| reproducible(&args, &sim, c)),
-                    sizes: &b.sizes,
-                })
+                .map(|b| b.answer(|c| reproducible(&args, &sim, c)))
                 .collect(),
         };
         let text = output::json_text(&doc)?;

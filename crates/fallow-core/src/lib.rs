@@ -94,6 +94,7 @@ pub mod error;
 pub mod outpath;
 pub mod period;
 pub mod policy;
+pub mod polled;
 pub mod quantity;
 pub mod registry;
 pub mod scrubplan;

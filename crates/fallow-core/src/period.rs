@@ -175,9 +175,48 @@ pub fn periods_of(
     }
 }
 
+/// The idle interval lengths of a trace (one device), ns: those of
+/// [`periods_of`], through the lean [`idle_lengths_ns`] when the trace's
+/// own completions are used (no service model).
+pub fn idle_lengths_of(trace: &Trace, model: Option<&ServiceModel>, seed: u64) -> Result<Vec<u64>> {
+    match (model, trace.completion_ns()) {
+        (None, Some(c)) => Ok(idle_lengths_ns(trace.arrival_ns(), c)),
+        _ => periods_of(trace, model, seed).map(|(p, _)| p.idle_len_ns),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idle_lengths_of_a_trace_recorded_or_modelled() {
+        use crate::trace::Op;
+        // busy [0,10] [15,20], gap 5; then [40,41] after a gap of 20
+        let t = Trace::from_columns(
+            vec![0, 5, 15, 40],
+            Some(vec![10, 8, 20, 41]),
+            vec![0; 4],
+            vec![512; 4],
+            vec![Op::Read; 4],
+            vec![0; 4],
+        )
+        .unwrap();
+        assert_eq!(idle_lengths_of(&t, None, 1).unwrap(), [5, 20]);
+        // a constant 2 ns service, FCFS: busy [0,2] [5,7] [15,17] [40,42]
+        let m: ServiceModel = "const:2ns".parse().unwrap();
+        assert_eq!(idle_lengths_of(&t, Some(&m), 1).unwrap(), [3, 8, 23]);
+        let bare = Trace::from_columns(
+            vec![0, 9],
+            None,
+            vec![0; 2],
+            vec![1; 2],
+            vec![Op::Read; 2],
+            vec![0; 2],
+        )
+        .unwrap();
+        assert!(idle_lengths_of(&bare, None, 1).is_err());
+    }
 
     #[test]
     fn union_of_overlapping_requests() {

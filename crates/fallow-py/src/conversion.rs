@@ -74,26 +74,3 @@ impl<'py> FromPyObject<'py> for DeviceArg {
 pub fn resolve(trace: &Trace, arg: Option<&DeviceArg>) -> Result<Option<u32>> {
     Ok(arg.map(|a| trace.resolve_device(&a.0)).transpose()?)
 }
-
-/// The one device of `trace` a call works on: the one named, or the only
-/// one; several without a choice is an error ("the trace holds N devices
-/// (…); choose one with device=", naming MSR devices `host:disk`).
-pub fn one_device(trace: &Trace, arg: Option<&DeviceArg>) -> Result<Option<u32>> {
-    let id = resolve(trace, arg)?;
-    let devices = trace.devices();
-    if id.is_some() || devices.len() <= 1 {
-        return Ok(id);
-    }
-    let names: Vec<String> = devices
-        .iter()
-        .map(|d| d.name.clone().unwrap_or_else(|| d.id.to_string()))
-        .collect();
-    Err(parameter(
-        "device",
-        format!(
-            "the trace holds {} devices ({}); choose one with device=",
-            devices.len(),
-            names.join(", ")
-        ),
-    ))
-}

@@ -11,7 +11,7 @@
 //! Every exception carries the core's lowercase message, which already names
 //! the file, the place in it and the field.
 
-use fallow_core::error::Location;
+use fallow_core::error::Field;
 use fallow_core::Error;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyKeyboardInterrupt, PyOSError};
@@ -90,8 +90,7 @@ impl From<PyFallowError> for PyErr {
 /// failure is returned as the error in `Err`.
 fn convert(py: Python<'_>, err: Error) -> PyResult<PyErr> {
     let msg = err.to_string();
-    let path = |p: &std::path::Path| p.display().to_string().into_py_any(py);
-    let (e, attrs) = match err {
+    let e = match &err {
         Error::Io { path, source } => {
             // OSError(errno, strerror, filename) picks the right subclass
             // (FileNotFoundError, PermissionError, …) from errno.
@@ -101,53 +100,20 @@ fn convert(py: Python<'_>, err: Error) -> PyResult<PyErr> {
                 None => PyOSError::new_err(msg),
             });
         }
-        Error::Record {
-            path: p,
-            location,
-            field,
-            ..
-        } => {
-            let (line, offset, record) = match location {
-                Location::Line(n) => (Some(n), None, None),
-                Location::Offset(n) => (None, Some(n), None),
-                Location::Record(n) => (None, None, Some(n)),
-            };
-            let at = [line, offset, record].map(|n| n.into_py_any(py));
-            let [line, offset, record] = at;
-            let attrs = vec![
-                ("path", path(&p)?),
-                ("line", line?),
-                ("offset", offset?),
-                ("record", record?),
-                ("field", field.into_py_any(py)?),
-            ];
-            (TraceFormatError::new_err(msg), attrs)
+        Error::Record { .. } | Error::Empty { .. } | Error::UnknownFormat { .. } => {
+            TraceFormatError::new_err(msg)
         }
-        Error::Empty { path: p, .. } | Error::UnknownFormat { path: p, .. } => {
-            let mut attrs = vec![("path", path(&p)?)];
-            attrs.extend(["line", "offset", "record", "field"].map(|a| (a, py.None())));
-            (TraceFormatError::new_err(msg), attrs)
-        }
-        Error::NoSuchDevice { device, .. } => {
-            // An int as before; `host:disk` for an MSR file of several hosts.
-            let id = match device.parse::<u32>() {
-                Ok(id) => id.into_py_any(py)?,
-                Err(_) => device.into_py_any(py)?,
-            };
-            let name = "device".into_py_any(py)?;
-            (
-                ParameterError::new_err(msg),
-                vec![("name", name), ("device", id)],
-            )
-        }
-        Error::InvalidParameter { name, .. } => {
-            let name = name.into_py_any(py)?;
-            (ParameterError::new_err(msg), vec![("name", name)])
-        }
-        Error::Unsupported(_) => (FallowError::new_err(msg), vec![]),
-        Error::Interrupted => (PyKeyboardInterrupt::new_err(msg), vec![]),
+        Error::NoSuchDevice { .. } | Error::InvalidParameter { .. } => ParameterError::new_err(msg),
+        Error::Unsupported(_) => FallowError::new_err(msg),
+        Error::Interrupted => PyKeyboardInterrupt::new_err(msg),
     };
-    for (name, value) in attrs {
+    // the core's structured fields as attributes (`.path`, `.line`, `.name`, …)
+    for (name, value) in err.fields() {
+        let value = match value {
+            Field::Int(n) => n.into_py_any(py)?,
+            Field::Text(s) => s.into_py_any(py)?,
+            Field::None => py.None(),
+        };
         e.value(py).setattr(name, value)?;
     }
     Ok(e)
@@ -172,28 +138,9 @@ where
     F: FnOnce() -> fallow_core::Result<T> + Send,
     T: Send,
 {
-    use std::sync::atomic::Ordering;
-    let out = py.allow_threads(|| {
-        std::thread::scope(|s| {
-            let worker = s.spawn(f);
-            let mut raised: Option<PyErr> = None;
-            while !worker.is_finished() {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                if raised.is_none() {
-                    if let Err(e) = Python::with_gil(|py| py.check_signals()) {
-                        cancel.store(true, Ordering::Relaxed);
-                        raised = Some(e);
-                    }
-                }
-            }
-            (worker.join(), raised)
-        })
-    });
-    match out {
-        (_, Some(e)) => Err(e.into()),
-        (Ok(r), None) => Ok(r?),
-        (Err(p), None) => std::panic::resume_unwind(p),
-    }
+    let every = std::time::Duration::from_millis(50);
+    let check = || Python::with_gil(|py| py.check_signals());
+    Ok(py.allow_threads(|| fallow_core::polled::run_polled(&cancel, every, f, check))??)
 }
 
 /// Run `f` with the GIL released and convert its error: the one helper

@@ -7,7 +7,7 @@
 //! The input and BG keyword arguments convert once, in [`request`], into
 //! the core's [`sim::Request`]: its defaults and checks are the CLI's too.
 
-use crate::conversion::{one_device, DeviceArg, Value};
+use crate::conversion::{DeviceArg, Value};
 use crate::errors::{parameter, without_gil, Result};
 use crate::json::to_python;
 use crate::trace::PyTrace;
@@ -112,7 +112,7 @@ pub(crate) fn request<'a>(trace: Option<&'a PyTrace>, kw: &Kwargs<'_>) -> Result
         }
         (Some(t), None) => {
             let t = &t.inner;
-            sim::Input::Trace(match one_device(t, device.as_ref())? {
+            sim::Input::Trace(match t.sim_device(device.as_ref().map(|d| &d.0))? {
                 Some(id) => Cow::Owned(t.select_device(id)?),
                 None => Cow::Borrowed(t),
             })
@@ -283,20 +283,6 @@ pub fn policies() -> Vec<PolicyInfo> {
 /// The core's defaults of the keyword arguments, for the Python layer's
 /// docs and signatures (one definition: `fallow_core::sim`).
 #[pyfunction]
-pub fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("requests", sim::DEFAULT_REQUESTS)?;
-    d.set_item("request_size", sim::DEFAULT_REQUEST_SIZE_BYTES)?;
-    d.set_item("write_fraction", sim::DEFAULT_WRITE_FRACTION)?;
-    d.set_item("workload_service", sim::DEFAULT_WORKLOAD_SERVICE)?;
-    d.set_item("bg", sim::DEFAULT_BG_SERVICE)?;
-    d.set_item("bg_size", sim::DEFAULT_BG_SIZE_BYTES)?;
-    d.set_item("bg_work", sim::DEFAULT_BG_WORK)?;
-    d.set_item(
-        "switch_penalty",
-        sim::DEFAULT_SWITCH_PENALTY_NS as f64 / 1e9,
-    )?;
-    d.set_item("seed", sim::DEFAULT_SEED)?;
-    d.set_item("retune_window", DEFAULT_WINDOW)?;
-    Ok(d)
+pub fn defaults(py: Python<'_>) -> Result<Bound<'_, PyAny>> {
+    to_python(py, &sim::Defaults::default())
 }

@@ -1,7 +1,7 @@
 //! `characterize`: every idleness analysis of one device's trace, as the
 //! plain data behind `fallow analyze --json`.
 
-use crate::conversion::{one_device, DeviceArg, Parsed};
+use crate::conversion::{DeviceArg, Parsed};
 use crate::errors::{without_gil, Result};
 use crate::json::to_python;
 use crate::trace::PyTrace;
@@ -40,7 +40,7 @@ pub fn characterize<'py>(
     };
     let t = &trace.inner;
     let devices = t.devices();
-    let device = one_device(t, device.as_ref())?;
+    let device = t.sim_device(device.as_ref().map(|d| &d.0))?;
     let c = without_gil(py, || match device {
         Some(id) => fallow_core::characterize(&t.select_device(id)?, devices, device, &opts),
         None => fallow_core::characterize(t, devices, None, &opts),

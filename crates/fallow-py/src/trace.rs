@@ -4,8 +4,10 @@
 use crate::conversion::{resolve, DeviceArg, Parsed};
 use crate::errors::{without_gil, Result};
 use crate::json::to_python;
-use fallow_core::period::{periods_of, Periods};
-use fallow_core::trace::{Op, PlainOptions, ReadOptions, TimeUnit};
+use fallow_core::period::{idle_lengths_of, periods_of};
+use fallow_core::trace::{
+    ns_from_f64, ns_from_i64, scale_bytes, Columns, Op, PlainOptions, ReadOptions, TimeUnit,
+};
 use fallow_core::ServiceModel;
 use numpy::{AllowTypeChange, IntoPyArray, PyArray1, PyArrayLike1};
 use pyo3::prelude::*;
@@ -28,24 +30,6 @@ impl From<fallow_core::Trace> for PyTrace {
     }
 }
 
-impl PyTrace {
-    /// Busy periods and idle intervals, exact or through a service model.
-    /// Of one device: `device`, or the only one (the core refuses to merge
-    /// the periods of several).
-    fn periods(
-        &self,
-        py: Python<'_>,
-        service: Option<Parsed<ServiceModel>>,
-        seed: u64,
-        device: Option<u32>,
-    ) -> Result<Periods> {
-        without_gil(py, || {
-            let trace = self.inner.one_device(device)?;
-            periods_of(&trace, service.map(|s| s.0).as_ref(), seed).map(|(p, _)| p)
-        })
-    }
-}
-
 /// A time column in ns from any array-like: unsigned or signed integers
 /// (scaled by the unit), floats (checked by the core: a fraction of a ns
 /// is an error, not a truncation), or numpy datetime64/timedelta64 (taken
@@ -62,8 +46,7 @@ fn times_ns(
     match kind.as_str() {
         "f" => {
             let v: PyArrayLike1<'_, f64, AllowTypeChange> = arr.extract()?;
-            let v = v.as_array().to_vec();
-            Ok(fallow_core::trace::ns_from_f64(column, &v, unit_ns)?)
+            Ok(ns_from_f64(column, &v.as_array().to_vec(), unit_ns)?)
         }
         "M" | "m" => {
             let kind = if kind == "M" {
@@ -74,32 +57,18 @@ fn times_ns(
             let ns = arr
                 .call_method1("astype", (kind,))?
                 .call_method1("astype", ("int64",))?;
-            signed_ns(ns.extract()?, column, 1)
+            let v: PyArrayLike1<'_, i64, AllowTypeChange> = ns.extract()?;
+            Ok(ns_from_i64(column, &v.as_array().to_vec(), 1)?)
         }
-        "i" => signed_ns(arr.extract()?, column, unit_ns),
+        "i" => {
+            let v: PyArrayLike1<'_, i64, AllowTypeChange> = arr.extract()?;
+            Ok(ns_from_i64(column, &v.as_array().to_vec(), unit_ns)?)
+        }
         _ => {
             let v: PyArrayLike1<'_, u64, AllowTypeChange> = arr.extract()?;
-            let v = v.as_array().to_vec();
-            Ok(fallow_core::trace::scale_bytes(column, &v, unit_ns)?)
+            Ok(scale_bytes(column, &v.as_array().to_vec(), unit_ns)?)
         }
     }
-}
-
-/// Signed integers: the core's float check covers negatives exactly for
-/// values below 2^53; larger ones are checked here as integers.
-fn signed_ns(
-    v: PyArrayLike1<'_, i64, AllowTypeChange>,
-    column: &'static str,
-    unit_ns: u64,
-) -> Result<Vec<u64>> {
-    let v = v.as_array();
-    let as_u: Vec<u64> = v.iter().map(|&x| x.max(0) as u64).collect();
-    if let Some(i) = v.iter().position(|&x| x < 0) {
-        // The core names the record and column of the first negative.
-        let probe: Vec<f64> = v.iter().take(i + 1).map(|&x| x as f64).collect();
-        fallow_core::trace::ns_from_f64(column, &probe, unit_ns)?;
-    }
-    Ok(fallow_core::trace::scale_bytes(column, &as_u, unit_ns)?)
 }
 
 #[pymethods]
@@ -131,44 +100,19 @@ impl PyTrace {
         size_unit_bytes: u64,
     ) -> Result<Self> {
         let unit_ns = time_unit.map_or(1, |u| u.0.ns() as u64);
-        let arrival = times_ns(py, arrival_ns, "arrival_ns", unit_ns)?;
-        let n = arrival.len();
-        let completion = completion_ns
-            .map(|c| times_ns(py, c, "completion_ns", unit_ns))
-            .transpose()?;
-        let offset = match offset_bytes {
-            Some(c) => fallow_core::trace::scale_bytes(
-                "offset_bytes",
-                &c.as_array().to_vec(),
-                offset_unit_bytes,
-            )?,
-            None => vec![0; n],
+        let columns = Columns {
+            arrival_ns: times_ns(py, arrival_ns, "arrival_ns", unit_ns)?,
+            completion_ns: completion_ns
+                .map(|c| times_ns(py, c, "completion_ns", unit_ns))
+                .transpose()?,
+            offset: offset_bytes.map(|c| c.as_array().to_vec()),
+            offset_unit_bytes,
+            size: size_bytes.map(|c| c.as_array().to_vec()),
+            size_unit_bytes,
+            is_write: is_write.map(|c| c.as_array().to_vec()),
+            device: device.map(|c| c.as_array().to_vec()),
         };
-        let size = match size_bytes {
-            Some(c) => {
-                let bytes = fallow_core::trace::scale_bytes(
-                    "size_bytes",
-                    &c.as_array().to_vec(),
-                    size_unit_bytes,
-                )?;
-                fallow_core::trace::sizes_u32(&bytes)?
-            }
-            None => vec![0; n],
-        };
-        let op = is_write.map_or_else(
-            || vec![Op::Read; n],
-            |c| {
-                c.as_array()
-                    .iter()
-                    .map(|&w| if w { Op::Write } else { Op::Read })
-                    .collect()
-            },
-        );
-        let device = device.map_or_else(|| vec![0; n], |c| c.as_array().to_vec());
-        without_gil(py, move || {
-            fallow_core::Trace::from_columns(arrival, completion, offset, size, op, device)
-        })
-        .map(PyTrace::from)
+        without_gil(py, move || columns.into_trace()).map(PyTrace::from)
     }
 
     fn __len__(&self) -> usize {
@@ -257,15 +201,10 @@ impl PyTrace {
         seed: u64,
         device: Option<u32>,
     ) -> Result<Bound<'py, PyArray1<u64>>> {
-        let lengths = match (&service, self.inner.completion_ns()) {
-            // Recorded completions: the lean path, no busy-period columns.
-            (None, Some(_)) => without_gil(py, || {
-                let trace = self.inner.one_device(device)?;
-                let c = trace.completion_ns().unwrap_or_default();
-                Ok(fallow_core::period::idle_lengths_ns(trace.arrival_ns(), c))
-            })?,
-            _ => self.periods(py, service, seed, device)?.idle_len_ns,
-        };
+        let lengths = without_gil(py, || {
+            let trace = self.inner.one_device(device)?;
+            idle_lengths_of(&trace, service.map(|s| s.0).as_ref(), seed)
+        })?;
         Ok(lengths.into_pyarray(py))
     }
 
@@ -279,7 +218,10 @@ impl PyTrace {
         seed: u64,
         device: Option<u32>,
     ) -> Result<Bound<'py, PyDict>> {
-        let p = self.periods(py, service, seed, device)?;
+        let p = without_gil(py, || {
+            let trace = self.inner.one_device(device)?;
+            periods_of(&trace, service.map(|s| s.0).as_ref(), seed).map(|(p, _)| p)
+        })?;
         let d = PyDict::new(py);
         d.set_item("start_ns", p.busy_start_ns.into_pyarray(py))?;
         d.set_item("length_ns", p.busy_len_ns.into_pyarray(py))?;

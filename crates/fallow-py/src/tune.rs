@@ -8,28 +8,9 @@ use crate::json::to_python;
 use crate::sim::{request, Kwargs};
 use crate::trace::PyTrace;
 use fallow_core::policy;
-use fallow_core::tune::{
-    self as tuning, Budget, Choice, KnobInfo, SearchMode, SizeRow, TuneConfig,
-};
+use fallow_core::tune::{self as tuning, Budget, SearchMode, TuneConfig};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use serde::Serialize;
-
-/// The answer for one budget (the JSON of `fallow tune --json` for one budget).
-#[derive(Serialize)]
-struct Doc<'a> {
-    policy: &'a str,
-    knob: &'a Option<KnobInfo>,
-    max_delay_s: Option<f64>,
-    budget: &'a Budget,
-    budget_text: &'a str,
-    best: Option<&'a Choice>,
-    sizes: &'a [SizeRow],
-    baseline: &'a Choice,
-    simulations: u64,
-    guarantee: tuning::Guarantee,
-    search: tuning::SearchMode,
-}
 
 /// Candidate sizes: None (the CLI's default), a spec (`"64KiB..4MiB/10"`,
 /// `"64KiB,1MiB"`), bytes, or a list of bytes / sizes; parsed by the core.
@@ -103,23 +84,7 @@ pub fn tune<'py>(
         let t = tuning::tune(&prep, policy, &sim, &cfg, &|_, _| {})?;
         Ok((t, tuning::baseline(&prep, &sim)?))
     })?;
-    let docs: Vec<Doc<'_>> = t
-        .budgets
-        .iter()
-        .map(|b| Doc {
-            policy: &t.policy,
-            knob: &t.knob,
-            max_delay_s: t.max_delay_s,
-            budget: &b.budget,
-            budget_text: &b.budget_text,
-            best: b.best.as_ref(),
-            sizes: &b.sizes,
-            baseline: &base,
-            simulations: t.simulations,
-            guarantee: t.guarantee,
-            search: t.search,
-        })
-        .collect();
+    let docs = t.reports(&base);
     match docs.as_slice() {
         [one] => to_python(py, one),
         _ => to_python(py, &docs),

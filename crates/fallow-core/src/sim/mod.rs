@@ -33,7 +33,7 @@ pub use lineup::{default_specs, lineup, Lineup};
 pub use metrics::{BgMetrics, FgMetrics, MeanFigures, SimResult, Totals};
 pub use parts::{simulate_split, Part, Split};
 pub use request::{
-    Input, Request, Workload, DEFAULT_BG_SERVICE, DEFAULT_BG_SIZE_BYTES, DEFAULT_BG_WORK,
+    Defaults, Input, Request, Workload, DEFAULT_BG_SERVICE, DEFAULT_BG_SIZE_BYTES, DEFAULT_BG_WORK,
     DEFAULT_REQUESTS, DEFAULT_REQUEST_SIZE_BYTES, DEFAULT_SEED, DEFAULT_SWITCH_PENALTY_NS,
     DEFAULT_WORKLOAD_SERVICE, DEFAULT_WRITE_FRACTION, SYNTHETIC_CAPACITY_BYTES,
 };

@@ -40,6 +40,52 @@ pub const DEFAULT_SEED: u64 = 1;
 /// matter to the `disk` service model's seek distances).
 pub const SYNTHETIC_CAPACITY_BYTES: u64 = 1_000_000_000_000;
 
+/// The defaults above by the keyword names the front ends share
+/// (Python's `fallow.simulate`, `compare` and `tune`; the CLI's flags are
+/// the same names with dashes), the switch penalty in seconds as the
+/// keyword takes it: what `fallow._fallow.defaults()` lists.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Defaults {
+    /// [`DEFAULT_REQUESTS`].
+    pub requests: usize,
+    /// [`DEFAULT_REQUEST_SIZE_BYTES`].
+    pub request_size: u64,
+    /// [`DEFAULT_WRITE_FRACTION`].
+    pub write_fraction: f64,
+    /// [`DEFAULT_WORKLOAD_SERVICE`].
+    pub workload_service: &'static str,
+    /// [`DEFAULT_BG_SERVICE`].
+    pub bg: &'static str,
+    /// [`DEFAULT_BG_SIZE_BYTES`].
+    pub bg_size: u64,
+    /// [`DEFAULT_BG_WORK`].
+    pub bg_work: &'static str,
+    /// [`DEFAULT_SWITCH_PENALTY_NS`], s.
+    pub switch_penalty: f64,
+    /// [`DEFAULT_SEED`].
+    pub seed: u64,
+    /// Requests the online re-tuner looks back over
+    /// ([`crate::tune::online::DEFAULT_WINDOW`]).
+    pub retune_window: usize,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            requests: DEFAULT_REQUESTS,
+            request_size: DEFAULT_REQUEST_SIZE_BYTES,
+            write_fraction: DEFAULT_WRITE_FRACTION,
+            workload_service: DEFAULT_WORKLOAD_SERVICE,
+            bg: DEFAULT_BG_SERVICE,
+            bg_size: DEFAULT_BG_SIZE_BYTES,
+            bg_work: DEFAULT_BG_WORK,
+            switch_penalty: DEFAULT_SWITCH_PENALTY_NS as f64 / 1e9,
+            seed: DEFAULT_SEED,
+            retune_window: crate::tune::online::DEFAULT_WINDOW,
+        }
+    }
+}
+
 /// A synthetic FG workload, as asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
@@ -217,6 +263,33 @@ mod tests {
         w.arrival_rate_per_s = Some(rate);
         w.requests = requests;
         Request::new(Input::Workload(w))
+    }
+
+    #[test]
+    fn keyword_defaults_by_name_in_seconds() {
+        let d = serde_json::to_value(Defaults::default()).unwrap();
+        let names: Vec<&str> = d.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut want = [
+            "requests",
+            "request_size",
+            "write_fraction",
+            "workload_service",
+            "bg",
+            "bg_size",
+            "bg_work",
+            "switch_penalty",
+            "seed",
+            "retune_window",
+        ];
+        want.sort_unstable();
+        let mut names = names;
+        names.sort_unstable();
+        assert_eq!(names, want);
+        // the documented values: 64 KiB BG requests, no switch penalty (in s)
+        assert_eq!(d["bg_size"], 65_536);
+        assert_eq!(d["switch_penalty"], serde_json::json!(0.0));
+        assert_eq!(d["request_size"], 4096);
+        assert_eq!(d["bg_work"], "endless");
     }
 
     #[test]

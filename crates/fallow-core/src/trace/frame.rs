@@ -4,7 +4,7 @@
 //! trace for per-device results. The front ends only convert; every check
 //! lives here, once.
 
-use super::Trace;
+use super::{DeviceSel, Op, Trace};
 use crate::error::{Error, Location, Result};
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -82,7 +82,102 @@ pub fn sizes_u32(values: &[u64]) -> Result<Vec<u32>> {
         .collect()
 }
 
+/// Whole nanoseconds from signed integer times in units of `unit_ns` ns
+/// (numpy int64 columns; datetime64/timedelta64 as ns with `unit_ns == 1`).
+/// A negative is the error [`ns_from_f64`] gives for it, naming the first;
+/// the rest scale as integers ([`scale_bytes`]), exact past 2^53 where an
+/// f64 round trip is not.
+pub fn ns_from_i64(column: &'static str, values: &[i64], unit_ns: u64) -> Result<Vec<u64>> {
+    if let Some(i) = values.iter().position(|&x| x < 0) {
+        let probe: Vec<f64> = values[..=i].iter().map(|&x| x as f64).collect();
+        ns_from_f64(column, &probe, unit_ns)?;
+    }
+    let as_u: Vec<u64> = values.iter().map(|&x| x.max(0) as u64).collect();
+    scale_bytes(column, &as_u, unit_ns)
+}
+
+/// The columns a data-frame front end hands over: times already in ns
+/// ([`ns_from_f64`], [`ns_from_i64`]), offsets and sizes in units of
+/// `offset_unit_bytes` / `size_unit_bytes`. A missing column is zeros
+/// (reads on device 0).
+#[derive(Debug, Clone, Default)]
+pub struct Columns {
+    /// Arrival times, ns (any order, any origin).
+    pub arrival_ns: Vec<u64>,
+    /// Completion times, ns on the same clock.
+    pub completion_ns: Option<Vec<u64>>,
+    /// Offsets in units of `offset_unit_bytes`.
+    pub offset: Option<Vec<u64>>,
+    /// Bytes per unit of `offset` (512 for sectors).
+    pub offset_unit_bytes: u64,
+    /// Sizes in units of `size_unit_bytes`.
+    pub size: Option<Vec<u64>>,
+    /// Bytes per unit of `size`.
+    pub size_unit_bytes: u64,
+    /// True for writes.
+    pub is_write: Option<Vec<bool>>,
+    /// Device ids.
+    pub device: Option<Vec<u32>>,
+}
+
+impl Columns {
+    /// The trace, sorted by arrival and rebased to the first; errors name
+    /// the column and record (overflowing offsets, sizes over 4 GiB,
+    /// columns of different lengths).
+    pub fn into_trace(self) -> Result<Trace> {
+        let n = self.arrival_ns.len();
+        let offset = match self.offset {
+            Some(c) => scale_bytes("offset_bytes", &c, self.offset_unit_bytes)?,
+            None => vec![0; n],
+        };
+        let size = match self.size {
+            Some(c) => sizes_u32(&scale_bytes("size_bytes", &c, self.size_unit_bytes)?)?,
+            None => vec![0; n],
+        };
+        let op = self.is_write.map_or_else(
+            || vec![Op::Read; n],
+            |c| {
+                c.iter()
+                    .map(|&w| if w { Op::Write } else { Op::Read })
+                    .collect()
+            },
+        );
+        let device = self.device.unwrap_or_else(|| vec![0; n]);
+        Trace::from_columns(
+            self.arrival_ns,
+            self.completion_ns,
+            offset,
+            size,
+            op,
+            device,
+        )
+    }
+}
+
 impl Trace {
+    /// The device a simulation runs on: the one `sel` names, or none for
+    /// a trace of one device (the whole trace). Several devices without a
+    /// choice is an error listing them (MSR devices as `host:disk`).
+    pub fn sim_device(&self, sel: Option<&DeviceSel>) -> Result<Option<u32>> {
+        let id = sel.map(|s| self.resolve_device(s)).transpose()?;
+        let devices = self.devices();
+        if id.is_some() || devices.len() <= 1 {
+            return Ok(id);
+        }
+        let names: Vec<String> = devices
+            .iter()
+            .map(|d| d.name.clone().unwrap_or_else(|| d.id.to_string()))
+            .collect();
+        Err(Error::invalid(
+            "device",
+            format!(
+                "the trace holds {} devices ({}); choose one with device=",
+                devices.len(),
+                names.join(", ")
+            ),
+        ))
+    }
+
     /// The requests of `device`, or the whole trace when it has a single
     /// device and none is named. A trace of several devices with none
     /// named is an error listing them: busy and idle periods of several
@@ -117,7 +212,6 @@ impl Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::Op;
 
     #[test]
     fn float_seconds_as_ns_are_an_error_not_zeros() {
@@ -161,5 +255,79 @@ mod tests {
         assert!(t.one_device(Some(7)).is_err());
         let one = t.select_device(1).unwrap();
         assert!(matches!(one.one_device(None).unwrap(), Cow::Borrowed(_)));
+    }
+    #[test]
+    fn signed_times_scale_exactly_and_refuse_negatives() {
+        // 2^53 + 1 is not an f64: an integer path must keep it.
+        let big = (1i64 << 53) + 1;
+        assert_eq!(
+            ns_from_i64("arrival_ns", &[0, 7, big], 1).unwrap(),
+            [0, 7, (1u64 << 53) + 1]
+        );
+        assert_eq!(
+            ns_from_i64("arrival_ns", &[2, 3], 1000).unwrap(),
+            [2000, 3000]
+        );
+        let e = ns_from_i64("completion_ns", &[5, -3, -4], 1).unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.contains("record 1") && e.contains("`completion_ns`") && e.contains("-3"),
+            "{e}"
+        );
+        // (2^63 - 1) × 3 ns is past 2^64
+        assert!(ns_from_i64("arrival_ns", &[i64::MAX], 3).is_err());
+    }
+
+    #[test]
+    fn columns_default_to_zero_reads_and_scale_units() {
+        let t = Columns {
+            arrival_ns: vec![30, 10],
+            offset: Some(vec![2, 1]),
+            offset_unit_bytes: 512,
+            size: Some(vec![8, 4]),
+            size_unit_bytes: 1024,
+            ..Columns::default()
+        }
+        .into_trace()
+        .unwrap();
+        // sorted by arrival, rebased: 10 → 0, 30 → 20
+        assert_eq!(t.arrival_ns(), [0, 20]);
+        assert_eq!(t.offset_bytes(), [512, 1024]);
+        assert_eq!(t.size_bytes(), [4096, 8192]);
+        assert_eq!(t.op(), [Op::Read, Op::Read]);
+        assert_eq!(t.device(), [0, 0]);
+        let huge = Columns {
+            arrival_ns: vec![0],
+            size: Some(vec![1 << 32]),
+            size_unit_bytes: 1,
+            offset_unit_bytes: 1,
+            ..Columns::default()
+        };
+        let e = huge.into_trace().unwrap_err().to_string();
+        assert!(e.contains("size_bytes") && e.contains("4 GiB"), "{e}");
+    }
+
+    #[test]
+    fn a_simulation_needs_one_device_named() {
+        let t = Trace::from_columns(
+            vec![0, 10, 20],
+            None,
+            vec![0; 3],
+            vec![512; 3],
+            vec![Op::Read; 3],
+            vec![4, 9, 9],
+        )
+        .unwrap();
+        let e = t.sim_device(None).unwrap_err().to_string();
+        assert!(
+            e.contains("holds 2 devices (4, 9)") && e.contains("device="),
+            "{e}"
+        );
+        assert_eq!(t.sim_device(Some(&DeviceSel::Id(9))).unwrap(), Some(9));
+        // a plain id passes; selecting it is what refuses an unknown one
+        assert_eq!(t.sim_device(Some(&DeviceSel::Id(5))).unwrap(), Some(5));
+        assert!(t.select_device(5).is_err());
+        let one = t.select_device(4).unwrap();
+        assert_eq!(one.sim_device(None).unwrap(), None);
     }
 }

@@ -49,11 +49,13 @@ pub mod ladder;
 pub mod online;
 pub mod pareto;
 pub mod recommend;
+mod report;
 mod sizes;
 
 pub use budget::Budget;
 pub use fast::{FastSweep, Setting};
 pub use ladder::{ladder, Step};
+pub use report::{Answer, BudgetReport};
 pub use sizes::{default_sizes, log_spaced, parse_sizes};
 
 use crate::error::{Error, Result};

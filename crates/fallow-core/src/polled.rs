@@ -1,0 +1,99 @@
+//! A long core call on a worker thread while the calling thread keeps
+//! polling for a reason to stop (Python's signal handlers: Ctrl-C), so a
+//! front end can cancel a search without the core knowing about it.
+
+use crate::error::Result;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Run `f` on a scoped worker thread and call `poll` every `every` until
+/// it returns. The first `Err` of `poll` sets `cancel` (`f` is expected to
+/// notice and return soon after, with [`crate::Error::Interrupted`]) and
+/// is returned instead of `f`'s result; `poll` is not called again. A
+/// panic in `f` is resumed on this thread.
+pub fn run_polled<T, E, F, P>(
+    cancel: &AtomicBool,
+    every: Duration,
+    f: F,
+    mut poll: P,
+) -> std::result::Result<Result<T>, E>
+where
+    F: FnOnce() -> Result<T> + Send,
+    T: Send,
+    P: FnMut() -> std::result::Result<(), E>,
+{
+    let (out, raised) = std::thread::scope(|s| {
+        let worker = s.spawn(f);
+        let mut raised: Option<E> = None;
+        while !worker.is_finished() {
+            std::thread::sleep(every);
+            if raised.is_none() {
+                if let Err(e) = poll() {
+                    cancel.store(true, Ordering::Relaxed);
+                    raised = Some(e);
+                }
+            }
+        }
+        (worker.join(), raised)
+    });
+    match (out, raised) {
+        (_, Some(e)) => Err(e),
+        (Ok(r), None) => Ok(r),
+        (Err(p), None) => std::panic::resume_unwind(p),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    #[test]
+    fn a_quiet_poll_returns_the_result() {
+        let cancel = AtomicBool::new(false);
+        let polls = std::cell::Cell::new(0);
+        let out = run_polled(
+            &cancel,
+            Duration::from_millis(1),
+            || {
+                std::thread::sleep(Duration::from_millis(20));
+                Ok(6 * 7)
+            },
+            || -> std::result::Result<(), ()> {
+                polls.set(polls.get() + 1);
+                Ok(())
+            },
+        );
+        assert_eq!(out.unwrap().unwrap(), 42);
+        assert!(!cancel.load(Ordering::Relaxed));
+        assert!(polls.get() >= 1);
+    }
+
+    #[test]
+    fn the_first_poll_error_cancels_the_worker_and_wins() {
+        let cancel = AtomicBool::new(false);
+        let mut polls = 0;
+        let out = run_polled(
+            &cancel,
+            Duration::from_millis(1),
+            || -> Result<u32> {
+                // a search that only stops when cancelled
+                while !cancel.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(Error::Interrupted)
+            },
+            || {
+                polls += 1;
+                if polls >= 3 {
+                    Err(polls)
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        // the third poll failed and no later one ran
+        assert_eq!(out.unwrap_err(), 3);
+        assert!(cancel.load(Ordering::Relaxed));
+    }
+}
