@@ -40,6 +40,11 @@ pub const DEFAULT_SEED: u64 = 1;
 /// matter to the `disk` service model's seek distances).
 pub const SYNTHETIC_CAPACITY_BYTES: u64 = 1_000_000_000_000;
 
+/// Idle intervals the online re-tuner (`tune::online`, `--retune`) looks
+/// back over. Defined here, below the tuner, so the keyword defaults need
+/// not import it (`tests/layers.rs`: tune uses sim, never the reverse).
+pub const DEFAULT_RETUNE_WINDOW: usize = 2000;
+
 /// The defaults above by the keyword names the front ends share
 /// (Python's `fallow.simulate`, `compare` and `tune`; the CLI's flags are
 /// the same names with dashes), the switch penalty in seconds as the
@@ -64,8 +69,7 @@ pub struct Defaults {
     pub switch_penalty: f64,
     /// [`DEFAULT_SEED`].
     pub seed: u64,
-    /// Requests the online re-tuner looks back over
-    /// ([`crate::tune::online::DEFAULT_WINDOW`]).
+    /// [`DEFAULT_RETUNE_WINDOW`].
     pub retune_window: usize,
 }
 
@@ -81,7 +85,7 @@ impl Default for Defaults {
             bg_work: DEFAULT_BG_WORK,
             switch_penalty: DEFAULT_SWITCH_PENALTY_NS as f64 / 1e9,
             seed: DEFAULT_SEED,
-            retune_window: crate::tune::online::DEFAULT_WINDOW,
+            retune_window: DEFAULT_RETUNE_WINDOW,
         }
     }
 }

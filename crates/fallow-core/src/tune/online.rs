@@ -78,7 +78,7 @@ use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 
 /// Idle intervals in the window when none is given.
-pub const DEFAULT_WINDOW: usize = 2000;
+pub const DEFAULT_WINDOW: usize = crate::sim::DEFAULT_RETUNE_WINDOW;
 
 /// Idle intervals between refits when none is given: a quarter of the
 /// window (at least one); the CLI's `--every` and Python's `retune_every`.
