@@ -830,6 +830,12 @@ fn sample_loop(
             std::thread::park_timeout(Duration::from_nanos(next - now));
         }
     };
+    // the bios queued since the last drain are in the rings still: a
+    // command that exits right after its last write would otherwise be
+    // reported a bio or two short (1,022 of 1,024 direct writes, seen)
+    if let Some(w) = waker.as_mut().filter(|w| w.attributor.is_some()) {
+        w.drain(&mut det);
+    }
     publish(&det, late, skipped, wakeups);
     result
 }
