@@ -458,6 +458,14 @@ pub fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.tmp"))
 }
 
+/// How long [`lock`] retries a lock that is held, ms. A `flock` belongs
+/// to the open file, and a child another thread of the same process has
+/// forked shares it until its `exec` closes the descriptor: for that
+/// instant a lock just released looks held (a CI run failed on it; a
+/// thread spawning `true` in a loop reproduced it in 6 lock-and-release
+/// rounds). A real holder, another scrub, holds it far longer.
+const LOCK_RETRY_MS: u64 = 500;
+
 /// Take the lock of the checkpoint at `path`, or say who holds it.
 pub fn lock(path: &Path) -> Result<Lock> {
     let lock_path = lock_path(path);
@@ -468,14 +476,24 @@ pub fn lock(path: &Path) -> Result<Lock> {
         .truncate(false)
         .open(&lock_path)
         .map_err(|e| Error::io(&lock_path, "cannot create the checkpoint's lock file", e))?;
-    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(Lock { _file: file }),
-        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(Error::Unsupported(format!(
-            "{}: another fallow scrub is using this checkpoint (its lock {} is held)",
-            path.display(),
-            lock_path.display()
-        ))),
-        Err(e) => Err(Error::io(&lock_path, "cannot lock", e.into())),
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(LOCK_RETRY_MS);
+    loop {
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(Lock { _file: file }),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                if std::time::Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    continue;
+                }
+                return Err(Error::Unsupported(format!(
+                    "{}: another fallow scrub is using this checkpoint (its lock {} is held)",
+                    path.display(),
+                    lock_path.display()
+                )));
+            }
+            Err(e) if e == rustix::io::Errno::INTR => continue,
+            Err(e) => return Err(Error::io(&lock_path, "cannot lock", e.into())),
+        }
     }
 }
 
@@ -898,6 +916,49 @@ mod tests {
         assert!(e.contains("another fallow scrub"), "{e}");
         drop(held);
         assert!(lock(&p).is_ok());
+    }
+
+    /// A lock released while another thread forks and execs children
+    /// (as a test binary's other tests, or fallow's own guardian, do) is
+    /// free again at once: the child's moment of holding the descriptor
+    /// between fork and exec must not read as another scrub.
+    #[test]
+    fn a_released_lock_is_free_while_other_threads_spawn_processes() {
+        use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ck.json");
+        let stop = Arc::new(AtomicBool::new(false));
+        let spawned = Arc::new(AtomicU32::new(0));
+        let spawner = {
+            let (stop, spawned) = (stop.clone(), spawned.clone());
+            std::thread::spawn(move || {
+                while !stop.load(SeqCst) {
+                    let _ = std::process::Command::new("true").status();
+                    spawned.fetch_add(1, SeqCst);
+                }
+            })
+        };
+        // lock and release until 100 children were spawned meanwhile
+        // (without the retry a round failed before the 4th child, 3 of 3)
+        let t0 = std::time::Instant::now();
+        let mut failed = None;
+        let mut rounds = 0u32;
+        while spawned.load(SeqCst) < 100 && t0.elapsed().as_secs() < 30 {
+            if let Err(e) = lock(&p) {
+                failed = Some(format!("round {rounds}: {e}"));
+                break;
+            }
+            rounds += 1;
+        }
+        stop.store(true, SeqCst);
+        spawner.join().unwrap();
+        let spawned = spawned.load(SeqCst);
+        assert!(failed.is_none(), "{failed:?} ({spawned} processes spawned)");
+        assert!(
+            spawned >= 100,
+            "{spawned} processes spawned in {rounds} rounds"
+        );
     }
 
     #[test]
