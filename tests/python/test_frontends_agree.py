@@ -9,31 +9,16 @@ interpreter (``python -m fallow``: the command line inside the extension).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from typing import Any
-
 import fallow
 
 
-def cli(*args: str) -> Any:
-    o = subprocess.run(
-        [sys.executable, "-m", "fallow", *args, "--json"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    assert o.returncode == 0, f"fallow {args} failed: {o.stderr}"
-    return json.loads(o.stdout)
-
-
-def test_simulate_with_defaults_agrees_with_the_cli():
+def test_simulate_with_defaults_agrees_with_the_cli(cli_json):
     # no --requests / requests=: both must take the one default
     args = dict(workload="poisson", utilization=0.3, policy="busy-bee")
     py = fallow.simulate(**args)
-    ref = cli("simulate", "--workload", "poisson", "--utilization", "0.3", "--policy", "busy-bee")
+    ref = cli_json(
+        "simulate", "--workload", "poisson", "--utilization", "0.3", "--policy", "busy-bee"
+    )
     assert ref["input"]["requests"] == 1_000_000
     assert py["fg"]["requests"] == ref["input"]["requests"]
     for key in ("slowdown", "mean_added_delay_s", "p99_response_s", "collisions"):
@@ -43,7 +28,7 @@ def test_simulate_with_defaults_agrees_with_the_cli():
     assert py["utilization"] == ref["utilization"]
 
 
-def test_compare_agrees_with_the_cli_on_every_setting_given():
+def test_compare_agrees_with_the_cli_on_every_setting_given(cli_json):
     py = fallow.compare(
         workload="mmpp:cv=9,burst=1000",
         utilization=0.3,
@@ -56,7 +41,7 @@ def test_compare_agrees_with_the_cli_on_every_setting_given():
         seed=7,
         policies=["aggressive", "fixed-wait:t=50ms"],
     )
-    ref = cli(
+    ref = cli_json(
         "compare",
         "--workload", "mmpp:cv=9,burst=1000",
         "--utilization", "0.3",

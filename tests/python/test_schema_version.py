@@ -8,9 +8,6 @@ the extension), not the constant the Python side reads.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +20,6 @@ WORKLOAD = dict(workload="poisson", utilization=0.3, requests=2_000, seed=5)
 BG = "size:base=4ms,knee=64KiB,rate=100MB"
 
 
-def cli(*args: str) -> Any:
-    o = subprocess.run(
-        [sys.executable, "-m", "fallow", *args, "--json"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    assert o.returncode == 0, f"fallow {args} failed: {o.stderr}"
-    return json.loads(o.stdout)
-
-
 def versioned(result: Any) -> dict[str, Any]:
     doc = json.loads(result.to_json())
     assert next(iter(doc)) == "schema_version", "schema_version is not the first key"
@@ -42,8 +28,8 @@ def versioned(result: Any) -> dict[str, Any]:
     return doc
 
 
-def test_the_cli_and_python_write_the_same_schema_version() -> None:
-    ref = cli("analyze", str(TRACE), "--device", "8,0")
+def test_the_cli_and_python_write_the_same_schema_version(cli_json) -> None:
+    ref = cli_json("analyze", str(TRACE), "--device", "8,0")
     assert isinstance(ref["schema_version"], int) and ref["schema_version"] >= 1
     assert fallow.SCHEMA_VERSION == ref["schema_version"]
     assert (
