@@ -42,6 +42,26 @@ pub trait Describe: 'static {
     fn summary(&self) -> &'static str;
 }
 
+/// `impl Describe` for an entry struct whose `name`, `aliases` and
+/// `summary` fields are what it says about itself (every registry's
+/// entries are such structs).
+macro_rules! describe_by_fields {
+    ($entry:ty) => {
+        impl $crate::registry::Describe for $entry {
+            fn name(&self) -> &'static str {
+                self.name
+            }
+            fn aliases(&self) -> &'static [&'static str] {
+                self.aliases
+            }
+            fn summary(&self) -> &'static str {
+                self.summary
+            }
+        }
+    };
+}
+pub(crate) use describe_by_fields;
+
 /// A list of self-describing entries of one kind.
 pub struct Registry<T: Describe> {
     /// What an entry is, in messages ("policy", "trace format").

@@ -954,10 +954,17 @@ fn a_bad_config_is_a_clear_error_with_status_2() {
 
 // ------------------------------------------------- run on the event monitor
 
-/// `fallow run` on `lo` with `FALLOW_MONITOR=monitor` and the cgroup2
-/// freezer, running `script` under `sh -c`; the parsed report.
-fn run_on_loop(lo: &Loop, monitor: &str, freezer: &str, report: &Path, script: &str) -> Value {
-    let o = fallow_cmd(&[
+/// `fallow run -q` on `lo` with `FALLOW_MONITOR=monitor`, the freezer
+/// `freezer`, the policy `fixed-wait:t=50ms` and the report at `report`,
+/// running `script` under `sh -c`; not started.
+fn run_on_loop_cmd(
+    lo: &Loop,
+    monitor: &str,
+    freezer: &str,
+    report: &Path,
+    script: &str,
+) -> Command {
+    let mut c = fallow_cmd(&[
         "run",
         "-q",
         "--freezer",
@@ -972,11 +979,17 @@ fn run_on_loop(lo: &Loop, monitor: &str, freezer: &str, report: &Path, script: &
         "sh",
         "-c",
         script,
-    ])
-    .env("FALLOW_MONITOR", monitor)
-    .stdin(Stdio::null())
-    .output()
-    .unwrap();
+    ]);
+    c.env("FALLOW_MONITOR", monitor);
+    c
+}
+
+/// [`run_on_loop_cmd`] run to its end; the parsed report.
+fn run_on_loop(lo: &Loop, monitor: &str, freezer: &str, report: &Path, script: &str) -> Value {
+    let o = run_on_loop_cmd(lo, monitor, freezer, report, script)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap()
 }
@@ -1077,25 +1090,9 @@ fn fg_io_during_the_commands_own_io_is_seen_by_the_event_monitor() {
         stop.display(),
         lo.dev
     );
-    let mut child = fallow_cmd(&[
-        "run",
-        "-q",
-        "--freezer",
-        "cgroup2",
-        "--device",
-        &lo.dev,
-        "--policy",
-        "fixed-wait:t=50ms",
-        "--report",
-        report.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ])
-    .env("FALLOW_MONITOR", "events")
-    .spawn()
-    .unwrap();
+    let mut child = run_on_loop_cmd(&lo, "events", "cgroup2", &report, &script)
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     // FG: 4 KiB direct reads from the far half of the device for 1 s
     let mut dd = Command::new("dd")

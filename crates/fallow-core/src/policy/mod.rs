@@ -68,7 +68,7 @@ pub use preemption_interval::{
 
 use crate::error::{Error, Result};
 use crate::period::Periods;
-use crate::registry::{Describe, Registry};
+use crate::registry::Registry;
 use crate::service::{BgService, BgWork};
 use rand_pcg::Pcg64Mcg;
 use std::collections::BTreeMap;
@@ -334,17 +334,7 @@ pub struct Entry {
     pub interval_rule: Option<IntervalRule>,
 }
 
-impl Describe for Entry {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-    fn aliases(&self) -> &'static [&'static str] {
-        self.aliases
-    }
-    fn summary(&self) -> &'static str {
-        self.summary
-    }
-}
+crate::registry::describe_by_fields!(Entry);
 
 /// One parameter of a policy (`t` of `fixed-wait:t=1s`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,6 @@
 
 use super::{lines, Format, ReadContext, ReadOptions, Trace};
 use crate::error::Result;
-use crate::registry::Describe;
 use std::io::{BufRead, Write};
 use std::path::Path;
 
@@ -145,17 +144,7 @@ impl ReaderEntry {
     }
 }
 
-impl Describe for ReaderEntry {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-    fn aliases(&self) -> &'static [&'static str] {
-        self.aliases
-    }
-    fn summary(&self) -> &'static str {
-        self.summary
-    }
-}
+crate::registry::describe_by_fields!(ReaderEntry);
 
 /// [`Sniff::Yes`] when `yes`, else [`Sniff::No`].
 pub(crate) fn sniff(yes: bool) -> Sniff {

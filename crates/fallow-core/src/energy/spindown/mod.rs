@@ -32,7 +32,7 @@ pub use timeout::{Timeout, TimeoutConfig};
 use super::power::PowerModel;
 use crate::error::{Error, Result};
 pub use crate::policy::{Param, ParamKind, Params};
-use crate::registry::{Describe, Registry};
+use crate::registry::Registry;
 
 /// What a policy is given when the disk falls idle.
 #[derive(Debug, Clone, Copy)]
@@ -92,17 +92,7 @@ pub struct Entry {
     pub build: fn(Params) -> Result<Box<dyn SpinDown>>,
 }
 
-impl Describe for Entry {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-    fn aliases(&self) -> &'static [&'static str] {
-        self.aliases
-    }
-    fn summary(&self) -> &'static str {
-        self.summary
-    }
-}
+crate::registry::describe_by_fields!(Entry);
 
 /// Every spin-down policy, alphabetically (the `spindowns!` list above).
 pub fn registry() -> &'static [Entry] {
