@@ -9,7 +9,7 @@
 
 use crate::common;
 
-use common::{fallow_cmd, json_of, need_root, path_str, stderr, LoopDev};
+use common::{json_of, need_root, path_str, stderr, LoopDev, TestCommand};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -21,6 +21,12 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn sh(cmd: &str, args: &[&str]) -> Result<String, String> {
     common::run_tool(cmd, args)
+}
+
+/// `fallow scrub TARGET --policy POLICY`, to which a test adds what it is
+/// about (a slice, a rate ceiling, `--json`).
+fn scrub(target: &str, policy: &str) -> TestCommand {
+    TestCommand::new(&["scrub", target, "--policy", policy])
 }
 
 /// A file system on a loop device, mounted under a temporary directory;
@@ -160,11 +166,7 @@ fn a_btrfs_scrub_runs_to_the_end_and_its_own_reads_are_not_foreground() {
         return;
     };
     let target = format!("btrfs:{}", fs.mnt());
-    let o = fallow_cmd(&["scrub", &target, "--policy", "aggressive", "--json"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v = json_of(&o);
+    let v = scrub(&target, "aggressive").json();
     assert_eq!(v["complete"], true, "{v}");
     assert_eq!(v["outcome"], "finished", "{v}");
     // all the data was verified: btrfs's own count covers the 300 MiB written
@@ -184,10 +186,7 @@ fn a_btrfs_scrub_runs_to_the_end_and_its_own_reads_are_not_foreground() {
         "{st}"
     );
     // a second run without --resume starts a new scrub (the last finished)
-    let o = fallow_cmd(&["scrub", &target, "--policy", "aggressive"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    let o = scrub(&target, "aggressive").ok();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
         text.contains("complete") && text.contains("no errors"),
@@ -265,21 +264,11 @@ fn acceptance_fg_at_300_iops_keeps_the_btrfs_scrub_off_then_it_finishes() {
     }
     let before = fs.read_sectors();
     let t_fg = Instant::now();
-    let fallow = fallow_cmd(&[
-        "scrub",
-        &target,
-        "--policy",
-        "fixed-wait:t=200ms",
-        "--slice",
-        "200ms",
-        "--max-rate",
-        "50MiB/s",
-        "--json",
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let fallow = scrub(&target, "fixed-wait:t=200ms")
+        .flag("--slice", "200ms")
+        .flag("--max-rate", "50MiB/s")
+        .arg("--json")
+        .spawn();
     assert!(fio.wait().unwrap().success());
     let during = fs.read_sectors() - before;
     let fg_s = t_fg.elapsed().as_secs_f64();
@@ -351,19 +340,10 @@ fn an_fg_arriving_mid_scrub_stops_it_within_one_chunk() {
         .max()
         .unwrap();
     let target = format!("btrfs:{}", fs.mnt());
-    let fallow = fallow_cmd(&[
-        "scrub",
-        &target,
-        "--policy",
-        "fixed-wait:t=200ms",
-        "--max-rate",
-        "50MiB/s",
-        "--json",
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let fallow = scrub(&target, "fixed-wait:t=200ms")
+        .flag("--max-rate", "50MiB/s")
+        .arg("--json")
+        .spawn();
     std::thread::sleep(Duration::from_secs(1));
     let before = fs.read_sectors();
     let fio_out = fs._dir.path().join("fio.json");
@@ -427,21 +407,11 @@ fn kill_9_while_paused_the_guardian_resumes_the_scrub_and_restores_the_limit() {
     let target = format!("btrfs:{}", fs.mnt());
     // requests far apart: after the first (a slice, then on to a chunk
     // boundary) the scrub stays cancelled for seconds
-    let mut child = fallow_cmd(&[
-        "scrub",
-        &target,
-        "--policy",
-        "fixed-rate:r=8s",
-        "--slice",
-        "50ms",
-        "--max-rate",
-        "50MiB/s",
-        "--json",
-    ])
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let mut child = scrub(&target, "fixed-rate:r=8s")
+        .flag("--slice", "50ms")
+        .flag("--max-rate", "50MiB/s")
+        .arg("--json")
+        .spawn_stdio(Stdio::null(), Stdio::piped());
     // until the first slice has run and the scrub is cancelled (paused)
     let t0 = Instant::now();
     loop {
@@ -515,21 +485,10 @@ fn a_scrub_paused_after_every_short_slice_finishes_and_rereads_little() {
     }
     let target = format!("btrfs:{}", fs.mnt());
     let t0 = Instant::now();
-    let o = fallow_cmd(&[
-        "scrub",
-        &target,
-        "--policy",
-        "fixed-rate:r=200ms",
-        "--slice",
-        "50ms",
-        "--max-rate",
-        "100MiB/s",
-        "--json",
-    ])
-    .output()
-    .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v = json_of(&o);
+    let v = scrub(&target, "fixed-rate:r=200ms")
+        .flag("--slice", "50ms")
+        .flag("--max-rate", "100MiB/s")
+        .json();
     let scrubbed = v["scrubbed_bytes"].as_u64().unwrap();
     eprintln!(
         "short slices: finished in {:.1} s, {} boundary looks, {} runs without progress, {} MB scrubbed for 300 MiB of data",
@@ -561,42 +520,17 @@ fn an_interrupted_btrfs_scrub_needs_resume_and_resume_finishes_it() {
     };
     let target = format!("btrfs:{}", fs.mnt());
     // one slice then stop: --max-bytes
-    let o = fallow_cmd(&[
-        "scrub",
-        &target,
-        "--policy",
-        "aggressive",
-        "--max-bytes",
-        "32MiB",
-        "--slice",
-        "50ms",
-        "--max-rate",
-        "100MiB/s",
-        "--json",
-    ])
-    .output()
-    .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v = json_of(&o);
+    let v = scrub(&target, "aggressive")
+        .flag("--max-bytes", "32MiB")
+        .flag("--slice", "50ms")
+        .flag("--max-rate", "100MiB/s")
+        .json();
     assert_eq!(v["complete"], false, "{v}");
     assert!(status_text(fs.mnt()).contains("aborted"));
     let first = v["scrubbed_bytes"].as_u64().unwrap();
     // without --resume: refused, exit 2, nothing started
-    let o = fallow_cmd(&["scrub", &target]).output().unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
-    let o = fallow_cmd(&[
-        "scrub",
-        &target,
-        "--resume",
-        "--policy",
-        "aggressive",
-        "--json",
-    ])
-    .output()
-    .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v = json_of(&o);
+    TestCommand::new(&["scrub", &target]).bad_input(&["--resume"]);
+    let v = scrub(&target, "aggressive").arg("--resume").json();
     assert_eq!(v["complete"], true, "{v}");
     // resumed, not restarted: the counters carry on from the first run
     let total = v["scrubbed_bytes"].as_u64().unwrap();
@@ -606,37 +540,15 @@ fn an_interrupted_btrfs_scrub_needs_resume_and_resume_finishes_it() {
 
 #[test]
 fn block_scrubber_flags_and_bad_native_targets_are_clear_errors() {
-    let o = fallow_cmd(&["scrub", "btrfs:/", "--order", "staggered"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("--order does not apply to btrfs"),
-        "{}",
-        stderr(&o)
-    );
-    let o = fallow_cmd(&["scrub", "btrfs:"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("nothing after `btrfs:`"),
-        "{}",
-        stderr(&o)
-    );
-    let o = fallow_cmd(&["scrub", "fstrim:/", "--slice", "1s"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("--slice does not apply to fstrim"),
-        "{}",
-        stderr(&o)
-    );
+    TestCommand::new(&["scrub", "btrfs:/", "--order", "staggered"])
+        .bad_input(&["--order does not apply to btrfs"]);
+    TestCommand::new(&["scrub", "btrfs:"]).bad_input(&["nothing after `btrfs:`"]);
+    TestCommand::new(&["scrub", "fstrim:/", "--slice", "1s"])
+        .bad_input(&["--slice does not apply to fstrim"]);
     if common::have("btrfs") {
         // / is not btrfs here: btrfs says so, and that is the user's error
         let d = tempfile::tempdir().unwrap();
-        let o = fallow_cmd(&["scrub", &format!("btrfs:{}", d.path().display())])
-            .output()
-            .unwrap();
+        let o = TestCommand::new(&["scrub", &format!("btrfs:{}", d.path().display())]).output();
         if sh("findmnt", &["-no", "FSTYPE", "-T", path_str(d.path())]).as_deref() != Ok("btrfs") {
             assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
         }
@@ -673,21 +585,10 @@ fn fitrim_by_ranges_under_a_policy_frees_the_deleted_space() {
     let ck = fs._dir.path().join("trim.json");
     let held = allocated(&fs.backing);
     assert!(held >= 200 << 20, "the image holds only {held} bytes");
-    let o = fallow_cmd(&[
-        "trim",
-        fs.mnt(),
-        "--policy",
-        "fixed-wait:t=20ms",
-        "--size",
-        "64MiB",
-        "--checkpoint",
-        path_str(&ck),
-        "--json",
-    ])
-    .output()
-    .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v = json_of(&o);
+    let v = TestCommand::new(&["trim", fs.mnt(), "--policy", "fixed-wait:t=20ms"])
+        .flag("--size", "64MiB")
+        .path_flag("--checkpoint", &ck)
+        .json();
     assert_eq!(v["complete"], true, "{v}");
     let fs_bytes = v["target_bytes"].as_u64().unwrap();
     // one FITRIM per 64 MiB range, the last running to the end
@@ -717,27 +618,16 @@ fn fitrim_killed_mid_way_resumes_at_its_offset_and_skips_nothing() {
         return;
     };
     let ck = fs._dir.path().join("trim.json");
-    let args = |extra: &[&str]| {
-        let mut a = vec![
-            "trim",
-            fs.mnt(),
-            "--size",
-            "16MiB",
-            "--checkpoint",
-            path_str(&ck),
-            "--json",
-        ];
-        a.extend_from_slice(extra);
-        a.into_iter().map(String::from).collect::<Vec<_>>()
+    let trim = || {
+        let mut c = TestCommand::new(&["trim", fs.mnt()]);
+        c.flag("--size", "16MiB").path_flag("--checkpoint", &ck);
+        c
     };
     // a range every 100 ms: 32 ranges take ~3 s; killed after ~1 s
-    let a = args(&["--policy", "fixed-rate:r=100ms"]);
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    let mut child = fallow_cmd(&a)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = trim()
+        .flag("--policy", "fixed-rate:r=100ms")
+        .arg("--json")
+        .spawn_stdio(Stdio::null(), Stdio::null());
     std::thread::sleep(Duration::from_millis(1000));
     child.kill().unwrap();
     let _ = child.wait();
@@ -749,15 +639,8 @@ fn fitrim_killed_mid_way_resumes_at_its_offset_and_skips_nothing() {
     assert!(at > 0 && at < fs_bytes && at % (16 << 20) == 0, "{saved}");
     assert_eq!(saved["complete"], false);
     // without --resume: refused
-    let a = args(&[]);
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    let o = fallow_cmd(&a).output().unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    let a = args(&["--resume", "--policy", "aggressive"]);
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    let o = fallow_cmd(&a).output().unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v = json_of(&o);
+    trim().arg("--json").bad_input(&["--resume"]);
+    let v = trim().flag("--policy", "aggressive").arg("--resume").json();
     assert_eq!(v["complete"], true, "{v}");
     // the second run covered exactly what the first had not
     assert_eq!(v["run_bytes"].as_u64().unwrap(), fs_bytes - at, "{v}");
@@ -816,17 +699,7 @@ fn a_two_device_btrfs_is_watched_on_both_devices() {
     f.sync_all().unwrap();
     drop(f);
     sh("sync", &[]).unwrap();
-    let o = fallow_cmd(&[
-        "scrub",
-        &format!("btrfs:{}", path_str(&mnt)),
-        "--policy",
-        "aggressive",
-        "--json",
-    ])
-    .output()
-    .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v = json_of(&o);
+    let v = scrub(&format!("btrfs:{}", path_str(&mnt)), "aggressive").json();
     let mut want: Vec<String> = devs
         .iter()
         .map(|d| d.trim_start_matches("/dev/").to_string())
@@ -865,20 +738,11 @@ fn outside_its_window_no_btrfs_scrub_starts_and_a_signal_stops_the_wait() {
         % 86_400;
     let hm = |s: u64| format!("{:02}:{:02}", (s / 3600) % 24, (s / 60) % 60);
     let window = format!("{}-{}", hm(now_s + 2 * 3600), hm(now_s + 3 * 3600));
-    let child = fallow_cmd(&[
-        "scrub",
-        &format!("btrfs:{}", fs.mnt()),
-        "--policy",
-        "aggressive",
-        "--window",
-        &window,
-        "--json",
-    ])
-    .env("TZ", "UTC")
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let child = scrub(&format!("btrfs:{}", fs.mnt()), "aggressive")
+        .flag("--window", &window)
+        .arg("--json")
+        .env("TZ", "UTC")
+        .spawn();
     std::thread::sleep(Duration::from_millis(1500));
     sh("kill", &["-15", &child.id().to_string()]).unwrap();
     let o = child.wait_with_output().unwrap();
@@ -913,19 +777,10 @@ fn sigterm_stops_a_btrfs_scrub_resumable_with_status_0_and_resume_finishes_it() 
         .collect();
     let target = format!("btrfs:{}", fs.mnt());
     // slow enough (20 MiB/s over 300 MiB) to be mid-way at the signal
-    let child = fallow_cmd(&[
-        "scrub",
-        &target,
-        "--policy",
-        "aggressive",
-        "--max-rate",
-        "20MiB/s",
-        "--json",
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let child = scrub(&target, "aggressive")
+        .flag("--max-rate", "20MiB/s")
+        .arg("--json")
+        .spawn();
     let t0 = Instant::now();
     loop {
         assert!(
@@ -974,17 +829,7 @@ fn sigterm_stops_a_btrfs_scrub_resumable_with_status_0_and_resume_finishes_it() 
     );
     assert!(lines.iter().all(|l| l["pass"].is_null()), "{err}");
     // and it resumes to the end
-    let o = fallow_cmd(&[
-        "scrub",
-        &target,
-        "--policy",
-        "aggressive",
-        "--resume",
-        "--json",
-    ])
-    .output()
-    .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(json_of(&o)["complete"], true);
+    let v = scrub(&target, "aggressive").arg("--resume").json();
+    assert_eq!(v["complete"], true, "{v}");
     assert!(status_text(fs.mnt()).contains("no errors found"));
 }
