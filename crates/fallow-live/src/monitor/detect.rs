@@ -499,6 +499,30 @@ mod tests {
         d.observe(t, &dev.sample(), o, o)
     }
 
+    /// The idle start and FG requests of an `Idle` event; panics on any
+    /// other.
+    fn idle_of(e: Option<Event>) -> (u64, u32) {
+        match e {
+            Some(Event::Idle {
+                idle_start_ns,
+                fg_requests,
+                ..
+            }) => (idle_start_ns, fg_requests),
+            e => panic!("not an idle event: {e:?}"),
+        }
+    }
+
+    /// A detector fed two quiet samples (at 0 and 1 ms) of a fresh device:
+    /// idle, with nothing of fallow's.
+    fn idle_at_1ms() -> (Detector, Dev) {
+        let mut d = Detector::new();
+        let dev = Dev::default();
+        feed(&mut d, 0, &dev, own(0, false));
+        feed(&mut d, 1_000_000, &dev, own(0, false));
+        assert!(!d.busy());
+        (d, dev)
+    }
+
     #[test]
     fn starts_busy_and_falls_idle_on_the_first_quiet_sample() {
         let mut d = Detector::new();
@@ -535,14 +559,7 @@ mod tests {
         // dispatched and completed: the counters take over
         dev.read(8);
         assert_eq!(feed(&mut d, 4 * ms, &dev, o), None);
-        match feed(&mut d, 5 * ms, &dev, o) {
-            Some(Event::Idle {
-                idle_start_ns,
-                fg_requests,
-                ..
-            }) => assert_eq!((idle_start_ns, fg_requests), (4 * ms, 1)),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(idle_of(feed(&mut d, 5 * ms, &dev, o)), (4 * ms, 1));
         // a bio the counters never show: busy for the hold, then idle
         d.announce(10 * ms);
         assert!(matches!(
@@ -611,10 +628,7 @@ mod tests {
         let ms = 1_000_000;
         let o = own(0, false);
         // (a) gone from in flight with nothing counted, then all counted
-        let mut d = Detector::new();
-        let mut dev = Dev::default();
-        feed(&mut d, 0, &dev, o);
-        feed(&mut d, ms, &dev, o); // idle
+        let (mut d, mut dev) = idle_at_1ms();
         dev.inflight.reads = 1;
         assert!(matches!(
             feed(&mut d, 2 * ms, &dev, o),
@@ -624,14 +638,7 @@ mod tests {
         assert_eq!(feed(&mut d, 3 * ms, &dev, o), None, "idle before the count");
         dev.read(8);
         assert_eq!(feed(&mut d, 4 * ms, &dev, o), None);
-        match feed(&mut d, 5 * ms, &dev, o) {
-            Some(Event::Idle {
-                idle_start_ns,
-                fg_requests,
-                ..
-            }) => assert_eq!((idle_start_ns, fg_requests), (4 * ms, 1)),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(idle_of(feed(&mut d, 5 * ms, &dev, o)), (4 * ms, 1));
         assert_eq!(d.totals().busy_periods, 1);
         // (b) the sectors first, the I/O count a sample later
         dev.inflight.reads = 1;
@@ -648,10 +655,7 @@ mod tests {
             None,
             "its count ends nothing"
         );
-        match feed(&mut d, 9 * ms, &dev, o) {
-            Some(Event::Idle { fg_requests, .. }) => assert_eq!(fg_requests, 1),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(idle_of(feed(&mut d, 9 * ms, &dev, o)).1, 1);
         // (c) sectors of a request never seen in flight, its count later
         dev.s.read_sectors += 8;
         assert!(matches!(
@@ -678,10 +682,7 @@ mod tests {
     fn a_completion_never_counted_is_awaited_only_for_the_hold() {
         let ms = 1_000_000;
         let o = own(0, false);
-        let mut d = Detector::new();
-        let mut dev = Dev::default();
-        feed(&mut d, 0, &dev, o);
-        feed(&mut d, ms, &dev, o); // idle
+        let (mut d, mut dev) = idle_at_1ms();
         dev.inflight.reads = 1;
         feed(&mut d, 2 * ms, &dev, o); // busy
         dev.inflight.reads = 0;
@@ -694,17 +695,10 @@ mod tests {
         assert_eq!(feed(&mut d, gone + COMPLETION_HOLD_NS - 1, &dev, o), None);
         // two samples and 2 ms after: idle, the busy period ending where
         // the device was last seen waiting for the count
-        match feed(&mut d, gone + COMPLETION_HOLD_NS, &dev, o) {
-            Some(Event::Idle {
-                idle_start_ns,
-                fg_requests,
-                ..
-            }) => assert_eq!(
-                (idle_start_ns, fg_requests),
-                (gone + COMPLETION_HOLD_NS - 1, 0)
-            ),
-            e => panic!("{e:?}"),
-        }
+        assert_eq!(
+            idle_of(feed(&mut d, gone + COMPLETION_HOLD_NS, &dev, o)),
+            (gone + COMPLETION_HOLD_NS - 1, 0)
+        );
         // and over a long gap one sample is enough for the 2 ms, the two
         // samples still hold
         dev.inflight.reads = 1;
