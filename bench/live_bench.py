@@ -1138,10 +1138,13 @@ def btrfs_version() -> str:
 
 
 def scrub_status(mnt: Path) -> dict:
-    """`btrfs scrub status -R MNT`: its counters, its state and when the
-    scrub started; `bytes` = data + tree bytes scrubbed (0 before any scrub)."""
+    """`btrfs scrub status -R MNT`: its counters, its state, when the scrub
+    started (`Scrub started:`) or was last resumed (`Scrub resumed:`, which
+    btrfs-progs prints instead once a scrub is resumed; the counters carry
+    on from before the resume); `bytes` = data + tree bytes scrubbed (0
+    before any scrub)."""
     text = run(["btrfs", "scrub", "status", "-R", str(mnt)], "btrfs scrub status").stdout
-    st: dict = {"status": "none", "started": None, "counters": {}}
+    st: dict = {"status": "none", "started": None, "resumed": None, "counters": {}}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if not sep:
@@ -1151,6 +1154,8 @@ def scrub_status(mnt: Path) -> dict:
             st["status"] = value
         elif key == "Scrub started":
             st["started"] = value
+        elif key == "Scrub resumed":
+            st["resumed"] = value
         elif value.isdigit():
             st["counters"][key] = int(value)
     c = st["counters"]
@@ -1279,6 +1284,17 @@ class BtrfsScrubber:
         return {"reported_bytes": st["bytes"], "status": st["status"], "note": ""}
 
 
+def same_scrub(st0: dict, st1: dict) -> bool:
+    """Whether the scrub of status `st1` is the one of `st0`, resumed or
+    not, so that its counters go on from `st0`'s. Only a fresh start (a
+    `Scrub started:` time other than `st0`'s) begins a new count: a resume
+    prints `Scrub resumed:` and keeps the counters (fallow's slices resume
+    the scrub at every pause; comparing the start lines alone took the
+    first resume inside a run for a new scrub, and counted the 33 MB fallow
+    scrubbed in the second before the run as the run's)."""
+    return st1["started"] is None or st1["started"] == st0["started"]
+
+
 def btrfs_window(dev: str, mnt: Path, fg_cmd: list[str], out: Path, cleanup: Cleanup) -> dict:
     """One FG run; the scrub's bytes are what `btrfs scrub status -R` says
     it scrubbed during the run (data + tree bytes, which count a chunk
@@ -1287,8 +1303,7 @@ def btrfs_window(dev: str, mnt: Path, fg_cmd: list[str], out: Path, cleanup: Cle
     st0 = scrub_status(mnt)
     r = run_window(dev, fg_cmd, out, cleanup)
     st1 = scrub_status(mnt)
-    # a scrub that began during the run (or none before it) counts from 0
-    before = st0["bytes"] if st0["started"] == st1["started"] else 0
+    before = st0["bytes"] if same_scrub(st0, st1) else 0
     scrubbed = max(0, st1["bytes"] - before)
     r["device_other_bytes"] = r.pop("scrub_bytes")
     r["device_other_mb_s"] = r.pop("scrub_mb_s")

@@ -368,6 +368,49 @@ def test_scrub_status_reads_btrfs_progs_output(monkeypatch):
     assert mod.scrub_status(Path("/mnt"))["bytes"] == 0
 
 
+STATUS_RESUMED = """UUID:             b638b314-095f-4724-8ed2-4f04a429c7a2
+Scrub resumed:    Thu Nov 26 10:07:46 2026
+Status:           running
+Duration:         0:00:04
+\tdata_extents_scrubbed: 1920
+\ttree_extents_scrubbed: 62
+\tdata_bytes_scrubbed: 125829120
+\ttree_bytes_scrubbed: 1015808
+\tread_errors: 0
+\tlast_physical: 204865536
+"""
+
+
+def test_a_resumed_scrub_is_the_same_scrub_and_a_new_start_is_not(monkeypatch):
+    """`btrfs scrub status -R` of a resumed scrub (btrfs-progs v6.2 here,
+    `btrfs scrub resume -B` 1.5 s after a cancel) prints `Scrub resumed:`
+    where a started one prints `Scrub started:`, and its counters go on:
+    the window's bytes are the difference, not the total since the start."""
+    mod = _module()
+    texts = {
+        "started": STATUS_R,
+        "resumed": STATUS_RESUMED,
+        "none": "UUID: x\n\tno stats available\n",
+    }
+    st = {}
+    for k, text in texts.items():
+        monkeypatch.setattr(
+            mod, "run", lambda cmd, what, text=text: subprocess.CompletedProcess(cmd, 0, text, "")
+        )
+        st[k] = mod.scrub_status(Path("/mnt"))
+    assert st["resumed"]["started"] is None
+    assert st["resumed"]["resumed"] == "Thu Nov 26 10:07:46 2026"
+    assert st["resumed"]["bytes"] == 125829120 + 1015808
+    # resumed during the run: the same scrub, counted from the start of the run
+    assert mod.same_scrub(st["started"], st["resumed"])
+    assert mod.same_scrub(st["resumed"], st["resumed"])
+    # a scrub started afresh during the run (or the first one) counts from 0
+    other = dict(st["started"], started="Thu Nov 26 10:09:00 2026")
+    assert not mod.same_scrub(st["started"], other)
+    assert not mod.same_scrub(st["none"], st["started"])
+    assert mod.same_scrub(st["started"], st["started"])
+
+
 def _run(name: str, mbs: float, mean: float, p99: float) -> dict:
     return {"scrubber": name, "scrub_mb_s": mbs, "fg": {"mean_ratio": mean, "p99_ratio": p99}}
 
