@@ -284,16 +284,32 @@ impl BioAttribution {
 /// 64-bit kernels) of a cgroup and its descendants.
 fn cgroup_tree_ids(dir: &Path) -> HashSet<u64> {
     let mut out = HashSet::new();
-    let mut stack = vec![(dir.to_path_buf(), 0usize)];
+    walk_cgroup_tree(dir, 16, |id, _| {
+        out.insert(id);
+        out.len() < MAX_OURS
+    });
+    out
+}
+
+/// Each directory of the cgroup (v2) tree at `root`, depth first and at
+/// most `max_depth` levels below it, with its cgroup id (the directory's
+/// inode number, what `PERF_SAMPLE_CGROUP` and the tracepoints report),
+/// until `visit` returns false. A directory that is gone by the time it is
+/// read (a cgroup removed meanwhile) is passed over with what was below it.
+pub(crate) fn walk_cgroup_tree(
+    root: &Path,
+    max_depth: usize,
+    mut visit: impl FnMut(u64, &Path) -> bool,
+) {
+    let mut stack = vec![(root.to_path_buf(), 0usize)];
     while let Some((d, depth)) = stack.pop() {
-        if out.len() >= MAX_OURS {
-            break;
-        }
         let Ok(m) = std::fs::metadata(&d) else {
             continue;
         };
-        out.insert(m.ino());
-        if depth >= 16 {
+        if !visit(m.ino(), &d) {
+            break;
+        }
+        if depth >= max_depth {
             continue;
         }
         if let Ok(rd) = std::fs::read_dir(&d) {
@@ -304,7 +320,6 @@ fn cgroup_tree_ids(dir: &Path) -> HashSet<u64> {
             }
         }
     }
-    out
 }
 
 /// A managed command's own I/O: its bios as the event monitor attributes

@@ -899,26 +899,12 @@ impl CgroupNames {
             return;
         };
         self.by_id.clear();
-        let mut stack = vec![(root.clone(), 0usize)];
-        while let Some((dir, depth)) = stack.pop() {
-            if self.by_id.len() >= MAX_CGROUPS {
-                break;
-            }
-            if let Ok(m) = std::fs::metadata(&dir) {
-                let rel = dir.strip_prefix(&root).unwrap_or(Path::new(""));
-                self.by_id.insert(m.ino(), format!("/{}", rel.display()));
-            }
-            if depth >= 32 {
-                continue;
-            }
-            if let Ok(rd) = std::fs::read_dir(&dir) {
-                for e in rd.flatten() {
-                    if e.file_type().is_ok_and(|t| t.is_dir()) {
-                        stack.push((e.path(), depth + 1));
-                    }
-                }
-            }
-        }
+        let by_id = &mut self.by_id;
+        super::cgroup_bios::walk_cgroup_tree(&root, 32, |id, dir| {
+            let rel = dir.strip_prefix(&root).unwrap_or(Path::new(""));
+            by_id.insert(id, format!("/{}", rel.display()));
+            by_id.len() < MAX_CGROUPS
+        });
     }
 }
 
