@@ -556,19 +556,7 @@ fn paused_during_fg_io_on_a_loop_device() {
     for _ in 0..2 {
         std::thread::sleep(Duration::from_millis(500));
         let from = now_ns();
-        let mut dd = Command::new("dd")
-            .args([
-                &format!("if={}", lo.dev),
-                "of=/dev/null",
-                "bs=4k",
-                "iflag=direct",
-            ])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(700));
-        dd.kill().unwrap();
-        dd.wait().unwrap();
+        fg_direct_reads_for(&lo.dev, 0, Duration::from_millis(700));
         bursts.push((from, now_ns()));
     }
     std::thread::sleep(Duration::from_millis(600));
@@ -954,6 +942,25 @@ fn a_bad_config_is_a_clear_error_with_status_2() {
 
 // ------------------------------------------------- run on the event monitor
 
+/// FG work on `dev`: 4 KiB direct reads one after another from 4 KiB
+/// block `skip_blocks` on, for `dur` (`dd`, killed at the end).
+fn fg_direct_reads_for(dev: &str, skip_blocks: u64, dur: Duration) {
+    let mut dd = Command::new("dd")
+        .args([
+            &format!("if={dev}"),
+            "of=/dev/null",
+            "bs=4k",
+            &format!("skip={skip_blocks}"),
+            "iflag=direct",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(dur);
+    dd.kill().unwrap();
+    dd.wait().unwrap();
+}
+
 /// `fallow run -q` on `lo` with `FALLOW_MONITOR=monitor`, the freezer
 /// `freezer`, the policy `fixed-wait:t=50ms` and the report at `report`,
 /// running `script` under `sh -c`; not started.
@@ -1095,20 +1102,7 @@ fn fg_io_during_the_commands_own_io_is_seen_by_the_event_monitor() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     // FG: 4 KiB direct reads from the far half of the device for 1 s
-    let mut dd = Command::new("dd")
-        .args([
-            &format!("if={}", lo.dev),
-            "of=/dev/null",
-            "bs=4k",
-            "skip=131072",
-            "iflag=direct",
-        ])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1000));
-    dd.kill().unwrap();
-    dd.wait().unwrap();
+    fg_direct_reads_for(&lo.dev, 131_072, Duration::from_millis(1000));
     std::thread::sleep(Duration::from_millis(500));
     // FG writes: 4 MiB buffered and written out by fsync (or, partly, by
     // the flusher, whose bios are left to the counters, which do not take
