@@ -589,29 +589,19 @@ fn the_commands_own_io_is_not_foreground() {
     need_root("a loop device and cgroups");
     let Some(lo) = Loop::new() else { return };
     let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "dd if={} of=/dev/null bs=64k count=2048 iflag=direct 2>/dev/null",
+        lo.dev
+    );
     for f in freezers() {
-        let report = dir.path().join(format!("{f}.json"));
-        let o = fallow(&[
-            "run",
-            "-q",
-            "--freezer",
+        // FALLOW_MONITOR=auto: the default, as a user runs it
+        let r = run_on_loop(
+            &lo,
+            "auto",
             f,
-            "--device",
-            &lo.dev,
-            "--policy",
-            "fixed-wait:t=50ms",
-            "--report",
-            report.to_str().unwrap(),
-            "--",
-            "dd",
-            &format!("if={}", lo.dev),
-            "of=/dev/null",
-            "bs=64k",
-            "count=2048",
-            "iflag=direct",
-        ]);
-        assert!(o.status.success(), "{f}: {}", stderr(&o));
-        let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+            &dir.path().join(format!("{f}.json")),
+            &script,
+        );
         // taken for FG, each 20 ms slice of 128 MiB of reads would end in a
         // busy period and a 50 ms pause: dozens of them
         let busy = r["monitor"]["busy_periods"].as_u64().unwrap();
