@@ -59,6 +59,9 @@ pub enum OutputKind {
     /// A text log fallow only appends to (`fallow emulate-disk --log`):
     /// what is there is kept, so any regular file is accepted.
     AppendedLog,
+    /// A manual page `fallow man --dir` wrote: roff whose title line is
+    /// `.TH fallow` (fallow(1)) or `.TH fallow-…` (a subcommand's page).
+    ManPage,
 }
 
 impl OutputKind {
@@ -74,6 +77,7 @@ impl OutputKind {
             OutputKind::TextTrace => "a trace fallow can tell it wrote",
             OutputKind::StatFile => "a counters file in /sys/block/<dev>/stat format",
             OutputKind::AppendedLog => "a log",
+            OutputKind::ManPage => "a manual page fallow wrote",
         }
     }
 }
@@ -241,6 +245,9 @@ pub fn recognise(path: &Path, kind: OutputKind) -> io::Result<bool> {
                 && fields.iter().all(|f| f.parse::<u64>().is_ok())
         }
         OutputKind::AppendedLog => true,
+        OutputKind::ManPage => String::from_utf8_lossy(&bytes)
+            .lines()
+            .any(|l| l.starts_with(".TH fallow ") || l.starts_with(".TH fallow-")),
     })
 }
 

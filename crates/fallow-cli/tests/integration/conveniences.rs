@@ -110,6 +110,62 @@ fn man_pages_are_roff_with_the_commands_help() {
     }
 }
 
+/// `fallow man --dir DIR` (advertised in `fallow --help` and fallow(1))
+/// writes fallow.1 and a page per visible subcommand, nested ones
+/// included, each the same roff `fallow man SUB` prints; a foreign file
+/// in the way is refused before anything is written, and a second run
+/// replaces its own pages.
+#[test]
+fn man_dir_writes_every_page_through_the_output_guard() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = common::path_str(dir.path());
+    let o = fallow(&["man", "--dir", d]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let help = stdout(&fallow(&["--help"]));
+    // the independent list: the subcommands `fallow --help` names
+    let listed: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        // a name at two spaces; deeper lines continue a wrapped description
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| *w != "help")
+        .collect();
+    assert!(listed.len() >= 15, "{listed:?}");
+    for sub in &listed {
+        let p = dir.path().join(format!("fallow-{sub}.1"));
+        let page = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert_eq!(page, stdout(&fallow(&["man", sub])), "{sub}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("fallow.1")).unwrap(),
+        stdout(&fallow(&["man"]))
+    );
+    assert!(dir.path().join("fallow-peer-serve.1").exists());
+    assert!(!dir.path().join("fallow-__guardian.1").exists());
+    // its own pages are replaced without --overwrite
+    assert!(fallow(&["man", "--dir", d]).status.success());
+    // a foreign file is refused, and nothing else is written
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("fallow-scrub.1"), "my notes\n").unwrap();
+    bad_input(
+        &["man", "--dir", common::path_str(other.path())],
+        &["fallow-scrub.1", "--overwrite"],
+    );
+    assert!(!other.path().join("fallow.1").exists());
+    assert_eq!(
+        std::fs::read_to_string(other.path().join("fallow-scrub.1")).unwrap(),
+        "my notes\n"
+    );
+    bad_input(
+        &["man", "--dir", "/nonexistent/fallow-man"],
+        &["/nonexistent/fallow-man"],
+    );
+    bad_input(&["man", "scrub", "--dir", d], &["--dir"]);
+}
+
 fn has_escapes(s: &str) -> bool {
     s.contains('\x1b')
 }
