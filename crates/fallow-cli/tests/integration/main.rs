@@ -8,6 +8,7 @@
 
 mod common;
 
+mod advertised;
 mod bounds;
 mod charts;
 mod cli;
