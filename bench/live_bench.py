@@ -1709,6 +1709,29 @@ def markdown_btrfs(d: dict) -> str:
 # ---------------------------------------------------------------- main
 
 
+def choose_workdir(workdir: str | None, keep: bool) -> tuple[Path, Path | None]:
+    """The work directory and what to remove at the end (None: nothing).
+
+    Only what the bench created is ever removed: a `--workdir` that already
+    existed holds the user's files, so without `--keep` the bench works in a
+    fresh directory inside it and removes only that; with `--keep` it works
+    in the directory itself (reusing an earlier run's images) and removes
+    nothing.
+    """
+    if workdir is None:
+        work = Path(tempfile.mkdtemp(prefix="fallow-live-bench-")).resolve()
+        return work, None if keep else work
+    given = Path(workdir).resolve()
+    if keep:
+        given.mkdir(parents=True, exist_ok=True)
+        return given, None
+    if given.exists():
+        work = Path(tempfile.mkdtemp(prefix="fallow-live-bench-", dir=given)).resolve()
+        return work, work
+    given.mkdir(parents=True)
+    return given, given
+
+
 def main() -> int:
     if sys.argv[1:2] == ["__replay"]:
         # the trace workload's FG process: __replay TRACE DEV RUNTIME_S OUT START_S
@@ -1778,7 +1801,11 @@ def main() -> int:
         "BFQ's default class, or another scheduler for its run",
     )
     ap.add_argument("--seed", type=int, default=1, help="fio's and the measurements' seed")
-    ap.add_argument("--workdir", help="where images and logs go (default: a temporary dir)")
+    ap.add_argument(
+        "--workdir",
+        help="where images and logs go (default: a temporary dir); an existing directory is "
+        "never removed: without --keep the bench works in a new directory inside it",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument(
         "--markdown",
@@ -1851,10 +1878,9 @@ def main() -> int:
     try:
         check_tools(need_cargo=args.fallow is None)
         fallow = find_fallow(args.fallow)
-        work = Path(args.workdir or tempfile.mkdtemp(prefix="fallow-live-bench-")).resolve()
-        work.mkdir(parents=True, exist_ok=True)
-        if not args.keep:
-            cleanup.add(f"rm -r {work}", lambda: shutil.rmtree(work, ignore_errors=True))
+        work, ours = choose_workdir(args.workdir, args.keep)
+        if ours is not None:
+            cleanup.add(f"rm -r {ours}", lambda: shutil.rmtree(ours, ignore_errors=True))
         # fallow's checkpoint (fsynced after every request) goes to memory:
         # the plain loop device's image is on this machine's only disk, and
         # docs/live.md asks for the checkpoint on another device than the one

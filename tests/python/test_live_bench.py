@@ -454,3 +454,24 @@ def test_btrfs_fill_beyond_the_file_system_exits_2_with_the_flag():
     )
     assert r.returncode == 2
     assert "--btrfs-fill 900" in r.stderr
+
+
+def test_the_bench_removes_only_what_it_created(tmp_path):
+    """Issue 27: `--workdir DIR` without `--keep` deleted a directory the
+    user already had, with its files."""
+    bench = _module()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    work, remove = bench.choose_workdir(str(mine), keep=False)
+    assert work.parent == mine.resolve() and remove == work
+    shutil.rmtree(remove)
+    assert (mine / "notes.txt").read_text() == "keep me"
+    # with --keep the directory itself is used and nothing is removed
+    assert bench.choose_workdir(str(mine), keep=True) == (mine.resolve(), None)
+    # a directory the bench makes is its own to remove
+    fresh = tmp_path / "fresh"
+    assert bench.choose_workdir(str(fresh), keep=False) == (fresh.resolve(), fresh.resolve())
+    work, remove = bench.choose_workdir(None, keep=False)
+    assert remove == work and work.is_dir()
+    shutil.rmtree(work)
