@@ -49,6 +49,70 @@ fn completions_know_every_subcommand_and_flag() {
     bad_input(&["completions", "tcsh"], &["tcsh", "bash"]);
 }
 
+/// Issue 27: completion offers the registries' names after `--format` and
+/// `--policy` (spin-down policies for `energy`), and no internal command.
+/// The lists to find are read from `fallow policies --json` and `fallow
+/// analyze --help`, not from the completion code.
+#[test]
+fn completion_offers_policies_and_formats_and_hides_internal_commands() {
+    let bash = stdout(&fallow(&["completions", "bash"]));
+    assert!(
+        !bash.contains("__guardian"),
+        "an internal command is offered"
+    );
+    let fish = stdout(&fallow(&["completions", "fish"]));
+    assert!(!fish.contains("__guardian"));
+    // the value list right after a flag's case label
+    let after = |flag: &str| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut lines = bash.lines();
+        while let Some(l) = lines.next() {
+            if l.trim() == format!("{flag})") {
+                let next = lines.next().unwrap_or("");
+                if let Some(w) = next.split("compgen -W \"").nth(1) {
+                    out.push(w.split('"').next().unwrap_or("").to_string());
+                }
+            }
+        }
+        out
+    };
+    let policies: Vec<String> = json(&["policies"])
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|p| p["name"].as_str().expect("a name").to_string())
+        .collect();
+    assert!(policies.len() >= 10, "{policies:?}");
+    let lists = after("--policy");
+    let bg = lists
+        .iter()
+        .find(|l| l.contains("fixed-wait"))
+        .expect("BG policies after --policy");
+    for p in &policies {
+        assert!(bg.split(' ').any(|w| w == p), "{p} not offered: {bg}");
+    }
+    assert!(
+        lists.iter().any(|l| l.split(' ').any(|w| w == "timeout")),
+        "no spin-down policies after energy's --policy: {lists:?}"
+    );
+    // the help wraps its lines: one space for any run of white space
+    let help = stdout(&fallow(&["analyze", "--help"]))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let formats = after("--format");
+    let f = formats.first().expect("formats after --format");
+    for name in f.split(' ') {
+        assert!(
+            help.contains(&format!("{name} (")),
+            "{name} is not a format of analyze --help"
+        );
+    }
+    for name in ["msr", "hp-srt", "blkparse", "biosnoop"] {
+        assert!(f.split(' ').any(|w| w == name), "{name} not offered: {f}");
+    }
+}
+
 /// The bash script as bash reads it: it defines `_fallow` without errors.
 #[test]
 fn the_bash_completion_script_loads() {
