@@ -16,6 +16,14 @@ use std::path::{Path, PathBuf};
 /// Arguments of `fallow analyze`.
 #[derive(Debug, Args)]
 #[command(after_help = "\
+Examples:
+  fallow analyze trace.csv
+      idle intervals, busy periods and utilisation of the busiest device, and what they mean
+  fallow analyze hm_0.csv.gz --device hm:0 --html hm.html
+      one disk of an MSR file, with the HTML report
+  fallow analyze cut.trace --format plain --time-unit ms --json
+      a text trace with its units given, as JSON
+
 The JSON document (--json) has stable top-level keys: trace, idle, busy, utilization, idle_cdf,
 remaining, concentration, lag_pairs, acf, ar, periodicity, rate. Times are in seconds (keys end in
 _s), probabilities and fractions in [0, 1].")]

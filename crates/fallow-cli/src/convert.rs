@@ -15,6 +15,14 @@ use std::path::PathBuf;
 
 /// Arguments of `fallow convert`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow convert ajw.1week.srt -o ajw.fbt
+      fallow's binary format: the same trace loads many times faster
+  fallow convert hm_0.csv.gz -o hm_0.parquet
+      Parquet (or .arrow, .feather, .arrows) in the columns of docs/formats.md, for polars or DuckDB
+  fallow convert cut.trace --format plain --time-unit ms -o cut.fbt
+      a text trace whose units are given on the command line")]
 pub struct ConvertArgs {
     /// The trace file to convert; gzip-compressed files are read transparently.
     #[arg(value_name = "TRACE")]

@@ -45,7 +45,13 @@ const BG_SERVICE: &str = "size:base=8ms,knee=64KiB,rate=100MB";
 #[command(after_help = "\
 Writes DIR/trace.csv (the generated trace, MSR Cambridge CSV: try `fallow analyze
 fallow-demo/trace.csv` and the README's other examples on it), DIR/report.html (what to do
-first, then the characterisation) and DIR/report.json. About 10 s in a release build.")]
+first, then the characterisation) and DIR/report.json. About 10 s in a release build.
+
+Examples:
+  fallow demo
+      200,000 requests at 20 % utilisation into ./fallow-demo
+  fallow demo --requests 20000 --utilization 0.4 --out /tmp/busy-demo
+      a smaller, busier disk")]
 pub struct DemoArgs {
     /// Directory for `trace.csv`, `report.html` and `report.json` (created if missing).
     #[arg(long, value_name = "DIR", default_value = "fallow-demo")]

@@ -24,6 +24,14 @@ use std::time::Duration;
 
 /// Arguments of `fallow emulate-disk`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples (as root; FUSE):
+  truncate -s 4G disk.img && mkdir -p /mnt/emu && fallow emulate-disk disk.img /mnt/emu
+      a 7200 rpm HDD; then `losetup -f --show --direct-io=on /mnt/emu/disk` gives a block device
+  fallow emulate-disk disk.img /mnt/emu --rpm 5400 --fail 1000-1007 --stat-file /run/emu.stat
+      a slower disk with a bad sector range, its counters published for a monitor
+  fallow emulate-disk disk.img /mnt/emu --power power.toml --foreground
+      with power states (echo standby > /mnt/emu/power), until Ctrl-C")]
 pub struct EmulateDiskArgs {
     /// The image file whose bytes the disk holds (a test image: writes to
     /// the disk go to it). Make one with `truncate -s 4G disk.img`.

@@ -11,6 +11,12 @@ use std::fmt::Write as _;
 
 /// Arguments of `fallow policies`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow policies
+      every BG policy with its parameters and defaults, as `--policy NAME:k=v` takes them
+  fallow policies --json
+      the same for scripts: name, summary, params, clairvoyant")]
 pub struct PoliciesArgs {
     /// Print the registry as JSON (a list of {name, summary, params, clairvoyant}).
     #[arg(long)]

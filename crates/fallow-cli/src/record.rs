@@ -18,6 +18,12 @@ use std::time::Duration;
 
 /// Arguments of `fallow record`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples (as root; tracefs):
+  fallow record /dev/sdb --duration 60s -o trace.csv
+      a minute of sdb's requests as MSR CSV; then `fallow analyze trace.csv`
+  fallow record loop0 --duration 10min -o night.csv --hostname db --disk-number 1
+      named as host `db`, disk 1 in the file (`--device db:1` selects it)")]
 pub struct RecordArgs {
     /// The block device: a path (`/dev/sdb`, `/dev/loop0`, a
     /// /dev/disk/by-id link) or a kernel name (`sdb`). Whole devices only.
