@@ -14,6 +14,7 @@ use crate::atomic::OverwriteArg;
 use crate::findings::findings;
 use crate::human::{bytes, count, num, pct, secs};
 use crate::output::Source;
+use crate::progress::Progress;
 use crate::report::Decision;
 use crate::reproduce::shell_quote;
 use anyhow::{Context, Result};
@@ -132,10 +133,16 @@ pub fn run(args: DemoArgs) -> Result<()> {
         write_fraction: 0.3,
         seed: args.seed,
     };
+    step(&format!(
+        "generating {} requests at {} utilisation",
+        count(args.requests),
+        pct(args.utilization)
+    ))?;
     let generated = workload.generate()?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create the output directory {}", args.out.display()))?;
     crate::atomic::write_atomically(&csv, |w| write_msr(&generated, w))?;
+    step(&format!("analysing {}", csv.display()))?;
     // analysed as read back, so `fallow analyze fallow-demo/trace.csv` agrees
     let trace = fallow_core::read_trace(&csv, &Default::default())?;
     let devices = trace.devices();
@@ -188,6 +195,15 @@ pub fn run(args: DemoArgs) -> Result<()> {
         secs(analysed_s),
         secs(started.elapsed().as_secs_f64() - analysed_s)
     ))?;
+    Ok(())
+}
+
+/// One line on stderr saying what the demo does now (it runs for seconds
+/// to a minute), unless `FALLOW_PROGRESS=never`.
+fn step(what: &str) -> Result<()> {
+    if crate::progress::mode()? != crate::progress::Mode::Never {
+        eprintln!("fallow demo: {what}…");
+    }
     Ok(())
 }
 
@@ -249,6 +265,21 @@ fn decide(trace: &Trace, csv: &Path, budget: Budget) -> Result<Decision> {
     };
     let prep = Prepared::new(trace, None, 1)?;
     let sizes = tune::log_spaced(64 << 10, 4 << 20, 5);
+    let names = tune::recommend::candidates();
+    step(&format!(
+        "tuning {} policies for a {budget} FG budget",
+        names.len()
+    ))?;
+    // as `fallow recommend` shows it: a bar on a terminal
+    let bar = Progress::new(
+        "settings",
+        "{msg} [{wide_bar}] {pos}/{len} settings {elapsed}",
+        0,
+        true,
+    )?;
+    if let Some(b) = &bar {
+        b.steady_tick(std::time::Duration::from_millis(200));
+    }
     let rec = tune::recommend::recommend(
         &prep,
         &sim,
@@ -257,9 +288,25 @@ fn decide(trace: &Trace, csv: &Path, budget: Budget) -> Result<Decision> {
         None,
         tune::default_threads(),
         SearchMode::Auto,
-        &|_, _, _, _| {},
-    )
-    .with_context(|| format!("tuning the demo's policies for {budget}"))?;
+        &|policy, policies, done, total| {
+            if let Some(b) = &bar {
+                if total == 0 {
+                    let name = names.get(policy).copied().unwrap_or("done");
+                    b.set_message(format!(
+                        "policy {}/{policies} {name}",
+                        (policy + 1).min(policies)
+                    ));
+                } else {
+                    b.set_length(total);
+                    b.set_position(done);
+                }
+            }
+        },
+    );
+    if let Some(b) = bar {
+        b.finish();
+    }
+    let rec = rec.with_context(|| format!("tuning the demo's policies for {budget}"))?;
     let baseline = tune::baseline(&prep, &sim)?;
     // the fair comparison: the top policy held to the idle class's own FG
     // cost (the live benchmark's "fallow tuned to the idle class's slowdown")

@@ -215,3 +215,56 @@ fn scrub_plan_check_reports_every_plan() {
     let done: Vec<(u64, u64)> = l.iter().map(|x| (x.0, x.1)).collect();
     assert_eq!(done, (1..=rows).map(|k| (k, rows)).collect::<Vec<_>>());
 }
+
+/// Issue 27: `fallow demo` said nothing for its whole run (41 s under
+/// load). It says each phase on stderr, and its tuning moves like
+/// `recommend`'s, naming every policy it tunes (the list from its own
+/// report.json); `FALLOW_PROGRESS=never` silences both.
+#[test]
+fn demo_says_what_it_does_and_its_tuning_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |mode: &str| {
+        let o = fallow_cmd(&["demo", "--requests", "300", "--out"])
+            .arg(dir.path().join("d"))
+            .env("FALLOW_PROGRESS", mode)
+            .stdin(Stdio::null())
+            .output()
+            .expect("the fallow binary runs");
+        assert!(o.status.success(), "{}", stderr(&o));
+        o
+    };
+    let o = run("lines");
+    let err = stderr(&o);
+    for phase in [
+        "fallow demo: generating 300 requests",
+        "fallow demo: analysing",
+        "fallow demo: tuning",
+    ] {
+        assert!(err.contains(phase), "no `{phase}` in: {err}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("d/report.json")).unwrap())
+            .unwrap();
+    let ranked = report["decision"]["recommendation"]["ranking"]
+        .as_array()
+        .expect("the demo's ranking");
+    assert!(ranked.len() >= 10, "{ranked:?}");
+    let l = lines(&o, "settings");
+    assert!(
+        l.iter().filter(|x| x.0 > 0).count() >= ranked.len(),
+        "{err}"
+    );
+    for r in ranked {
+        let name = r["policy"].as_str().unwrap();
+        assert!(
+            l.iter().any(|x| x.2.ends_with(&format!(" {name}"))),
+            "no progress message for {name}: {err}"
+        );
+    }
+    let quiet = run("never");
+    assert!(
+        !stderr(&quiet).contains("fallow demo:"),
+        "{}",
+        stderr(&quiet)
+    );
+}
