@@ -356,8 +356,14 @@ impl Scrubber {
         Ok(())
     }
 
+    /// `--max-bytes` is a hard cap: spent once the next segment would
+    /// take the run past it (a segment is the smallest request; issue 27:
+    /// adaptive-size's larger requests overshot 16 MiB by 2 MiB).
     fn budget_spent(&self) -> bool {
-        self.cfg.max_bytes.is_some_and(|m| self.run_bytes >= m)
+        self.cfg.max_bytes.is_some_and(|m| {
+            let (_, _, one) = self.plan.contiguous_from(self.ck.next_visit, 1);
+            self.run_bytes.saturating_add(one) > m
+        })
     }
 
     /// The summary so far.
@@ -494,7 +500,13 @@ impl Scrubber {
     fn next_range(&self, size_bytes: u64) -> (u64, u64, u64) {
         // a policy's larger request reads several segments, but never more
         // than MAX_REQUEST_BYTES at once
-        let want = (size_bytes.min(MAX_REQUEST_BYTES) / self.plan.segment_bytes).max(1);
+        let mut want = (size_bytes.min(MAX_REQUEST_BYTES) / self.plan.segment_bytes).max(1);
+        if let Some(m) = self.cfg.max_bytes {
+            // and never past --max-bytes (budget_spent says when not even
+            // one segment fits)
+            let left = m.saturating_sub(self.run_bytes) / self.plan.segment_bytes;
+            want = want.min(left.max(1));
+        }
         self.plan.contiguous_from(self.ck.next_visit, want)
     }
 }
@@ -634,6 +646,45 @@ mod tests {
         let mut sorted = starts.clone();
         sorted.sort();
         assert_eq!(sorted, (0..16).collect::<Vec<_>>());
+    }
+
+    /// Issue 27: `--max-bytes` is a hard cap whatever size the policy asks
+    /// (adaptive-size asked for more and overshot 16 MiB by 2 MiB): 5.5
+    /// segments' budget with 4-segment requests reads 4 + 1 segments, and
+    /// a budget below one segment reads nothing.
+    #[test]
+    fn max_bytes_caps_requests_larger_than_what_is_left() {
+        let mut f = fixture(1 << 20);
+        f.cfg.max_bytes = Some(5 * 65536 + 32768);
+        let own = Arc::new(OwnCounters::new(None));
+        let mut s = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own.clone(),
+            f.cfg.clone(),
+            Resume::No,
+        )
+        .unwrap();
+        assert_eq!(drain(&mut s, 4 * 65536), 2);
+        assert_eq!(s.report().scrubbed_bytes, 5 * 65536);
+        assert_eq!(
+            logged(&f.log),
+            [(0, 4 * 65536 - 1), (4 * 65536, 5 * 65536 - 1)]
+        );
+        let mut f = fixture(1 << 20);
+        f.cfg.max_bytes = Some(1000);
+        let mut s = Scrubber::new(
+            &f.target,
+            real(&f, &own),
+            "read",
+            own.clone(),
+            f.cfg.clone(),
+            Resume::No,
+        )
+        .unwrap();
+        assert_eq!(s.run_one(65536).unwrap(), Step::Finished);
+        assert_eq!(s.report().scrubbed_bytes, 0);
     }
 
     #[test]
