@@ -6,6 +6,7 @@
 //! `read(input, ctx)` entry point; everything shared (line splitting, number
 //! parsing, bad-record policy) lives in `ReadContext` and `lines.rs`.
 
+mod alibaba;
 #[cfg(feature = "arrow")]
 mod arrow_ipc;
 mod biosnoop;
@@ -33,6 +34,7 @@ mod parquet;
 mod plain;
 mod reader;
 mod spc;
+mod tencent;
 mod vscsi;
 
 pub use builder::{RawRequest, TraceBuilder};
@@ -71,6 +73,7 @@ macro_rules! readers {
     };
 }
 readers! {
+    alibaba::READER,
     columnar::ARROW,
     biosnoop::READER,
     blkparse::READER,
@@ -84,6 +87,7 @@ readers! {
     columnar::PARQUET,
     plain::READER,
     spc::READER,
+    tencent::READER,
     vscsi::READER,
 }
 
