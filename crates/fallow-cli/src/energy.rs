@@ -581,5 +581,8 @@ fn tables(r: &EnergyReport) -> String {
     for line in headlines(r) {
         let _ = writeln!(s, "{line}");
     }
+    if let Some(note) = r.no_spindown_note() {
+        let _ = writeln!(s, "{note}");
+    }
     s
 }

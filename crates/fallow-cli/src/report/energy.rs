@@ -90,40 +90,12 @@ pub fn render(r: &EnergyReport) -> String {
         esc("Requests served by peers while the disk sleeps do not wake it: idle periods merge into fewer, longer ones, and fewer spin-ups expose their delay to the user (SARD Tables V and VI).")
     );
     let labels = settings(&r.runs);
-    figure(
-        &mut h,
-        "Idle periods (Table V)",
-        "Number of idle intervals in which the disk spun down, for each share of requests served locally.",
-        lines_chart(r, &labels, "idle periods", Unit::Number, |x| x.idle_periods as f64)
-            .render("en-periods"),
-        false,
-    );
-    figure(
-        &mut h,
-        "Mean idle period length (Table V)",
-        "Mean length of those idle periods, from the disk falling idle to the request that woke it.",
-        lines_chart(r, &labels, "mean idle period", Unit::Seconds, |x| x.mean_idle_s)
-            .render("en-length"),
-        false,
-    );
-    figure(
-        &mut h,
-        "Exposed spin-up delay (Table VI)",
-        "Total time users waited for the disk to spin up: per spin-up, the wait of the request that woke it.",
-        lines_chart(r, &labels, "exposed delay", Unit::Seconds, |x| x.exposed_delay_s)
-            .render("en-delay"),
-        false,
-    );
-    figure(
-        &mut h,
-        "Energy-delay product (Figure 9)",
-        "Energy × (span + exposed delay), normalised to the same policy on the standalone disk (100 % local).",
-        lines_chart(r, &labels, "EDP / standalone", Unit::Fraction, |x| {
-            x.vs_standalone.and_then(|v| v.edp).unwrap_or(f64::NAN)
-        })
-        .render("en-edp"),
-        false,
-    );
+    if let Some(note) = r.no_spindown_note() {
+        // every chart of this section would be a flat line at zero
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(&note));
+    } else {
+        spindown_figures(&mut h, r, &labels);
+    }
     h.push_str("</div>\n</section>\n");
 
     let _ = write!(
@@ -166,6 +138,45 @@ pub fn render(r: &EnergyReport) -> String {
 }
 
 /// One line per policy over the settings.
+/// Idle periods, their length, the exposed delay and the EDP: what a
+/// spin-down changes, by share of local requests.
+fn spindown_figures(h: &mut String, r: &EnergyReport, labels: &[String]) {
+    figure(
+        h,
+        "Idle periods (Table V)",
+        "Number of idle intervals in which the disk spun down, for each share of requests served locally.",
+        lines_chart(r, labels, "idle periods", Unit::Number, |x| x.idle_periods as f64)
+            .render("en-periods"),
+        false,
+    );
+    figure(
+        h,
+        "Mean idle period length (Table V)",
+        "Mean length of those idle periods, from the disk falling idle to the request that woke it.",
+        lines_chart(r, labels, "mean idle period", Unit::Seconds, |x| x.mean_idle_s)
+            .render("en-length"),
+        false,
+    );
+    figure(
+        h,
+        "Exposed spin-up delay (Table VI)",
+        "Total time users waited for the disk to spin up: per spin-up, the wait of the request that woke it.",
+        lines_chart(r, labels, "exposed delay", Unit::Seconds, |x| x.exposed_delay_s)
+            .render("en-delay"),
+        false,
+    );
+    figure(
+        h,
+        "Energy-delay product (Figure 9)",
+        "Energy × (span + exposed delay), normalised to the same policy on the standalone disk (100 % local).",
+        lines_chart(r, labels, "EDP / standalone", Unit::Fraction, |x| {
+            x.vs_standalone.and_then(|v| v.edp).unwrap_or(f64::NAN)
+        })
+        .render("en-edp"),
+        false,
+    );
+}
+
 fn lines_chart(
     r: &EnergyReport,
     labels: &[String],

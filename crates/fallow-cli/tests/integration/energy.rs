@@ -199,3 +199,51 @@ fn bad_input_exits_2_with_a_clear_message() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("line 2") && err.contains("`op`"), "{err}");
 }
+
+/// Issue 27: on a trace whose idle intervals are all shorter than the
+/// timeout, `fallow energy` printed rows of zeros and drew flat lines
+/// with no word of why. Now a sentence names the longest idle interval
+/// (the independent value: `fallow analyze --json`'s idle.max_s, 3.99 s
+/// here by hand: 4 s between arrivals minus a 10 ms response), a timeout
+/// that would act on it, and the break-even time; the HTML says the same
+/// instead of four flat charts. With a timeout that acts, no sentence.
+#[test]
+fn a_study_with_no_spin_down_says_why_and_what_to_try() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("gaps.csv");
+    // MSR: 100 ns ticks, response 10 ms; arrivals 0, 2, 3, 7 s
+    let lines: Vec<String> = [0u64, 2, 3, 7]
+        .iter()
+        .map(|s| format!("{},h,0,Read,0,4096,100000", s * 10_000_000))
+        .collect();
+    std::fs::write(&t, lines.join("\n") + "\n").unwrap();
+    let path = common::path_str(&t);
+    let a = json(&["analyze", path]);
+    let longest = num(&a, "idle.max_s");
+    close(longest, 3.99);
+    let html = dir.path().join("e.html");
+    let o = fallow(&[
+        "energy",
+        path,
+        "--policy",
+        "timeout:t=10s",
+        "--html",
+        common::path_str(&html),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = common::stdout(&o);
+    assert!(text.contains("No run spun the disk down"), "{text}");
+    assert!(text.contains("3.990 s"), "{text}");
+    assert!(text.contains("timeout:t=1995ms"), "{text}");
+    assert!(text.contains("break-even time, 18.012 s"), "{text}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("No run spun the disk down"));
+    assert!(
+        !page.contains("en-periods"),
+        "a flat chart of zeros is drawn"
+    );
+    // the timeout the sentence suggests does act, and the sentence goes
+    let o = fallow(&["energy", path, "--policy", "timeout:t=1995ms"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!common::stdout(&o).contains("No run spun the disk down"));
+}

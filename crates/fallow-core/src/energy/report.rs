@@ -57,6 +57,9 @@ pub struct InputInfo {
     pub mandatory_local: u64,
     /// Span, s.
     pub span_s: f64,
+    /// The longest idle interval of the disk serving every request, s:
+    /// the most any spin-down policy can act on.
+    pub longest_idle_s: f64,
     /// Where completion times come from, in words.
     pub completions: String,
     /// The seed.
@@ -82,6 +85,7 @@ impl InputInfo {
             disk_requests: input.disk_requests() as u64,
             mandatory_local: input.mandatory_local() as u64,
             span_s: input.span_ns() as f64 / 1e9,
+            longest_idle_s: input.longest_idle_ns() as f64 / 1e9,
             completions,
             seed,
         }
@@ -120,6 +124,41 @@ impl EnergyReport {
             bg: cfg.bg,
             runs,
         })
+    }
+}
+
+impl EnergyReport {
+    /// Why every chart of spin-downs is empty, and what to try, when no
+    /// run spun the disk down (issue 27: `fallow energy` on the demo's
+    /// trace printed rows of zeros and flat lines with no word of why).
+    /// `None` when some run did.
+    pub fn no_spindown_note(&self) -> Option<String> {
+        if self.runs.iter().any(|r| r.shutdowns > 0) {
+            return None;
+        }
+        let longest = self.input.longest_idle_s;
+        let be = self.break_even_s;
+        let mut s = format!(
+            "No run spun the disk down: the longest idle interval of this trace is {}, shorter than \
+             every policy waited.",
+            crate::units::format_duration_ns(longest * 1e9)
+        );
+        if longest > 0.0 {
+            // a whole number of ms under the longest interval
+            let t_ms = ((longest * 1e3) / 2.0).floor().max(1.0);
+            s.push_str(&format!(
+                " A timeout under it would act on it (e.g. --policy timeout:t={t_ms}ms)."
+            ));
+        }
+        if longest < be {
+            s.push_str(&format!(
+                " But spinning down saves energy only over an idle interval longer than the disk's \
+                 break-even time, {}: every idle interval here is shorter, so on this trace a \
+                 spin-down would cost energy and delay.",
+                crate::units::format_duration_ns(be * 1e9)
+            ));
+        }
+        Some(s)
     }
 }
 
@@ -172,7 +211,26 @@ mod tests {
         .unwrap();
         assert_eq!(r.runs.len(), 1);
         assert_eq!(r.runs[0].spinups, 2);
+        // 60 s - 10 ms between a completion and the next arrival
+        assert!((r.input.longest_idle_s - 59.99).abs() < 1e-9);
+        assert_eq!(r.no_spindown_note(), None);
         assert_eq!(r.break_even_s, cfg.power.break_even_ns() as f64 / 1e9);
+        // a 90 s timeout never acts on 60 s gaps: the note says why, what
+        // timeout would act (half the longest, in whole ms), and that the
+        // gaps beat the WD2500JD's 18 s break-even
+        let quiet = EnergyReport::run(
+            &input,
+            r.input.clone(),
+            &["timeout:t=90s".into()],
+            &[Availability::LocalFraction { fraction: 1.0 }],
+            &cfg,
+        )
+        .unwrap();
+        assert_eq!(quiet.runs[0].shutdowns, 0);
+        let note = quiet.no_spindown_note().expect("a note");
+        assert!(note.contains("59.990 s"), "{note}");
+        assert!(note.contains("timeout:t=29995ms"), "{note}");
+        assert!(!note.contains("break-even"), "{note}");
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["input"]["kind"], "block");
         assert_eq!(v["remote_when"], "asleep");

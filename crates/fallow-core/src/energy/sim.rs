@@ -271,6 +271,21 @@ impl EnergyInput {
         self.span_ns
     }
 
+    /// The longest idle interval of the disk serving every request: from
+    /// the last completion so far to the next arrival, ns (0 when requests
+    /// always overlap). What a spin-down policy can act on at most.
+    pub fn longest_idle_ns(&self) -> u64 {
+        let mut busy_until = 0u64;
+        let mut longest = 0u64;
+        for (i, (&a, &c)) in self.arrival_ns.iter().zip(&self.completion_ns).enumerate() {
+            if i > 0 {
+                longest = longest.max(a.saturating_sub(busy_until));
+            }
+            busy_until = busy_until.max(c);
+        }
+        longest
+    }
+
     /// Where the completion times come from.
     pub fn completions(&self) -> &CompletionSource {
         &self.completions
