@@ -7,6 +7,7 @@ use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use fallow_core::energy::{PowerFile, PowerModel};
+use fallow_core::outpath::OutputKind;
 use fallow_live::spindown::{
     Budget, Daemon, DiskSpec, Event, EventKind, JobSpec, SpindownConfig, Status, DEFAULT_POLICY,
     DEFAULT_POLL_NS,
@@ -93,14 +94,19 @@ pub struct SpindownArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Append every event as a JSON line to this file.
-    #[arg(long, value_name = "FILE")]
+    /// Append every event as a JSON line to this file (a new file, or one
+    /// of these logs; never an input, a device node, a FIFO or someone
+    /// else's file).
+    #[arg(long, value_name = "FILE", help_heading = crate::atomic::OUTPUT_FILES)]
     pub log: Option<PathBuf>,
 
-    /// Status file, rewritten atomically, read by `fallow spindown status`.
-    /// [default: /run/fallow/spindown.json]
-    #[arg(long, value_name = "FILE")]
+    /// Status file, rewritten atomically, read by `fallow spindown status`
+    /// (the same rules as --log). [default: /run/fallow/spindown.json]
+    #[arg(long, value_name = "FILE", help_heading = crate::atomic::OUTPUT_FILES)]
     pub state: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub overwrite: crate::atomic::OverwriteArg,
 
     /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9465).
     #[arg(long, value_name = "ADDR")]
@@ -234,6 +240,43 @@ fn rate(what: &str, s: &str) -> Result<u32> {
     Budget::parse_rate(s).map_err(|e| bad(format!("{what}: {e}")))
 }
 
+/// Refuse the status file and the log where writing them would destroy
+/// something (fallow_core::outpath): an input (--config, --power, a DEV
+/// path), a device node, a FIFO, a directory, a file fallow did not write
+/// (without --overwrite), or each other.
+fn check_outputs(
+    args: &SpindownArgs,
+    file: &FileConfig,
+    devs: &[String],
+    state: &Path,
+    log: Option<&Path>,
+) -> Result<()> {
+    let mut inputs: Vec<PathBuf> = args.config.iter().cloned().collect();
+    inputs.extend(args.power.clone());
+    inputs.extend(file.power.clone());
+    for d in devs {
+        let p = PathBuf::from(d);
+        inputs.push(p.join("disk"));
+        if !d.starts_with('/') && !d.starts_with('.') {
+            inputs.push(Path::new("/dev").join(d));
+        }
+        inputs.push(p);
+    }
+    let mut guard = args.overwrite.guard(inputs.iter().map(PathBuf::as_path));
+    crate::atomic::check(&guard, state, OutputKind::SpindownStatus, "--state")?;
+    if let Some(log) = log {
+        guard.add_input(state);
+        crate::atomic::check(&guard, log, OutputKind::SpindownLog, "--log")?;
+        if log == state {
+            return Err(bad(format!(
+                "--log {}: is also the --state file; give them different paths",
+                log.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Run `fallow spindown`.
 pub fn run(args: SpindownArgs) -> Result<()> {
     if let Some(SpindownAction::Status(s)) = args.action {
@@ -317,6 +360,8 @@ pub fn run(args: SpindownArgs) -> Result<()> {
         .clone()
         .or(file.state.clone())
         .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE));
+    let log_path = args.log.clone().or(file.log.clone());
+    check_outputs(&args, &file, &devs, &state, log_path.as_deref())?;
     if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the directory of {}", state.display()))?;
@@ -350,7 +395,7 @@ pub fn run(args: SpindownArgs) -> Result<()> {
         }
         None => None,
     };
-    let mut log = match args.log.as_ref().or(file.log.as_ref()) {
+    let mut log = match &log_path {
         Some(p) => Some(
             std::fs::OpenOptions::new()
                 .create(true)

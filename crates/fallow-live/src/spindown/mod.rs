@@ -876,17 +876,14 @@ impl Daemon {
         let Some(path) = &self.cfg.state_file else {
             return Ok(());
         };
+        // the one atomic writer of every fallow output: it refuses (again,
+        // right before its rename) a device node, FIFO, socket or directory
+        // that took the path's place since the CLI's guard checked it
         let text = serde_json::to_string_pretty(&status).unwrap_or_default();
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "status".into());
-        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-        std::fs::write(&tmp, text + "\n")
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
-                Error::io(path, "cannot write the status file", e)
-            })
+        fallow_core::outpath::write_atomically(path, |w| {
+            w.write_all(text.as_bytes())?;
+            w.write_all(b"\n")
+        })
+        .map_err(|e| Error::io(path, "cannot write the status file", e))
     }
 }
