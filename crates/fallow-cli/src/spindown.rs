@@ -9,8 +9,8 @@ use clap::{Args, Subcommand};
 use fallow_core::energy::{PowerFile, PowerModel};
 use fallow_core::outpath::OutputKind;
 use fallow_live::spindown::{
-    Budget, Daemon, DiskSpec, Event, EventKind, JobSpec, SpindownConfig, Status, DEFAULT_POLICY,
-    DEFAULT_POLL_NS,
+    Daemon, DiskSpec, Event, EventKind, JobSpec, SpindownConfig, SpinupLimit, Status,
+    DEFAULT_POLICY, DEFAULT_POLL_NS,
 };
 use serde::Deserialize;
 use std::io::Write;
@@ -67,9 +67,10 @@ pub struct SpindownArgs {
     #[arg(long = "policy", short = 'p', value_name = "[DEV=]POLICY")]
     pub policies: Vec<String>,
 
-    /// Spin-up budget, `[DEV=]N/day` (or N/week, N/h): the policy's
-    /// timeout is lengthened when the budget has no spin-up to spare.
-    #[arg(long, value_name = "[DEV=]N/day")]
+    /// Spin-up budget, `[DEV=]N/UNIT`: at most N spin-downs in any window
+    /// of that length (day, week, h, or a duration such as 30min). The
+    /// policy's timeout is lengthened when the window has none to spare.
+    #[arg(long, value_name = "[DEV=]N/UNIT")]
     pub max_spinups: Vec<String>,
 
     /// Only log what would be done; never spin a disk down.
@@ -236,8 +237,8 @@ fn per_disk<'a>(flags: &'a [String], devs: &[String], dev: &str) -> Result<Optio
     Ok(own.or(all))
 }
 
-fn rate(what: &str, s: &str) -> Result<u32> {
-    Budget::parse_rate(s).map_err(|e| bad(format!("{what}: {e}")))
+fn rate(what: &str, s: &str) -> Result<SpinupLimit> {
+    SpinupLimit::parse(s).map_err(|e| bad(format!("{what}: {e}")))
 }
 
 /// Refuse the status file and the log where writing them would destroy
@@ -351,7 +352,7 @@ pub fn run(args: SpindownArgs) -> Result<()> {
         disks.push(DiskSpec {
             target: dev.clone(),
             policy,
-            max_spinups_per_day: max,
+            max_spinups: max,
             jobs,
         });
     }
@@ -459,7 +460,7 @@ fn export(m: &fallow_metrics::SpindownMetrics, s: &Status) {
                     ("power_cycle".into(), e.power_cycle),
                 ],
                 always_on_joules: e.always_on,
-                budget_per_day: d.max_spinups_per_day.unwrap_or(0),
+                budget_per_day: d.max_spinups_per_day.unwrap_or(0.0).floor() as u32,
                 budget_used_24h: d.spindowns_24h as u64,
                 budget_held: d.budget_held,
                 wakes: d
@@ -486,14 +487,14 @@ fn describe(e: &Event) -> String {
             actuator,
             policy,
             power_state,
-            max_spinups_per_day,
+            max_spinups,
         } => format!(
             "watching {} ({}), spun down by {}, policy {}{}; now {}",
             e.disk,
             source,
             actuator,
             policy,
-            max_spinups_per_day.map_or(String::new(), |n| format!(", at most {n} spin-ups a day")),
+            max_spinups.as_deref().map_or(String::new(), |n| format!(", at most {n} spin-ups")),
             power_state
         ),
         EventKind::SpinDown {
@@ -512,10 +513,10 @@ fn describe(e: &Event) -> String {
         EventKind::BudgetHeld {
             policy_timeout_s,
             timeout_s,
-            used_24h,
-            per_day,
+            used_in_window,
+            max_spinups,
         } => format!(
-            "{}: budget: {used_24h} of {per_day} spin-ups used in 24 h; timeout lengthened from {policy_timeout_s:.1} s to {timeout_s:.1} s",
+            "{}: budget: {used_in_window} spin-downs in the window of {max_spinups}; timeout lengthened from {policy_timeout_s:.1} s to {timeout_s:.1} s (logged once until the next spin-down)",
             e.disk
         ),
         EventKind::Wake {
@@ -587,10 +588,10 @@ fn print_status(s: &Status) {
             "  spin-ups {}, spin-downs {}{}",
             d.spinups,
             d.spindowns,
-            match d.max_spinups_per_day {
+            match &d.max_spinups {
                 Some(n) => format!(
-                    "; budget {n}/day, {} used in 24 h, timeout lengthened {} time(s)",
-                    d.spindowns_24h, d.budget_held
+                    "; budget {n}, {} in its window ({} in 24 h), ran out {} time(s)",
+                    d.spindowns_in_window, d.spindowns_24h, d.budget_held
                 ),
                 None => String::new(),
             }
@@ -670,7 +671,10 @@ mod tests {
         let c = read_config(&p).unwrap();
         assert_eq!(c.disk.len(), 2);
         assert_eq!(c.disk[1].jobs.len(), 1);
-        assert_eq!(rate("x", c.max_spinups.as_deref().unwrap()).unwrap(), 50);
+        assert_eq!(
+            rate("x", c.max_spinups.as_deref().unwrap()).unwrap().count,
+            50
+        );
         for j in &c.disk[1].jobs {
             duration("every", j.every.as_deref().unwrap()).unwrap();
             duration("deadline", j.deadline.as_deref().unwrap()).unwrap();

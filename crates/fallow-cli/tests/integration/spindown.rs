@@ -262,6 +262,12 @@ fn the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged() {
 #[test]
 #[ignore = "needs root"]
 fn a_spin_up_budget_lengthens_the_timeout_and_says_so() {
+    // issue 22: `--max-spinups N/h` is N in any hour (it was a bucket of a
+    // day's rate), and `budget-held` is logged once per spell of
+    // exhaustion, not once per idle interval it holds back. 2/h: the
+    // spin-downs at ~0.3 s and ~1.4 s (0.8 s wake + 0.3 s spin-up + 0.3 s)
+    // fill the hour; the idle intervals after the wakes at ~2.2 s and
+    // ~3.2 s are both held, one line logged.
     let _serial = can_emulate("a_spin_up_budget_lengthens_the_timeout_and_says_so");
     let (dir, mnt, _cleanup) = emulated(16 << 20, "const:2ms", FAST);
     let log = dir.path().join("events.jsonl");
@@ -272,34 +278,47 @@ fn a_spin_up_budget_lengthens_the_timeout_and_says_so() {
         "--policy",
         "timeout:t=0.3s",
         "--max-spinups",
-        "1/day",
+        "2/h",
         "--poll",
         "10ms",
         "--duration",
-        "2s",
+        "4.5s",
         "--log",
         log.to_str().unwrap(),
         "--state",
         dir.path().join("s.json").to_str().unwrap(),
         "--json",
     ]);
-    std::thread::sleep(Duration::from_millis(800).saturating_sub(t0.elapsed()));
-    read_block(&mnt, 0); // wakes it; the budget is spent
+    for at_ms in [800, 2200, 3200] {
+        std::thread::sleep(Duration::from_millis(at_ms).saturating_sub(t0.elapsed()));
+        read_block(&mnt, at_ms * 4096);
+    }
     let (status, err) = finish(child);
     let d = &status["disks"][0];
-    assert_eq!(d["spindowns"], 1, "{err}");
-    assert_eq!(d["spinups"], 1, "{err}");
+    assert_eq!(d["spindowns"], 2, "{err}");
+    assert_eq!(d["spinups"], 2, "{err}");
     assert_eq!(d["budget_held"], 1, "{err}");
-    assert_eq!(d["spindowns_24h"], 1);
+    assert_eq!(d["spindowns_in_window"], 2);
+    assert_eq!(d["spindowns_24h"], 2);
+    assert_eq!(d["max_spinups"], "2/h");
     let ev = log_events(&log);
     let held: Vec<&Value> = ev.iter().filter(|e| e["event"] == "budget-held").collect();
     assert_eq!(held.len(), 1, "{ev:?}");
-    // one a day: the next is allowed a day after the first spin-down
+    // two an hour: the next is allowed an hour after the first spin-down
+    // (~0.3 s), counted from the held interval's start (~2.2 s)
+    let first = ev.iter().find(|e| e["event"] == "spin-down").unwrap()["t_s"]
+        .as_f64()
+        .unwrap();
     let lengthened = held[0]["timeout_s"].as_f64().unwrap();
-    assert!((lengthened - 86_400.0).abs() < 5.0, "{lengthened}");
+    let started = held[0]["t_s"].as_f64().unwrap() - 0.3;
+    assert!(
+        (lengthened - (3600.0 + first - started)).abs() < 0.5,
+        "{lengthened} {first} {started}"
+    );
     assert_eq!(held[0]["policy_timeout_s"], 0.3);
+    assert_eq!(held[0]["used_in_window"], 2);
     assert!(err.contains("budget"), "{err}");
-    assert_eq!(num(&power(&mnt), "spindowns"), 1.0);
+    assert_eq!(num(&power(&mnt), "spindowns"), 2.0);
 }
 
 #[test]

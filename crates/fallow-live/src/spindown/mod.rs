@@ -40,7 +40,7 @@ pub mod traced;
 
 pub use activity::{ActivitySource, Issuer, Observation, StatPoll};
 pub use actuator::{Actuator, DiskPower};
-pub use budget::Budget;
+pub use budget::{Budget, SpinupLimit};
 pub use governor::{GovState, Governor, Tick, Wake};
 pub use jobs::{JobRun, JobSpec, Jobs, Trigger};
 
@@ -69,8 +69,8 @@ pub struct DiskSpec {
     pub target: String,
     /// Spin-down policy spec (`timeout:t=10min`, `adaptive`, `predictive`).
     pub policy: String,
-    /// Spin-up budget, a day (`None`: unlimited).
-    pub max_spinups_per_day: Option<u32>,
+    /// Spin-up budget: at most N in any window (`None`: unlimited).
+    pub max_spinups: Option<SpinupLimit>,
     /// Maintenance jobs that ride this disk's spin-ups.
     pub jobs: Vec<JobSpec>,
 }
@@ -107,8 +107,8 @@ impl SpindownConfig {
         for d in &self.disks {
             fallow_core::energy::spindown::build(&d.policy)
                 .map_err(|e| Error::invalid(format!("policy for {}", d.target), e.to_string()))?;
-            if let Some(n) = d.max_spinups_per_day {
-                Budget::new(n, 0)?;
+            if let Some(l) = d.max_spinups {
+                Budget::new(l)?;
             }
             Jobs::new(&d.jobs, 0)?;
         }
@@ -130,8 +130,8 @@ pub enum EventKind {
         policy: String,
         /// The power state found.
         power_state: String,
-        /// The budget, a day.
-        max_spinups_per_day: Option<u32>,
+        /// The budget, `N/UNIT`.
+        max_spinups: Option<String>,
     },
     /// The disk was spun down (or, in a dry run, would have been).
     SpinDown {
@@ -153,10 +153,10 @@ pub enum EventKind {
         policy_timeout_s: f64,
         /// The lengthened one, s.
         timeout_s: f64,
-        /// Spin-downs in the last 24 h.
-        used_24h: usize,
-        /// The budget.
-        per_day: u32,
+        /// Spin-downs in the budget's window.
+        used_in_window: usize,
+        /// The budget, `N/UNIT`.
+        max_spinups: String,
     },
     /// I/O reached the spun-down disk: a spin-up.
     Wake {
@@ -265,11 +265,17 @@ pub struct DiskStatus {
     pub spinups: u64,
     /// Spin-downs commanded (or, in a dry run, that would have been).
     pub spindowns: u64,
-    /// The budget, a day.
-    pub max_spinups_per_day: Option<u32>,
+    /// The budget, `N/UNIT`: at most N in any window of that length.
+    pub max_spinups: Option<String>,
+    /// The same budget as a rate a day (for the metrics).
+    #[serde(default)]
+    pub max_spinups_per_day: Option<f64>,
+    /// Spin-downs in the budget's window before now.
+    #[serde(default)]
+    pub spindowns_in_window: usize,
     /// Spin-downs in the last 24 h.
     pub spindowns_24h: usize,
-    /// Times the budget lengthened the timeout.
+    /// Times the budget ran out (each spell of exhaustion counted once).
     pub budget_held: u64,
     /// Time by state, s.
     pub time_s: StateTimes,
@@ -447,10 +453,7 @@ impl Daemon {
                 Some(Err(e)) => return Err(e),
                 None => DiskPower::Spinning,
             };
-            let budget = spec
-                .max_spinups_per_day
-                .map(|n| Budget::new(n, start_ns))
-                .transpose()?;
+            let budget = spec.max_spinups.map(Budget::new).transpose()?;
             let policy = fallow_core::energy::spindown::build(&spec.policy)?;
             let gov = if power_state == DiskPower::Standby {
                 Governor::new_down(policy, cfg.power.clone(), budget, start_ns)
@@ -472,7 +475,7 @@ impl Daemon {
                     },
                     policy: spec.policy.clone(),
                     power_state: power_state.name().into(),
-                    max_spinups_per_day: spec.max_spinups_per_day,
+                    max_spinups: spec.max_spinups.map(|l| l.to_string()),
                 },
             });
             disks.push(Disk {
@@ -713,14 +716,18 @@ impl Daemon {
             Tick::BudgetHeld {
                 policy_timeout_ns,
                 timeout_ns,
-                used_24h,
+                used_in_window,
             } => {
                 d.budget_held += 1;
                 kinds.push(EventKind::BudgetHeld {
                     policy_timeout_s: secs(policy_timeout_ns),
                     timeout_s: secs(timeout_ns),
-                    used_24h,
-                    per_day: d.spec.max_spinups_per_day.unwrap_or(0),
+                    used_in_window,
+                    max_spinups: d
+                        .spec
+                        .max_spinups
+                        .map(|l| l.to_string())
+                        .unwrap_or_default(),
                 });
             }
             Tick::SpinDown {
@@ -824,7 +831,9 @@ impl Daemon {
                     timeout_s,
                     spinups: d.spinups,
                     spindowns: d.spindowns,
-                    max_spinups_per_day: d.spec.max_spinups_per_day,
+                    max_spinups: d.spec.max_spinups.map(|l| l.to_string()),
+                    max_spinups_per_day: d.spec.max_spinups.map(|l| l.per_day()),
+                    spindowns_in_window: d.gov.budget().map_or(0, |b| b.used_in_window(now)),
                     spindowns_24h: d.gov.budget().map_or(0, |b| b.used_24h(now)),
                     budget_held: d.budget_held,
                     time_s: t,
