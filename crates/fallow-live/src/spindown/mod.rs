@@ -212,12 +212,25 @@ pub struct Event {
 /// Time by state as the daemon saw it, s.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct StateTimes {
-    /// Serving requests (the counters' io_ticks).
+    /// Serving requests: the counters' io_ticks less the spin-up waits.
     pub busy: f64,
     /// Spinning with nothing to do.
     pub idle: f64,
-    /// Spun down (spin-down, standby and spin-up of the model included).
+    /// From each spin-down to the request that woke the disk (spinning
+    /// down and standby).
     pub down: f64,
+    /// The part of `down` spent spinning down (the model's shutdown time
+    /// after each spin-down, at most).
+    #[serde(default)]
+    pub spinning_down: f64,
+    /// The part of `down` in standby.
+    #[serde(default)]
+    pub standby: f64,
+    /// Waiting for spin-ups: the model's spin-up time after each wake,
+    /// taken out of the counters' busy time (where the waiting requests
+    /// count), so that it is not priced again as busy.
+    #[serde(default)]
+    pub spinning_up: f64,
 }
 
 /// Energy estimated from the power model, J.
@@ -351,6 +364,11 @@ pub struct Disk {
     jobs: Jobs,
     last_ns: u64,
     times: StateTimes,
+    /// Down since the last spin-down, ns (its first `shutdown_ns` is the
+    /// disk spinning down, the rest standby).
+    down_for_ns: u64,
+    /// Of the current spin-up, the wait not yet seen in the busy time, ns.
+    spinup_left_ns: u64,
     spinups: u64,
     spindowns: u64,
     budget_held: u64,
@@ -487,6 +505,8 @@ impl Daemon {
                 jobs: Jobs::new(&spec.jobs, start_ns)?,
                 last_ns: start_ns,
                 times: StateTimes::default(),
+                down_for_ns: 0,
+                spinup_left_ns: 0,
                 spinups: 0,
                 spindowns: 0,
                 budget_held: 0,
@@ -657,20 +677,50 @@ impl Daemon {
     fn step(&mut self, i: usize) -> Result<Vec<Event>> {
         let dry_run = self.cfg.dry_run;
         let start_ns = self.start_ns;
+        let power = self.cfg.power.clone();
         let mut kinds = Vec::new();
         let d = &mut self.disks[i];
         let obs = d.source.next(0)?;
         let now = monotonic_ns();
         let dt = now.saturating_sub(d.last_ns);
         d.last_ns = now;
+        // the counters' busy time since the last look: a request that found
+        // the disk down counts in it from its arrival, so on a wake the
+        // time before that is down time
+        let busy_ns = obs.busy_ns.min(dt);
+        // the time after the disk was down (all of it when it was not)
+        let (mut busy_part, mut idle_part) = (busy_ns, dt - busy_ns);
         if matches!(d.gov.state(), GovState::Down { .. }) {
-            d.times.down += secs(dt);
-        } else {
-            let busy = obs.busy_ns.min(dt);
-            d.times.busy += secs(busy);
-            d.times.idle += secs(dt - busy);
+            let down_ns = if obs.io || obs.in_flight > 0 {
+                dt - busy_ns
+            } else {
+                dt
+            };
+            let spinning_down = down_ns.min(power.shutdown_ns.saturating_sub(d.down_for_ns));
+            d.down_for_ns += down_ns;
+            d.times.down += secs(down_ns);
+            d.times.spinning_down += secs(spinning_down);
+            d.times.standby += secs(down_ns - spinning_down);
+            (busy_part, idle_part) = (dt - down_ns, 0);
         }
-        if let Some(w) = d.gov.observe(now, obs.io, obs.in_flight > 0) {
+        let woke = d.gov.observe(now, obs.io, obs.in_flight > 0);
+        if woke.is_some() && !dry_run {
+            // the waking request waits for the rest of a shutdown, then a
+            // whole spin-up (fallow-emu's and the simulation's rule)
+            d.spinup_left_ns = power.spinup_ns + power.shutdown_ns.saturating_sub(d.down_for_ns);
+        }
+        // the spin-up's time is the model's: taken from the counters' busy
+        // time (the waiting requests count there) and, where they show
+        // less, from what looked idle, so that it is priced once
+        let from_busy = busy_part.min(d.spinup_left_ns);
+        let from_idle = idle_part.min(d.spinup_left_ns - from_busy);
+        d.spinup_left_ns -= from_busy + from_idle;
+        busy_part -= from_busy;
+        idle_part -= from_idle;
+        d.times.spinning_up += secs(from_busy + from_idle);
+        d.times.busy += secs(busy_part);
+        d.times.idle += secs(idle_part);
+        if let Some(w) = woke {
             d.spinups += 1;
             let unattributed = if obs.issuers.is_empty() {
                 Some(
@@ -749,6 +799,7 @@ impl Daemon {
                         Ok(()) => {
                             d.gov.spun_down(now);
                             d.spindowns += 1;
+                            d.down_for_ns = 0;
                             kinds.push(EventKind::SpinDown {
                                 idle_s: secs(idle_ns),
                                 timeout_s: secs(timeout_ns),
@@ -799,10 +850,18 @@ impl Daemon {
             .iter()
             .map(|d| {
                 let t = d.times;
-                let busy = t.busy * p.read_write_w;
-                let idle = t.idle * p.idle_w;
-                let standby = t.down * p.standby_w;
-                let power_cycle = d.spinups as f64 * p.spinup_j + d.spindowns as f64 * p.shutdown_j;
+                // fallow energy's definition (EnergyByState::of): a
+                // spin-up's wait and a shutdown draw their energy once
+                let spans = fallow_core::energy::PowerSpans {
+                    serve_s: t.busy,
+                    seek_s: 0.0,
+                    idle_s: t.idle,
+                    standby_s: t.standby,
+                    spinups: d.spinups,
+                    shutdowns: d.spindowns,
+                };
+                let e = fallow_core::energy::EnergyByState::of(p, &spans);
+                let elapsed_s = t.busy + t.idle + t.down + t.spinning_up;
                 let wakers = top(d.wakers.iter().map(|(k, &n)| (k.clone(), n)));
                 let mut day: BTreeMap<(String, Option<String>), u64> = BTreeMap::new();
                 for (t, p, c) in &d.recent_wakes {
@@ -838,12 +897,14 @@ impl Daemon {
                     budget_held: d.budget_held,
                     time_s: t,
                     energy_j: EnergyEstimate {
-                        busy,
-                        idle,
-                        standby,
-                        power_cycle,
-                        total: busy + idle + standby + power_cycle,
-                        always_on: busy + (t.idle + t.down) * p.idle_w,
+                        busy: e.busy,
+                        idle: e.idle,
+                        standby: e.standby,
+                        power_cycle: e.power_cycle,
+                        total: e.total,
+                        always_on: fallow_core::energy::EnergyByState::always_on_j(
+                            p, &spans, elapsed_s,
+                        ),
                     },
                     wakers,
                     wakers_24h,
