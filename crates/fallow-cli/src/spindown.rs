@@ -80,8 +80,9 @@ pub struct SpindownArgs {
     /// How often the I/O counters are read when they must be polled (an
     /// emulated disk's stat file, FALLOW_MONITOR=poll, no perf events),
     /// and while a disk is busy or a job runs. With the block-tracepoint
-    /// source an idle disk wakes the daemon only on I/O and at its
-    /// policy's deadlines. [default: 1s]
+    /// source (tracefs is mounted for it when it is not) an idle disk
+    /// wakes the daemon only on I/O and at its policy's deadlines.
+    /// [default: 50ms]
     #[arg(long, value_name = "DURATION")]
     pub poll: Option<String>,
 
@@ -488,10 +489,23 @@ fn describe(e: &Event) -> String {
             policy,
             power_state,
             max_spinups,
+            events_unavailable,
+            mounted_tracefs,
+            poll_s,
         } => format!(
-            "watching {} ({}), spun down by {}, policy {}{}; now {}",
+            "watching {} ({}{}), spun down by {}, policy {}{}; now {}",
             e.disk,
             source,
+            match (events_unavailable, mounted_tracefs) {
+                (Some(why), _) => format!(
+                    "; no I/O events, so counters polled every {poll_s} s and no waker named: {why}"
+                ),
+                (None, true) => format!(
+                    "; tracefs was not mounted: mounted it at {}",
+                    fallow_live::spindown::target::TRACEFS_MOUNT
+                ),
+                (None, false) => String::new(),
+            },
             actuator,
             policy,
             max_spinups.as_deref().map_or(String::new(), |n| format!(", at most {n} spin-ups")),
@@ -575,6 +589,12 @@ fn print_status(s: &Status) {
     );
     for d in &s.disks {
         let e = &d.energy_j;
+        if let Some(why) = &d.events_unavailable {
+            println!(
+                "{}: no I/O events ({why}): counters polled, no waker named",
+                d.disk
+            );
+        }
         println!(
             "{}: {} ({}), policy {}, {}",
             d.disk,

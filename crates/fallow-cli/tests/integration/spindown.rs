@@ -814,6 +814,97 @@ fn each_wake_names_the_process_that_caused_it() {
 
 #[test]
 #[ignore = "needs root"]
+fn with_tracefs_unmounted_at_start_attribution_still_names_the_process() {
+    // issue 22: without tracefs the daemon polled once a second and named
+    // every waker "unknown". It now mounts tracefs as perf and bpftrace
+    // do. The daemon runs in a private mount namespace (unshare -m) with
+    // tracefs unmounted there, so the host's mount table, and the other
+    // tests on this machine, are untouched.
+    let test = "with_tracefs_unmounted_at_start_attribution_still_names_the_process";
+    let _serial = can_emulate(test);
+    if !common::have("unshare") {
+        println!("skip: {test} needs unshare (util-linux)");
+        return;
+    }
+    let host_tracefs = tracefs_mounts();
+    let (dir, mnt, mut cleanup) = emulated(16 << 20, "const:2ms", FAST);
+    let dev = match run_tool(
+        "losetup",
+        &["-f", "--show", mnt.join("disk").to_str().unwrap()],
+    ) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("skip: {test} needs losetup: {e}");
+            return;
+        }
+    };
+    cleanup.loop_dev = Some(dev.clone());
+    let log = dir.path().join("events.jsonl");
+    let script = format!(
+        "umount /sys/kernel/debug/tracing 2>/dev/null; umount /sys/kernel/tracing 2>/dev/null; \
+         if [ -d /sys/kernel/tracing/events ]; then echo 'tracefs still mounted' >&2; exit 9; fi; \
+         exec {} spindown {dev} --policy timeout:t=0.3s --duration 2.5s --log {} --state {} --json",
+        common::BIN,
+        log.display(),
+        dir.path().join("s.json").display()
+    );
+    let t0 = Instant::now();
+    let child = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000).saturating_sub(t0.elapsed()));
+    let dd = std::process::Command::new("dd")
+        .args([
+            &format!("if={dev}"),
+            "of=/dev/null",
+            "bs=4096",
+            "count=1",
+            "skip=77",
+            "iflag=direct",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let dd_pid = dd.id();
+    assert!(dd.wait_with_output().unwrap().status.success());
+    let (status, err) = finish(child);
+    let ev = log_events(&log);
+    let start = ev.iter().find(|e| e["event"] == "start").unwrap();
+    assert!(start.get("events_unavailable").is_none(), "{start}");
+    assert!(
+        start["source"].as_str().unwrap().contains("tracepoints"),
+        "{start}"
+    );
+    let d = &status["disks"][0];
+    assert_eq!(d["spinups"], 1, "{err}");
+    assert_eq!(d["wakers"][0]["process"], "dd", "{err}");
+    let wake = ev.iter().find(|e| e["event"] == "wake").unwrap();
+    assert_eq!(wake["issuers"][0]["pid"], dd_pid, "{wake}");
+    // the host's mount table is as it was
+    assert_eq!(
+        tracefs_mounts(),
+        host_tracefs,
+        "the host's tracefs mounts changed"
+    );
+}
+
+/// The tracefs lines of this (the host's) mount table.
+fn tracefs_mounts() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(" - tracefs "))
+        .map(|l| l.split(' ').nth(4).unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root"]
 fn prometheus_metrics_show_spin_downs_time_and_energy_per_disk() {
     let test = "prometheus_metrics_show_spin_downs_time_and_energy_per_disk";
     let _serial = can_emulate(test);
