@@ -279,11 +279,16 @@ fn check_outputs(
     Ok(())
 }
 
-/// Run `fallow spindown`.
-pub fn run(args: SpindownArgs) -> Result<()> {
-    if let Some(SpindownAction::Status(s)) = args.action {
-        return status(s);
-    }
+/// The daemon's settings, from the flags and the config file (read
+/// again on SIGHUP), with the outputs checked: the config, where the
+/// status goes, the log's path and the metrics address.
+struct Settings {
+    cfg: SpindownConfig,
+    log: Option<PathBuf>,
+    metrics: Option<String>,
+}
+
+fn settings(args: &SpindownArgs) -> Result<Settings> {
     let file = match &args.config {
         Some(p) => read_config(p)?,
         None => FileConfig::default(),
@@ -380,6 +385,23 @@ pub fn run(args: SpindownArgs) -> Result<()> {
             .map(|s| duration("--duration", s))
             .transpose()?,
     };
+    Ok(Settings {
+        cfg,
+        log: log_path,
+        metrics: args.metrics.clone().or(file.metrics.clone()),
+    })
+}
+
+/// Run `fallow spindown`.
+pub fn run(args: SpindownArgs) -> Result<()> {
+    if let Some(SpindownAction::Status(s)) = args.action {
+        return status(s);
+    }
+    let Settings {
+        cfg,
+        log: log_path,
+        metrics,
+    } = settings(&args)?;
     let mut daemon = Daemon::new(cfg).map_err(|e| {
         if e.is_bad_input() {
             bad(e)
@@ -387,7 +409,7 @@ pub fn run(args: SpindownArgs) -> Result<()> {
             anyhow::Error::from(e)
         }
     })?;
-    let _server = match args.metrics.as_ref().or(file.metrics.as_ref()) {
+    let _server = match &metrics {
         Some(addr) => {
             let m = fallow_metrics::SpindownMetrics::new();
             let server = m.serve(addr).map_err(bad)?;
@@ -397,39 +419,59 @@ pub fn run(args: SpindownArgs) -> Result<()> {
         }
         None => None,
     };
-    let mut log = match &log_path {
-        Some(p) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| bad(format!("--log {}: {e}", p.display())))?,
-        ),
-        None => None,
+    let open_log = |p: &Path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .map_err(|e| bad(format!("--log {}: {e}", p.display())))
     };
+    // shared with the reload, which opens it again (after logrotate)
+    let log = std::cell::RefCell::new(match &log_path {
+        Some(p) => Some(open_log(p)?),
+        None => None,
+    });
     let stop = Arc::new(AtomicBool::new(false));
+    let hup = Arc::new(AtomicBool::new(false));
     for sig in [
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGHUP,
     ] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("installing signal handlers")?;
+        // SIGHUP reloads the settings and reopens the log (a logrotate
+        // HUP used to stop the daemon for good under Restart=on-failure)
+        let flag = if sig == signal_hook::consts::SIGHUP {
+            &hup
+        } else {
+            &stop
+        };
+        signal_hook::flag::register(sig, Arc::clone(flag)).context("installing signal handlers")?;
         // and end the daemon's sleep, which on an idle disk lasts until
         // its next deadline
         signal_hook::low_level::pipe::register(sig, daemon.stop_handle()?)
             .context("installing signal handlers")?;
     }
-    let mut log_err = None;
-    let final_status = daemon.run(&stop, &mut |e: &Event| {
-        eprintln!("fallow: {}", describe(e));
-        if let Some(f) = &mut log {
-            let line = crate::output::json_line(e).unwrap_or_default();
-            if let Err(err) = writeln!(f, "{line}") {
-                log_err.get_or_insert(err);
-            }
+    let mut reload = || -> std::result::Result<SpindownConfig, String> {
+        let s = settings(&args).map_err(|e| format!("{e:#}"))?;
+        if s.log != log_path {
+            return Err("--log/log cannot change on a reload; restart the daemon".into());
         }
-    })?;
+        if let Some(p) = &log_path {
+            *log.borrow_mut() = Some(open_log(p).map_err(|e| e.to_string())?);
+        }
+        Ok(s.cfg)
+    };
+    let mut log_err = None;
+    let final_status =
+        daemon.run_reloading(&stop, Some((&hup, &mut reload)), &mut |e: &Event| {
+            eprintln!("fallow: {}", describe(e));
+            if let Some(f) = &mut *log.borrow_mut() {
+                let line = crate::output::json_line(e).unwrap_or_default();
+                if let Err(err) = writeln!(f, "{line}") {
+                    log_err.get_or_insert(err);
+                }
+            }
+        })?;
     if let Some(e) = log_err {
         return Err(anyhow::Error::from(e).context("writing --log"));
     }
@@ -563,10 +605,21 @@ fn describe(e: &Event) -> String {
             command,
             exit_code,
             duration_s,
+            stopped,
         } => format!(
-            "{}: job `{command}` ended after {duration_s:.1} s, exit {}",
+            "{}: job `{command}` {} after {duration_s:.1} s, exit {}",
             e.disk,
+            if *stopped { "stopped (the daemon is stopping)" } else { "ended" },
             exit_code.map_or("by signal".into(), |c| c.to_string())
+        ),
+        EventKind::Reloaded { message, applied } => format!(
+            "{}: {}: {message}",
+            e.disk,
+            if *applied {
+                "settings reloaded"
+            } else {
+                "settings NOT reloaded (the old ones stay)"
+            }
         ),
         EventKind::Error { message } => format!("{}: error: {message}", e.disk),
     };
@@ -653,6 +706,9 @@ fn print_status(s: &Status) {
                 j.trigger,
                 match (j.ended_s, j.exit_code) {
                     (None, _) => "running".into(),
+                    (Some(t), _) if j.stopped => {
+                        format!("stopped at {t:.1} s when the daemon stopped (not finished)")
+                    }
                     (Some(t), c) => format!(
                         "ended {t:.1} s, exit {}",
                         c.map_or("by signal".into(), |c| c.to_string())
@@ -673,6 +729,15 @@ fn status(a: StatusArgs) -> Result<()> {
             "{e} (is `fallow spindown` running? its --state names the file)"
         ))
     })?;
+    // the file outlives the daemon: say so rather than show a stopped
+    // daemon's last status as if it ran (exit 1)
+    if let Err(why) = s.daemon_alive() {
+        anyhow::bail!(
+            "fallow spindown is not running: {why}; {} is its last status, written {}",
+            path.display(),
+            s.updated
+        );
+    }
     if a.json {
         crate::output::print(&crate::output::json_text(&s)?)?;
     } else {

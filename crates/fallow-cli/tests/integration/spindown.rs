@@ -426,6 +426,123 @@ fn the_daemons_energy_equals_the_emulated_disks_own_counters() {
     );
 }
 
+/// Processes whose command line is exactly `words` (NUL-separated).
+fn processes_running(words: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = words
+        .iter()
+        .flat_map(|w| [w.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root"]
+fn sighup_reloads_sigterm_stops_the_jobs_and_status_knows_the_daemon_is_gone() {
+    // issue 22: SIGHUP exited 0 (a logrotate HUP stopped the daemon for
+    // good under Restart=on-failure); SIGTERM orphaned a running job and
+    // the status still called it running; `status` reported an exited
+    // daemon as running.
+    let _serial =
+        can_emulate("sighup_reloads_sigterm_stops_the_jobs_and_status_knows_the_daemon_is_gone");
+    let (dir, mnt, _cleanup) = emulated(16 << 20, "const:2ms", FAST);
+    let cfg = dir.path().join("spindown.toml");
+    std::fs::write(&cfg, "policy = \"timeout:t=100s\"\n").unwrap();
+    let log = dir.path().join("events.jsonl");
+    let state = dir.path().join("s.json");
+    let job = ["sh", "-c", "sleep 61.25"];
+    let child = start_daemon(&[
+        "spindown",
+        mnt.to_str().unwrap(),
+        "--config",
+        cfg.to_str().unwrap(),
+        "--poll",
+        "10ms",
+        "--log",
+        log.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--job",
+        "sleep 61.25",
+        "--job-every",
+        "3s",
+        "--job-deadline",
+        "1s",
+        "--json",
+    ]);
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        num(&power(&mnt), "spindowns"),
+        0.0,
+        "the 100 s timeout runs"
+    );
+    // a new policy, and HUP: the daemon goes on under it (spun down
+    // about 0.3 s after the reload), and reopens its log
+    std::fs::write(&cfg, "policy = \"timeout:t=0.3s\"\n").unwrap();
+    std::fs::rename(&log, dir.path().join("events.jsonl.1")).unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::HUP,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(
+        num(&power(&mnt), "spindowns"),
+        1.0,
+        "spun down under the reloaded policy"
+    );
+    let ev = log_events(&log);
+    let reloaded = ev
+        .iter()
+        .find(|e| e["event"] == "reloaded")
+        .expect("a reloaded event in the reopened log");
+    assert_eq!(reloaded["applied"], true, "{reloaded}");
+    assert!(
+        reloaded["message"]
+            .as_str()
+            .unwrap()
+            .contains("timeout:t=0.3s"),
+        "{reloaded}"
+    );
+    // the status checks the daemon runs
+    let o = fallow(&["spindown", "status", "--state", state.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // the job is due at 3 s; the disk sleeps, so its deadline (1 s later)
+    // spends a spin-up and it runs
+    let t0 = Instant::now();
+    while processes_running(&job).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the job never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    terminate(pid);
+    let (status, err) = finish(child);
+    let jobs = status["disks"][0]["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "{err}");
+    assert_eq!(jobs[0]["stopped"], true, "{err}");
+    assert!(jobs[0]["ended_s"].is_number(), "{err}");
+    assert!(
+        processes_running(&job).is_empty(),
+        "the job was left running"
+    );
+    assert!(err.contains("stopped (the daemon is stopping)"), "{err}");
+    let o = fallow(&["spindown", "status", "--state", state.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains(&format!("not running: pid {pid}")),
+        "{}",
+        stderr(&o)
+    );
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    assert_eq!(file["disks"][0]["jobs"][0]["stopped"], true);
+}
+
 #[test]
 #[ignore = "needs root"]
 fn a_job_rides_a_spin_up_and_the_deadline_spends_one() {

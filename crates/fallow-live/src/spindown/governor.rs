@@ -258,6 +258,40 @@ impl Governor {
         }
     }
 
+    /// A new policy, power model and budget (SIGHUP's reload): the state
+    /// is kept; an idle interval under way gets the new policy's timeout
+    /// from its start. A budget of the same limit keeps its history.
+    pub fn reconfigure(
+        &mut self,
+        policy: Box<dyn SpinDown>,
+        power: PowerModel,
+        budget: Option<Budget>,
+        now_ns: u64,
+    ) {
+        let same = match (&self.budget, &budget) {
+            (Some(a), Some(b)) => a.limit() == b.limit(),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            self.budget = budget;
+            self.held = false;
+        }
+        self.policy = policy;
+        self.power = power;
+        if let GovState::Idle { since_ns, .. } = self.state {
+            let timeout_ns = self.policy.on_idle(&IdleCtx {
+                now_ns,
+                power: &self.power,
+            });
+            self.state = GovState::Idle {
+                since_ns,
+                timeout_ns,
+                held_until_ns: None,
+            };
+        }
+    }
+
     /// The spin-down asked for by [`Governor::tick`] happened (or, in a
     /// dry run, would have) at `now_ns`.
     pub fn spun_down(&mut self, now_ns: u64) {

@@ -200,6 +200,16 @@ pub enum EventKind {
         exit_code: Option<i32>,
         /// How long it ran, s.
         duration_s: f64,
+        /// The daemon stopped it as it stopped itself.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        stopped: bool,
+    },
+    /// The configuration was read again (SIGHUP).
+    Reloaded {
+        /// What changed, or why nothing did (the old settings stay).
+        message: String,
+        /// Whether the new settings are in force.
+        applied: bool,
     },
     /// An actuator failed; the daemon goes on.
     Error {
@@ -337,6 +347,9 @@ pub struct JobRunStatus {
     pub trigger: String,
     /// Exit code.
     pub exit_code: Option<i32>,
+    /// Stopped by the daemon when it stopped (it did not finish).
+    #[serde(default)]
+    pub stopped: bool,
 }
 
 /// The whole status file.
@@ -344,6 +357,11 @@ pub struct JobRunStatus {
 pub struct Status {
     /// The daemon's process id.
     pub pid: u32,
+    /// Its start time (field 22 of /proc/PID/stat, clock ticks since
+    /// boot): with the pid, which the kernel reuses, it tells whether the
+    /// daemon that wrote this file still runs.
+    #[serde(default)]
+    pub pid_start_ticks: Option<u64>,
     /// When it was written, RFC 3339 UTC.
     pub updated: String,
     /// Since the daemon started, s.
@@ -370,6 +388,66 @@ impl Status {
             path: path.to_path_buf(),
             message: format!("line {}: {e}", e.line()),
         })
+    }
+}
+
+/// A process's start time, clock ticks since boot (field 22 of
+/// /proc/PID/stat; the fields are counted after the command's closing
+/// parenthesis, since the command may hold spaces and parentheses).
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &text[text.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+impl Status {
+    /// Whether the daemon that wrote this status still runs: its pid
+    /// exists and started when the status says (issue 22: `status`
+    /// reported a daemon that had exited as running). `Err` says why not.
+    pub fn daemon_alive(&self) -> std::result::Result<(), String> {
+        match (process_start_ticks(self.pid), self.pid_start_ticks) {
+            (None, _) => Err(format!("pid {} is not running", self.pid)),
+            (Some(now), Some(then)) if now != then => Err(format!(
+                "pid {} is another process now (it started at tick {now}, the daemon at {then})",
+                self.pid
+            )),
+            (Some(_), None) => Err(format!(
+                "the status file has no start time to check pid {} against",
+                self.pid
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod alive_tests {
+    use super::*;
+
+    #[test]
+    fn a_status_knows_whether_its_daemon_still_runs() {
+        let me = std::process::id();
+        let mine = process_start_ticks(me).unwrap();
+        let mut s = Status {
+            pid: me,
+            pid_start_ticks: Some(mine),
+            updated: String::new(),
+            uptime_s: 0.0,
+            dry_run: false,
+            cpu_s: 0.0,
+            wakeups: Wakeups::default(),
+            disks: vec![],
+        };
+        assert_eq!(s.daemon_alive(), Ok(()));
+        // the same pid started at another time: a reused pid
+        s.pid_start_ticks = Some(mine + 1);
+        assert!(s.daemon_alive().unwrap_err().contains("another process"));
+        // a child that has exited and been reaped
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        s.pid = pid;
+        assert!(s.daemon_alive().unwrap_err().contains("not running"));
     }
 }
 
@@ -406,6 +484,10 @@ impl std::fmt::Debug for Disk {
     }
 }
 
+/// Gives the settings again (SIGHUP): read the config file anew; `Err` is
+/// why it cannot be used.
+pub type ReloadFn<'a> = dyn FnMut() -> std::result::Result<SpindownConfig, String> + 'a;
+
 /// Called with the status after each change (and at least every
 /// [`STATUS_EVERY_NS`]).
 pub type StatusHook = Box<dyn FnMut(&Status) + Send>;
@@ -415,6 +497,10 @@ pub type StatusHook = Box<dyn FnMut(&Status) + Send>;
 /// its energy) move then; rewriting them every second was most of an idle
 /// daemon's cost (issue 16: ≤ 0.1 % of a core).
 pub const STATUS_EVERY_NS: u64 = 60_000_000_000;
+
+/// How long a job has to end after SIGTERM when the daemon stops, before
+/// SIGKILL (systemd's TimeoutStopSec defaults to 90 s).
+pub const JOB_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The daemon.
 pub struct Daemon {
@@ -630,6 +716,75 @@ impl Daemon {
         Ok(io)
     }
 
+    /// Take new settings (SIGHUP): the policy, budget and jobs of each
+    /// disk, the poll interval, the power model, dry run. The disks must
+    /// be the same (their sources and actuators stay open); a job list is
+    /// not changed while one of its jobs runs. Counters and the state of
+    /// each disk are kept. Returns what changed.
+    pub fn reconfigure(&mut self, cfg: SpindownConfig) -> Result<String> {
+        cfg.validate()?;
+        let old: Vec<&str> = self.cfg.disks.iter().map(|d| d.target.as_str()).collect();
+        let new: Vec<&str> = cfg.disks.iter().map(|d| d.target.as_str()).collect();
+        if old != new {
+            return Err(Error::invalid(
+                "config",
+                format!(
+                    "the disks changed ({} → {}); restart the daemon to change them",
+                    old.join(", "),
+                    new.join(", ")
+                ),
+            ));
+        }
+        let now = monotonic_ns();
+        let mut changed = Vec::new();
+        for (d, spec) in self.disks.iter_mut().zip(&cfg.disks) {
+            if spec.jobs != d.spec.jobs && d.jobs.running() {
+                return Err(Error::invalid(
+                    "config",
+                    format!("{}: a job runs; its jobs cannot change now", d.name),
+                ));
+            }
+        }
+        for (d, spec) in self.disks.iter_mut().zip(&cfg.disks) {
+            if spec.policy != d.spec.policy
+                || spec.max_spinups != d.spec.max_spinups
+                || cfg.power != self.cfg.power
+            {
+                let policy = fallow_core::energy::spindown::build(&spec.policy)?;
+                let budget = spec.max_spinups.map(Budget::new).transpose()?;
+                d.gov.reconfigure(policy, cfg.power.clone(), budget, now);
+                changed.push(format!(
+                    "{}: policy {}, budget {}",
+                    d.name,
+                    spec.policy,
+                    spec.max_spinups.map_or("none".into(), |l| l.to_string())
+                ));
+            }
+            if spec.jobs != d.spec.jobs {
+                d.jobs = Jobs::new(&spec.jobs, now)?;
+                changed.push(format!("{}: {} job(s)", d.name, spec.jobs.len()));
+            }
+            d.spec = spec.clone();
+        }
+        if cfg.poll_ns != self.cfg.poll_ns {
+            changed.push(format!("poll {} s", secs(cfg.poll_ns)));
+        }
+        if cfg.dry_run != self.cfg.dry_run {
+            changed.push(format!("dry run {}", cfg.dry_run));
+        }
+        let duration_ns = self.cfg.duration_ns;
+        let state_file = self.cfg.state_file.clone();
+        self.cfg = cfg;
+        // not settings a reload changes: the run's end and its status file
+        self.cfg.duration_ns = duration_ns;
+        self.cfg.state_file = state_file;
+        Ok(if changed.is_empty() {
+            "no change".into()
+        } else {
+            changed.join("; ")
+        })
+    }
+
     /// Call `hook` with the status after each change (metrics exporters).
     pub fn set_status_hook(&mut self, hook: StatusHook) {
         self.hook = Some(hook);
@@ -639,6 +794,18 @@ impl Daemon {
     /// handing every event to `on_event` and rewriting the status file.
     /// Returns the final status.
     pub fn run(&mut self, stop: &AtomicBool, on_event: &mut dyn FnMut(&Event)) -> Result<Status> {
+        self.run_reloading(stop, None, on_event)
+    }
+
+    /// [`Daemon::run`], and each time `reload`'s flag is set (SIGHUP) its
+    /// function gives new settings ([`Daemon::reconfigure`]; an `Err` is
+    /// why they cannot be had, and the old ones stay).
+    pub fn run_reloading(
+        &mut self,
+        stop: &AtomicBool,
+        mut reload: Option<(&AtomicBool, &mut ReloadFn<'_>)>,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Status> {
         for e in std::mem::take(&mut self.pending) {
             on_event(&e);
         }
@@ -668,6 +835,22 @@ impl Daemon {
                 break;
             }
             let mut any = false;
+            if let Some((flag, get)) = &mut reload {
+                if flag.swap(false, Ordering::Relaxed) {
+                    let (message, applied) =
+                        match get().and_then(|c| self.reconfigure(c).map_err(|e| e.to_string())) {
+                            Ok(m) => (m, true),
+                            Err(e) => (e, false),
+                        };
+                    let name = self
+                        .disks
+                        .first()
+                        .map(|d| d.name.clone())
+                        .unwrap_or_default();
+                    on_event(&self.event(&name, EventKind::Reloaded { message, applied }));
+                    any = true;
+                }
+            }
             for i in 0..self.disks.len() {
                 let events = self.step(i)?;
                 any |= !events.is_empty();
@@ -680,6 +863,28 @@ impl Daemon {
             if any || now.saturating_sub(last_status_ns) >= STATUS_EVERY_NS {
                 self.write_status()?;
                 last_status_ns = now;
+            }
+        }
+        // stop the jobs still running and say so, rather than leave them
+        // orphaned and the status calling them running
+        for i in 0..self.disks.len() {
+            let start_ns = self.start_ns;
+            let ended = self.disks[i].jobs.stop_all(start_ns, JOB_STOP_GRACE);
+            let name = self.disks[i].name.clone();
+            for je in ended {
+                let jobs::JobEvent::Ended(k) = je else {
+                    continue;
+                };
+                let r = self.disks[i].jobs.runs()[k].clone();
+                on_event(&self.event(
+                    &name,
+                    EventKind::JobEnd {
+                        command: r.command.clone(),
+                        exit_code: r.exit_code,
+                        duration_s: r.ended_s.unwrap_or(r.started_s) - r.started_s,
+                        stopped: true,
+                    },
+                ));
             }
         }
         self.cpu_ns = crate::clock::thread_cpu_ns().saturating_sub(self.cpu_start_ns);
@@ -857,6 +1062,7 @@ impl Daemon {
                         command: r.command.clone(),
                         exit_code: r.exit_code,
                         duration_s: r.ended_s.unwrap_or(r.started_s) - r.started_s,
+                        stopped: false,
                     });
                 }
             }
@@ -947,6 +1153,7 @@ impl Daemon {
                                 .and_then(|v| v.as_str().map(str::to_string))
                                 .unwrap_or_default(),
                             exit_code: r.exit_code,
+                            stopped: r.stopped,
                         })
                         .collect(),
                     spinups_saved: d.jobs.saved(),
@@ -955,6 +1162,7 @@ impl Daemon {
             .collect();
         Status {
             pid: std::process::id(),
+            pid_start_ticks: process_start_ticks(std::process::id()),
             updated: now_rfc3339(),
             uptime_s: secs(now.saturating_sub(self.start_ns)),
             dry_run: self.cfg.dry_run,
