@@ -142,6 +142,41 @@ pub struct SpindownArgs {
 pub enum SpindownAction {
     /// Show the running daemon's status: state, spin-ups, budget, energy, top wakers.
     Status(StatusArgs),
+    /// Write a systemd service for this fallow binary (where it is installed).
+    Units(UnitsArgs),
+}
+
+/// Arguments of `fallow spindown units`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Example:
+  fallow spindown units -o /etc/systemd/system/fallow-spindown.service --device /dev/sdb
+  systemctl daemon-reload && systemctl enable --now fallow-spindown
+
+The service runs as a dynamic user in the disk group with CAP_SYS_RAWIO (ATA/SCSI
+pass-through) and CAP_PERFMON (block tracepoints) only; systemd mounts tracefs
+(sys-kernel-tracing.mount) and creates /run/fallow, /var/lib/fallow and
+/var/log/fallow. `systemctl reload` sends SIGHUP: the config is read again.")]
+pub struct UnitsArgs {
+    /// The service file to write.
+    #[arg(
+        long,
+        short = 'o',
+        value_name = "FILE",
+        help_heading = crate::atomic::OUTPUT_FILES
+    )]
+    pub output: PathBuf,
+
+    /// The settings file the service reads.
+    #[arg(long, value_name = "FILE", default_value = "/etc/fallow/spindown.toml")]
+    pub config: PathBuf,
+
+    /// A disk the service may open (repeat); default: every SCSI/SATA disk (block-sd).
+    #[arg(long, value_name = "DEV")]
+    pub device: Vec<String>,
+
+    #[command(flatten)]
+    pub overwrite: crate::atomic::OverwriteArg,
 }
 
 /// Arguments of `fallow spindown status`.
@@ -394,8 +429,10 @@ fn settings(args: &SpindownArgs) -> Result<Settings> {
 
 /// Run `fallow spindown`.
 pub fn run(args: SpindownArgs) -> Result<()> {
-    if let Some(SpindownAction::Status(s)) = args.action {
-        return status(s);
+    match args.action {
+        Some(SpindownAction::Status(s)) => return status(s),
+        Some(SpindownAction::Units(u)) => return units(u),
+        None => {}
     }
     let Settings {
         cfg,
@@ -720,6 +757,117 @@ fn print_status(s: &Status) {
             println!("  spin-ups saved by jobs: {}", d.spinups_saved);
         }
     }
+}
+
+/// The systemd service of `fallow spindown` for the binary `exec`
+/// (program and leading arguments), reading `config`, allowed `devices`.
+fn unit_text(exec: &str, config: &Path, devices: &[String]) -> String {
+    let allow = if devices.is_empty() {
+        "DeviceAllow=block-sd rw\n".to_string()
+    } else {
+        devices
+            .iter()
+            .map(|d| format!("DeviceAllow={d} rw\n"))
+            .collect()
+    };
+    format!(
+        "{generator} {version} (fallow spindown units)
+# Spin disks down by fallow's policies within a spin-up budget, log every
+# wake, run maintenance jobs when the disks spin anyway.
+#   systemctl daemon-reload && systemctl enable --now fallow-spindown
+#   fallow spindown status; journalctl -u fallow-spindown -f
+#   systemctl reload fallow-spindown    # SIGHUP: the config is read again
+
+[Unit]
+Description=fallow: spin disks down within a spin-up budget
+Documentation=man:fallow-spindown(1)
+After=local-fs.target sys-kernel-tracing.mount
+Wants=sys-kernel-tracing.mount
+
+[Service]
+Type=exec
+ExecStart={exec} spindown --config {config} --state /run/fallow/spindown.json --log /var/log/fallow/spindown.jsonl
+ExecReload=/bin/kill -HUP $MAINPID
+Restart=on-failure
+RestartSec=30s
+Nice=5
+RuntimeDirectory=fallow
+RuntimeDirectoryPreserve=yes
+StateDirectory=fallow
+LogsDirectory=fallow
+ConfigurationDirectory=fallow
+
+DynamicUser=yes
+SupplementaryGroups=disk
+CapabilityBoundingSet=CAP_SYS_RAWIO CAP_PERFMON
+AmbientCapabilities=CAP_SYS_RAWIO CAP_PERFMON
+NoNewPrivileges=yes
+DevicePolicy=closed
+{allow}ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+PrivateMounts=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+ProtectProc=invisible
+RestrictNamespaces=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+MemoryDenyWriteExecute=yes
+RemoveIPC=yes
+KeyringMode=private
+UMask=0077
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
+IPAddressDeny=any
+IPAddressAllow=localhost
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallFilter=~@privileged @mount @swap @reboot @module @obsolete @clock @debug @cpu-emulation
+SystemCallErrorNumber=EPERM
+
+[Install]
+WantedBy=multi-user.target
+",
+        generator = fallow_core::outpath::UNIT_GENERATOR,
+        version = env!("CARGO_PKG_VERSION"),
+        config = config.display(),
+    )
+}
+
+/// `fallow spindown units`: the service for this binary, through the
+/// output guard (never the binary, the config, a device node, a FIFO or a
+/// unit someone else wrote).
+fn units(a: UnitsArgs) -> Result<()> {
+    let me = crate::invocation::relaunch()?;
+    let program = me.program.canonicalize().unwrap_or(me.program.clone());
+    let mut exec = vec![program.display().to_string()];
+    exec.extend(
+        me.leading_args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned()),
+    );
+    if exec.iter().any(|w| w.contains(char::is_whitespace)) {
+        return Err(bad(format!(
+            "the fallow executable's path `{}` holds white space, which a unit's ExecStart cannot take unquoted",
+            exec.join(" ")
+        )));
+    }
+    let guard = a.overwrite.guard([program.as_path(), a.config.as_path()]);
+    crate::atomic::check(&guard, &a.output, OutputKind::SystemdUnit, "--output")?;
+    let text = unit_text(&exec.join(" "), &a.config, &a.device);
+    crate::atomic::write_atomically(&a.output, |w| Ok(w.write_all(text.as_bytes())?))?;
+    eprintln!(
+        "fallow: wrote {} (ExecStart {} spindown --config {})",
+        a.output.display(),
+        exec.join(" "),
+        a.config.display()
+    );
+    Ok(())
 }
 
 fn status(a: StatusArgs) -> Result<()> {

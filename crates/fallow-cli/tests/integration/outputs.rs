@@ -395,6 +395,8 @@ fn base_invocation(path: &str, input: &Path, dir: &Path) -> Option<Vec<String>> 
             "--state",
             &d("state.json"),
         ]),
+        // the config it names is an input (not read, never replaced)
+        "spindown units" => v(&["spindown", "units", "--config", &i]),
         _ => return None,
     })
 }
