@@ -41,13 +41,16 @@ Examples:
       what the running daemon sees: state, spin-ups, budget, energy, top wakers
 
 Real disks are spun down with ATA STANDBY IMMEDIATE and read with CHECK POWER MODE
-(what hdparm -y and -C send) through SG_IO ATA pass-through: SATA disks behind libata
-and USB bridges that pass ATA commands. Loop, virtio, NVMe, device-mapper and FUSE
-devices refuse SG_IO: the daemon says so and exits 2 (with --dry-run it watches them
-anyway). The development machine has no ATA disk: that path is tested for its error
-handling and command encoding only. The daemon reads only the stat counters and CHECK
-POWER MODE, which never wake a sleeping disk, and never spins down a disk with I/O in
-flight.
+(the bytes hdparm -y and -C send, with its fallback opcodes 0x94/0x98) through SG_IO ATA
+pass-through: SATA disks behind libata and USB bridges that pass ATA commands. SCSI/SAS
+disks, which refuse ATA pass-through, get START STOP UNIT with the STANDBY power condition
+(what sg_start --pc=3 sends) and REQUEST SENSE. Loop, virtio, NVMe, device-mapper and FUSE
+devices refuse SG_IO: the daemon says so and exits 2 (with --dry-run it watches them anyway).
+NO DRIVE HAS BEEN SPUN DOWN BY FALLOW'S TESTS: the development machine has no ATA or SCSI
+disk; the commands are tested byte for byte against those the tools sent (recorded with
+strace), and for their error handling. The daemon reads only the stat counters and CHECK
+POWER MODE / REQUEST SENSE, which never wake a sleeping disk, and never spins down a disk
+with I/O in flight.
 
 Policies are `fallow energy`'s: timeout:t=DURATION, adaptive[:t=,min=,max=,grow=,shrink=],
 predictive[:rho=,wait=,else=,warmup=,lags=], always-on.

@@ -35,6 +35,7 @@ pub mod budget;
 pub mod emu;
 pub mod governor;
 pub mod jobs;
+pub mod scsi;
 pub mod target;
 pub mod traced;
 

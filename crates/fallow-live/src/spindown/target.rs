@@ -8,12 +8,14 @@
 //!   sysfs counters (what reaches the block layer), spun down through the
 //!   emulator's `power` file beside the backing file.
 //! - Any other block device (`/dev/sdb`, `sdb`, a partition: its whole
-//!   disk): sysfs counters, and ATA STANDBY IMMEDIATE through SG_IO.
+//!   disk): sysfs counters, and ATA STANDBY IMMEDIATE through SG_IO, or
+//!   for a SCSI/SAS disk START STOP UNIT with the STANDBY power condition.
 
 use super::activity::{ActivitySource, StatPoll};
 use super::actuator::Actuator;
 use super::ata::AtaActuator;
 use super::emu::EmuActuator;
+use super::scsi::ScsiActuator;
 use super::traced::TracedSource;
 use crate::error::{Error, Result};
 use crate::monitor::stat::{resolve_device, StatSource};
@@ -176,11 +178,21 @@ pub fn open(spec: &str, dry_run: bool) -> Result<Target> {
             mounted_tracefs,
         });
     }
-    match AtaActuator::open(Path::new(&name)) {
+    // ATA first (SATA behind libata, USB bridges), then SCSI/SAS: a SAS
+    // disk rejects ATA PASS-THROUGH with ILLEGAL REQUEST
+    let actuator: Result<Box<dyn Actuator>> = match AtaActuator::open(Path::new(&name)) {
+        Ok(a) => Ok(Box::new(a)),
+        Err(ata) if ata.to_string().contains("does not take SG_IO") => Err(ata),
+        Err(ata) => match ScsiActuator::open(Path::new(&name)) {
+            Ok(s) => Ok(Box::new(s)),
+            Err(scsi) => Err(Error::Unsupported(format!("{ata}; as a SCSI disk: {scsi}"))),
+        },
+    };
+    match actuator {
         Ok(a) => Ok(Target {
             name,
             source: poll,
-            actuator: Some(Box::new(a)),
+            actuator: Some(a),
             actuator_error: None,
             events_unavailable,
             mounted_tracefs,
