@@ -406,7 +406,7 @@ fn settings(args: &SpindownArgs) -> Result<Settings> {
         .or(file.state.clone())
         .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE));
     let log_path = args.log.clone().or(file.log.clone());
-    check_outputs(&args, &file, &devs, &state, log_path.as_deref())?;
+    check_outputs(args, &file, &devs, &state, log_path.as_deref())?;
     if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the directory of {}", state.display()))?;
