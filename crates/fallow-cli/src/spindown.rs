@@ -558,6 +558,7 @@ fn export(m: &fallow_metrics::SpindownMetrics, s: &Status) {
                     })
                     .collect(),
                 spinups_saved: d.spinups_saved as u64,
+                events: d.events_unavailable.is_none(),
             },
         );
     }
