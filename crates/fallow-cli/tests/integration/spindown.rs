@@ -615,7 +615,16 @@ fn the_ata_actuator_refuses_a_loop_device_in_words() {
     };
     let dev = lo.dev.clone();
     let state = dir.path().join("s.json");
-    let o = fallow(&["spindown", &dev, "--state", state.to_str().unwrap()]);
+    // polled (FALLOW_MONITOR=poll), so that the daemon does not mount
+    // tracefs on the test machine: this test is about the actuator
+    let poll = |args: &[&str]| {
+        fallow_cmd(args)
+            .env("FALLOW_MONITOR", "poll")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = poll(&["spindown", &dev, "--state", state.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("does not take SG_IO") && stderr(&o).contains(&dev),
@@ -623,7 +632,7 @@ fn the_ata_actuator_refuses_a_loop_device_in_words() {
         stderr(&o)
     );
     // a dry run watches it anyway and says it has no actuator
-    let o = fallow(&[
+    let o = poll(&[
         "spindown",
         &dev,
         "--dry-run",

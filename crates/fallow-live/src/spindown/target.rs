@@ -95,8 +95,12 @@ fn activity_of(
     disk: &str,
 ) -> Result<(Box<dyn ActivitySource>, Option<String>, bool)> {
     let mut mounted = false;
+    let polling_asked =
+        std::env::var(crate::monitor::MONITOR_ENV).is_ok_and(|v| v.trim() == "poll");
     let why = match DevId::of_sysfs_dir(&Path::new("/sys/class/block").join(disk)) {
         None => format!("{disk} has no device number in sysfs"),
+        // asked to poll: tracefs is not mounted for events that are not wanted
+        Some(_) if polling_asked => format!("{}=poll", crate::monitor::MONITOR_ENV),
         Some(devs) => match ensure_tracefs() {
             Err(e) => e,
             Ok(m) => {
