@@ -44,7 +44,7 @@ pub struct AnalyzeArgs {
     pub json: bool,
 
     /// Also write a self-contained HTML report with plots to this file.
-    #[arg(long, value_name = "OUT.html")]
+    #[arg(long, value_name = "OUT.html", help_heading = crate::atomic::OUTPUT_FILES)]
     pub html: Option<PathBuf>,
 
     /// Service-time model that turns arrivals into completions through a FCFS

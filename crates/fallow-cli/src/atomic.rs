@@ -11,6 +11,12 @@ use fallow_core::outpath::{self, OutputGuard, OutputKind};
 use std::io::Write;
 use std::path::Path;
 
+/// The help heading of every flag that names an output file: `--help`
+/// lists them together, and the outputs test (tests/integration/outputs.rs)
+/// finds every one through it and runs it against an input, a FIFO, a
+/// device node and a foreign file. A new output flag carries it.
+pub const OUTPUT_FILES: &str = "Output files";
+
 /// `--overwrite`, flattened into every command that writes files.
 #[derive(Debug, Clone, Copy, Default, Args)]
 pub struct OverwriteArg {

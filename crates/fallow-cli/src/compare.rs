@@ -50,7 +50,7 @@ pub struct CompareArgs {
     pub csv: CsvArg,
 
     /// Also write a self-contained HTML page with the table and plots.
-    #[arg(long, value_name = "OUT.html")]
+    #[arg(long, value_name = "OUT.html", help_heading = crate::atomic::OUTPUT_FILES)]
     pub html: Option<PathBuf>,
 
     /// Policies simulated at once. [default: the number of cores, or FALLOW_THREADS]

@@ -33,7 +33,7 @@ pub struct ConvertArgs {
     /// or else fallow's binary format (conventionally `.fbt`). Written to a
     /// temporary file in the same directory and renamed into place, so it
     /// is never left half-written.
-    #[arg(long, short = 'o', value_name = "OUT.fbt")]
+    #[arg(long, short = 'o', value_name = "OUT.fbt", help_heading = crate::atomic::OUTPUT_FILES)]
     pub output: PathBuf,
 
     #[command(flatten)]

@@ -80,7 +80,7 @@ pub struct EmulateDiskArgs {
     /// Publish counters in /sys/block/<dev>/stat format to this file
     /// (rewritten atomically after each change, at most every 1 ms), for a
     /// monitor to sample instead of sysfs.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = crate::atomic::OUTPUT_FILES)]
     pub stat_file: Option<PathBuf>,
 
     /// Serve the image read-only (writes fail with EROFS).
@@ -113,7 +113,7 @@ pub struct EmulateDiskArgs {
 
     /// In the background, append the emulator's messages (unmount, busy)
     /// to this file. [default: they are discarded]
-    #[arg(long, value_name = "PATH", conflicts_with = "foreground")]
+    #[arg(long, value_name = "PATH", conflicts_with = "foreground", help_heading = crate::atomic::OUTPUT_FILES)]
     pub log: Option<PathBuf>,
 
     /// Internal: this process is the background server that a plain
@@ -218,12 +218,16 @@ fn describe(model: &Option<ServiceModel>) -> String {
 /// Run `fallow emulate-disk`.
 pub fn run(args: EmulateDiskArgs) -> Result<()> {
     // the counters and the log never replace the image or a device
-    let guard = args.out.guard([args.image.as_path()]);
+    let guard = args.out.guard(
+        [Some(args.image.as_path()), args.power.as_deref()]
+            .into_iter()
+            .flatten(),
+    );
     if let Some(p) = &args.stat_file {
         crate::atomic::check(&guard, p, OutputKind::StatFile, "--stat-file")?;
     }
     if let Some(p) = &args.log {
-        crate::atomic::check(&guard, p, OutputKind::AppendedLog, "--log")?;
+        crate::atomic::check(&guard, p, OutputKind::MessageLog, "--log")?;
     }
     if !args.foreground && !args.detached_child {
         return run_detached();
@@ -385,6 +389,14 @@ fn release_stderr(log: Option<&std::path::Path>) -> Result<()> {
         .with_context(|| format!("--log {}", target.display()))?;
     rustix::stdio::dup2_stderr(&f)
         .with_context(|| format!("redirecting stderr to {}", target.display()))?;
+    // a first line that marks the log as fallow's own, so the next run
+    // may append to it (OutputKind::MessageLog) and nobody else's file
+    if log.is_some() {
+        eprintln!(
+            "fallow emulate-disk: messages of pid {}",
+            std::process::id()
+        );
+    }
     Ok(())
 }
 

@@ -164,7 +164,7 @@ pub struct EnergyArgs {
     pub json: bool,
 
     /// Also write a self-contained HTML page with the seed's plots.
-    #[arg(long, value_name = "OUT.html")]
+    #[arg(long, value_name = "OUT.html", help_heading = crate::atomic::OUTPUT_FILES)]
     pub html: Option<PathBuf>,
 
     #[command(flatten)]

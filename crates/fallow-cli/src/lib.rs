@@ -173,6 +173,14 @@ enum Command {
     Tune(tune::TuneArgs),
 }
 
+/// The clap definition of the whole command line (tests walk it: every
+/// flag under [`OUTPUT_FILES`] is an output file).
+pub fn cli_command() -> clap::Command {
+    Cli::command()
+}
+
+pub use atomic::OUTPUT_FILES;
+
 /// Run the `fallow` command line `argv` (program name first) and return its
 /// exit status: what the `fallow` binary and the Python package's `fallow`
 /// command both do. `relaunch` says how to start fallow again (the

@@ -44,7 +44,7 @@ pub struct ParetoArgs {
     pub csv: CsvArg,
 
     /// Also write an HTML page plotting the fronts to this file.
-    #[arg(long, value_name = "OUT")]
+    #[arg(long, value_name = "OUT", help_heading = crate::atomic::OUTPUT_FILES)]
     pub html: Option<PathBuf>,
 
     /// Settings simulated at once. [default: the number of cores, or FALLOW_THREADS]

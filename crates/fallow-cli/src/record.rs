@@ -35,7 +35,7 @@ pub struct RecordArgs {
     pub duration: Option<String>,
 
     /// Output trace file (MSR Cambridge CSV).
-    #[arg(long, short = 'o', value_name = "TRACE.csv")]
+    #[arg(long, short = 'o', value_name = "TRACE.csv", help_heading = crate::atomic::OUTPUT_FILES)]
     pub output: PathBuf,
 
     /// Hostname column of the CSV. [default: this machine's hostname]

@@ -111,7 +111,7 @@ pub struct RunArgs {
     pub seed: Option<u64>,
 
     /// Write a JSON report of the run to FILE at the end.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = crate::atomic::OUTPUT_FILES)]
     pub report: Option<PathBuf>,
 
     #[command(flatten)]

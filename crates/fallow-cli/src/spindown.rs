@@ -7,9 +7,10 @@ use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use fallow_core::energy::{PowerFile, PowerModel};
+use fallow_core::outpath::OutputKind;
 use fallow_live::spindown::{
-    Budget, Daemon, DiskSpec, Event, EventKind, JobSpec, SpindownConfig, Status, DEFAULT_POLICY,
-    DEFAULT_POLL_NS,
+    Daemon, DiskSpec, Event, EventKind, JobSpec, SpindownConfig, SpinupLimit, Status,
+    DEFAULT_POLICY, DEFAULT_POLL_NS,
 };
 use serde::Deserialize;
 use std::io::Write;
@@ -40,13 +41,16 @@ Examples:
       what the running daemon sees: state, spin-ups, budget, energy, top wakers
 
 Real disks are spun down with ATA STANDBY IMMEDIATE and read with CHECK POWER MODE
-(what hdparm -y and -C send) through SG_IO ATA pass-through: SATA disks behind libata
-and USB bridges that pass ATA commands. Loop, virtio, NVMe, device-mapper and FUSE
-devices refuse SG_IO: the daemon says so and exits 2 (with --dry-run it watches them
-anyway). The development machine has no ATA disk: that path is tested for its error
-handling and command encoding only. The daemon reads only the stat counters and CHECK
-POWER MODE, which never wake a sleeping disk, and never spins down a disk with I/O in
-flight.
+(the bytes hdparm -y and -C send, with its fallback opcodes 0x94/0x98) through SG_IO ATA
+pass-through: SATA disks behind libata and USB bridges that pass ATA commands. SCSI/SAS
+disks, which refuse ATA pass-through, get START STOP UNIT with the STANDBY power condition
+(what sg_start --pc=3 sends) and REQUEST SENSE. Loop, virtio, NVMe, device-mapper and FUSE
+devices refuse SG_IO: the daemon says so and exits 2 (with --dry-run it watches them anyway).
+NO DRIVE HAS BEEN SPUN DOWN BY FALLOW'S TESTS: the development machine has no ATA or SCSI
+disk; the commands are tested byte for byte against those the tools sent (recorded with
+strace), and for their error handling. The daemon reads only the stat counters and CHECK
+POWER MODE / REQUEST SENSE, which never wake a sleeping disk, and never spins down a disk
+with I/O in flight.
 
 Policies are `fallow energy`'s: timeout:t=DURATION, adaptive[:t=,min=,max=,grow=,shrink=],
 predictive[:rho=,wait=,else=,warmup=,lags=], always-on.
@@ -66,9 +70,10 @@ pub struct SpindownArgs {
     #[arg(long = "policy", short = 'p', value_name = "[DEV=]POLICY")]
     pub policies: Vec<String>,
 
-    /// Spin-up budget, `[DEV=]N/day` (or N/week, N/h): the policy's
-    /// timeout is lengthened when the budget has no spin-up to spare.
-    #[arg(long, value_name = "[DEV=]N/day")]
+    /// Spin-up budget, `[DEV=]N/UNIT`: at most N spin-downs in any window
+    /// of that length (day, week, h, or a duration such as 30min). The
+    /// policy's timeout is lengthened when the window has none to spare.
+    #[arg(long, value_name = "[DEV=]N/UNIT")]
     pub max_spinups: Vec<String>,
 
     /// Only log what would be done; never spin a disk down.
@@ -78,8 +83,9 @@ pub struct SpindownArgs {
     /// How often the I/O counters are read when they must be polled (an
     /// emulated disk's stat file, FALLOW_MONITOR=poll, no perf events),
     /// and while a disk is busy or a job runs. With the block-tracepoint
-    /// source an idle disk wakes the daemon only on I/O and at its
-    /// policy's deadlines. [default: 1s]
+    /// source (tracefs is mounted for it when it is not) an idle disk
+    /// wakes the daemon only on I/O and at its policy's deadlines.
+    /// [default: 50ms]
     #[arg(long, value_name = "DURATION")]
     pub poll: Option<String>,
 
@@ -93,14 +99,19 @@ pub struct SpindownArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Append every event as a JSON line to this file.
-    #[arg(long, value_name = "FILE")]
+    /// Append every event as a JSON line to this file (a new file, or one
+    /// of these logs; never an input, a device node, a FIFO or someone
+    /// else's file).
+    #[arg(long, value_name = "FILE", help_heading = crate::atomic::OUTPUT_FILES)]
     pub log: Option<PathBuf>,
 
-    /// Status file, rewritten atomically, read by `fallow spindown status`.
-    /// [default: /run/fallow/spindown.json]
-    #[arg(long, value_name = "FILE")]
+    /// Status file, rewritten atomically, read by `fallow spindown status`
+    /// (the same rules as --log). [default: /run/fallow/spindown.json]
+    #[arg(long, value_name = "FILE", help_heading = crate::atomic::OUTPUT_FILES)]
     pub state: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub overwrite: crate::atomic::OverwriteArg,
 
     /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9465).
     #[arg(long, value_name = "ADDR")]
@@ -134,6 +145,41 @@ pub struct SpindownArgs {
 pub enum SpindownAction {
     /// Show the running daemon's status: state, spin-ups, budget, energy, top wakers.
     Status(StatusArgs),
+    /// Write a systemd service for this fallow binary (where it is installed).
+    Units(UnitsArgs),
+}
+
+/// Arguments of `fallow spindown units`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Example:
+  fallow spindown units -o /etc/systemd/system/fallow-spindown.service --device /dev/sdb
+  systemctl daemon-reload && systemctl enable --now fallow-spindown
+
+The service runs as a dynamic user in the disk group with CAP_SYS_RAWIO (ATA/SCSI
+pass-through) and CAP_PERFMON (block tracepoints) only; systemd mounts tracefs
+(sys-kernel-tracing.mount) and creates /run/fallow, /var/lib/fallow and
+/var/log/fallow. `systemctl reload` sends SIGHUP: the config is read again.")]
+pub struct UnitsArgs {
+    /// The service file to write.
+    #[arg(
+        long,
+        short = 'o',
+        value_name = "FILE",
+        help_heading = crate::atomic::OUTPUT_FILES
+    )]
+    pub output: PathBuf,
+
+    /// The settings file the service reads.
+    #[arg(long, value_name = "FILE", default_value = "/etc/fallow/spindown.toml")]
+    pub config: PathBuf,
+
+    /// A disk the service may open (repeat); default: every SCSI/SATA disk (block-sd).
+    #[arg(long, value_name = "DEV")]
+    pub device: Vec<String>,
+
+    #[command(flatten)]
+    pub overwrite: crate::atomic::OverwriteArg,
 }
 
 /// Arguments of `fallow spindown status`.
@@ -230,15 +276,57 @@ fn per_disk<'a>(flags: &'a [String], devs: &[String], dev: &str) -> Result<Optio
     Ok(own.or(all))
 }
 
-fn rate(what: &str, s: &str) -> Result<u32> {
-    Budget::parse_rate(s).map_err(|e| bad(format!("{what}: {e}")))
+fn rate(what: &str, s: &str) -> Result<SpinupLimit> {
+    SpinupLimit::parse(s).map_err(|e| bad(format!("{what}: {e}")))
 }
 
-/// Run `fallow spindown`.
-pub fn run(args: SpindownArgs) -> Result<()> {
-    if let Some(SpindownAction::Status(s)) = args.action {
-        return status(s);
+/// Refuse the status file and the log where writing them would destroy
+/// something (fallow_core::outpath): an input (--config, --power, a DEV
+/// path), a device node, a FIFO, a directory, a file fallow did not write
+/// (without --overwrite), or each other.
+fn check_outputs(
+    args: &SpindownArgs,
+    file: &FileConfig,
+    devs: &[String],
+    state: &Path,
+    log: Option<&Path>,
+) -> Result<()> {
+    let mut inputs: Vec<PathBuf> = args.config.iter().cloned().collect();
+    inputs.extend(args.power.clone());
+    inputs.extend(file.power.clone());
+    for d in devs {
+        let p = PathBuf::from(d);
+        inputs.push(p.join("disk"));
+        if !d.starts_with('/') && !d.starts_with('.') {
+            inputs.push(Path::new("/dev").join(d));
+        }
+        inputs.push(p);
     }
+    let mut guard = args.overwrite.guard(inputs.iter().map(PathBuf::as_path));
+    crate::atomic::check(&guard, state, OutputKind::SpindownStatus, "--state")?;
+    if let Some(log) = log {
+        guard.add_input(state);
+        crate::atomic::check(&guard, log, OutputKind::SpindownLog, "--log")?;
+        if log == state {
+            return Err(bad(format!(
+                "--log {}: is also the --state file; give them different paths",
+                log.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The daemon's settings, from the flags and the config file (read
+/// again on SIGHUP), with the outputs checked: the config, where the
+/// status goes, the log's path and the metrics address.
+struct Settings {
+    cfg: SpindownConfig,
+    log: Option<PathBuf>,
+    metrics: Option<String>,
+}
+
+fn settings(args: &SpindownArgs) -> Result<Settings> {
     let file = match &args.config {
         Some(p) => read_config(p)?,
         None => FileConfig::default(),
@@ -308,7 +396,7 @@ pub fn run(args: SpindownArgs) -> Result<()> {
         disks.push(DiskSpec {
             target: dev.clone(),
             policy,
-            max_spinups_per_day: max,
+            max_spinups: max,
             jobs,
         });
     }
@@ -317,6 +405,8 @@ pub fn run(args: SpindownArgs) -> Result<()> {
         .clone()
         .or(file.state.clone())
         .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE));
+    let log_path = args.log.clone().or(file.log.clone());
+    check_outputs(args, &file, &devs, &state, log_path.as_deref())?;
     if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the directory of {}", state.display()))?;
@@ -333,6 +423,25 @@ pub fn run(args: SpindownArgs) -> Result<()> {
             .map(|s| duration("--duration", s))
             .transpose()?,
     };
+    Ok(Settings {
+        cfg,
+        log: log_path,
+        metrics: args.metrics.clone().or(file.metrics.clone()),
+    })
+}
+
+/// Run `fallow spindown`.
+pub fn run(args: SpindownArgs) -> Result<()> {
+    match args.action {
+        Some(SpindownAction::Status(s)) => return status(s),
+        Some(SpindownAction::Units(u)) => return units(u),
+        None => {}
+    }
+    let Settings {
+        cfg,
+        log: log_path,
+        metrics,
+    } = settings(&args)?;
     let mut daemon = Daemon::new(cfg).map_err(|e| {
         if e.is_bad_input() {
             bad(e)
@@ -340,7 +449,7 @@ pub fn run(args: SpindownArgs) -> Result<()> {
             anyhow::Error::from(e)
         }
     })?;
-    let _server = match args.metrics.as_ref().or(file.metrics.as_ref()) {
+    let _server = match &metrics {
         Some(addr) => {
             let m = fallow_metrics::SpindownMetrics::new();
             let server = m.serve(addr).map_err(bad)?;
@@ -350,39 +459,59 @@ pub fn run(args: SpindownArgs) -> Result<()> {
         }
         None => None,
     };
-    let mut log = match args.log.as_ref().or(file.log.as_ref()) {
-        Some(p) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| bad(format!("--log {}: {e}", p.display())))?,
-        ),
-        None => None,
+    let open_log = |p: &Path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .map_err(|e| bad(format!("--log {}: {e}", p.display())))
     };
+    // shared with the reload, which opens it again (after logrotate)
+    let log = std::cell::RefCell::new(match &log_path {
+        Some(p) => Some(open_log(p)?),
+        None => None,
+    });
     let stop = Arc::new(AtomicBool::new(false));
+    let hup = Arc::new(AtomicBool::new(false));
     for sig in [
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGHUP,
     ] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("installing signal handlers")?;
+        // SIGHUP reloads the settings and reopens the log (a logrotate
+        // HUP used to stop the daemon for good under Restart=on-failure)
+        let flag = if sig == signal_hook::consts::SIGHUP {
+            &hup
+        } else {
+            &stop
+        };
+        signal_hook::flag::register(sig, Arc::clone(flag)).context("installing signal handlers")?;
         // and end the daemon's sleep, which on an idle disk lasts until
         // its next deadline
         signal_hook::low_level::pipe::register(sig, daemon.stop_handle()?)
             .context("installing signal handlers")?;
     }
-    let mut log_err = None;
-    let final_status = daemon.run(&stop, &mut |e: &Event| {
-        eprintln!("fallow: {}", describe(e));
-        if let Some(f) = &mut log {
-            let line = crate::output::json_line(e).unwrap_or_default();
-            if let Err(err) = writeln!(f, "{line}") {
-                log_err.get_or_insert(err);
-            }
+    let mut reload = || -> std::result::Result<SpindownConfig, String> {
+        let s = settings(&args).map_err(|e| format!("{e:#}"))?;
+        if s.log != log_path {
+            return Err("--log/log cannot change on a reload; restart the daemon".into());
         }
-    })?;
+        if let Some(p) = &log_path {
+            *log.borrow_mut() = Some(open_log(p).map_err(|e| e.to_string())?);
+        }
+        Ok(s.cfg)
+    };
+    let mut log_err = None;
+    let final_status =
+        daemon.run_reloading(&stop, Some((&hup, &mut reload)), &mut |e: &Event| {
+            eprintln!("fallow: {}", describe(e));
+            if let Some(f) = &mut *log.borrow_mut() {
+                let line = crate::output::json_line(e).unwrap_or_default();
+                if let Err(err) = writeln!(f, "{line}") {
+                    log_err.get_or_insert(err);
+                }
+            }
+        })?;
     if let Some(e) = log_err {
         return Err(anyhow::Error::from(e).context("writing --log"));
     }
@@ -414,7 +543,7 @@ fn export(m: &fallow_metrics::SpindownMetrics, s: &Status) {
                     ("power_cycle".into(), e.power_cycle),
                 ],
                 always_on_joules: e.always_on,
-                budget_per_day: d.max_spinups_per_day.unwrap_or(0),
+                budget_per_day: d.max_spinups_per_day.unwrap_or(0.0).floor() as u32,
                 budget_used_24h: d.spindowns_24h as u64,
                 budget_held: d.budget_held,
                 wakes: d
@@ -429,6 +558,7 @@ fn export(m: &fallow_metrics::SpindownMetrics, s: &Status) {
                     })
                     .collect(),
                 spinups_saved: d.spinups_saved as u64,
+                events: d.events_unavailable.is_none(),
             },
         );
     }
@@ -441,14 +571,27 @@ fn describe(e: &Event) -> String {
             actuator,
             policy,
             power_state,
-            max_spinups_per_day,
+            max_spinups,
+            events_unavailable,
+            mounted_tracefs,
+            poll_s,
         } => format!(
-            "watching {} ({}), spun down by {}, policy {}{}; now {}",
+            "watching {} ({}{}), spun down by {}, policy {}{}; now {}",
             e.disk,
             source,
+            match (events_unavailable, mounted_tracefs) {
+                (Some(why), _) => format!(
+                    "; no I/O events, so counters polled every {poll_s} s and no waker named: {why}"
+                ),
+                (None, true) => format!(
+                    "; tracefs was not mounted: mounted it at {}",
+                    fallow_live::spindown::target::TRACEFS_MOUNT
+                ),
+                (None, false) => String::new(),
+            },
             actuator,
             policy,
-            max_spinups_per_day.map_or(String::new(), |n| format!(", at most {n} spin-ups a day")),
+            max_spinups.as_deref().map_or(String::new(), |n| format!(", at most {n} spin-ups")),
             power_state
         ),
         EventKind::SpinDown {
@@ -467,10 +610,10 @@ fn describe(e: &Event) -> String {
         EventKind::BudgetHeld {
             policy_timeout_s,
             timeout_s,
-            used_24h,
-            per_day,
+            used_in_window,
+            max_spinups,
         } => format!(
-            "{}: budget: {used_24h} of {per_day} spin-ups used in 24 h; timeout lengthened from {policy_timeout_s:.1} s to {timeout_s:.1} s",
+            "{}: budget: {used_in_window} spin-downs in the window of {max_spinups}; timeout lengthened from {policy_timeout_s:.1} s to {timeout_s:.1} s (logged once until the next spin-down)",
             e.disk
         ),
         EventKind::Wake {
@@ -503,10 +646,21 @@ fn describe(e: &Event) -> String {
             command,
             exit_code,
             duration_s,
+            stopped,
         } => format!(
-            "{}: job `{command}` ended after {duration_s:.1} s, exit {}",
+            "{}: job `{command}` {} after {duration_s:.1} s, exit {}",
             e.disk,
+            if *stopped { "stopped (the daemon is stopping)" } else { "ended" },
             exit_code.map_or("by signal".into(), |c| c.to_string())
+        ),
+        EventKind::Reloaded { message, applied } => format!(
+            "{}: {}: {message}",
+            e.disk,
+            if *applied {
+                "settings reloaded"
+            } else {
+                "settings NOT reloaded (the old ones stay)"
+            }
         ),
         EventKind::Error { message } => format!("{}: error: {message}", e.disk),
     };
@@ -529,6 +683,12 @@ fn print_status(s: &Status) {
     );
     for d in &s.disks {
         let e = &d.energy_j;
+        if let Some(why) = &d.events_unavailable {
+            println!(
+                "{}: no I/O events ({why}): counters polled, no waker named",
+                d.disk
+            );
+        }
         println!(
             "{}: {} ({}), policy {}, {}",
             d.disk,
@@ -542,10 +702,10 @@ fn print_status(s: &Status) {
             "  spin-ups {}, spin-downs {}{}",
             d.spinups,
             d.spindowns,
-            match d.max_spinups_per_day {
+            match &d.max_spinups {
                 Some(n) => format!(
-                    "; budget {n}/day, {} used in 24 h, timeout lengthened {} time(s)",
-                    d.spindowns_24h, d.budget_held
+                    "; budget {n}, {} in its window ({} in 24 h), ran out {} time(s)",
+                    d.spindowns_in_window, d.spindowns_24h, d.budget_held
                 ),
                 None => String::new(),
             }
@@ -587,6 +747,9 @@ fn print_status(s: &Status) {
                 j.trigger,
                 match (j.ended_s, j.exit_code) {
                     (None, _) => "running".into(),
+                    (Some(t), _) if j.stopped => {
+                        format!("stopped at {t:.1} s when the daemon stopped (not finished)")
+                    }
                     (Some(t), c) => format!(
                         "ended {t:.1} s, exit {}",
                         c.map_or("by signal".into(), |c| c.to_string())
@@ -600,6 +763,117 @@ fn print_status(s: &Status) {
     }
 }
 
+/// The systemd service of `fallow spindown` for the binary `exec`
+/// (program and leading arguments), reading `config`, allowed `devices`.
+fn unit_text(exec: &str, config: &Path, devices: &[String]) -> String {
+    let allow = if devices.is_empty() {
+        "DeviceAllow=block-sd rw\n".to_string()
+    } else {
+        devices
+            .iter()
+            .map(|d| format!("DeviceAllow={d} rw\n"))
+            .collect()
+    };
+    format!(
+        "{generator} {version} (fallow spindown units)
+# Spin disks down by fallow's policies within a spin-up budget, log every
+# wake, run maintenance jobs when the disks spin anyway.
+#   systemctl daemon-reload && systemctl enable --now fallow-spindown
+#   fallow spindown status; journalctl -u fallow-spindown -f
+#   systemctl reload fallow-spindown    # SIGHUP: the config is read again
+
+[Unit]
+Description=fallow: spin disks down within a spin-up budget
+Documentation=man:fallow-spindown(1)
+After=local-fs.target sys-kernel-tracing.mount
+Wants=sys-kernel-tracing.mount
+
+[Service]
+Type=exec
+ExecStart={exec} spindown --config {config} --state /run/fallow/spindown.json --log /var/log/fallow/spindown.jsonl
+ExecReload=/bin/kill -HUP $MAINPID
+Restart=on-failure
+RestartSec=30s
+Nice=5
+RuntimeDirectory=fallow
+RuntimeDirectoryPreserve=yes
+StateDirectory=fallow
+LogsDirectory=fallow
+ConfigurationDirectory=fallow
+
+DynamicUser=yes
+SupplementaryGroups=disk
+CapabilityBoundingSet=CAP_SYS_RAWIO CAP_PERFMON
+AmbientCapabilities=CAP_SYS_RAWIO CAP_PERFMON
+NoNewPrivileges=yes
+DevicePolicy=closed
+{allow}ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+PrivateMounts=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+ProtectProc=invisible
+RestrictNamespaces=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+MemoryDenyWriteExecute=yes
+RemoveIPC=yes
+KeyringMode=private
+UMask=0077
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
+IPAddressDeny=any
+IPAddressAllow=localhost
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallFilter=~@privileged @mount @swap @reboot @module @obsolete @clock @debug @cpu-emulation
+SystemCallErrorNumber=EPERM
+
+[Install]
+WantedBy=multi-user.target
+",
+        generator = fallow_core::outpath::UNIT_GENERATOR,
+        version = env!("CARGO_PKG_VERSION"),
+        config = config.display(),
+    )
+}
+
+/// `fallow spindown units`: the service for this binary, through the
+/// output guard (never the binary, the config, a device node, a FIFO or a
+/// unit someone else wrote).
+fn units(a: UnitsArgs) -> Result<()> {
+    let me = crate::invocation::relaunch()?;
+    let program = me.program.canonicalize().unwrap_or(me.program.clone());
+    let mut exec = vec![program.display().to_string()];
+    exec.extend(
+        me.leading_args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned()),
+    );
+    if exec.iter().any(|w| w.contains(char::is_whitespace)) {
+        return Err(bad(format!(
+            "the fallow executable's path `{}` holds white space, which a unit's ExecStart cannot take unquoted",
+            exec.join(" ")
+        )));
+    }
+    let guard = a.overwrite.guard([program.as_path(), a.config.as_path()]);
+    crate::atomic::check(&guard, &a.output, OutputKind::SystemdUnit, "--output")?;
+    let text = unit_text(&exec.join(" "), &a.config, &a.device);
+    crate::atomic::write_atomically(&a.output, |w| Ok(w.write_all(text.as_bytes())?))?;
+    eprintln!(
+        "fallow: wrote {} (ExecStart {} spindown --config {})",
+        a.output.display(),
+        exec.join(" "),
+        a.config.display()
+    );
+    Ok(())
+}
+
 fn status(a: StatusArgs) -> Result<()> {
     let path = a.state.unwrap_or_else(|| PathBuf::from(DEFAULT_STATE));
     let s = Status::read(&path).map_err(|e| {
@@ -607,6 +881,15 @@ fn status(a: StatusArgs) -> Result<()> {
             "{e} (is `fallow spindown` running? its --state names the file)"
         ))
     })?;
+    // the file outlives the daemon: say so rather than show a stopped
+    // daemon's last status as if it ran (exit 1)
+    if let Err(why) = s.daemon_alive() {
+        anyhow::bail!(
+            "fallow spindown is not running: {why}; {} is its last status, written {}",
+            path.display(),
+            s.updated
+        );
+    }
     if a.json {
         crate::output::print(&crate::output::json_text(&s)?)?;
     } else {
@@ -625,7 +908,10 @@ mod tests {
         let c = read_config(&p).unwrap();
         assert_eq!(c.disk.len(), 2);
         assert_eq!(c.disk[1].jobs.len(), 1);
-        assert_eq!(rate("x", c.max_spinups.as_deref().unwrap()).unwrap(), 50);
+        assert_eq!(
+            rate("x", c.max_spinups.as_deref().unwrap()).unwrap().count,
+            50
+        );
         for j in &c.disk[1].jobs {
             duration("every", j.every.as_deref().unwrap()).unwrap();
             duration("deadline", j.deadline.as_deref().unwrap()).unwrap();

@@ -62,6 +62,21 @@ pub enum OutputKind {
     /// A manual page `fallow man --dir` wrote: roff whose title line is
     /// `.TH fallow` (fallow(1)) or `.TH fallow-…` (a subcommand's page).
     ManPage,
+    /// `fallow spindown`'s status file (`--state`): a JSON object with the
+    /// daemon's `pid`, `updated` and `disks`.
+    SpindownStatus,
+    /// `fallow spindown`'s event log (`--log`, appended to): JSON lines,
+    /// the first an object with `time`, `disk` and `event`. Unlike
+    /// [`OutputKind::AppendedLog`] a foreign file is refused: appending
+    /// JSON to someone's notes or to the `--power` file spoils it.
+    SpindownLog,
+    /// fallow's messages (`fallow emulate-disk --log`, appended to): its
+    /// first line starts with `fallow`, as every line fallow writes to
+    /// stderr does. Someone's notes are refused.
+    MessageLog,
+    /// A systemd unit `fallow spindown units` wrote: a comment line
+    /// starting with [`UNIT_GENERATOR`] in its first 64 KiB.
+    SystemdUnit,
 }
 
 impl OutputKind {
@@ -78,6 +93,10 @@ impl OutputKind {
             OutputKind::StatFile => "a counters file in /sys/block/<dev>/stat format",
             OutputKind::AppendedLog => "a log",
             OutputKind::ManPage => "a manual page fallow wrote",
+            OutputKind::SpindownStatus => "a fallow spindown status file",
+            OutputKind::SpindownLog => "a fallow spindown event log",
+            OutputKind::SystemdUnit => "a systemd unit fallow wrote",
+            OutputKind::MessageLog => "a log of fallow's messages",
         }
     }
 }
@@ -88,6 +107,8 @@ pub const CHECKPOINT_FORMAT: &str = "fallow-scrub-checkpoint";
 pub const NATIVE_CHECKPOINT_FORMAT: &str = "fallow-native-checkpoint";
 /// The value of a JSON report's `generator` key (followed by the version).
 pub const JSON_GENERATOR: &str = "fallow";
+/// The first line's start of a systemd unit fallow writes.
+pub const UNIT_GENERATOR: &str = "# Written by fallow";
 /// How much of an existing file is read to recognise it. A checkpoint is
 /// parsed whole (bad ranges can make it long); a longer file is not one.
 const HEAD_BYTES: u64 = 64 << 10;
@@ -211,7 +232,7 @@ fn special(t: &fs::FileType) -> Option<&'static str> {
 /// Whether the existing file at `path` is fallow's own output of `kind`.
 pub fn recognise(path: &Path, kind: OutputKind) -> io::Result<bool> {
     let limit = match kind {
-        OutputKind::Checkpoint | OutputKind::JsonReport => WHOLE_BYTES,
+        OutputKind::Checkpoint | OutputKind::JsonReport | OutputKind::SpindownStatus => WHOLE_BYTES,
         _ => HEAD_BYTES,
     };
     let mut bytes = Vec::new();
@@ -248,6 +269,26 @@ pub fn recognise(path: &Path, kind: OutputKind) -> io::Result<bool> {
         OutputKind::ManPage => String::from_utf8_lossy(&bytes)
             .lines()
             .any(|l| l.starts_with(".TH fallow ") || l.starts_with(".TH fallow-")),
+        OutputKind::SpindownStatus => {
+            whole
+                && matches!(
+                    serde_json::from_slice::<serde_json::Value>(&bytes),
+                    Ok(serde_json::Value::Object(m))
+                        if ["pid", "updated", "disks"].iter().all(|k| m.contains_key(*k))
+                )
+        }
+        OutputKind::SpindownLog => {
+            let first = bytes.split(|&b| b == b'\n').next().unwrap_or(&[]);
+            matches!(
+                serde_json::from_slice::<serde_json::Value>(first),
+                Ok(serde_json::Value::Object(m))
+                    if ["time", "disk", "event"].iter().all(|k| m.contains_key(*k))
+            )
+        }
+        OutputKind::MessageLog => bytes.starts_with(b"fallow"),
+        OutputKind::SystemdUnit => String::from_utf8_lossy(&bytes)
+            .lines()
+            .any(|l| l.starts_with(UNIT_GENERATOR)),
     })
 }
 
@@ -464,7 +505,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("out");
         let foreign = "my precious notes\n";
-        let cases: [(OutputKind, &[u8]); 7] = [
+        let cases: [(OutputKind, &[u8]); 11] = [
             (
                 OutputKind::Checkpoint,
                 br#"{"format": "fallow-scrub-checkpoint", "version": 2}"#,
@@ -484,6 +525,22 @@ mod tests {
             (OutputKind::FallowBin, b"FALLOWT\x01rest"),
             (OutputKind::TextTrace, b""),
             (OutputKind::StatFile, b"1 0 8 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"),
+            (
+                OutputKind::SpindownStatus,
+                br#"{"pid": 7, "updated": "x", "uptime_s": 1.0, "disks": []}"#,
+            ),
+            (
+                OutputKind::SpindownLog,
+                b"{\"time\":\"x\",\"t_s\":0.0,\"disk\":\"sdb\",\"event\":\"start\"}\n{\"par",
+            ),
+            (
+                OutputKind::MessageLog,
+                b"fallow emulate-disk: messages of pid 7\n",
+            ),
+            (
+                OutputKind::SystemdUnit,
+                b"# Written by fallow 0.1.0 (fallow spindown units)\n[Unit]\n",
+            ),
         ];
         for (kind, own) in cases {
             fs::write(&p, own).unwrap();

@@ -58,6 +58,9 @@ pub struct DiskFigures {
     pub wakes: Vec<(String, String, u64)>,
     /// Maintenance runs that rode someone else's spin-up.
     pub spinups_saved: u64,
+    /// I/O comes from block tracepoint events (wakes are attributed);
+    /// false when the counters are polled (the status says why).
+    pub events: bool,
 }
 
 /// The registry of `fallow spindown`.
@@ -74,6 +77,7 @@ pub struct SpindownMetrics {
     budget_held: Family<DiskLabels, Gauge>,
     wakes: Family<WakerLabels, Gauge>,
     saved: Family<DiskLabels, Gauge>,
+    events: Family<DiskLabels, Gauge>,
 }
 
 impl std::fmt::Debug for SpindownMetrics {
@@ -104,6 +108,7 @@ impl SpindownMetrics {
             budget_held: Family::default(),
             wakes: Family::default(),
             saved: Family::default(),
+            events: Family::default(),
         };
         r.register(
             "spinups",
@@ -151,6 +156,11 @@ impl SpindownMetrics {
             "Maintenance runs that rode a spin-up someone else caused",
             m.saved.clone(),
         );
+        r.register(
+            "events",
+            "1: I/O read from block tracepoint events (wakes attributed); 0: counters polled, no waker named (the status's events_unavailable says why)",
+            m.events.clone(),
+        );
         SpindownMetrics {
             registry: Arc::new(r),
             ..m
@@ -197,6 +207,7 @@ impl SpindownMetrics {
                 .set(i(*n));
         }
         self.saved.get_or_create(&d).set(i(f.spinups_saved));
+        self.events.get_or_create(&d).set(i64::from(f.events));
     }
 
     /// The metrics in the OpenMetrics text format.
@@ -235,6 +246,7 @@ mod tests {
                 budget_held: 1,
                 wakes: vec![("smbd".into(), "/system.slice/smbd.service".into(), 2)],
                 spinups_saved: 1,
+                events: false,
             },
         );
         let t = m.encode();
@@ -245,6 +257,7 @@ mod tests {
             r#"fallow_spindown_always_on_energy_joules{disk="/dev/sdb"} 125.0"#,
             r#"fallow_spindown_wakes{disk="/dev/sdb",process="smbd",cgroup="/system.slice/smbd.service"} 2"#,
             r#"fallow_spindown_budget_per_day{disk="/dev/sdb"} 50"#,
+            r#"fallow_spindown_events{disk="/dev/sdb"} 0"#,
         ] {
             assert!(t.contains(needle), "{needle} not in\n{t}");
         }

@@ -93,7 +93,7 @@ pub struct ScrubArgs {
     pub max_bytes: Option<u64>,
 
     /// Checkpoint file. [default: see below]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = crate::atomic::OUTPUT_FILES)]
     pub checkpoint: Option<PathBuf>,
 
     /// Continue the checkpoint's pass (a fresh one if there is no
@@ -112,7 +112,7 @@ pub struct ScrubArgs {
 
     /// Append one JSON line per completed request (first_byte, last_byte,
     /// bad) to this file.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = crate::atomic::OUTPUT_FILES)]
     pub log: Option<PathBuf>,
 
     /// Extra attempts of a failing request and of a failing sector. [default: 3]

@@ -350,3 +350,203 @@ fn the_checkpoints_lock_and_temporary_file_are_never_the_target() {
         std::fs::remove_file(&t).unwrap();
     }
 }
+
+/// One command line of `path` (a subcommand, `spindown units`…) that would
+/// run if its output flags were fine, with `input` as one of its inputs;
+/// `dir` holds anything else it needs. Every subcommand with an output
+/// file flag needs one here: the test below fails naming a new one.
+fn base_invocation(path: &str, input: &Path, dir: &Path) -> Option<Vec<String>> {
+    let i = input.display().to_string();
+    let d = |name: &str| dir.join(name).display().to_string();
+    let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    Some(match path {
+        "analyze" | "energy" => v(&[path, &i]),
+        "compare" => v(&["compare", &i, "--policy", "aggressive"]),
+        "pareto" => v(&["pareto", &i, "--policy", "aggressive"]),
+        "convert" => v(&["convert", &i]),
+        // the device recorded is the input
+        "record" => v(&["record", &i, "--duration", "1s"]),
+        "run" => v(&["run", "--config", &i, "--device", "loop0", "--", "true"]),
+        "emulate-disk" => v(&["emulate-disk", &i, &d("mnt")]),
+        "scrub" => v(&[
+            "scrub",
+            &i,
+            "--monitor",
+            "none",
+            "--checkpoint",
+            &d("ck.json"),
+        ]),
+        "trim" => v(&[
+            "trim",
+            &d("mnt"),
+            "--config",
+            &i,
+            "--checkpoint",
+            &d("ck.json"),
+        ]),
+        "spindown" => v(&[
+            "spindown",
+            &d("mnt"),
+            "--power",
+            &i,
+            "--dry-run",
+            "--duration",
+            "1s",
+            "--state",
+            &d("state.json"),
+        ]),
+        // the config it names is an input (not read, never replaced)
+        "spindown units" => v(&["spindown", "units", "--config", &i]),
+        _ => return None,
+    })
+}
+
+/// What each command reads as its input in [`base_invocation`].
+fn input_bytes(path: &str) -> Vec<u8> {
+    match path {
+        "run" | "trim" => b"# an empty fallow config\n".to_vec(),
+        "spindown" => b"spinup_s = 1.0\nshutdown_s = 0.5\n".to_vec(),
+        "emulate-disk" | "scrub" | "record" => vec![0x5a; 1 << 20],
+        _ => std::fs::read(fixture("tiny.csv")).unwrap(),
+    }
+}
+
+/// Every output flag of every subcommand (`Command::get_arguments` on the
+/// CLI's clap command; an output is a flag under the `Output files` help
+/// heading), run against an input file of the same command, a FIFO, a
+/// character device node made with mknod in a temp dir and a foreign
+/// file: each is refused with the flag named, and none is replaced or
+/// written (issue 22: `fallow spindown --state` replaced a FIFO, a device
+/// node, `--power` and a foreign file; `--state /dev/null` made the
+/// machine's /dev/null a regular file).
+#[test]
+fn no_output_flag_of_any_command_writes_an_input_a_fifo_a_device_or_a_foreign_file() {
+    // (subcommand, flag as given, the names a refusal may use for it)
+    type Found = Vec<(String, String, Vec<String>)>;
+    fn walk(c: &clap::Command, path: &str, out: &mut Found) {
+        for a in c.get_arguments() {
+            if a.get_help_heading() == Some(fallow_cli::OUTPUT_FILES) {
+                let mut names: Vec<String> =
+                    a.get_long().map(|l| format!("--{l}")).into_iter().collect();
+                names.extend(a.get_short().map(|s| format!("-{s}")));
+                assert!(!names.is_empty(), "{path}: an output file must be a flag");
+                out.push((path.to_string(), names[0].clone(), names));
+            }
+        }
+        for s in c.get_subcommands() {
+            let p = if path.is_empty() {
+                s.get_name().to_string()
+            } else {
+                format!("{path} {}", s.get_name())
+            };
+            walk(s, &p, out);
+        }
+    }
+    let mut outputs = Vec::new();
+    walk(&fallow_cli::cli_command(), "", &mut outputs);
+    // the ones this test was written against are all found
+    for want in [
+        ("analyze", "--html"),
+        ("convert", "--output"),
+        ("scrub", "--checkpoint"),
+        ("scrub", "--log"),
+        ("spindown", "--state"),
+        ("spindown", "--log"),
+        ("emulate-disk", "--log"),
+    ] {
+        assert!(
+            outputs.iter().any(|(p, f, _)| p == want.0 && f == want.1),
+            "{want:?} not among the output flags {outputs:?}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("null-node");
+    // the null device's numbers (1, 3), but a node of the test's own
+    let have_dev = std::process::Command::new("mknod")
+        .args([path_str(&dev), "c", "1", "3"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !have_dev {
+        println!("skip: mknod failed (not root?): the device-node case is not run");
+    }
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    std::fs::create_dir(dir.path().join("mnt")).unwrap();
+    let foreign_text = b"my precious notes\n";
+    for (cmd, flag, names) in &outputs {
+        let input = dir.path().join(format!("input-{}", cmd.replace(' ', "-")));
+        let input_content = input_bytes(cmd);
+        std::fs::write(&input, &input_content).unwrap();
+        let foreign = dir.path().join("notes.txt");
+        std::fs::write(&foreign, foreign_text).unwrap();
+        let base = base_invocation(cmd, &input, dir.path()).unwrap_or_else(|| {
+            panic!("`fallow {cmd}` has output flag {flag}: give it a base_invocation")
+        });
+        let mut targets = vec![
+            (input.clone(), "input"),
+            (fifo.clone(), "FIFO"),
+            (foreign.clone(), "foreign file"),
+        ];
+        if have_dev {
+            targets.push((dev.clone(), "device node"));
+        }
+        for (target, what) in targets {
+            let mut args = base.clone();
+            // the same flag given in the base (scrub's --checkpoint,
+            // spindown's --state) is replaced, so only the target is tested
+            if let Some(k) = args.iter().position(|a| a == flag) {
+                args.drain(k..k + 2);
+            }
+            // before a `--` (run's command)
+            let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
+            args.insert(at, target.display().to_string());
+            args.insert(at, flag.clone());
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            let mut child = common::fallow_cmd(&argv)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let st = common::wait_exit(&mut child, std::time::Duration::from_secs(60));
+            let o = child.wait_with_output().unwrap();
+            let err = stderr(&o);
+            assert_eq!(st.code(), Some(2), "{argv:?} against the {what}: {err}");
+            assert!(
+                names.iter().any(|n| err.contains(&format!("{n}:")))
+                    && err.contains(path_str(&target))
+                    // (trim's --log: the flag itself is refused)
+                    || names.iter().any(|n| err.contains(&format!("{n} does not apply"))),
+                "{argv:?} against the {what}: the refusal must name the flag and the path: {err}"
+            );
+            let m = std::fs::symlink_metadata(&target).unwrap();
+            match what {
+                "FIFO" => assert!(m.file_type().is_fifo(), "{argv:?} replaced the FIFO"),
+                "device node" => {
+                    assert!(m.file_type().is_char_device(), "{argv:?} replaced the node")
+                }
+                "input" => assert!(
+                    std::fs::read(&target).unwrap() == input_content,
+                    "{argv:?} changed its input"
+                ),
+                _ => assert_eq!(std::fs::read(&target).unwrap(), foreign_text, "{argv:?}"),
+            }
+        }
+    }
+    // nothing but what the test made is left in the directory (no temporary)
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with("input-"))
+        .collect();
+    names.sort();
+    let mut want = vec!["fifo", "mnt", "notes.txt"];
+    if have_dev {
+        want.push("null-node");
+    }
+    assert_eq!(names, want);
+}

@@ -262,6 +262,12 @@ fn the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged() {
 #[test]
 #[ignore = "needs root"]
 fn a_spin_up_budget_lengthens_the_timeout_and_says_so() {
+    // issue 22: `--max-spinups N/h` is N in any hour (it was a bucket of a
+    // day's rate), and `budget-held` is logged once per spell of
+    // exhaustion, not once per idle interval it holds back. 2/h: the
+    // spin-downs at ~0.3 s and ~1.4 s (0.8 s wake + 0.3 s spin-up + 0.3 s)
+    // fill the hour; the idle intervals after the wakes at ~2.2 s and
+    // ~3.2 s are both held, one line logged.
     let _serial = can_emulate("a_spin_up_budget_lengthens_the_timeout_and_says_so");
     let (dir, mnt, _cleanup) = emulated(16 << 20, "const:2ms", FAST);
     let log = dir.path().join("events.jsonl");
@@ -272,34 +278,269 @@ fn a_spin_up_budget_lengthens_the_timeout_and_says_so() {
         "--policy",
         "timeout:t=0.3s",
         "--max-spinups",
-        "1/day",
+        "2/h",
         "--poll",
         "10ms",
         "--duration",
-        "2s",
+        "4.5s",
         "--log",
         log.to_str().unwrap(),
         "--state",
         dir.path().join("s.json").to_str().unwrap(),
         "--json",
     ]);
-    std::thread::sleep(Duration::from_millis(800).saturating_sub(t0.elapsed()));
-    read_block(&mnt, 0); // wakes it; the budget is spent
+    for at_ms in [800, 2200, 3200] {
+        std::thread::sleep(Duration::from_millis(at_ms).saturating_sub(t0.elapsed()));
+        read_block(&mnt, at_ms * 4096);
+    }
     let (status, err) = finish(child);
     let d = &status["disks"][0];
-    assert_eq!(d["spindowns"], 1, "{err}");
-    assert_eq!(d["spinups"], 1, "{err}");
+    assert_eq!(d["spindowns"], 2, "{err}");
+    assert_eq!(d["spinups"], 2, "{err}");
     assert_eq!(d["budget_held"], 1, "{err}");
-    assert_eq!(d["spindowns_24h"], 1);
+    assert_eq!(d["spindowns_in_window"], 2);
+    assert_eq!(d["spindowns_24h"], 2);
+    assert_eq!(d["max_spinups"], "2/h");
     let ev = log_events(&log);
     let held: Vec<&Value> = ev.iter().filter(|e| e["event"] == "budget-held").collect();
     assert_eq!(held.len(), 1, "{ev:?}");
-    // one a day: the next is allowed a day after the first spin-down
+    // two an hour: the next is allowed an hour after the first spin-down
+    // (~0.3 s), counted from the held interval's start (~2.2 s)
+    let first = ev.iter().find(|e| e["event"] == "spin-down").unwrap()["t_s"]
+        .as_f64()
+        .unwrap();
     let lengthened = held[0]["timeout_s"].as_f64().unwrap();
-    assert!((lengthened - 86_400.0).abs() < 5.0, "{lengthened}");
+    let started = held[0]["t_s"].as_f64().unwrap() - 0.3;
+    assert!(
+        (lengthened - (3600.0 + first - started)).abs() < 0.5,
+        "{lengthened} {first} {started}"
+    );
     assert_eq!(held[0]["policy_timeout_s"], 0.3);
+    assert_eq!(held[0]["used_in_window"], 2);
     assert!(err.contains("budget"), "{err}");
-    assert_eq!(num(&power(&mnt), "spindowns"), 1.0);
+    assert_eq!(num(&power(&mnt), "spindowns"), 2.0);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn the_daemons_energy_equals_the_emulated_disks_own_counters() {
+    // issue 22: the daemon counted each spin-up's wait as busy at 10.6 W
+    // and again as spin-up energy (15–41 % too high). The same run seen by
+    // both: the daemon's status against the emulator's counters (the
+    // difference of two snapshots around it), within 1 %. Spin-up 1 s and
+    // shutdown 0.5 s, so the waits are long next to the service; timeout
+    // 0.5 s: down at ~0.5, woken at 2.5 (up 3.5), reads at 3.7–3.9, down
+    // at ~4.4, woken at 6.0 (up 7.0), down at ~7.5, the end at 8.5.
+    let _serial = can_emulate("the_daemons_energy_equals_the_emulated_disks_own_counters");
+    let (dir, mnt, _cleanup) =
+        emulated(16 << 20, "const:5ms", "spinup_s = 1.0\nshutdown_s = 0.5\n");
+    let before = power(&mnt);
+    let t0 = Instant::now();
+    let child = start_daemon(&[
+        "spindown",
+        mnt.to_str().unwrap(),
+        "--policy",
+        "timeout:t=0.5s",
+        // the emulator's model (emulated() wrote it there)
+        "--power",
+        dir.path().join("power.toml").to_str().unwrap(),
+        "--poll",
+        "10ms",
+        "--duration",
+        "8.5s",
+        "--state",
+        dir.path().join("s.json").to_str().unwrap(),
+        "--json",
+    ]);
+    for (k, at_ms) in [2500u64, 3700, 3800, 3900, 6000].into_iter().enumerate() {
+        std::thread::sleep(Duration::from_millis(at_ms).saturating_sub(t0.elapsed()));
+        read_block(&mnt, (k as u64) << 20);
+    }
+    let (status, err) = finish(child);
+    let after = power(&mnt);
+    let diff = |k: &str| num(&after, k) - num(&before, k);
+    let d = &status["disks"][0];
+    assert_eq!(d["spinups"].as_f64().unwrap(), diff("spinups"), "{err}");
+    assert_eq!(d["spindowns"].as_f64().unwrap(), diff("spindowns"), "{err}");
+    assert_eq!((diff("spinups"), diff("spindowns")), (2.0, 3.0), "{err}");
+    // the emulator also counted the daemon's start and exit (idle, at
+    // 10 W): take that slack out of its idle figures
+    let slack_s = diff("elapsed_ns") / 1e9 - status["uptime_s"].as_f64().unwrap();
+    assert!((0.0..1.0).contains(&slack_s), "{slack_s}");
+    let e = &d["energy_j"];
+    let t = &d["time_s"];
+    let f = |v: &Value| v.as_f64().unwrap();
+    let within = |what: &str, live: f64, disk: f64, abs: f64| {
+        assert!(
+            (live - disk).abs() <= (0.01 * disk.abs()).max(abs),
+            "{what}: daemon {live} vs disk {disk}\n{d}\n{after:?}"
+        )
+    };
+    // times (s): the 10 ms poll is the daemon's resolution
+    within("busy s", f(&t["busy"]), diff("active_ns") / 1e9, 0.03);
+    within(
+        "spin-up s",
+        f(&t["spinning_up"]),
+        diff("spinup_ns") / 1e9,
+        0.03,
+    );
+    within(
+        "spin-down s",
+        f(&t["spinning_down"]),
+        diff("spindown_ns") / 1e9,
+        0.03,
+    );
+    within(
+        "standby s",
+        f(&t["standby"]),
+        diff("standby_ns") / 1e9,
+        0.03,
+    );
+    within(
+        "idle s",
+        f(&t["idle"]),
+        diff("idle_ns") / 1e9 - slack_s,
+        0.05,
+    );
+    // energy (J): each state, and the whole within 1 %
+    within("busy J", f(&e["busy"]), diff("active_j"), 0.3);
+    within(
+        "idle J",
+        f(&e["idle"]),
+        diff("idle_j") - slack_s * 10.0,
+        0.5,
+    );
+    within("standby J", f(&e["standby"]), diff("standby_j"), 0.1);
+    within("cycle J", f(&e["power_cycle"]), diff("cycle_j"), 1e-6);
+    within(
+        "total J",
+        f(&e["total"]),
+        diff("total_j") - slack_s * 10.0,
+        0.0,
+    );
+    within(
+        "always-on J",
+        f(&e["always_on"]),
+        diff("always_on_j") - slack_s * 10.0,
+        0.0,
+    );
+}
+
+/// Processes whose command line is exactly `words` (NUL-separated).
+fn processes_running(words: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = words
+        .iter()
+        .flat_map(|w| [w.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root"]
+fn sighup_reloads_sigterm_stops_the_jobs_and_status_knows_the_daemon_is_gone() {
+    // issue 22: SIGHUP exited 0 (a logrotate HUP stopped the daemon for
+    // good under Restart=on-failure); SIGTERM orphaned a running job and
+    // the status still called it running; `status` reported an exited
+    // daemon as running.
+    let _serial =
+        can_emulate("sighup_reloads_sigterm_stops_the_jobs_and_status_knows_the_daemon_is_gone");
+    let (dir, mnt, _cleanup) = emulated(16 << 20, "const:2ms", FAST);
+    let cfg = dir.path().join("spindown.toml");
+    std::fs::write(&cfg, "policy = \"timeout:t=100s\"\n").unwrap();
+    let log = dir.path().join("events.jsonl");
+    let state = dir.path().join("s.json");
+    let job = ["sh", "-c", "sleep 61.25"];
+    let child = start_daemon(&[
+        "spindown",
+        mnt.to_str().unwrap(),
+        "--config",
+        cfg.to_str().unwrap(),
+        "--poll",
+        "10ms",
+        "--log",
+        log.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--job",
+        "sleep 61.25",
+        "--job-every",
+        "3s",
+        "--job-deadline",
+        "1s",
+        "--json",
+    ]);
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        num(&power(&mnt), "spindowns"),
+        0.0,
+        "the 100 s timeout runs"
+    );
+    // a new policy, and HUP: the daemon goes on under it (spun down
+    // about 0.3 s after the reload), and reopens its log
+    std::fs::write(&cfg, "policy = \"timeout:t=0.3s\"\n").unwrap();
+    std::fs::rename(&log, dir.path().join("events.jsonl.1")).unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::HUP,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(
+        num(&power(&mnt), "spindowns"),
+        1.0,
+        "spun down under the reloaded policy"
+    );
+    let ev = log_events(&log);
+    let reloaded = ev
+        .iter()
+        .find(|e| e["event"] == "reloaded")
+        .expect("a reloaded event in the reopened log");
+    assert_eq!(reloaded["applied"], true, "{reloaded}");
+    assert!(
+        reloaded["message"]
+            .as_str()
+            .unwrap()
+            .contains("timeout:t=0.3s"),
+        "{reloaded}"
+    );
+    // the status checks the daemon runs
+    let o = fallow(&["spindown", "status", "--state", state.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // the job is due at 3 s; the disk sleeps, so its deadline (1 s later)
+    // spends a spin-up and it runs
+    let t0 = Instant::now();
+    while processes_running(&job).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the job never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    terminate(pid);
+    let (status, err) = finish(child);
+    let jobs = status["disks"][0]["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "{err}");
+    assert_eq!(jobs[0]["stopped"], true, "{err}");
+    assert!(jobs[0]["ended_s"].is_number(), "{err}");
+    assert!(
+        processes_running(&job).is_empty(),
+        "the job was left running"
+    );
+    assert!(err.contains("stopped (the daemon is stopping)"), "{err}");
+    let o = fallow(&["spindown", "status", "--state", state.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains(&format!("not running: pid {pid}")),
+        "{}",
+        stderr(&o)
+    );
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    assert_eq!(file["disks"][0]["jobs"][0]["stopped"], true);
 }
 
 #[test]
@@ -374,7 +615,16 @@ fn the_ata_actuator_refuses_a_loop_device_in_words() {
     };
     let dev = lo.dev.clone();
     let state = dir.path().join("s.json");
-    let o = fallow(&["spindown", &dev, "--state", state.to_str().unwrap()]);
+    // polled (FALLOW_MONITOR=poll), so that the daemon does not mount
+    // tracefs on the test machine: this test is about the actuator
+    let poll = |args: &[&str]| {
+        fallow_cmd(args)
+            .env("FALLOW_MONITOR", "poll")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = poll(&["spindown", &dev, "--state", state.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("does not take SG_IO") && stderr(&o).contains(&dev),
@@ -382,7 +632,7 @@ fn the_ata_actuator_refuses_a_loop_device_in_words() {
         stderr(&o)
     );
     // a dry run watches it anyway and says it has no actuator
-    let o = fallow(&[
+    let o = poll(&[
         "spindown",
         &dev,
         "--dry-run",
@@ -470,7 +720,28 @@ fn pick_window(
 #[test]
 #[ignore = "needs root and ../shared/traces"]
 fn simulation_and_live_agree_on_a_real_trace_window() {
-    let test = "simulation_and_live_agree_on_a_real_trace_window";
+    simulation_and_live_agree(
+        "simulation_and_live_agree_on_a_real_trace_window",
+        "timeout:t=2s",
+        Some("10ms"),
+    );
+}
+
+#[test]
+#[ignore = "needs root and ../shared/traces"]
+fn simulation_and_live_agree_under_the_adaptive_policy() {
+    // the same window under a policy that learns: its timeout after each
+    // interval depends on how the interval ended, live as in simulation;
+    // and at the default poll (50 ms), which must keep the decisions
+    // (issue 22: at the old 1 s default spin-ups differed by -18 %/+40 %)
+    simulation_and_live_agree(
+        "simulation_and_live_agree_under_the_adaptive_policy",
+        "adaptive:t=2s,min=1s,max=8s",
+        None,
+    );
+}
+
+fn simulation_and_live_agree(test: &str, policy: &str, poll: Option<&str>) {
     let trace_path = shared_trace("hp-hplajw-1992/ajw.1week.srt");
     let _serial = can_emulate(test);
     // a fast-spinning disk so a 30 s window holds several cycles: spin-up
@@ -521,7 +792,7 @@ fn simulation_and_live_agree_on_a_real_trace_window() {
         "--power",
         pfile.to_str().unwrap(),
         "--policy",
-        "timeout:t=2s",
+        policy,
         "--local-fraction",
         "1",
         "--json",
@@ -532,28 +803,34 @@ fn simulation_and_live_agree_on_a_real_trace_window() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["policy"] == "timeout:t=2s")
+        .find(|r| r["policy"] == policy)
         .unwrap()
         .clone();
     let sim_spinups = run["spinups"].as_f64().unwrap();
     let sim_standby = run["time_s"]["standby"].as_f64().unwrap();
     let sim_delay = run["exposed_delay_s"].as_f64().unwrap();
-    assert!(sim_spinups >= 3.0, "{run}");
+    // 3 under the timeout, 2 under adaptive (it lengthens its timeout)
+    assert!(sim_spinups >= 2.0, "{run}");
 
     // live: the daemon with the same policy, the window replayed open-loop
-    let child = start_daemon(&[
+    // (the emulated disk's counters are polled: at `poll`, or the default
+    // 50 ms when None)
+    let state = dir.path().join("s.json");
+    let mut args = vec![
         "spindown",
         mnt.to_str().unwrap(),
         "--policy",
-        "timeout:t=2s",
+        policy,
         "--power",
         pfile.to_str().unwrap(),
-        "--poll",
-        "10ms",
         "--state",
-        dir.path().join("s.json").to_str().unwrap(),
+        state.to_str().unwrap(),
         "--json",
-    ]);
+    ];
+    if let Some(p) = poll {
+        args.extend(["--poll", p]);
+    }
+    let child = start_daemon(&args);
     let daemon_pid = child.id();
     // let the daemon take the disk on before the first request
     std::thread::sleep(Duration::from_millis(300));
@@ -580,6 +857,20 @@ fn simulation_and_live_agree_on_a_real_trace_window() {
     assert!(
         within(live_delay, sim_delay),
         "delay {live_delay} vs {sim_delay}"
+    );
+    // energy (issue 22): the daemon's figure and the simulation's within
+    // 1 %, over the same window. The daemon ran before the first request
+    // (idle, spinning) and a moment after the last: its extra time is
+    // priced at idle power (10 W) and taken off.
+    let sim_energy = run["energy_j"]["total"].as_f64().unwrap();
+    let sim_window_s = run["time_s"]["total"].as_f64().unwrap();
+    let d = &status["disks"][0];
+    let extra_s = status["uptime_s"].as_f64().unwrap() - sim_window_s;
+    let live_energy = d["energy_j"]["total"].as_f64().unwrap() - extra_s * 10.0;
+    eprintln!("energy J: sim {sim_energy:.1} live {live_energy:.1} (daemon {:.1}, {extra_s:.2} s outside the window)", d["energy_j"]["total"]);
+    assert!(
+        (live_energy - sim_energy).abs() <= 0.01 * sim_energy,
+        "energy: live {live_energy} vs sim {sim_energy}"
     );
 }
 
@@ -690,6 +981,97 @@ fn each_wake_names_the_process_that_caused_it() {
 
 #[test]
 #[ignore = "needs root"]
+fn with_tracefs_unmounted_at_start_attribution_still_names_the_process() {
+    // issue 22: without tracefs the daemon polled once a second and named
+    // every waker "unknown". It now mounts tracefs as perf and bpftrace
+    // do. The daemon runs in a private mount namespace (unshare -m) with
+    // tracefs unmounted there, so the host's mount table, and the other
+    // tests on this machine, are untouched.
+    let test = "with_tracefs_unmounted_at_start_attribution_still_names_the_process";
+    let _serial = can_emulate(test);
+    if !common::have("unshare") {
+        println!("skip: {test} needs unshare (util-linux)");
+        return;
+    }
+    let host_tracefs = tracefs_mounts();
+    let (dir, mnt, mut cleanup) = emulated(16 << 20, "const:2ms", FAST);
+    let dev = match run_tool(
+        "losetup",
+        &["-f", "--show", mnt.join("disk").to_str().unwrap()],
+    ) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("skip: {test} needs losetup: {e}");
+            return;
+        }
+    };
+    cleanup.loop_dev = Some(dev.clone());
+    let log = dir.path().join("events.jsonl");
+    let script = format!(
+        "umount /sys/kernel/debug/tracing 2>/dev/null; umount /sys/kernel/tracing 2>/dev/null; \
+         if [ -d /sys/kernel/tracing/events ]; then echo 'tracefs still mounted' >&2; exit 9; fi; \
+         exec {} spindown {dev} --policy timeout:t=0.3s --duration 2.5s --log {} --state {} --json",
+        common::BIN,
+        log.display(),
+        dir.path().join("s.json").display()
+    );
+    let t0 = Instant::now();
+    let child = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000).saturating_sub(t0.elapsed()));
+    let dd = std::process::Command::new("dd")
+        .args([
+            &format!("if={dev}"),
+            "of=/dev/null",
+            "bs=4096",
+            "count=1",
+            "skip=77",
+            "iflag=direct",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let dd_pid = dd.id();
+    assert!(dd.wait_with_output().unwrap().status.success());
+    let (status, err) = finish(child);
+    let ev = log_events(&log);
+    let start = ev.iter().find(|e| e["event"] == "start").unwrap();
+    assert!(start.get("events_unavailable").is_none(), "{start}");
+    assert!(
+        start["source"].as_str().unwrap().contains("tracepoints"),
+        "{start}"
+    );
+    let d = &status["disks"][0];
+    assert_eq!(d["spinups"], 1, "{err}");
+    assert_eq!(d["wakers"][0]["process"], "dd", "{err}");
+    let wake = ev.iter().find(|e| e["event"] == "wake").unwrap();
+    assert_eq!(wake["issuers"][0]["pid"], dd_pid, "{wake}");
+    // the host's mount table is as it was
+    assert_eq!(
+        tracefs_mounts(),
+        host_tracefs,
+        "the host's tracefs mounts changed"
+    );
+}
+
+/// The tracefs lines of this (the host's) mount table.
+fn tracefs_mounts() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(" - tracefs "))
+        .map(|l| l.split(' ').nth(4).unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root"]
 fn prometheus_metrics_show_spin_downs_time_and_energy_per_disk() {
     let test = "prometheus_metrics_show_spin_downs_time_and_energy_per_disk";
     let _serial = can_emulate(test);
@@ -741,6 +1123,8 @@ fn prometheus_metrics_show_spin_downs_time_and_energy_per_disk() {
         format!("fallow_spindown_state_seconds{{disk=\"{disk}\",state=\"down\"}}"),
         format!("fallow_spindown_energy_joules{{disk=\"{disk}\",state=\"power_cycle\"}} 6.4"),
         format!("fallow_spindown_always_on_energy_joules{{disk=\"{disk}\"}}"),
+        // the emulated disk's counters are polled: no events, said here too
+        format!("fallow_spindown_events{{disk=\"{disk}\"}} 0"),
         format!("fallow_spindown_budget_per_day{{disk=\"{disk}\"}} 0"),
     ] {
         assert!(body.contains(&needle), "{needle} not in\n{body}");

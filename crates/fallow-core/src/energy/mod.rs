@@ -60,7 +60,7 @@ pub mod sim;
 pub mod spindown;
 
 pub use filetrace::{read_file_trace, FileKind, FileTrace};
-pub use metrics::{normalise, EnergyByState, EnergyRun, Ratios};
+pub use metrics::{normalise, EnergyByState, EnergyRun, PowerSpans, Ratios};
 pub use options::{busiest_device, power_overrides, Options};
 pub use power::{PowerFile, PowerModel};
 pub use report::{default_policies, EnergyReport, InputInfo, InputKind};

@@ -594,15 +594,21 @@ pub fn simulate(
     let seek_s = ns_s(seek_total);
     let busy_s = ns_s(t.busy);
     let bg_j = ns_s(t.bg) * p.read_write_w;
-    run.energy_j = EnergyByState {
-        busy: seek_s * p.seek_w + (busy_s - seek_s) * p.read_write_w + bg_j,
-        idle: ns_s(t.idle) * p.idle_w,
-        power_cycle: run.spinups as f64 * p.spinup_j + run.shutdowns as f64 * p.shutdown_j,
-        standby: ns_s(t.standby) * p.standby_w,
-        total: 0.0,
-    };
-    run.energy_j.total =
-        run.energy_j.busy + run.energy_j.idle + run.energy_j.power_cycle + run.energy_j.standby;
+    // the one definition of a disk's energy, the live daemon's too
+    run.energy_j = EnergyByState::of(
+        p,
+        &super::metrics::PowerSpans {
+            serve_s: busy_s,
+            seek_s,
+            idle_s: ns_s(t.idle),
+            standby_s: ns_s(t.standby),
+            spinups: run.spinups,
+            shutdowns: run.shutdowns,
+        },
+    );
+    // BG work is served at read/write power
+    run.energy_j.busy += bg_j;
+    run.energy_j.total += bg_j;
     run.time_s = t.to_seconds();
     run.seek_s = seek_s;
     run.mean_idle_s = if run.idle_periods > 0 {

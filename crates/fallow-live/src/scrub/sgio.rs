@@ -102,6 +102,60 @@ pub(crate) mod ioctl {
     }
 }
 
+/// Send a command that reads `data` from the device (SG_DXFER_FROM_DEV,
+/// REQUEST SENSE) and return (SCSI status, host status, driver status,
+/// sense bytes written, data bytes read).
+#[allow(unsafe_code)]
+pub(crate) fn send_in(
+    file: &File,
+    cdb: &[u8],
+    data: &mut [u8],
+    sense: &mut [u8; SENSE_BYTES],
+) -> io::Result<(u8, u16, u16, usize, usize)> {
+    const SG_DXFER_FROM_DEV: i32 = -3;
+    let mut hdr = SgIoHdr {
+        interface_id: i32::from(b'S'),
+        dxfer_direction: SG_DXFER_FROM_DEV,
+        cmd_len: cdb.len() as u8,
+        mx_sb_len: SENSE_BYTES as u8,
+        iovec_count: 0,
+        dxfer_len: data.len() as u32,
+        dxferp: data.as_mut_ptr(),
+        cmdp: cdb.as_ptr(),
+        sbp: sense.as_mut_ptr(),
+        timeout: TIMEOUT_MS,
+        flags: 0,
+        pack_id: 0,
+        usr_ptr: std::ptr::null_mut(),
+        status: 0,
+        masked_status: 0,
+        msg_status: 0,
+        sb_len_wr: 0,
+        host_status: 0,
+        driver_status: 0,
+        resid: 0,
+        duration: 0,
+        info: 0,
+    };
+    // SAFETY: as in `ioctl::send`, with a data buffer: `dxferp` points to
+    // `data`, borrowed mutably for the whole synchronous call, and
+    // `dxfer_len` is its length, so the kernel writes within it.
+    unsafe {
+        let req = rustix::ioctl::Updater::<SG_IO, SgIoHdr>::new(&mut hdr);
+        rustix::ioctl::ioctl(file.as_fd(), req)?;
+    }
+    let read = data
+        .len()
+        .saturating_sub(usize::try_from(hdr.resid.max(0)).unwrap_or(0));
+    Ok((
+        hdr.status,
+        hdr.host_status,
+        hdr.driver_status,
+        usize::from(hdr.sb_len_wr).min(SENSE_BYTES),
+        read,
+    ))
+}
+
 /// Sense key, ASC and ASCQ from fixed (0x70/0x71) or descriptor
 /// (0x72/0x73) sense data.
 pub(crate) fn sense_key(sense: &[u8]) -> Option<(u8, u8, u8)> {

@@ -5,6 +5,12 @@
 //! 57 is about SMART reads, which do); its answer comes back in the
 //! COUNT field, returned in sense data because CK_COND is set.
 //!
+//! Each is sent with hdparm's bytes (the DEVICE register's LBA bit set)
+//! and, when the drive rejects it, hdparm's fallback opcode (ATA-1's 0x94
+//! and 0x98): tests/data/spindown/sg_io_reference.strace holds what
+//! hdparm sent, recorded with strace, and the tests compare byte for byte.
+//! No drive has been spun down by these tests.
+//!
 //! Only disks behind libata's SCSI translation (SATA on AHCI, USB bridges
 //! that pass ATA through) take this. Loop, virtio, NVMe, device-mapper and
 //! FUSE-backed devices refuse the ioctl (ENOTTY or EINVAL): [`AtaActuator::open`]
@@ -23,6 +29,12 @@ use std::path::{Path, PathBuf};
 pub const ATA_STANDBY_IMMEDIATE: u8 = 0xe0;
 /// ATA command CHECK POWER MODE.
 pub const ATA_CHECK_POWER_MODE: u8 = 0xe5;
+/// STANDBY IMMEDIATE's opcodes in the order hdparm tries them: ACS's 0xE0,
+/// then ATA-1's 0x94 for old drives that abort the first
+/// (hdparm's ATA_OP_STANDBYNOW1/2).
+pub const STANDBY_OPCODES: [u8; 2] = [ATA_STANDBY_IMMEDIATE, 0x94];
+/// CHECK POWER MODE's opcodes, hdparm's order: 0xE5, then ATA-1's 0x98.
+pub const CHECK_POWER_OPCODES: [u8; 2] = [ATA_CHECK_POWER_MODE, 0x98];
 
 /// An ATA PASS-THROUGH(16) command block for a non-data ATA command,
 /// asking for the ATA registers back (CK_COND).
@@ -31,6 +43,7 @@ pub fn pass_through16(command: u8) -> [u8; 16] {
     c[0] = 0x85; // ATA PASS-THROUGH(16)
     c[1] = 3 << 1; // PROTOCOL 3: non-data; EXTEND 0
     c[2] = 0x20; // CK_COND: return the registers in the sense data; no transfer
+    c[13] = 0x40; // DEVICE: the LBA bit, as hdparm sets it
     c[14] = command;
     c
 }
@@ -141,13 +154,27 @@ impl AtaActuator {
     }
 }
 
+impl AtaActuator {
+    /// The first opcode, then its fallback when the drive rejects the
+    /// first (hdparm's order). A device without SG_IO is not asked twice.
+    fn send_either(&self, opcodes: [u8; 2], what: &str) -> Result<Option<u8>> {
+        match self.send(opcodes[0], what) {
+            Err(Error::Unsupported(m)) if !m.contains("does not take SG_IO") => self.send(
+                opcodes[1],
+                &format!("{what} ({:#04x}, after {m})", opcodes[1]),
+            ),
+            r => r,
+        }
+    }
+}
+
 impl Actuator for AtaActuator {
     fn describe(&self) -> String {
         format!("ata:{}", self.path.display())
     }
 
     fn check(&mut self) -> Result<DiskPower> {
-        match self.send(ATA_CHECK_POWER_MODE, "CHECK POWER MODE")? {
+        match self.send_either(CHECK_POWER_OPCODES, "CHECK POWER MODE")? {
             Some(count) => Ok(power_of_count(count)),
             None => Err(Error::Unsupported(format!(
                 "{}: CHECK POWER MODE: the answer carried no ATA registers",
@@ -157,13 +184,13 @@ impl Actuator for AtaActuator {
     }
 
     fn standby(&mut self) -> Result<()> {
-        self.send(ATA_STANDBY_IMMEDIATE, "STANDBY IMMEDIATE")
+        self.send_either(STANDBY_OPCODES, "STANDBY IMMEDIATE")
             .map(|_| ())
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -175,6 +202,58 @@ mod tests {
         assert_eq!(c[2] & 0x03, 0, "no transfer length");
         assert_eq!(c[14], 0xe0);
         assert_eq!(pass_through16(ATA_CHECK_POWER_MODE)[14], 0xe5);
+    }
+
+    /// The SG_IO command blocks of each `$ TOOL …` block of the recorded
+    /// strace output (tests/data/spindown/sg_io_reference.strace).
+    pub(crate) fn recorded(tool: &str) -> Vec<Vec<u8>> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/data/spindown/sg_io_reference.strace"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut out = Vec::new();
+        let mut inside = false;
+        for line in text.lines() {
+            if let Some(cmd) = line.strip_prefix("$ ") {
+                inside = cmd.starts_with(&format!("{tool} "));
+                continue;
+            }
+            if !inside || !line.contains("SG_IO") {
+                continue;
+            }
+            let cmdp = line
+                .split("cmdp=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap();
+            out.push(
+                cmdp.split("\\x")
+                    .skip(1)
+                    .map(|h| u8::from_str_radix(h, 16).unwrap())
+                    .collect(),
+            );
+        }
+        assert!(!out.is_empty(), "no SG_IO recorded for {tool}");
+        out
+    }
+
+    #[test]
+    fn the_commands_are_hdparms_byte_for_byte_fallbacks_included() {
+        // hdparm -y: STANDBY IMMEDIATE 0xE0, then 0x94
+        let ours: Vec<Vec<u8>> = STANDBY_OPCODES
+            .iter()
+            .map(|&o| pass_through16(o).to_vec())
+            .collect();
+        assert_eq!(recorded("hdparm -y"), ours);
+        // hdparm -C: CHECK POWER MODE 0xE5, then 0x98
+        let ours: Vec<Vec<u8>> = CHECK_POWER_OPCODES
+            .iter()
+            .map(|&o| pass_through16(o).to_vec())
+            .collect();
+        assert_eq!(recorded("hdparm -C"), ours);
     }
 
     #[test]

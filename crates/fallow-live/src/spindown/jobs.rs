@@ -9,6 +9,7 @@
 
 use crate::error::{Error, Result};
 use serde::Serialize;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 
 /// A registered job.
@@ -48,6 +49,9 @@ pub struct JobRun {
     pub trigger: Trigger,
     /// Exit code (`None` while running or when killed by a signal).
     pub exit_code: Option<i32>,
+    /// The daemon stopped it when it was itself stopped (SIGTERM, SIGINT,
+    /// `--duration`): the job did not finish.
+    pub stopped: bool,
 }
 
 #[derive(Debug)]
@@ -168,10 +172,13 @@ impl Jobs {
                 j.asleep_at_due = true;
                 continue;
             };
+            // its own process group, so that stopping it reaches what the
+            // shell started too
             let child = Command::new("sh")
                 .arg("-c")
                 .arg(&j.spec.command)
                 .stdin(Stdio::null())
+                .process_group(0)
                 .spawn()
                 .map_err(|e| Error::io("sh", format!("starting job `{}`", j.spec.command), e))?;
             self.runs.push(JobRun {
@@ -180,6 +187,7 @@ impl Jobs {
                 ended_s: None,
                 trigger,
                 exit_code: None,
+                stopped: false,
             });
             let idx = self.runs.len() - 1;
             events.push(JobEvent::Started(idx));
@@ -188,6 +196,46 @@ impl Jobs {
             j.asleep_at_due = false;
         }
         Ok(events)
+    }
+
+    /// Stop every running job (the daemon is stopping; issue 22: SIGTERM
+    /// orphaned them and the status still called them running): SIGTERM
+    /// to its process group, SIGKILL after `grace`; each run is recorded
+    /// as ended and `stopped`.
+    pub fn stop_all(&mut self, start_ns: u64, grace: std::time::Duration) -> Vec<JobEvent> {
+        use rustix::process::{kill_process_group, Pid, Signal};
+        let mut events = Vec::new();
+        for j in &mut self.jobs {
+            let Some((mut child, idx)) = j.child.take() else {
+                continue;
+            };
+            let pgid = Pid::from_raw(child.id() as i32);
+            if let Some(pgid) = pgid {
+                let _ = kill_process_group(pgid, Signal::TERM);
+            }
+            let t0 = std::time::Instant::now();
+            let status = loop {
+                match child.try_wait() {
+                    Ok(Some(st)) => break Some(st),
+                    Ok(None) if t0.elapsed() < grace => {
+                        std::thread::sleep(std::time::Duration::from_millis(20))
+                    }
+                    Ok(None) => {
+                        if let Some(pgid) = pgid {
+                            let _ = kill_process_group(pgid, Signal::KILL);
+                        }
+                        break child.wait().ok();
+                    }
+                    Err(_) => break None,
+                }
+            };
+            let r = &mut self.runs[idx];
+            r.ended_s = Some(crate::clock::monotonic_ns().saturating_sub(start_ns) as f64 / 1e9);
+            r.exit_code = status.and_then(|s| s.code());
+            r.stopped = true;
+            events.push(JobEvent::Ended(idx));
+        }
+        events
     }
 }
 

@@ -8,12 +8,14 @@
 //!   sysfs counters (what reaches the block layer), spun down through the
 //!   emulator's `power` file beside the backing file.
 //! - Any other block device (`/dev/sdb`, `sdb`, a partition: its whole
-//!   disk): sysfs counters, and ATA STANDBY IMMEDIATE through SG_IO.
+//!   disk): sysfs counters, and ATA STANDBY IMMEDIATE through SG_IO, or
+//!   for a SCSI/SAS disk START STOP UNIT with the STANDBY power condition.
 
 use super::activity::{ActivitySource, StatPoll};
 use super::actuator::Actuator;
 use super::ata::AtaActuator;
 use super::emu::EmuActuator;
+use super::scsi::ScsiActuator;
 use super::traced::TracedSource;
 use crate::error::{Error, Result};
 use crate::monitor::stat::{resolve_device, StatSource};
@@ -30,6 +32,11 @@ pub struct Target {
     pub actuator: Option<Box<dyn Actuator>>,
     /// Why there is no actuator.
     pub actuator_error: Option<String>,
+    /// Why the block-tracepoint source is not used (the counters are
+    /// polled instead and no process is named), when it is not.
+    pub events_unavailable: Option<String>,
+    /// tracefs was not mounted and this process mounted it.
+    pub mounted_tracefs: bool,
 }
 
 impl std::fmt::Debug for Target {
@@ -52,16 +59,63 @@ fn emulated_dir(path: &Path) -> Option<PathBuf> {
     (dir.join("power").is_file() && dir.join("stat").is_file()).then_some(dir)
 }
 
-/// The block-tracepoint source where the monitor can run here (it names
-/// who woke the disk), else the counters polled.
-fn activity_of(source: &StatSource, disk: &str) -> Result<Box<dyn ActivitySource>> {
-    let devs = DevId::of_sysfs_dir(&Path::new("/sys/class/block").join(disk));
-    if let (Ok(()), Some(devs)) = (EventMonitor::available(), devs) {
-        if let Ok(t) = TracedSource::open(source, &devs) {
-            return Ok(Box::new(t));
-        }
+/// Where tracefs is mounted at boot on systemd machines, and where perf
+/// and bpftrace mount it when it is not.
+pub const TRACEFS_MOUNT: &str = "/sys/kernel/tracing";
+
+/// Make the block tracepoints reachable: tracefs where it is mounted, or
+/// mounted at [`TRACEFS_MOUNT`] now (as perf and bpftrace do; it stays
+/// mounted, as theirs does). `Ok(true)` when this call mounted it.
+/// (Issue 22: without tracefs the daemon polled once a second and named
+/// every waker "unknown".)
+pub fn ensure_tracefs() -> std::result::Result<bool, String> {
+    if crate::monitor::tracepoint::tracefs_root().is_some() {
+        return Ok(false);
     }
-    Ok(Box::new(StatPoll::new(source)?))
+    rustix::mount::mount(
+        "nodev",
+        TRACEFS_MOUNT,
+        "tracefs",
+        rustix::mount::MountFlags::NOSUID
+            | rustix::mount::MountFlags::NODEV
+            | rustix::mount::MountFlags::NOEXEC,
+        None,
+    )
+    .map_err(|e| {
+        format!("tracefs is not mounted and mounting it at {TRACEFS_MOUNT} failed: {e}")
+    })?;
+    Ok(true)
+}
+
+/// The block-tracepoint source where the monitor can run here (it names
+/// who woke the disk; tracefs is mounted for it if need be), else the
+/// counters polled, with why.
+fn activity_of(
+    source: &StatSource,
+    disk: &str,
+) -> Result<(Box<dyn ActivitySource>, Option<String>, bool)> {
+    let mut mounted = false;
+    let polling_asked =
+        std::env::var(crate::monitor::MONITOR_ENV).is_ok_and(|v| v.trim() == "poll");
+    let why = match DevId::of_sysfs_dir(&Path::new("/sys/class/block").join(disk)) {
+        None => format!("{disk} has no device number in sysfs"),
+        // asked to poll: tracefs is not mounted for events that are not wanted
+        Some(_) if polling_asked => format!("{}=poll", crate::monitor::MONITOR_ENV),
+        Some(devs) => match ensure_tracefs() {
+            Err(e) => e,
+            Ok(m) => {
+                mounted = m;
+                match EventMonitor::available() {
+                    Err(e) => e,
+                    Ok(()) => match TracedSource::open(source, &devs) {
+                        Ok(t) => return Ok((Box::new(t), None, mounted)),
+                        Err(e) => e.to_string(),
+                    },
+                }
+            }
+        },
+    };
+    Ok((Box::new(StatPoll::new(source)?), Some(why), mounted))
 }
 
 /// Resolve `spec`; in a `dry_run` a disk whose actuator cannot be opened
@@ -76,6 +130,10 @@ pub fn open(spec: &str, dry_run: bool) -> Result<Target> {
             source: Box::new(StatPoll::new(&source)?),
             actuator: Some(Box::new(EmuActuator::open(dir.join("power"))?)),
             actuator_error: None,
+            events_unavailable: Some(
+                "an emulated disk's counters file names no process; give the loop device over its disk for events".into(),
+            ),
+            mounted_tracefs: false,
         });
     }
     // a block device, by path or kernel name
@@ -107,7 +165,7 @@ pub fn open(spec: &str, dry_run: bool) -> Result<Target> {
         ));
     }
     let source = resolved.stat_source()?;
-    let poll = activity_of(&source, &resolved.disk)?;
+    let (poll, events_unavailable, mounted_tracefs) = activity_of(&source, &resolved.disk)?;
     let name = format!("/dev/{}", resolved.disk);
     // a loop device over an emulated disk: the emulator's control file
     let backing =
@@ -120,20 +178,36 @@ pub fn open(spec: &str, dry_run: bool) -> Result<Target> {
             source: poll,
             actuator: Some(Box::new(EmuActuator::open(dir.join("power"))?)),
             actuator_error: None,
+            events_unavailable,
+            mounted_tracefs,
         });
     }
-    match AtaActuator::open(Path::new(&name)) {
+    // ATA first (SATA behind libata, USB bridges), then SCSI/SAS: a SAS
+    // disk rejects ATA PASS-THROUGH with ILLEGAL REQUEST
+    let actuator: Result<Box<dyn Actuator>> = match AtaActuator::open(Path::new(&name)) {
+        Ok(a) => Ok(Box::new(a)),
+        Err(ata) if ata.to_string().contains("does not take SG_IO") => Err(ata),
+        Err(ata) => match ScsiActuator::open(Path::new(&name)) {
+            Ok(s) => Ok(Box::new(s)),
+            Err(scsi) => Err(Error::Unsupported(format!("{ata}; as a SCSI disk: {scsi}"))),
+        },
+    };
+    match actuator {
         Ok(a) => Ok(Target {
             name,
             source: poll,
-            actuator: Some(Box::new(a)),
+            actuator: Some(a),
             actuator_error: None,
+            events_unavailable,
+            mounted_tracefs,
         }),
         Err(e) if dry_run => Ok(Target {
             name,
             source: poll,
             actuator: None,
             actuator_error: Some(e.to_string()),
+            events_unavailable,
+            mounted_tracefs,
         }),
         Err(e) => Err(e),
     }
