@@ -34,8 +34,12 @@ pub struct Limits {
     pub idle: Duration,
     /// Bytes of answers (chunks) held in memory at once.
     pub answer_budget_bytes: usize,
-    /// Answers computed at once (each on a blocking thread).
+    /// Chunk answers computed at once (each on a blocking thread).
     pub max_blocking: usize,
+    /// An answer not computed within this (waiting for a thread included)
+    /// is given up: the peer gets a refusal, and a file that somehow stalls
+    /// a thread keeps only that thread's slot.
+    pub answer_deadline: Duration,
 }
 
 impl Default for Limits {
@@ -47,6 +51,7 @@ impl Default for Limits {
             idle: Duration::from_secs(60),
             answer_budget_bytes: 64 << 20,
             max_blocking: 8,
+            answer_deadline: Duration::from_secs(2),
         }
     }
 }
@@ -59,7 +64,7 @@ pub struct Gate {
     per_ip: Mutex<HashMap<IpAddr, usize>>,
     /// Answer bytes, in KiB permits.
     budget: Semaphore,
-    blocking: Semaphore,
+    blocking: Arc<Semaphore>,
 }
 
 impl Gate {
@@ -73,7 +78,7 @@ impl Gate {
                 (limits.answer_budget_bytes >> 10)
                     .max(crate::manifest::MAX_CHUNK_BYTES as usize >> 10),
             ),
-            blocking: Semaphore::new(limits.max_blocking.max(1)),
+            blocking: Arc::new(Semaphore::new(limits.max_blocking.max(1))),
             limits,
         }
     }
@@ -194,14 +199,39 @@ async fn answer_async(
             "refused: status is served to fleet members and on loopback only".into(),
         ));
     }
-    if matches!(req, Request::Chunk { .. }) && !shared.serve_delay.is_zero() {
+    let is_chunk = matches!(req, Request::Chunk { .. });
+    if is_chunk && !shared.serve_delay.is_zero() {
         tokio::time::sleep(shared.serve_delay).await;
     }
-    let _thread = shared.gate.blocking.acquire().await.ok()?;
+    let deadline = shared.gate.limits.answer_deadline;
     let s = shared.clone();
-    tokio::task::spawn_blocking(move || answer(&s, req))
+    let job = async move {
+        // chunks (which read files) share the bounded answer threads; the
+        // status and the advertisement list are built from memory and
+        // never wait for those, so a flood of chunk requests cannot take
+        // `status` from anyone
+        let permit = if is_chunk {
+            Some(s.gate.blocking.clone().acquire_owned().await.ok()?)
+        } else {
+            None
+        };
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            answer(&s, req)
+        })
         .await
         .ok()
+    };
+    match tokio::time::timeout(deadline, job).await {
+        Ok(r) => r,
+        Err(_) => {
+            shared.metrics.served_refused();
+            Some(Response::Refused(format!(
+                "refused: no answer within {} ms",
+                deadline.as_millis()
+            )))
+        }
+    }
 }
 
 /// Status (paths, members, disk state) goes to fleet members, and to

@@ -152,3 +152,138 @@ fn no_peer_means_the_disk() {
     );
     na.shutdown();
 }
+
+/// The advertised names of a node.
+fn advertised(node: &Node) -> Vec<String> {
+    let a = node.shared().adverts();
+    a.files.iter().map(|f| f.wire.clone()).collect()
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(t.elapsed() < Duration::from_secs(20), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A local user who owns a directory under a served root swaps an indexed
+/// file for a FIFO, a unix socket or a device node: the residency scan
+/// goes on (the name leaves the advertisement and comes back with the
+/// file), twice as many requests for it as there are answer threads are
+/// all refused at once, and the node keeps serving the other file and its
+/// status throughout.
+#[test]
+fn special_files_swapped_in_never_stall_the_scan_or_the_answers() {
+    use fallow_peer::client::Client;
+    use fallow_peer::proto::{Request, Response};
+    use fallow_peer::transport::Transport;
+    let t = tempfile::tempdir().unwrap();
+    let b = app(t.path(), "b");
+    let nb = Node::start(config(&b, vec![], false), None).unwrap();
+    let both = ["app/lib/big.so".to_string(), "app/small".to_string()];
+    let t0 = Instant::now();
+    while advertised(&nb) != both {
+        if t0.elapsed() > Duration::from_secs(10) {
+            eprintln!("skip: special-file test (the fresh files are not cached here)");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let idx = nb.shared().index();
+    let (small_root, big_root) = (
+        idx.get("app/small").unwrap().manifest.root,
+        idx.get("app/lib/big.so").unwrap().manifest.root,
+    );
+    let client = Arc::new(Client::new(Duration::from_secs(10), Transport::plain()));
+    let rt = nb.handle();
+    let addr = nb.addr();
+    let small = b.join("small");
+    let aside = t.path().join("small.orig");
+    let mknod = |kind, dev| {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &small,
+            kind,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            dev,
+        )
+    };
+    for kind in ["fifo", "socket", "device"] {
+        std::fs::rename(&small, &aside).unwrap();
+        let _sock;
+        match kind {
+            "fifo" => mknod(rustix::fs::FileType::Fifo, 0).unwrap(),
+            "socket" => _sock = std::os::unix::net::UnixListener::bind(&small).unwrap(),
+            _ => {
+                let made = mknod(
+                    rustix::fs::FileType::CharacterDevice,
+                    rustix::fs::makedev(1, 3),
+                );
+                if made.is_err() {
+                    eprintln!("skip: device node part (mknod needs CAP_MKNOD)");
+                    std::fs::rename(&aside, &small).unwrap();
+                    continue;
+                }
+            }
+        }
+        // mid-serve: 16 requests at once for the swapped name, twice the
+        // answer threads; each is refused well within the client's 10 s
+        let t1 = Instant::now();
+        let answers = rt.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            for _ in 0..16 {
+                let c = client.clone();
+                set.spawn(async move {
+                    let req = Request::Chunk {
+                        wire: "app/small".into(),
+                        root: small_root,
+                        index: 0,
+                    };
+                    c.call(addr, &req).await
+                });
+            }
+            let mut out = Vec::new();
+            while let Some(r) = set.join_next().await {
+                out.push(r.unwrap());
+            }
+            out
+        });
+        assert!(
+            t1.elapsed() < Duration::from_secs(5),
+            "{kind}: {:?}",
+            t1.elapsed()
+        );
+        for a in answers {
+            assert!(
+                matches!(&a, Ok(Response::Refused(m)) if m.contains("changed")),
+                "{kind}: {a:?}"
+            );
+        }
+        // status and the other file are still served
+        let status = rt.block_on(client.call(addr, &Request::Status)).unwrap();
+        assert!(matches!(status, Response::Status(ref j) if j.contains("\"advertised\"")));
+        let chunk = rt
+            .block_on(client.call(
+                addr,
+                &Request::Chunk {
+                    wire: "app/lib/big.so".into(),
+                    root: big_root,
+                    index: 1,
+                },
+            ))
+            .unwrap();
+        let want = data(1_000_000, 1);
+        assert!(matches!(chunk, Response::Chunk(ref d) if d[..] == want[128 * 1024..256 * 1024]));
+        // mid-scan: the scan passes it (the name leaves the advertisement)
+        wait_for("the swapped file leaves the advertisement", || {
+            advertised(&nb) == both[..1]
+        });
+        // and, the file put back, the scan brings it back
+        std::fs::remove_file(&small).unwrap();
+        std::fs::rename(&aside, &small).unwrap();
+        std::fs::read(&small).unwrap();
+        wait_for("the file is advertised again", || advertised(&nb) == both);
+    }
+    nb.shutdown();
+}
