@@ -429,7 +429,9 @@ struct Driver {
 
 impl Driver {
     /// Re-read the key file if it changed since it was read; a file that
-    /// does not parse leaves the keys in use.
+    /// does not parse, or that another local user could have written
+    /// ([`crate::keys::check_trusted`]), leaves the keys in use and is
+    /// named in the metrics (`key_reload_refused`).
     fn reload_keys(&mut self) {
         let Some(path) = &self.keys_file else {
             return;
@@ -441,8 +443,12 @@ impl Driver {
             return;
         }
         self.keys_mtime = Some(mtime);
-        if let Ok(ring) = crate::keys::read_keyring(path) {
-            self.keys = Some(ring);
+        match crate::keys::read_keyring(path) {
+            Ok(ring) => {
+                self.keys = Some(ring);
+                self.metrics.key_reload(None);
+            }
+            Err(e) => self.metrics.key_reload(Some(e.to_string())),
         }
     }
 
@@ -811,5 +817,68 @@ mod tests {
             .await
             .unwrap();
         wait_for(&c, 2, Duration::from_secs(10)).await;
+    }
+
+    /// The key file's directory made writable by others and the file
+    /// replaced by another fleet's key: the reload is refused, naming the
+    /// directory, and the member stays in its fleet; a proper roll
+    /// afterwards (directory fixed) is loaded again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_key_file_others_could_write_is_not_reloaded() {
+        use crate::seal::GossipKey;
+        use std::os::unix::fs::PermissionsExt;
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let t = tempfile::tempdir().unwrap();
+        let (da, db) = (t.path().join("a"), t.path().join("b"));
+        std::fs::create_dir(&da).unwrap();
+        std::fs::create_dir(&db).unwrap();
+        let fleet = GossipKey::random(1);
+        let write = |dir: &std::path::Path, key: &GossipKey| {
+            let ring = Keyring::new(vec![key.clone()]).unwrap();
+            let p = dir.join("gossip.keys");
+            let tmp = dir.join("gossip.keys.new");
+            std::fs::write(&tmp, ring.to_text()).unwrap();
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).unwrap();
+            std::fs::rename(&tmp, &p).unwrap();
+            ring
+        };
+        let ring = write(&da, &fleet);
+        write(&db, &fleet);
+        let metrics = Arc::new(Metrics::new());
+        let start = |dir: &std::path::Path, seeds: Vec<SocketAddr>, m: Arc<Metrics>| {
+            let cfg = MembershipConfig {
+                fleet_size: 3,
+                seeds,
+                keys: Some(ring.clone()),
+                keys_file: Some(dir.join("gossip.keys")),
+                identity: None,
+            };
+            Membership::start(any, cfg, Arc::new(PeerTable::new()), m)
+        };
+        let a = start(&da, vec![], metrics.clone()).await.unwrap();
+        let b = start(&db, vec![a.me.addr], Arc::new(Metrics::new()))
+            .await
+            .unwrap();
+        wait_for(&a, 1, Duration::from_secs(10)).await;
+        std::fs::set_permissions(&da, std::fs::Permissions::from_mode(0o777)).unwrap();
+        write(&da, &GossipKey::random(9));
+        tokio::time::sleep(Duration::from_millis(3000)).await;
+        let why = metrics.snapshot().key_reload_refused.expect("reload refused");
+        assert!(
+            why.contains(da.to_str().unwrap()) && why.contains("writable by group or others"),
+            "{why}"
+        );
+        assert_eq!(a.members().len(), 1, "a left its fleet");
+        assert_eq!(b.members().len(), 1, "b lost a");
+        // the directory fixed and the fleet's key put back: loaded again
+        std::fs::set_permissions(&da, std::fs::Permissions::from_mode(0o700)).unwrap();
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        write(&da, &fleet);
+        let t0 = Instant::now();
+        while metrics.snapshot().key_reload_refused.is_some() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "never reloaded");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(a.members().len(), 1);
     }
 }
