@@ -207,13 +207,19 @@ pub fn check_trusted(path: &Path) -> Result<()> {
     if !trusted_owner(meta.uid()) {
         return refuse(
             path,
-            format!("owned by uid {}, not root or this user ({me}): `chown` it", meta.uid()),
+            format!(
+                "owned by uid {}, not root or this user ({me}): `chown` it",
+                meta.uid()
+            ),
         );
     }
     if mode & 0o022 != 0 {
         return refuse(
             path,
-            format!("writable by group or others (mode {:04o}): `chmod go-w` it", mode & 0o7777),
+            format!(
+                "writable by group or others (mode {:04o}): `chmod go-w` it",
+                mode & 0o7777
+            ),
         );
     }
     let abs = std::path::absolute(path).map_err(io(path))?;
@@ -456,9 +462,15 @@ mod tests {
         };
         let refused = |want: &Path, why: &str| {
             let e = NodeKeys::load(&dir).unwrap_err().to_string();
-            assert!(e.contains(&want.display().to_string()) && e.contains(why), "{e}");
+            assert!(
+                e.contains(&want.display().to_string()) && e.contains(why),
+                "{e}"
+            );
         };
-        assert!(NodeKeys::load(&dir).is_ok(), "the legitimate directory loads");
+        assert!(
+            NodeKeys::load(&dir).is_ok(),
+            "the legitimate directory loads"
+        );
         // the directory itself writable by others, or by its group
         for m in [0o777, 0o770, 0o757] {
             chmod(&dir, m);

@@ -863,7 +863,10 @@ mod tests {
         std::fs::set_permissions(&da, std::fs::Permissions::from_mode(0o777)).unwrap();
         write(&da, &GossipKey::random(9));
         tokio::time::sleep(Duration::from_millis(3000)).await;
-        let why = metrics.snapshot().key_reload_refused.expect("reload refused");
+        let why = metrics
+            .snapshot()
+            .key_reload_refused
+            .expect("reload refused");
         assert!(
             why.contains(da.to_str().unwrap()) && why.contains("writable by group or others"),
             "{why}"

@@ -304,7 +304,11 @@ impl Metrics {
                 refused_conns: self.refused_conns.load(Ordering::Relaxed),
                 gossip_dropped: self.gossip_dropped.load(Ordering::Relaxed),
             },
-            key_reload_refused: self.key_reload_refused.lock().expect("metrics lock").clone(),
+            key_reload_refused: self
+                .key_reload_refused
+                .lock()
+                .expect("metrics lock")
+                .clone(),
         }
     }
 }

@@ -4,9 +4,10 @@
 //! Requests name files as the index does; anything else is refused.
 //!
 //! Everything a peer can make the server spend is capped ([`Limits`]):
-//! connections overall and per address (at the cap the server stops
-//! accepting, so waiting connections cost no descriptor), the time of a TLS
-//! handshake and of each frame once its first byte arrived, the size of a
+//! connections overall and per address, with handshakes in progress held
+//! to half the cap and a few per address (anyone can open a connection
+//! and send nothing; only proven peers get the other half), the time of a
+//! TLS handshake and of each frame once its first byte arrived, the size of a
 //! request, the bytes of answers in flight, and the answers computed at
 //! once on blocking threads.
 
@@ -23,10 +24,15 @@ use tokio::sync::Semaphore;
 /// What one server may spend on its peers.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Connections open at once, overall.
+    /// Connections open at once, overall: [`Limits::pending_share`] of
+    /// them for handshakes in progress, the rest for connections whose
+    /// peer is proven (a fleet certificate naming its source, or loopback
+    /// without keys).
     pub max_conns: usize,
     /// Connections open at once from one IP address.
     pub max_conns_per_ip: usize,
+    /// Handshakes in progress at once from one IP address.
+    pub max_pending_per_ip: usize,
     /// A TLS handshake, and a frame once its first byte arrived, must
     /// complete within this.
     pub frame_deadline: Duration,
@@ -47,6 +53,7 @@ impl Default for Limits {
         Limits {
             max_conns: 256,
             max_conns_per_ip: 16,
+            max_pending_per_ip: 4,
             frame_deadline: Duration::from_secs(5),
             idle: Duration::from_secs(60),
             answer_budget_bytes: 64 << 20,
@@ -56,11 +63,35 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// Handshakes in progress at once: half the cap. The other half is
+    /// only for proven peers, so connections that never finish a handshake
+    /// (anyone can open them, no key needed) cannot take it.
+    pub fn pending_share(&self) -> usize {
+        (self.max_conns / 2).max(1)
+    }
+
+    /// Connections of proven peers at once.
+    pub fn proven_share(&self) -> usize {
+        self.max_conns.saturating_sub(self.pending_share()).max(1)
+    }
+}
+
+/// Handshakes in progress, by source address, oldest first; dropping an
+/// entry's sender tells its task to give up.
+#[derive(Debug, Default)]
+struct Pending {
+    by_ip: HashMap<IpAddr, std::collections::VecDeque<(u64, tokio::sync::oneshot::Sender<()>)>>,
+    total: usize,
+    next_id: u64,
+}
+
 /// The server's shared counters of what is in use.
 #[derive(Debug)]
 pub struct Gate {
     limits: Limits,
-    conns: Arc<Semaphore>,
+    proven: Arc<Semaphore>,
+    pending: Mutex<Pending>,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
     /// Answer bytes, in KiB permits.
     budget: Semaphore,
@@ -71,7 +102,8 @@ impl Gate {
     /// A gate enforcing `limits`.
     pub fn new(limits: Limits) -> Gate {
         Gate {
-            conns: Arc::new(Semaphore::new(limits.max_conns.max(1))),
+            proven: Arc::new(Semaphore::new(limits.proven_share())),
+            pending: Mutex::new(Pending::default()),
             per_ip: Mutex::new(HashMap::new()),
             // at least one chunk of the largest size fits
             budget: Semaphore::new(
@@ -88,9 +120,10 @@ impl Gate {
         &self.limits
     }
 
-    /// Connections open now.
+    /// Connections open now (handshakes in progress and proven peers).
     pub fn open_conns(&self) -> usize {
-        self.limits.max_conns.max(1) - self.conns.available_permits()
+        let pending = self.pending.lock().expect("pending lock").total;
+        pending + self.limits.proven_share() - self.proven.available_permits()
     }
 
     fn admit_ip(&self, ip: IpAddr) -> bool {
@@ -112,17 +145,68 @@ impl Gate {
             }
         }
     }
+
+    /// A handshake from `ip` begins: its id and the receiver that fires if
+    /// it is evicted, or `None` when `ip` has its share of handshakes in
+    /// progress already. When the pending share is full, the oldest
+    /// handshake of the address with the most in progress is evicted, so
+    /// an address with one handshake (a member connecting) is never
+    /// evicted while another has more, however many connections the others
+    /// open and however fast.
+    fn begin_handshake(&self, ip: IpAddr) -> Option<(u64, tokio::sync::oneshot::Receiver<()>)> {
+        let mut p = self.pending.lock().expect("pending lock");
+        if p.by_ip.get(&ip).map_or(0, |q| q.len()) >= self.limits.max_pending_per_ip {
+            return None;
+        }
+        if p.total >= self.limits.pending_share() {
+            let victim = p
+                .by_ip
+                .iter()
+                .max_by_key(|(_, q)| q.len())
+                .map(|(ip, _)| *ip);
+            if let Some(v) = victim {
+                let q = p.by_ip.get_mut(&v).expect("victim listed");
+                q.pop_front(); // its sender dropped: that task gives up
+                if q.is_empty() {
+                    p.by_ip.remove(&v);
+                }
+                p.total -= 1;
+            }
+        }
+        let id = p.next_id;
+        p.next_id += 1;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        p.by_ip.entry(ip).or_default().push_back((id, tx));
+        p.total += 1;
+        Some((id, rx))
+    }
+
+    /// The handshake `id` from `ip` ended (if it was not evicted).
+    fn end_handshake(&self, ip: IpAddr, id: u64) {
+        let mut p = self.pending.lock().expect("pending lock");
+        let Some(q) = p.by_ip.get_mut(&ip) else {
+            return;
+        };
+        let before = q.len();
+        q.retain(|(i, _)| *i != id);
+        let removed = before - q.len();
+        if q.is_empty() {
+            p.by_ip.remove(&ip);
+        }
+        p.total -= removed;
+    }
 }
 
 /// Accept connections until the runtime shuts down.
+///
+/// The loop always accepts: a connection over its address's share is
+/// closed at once, a handshake beyond the pending share evicts another
+/// ([`Gate::begin_handshake`]), and a proven peer over the proven share is
+/// closed, so descriptors stay within the cap while a member can still get
+/// through a flood of connections that never finish their handshake.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, transport: Transport) {
     let gate = shared.gate.clone();
     loop {
-        // at the cap, stop accepting: further connections wait in the
-        // kernel's backlog and hold no descriptor of this process
-        let Ok(permit) = gate.conns.clone().acquire_owned().await else {
-            return;
-        };
         let Ok((stream, from)) = listener.accept().await else {
             // out of descriptors or similar: back off, keep serving
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -132,17 +216,32 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, transport: Transp
             shared.metrics.refused_conn();
             continue; // dropped: closed at once
         }
+        let Some((id, evicted)) = gate.begin_handshake(from.ip()) else {
+            gate.release_ip(from.ip());
+            shared.metrics.refused_conn();
+            continue;
+        };
         let s = shared.clone();
         let t = transport.clone();
         let g = gate.clone();
         tokio::spawn(async move {
             let deadline = g.limits.frame_deadline;
-            match tokio::time::timeout(deadline, t.accept(stream, from)).await {
-                Ok(Ok((conn, kind))) => connection(conn, kind, from, &s).await,
-                _ => s.metrics.refused_conn(),
+            let done = tokio::select! {
+                r = tokio::time::timeout(deadline, t.accept(stream, from)) => r.ok().and_then(|r| r.ok()),
+                _ = evicted => None,
+            };
+            g.end_handshake(from.ip(), id);
+            match done {
+                Some((conn, kind)) => match g.proven.clone().try_acquire_owned() {
+                    Ok(permit) => {
+                        connection(conn, kind, from, &s).await;
+                        drop(permit);
+                    }
+                    Err(_) => s.metrics.refused_conn(),
+                },
+                None => s.metrics.refused_conn(),
             }
             g.release_ip(from.ip());
-            drop(permit);
         });
     }
 }
