@@ -53,7 +53,9 @@ impl Default for Limits {
         Limits {
             max_conns: 256,
             max_conns_per_ip: 16,
-            max_pending_per_ip: 4,
+            // a reader fetches a read's chunks in parallel, up to the
+            // client's 8 pooled connections per peer
+            max_pending_per_ip: 8,
             frame_deadline: Duration::from_secs(5),
             idle: Duration::from_secs(60),
             answer_budget_bytes: 64 << 20,
@@ -81,7 +83,10 @@ impl Limits {
 /// entry's sender tells its task to give up.
 #[derive(Debug, Default)]
 struct Pending {
-    by_ip: HashMap<IpAddr, std::collections::VecDeque<(u64, tokio::sync::oneshot::Sender<()>)>>,
+    by_ip: HashMap<
+        IpAddr,
+        std::collections::VecDeque<(u64, std::time::Instant, tokio::sync::oneshot::Sender<()>)>,
+    >,
     total: usize,
     next_id: u64,
 }
@@ -149,21 +154,26 @@ impl Gate {
     /// A handshake from `ip` begins: its id and the receiver that fires if
     /// it is evicted, or `None` when `ip` has its share of handshakes in
     /// progress already. When the pending share is full, the oldest
-    /// handshake of the address with the most in progress is evicted, so
-    /// an address with one handshake (a member connecting) is never
-    /// evicted while another has more, however many connections the others
-    /// open and however fast.
+    /// handshake is evicted, taken from the addresses with more than one in
+    /// progress if there are any: connections that hold a handshake open
+    /// (slowloris) are the oldest, while a member's handshake completes in
+    /// milliseconds, and a member with one connection in progress is not
+    /// evicted while an address with several is.
     fn begin_handshake(&self, ip: IpAddr) -> Option<(u64, tokio::sync::oneshot::Receiver<()>)> {
         let mut p = self.pending.lock().expect("pending lock");
         if p.by_ip.get(&ip).map_or(0, |q| q.len()) >= self.limits.max_pending_per_ip {
             return None;
         }
         if p.total >= self.limits.pending_share() {
-            let victim = p
-                .by_ip
-                .iter()
-                .max_by_key(|(_, q)| q.len())
-                .map(|(ip, _)| *ip);
+            let oldest = |many: bool| {
+                p.by_ip
+                    .iter()
+                    .filter(|(_, q)| !many || q.len() > 1)
+                    .filter_map(|(ip, q)| q.front().map(|(_, t, _)| (*t, *ip)))
+                    .min()
+                    .map(|(_, ip)| ip)
+            };
+            let victim = oldest(true).or_else(|| oldest(false));
             if let Some(v) = victim {
                 let q = p.by_ip.get_mut(&v).expect("victim listed");
                 q.pop_front(); // its sender dropped: that task gives up
@@ -176,7 +186,10 @@ impl Gate {
         let id = p.next_id;
         p.next_id += 1;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        p.by_ip.entry(ip).or_default().push_back((id, tx));
+        p.by_ip
+            .entry(ip)
+            .or_default()
+            .push_back((id, std::time::Instant::now(), tx));
         p.total += 1;
         Some((id, rx))
     }
@@ -188,7 +201,7 @@ impl Gate {
             return;
         };
         let before = q.len();
-        q.retain(|(i, _)| *i != id);
+        q.retain(|(i, _, _)| *i != id);
         let removed = before - q.len();
         if q.is_empty() {
             p.by_ip.remove(&ip);

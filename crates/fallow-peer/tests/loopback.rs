@@ -227,12 +227,17 @@ fn special_files_swapped_in_never_stall_the_scan_or_the_answers() {
                 }
             }
         }
-        // mid-serve: 16 requests at once for the swapped name, twice the
-        // answer threads; each is refused well within the client's 10 s
+        // mid-serve: two waves of 8 requests at once for the swapped name
+        // (8 is the answer threads, and what one address may have in
+        // handshakes at once); each is refused well within the client's
+        // 10 s, where a blocking open would have held every thread
         let t1 = Instant::now();
         let answers = rt.block_on(async {
             let mut set = tokio::task::JoinSet::new();
-            for _ in 0..16 {
+            for k in 0..16 {
+                if k == 8 {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
                 let c = client.clone();
                 set.spawn(async move {
                     let req = Request::Chunk {
@@ -286,4 +291,101 @@ fn special_files_swapped_in_never_stall_the_scan_or_the_answers() {
         wait_for("the file is advertised again", || advertised(&nb) == both);
     }
     nb.shutdown();
+}
+
+/// Three holders: c honest, b answers every chunk 300 ms late (within the
+/// 500 ms deadline), d advertises the file but answers "not cached" (its
+/// copy was evicted after it advertised, and it re-advertises only every
+/// hour). A reader's 12 reads are all served remotely, b and d each cost at
+/// most one read before they are left out, and the median read stays far
+/// below b's 300 ms.
+#[test]
+fn holders_that_answer_late_or_not_cached_are_demoted() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b, c, d) = (
+        app(t.path(), "a"),
+        app(t.path(), "b"),
+        app(t.path(), "c"),
+        app(t.path(), "d"),
+    );
+    // quarantine is by IP address: each holder on its own loopback address
+    let on = |ip: &str| format!("{ip}:0").parse().unwrap();
+    let nc = Node::start(
+        NodeConfig {
+            listen: on("127.0.0.3"),
+            ..config(&c, vec![], false)
+        },
+        None,
+    )
+    .unwrap();
+    let nb = Node::start(
+        NodeConfig {
+            serve_delay: Duration::from_millis(300),
+            listen: on("127.0.0.2"),
+            ..config(&b, vec![nc.addr()], false)
+        },
+        None,
+    )
+    .unwrap();
+    let nd = Node::start(
+        NodeConfig {
+            advertise_every: Duration::from_secs(3600),
+            listen: on("127.0.0.4"),
+            ..config(&d, vec![nc.addr()], false)
+        },
+        None,
+    )
+    .unwrap();
+    let disk = Arc::new(
+        Disk::open(
+            &DiskSpec::parse("emulated:t=600s,spinup=50ms,shutdown=0s,start=asleep").unwrap(),
+        )
+        .unwrap(),
+    );
+    let na = Node::start(config(&a, vec![nc.addr()], false), Some(disk.clone())).unwrap();
+    let big = a.join("lib/big.so");
+    if !cold(&big) || !cold(&d.join("lib/big.so")) {
+        eprintln!("skipped: demotion test (the page cache cannot be emptied here)");
+        return;
+    }
+    wait_holders(&na, 3);
+    let ov = Overlay::new(na.shared().clone(), 0, Duration::from_secs(60)).unwrap();
+    let want = data(1_000_000, 1);
+    let mut took = Vec::new();
+    for k in 0..12u64 {
+        // chunks 0–7 of the 1,000,000-byte file, round and round, 4 KiB in
+        let off = (k % 7) * 128 * 1024 + 4096;
+        let f = Arc::new(std::fs::File::open(&big).unwrap());
+        let t0 = Instant::now();
+        let (got, how) = na
+            .handle()
+            .block_on(ov.read(f, Path::new("lib/big.so"), off, 8192))
+            .unwrap();
+        took.push(t0.elapsed());
+        assert_eq!(how, Served::Remote, "read {k}");
+        assert!(got == want[off as usize..off as usize + 8192]);
+    }
+    let peers = na.shared().peers.clone();
+    let s = na.shared().metrics.snapshot();
+    eprintln!("reads {took:?}; chunks {:?}", s.chunks);
+    // holders in address order b, c, d: chunk 0 is asked of b first (late,
+    // verified, then left out); chunk 1 of d first among c, d (not cached,
+    // left out, c serves it): each costs one read, then c serves the rest
+    let slow = took
+        .iter()
+        .filter(|d| **d >= Duration::from_millis(300))
+        .count();
+    assert_eq!(slow, 1, "b was asked more than once: {took:?}");
+    assert_eq!(s.chunks.not_cached, 1, "d asked again: {:?}", s.chunks);
+    assert!(peers.is_quarantined(nb.addr()) && peers.is_quarantined(nd.addr()));
+    assert!(
+        !peers.is_quarantined(nc.addr()),
+        "the honest holder was left out"
+    );
+    took.sort();
+    assert!(took[6] < Duration::from_millis(150), "{took:?}");
+    assert_eq!(disk.snapshot().spinups, 0);
+    for n in [na, nb, nc, nd] {
+        n.shutdown();
+    }
 }
