@@ -825,7 +825,7 @@ mod tests {
             let wire = format!("app/{}", p.strip_prefix(&app).unwrap().display());
             let nobody_reads = out.status.success();
             if nobody_reads {
-                assert_eq!(out.stdout, wire[4..].as_bytes());
+                assert_eq!(out.stdout, &wire.as_bytes()[4..]);
             }
             let served = idx.resolve(&wire).is_ok_and(|e| idx.open(e).is_ok());
             assert_eq!(served, nobody_reads, "{wire}");

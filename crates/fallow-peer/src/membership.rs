@@ -1273,9 +1273,12 @@ mod tests {
             }
             for inc in [0, 1] {
                 let down = Member::new(b_now.clone(), inc, State::Down);
-                atk.send_to(&packet(&a.me, Message::Gossip, &[down.clone()]), a.me.addr)
-                    .await
-                    .unwrap();
+                atk.send_to(
+                    &packet(&a.me, Message::Gossip, std::slice::from_ref(&down)),
+                    a.me.addr,
+                )
+                .await
+                .unwrap();
                 atk.send_to(&packet(&b_now, Message::Gossip, &[down]), b.me.addr)
                     .await
                     .unwrap();
