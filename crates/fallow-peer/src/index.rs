@@ -17,12 +17,23 @@
 //! ([`Root::parse`]), and every walk and every open happens beneath that
 //! held descriptor — replacing the directory by a link later changes
 //! nothing. Nothing crosses a mount point (`RESOLVE_NO_XDEV`: a bind mount
-//! inside a root is skipped). Only world-readable regular files are indexed
-//! and served (mode `o+r`): a peer gets nothing a local unprivileged user
-//! could not read. Hard links are served like any file: a link names the
-//! same inode, whose mode is checked, so a link to a private file is
-//! refused for that file's mode, and a link to a world-readable file
-//! gives out only what every local user can read already.
+//! inside a root is skipped). A file is indexed and served only if an
+//! unprivileged local user ("others") could open it along its whole path:
+//! the root and every directory below it down to the file grant search
+//! (`o+x`) and the file grants read (`o+r`), checked on the descriptors of
+//! a component-by-component walk at indexing and again at every open
+//! ([`open_for_others`]), so a `0644` file in a `0700` directory is not
+//! served. The root's own ancestors are the operator's choice and are not
+//! checked. Hard links are served like any file: a link names the same
+//! inode, whose mode is checked, so a link to a private file is refused
+//! for that file's mode, and a link to a world-readable file gives out
+//! only what every local user can read already.
+//!
+//! Never blocking: what is not a regular file (a FIFO, a socket, a device
+//! swapped in for an indexed file) is recognised by `fstat` of an `O_PATH`
+//! descriptor before anything opens it, and the read open itself is
+//! `O_NONBLOCK`, so neither the residency scan nor an answer can wait on
+//! one.
 
 use crate::error::{Error, Result};
 use crate::manifest::{check_chunk_bytes, Manifest};
@@ -189,7 +200,8 @@ pub struct Skipped {
     pub not_utf8: u64,
     /// Symbolic links, devices, sockets and FIFOs.
     pub not_regular: u64,
-    /// Regular files not readable by everyone (never served).
+    /// Regular files others could not open: no `o+r`, or a directory on
+    /// the path (the root included) without `o+x` (never served).
     pub not_world_readable: u64,
     /// Directories that are mount points (never crossed).
     pub mount_points: u64,
@@ -266,9 +278,17 @@ impl Index {
                         index.skipped.not_utf8 += 1;
                         continue;
                     }
-                    let f = match open_beneath(root, &rel) {
+                    let f = match open_for_others(root, &rel) {
                         Ok(f) => f,
-                        Err(e) => {
+                        Err(Denied::NotRegular) => {
+                            index.skipped.not_regular += 1;
+                            continue;
+                        }
+                        Err(Denied::NotForOthers) => {
+                            index.skipped.not_world_readable += 1;
+                            continue;
+                        }
+                        Err(Denied::Io(e)) => {
                             index.skipped.unreadable.push((path, e.to_string()));
                             continue;
                         }
@@ -280,14 +300,6 @@ impl Index {
                             continue;
                         }
                     };
-                    if !meta.is_file() {
-                        index.skipped.not_regular += 1;
-                        continue;
-                    }
-                    if !world_readable(&meta) {
-                        index.skipped.not_world_readable += 1;
-                        continue;
-                    }
                     let stamp = Stamp::of(&meta);
                     let manifest = match reuse.and_then(|p| p.files.get(&wire)) {
                         Some(old) if old.stamp == stamp => old.manifest.clone(),
@@ -367,23 +379,68 @@ impl Index {
             .ok_or_else(|| Refusal::NotIndexed(wire.to_string()))
     }
 
+    /// Open an entry for the residency scan, which only decides what to
+    /// advertise: beneath its root in one `openat2` without following any
+    /// link, never blocking and never opening what is not a regular file
+    /// (the `O_PATH` probe of [`open_for_others`]), and only if it is still
+    /// the file that was hashed. The path's permissions were checked when
+    /// it was indexed and are checked again when it is served
+    /// ([`Index::open`]); skipping the walk keeps the scan's cost per file
+    /// close to two opens, whatever the depth.
+    pub fn open_for_scan(&self, e: &Entry) -> Option<File> {
+        use rustix::fs::{fstat, openat2, FileType, Mode, OFlags};
+        let root = &self.roots[e.root];
+        if e.rel
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_)))
+        {
+            return None;
+        }
+        let base = OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let probe = openat2(
+            root.fd.as_fd(),
+            &e.rel,
+            OFlags::PATH | base,
+            Mode::empty(),
+            beneath(),
+        )
+        .ok()?;
+        let st = fstat(&probe).ok()?;
+        let same = |st: &rustix::fs::Stat| {
+            FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                && st.st_dev == e.stamp.dev
+                && st.st_ino == e.stamp.ino
+        };
+        if !same(&st) {
+            return None;
+        }
+        let fd = openat2(
+            root.fd.as_fd(),
+            &e.rel,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | base,
+            Mode::empty(),
+            beneath(),
+        )
+        .ok()?;
+        let f = File::from(fd);
+        let meta = f.metadata().ok()?;
+        (meta.is_file() && Stamp::of(&meta) == e.stamp).then_some(f)
+    }
+
     /// Open an entry for serving: beneath its root without following any
-    /// symbolic link, and only if it is still the file that was hashed.
+    /// symbolic link, only if others could open it along its path
+    /// ([`open_for_others`]), and only if it is still the file that was
+    /// hashed.
     pub fn open(&self, e: &Entry) -> Result<File, Refusal> {
         let changed = || Refusal::Changed(e.wire.clone());
         let root = &self.roots[e.root];
-        let f = open_beneath(root, &e.rel).map_err(|_| changed())?;
+        let f = open_for_others(root, &e.rel).map_err(|_| changed())?;
         let meta = f.metadata().map_err(|_| changed())?;
-        if !meta.is_file() || !world_readable(&meta) || Stamp::of(&meta) != e.stamp {
+        if Stamp::of(&meta) != e.stamp {
             return Err(changed());
         }
         Ok(f)
     }
-}
-
-/// Readable by everyone: the only files a peer may get.
-fn world_readable(m: &std::fs::Metadata) -> bool {
-    m.mode() & 0o004 != 0
 }
 
 enum Kind {
@@ -451,22 +508,111 @@ fn beneath() -> rustix::fs::ResolveFlags {
         | ResolveFlags::NO_XDEV
 }
 
-/// Open `rel` read-only beneath the root's held descriptor, refusing `..`
-/// escapes, every symbolic link on the way and every mount crossing
-/// (`openat2`, Linux 5.6; older kernels serve nothing).
-fn open_beneath(root: &Root, rel: &Path) -> std::io::Result<File> {
-    use rustix::fs::{openat2, Mode, OFlags};
-    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-        return Err(std::io::ErrorKind::InvalidInput.into());
+/// Why a file beneath a root may not be given out.
+#[derive(Debug)]
+enum Denied {
+    /// The name could not be opened (gone, a link, a mount crossing, …).
+    Io(std::io::Error),
+    /// Not a regular file: a FIFO, socket, device, directory or link.
+    NotRegular,
+    /// "Others" could not open it: a directory on its path (the root
+    /// included) lacks `o+x`, or the file lacks `o+r`.
+    NotForOthers,
+}
+
+impl From<rustix::io::Errno> for Denied {
+    fn from(e: rustix::io::Errno) -> Denied {
+        Denied::Io(e.into())
     }
-    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
-    Ok(File::from(openat2(
-        root.fd.as_fd(),
-        rel,
-        flags,
+}
+
+/// Search permission for others (`o+x`) on a directory.
+const OTHERS_SEARCH: u32 = 0o001;
+/// Read permission for others (`o+r`) on a file.
+const OTHERS_READ: u32 = 0o004;
+
+/// Open `rel` for reading beneath the root's held descriptor, only if an
+/// unprivileged local user ("others") could open it along its whole path,
+/// and only if it is a regular file — without ever blocking.
+///
+/// The walk goes one component at a time from the root's descriptor, each
+/// directory opened `O_PATH | O_NOFOLLOW | O_DIRECTORY` by `openat2`
+/// (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV`, Linux 5.6;
+/// older kernels serve nothing) and `fstat`ed: the root and every directory
+/// below it must grant others search (`o+x`), so a `0644` file in a `0700`
+/// or `0710` directory is refused, as it is to `nobody`. Checking the held
+/// descriptors, not path names, means a directory swapped mid-walk cannot
+/// lend its permissions to another.
+///
+/// The file itself is first opened `O_PATH | O_NOFOLLOW` (no open of the
+/// object happens: a FIFO or device is not opened) and `fstat`ed: it must
+/// be a regular file granting `o+r`. Only then is it opened for reading,
+/// `O_NONBLOCK | O_NOFOLLOW | O_NOCTTY`, so a FIFO or device swapped in
+/// between the two opens is opened without waiting for a writer, and the
+/// second `fstat` must show the same regular inode. Reads from a regular
+/// file ignore `O_NONBLOCK`.
+fn open_for_others(root: &Root, rel: &Path) -> Result<File, Denied> {
+    use rustix::fs::{fstat, openat2, FileType, Mode, OFlags};
+    let names: Vec<&std::ffi::OsStr> = rel
+        .components()
+        .map(|c| match c {
+            Component::Normal(n) => Ok(n),
+            _ => Err(Denied::Io(std::io::ErrorKind::InvalidInput.into())),
+        })
+        .collect::<Result<_, _>>()?;
+    let Some((file_name, dirs)) = names.split_last() else {
+        return Err(Denied::Io(std::io::ErrorKind::InvalidInput.into()));
+    };
+    let searchable = |st: &rustix::fs::Stat| {
+        FileType::from_raw_mode(st.st_mode) == FileType::Directory
+            && st.st_mode & OTHERS_SEARCH != 0
+    };
+    if !searchable(&fstat(root.fd.as_fd())?) {
+        return Err(Denied::NotForOthers);
+    }
+    let path_flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut held: Option<OwnedFd> = None;
+    for d in dirs {
+        let at = held.as_ref().map_or(root.fd.as_fd(), |f| f.as_fd());
+        let fd = openat2(
+            at,
+            *d,
+            path_flags | OFlags::DIRECTORY,
+            Mode::empty(),
+            beneath(),
+        )?;
+        if !searchable(&fstat(&fd)?) {
+            return Err(Denied::NotForOthers);
+        }
+        held = Some(fd);
+    }
+    let at = held.as_ref().map_or(root.fd.as_fd(), |f| f.as_fd());
+    let probe = openat2(at, *file_name, path_flags, Mode::empty(), beneath())?;
+    let st = fstat(&probe)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(Denied::NotRegular);
+    }
+    if st.st_mode & OTHERS_READ == 0 {
+        return Err(Denied::NotForOthers);
+    }
+    let fd = openat2(
+        at,
+        *file_name,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::CLOEXEC,
         Mode::empty(),
         beneath(),
-    )?))
+    )?;
+    let again = fstat(&fd)?;
+    if FileType::from_raw_mode(again.st_mode) != FileType::RegularFile
+        || again.st_dev != st.st_dev
+        || again.st_ino != st.st_ino
+    {
+        return Err(Denied::NotRegular);
+    }
+    if again.st_mode & OTHERS_READ == 0 {
+        return Err(Denied::NotForOthers);
+    }
+    Ok(File::from(fd))
 }
 
 #[cfg(test)]
@@ -615,6 +761,207 @@ mod tests {
             "bind mount crossed"
         );
         assert_eq!(crossed.skipped.mount_points, 1);
+    }
+
+    /// A tree of directories with the modes of the layouts; the
+    /// files "others" can open, worked out by hand from the modes.
+    fn layouts() -> (tempfile::TempDir, PathBuf, Vec<&'static str>) {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        // the temp dir is 0700: let others reach the root
+        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+        let app = t.path().join("app");
+        for (dir, mode) in [
+            ("", 0o755),
+            ("open", 0o755),
+            ("open/deep", 0o700),
+            ("priv", 0o700),
+            ("search", 0o711),
+            ("search/sub", 0o755),
+            ("group", 0o750),
+            ("noread", 0o733),
+        ] {
+            std::fs::create_dir_all(app.join(dir)).unwrap();
+            std::fs::set_permissions(app.join(dir), std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        for (file, mode) in [
+            ("top", 0o644),
+            ("open/f", 0o644),
+            ("open/private", 0o600),
+            ("open/other_only", 0o604),
+            ("open/deep/f", 0o644),
+            ("priv/inner.txt", 0o644),
+            ("search/f", 0o644),
+            ("search/sub/f", 0o644),
+            ("group/f", 0o644),
+            ("noread/f", 0o644),
+        ] {
+            std::fs::write(app.join(file), file.as_bytes()).unwrap();
+            std::fs::set_permissions(app.join(file), std::fs::Permissions::from_mode(mode))
+                .unwrap();
+        }
+        // o+r on the file and o+x on every directory from the root down:
+        // 0711 lets others through without listing, 0733 too; 0700 and 0750
+        // stop them
+        let served = vec![
+            "app/noread/f",
+            "app/open/f",
+            "app/open/other_only",
+            "app/search/f",
+            "app/search/sub/f",
+            "app/top",
+        ];
+        (t, app, served)
+    }
+
+    #[test]
+    fn only_files_others_could_open_along_their_path_are_served() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_t, app, served) = layouts();
+        let root = Root::parse(&format!("app={}", app.display())).unwrap();
+        let idx = Index::build(std::slice::from_ref(&root), 4096, None).unwrap();
+        let names: Vec<&str> = idx.files().map(|e| e.wire.as_str()).collect();
+        assert_eq!(names, served);
+        assert_eq!(idx.skipped.not_world_readable, 4);
+        // checked again at open, beneath the held descriptors: a directory
+        // closed after indexing stops serving, opened again serves
+        let e = idx.resolve("app/search/sub/f").unwrap();
+        assert!(idx.open(e).is_ok());
+        std::fs::set_permissions(app.join("search"), std::fs::Permissions::from_mode(0o710))
+            .unwrap();
+        assert_eq!(
+            idx.open(e).unwrap_err(),
+            Refusal::Changed("app/search/sub/f".into())
+        );
+        std::fs::set_permissions(app.join("search"), std::fs::Permissions::from_mode(0o711))
+            .unwrap();
+        assert!(idx.open(e).is_ok());
+        // the root itself counts: a 0700 root serves nothing
+        std::fs::set_permissions(&app, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(idx.open(idx.resolve("app/top").unwrap()).is_err());
+        let none = Index::build(&[root], 4096, None).unwrap();
+        assert!(none.is_empty(), "{:?}", none.files().collect::<Vec<_>>());
+    }
+
+    #[test]
+    #[ignore = "needs root"]
+    fn served_files_are_exactly_what_nobody_can_read() {
+        let (_t, app, _) = layouts();
+        let root = Root::parse(&format!("app={}", app.display())).unwrap();
+        let idx = Index::build(&[root], 4096, None).unwrap();
+        let mut files = Vec::new();
+        let mut stack = vec![app.clone()];
+        while let Some(d) = stack.pop() {
+            for ent in std::fs::read_dir(&d).unwrap() {
+                let p = ent.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    files.push(p);
+                }
+            }
+        }
+        assert_eq!(files.len(), 10);
+        for p in files {
+            // the independent value: whether user nobody can read it
+            let Ok(out) = std::process::Command::new("runuser")
+                .args(["-u", "nobody", "--", "cat"])
+                .arg(&p)
+                .output()
+            else {
+                eprintln!("skip: runuser is missing");
+                return;
+            };
+            let wire = format!("app/{}", p.strip_prefix(&app).unwrap().display());
+            let nobody_reads = out.status.success();
+            if nobody_reads {
+                assert_eq!(out.stdout, &wire.as_bytes()[4..]);
+            }
+            let served = idx.resolve(&wire).is_ok_and(|e| idx.open(e).is_ok());
+            assert_eq!(served, nobody_reads, "{wire}");
+        }
+    }
+
+    /// Runs `f` on a thread and fails if it takes more than 5 s: a blocking
+    /// open of a FIFO would never return.
+    fn within_5s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(5))
+            .expect("blocked on a special file")
+    }
+
+    #[test]
+    fn fifos_sockets_and_devices_swapped_in_are_refused_without_blocking() {
+        let (t, root) = tree();
+        let idx = Arc::new(Index::build(std::slice::from_ref(&root), 4096, None).unwrap());
+        let p = t.path().join("app/lib/a.so");
+        let moved = t.path().join("a.so.orig");
+        std::fs::rename(&p, &moved).unwrap();
+        let fifo = |p: &Path| {
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                p,
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o644),
+                0,
+            )
+        };
+        // a FIFO: opening it for reading would wait for a writer forever
+        fifo(&p).unwrap();
+        let i = idx.clone();
+        let got = within_5s(move || i.open(i.get("app/lib/a.so").unwrap()).map(|_| ()));
+        assert_eq!(got, Err(Refusal::Changed("app/lib/a.so".into())));
+        // nor does the residency scan's open
+        let i = idx.clone();
+        assert!(within_5s(move || i
+            .open_for_scan(i.get("app/lib/a.so").unwrap())
+            .is_none()));
+        // and a rescan with the FIFO in place finishes, skipping it
+        let r = root.clone();
+        let again = within_5s(move || Index::build(&[r], 4096, None).unwrap());
+        assert!(again.get("app/lib/a.so").is_none());
+        assert!(
+            again.get("app/bin").is_some(),
+            "the others are still indexed"
+        );
+        std::fs::remove_file(&p).unwrap();
+        // a unix socket
+        let _sock = std::os::unix::net::UnixListener::bind(&p).unwrap();
+        let i = idx.clone();
+        let got = within_5s(move || i.open(i.get("app/lib/a.so").unwrap()).map(|_| ()));
+        assert_eq!(got, Err(Refusal::Changed("app/lib/a.so".into())));
+        std::fs::remove_file(&p).unwrap();
+        // a character device (1,3 is what /dev/null is), made in the temp dir
+        let dev = rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &p,
+            rustix::fs::FileType::CharacterDevice,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            rustix::fs::makedev(1, 3),
+        );
+        if dev.is_ok() {
+            let i = idx.clone();
+            let got = within_5s(move || i.open(i.get("app/lib/a.so").unwrap()).map(|_| ()));
+            assert_eq!(got, Err(Refusal::Changed("app/lib/a.so".into())));
+            let i = idx.clone();
+            assert!(within_5s(move || i
+                .open_for_scan(i.get("app/lib/a.so").unwrap())
+                .is_none()));
+            let d = open_for_others(&root, Path::new("lib/a.so"));
+            assert!(matches!(d, Err(Denied::NotRegular)), "{d:?}");
+            std::fs::remove_file(&p).unwrap();
+        } else {
+            eprintln!("skip: device node part (mknod needs CAP_MKNOD)");
+        }
+        // the file back: served and scanned again
+        std::fs::rename(&moved, &p).unwrap();
+        assert!(idx.open(idx.get("app/lib/a.so").unwrap()).is_ok());
+        assert!(idx
+            .open_for_scan(idx.get("app/lib/a.so").unwrap())
+            .is_some());
     }
 
     #[test]

@@ -26,7 +26,7 @@ use rcgen::{
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use std::net::IpAddr;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -187,8 +187,76 @@ pub fn issue_node(fleet: &Path, out: &Path, name: &str, ips: &[IpAddr]) -> Resul
     write_file(&out.join("ca.pem"), &ca_pem, 0o644, true)
 }
 
-/// Read a file that must not be readable by group or others.
+/// Check that `path` can be trusted as key material: it and every
+/// directory above it (its own directory included) are owned by root or by
+/// this process's user, and none is writable by group or others — so no
+/// other local user can replace the file, or rename its directory and put
+/// another in its place. A directory writable by others is accepted only
+/// with the sticky bit (as `/tmp`), where others cannot rename or remove
+/// what they do not own. Symbolic links are refused: the file must be in
+/// the directory that is checked.
+pub fn check_trusted(path: &Path) -> Result<()> {
+    let me = rustix::process::geteuid().as_raw();
+    let trusted_owner = |uid: u32| uid == 0 || uid == me;
+    let meta = std::fs::symlink_metadata(path).map_err(io(path))?;
+    let refuse = |p: &Path, why: String| Err(Error::invalid(p.display().to_string(), why));
+    if meta.file_type().is_symlink() {
+        return refuse(path, "a symbolic link: put the file itself here".into());
+    }
+    let mode = meta.permissions().mode();
+    if !trusted_owner(meta.uid()) {
+        return refuse(
+            path,
+            format!(
+                "owned by uid {}, not root or this user ({me}): `chown` it",
+                meta.uid()
+            ),
+        );
+    }
+    if mode & 0o022 != 0 {
+        return refuse(
+            path,
+            format!(
+                "writable by group or others (mode {:04o}): `chmod go-w` it",
+                mode & 0o7777
+            ),
+        );
+    }
+    let abs = std::path::absolute(path).map_err(io(path))?;
+    let mut dir = abs.parent();
+    while let Some(d) = dir {
+        let m = std::fs::metadata(d).map_err(io(d))?;
+        let mode = m.permissions().mode();
+        if !trusted_owner(m.uid()) {
+            return refuse(
+                d,
+                format!(
+                    "a directory above key file `{}` is owned by uid {}, not root or this user ({me})",
+                    path.display(),
+                    m.uid()
+                ),
+            );
+        }
+        let sticky = mode & 0o1000 != 0;
+        if mode & 0o022 != 0 && !sticky {
+            return refuse(
+                d,
+                format!(
+                    "a directory above key file `{}` is writable by group or others (mode {:04o}): `chmod go-w` it",
+                    path.display(),
+                    mode & 0o7777
+                ),
+            );
+        }
+        dir = d.parent();
+    }
+    Ok(())
+}
+
+/// Read a file that must not be readable by group or others, and that
+/// only root or this user can replace ([`check_trusted`]).
 fn read_secret(path: &Path) -> Result<String> {
+    check_trusted(path)?;
     let meta = std::fs::metadata(path).map_err(io(path))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
@@ -242,6 +310,10 @@ impl NodeKeys {
         let ca_path = dir.join("ca.pem");
         let cert_path = dir.join("node.pem");
         let key_path = dir.join("node.key");
+        // the CA decides who is a member: it must be as safe from other
+        // local users as the private key
+        check_trusted(&ca_path)?;
+        check_trusted(&cert_path)?;
         let ca = CertificateDer::from_pem_file(&ca_path).map_err(|e| bad(&ca_path, &e))?;
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
             .map_err(|e| bad(&cert_path, &e))?
@@ -376,5 +448,69 @@ mod tests {
         assert_eq!(r3.keys().len(), 1);
         assert!(r0.open(&r3.seal(b"x")).is_err());
         assert!(r3.open(&r1.seal(b"x")).is_err(), "old key retired");
+    }
+
+    #[test]
+    fn key_files_others_could_replace_are_refused_naming_the_path() {
+        let t = tempfile::tempdir().unwrap();
+        let fleet = t.path().join("fleet");
+        init_fleet(&fleet).unwrap();
+        let dir = t.path().join("n1");
+        issue_node(&fleet, &dir, "n1", &["10.0.0.1".parse().unwrap()]).unwrap();
+        let chmod = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        let refused = |want: &Path, why: &str| {
+            let e = NodeKeys::load(&dir).unwrap_err().to_string();
+            assert!(
+                e.contains(&want.display().to_string()) && e.contains(why),
+                "{e}"
+            );
+        };
+        assert!(
+            NodeKeys::load(&dir).is_ok(),
+            "the legitimate directory loads"
+        );
+        // the directory itself writable by others, or by its group
+        for m in [0o777, 0o770, 0o757] {
+            chmod(&dir, m);
+            refused(&dir, "writable by group or others");
+        }
+        // with the sticky bit others cannot replace what they do not own
+        chmod(&dir, 0o1777);
+        assert!(NodeKeys::load(&dir).is_ok());
+        chmod(&dir, 0o700);
+        // a directory above it
+        chmod(t.path(), 0o777);
+        refused(t.path(), "a directory above key file");
+        chmod(t.path(), 0o700);
+        // each file writable by others (the CA decides who is a member)
+        for f in ["ca.pem", "node.pem", "gossip.keys", "node.key"] {
+            let p = dir.join(f);
+            let before = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+            chmod(&p, before | 0o002);
+            refused(&p, "writable by group or others");
+            chmod(&p, before);
+        }
+        // a link in place of the gossip keys
+        let g = dir.join("gossip.keys");
+        std::fs::rename(&g, t.path().join("g")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("g"), &g).unwrap();
+        refused(&g, "symbolic link");
+        std::fs::remove_file(&g).unwrap();
+        std::fs::rename(t.path().join("g"), &g).unwrap();
+        assert!(NodeKeys::load(&dir).is_ok());
+        // owned by another user (needs root to give it away)
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&g, Some(65534), None).unwrap();
+            refused(&g, "owned by uid 65534");
+            std::os::unix::fs::chown(&g, Some(0), None).unwrap();
+            std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+            refused(&dir, "owned by uid 65534");
+            std::os::unix::fs::chown(&dir, Some(0), None).unwrap();
+            assert!(NodeKeys::load(&dir).is_ok());
+        } else {
+            eprintln!("skip: ownership part (chown needs root)");
+        }
     }
 }

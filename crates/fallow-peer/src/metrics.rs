@@ -153,6 +153,7 @@ pub struct Metrics {
     served_adverts: AtomicU64,
     refused_conns: AtomicU64,
     gossip_dropped: AtomicU64,
+    key_reload_refused: std::sync::Mutex<Option<String>>,
 }
 
 impl Default for Metrics {
@@ -200,6 +201,7 @@ impl Metrics {
             served_adverts: AtomicU64::new(0),
             refused_conns: AtomicU64::new(0),
             gossip_dropped: AtomicU64::new(0),
+            key_reload_refused: std::sync::Mutex::new(None),
         }
     }
 
@@ -260,6 +262,12 @@ impl Metrics {
         self.gossip_dropped.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A changed gossip key file was not loaded (the keys in use stay):
+    /// why, naming the path; `None` once a reload succeeds.
+    pub fn key_reload(&self, refused: Option<String>) {
+        *self.key_reload_refused.lock().expect("metrics lock") = refused;
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> MetricsSnapshot {
         let a = |x: Attempt| self.attempts[attempt_slot(x)].load(Ordering::Relaxed);
@@ -296,6 +304,11 @@ impl Metrics {
                 refused_conns: self.refused_conns.load(Ordering::Relaxed),
                 gossip_dropped: self.gossip_dropped.load(Ordering::Relaxed),
             },
+            key_reload_refused: self
+                .key_reload_refused
+                .lock()
+                .expect("metrics lock")
+                .clone(),
         }
     }
 }
@@ -377,6 +390,9 @@ pub struct MetricsSnapshot {
     pub chunks: Chunks,
     /// Served to peers.
     pub served: ServedToPeers,
+    /// Why the last change of the gossip key file was not loaded (not
+    /// owned by root or this user, writable by others, does not parse).
+    pub key_reload_refused: Option<String>,
 }
 
 #[cfg(test)]

@@ -404,7 +404,7 @@ impl Scan {
                 continue;
             };
             self.cursor = Some(e.wire.clone());
-            let resident = idx.open(e).is_ok_and(|f| {
+            let resident = idx.open_for_scan(e).is_some_and(|f| {
                 crate::cache::residency(&f, e.manifest.size_bytes)
                     .is_ok_and(|r| r.total_pages > 0 && r.fraction() >= min_resident)
             });

@@ -14,7 +14,9 @@
 //!
 //! A peer that sent bytes that fail verification is quarantined for a
 //! while (`--quarantine`), and one that did not answer in time for
-//! [`TIMEOUT_QUARANTINE`]: its chunks are not asked for again until then,
+//! [`TIMEOUT_QUARANTINE`], as is one that answers "not cached" or refuses a
+//! chunk of a file it advertises, or answers late ([`LATE_SHARE`] of the
+//! deadline): its chunks are not asked for again until then,
 //! by IP address, whatever identity it re-announces under. The remote part
 //! of a read has one deadline (the client's timeout), and each chunk is
 //! asked of at most [`HOLDERS_PER_CHUNK`] holders, so a fleet of stalling
@@ -37,8 +39,16 @@ use std::time::{Duration, Instant};
 /// Holders asked for one chunk before giving up on peers.
 pub const HOLDERS_PER_CHUNK: usize = 2;
 
-/// How long a peer that did not answer in time is left out.
+/// How long a peer that did not answer in time is left out; also one that
+/// answered "not cached" or refused a chunk of a file it advertises, or
+/// answered later than [`LATE_SHARE`] of the read's deadline.
 pub const TIMEOUT_QUARANTINE: Duration = Duration::from_secs(10);
+
+/// An answer after this share of the client's timeout is late: it is used
+/// if right, but its holder is left out like one that timed out, so a
+/// holder answering just before the deadline costs one read, not every
+/// read.
+pub const LATE_SHARE: f64 = 0.5;
 
 /// The overlay of one indexed root.
 #[derive(Debug)]
@@ -227,6 +237,7 @@ async fn fetch_chunk(
     };
     let mut why = Fallback::NotServed;
     let n = holders.len();
+    let late = shared.client.timeout.mul_f64(LATE_SHARE);
     for k in 0..n.min(HOLDERS_PER_CHUNK) {
         if tokio::time::Instant::now() >= deadline {
             break; // no time left: the next holder is not to blame
@@ -239,6 +250,9 @@ async fn fetch_chunk(
         let outcome = match call {
             Ok(Response::Chunk(data)) if manifest.verify(i, &data) => {
                 shared.metrics.attempt(Attempt::Verified, t.elapsed());
+                if t.elapsed() > late {
+                    shared.peers.quarantine(peer, TIMEOUT_QUARANTINE);
+                }
                 return Ok(data);
             }
             Ok(Response::Chunk(_)) => {
@@ -246,8 +260,17 @@ async fn fetch_chunk(
                 why = worse(Some(why), Fallback::Mismatch);
                 Attempt::Mismatch
             }
-            Ok(Response::NotCached) => Attempt::NotCached,
-            Ok(_) => Attempt::Refused,
+            // it advertised this file: a broken promise costs it like a
+            // timeout (an honest holder whose page was just evicted is
+            // left out for a few seconds too, and re-advertises)
+            Ok(Response::NotCached) => {
+                shared.peers.quarantine(peer, TIMEOUT_QUARANTINE);
+                Attempt::NotCached
+            }
+            Ok(_) => {
+                shared.peers.quarantine(peer, TIMEOUT_QUARANTINE);
+                Attempt::Refused
+            }
             Err((kind, _)) => {
                 shared.client.forget(peer);
                 why = worse(Some(why), Fallback::PeerFailed);

@@ -22,6 +22,13 @@ pub const MAX_QUARANTINED: usize = 4096;
 /// was missed.
 pub const REFRESH_AFTER: Duration = Duration::from_secs(10);
 
+/// Fetch one peer's list at most this often, whatever versions gossip
+/// announces: a peer's own list changes at most once per residency tick
+/// (2 s), so this costs an honest peer nothing, and bounds what a member
+/// that keeps announcing new versions (or a large list) makes each reader
+/// spend on it.
+pub const MIN_FETCH_INTERVAL: Duration = Duration::from_secs(2);
+
 #[derive(Debug, Default)]
 struct Peer {
     /// Incarnation of the peer process (its membership identity's bump):
@@ -101,11 +108,13 @@ impl PeerTable {
         let peers = self.peers.lock().expect("peer table lock");
         peers
             .iter()
-            .filter(|(_, p)| {
-                p.fetched_at.is_none()
-                    || p.gossip_version > p.fetched_version
-                    || p.fetched_at
-                        .is_some_and(|t| now.duration_since(t) >= REFRESH_AFTER)
+            .filter(|(_, p)| match p.fetched_at {
+                None => true,
+                Some(t) => {
+                    let since = now.saturating_duration_since(t);
+                    since >= REFRESH_AFTER
+                        || (p.gossip_version > p.fetched_version && since >= MIN_FETCH_INTERVAL)
+                }
             })
             .map(|(a, p)| (*a, p.fetched_version))
             .collect()
@@ -133,12 +142,18 @@ impl PeerTable {
                 .map(|a| (a.wire, a.root))
                 .collect();
         }
+        // the peer itself is the authority on its version: a higher one
+        // heard in gossip (forged, or from before a restart) is forgotten,
+        // so it cannot keep this node fetching
         p.fetched_version = version;
-        p.gossip_version = p.gossip_version.max(version);
+        p.gossip_version = version;
         p.fetched_at = Some(Instant::now());
     }
 
-    /// A fetch failed: try again later rather than at once.
+    /// A fetch failed: try again later rather than at once. The last list
+    /// fetched is kept: a holder unreachable for a while (a flooded data
+    /// port) still serves what it advertised, and a holder that fails a
+    /// read is quarantined by the overlay instead.
     pub fn fetch_failed(&self, addr: SocketAddr) {
         if let Some(p) = self.peers.lock().expect("peer table lock").get_mut(&addr) {
             // counts as fetched now, so the next try waits REFRESH_AFTER
@@ -227,7 +242,12 @@ mod tests {
         assert_eq!(t.due(Instant::now()).len(), 2, "never fetched");
         let all = |_: &str, _: &Hash| true;
         t.set_adverts(addr(2), 3, Some(vec![]), &all);
-        let mut due = t.due(Instant::now());
+        let mut due = t.due(Instant::now() + MIN_FETCH_INTERVAL);
+        due.sort();
+        // 2 answered version 3 itself: the gossiped 4 is forgotten
+        assert_eq!(due, [(addr(3), 0)]);
+        t.note_version(addr(2), 4);
+        let mut due = t.due(Instant::now() + MIN_FETCH_INTERVAL);
         due.sort();
         assert_eq!(due, [(addr(2), 3), (addr(3), 0)], "version 4 was gossiped");
         t.set_adverts(
@@ -247,7 +267,8 @@ mod tests {
         assert_eq!(t.holders("app/b", &[2; 32]), [addr(2)], "same root only");
         assert!(t.holders("app/c", &[1; 32]).is_empty());
         t.note_version(addr(3), 10);
-        assert_eq!(t.due(Instant::now()), [(addr(3), 9)]);
+        assert!(t.due(Instant::now()).is_empty(), "fetched under 2 s ago");
+        assert_eq!(t.due(Instant::now() + MIN_FETCH_INTERVAL), [(addr(3), 9)]);
         t.quarantine(addr(2), Duration::from_secs(60));
         assert_eq!(t.holders("app/a", &[1; 32]), [addr(3)]);
         // 3 crashed and came back as a new incarnation: its list is gone
@@ -274,5 +295,44 @@ mod tests {
         );
         assert_eq!(t.summary()[0].files, 1);
         assert_eq!(t.holders("app/a", &[1; 32]), [addr(4)]);
+    }
+
+    /// A member gossiping ever larger versions for another (or forging
+    /// one huge version) makes a reader fetch that peer's list at most
+    /// once per 2 s, and once it answers, a forged version is forgotten; a
+    /// failed fetch keeps the last good list.
+    #[test]
+    fn forged_versions_cost_one_fetch_per_interval_and_failures_keep_the_list() {
+        let t = PeerTable::new();
+        let all = |_: &str, _: &Hash| true;
+        t.set_members(&[(addr(2), 1)]);
+        t.set_adverts(addr(2), 5, Some(vec![adv("app/a", 1)]), &all);
+        let now = Instant::now();
+        // an attacker announces u64::MAX for 2, 20 times a second for 10 s
+        let mut fetches = 0;
+        for k in 0..200u32 {
+            t.note_version(addr(2), u64::MAX - u64::from(k % 2));
+            let at = now + Duration::from_millis(50) * k;
+            if t.due(at) == [(addr(2), 5)] {
+                fetches += 1;
+                // 2 answers its real version (unchanged)
+                let mut peers = t.peers.lock().unwrap();
+                let p = peers.get_mut(&addr(2)).unwrap();
+                p.fetched_version = 5;
+                p.gossip_version = 5;
+                p.fetched_at = Some(at);
+            }
+        }
+        // 0–9.95 s at one fetch per 2 s after the last: at 2, 4, 6 and 8 s
+        // (instead of 200, one per forged announcement)
+        assert_eq!(fetches, 4);
+        // after the attacker stops, the forged version is forgotten
+        t.set_adverts(addr(2), 5, None, &all);
+        assert!(t.due(Instant::now() + MIN_FETCH_INTERVAL).is_empty());
+        // 2 unreachable: its list stays, and is asked again after 10 s
+        t.fetch_failed(addr(2));
+        assert_eq!(t.holders("app/a", &[1; 32]), [addr(2)]);
+        assert!(t.due(Instant::now() + MIN_FETCH_INTERVAL).is_empty());
+        assert_eq!(t.due(Instant::now() + REFRESH_AFTER).len(), 1);
     }
 }

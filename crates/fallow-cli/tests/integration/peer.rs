@@ -750,7 +750,7 @@ fn flood(
 
 /// The attacks of issue 15, from the network and from a local user, each
 /// asserting that it now fails: an outsider's reads, status requests and
-/// join; a 0600 file; a whitelisted directory swapped for a link; huge
+/// join; a 0600 file and a 0644 file in a 0700 directory; a whitelisted directory swapped for a link; huge
 /// advertisements; slow frames; a connection flood against a node whose
 /// descriptor limit is 1024 while a read through its mount must succeed;
 /// and a stalling holder. (Forged members and "down" datagrams are in
@@ -772,6 +772,13 @@ fn attacks_from_the_network_fail() {
         let p = app.join("private");
         std::fs::write(&p, b"root's secret").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        // a 0644 file in a 0700 directory: others cannot open it either
+        let d = app.join("priv");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("inner.txt"), b"in a private directory").unwrap();
+        std::fs::set_permissions(d.join("inner.txt"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
     }
     std::fs::create_dir(apps[1].join("junk")).unwrap();
     for k in 0..3000 {
@@ -819,7 +826,8 @@ fn attacks_from_the_network_fail() {
     let s2 = wait_whole_pass(&f, 2, &apps[1]);
     wait_adverts(&f, 1, 1, &[&apps[1]]);
     make_cold(&apps[0]);
-    assert_eq!(n(&s2, &["index", "skipped_not_world_readable"]), 1);
+    // `private` (0600) and `priv/inner.txt` (0644 in a 0700 directory)
+    assert_eq!(n(&s2, &["index", "skipped_not_world_readable"]), 2);
     let s1 = f.status(1).unwrap();
     assert_eq!(s1["peers"][0]["files"], 3, "{}", s1["peers"]);
 
@@ -866,17 +874,20 @@ fn attacks_from_the_network_fail() {
             }
         }
     }
-    // a member asks for the 0600 file: not indexed, never served
-    let out = Command::new(BIN)
-        .args(["peer", "get", "--peer", &f.addr(2), "app/private"])
-        .args(["--keys", &f.keys(254)])
-        .output()
-        .unwrap();
-    assert!(
-        stderr(&out).contains("not an indexed file"),
-        "{}",
-        stderr(&out)
-    );
+    // a member asks for the 0600 file, and for a 0644 file in a 0700
+    // directory: neither indexed, never served
+    for private in ["app/private", "app/priv/inner.txt"] {
+        let out = Command::new(BIN)
+            .args(["peer", "get", "--peer", &f.addr(2), private])
+            .args(["--keys", &f.keys(254)])
+            .output()
+            .unwrap();
+        assert!(
+            stderr(&out).contains("not an indexed file"),
+            "{private}: {}",
+            stderr(&out)
+        );
+    }
 
     // an outsider tries to join with another fleet's keys
     let dropped = n(
