@@ -658,6 +658,7 @@ echo "$2" > sync_min && echo "$3" > sync_max || exit 1
                 self.user_max.clone(),
                 self.user_speed_max.clone().unwrap_or_default(),
             ],
+            ok_codes: vec![],
         }]
     }
 
