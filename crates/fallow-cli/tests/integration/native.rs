@@ -307,6 +307,209 @@ fn acceptance_fg_at_300_iops_keeps_the_btrfs_scrub_off_then_it_finishes() {
     }
 }
 
+/// A trace of `block_bio_queue` on one device through a private tracefs
+/// instance (independent of fallow's own monitor): `(time_s, comm,
+/// bytes)` per bio. `None` where tracefs is not mounted.
+struct BioTrace {
+    dir: PathBuf,
+}
+
+impl BioTrace {
+    fn start(dev: &str) -> Option<BioTrace> {
+        let root = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.join("instances").is_dir())?;
+        let dir = root
+            .join("instances")
+            .join(format!("fallow_test_{}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        let (maj, min) = {
+            let t = std::fs::read_to_string(format!("/sys/class/block/{dev}/dev")).ok()?;
+            let (a, b) = t.trim().split_once(':')?;
+            (a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)
+        };
+        let ev = dir.join("events/block/block_bio_queue");
+        // the kernel's dev_t: major << 20 | minor
+        std::fs::write(ev.join("filter"), format!("dev == {}", maj << 20 | min)).ok()?;
+        std::fs::write(dir.join("buffer_size_kb"), "8192").ok()?;
+        std::fs::write(ev.join("enable"), "1").ok()?;
+        Some(BioTrace { dir })
+    }
+
+    /// `comm-pid [cpu] flags TIME: block_bio_queue: 7,0 R 123 + 128 [comm]`
+    fn bios(&self) -> Vec<(f64, String, u64)> {
+        let _ = std::fs::write(self.dir.join("events/block/block_bio_queue/enable"), "0");
+        let text = std::fs::read_to_string(self.dir.join("trace")).unwrap_or_default();
+        text.lines()
+            .filter(|l| l.contains("block_bio_queue:"))
+            .filter_map(|l| {
+                let (head, tail) = l.split_once(": block_bio_queue: ")?;
+                let t: f64 = head.split_whitespace().last()?.parse().ok()?;
+                let sectors: u64 = tail
+                    .split(" + ")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()?;
+                let comm = tail.rsplit_once('[')?.1.trim_end_matches(']').to_string();
+                Some((t, comm, sectors * 512))
+            })
+            .collect()
+    }
+}
+
+impl Drop for BioTrace {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.dir.join("events/block/block_bio_queue/enable"), "0");
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Issue 24, the brake: with the event monitor telling the scrub's bios
+/// (queued by the `btrfs scrub start` process) from FG ones, an FG arrival
+/// puts `scrub_speed_max` to 1 at once and the kernel's throttle stops the
+/// scrub at its next submission; no cancel, so nothing is read twice.
+/// Measured independently of fallow with a tracefs instance: the pause
+/// latency (the FG's first bio to the scrub's last bio before it stops)
+/// and the bytes a full scrub reads against what fallow's scrub read.
+#[test]
+#[ignore = "needs root"]
+fn the_brake_stops_a_btrfs_scrub_at_its_next_submission_and_nothing_is_reread() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !common::have("btrfs") {
+        eprintln!("skip: btrfs-progs is not installed (apt-get install btrfs-progs)");
+        return;
+    }
+    // enough data that the unthrottled scrub still reads when the FG comes
+    let Some(fs) = LoopFs::new(&["mkfs.btrfs", "-q", "-f"], 3 << 30, "defaults") else {
+        return;
+    };
+    fs.fill("data", 1600 << 20);
+    let files = scrub_speed_max_files(fs.mnt());
+    if files.is_empty() {
+        eprintln!("skip: this kernel has no scrub_speed_max");
+        return;
+    }
+    let Some(trace) = BioTrace::start(fs.name()) else {
+        eprintln!("skip: no tracefs instances here (mount -t tracefs nodev /sys/kernel/tracing)");
+        return;
+    };
+    // the user's limit: 200 MB/s is 11 throttle intervals of 91 ms a
+    // second (fs/btrfs/scrub.c: div = limit / 16 MiB), each ~18 MB sent
+    // at once, so the scrub reads in every interval for ~8 s and an FG that
+    // starts late still finds it reading
+    set_user_limit(&files, "200000000");
+    let target = format!("btrfs:{}", fs.mnt());
+    let fallow = scrub(&target, "fixed-wait:t=200ms").arg("--json").spawn();
+    assert!(
+        within(Duration::from_secs(30), || scrub_state(fs.mnt())
+            == "running")
+        .is_some(),
+        "the scrub never ran"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    // the FG: back-to-back 4 KiB direct reads for 3 s (dd starts in a few
+    // ms, where fio took ~2 s here, by which time the scrub had finished)
+    std::thread::sleep(Duration::from_millis(200));
+    let mut dd = Command::new("dd")
+        .args([
+            &format!("if={}", fs.mnt.join("data").display()),
+            "of=/dev/null",
+            "bs=4k",
+            "iflag=direct",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    dd.kill().unwrap();
+    dd.wait().unwrap();
+    let o = fallow.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json_of(&o);
+    let bios = trace.bios();
+    drop(trace);
+    set_user_limit(&files, "0");
+    assert_eq!(v["complete"], true, "{v}");
+    let scrub_bios: Vec<(f64, u64)> = bios
+        .iter()
+        .filter(|b| b.1 == "btrfs")
+        .map(|b| (b.0, b.2))
+        .collect();
+    let fg: Vec<f64> = bios.iter().filter(|b| b.1 == "dd").map(|b| b.0).collect();
+    assert!(
+        !fg.is_empty() && !scrub_bios.is_empty(),
+        "{} bios traced",
+        bios.len()
+    );
+    let (fg0, fg1) = (fg[0], *fg.last().unwrap());
+    // the scrub's last bio of the run the FG found: the throttle's sleep
+    // is 1 s, so any later one (the brake's leak) comes ≥ ~1 s after
+    let last = scrub_bios
+        .iter()
+        .filter(|b| b.0 >= fg0 && b.0 < fg0 + 0.5)
+        .map(|b| b.0)
+        .fold(fg0, f64::max);
+    let latency_ms = (last - fg0) * 1e3;
+    let near: Vec<String> = scrub_bios
+        .iter()
+        .filter(|b| b.0 >= fg0 - 0.05 && b.0 < fg0 + 1.5)
+        .map(|b| format!("{:+.1}ms/{}K", (b.0 - fg0) * 1e3, b.1 >> 10))
+        .collect();
+    eprintln!("scrub bios around the FG's first: {}", near.join(" "));
+    let mut by: std::collections::BTreeMap<&str, (usize, f64, f64)> = Default::default();
+    for b in &bios {
+        let e = by.entry(b.1.as_str()).or_insert((0, b.0, b.0));
+        e.0 += 1;
+        e.2 = b.0;
+    }
+    eprintln!("bios by comm (count, first, last; FG from {fg0:.3}): {by:?}");
+    assert!(
+        scrub_bios.iter().any(|b| b.0 < fg0 && b.0 >= fg0 - 0.1),
+        "the scrub was not reading when the FG came (finished before dd started?)"
+    );
+    let during: u64 = scrub_bios
+        .iter()
+        .filter(|b| b.0 >= fg0 && b.0 <= fg1)
+        .map(|b| b.1)
+        .sum();
+    // an independent full scrub of the same file system, for the re-read
+    let reference = sh("btrfs", &["scrub", "start", "-B", "-R", fs.mnt()]).unwrap();
+    let count = |k: &str| -> u64 {
+        reference
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{k}: ")))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {k} in {reference}"))
+    };
+    let full = count("data_bytes_scrubbed") + count("tree_bytes_scrubbed");
+    let fallow_scrubbed = v["scrubbed_bytes"].as_u64().unwrap();
+    eprintln!(
+        "brake: pause latency {latency_ms:.1} ms (FG's first bio to the scrub's last before it stopped); scrub read {} KiB during the FG's {:.1} s; fallow scrubbed {fallow_scrubbed} bytes, a full scrub {full} (re-read {} bytes); {} brake yields, {} boundary looks",
+        during >> 10,
+        fg1 - fg0,
+        fallow_scrubbed as i64 - full as i64,
+        v["native"]["fallow_brake_yields"],
+        v["native"]["fallow_boundary_looks"],
+    );
+    assert!(
+        v["native"]["fallow_brake_yields"].as_u64().unwrap() >= 1,
+        "no brake: was the event monitor available? {v}"
+    );
+    // a few ms expected; generous for a loaded 2-core machine
+    assert!(latency_ms < 250.0, "{latency_ms} ms");
+    // the leak: one 512 KiB group per throttle second, plus the run the
+    // FG found (unbraked, 200 MB/s)
+    let secs = (fg1 - fg0).ceil() as u64 + 1;
+    assert!(
+        during <= (secs * 512 + 2048) << 10,
+        "{during} bytes during the FG"
+    );
+    assert_eq!(fallow_scrubbed, full, "re-read");
+}
+
 /// The other order: the scrub runs on an idle device, then the FG starts.
 /// The monitor cannot see FG reads while the scrub runs, so each request
 /// ends with a cancel at a chunk boundary and the driver looks: the scrub
