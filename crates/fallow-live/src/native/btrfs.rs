@@ -67,11 +67,17 @@
 //! - **Own I/O**: a [`Gate`] over every member device (from
 //!   `/sys/fs/btrfs/<fsid>/devices/`), open from just before the start or
 //!   resume until the child has exited after the cancel.
-//! - **If fallow dies**: a slice's child keeps running (its own process
-//!   group) and the scrub finishes unthrottled; a cancelled scrub is
-//!   resumed by the guardian ([`NativeExecutor::release_actions`]: `btrfs
-//!   scrub resume MOUNT`, then the speed limits restored). A clean stop
-//!   (Ctrl-C) leaves it cancelled: `--resume` continues it.
+//! - **The brake** (issue 24): where every member has `scrub_speed_max`
+//!   and the event monitor tells the scrub's bios (queued by the `btrfs
+//!   scrub start` process) from FG ones, nothing of the above: the scrub
+//!   runs once, `scrub_speed_max` = [`BRAKE_BYTES_PER_S`] stops it at its
+//!   next submission when an FG bio comes or the driver waits, and the
+//!   user's value lifts it for a grant (`run_braked`). No cancel,
+//!   no re-read; the kernel leaks one submission group a second.
+//! - **If fallow dies**: the guardian brakes the scrub, cancels it and
+//!   writes back the user's own limits ([`NativeExecutor::release_actions`]);
+//!   it never resumes, so a user's cancel stands. A clean stop (Ctrl-C)
+//!   leaves it cancelled too: `--resume` continues it.
 
 use super::control::{Control, Job};
 use super::gate::Gate;
@@ -90,7 +96,7 @@ use std::sync::Arc;
 /// The registry entry.
 pub const KIND: Kind = Kind {
     prefix: "btrfs",
-    summary: "btrfs scrub of a mounted file system: runs a slice per BG request, paused by `btrfs scrub cancel`, continued by `btrfs scrub resume`",
+    summary: "btrfs scrub of a mounted file system: paused within one submission by its scrub_speed_max (the brake) where the event monitor runs, else by `btrfs scrub cancel`/`resume` at chunk boundaries",
     open,
 };
 
