@@ -129,6 +129,11 @@ pub const BRAKE_POLL_NS: u64 = 1_000_000;
 /// FG bio comes, ns: the driver then consults the policy, as after any
 /// request (a request is a grant of idle time, not an amount of work).
 pub const BRAKE_SLICE_NS: u64 = 200_000_000;
+/// Longest the brake is held before the scrub is cancelled instead, ns:
+/// the brake leaks one submission group a second, 30 MB a minute, and a
+/// cancel costs at most the rest of a chunk read again on resume, so a
+/// long busy period (or a closed `--window`, at once) ends in a cancel.
+pub const BRAKE_HOLD_MAX_NS: u64 = 60_000_000_000;
 /// How often a lifted run reads the scrub's status for its rate and
 /// `--max-bytes`, ns (each read forks `btrfs scrub status`).
 const BRAKE_STATUS_NS: u64 = 1_000_000_000;
@@ -329,6 +334,10 @@ pub struct Btrfs {
     bios: Arc<BioAttribution>,
     /// Runs the brake stopped because an FG bio came.
     brake_yields: u64,
+    /// When the brake went on, ns.
+    braked_since_ns: u64,
+    /// Brakes held so long that the scrub was cancelled instead.
+    brake_cancels: u64,
     /// When the status was last read in a lifted run, ns.
     status_read_ns: u64,
     rate_limit: Option<String>,
@@ -468,6 +477,8 @@ impl Btrfs {
             braked: false,
             bios: Arc::new(BioAttribution::of_processes()),
             brake_yields: 0,
+            braked_since_ns: 0,
+            brake_cancels: 0,
             status_read_ns: 0,
             rate_limit: None,
             base_scrubbed: if start_next {
@@ -640,6 +651,9 @@ impl Btrfs {
         for (f, _) in &self.speed_files {
             self.ctl.write(f, &BRAKE_BYTES_PER_S.to_string())?;
         }
+        if !self.braked {
+            self.braked_since_ns = monotonic_ns();
+        }
         self.braked = true;
         Ok(())
     }
@@ -652,6 +666,16 @@ impl Btrfs {
         }
         self.braked = false;
         Ok(())
+    }
+
+    /// A brake turned into a cancel (a long hold, a closed window): the
+    /// scrub stops resumable, and the knob goes back to the user's value
+    /// while nothing of fallow's runs (a scrub the user starts meanwhile is
+    /// not held at 1 byte/s).
+    fn cancel_braked(&mut self) -> Result<()> {
+        self.brake_cancels += 1;
+        self.cancel()?;
+        self.lift()
     }
 
     /// One BG request in brake mode: the brake lifted for a slice, or
@@ -876,6 +900,10 @@ impl BgExecutor for Btrfs {
     fn ready_in_ns(&mut self, size_bytes: u64, now_ns: u64) -> Result<u64> {
         let w = u64::from(self.windows.wait_now_s()) * 1_000_000_000;
         if w > 0 {
+            // outside the window: stopped, not braked (the brake leaks)
+            if self.job.is_some() && self.brakes() {
+                self.cancel_braked()?;
+            }
             return Ok(w);
         }
         Ok(match &mut self.bucket {
@@ -954,6 +982,11 @@ impl BgExecutor for Btrfs {
         if self.brakes() {
             if self.job.is_some() && !self.braked {
                 self.brake()?;
+            } else if self.job.is_some()
+                && monotonic_ns().saturating_sub(self.braked_since_ns) >= BRAKE_HOLD_MAX_NS
+            {
+                // a long busy period: its leak would outgrow a chunk's re-read
+                self.cancel_braked()?;
             }
             return Ok(());
         }
@@ -1030,6 +1063,7 @@ impl NativeExecutor for Btrfs {
         native.insert("fallow_boundary_looks".into(), self.boundary_looks);
         native.insert("fallow_time_looks".into(), self.time_looks);
         native.insert("fallow_brake_yields".into(), self.brake_yields);
+        native.insert("fallow_brake_cancels".into(), self.brake_cancels);
         let c = self.bios.counts();
         native.insert("fallow_scrub_bios".into(), c.command_bios);
         Ok(NativeReport {
