@@ -1564,9 +1564,10 @@ def bench_btrfs_shapes(
     `scrub_speed_max` at BTRFS_STATIC_LIMITS, and an unthrottled scrub.
     Per run: FG p50/p99 over alone, the scrub's MB during the run and the
     time it would take to scrub the file system's data at that rate."""
+    wanted = args.shapes.split(",") if args.shapes else list(BTRFS_SHAPES)
     return [
-        bench_btrfs_shape(fallow, device, args, cleanup, work, shape, gaps)
-        for shape, gaps in BTRFS_SHAPES.items()
+        bench_btrfs_shape(fallow, device, args, cleanup, work, shape, BTRFS_SHAPES[shape])
+        for shape in wanted
     ]
 
 
@@ -1893,6 +1894,12 @@ def main() -> int:
         "(continuous 20 IOPS; bursts with 0.5-2 s and 4-8 s gaps) against fallow, three static "
         "scrub_speed_max values and an unthrottled scrub",
     )
+    ap.add_argument(
+        "--shapes",
+        help="with --btrfs-shapes: which, comma-separated (default all: "
+        + ",".join(BTRFS_SHAPES)
+        + ")",
+    )
     ap.add_argument("--btrfs-size", type=int, help="btrfs image MiB (quick 1024, full 8192)")
     ap.add_argument(
         "--btrfs-fill", type=int, help="MiB of data on the btrfs (quick 640, full 6144)"
@@ -1980,6 +1987,9 @@ def main() -> int:
     for d in devices:
         if d not in DEVICES:
             ap.error(f"--devices: unknown device {d!r} (plain, emu)")
+    for sh in (args.shapes or "").split(","):
+        if sh and sh not in BTRFS_SHAPES:
+            ap.error(f"--shapes: unknown shape {sh!r} ({', '.join(BTRFS_SHAPES)})")
     for w in workloads:
         if w not in WORKLOADS:
             ap.error(f"--workloads: unknown workload {w!r} (random, sequential, trace)")

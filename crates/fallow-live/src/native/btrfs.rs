@@ -1474,6 +1474,80 @@ device tree key (DEV_TREE ROOT_ITEM 0)
         assert!(e.contains("absolute"), "{e}");
     }
 
+    /// Issue 24, the brake: with the scrub's bios told apart (the event
+    /// monitor attached), a request lifts `scrub_speed_max` to the user's
+    /// value, an FG bio puts it to 1 at once and ends the request,
+    /// `pause` keeps it braked without a cancel, the next request lifts it
+    /// again; the scrub is started once and cancelled only
+    /// at the end, when the user's value is back.
+    #[test]
+    fn the_brake_holds_the_scrub_on_an_fg_bio_without_a_cancel() {
+        let never = format!("UUID: {UUID}\n\tno stats available\n");
+        let (d, c) = recorded(&never);
+        let f = d
+            .path()
+            .join(format!("sys/fs/btrfs/{UUID}/devinfo/1/scrub_speed_max"));
+        std::fs::write(&f, "25000000\n").unwrap(); // the user's own limit
+        let cfg = NativeConfig {
+            slice_ns: Some(SLICE_MIN_NS),
+            ..NativeConfig::default()
+        };
+        let mut b = Btrfs::open(&target(), &cfg, c.clone()).unwrap();
+        assert!(!b.brakes(), "no brake before the monitor attributes bios");
+        b.bios.attach();
+        assert!(b.brakes());
+        c.on_spawn(
+            "btrfs scrub start -B /mnt",
+            [RecordedJob {
+                waits: u32::MAX,
+                output: Output::new(0, ""),
+                until: Some("btrfs scrub cancel /mnt".into()),
+            }],
+        );
+        c.on_run("btrfs scrub cancel /mnt", [Output::new(0, "")]);
+        let speed = || std::fs::read_to_string(&f).unwrap().trim().to_string();
+        // a request with no FG: lifted for its slice
+        assert_eq!(b.run_one(1 << 20).unwrap(), Step::More);
+        assert_eq!(speed(), "25000000");
+        // an FG bio (another process) during a long request: braked at once
+        b.slice_ns = Some(SLICE_MAX_NS);
+        let bios = b.bios.clone();
+        let fg = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            bios.count(0, 4242, false, false, 8, monotonic_ns());
+        });
+        let t0 = monotonic_ns();
+        assert_eq!(b.run_one(1 << 20).unwrap(), Step::More);
+        fg.join().unwrap();
+        assert!(
+            monotonic_ns() - t0 < SLICE_MAX_NS / 2,
+            "the FG bio did not end it"
+        );
+        assert_eq!(speed(), "1");
+        assert_eq!(b.brake_yields, 1);
+        // the driver waits: still braked, no cancel
+        b.pause().unwrap();
+        assert_eq!(speed(), "1");
+        b.slice_ns = Some(SLICE_MIN_NS);
+        b.run_one(1 << 20).unwrap();
+        assert_eq!(speed(), "25000000");
+        let log = c.log();
+        assert_eq!(
+            log.iter().filter(|l| l.starts_with("spawn")).count(),
+            1,
+            "{log:?}"
+        );
+        assert!(!log.iter().any(|l| l.contains("scrub cancel")), "{log:?}");
+        // the end: cancelled, the user's value back
+        c.on_run(
+            "btrfs scrub status -R /mnt",
+            [Output::new(0, &status("aborted", 2 << 20))],
+        );
+        b.finish().unwrap();
+        assert_eq!(speed(), "25000000");
+        assert!(c.log().iter().any(|l| l == "run btrfs scrub cancel /mnt"));
+    }
+
     #[test]
     fn max_rate_sets_the_kernel_limit_and_the_guardian_restores_it() {
         let never = format!("UUID: {UUID}\n\tno stats available\n");
