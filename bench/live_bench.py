@@ -63,11 +63,23 @@ The scrub rate is what `btrfs scrub status -R` says was scrubbed (data +
 tree bytes) during the FG run over its wall time, cross-checked against
 the device's bytes read beyond the FG's own.
 
+`--btrfs --btrfs-shapes` (issue 24) runs, instead of those workloads, the
+comparison that decides the brake: three FG shapes (continuous 20 IOPS
+random 4 KiB reads; bursts of 20 reads 5 ms apart with idle gaps uniform
+in 0.5-2 s; the same with 4-8 s gaps, written as MSR-format cuts and
+replayed), each against FG alone, `fallow scrub btrfs:MNT --policy
+fixed-wait:t=200ms` (the brake, where the event monitor runs), the kernel's
+static `scrub_speed_max` at 8, 16.5 and 33 MB/s, and an unthrottled scrub.
+Per run: FG p50 and p99 over alone, the MB scrubbed during the run, and the
+time the file system's data would take at that rate (a projection: runs
+are time-bounded).
+
 Usage (as root; needs fio, losetup, ionice, /dev/fuse and BFQ; --btrfs
 also btrfs-progs):
   python3 bench/live_bench.py --quick             # CI: small images, 5 s runs, < 3 min
   python3 bench/live_bench.py --quick --btrfs     # CI: the btrfs part, 3 s runs, ~75 s
   python3 bench/live_bench.py --btrfs --json b.json   # its figures: 30 s runs, ~10 min
+  python3 bench/live_bench.py --quick --btrfs --btrfs-shapes --runtime 10   # issue 24, ~5 min
   python3 bench/live_bench.py --json out.json     # full mode: the README's figures
   python3 bench/live_bench.py --fallow target/debug/fallow --devices emu --runtime 30
 
@@ -560,6 +572,7 @@ def fg_result(out: Path) -> dict:
         "requests": len(lats),
         "bytes": int(read["io_bytes"]),
         "mean_s": sum(lats) / len(lats),
+        "p50_s": quantile(lats, 0.5),
         "p99_s": quantile(lats, 0.99),
         "max_s": lats[-1],
         # fio's own account, to cross-check ours (none for the replay)
@@ -732,7 +745,13 @@ class FallowScrubber:
     ):
         # a native target (btrfs:MNT) keeps its checkpoint where its tool does
         ck_args = ["--checkpoint", str(ck)] if ck is not None else []
-        self.base = [str(fallow), "scrub", dev, "--tuned", str(tuned), *ck_args]
+        # a tuned result, or a policy spec given as `policy:SPEC`
+        how = (
+            ["--policy", str(tuned)[len("policy:") :]]
+            if str(tuned).startswith("policy:")
+            else ["--tuned", str(tuned)]
+        )
+        self.base = [str(fallow), "scrub", dev, *how, *ck_args]
         if idle_class:
             self.base = ["ionice", "-c3", *self.base]
         # the first run; later ones (after a complete pass) --resume
@@ -1502,6 +1521,134 @@ def btrfs_goal(runs: list[dict], tolerance: float) -> dict:
     }
 
 
+# ---------------------------------------------------------------- btrfs shapes (issue 24)
+
+# The FG shapes of issue 24's comparison: a continuous 20 IOPS (fio,
+# Poisson) and bursts separated by idle gaps drawn uniformly from a range.
+# A burst is BURST_REQUESTS random 4 KiB reads arriving BURST_SPACING_MS
+# apart (a 95 ms burst), written as an MSR-format cut that the replay runs.
+BTRFS_SHAPES = {
+    "continuous-20iops": None,
+    "bursts-gaps-0.5-2s": (0.5, 2.0),
+    "bursts-gaps-4-8s": (4.0, 8.0),
+}
+BURST_REQUESTS = 20
+BURST_SPACING_MS = 5.0
+# Static scrub_speed_max values spanning the kernel limit's trade-off curve
+# on the emulated HDD (issue 24 measured 16.5 and 25 MB/s against fallow).
+BTRFS_STATIC_LIMITS = (8e6, 16.5e6, 33e6)
+# The policy fallow runs in this comparison (issue 24's runs).
+BTRFS_SHAPES_POLICY = "fixed-wait:t=200ms"
+
+
+def write_burst_cut(path: Path, gaps_s: tuple[float, float], runtime_s: float, seed: int) -> None:
+    """An MSR-format cut (`t_ms dev offset_bytes size_bytes op`) of bursts
+    whose gaps are uniform in `gaps_s`, random offsets over 1 GiB (the
+    replay scales them onto the device)."""
+    rng = random.Random(seed)
+    t_ms, lines = 0.0, []
+    while t_ms < (runtime_s + 10) * 1e3:
+        for i in range(BURST_REQUESTS):
+            off = rng.randrange(0, (1 << 30) // REPLAY_ALIGN) * REPLAY_ALIGN
+            lines.append(f"{t_ms + i * BURST_SPACING_MS:.3f} 0 {off} 4096 Read")
+        # the gap runs from the burst's last arrival to the next's first
+        t_ms += (BURST_REQUESTS - 1) * BURST_SPACING_MS + rng.uniform(*gaps_s) * 1e3
+    path.write_text("\n".join(lines) + "\n")
+
+
+def bench_btrfs_shapes(
+    fallow: Path, device: dict, args, cleanup: Cleanup, work: Path
+) -> list[dict]:
+    """Issue 24's comparison on each FG shape: FG alone, fallow (its
+    policy, the brake where the event monitor runs), the kernel's static
+    `scrub_speed_max` at BTRFS_STATIC_LIMITS, and an unthrottled scrub.
+    Per run: FG p50/p99 over alone, the scrub's MB during the run and the
+    time it would take to scrub the file system's data at that rate."""
+    wanted = args.shapes.split(",") if args.shapes else list(BTRFS_SHAPES)
+    return [
+        bench_btrfs_shape(fallow, device, args, cleanup, work, shape, BTRFS_SHAPES[shape])
+        for shape in wanted
+    ]
+
+
+def bench_btrfs_shape(
+    fallow: Path,
+    device: dict,
+    args,
+    cleanup: Cleanup,
+    work: Path,
+    shape: str,
+    gaps: tuple[float, float] | None,
+) -> dict:
+    dev, mnt = device["device"], Path(device["mount"])
+    data_bytes = device.get("fill_bytes") or args.btrfs_fill * MIB
+    wdir = work / f"btrfs-shape-{shape}"
+    wdir.mkdir()
+    sargs = argparse.Namespace(**vars(args))
+    if gaps is None:
+        sargs.fg_iops = 20
+        workload = "random"
+    else:
+        cut = wdir / "bursts.trace"
+        write_burst_cut(cut, gaps, args.runtime, args.seed)
+        sargs.trace, sargs.trace_start = cut, 0.0
+        workload = "trace"
+
+    def one(scrubber, tag: str, label: str) -> dict:
+        report = None
+        if scrubber is not None:
+            scrubber.start()
+        try:
+            if scrubber is not None:
+                time.sleep(1.0)
+            fg = fg_command(dev, workload, sargs, wdir / tag)
+            r = btrfs_window(dev, mnt, fg, wdir / tag, cleanup)
+        finally:
+            if scrubber is not None:
+                report = scrubber.stop()
+        r["scrubber"], r["label"], r["scrubber_report"] = tag, label, report
+        mb_s = r["scrub_mb_s"]
+        r["finish_s"] = data_bytes / (mb_s * 1e6) if mb_s > 0 else None
+        log(
+            f"btrfs/{shape}: {label}: FG p50 {_ms(r['fg']['p50_s'])},"
+            f" p99 {_ms(r['fg']['p99_s'])}; scrubbed {r['scrub_bytes'] / 1e6:.1f} MB"
+        )
+        time.sleep(0.5 if args.quick else 2.0)
+        return r
+
+    runs = [one(None, "alone", "FG alone")]
+    policy = Path(f"policy:{BTRFS_SHAPES_POLICY}")
+    s = FallowScrubber(fallow, f"btrfs:{mnt}", policy, None, False, cleanup)
+    runs.append(one(s, "fallow", f"fallow scrub btrfs:MNT --policy {BTRFS_SHAPES_POLICY}"))
+    for rate in BTRFS_STATIC_LIMITS:
+        s = BtrfsScrubber(str(mnt), "limit", cleanup, device["speed_file"], rate)
+        runs.append(one(s, f"limit-{rate / 1e6:g}", f"scrub_speed_max {rate / 1e6:g} MB/s"))
+    runs.append(
+        one(BtrfsScrubber(str(mnt), "unthrottled", cleanup, None), "unthrottled", "unthrottled")
+    )
+    ref = runs[0]["fg"]
+    for r in runs:
+        r["fg"]["p99_ratio"] = r["fg"]["p99_s"] / ref["p99_s"]
+        r["fg"]["p50_ratio"] = r["fg"]["p50_s"] / ref["p50_s"]
+    return {"shape": shape, "gaps_s": gaps, "runs": runs}
+
+
+def shapes_table(shapes: list[dict]) -> str:
+    rows = [
+        "shape | scrubber | FG p50 × alone | FG p99 × alone | scrub MB in the run"
+        " | finish (projected)"
+    ]
+    for sh in shapes:
+        for r in sh["runs"]:
+            f = r["fg"]
+            fin = "" if r.get("finish_s") is None else f"{r['finish_s']:.0f} s"
+            rows.append(
+                f"{sh['shape']} | {r['label']} | {f['p50_ratio']:.2f} |"
+                f" {f['p99_ratio']:.2f} | {r['scrub_bytes'] / 1e6:.1f} | {fin}"
+            )
+    return "\n".join(rows)
+
+
 def bench_btrfs(fallow: Path, args, cleanup: Cleanup, work: Path, rng: random.Random) -> dict:
     check_btrfs_tools()
     t0 = time.monotonic()
@@ -1509,6 +1656,12 @@ def bench_btrfs(fallow: Path, args, cleanup: Cleanup, work: Path, rng: random.Ra
     device = make_btrfs(fallow, work, args.btrfs_size * MIB, args.btrfs_fill * MIB, cleanup)
     device["btrfs_progs"] = btrfs_version()
     device["service"] = measure_service(device["device"], device["image_bytes"], args.quick, rng)
+    if args.btrfs_shapes:
+        device["shapes"] = bench_btrfs_shapes(fallow, device, args, cleanup, work)
+        log("btrfs shapes (issue 24):\n" + shapes_table(device["shapes"]))
+        device["workloads"] = []
+        device["elapsed_s"] = time.monotonic() - t0
+        return device
     device["workloads"] = [
         bench_btrfs_workload(fallow, device, w, args, cleanup, work) for w in args.workloads_list
     ]
@@ -1757,6 +1910,19 @@ def main() -> int:
         help="run the btrfs part (issue 13): fallow scrub btrfs:MNT vs btrfs scrub -c 3, "
         "the kernel's scrub_speed_max and an unthrottled scrub, instead of the block devices",
     )
+    ap.add_argument(
+        "--btrfs-shapes",
+        action="store_true",
+        help="with --btrfs: issue 24's comparison instead of the workloads: FG shapes "
+        "(continuous 20 IOPS; bursts with 0.5-2 s and 4-8 s gaps) against fallow, three static "
+        "scrub_speed_max values and an unthrottled scrub",
+    )
+    ap.add_argument(
+        "--shapes",
+        help="with --btrfs-shapes: which, comma-separated (default all: "
+        + ",".join(BTRFS_SHAPES)
+        + ")",
+    )
     ap.add_argument("--btrfs-size", type=int, help="btrfs image MiB (quick 1024, full 8192)")
     ap.add_argument(
         "--btrfs-fill", type=int, help="MiB of data on the btrfs (quick 640, full 6144)"
@@ -1848,6 +2014,9 @@ def main() -> int:
     for d in devices:
         if d not in DEVICES:
             ap.error(f"--devices: unknown device {d!r} (plain, emu)")
+    for sh in (args.shapes or "").split(","):
+        if sh and sh not in BTRFS_SHAPES:
+            ap.error(f"--shapes: unknown shape {sh!r} ({', '.join(BTRFS_SHAPES)})")
     for w in workloads:
         if w not in WORKLOADS:
             ap.error(f"--workloads: unknown workload {w!r} (random, sequential, trace)")

@@ -211,6 +211,27 @@ def test_an_msr_cut_maps_onto_the_device_aligned_and_in_range(tmp_path):
         mod.load_msr_cut(bad, 1.0, dev_bytes)
 
 
+def test_burst_cuts_have_their_bursts_and_gaps(tmp_path):
+    """Issue 24's bursty FG shapes: bursts of BURST_REQUESTS 4 KiB reads
+    BURST_SPACING_MS apart, separated by idle gaps within the shape's range,
+    read back by the replay's own loader."""
+    mod = _module()
+    cut = tmp_path / "bursts.trace"
+    mod.write_burst_cut(cut, (4.0, 8.0), 60.0, 7)
+    events = mod.load_msr_cut(cut, 60.0, 1 << 30)
+    t_ms = [e[0] / 1e6 for e in events]
+    n, step = mod.BURST_REQUESTS, mod.BURST_SPACING_MS
+    bursts = [t_ms[i : i + n] for i in range(0, len(t_ms), n)]
+    # 60 s of 4-8 s gaps (plus a 95 ms burst each): 8 to 15 bursts
+    assert 8 <= len(bursts) <= 15, len(bursts)
+    for b in bursts[:-1]:
+        assert len(b) == n
+        assert all(abs((y - x) - step) < 0.01 for x, y in zip(b, b[1:]))
+    gaps_s = [(b[0] - a[-1]) / 1e3 for a, b in zip(bursts, bursts[1:])]
+    assert all(4.0 <= g <= 8.0 + 1e-6 for g in gaps_s), gaps_s
+    assert all(size == 4096 for _, _, size in events)
+
+
 def test_bad_flags_exit_2_with_the_name():
     r = subprocess.run(
         [sys.executable, str(SCRIPT), "--devices", "ssd"], capture_output=True, text=True

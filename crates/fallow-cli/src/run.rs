@@ -209,6 +209,8 @@ struct Report {
     exit_code: Option<i32>,
     /// For a command whose work runs in the kernel (btrfs scrub, zpool
     /// scrub, mdadm, fstrim): why freezing cannot pause it and what can.
+    /// Such commands are refused since issue 24, so this is null unless
+    /// the library's session recognises more than the CLI's check.
     native_alternative: Option<String>,
     run: RunStats,
     driver: DriveReport,
@@ -236,6 +238,16 @@ fn say(quiet: bool, line: &str) {
 }
 
 fn run(args: RunArgs) -> Result<i32> {
+    // kernel-run maintenance (issue 24): freezing the command pauses
+    // nothing, so fallow would run it unpaused and count the device's reads
+    // as frozen time. Refused before anything runs, with the native
+    // executor's exact command.
+    if let Some(n) = native_alternative(&args.command) {
+        return Err(BadInput(format!(
+            "{n}. `fallow run` freezes the command, which pauses nothing of the work the kernel does; nothing was run"
+        ))
+        .into());
+    }
     let s = settings(&args)?;
     // the report must not replace an input or a device, found out at the end
     if let Some(p) = &s.report {
@@ -293,9 +305,9 @@ fn run(args: RunArgs) -> Result<i32> {
         say(quiet, &line);
     };
     // said at once, from the watch's thread, while the driver waits
-    let why = native_alternative(&args.command).unwrap_or_else(|| {
-        "its work runs outside its processes (in the kernel), where freezing does not reach".into()
-    });
+    // (a command fallow recognises as kernel-run was refused above; this
+    // is one it does not, e.g. a script that starts a scrub)
+    let why = "its work runs outside its processes (in the kernel), where freezing does not reach";
     let on_frozen_io = Box::new(move |n: &fallow_live::run::FrozenIoNotice| {
         say(
             quiet,

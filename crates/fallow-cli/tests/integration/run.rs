@@ -122,6 +122,41 @@ fn alive(pid: u32) -> bool {
 
 // ---------------------------------------------------------------- no root needed
 
+/// Issue 24: a command fallow recognises as kernel-run maintenance is
+/// refused before it runs (exit 2), naming the exact native command:
+/// freezing it would pause nothing, and its time would have been counted
+/// as frozen while the device read. The shell's `touch` shows nothing ran.
+#[test]
+fn kernel_run_maintenance_is_refused_with_the_native_command() {
+    common::bad_input(
+        &["run", "--", "btrfs", "scrub", "start", "-B", "/mnt/x"],
+        &["`fallow scrub btrfs:/mnt/x`", "nothing was run"],
+    );
+    common::bad_input(
+        &["run", "--", "sudo", "btrfs", "scrub", "resume", "/mnt/x"],
+        &["`fallow scrub btrfs:/mnt/x --resume`"],
+    );
+    common::bad_input(
+        &["run", "--", "zpool", "scrub", "tank"],
+        &["`fallow scrub zfs:tank`"],
+    );
+    common::bad_input(
+        &["run", "--", "fstrim", "-v", "/srv"],
+        &["`fallow trim /srv`"],
+    );
+    let d = tempfile::tempdir().unwrap();
+    let mark = d.path().join("ran");
+    let script = format!(
+        "echo check > /sys/block/md9/md/sync_action; touch {}",
+        mark.display()
+    );
+    common::bad_input(
+        &["run", "--", "sh", "-c", &script],
+        &["`fallow scrub md:/dev/md9`"],
+    );
+    assert!(!mark.exists(), "the command ran");
+}
+
 #[test]
 fn exit_status_and_output_pass_through() {
     let dir = tempfile::tempdir().unwrap();

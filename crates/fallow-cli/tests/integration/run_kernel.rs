@@ -187,13 +187,12 @@ fn a_btrfs_scrub_frozen_in_vain_is_reported_within_a_second() {
     let report = dir.path().join("r.json");
     let before = sectors_read(fs.name());
     let mnt = fs.mnt.to_str().unwrap();
-    // the default policy, as a user would run it
-    let (mut child, lines) = run_watched(
-        &[
-            "--device", &fs.dev, "--", "btrfs", "scrub", "start", "-B", mnt,
-        ],
-        &report,
-    );
+    // the default policy, as a user would run it; through a script,
+    // since `fallow run -- btrfs scrub start` itself is refused (issue
+    // 24): this is the kernel-run work fallow can only find out at run time
+    let script = format!("exec btrfs scrub start -B {mnt}");
+    let (mut child, lines) =
+        run_watched(&["--device", &fs.dev, "--", "sh", "-c", &script], &report);
     // on an idle device the scrub runs after the policy's 100 ms wait; then
     // FG reads come and fallow freezes it at the first
     let mut seen = vec![];
@@ -251,12 +250,6 @@ fn a_btrfs_scrub_frozen_in_vain_is_reported_within_a_second() {
             .map(|(t, _)| *t)
             .unwrap_or_else(|| panic!("no `{needle}` line in {text:#?}"))
     };
-    // the note names the native executor before the command runs
-    assert!(
-        text.iter()
-            .any(|l| l.contains("note:") && l.contains(&format!("fallow scrub btrfs:{mnt}"))),
-        "{text:#?}"
-    );
     // the first freeze during which the device read more than 8 MiB (the
     // FG reads 200 KiB/s): the warning must follow within a second of its
     // start (btrfs sometimes does stop at a freeze; then there is nothing
@@ -303,13 +296,6 @@ fn a_btrfs_scrub_frozen_in_vain_is_reported_within_a_second() {
     assert!((sum - wall).abs() < 0.5, "{sum} vs wall {wall}: {r}");
     // some time was spent frozen in vain, and counted as such
     assert!(f("frozen_io_s") > 0.0, "{r}");
-    assert!(
-        r["native_alternative"]
-            .as_str()
-            .unwrap()
-            .contains("fallow scrub btrfs:"),
-        "{r}"
-    );
     let status = Command::new("btrfs")
         .args(["scrub", "status"])
         .arg(&fs.mnt)

@@ -26,6 +26,13 @@
 //! command queues itself (`O_DIRECT`, `fsync`'s own write-out) are
 //! attributed like its reads.
 //!
+//! A btrfs scrub (issue 24) runs in the kernel, in the ioctl of the
+//! `btrfs scrub start` process, which queues the scrub's reads itself
+//! (seen with `block_bio_queue`: every bio of a scrub had that process's
+//! pid and comm `btrfs`). Such a job is told apart by process instead
+//! ([`BioAttribution::of_processes`], [`BioAttribution::set_pids`]): its
+//! cgroup would be fallow's own, shared with fallow's other I/O.
+//!
 //! [`CommandIo`] is the source `fallow run` hands the monitor: the
 //! attributed counts while the event monitor runs
 //! ([`BioAttribution::attach`]), its accounting source otherwise (the
@@ -98,7 +105,10 @@ struct Ids {
 /// sampling thread and read by its own-I/O snapshot.
 #[derive(Debug)]
 pub struct BioAttribution {
+    /// The command's cgroup; empty: told apart by process only.
     cgroup_dir: PathBuf,
+    /// Processes (thread group ids) whose bios are the command's.
+    pids: Mutex<Vec<u32>>,
     ids: Mutex<Ids>,
     attached: AtomicBool,
     read_sectors: AtomicU64,
@@ -119,6 +129,7 @@ impl BioAttribution {
     pub fn new(cgroup_dir: &Path) -> BioAttribution {
         BioAttribution {
             cgroup_dir: cgroup_dir.to_path_buf(),
+            pids: Mutex::new(Vec::new()),
             ids: Mutex::new(Ids::default()),
             attached: AtomicBool::new(false),
             read_sectors: AtomicU64::new(0),
@@ -149,6 +160,18 @@ impl BioAttribution {
         self.attached.load(SeqCst)
     }
 
+    /// A job told apart by the processes that queue its bios (a kernel
+    /// job run in a tool's ioctl), named later by [`BioAttribution::set_pids`].
+    pub fn of_processes() -> BioAttribution {
+        BioAttribution::new(Path::new(""))
+    }
+
+    /// The processes (thread group ids) whose bios are the job's from now
+    /// on, replacing those named before (a new `btrfs scrub start`).
+    pub fn set_pids(&self, pids: &[u32]) {
+        *self.pids.lock().unwrap_or_else(|p| p.into_inner()) = pids.to_vec();
+    }
+
     /// Whose a bio is: queued by a task of cgroup `cgroup_id`, a write
     /// (or flush, discard) or not, by a kernel thread or not.
     pub fn owner(&self, cgroup_id: u64, write: bool, kernel_thread: bool) -> BioOwner {
@@ -161,17 +184,28 @@ impl BioAttribution {
         }
     }
 
-    /// Count one queued bio of `sectors` 512-byte sectors at `t_ns`;
-    /// returns whose it was.
+    /// Count one queued bio of `sectors` 512-byte sectors at `t_ns`,
+    /// queued by process `pid` of cgroup `cgroup_id`; returns whose it was.
+    #[allow(clippy::too_many_arguments)]
     pub fn count(
         &self,
         cgroup_id: u64,
+        pid: u32,
         write: bool,
         kernel_thread: bool,
         sectors: u64,
         t_ns: u64,
     ) -> BioOwner {
-        let o = self.owner(cgroup_id, write, kernel_thread);
+        let by_pid = self
+            .pids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&pid);
+        let o = if by_pid {
+            BioOwner::Command
+        } else {
+            self.owner(cgroup_id, write, kernel_thread)
+        };
         match o {
             BioOwner::Command => {
                 if write {
@@ -237,6 +271,9 @@ impl BioAttribution {
     }
 
     fn is_ours(&self, id: u64) -> bool {
+        if self.cgroup_dir.as_os_str().is_empty() {
+            return false;
+        }
         let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
         if ids.ours.contains(&id) {
             return true;
@@ -342,10 +379,16 @@ impl CommandIo {
     /// The command in the v2 cgroup `cgroup_dir`, with `counters` its
     /// polled accounting (writes, and everything under the poller).
     pub fn new(cgroup_dir: &Path, counters: Box<dyn OwnIoSource>) -> CommandIo {
-        CommandIo {
-            bios: Arc::new(BioAttribution::new(cgroup_dir)),
-            counters,
-        }
+        CommandIo::with_attribution(Arc::new(BioAttribution::new(cgroup_dir)), counters)
+    }
+
+    /// A job whose bios `bios` tells apart (by process: a native job),
+    /// with `counters` what the poller uses instead.
+    pub fn with_attribution(
+        bios: Arc<BioAttribution>,
+        counters: Box<dyn OwnIoSource>,
+    ) -> CommandIo {
+        CommandIo { bios, counters }
     }
 
     /// The attribution the event monitor fills.
@@ -417,6 +460,43 @@ mod tests {
         assert_eq!(a.owner(later, false, false), BioOwner::Command);
     }
 
+    /// A btrfs scrub's bios are queued by the `btrfs scrub start` process
+    /// (issue 24): by pid they are the job's, in any cgroup, and a new run
+    /// replaces the pid; anyone else's read is FG.
+    #[test]
+    fn a_job_told_apart_by_process_counts_its_pids_bios_only() {
+        let a = BioAttribution::of_processes();
+        let root_cg = std::fs::metadata("/").unwrap().ino();
+        assert_eq!(
+            a.count(root_cg, 4242, false, false, 128, 10),
+            BioOwner::Foreground
+        );
+        a.set_pids(&[4242]);
+        assert_eq!(
+            a.count(root_cg, 4242, false, false, 128, 20),
+            BioOwner::Command
+        );
+        assert_eq!(
+            a.count(root_cg, 4243, false, false, 8, 30),
+            BioOwner::Foreground
+        );
+        a.set_pids(&[5000]);
+        assert_eq!(
+            a.count(root_cg, 4242, false, false, 8, 40),
+            BioOwner::Foreground
+        );
+        assert_eq!(
+            a.count(root_cg, 5000, false, false, 64, 50),
+            BioOwner::Command
+        );
+        let c = a.counts();
+        assert_eq!((c.command_bios, c.foreground_bios), (2, 3));
+        // 128 + 64 sectors, and the last one is in flight
+        let (io, _) = a.snapshot_at(60);
+        assert_eq!(io.read_sectors, 192);
+        assert!(io.reads_in_flight);
+    }
+
     /// A polled source that reports fixed counts and says they moved.
     struct Fixed(OwnIo);
     impl OwnIoSource for Fixed {
@@ -449,9 +529,9 @@ mod tests {
         assert_eq!((s.read_sectors, s.write_sectors, s.ios), (0, 24, 0));
         assert!(!s.reads_in_flight && !s.writes_in_flight);
         let now = monotonic_ns();
-        assert_eq!(a.count(top, false, false, 128, now), BioOwner::Command);
-        assert_eq!(a.count(top, false, false, 8, now), BioOwner::Command);
-        assert_eq!(a.count(top, true, false, 16, now), BioOwner::Command);
+        assert_eq!(a.count(top, 1, false, false, 128, now), BioOwner::Command);
+        assert_eq!(a.count(top, 1, false, false, 8, now), BioOwner::Command);
+        assert_eq!(a.count(top, 1, true, false, 16, now), BioOwner::Command);
         let s = io.snapshot();
         assert_eq!((s.read_sectors, s.write_sectors, s.ios), (136, 24, 3));
         assert!(s.reads_in_flight && s.writes_in_flight);

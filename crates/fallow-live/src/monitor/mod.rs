@@ -294,7 +294,7 @@ impl Waker {
                     .or_insert_with(|| is_kernel_thread(s.pid))
             };
             let cgroup = s.cgroup_id.unwrap_or(0);
-            if a.bios.count(cgroup, write, kthread, nr, s.time_ns) == BioOwner::Foreground {
+            if a.bios.count(cgroup, s.pid, write, kthread, nr, s.time_ns) == BioOwner::Foreground {
                 fg = Some(fg.map_or(s.time_ns, |t| t.min(s.time_ns)));
             }
         });

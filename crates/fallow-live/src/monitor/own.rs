@@ -83,6 +83,20 @@ pub trait OwnIoSource: Send + Sync {
     }
 }
 
+/// A shared source is the source (a native job's gate, wrapped by the
+/// attribution that replaces it on the event monitor).
+impl<T: OwnIoSource + ?Sized> OwnIoSource for std::sync::Arc<T> {
+    fn snapshot(&self) -> OwnIo {
+        (**self).snapshot()
+    }
+    fn in_flight_is_exact(&self) -> bool {
+        (**self).in_flight_is_exact()
+    }
+    fn bio_attribution(&self) -> Option<std::sync::Arc<super::cgroup_bios::BioAttribution>> {
+        (**self).bio_attribution()
+    }
+}
+
 /// Counters the scrubber (or any in-process BG worker) bumps around each
 /// request it issues; shared with the monitor through an `Arc`.
 #[derive(Debug, Default)]

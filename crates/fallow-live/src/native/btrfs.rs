@@ -67,11 +67,17 @@
 //! - **Own I/O**: a [`Gate`] over every member device (from
 //!   `/sys/fs/btrfs/<fsid>/devices/`), open from just before the start or
 //!   resume until the child has exited after the cancel.
-//! - **If fallow dies**: a slice's child keeps running (its own process
-//!   group) and the scrub finishes unthrottled; a cancelled scrub is
-//!   resumed by the guardian ([`NativeExecutor::release_actions`]: `btrfs
-//!   scrub resume MOUNT`, then the speed limits restored). A clean stop
-//!   (Ctrl-C) leaves it cancelled: `--resume` continues it.
+//! - **The brake** (issue 24): where every member has `scrub_speed_max`
+//!   and the event monitor tells the scrub's bios (queued by the `btrfs
+//!   scrub start` process) from FG ones, nothing of the above: the scrub
+//!   runs once, `scrub_speed_max` = [`BRAKE_BYTES_PER_S`] stops it at its
+//!   next submission when an FG bio comes or the driver waits, and the
+//!   user's value lifts it for a grant (`run_braked`). No cancel,
+//!   no re-read; the kernel leaks one submission group a second.
+//! - **If fallow dies**: the guardian brakes the scrub, cancels it and
+//!   writes back the user's own limits ([`NativeExecutor::release_actions`]);
+//!   it never resumes, so a user's cancel stands. A clean stop (Ctrl-C)
+//!   leaves it cancelled too: `--resume` continues it.
 
 use super::control::{Control, Job};
 use super::gate::Gate;
@@ -79,6 +85,7 @@ use super::{Kind, NativeConfig, NativeExecutor, NativeReport, NativeTarget};
 use crate::clock::monotonic_ns;
 use crate::driver::{BgExecutor, Step};
 use crate::error::{Error, Result};
+use crate::monitor::cgroup_bios::BioAttribution;
 use crate::monitor::StatSource;
 use crate::run::guardian::ReleaseAction;
 use crate::scrub::{Resume, TokenBucket};
@@ -89,7 +96,7 @@ use std::sync::Arc;
 /// The registry entry.
 pub const KIND: Kind = Kind {
     prefix: "btrfs",
-    summary: "btrfs scrub of a mounted file system: runs a slice per BG request, paused by `btrfs scrub cancel`, continued by `btrfs scrub resume`",
+    summary: "btrfs scrub of a mounted file system: paused within one submission by its scrub_speed_max (the brake) where the event monitor runs, else by `btrfs scrub cancel`/`resume` at chunk boundaries",
     open,
 };
 
@@ -105,6 +112,31 @@ pub const BOUNDARY_POLL_NS: u64 = 100_000_000;
 pub const BOUNDARY_LOOK_NS: u64 = 50_000_000;
 /// Longest a request waits for a chunk boundary after its slice, ns.
 const BOUNDARY_WAIT_MAX_NS: u64 = 120_000_000_000;
+
+/// The brake: the `scrub_speed_max` written while the device is busy,
+/// bytes/s. The kernel's throttle (fs/btrfs/scrub.c,
+/// `scrub_throttle_dev_io`) runs before each submission of a group of
+/// stripes (`SCRUB_STRIPES_PER_GROUP` × 64 KiB = 512 KiB; one 64 KiB
+/// stripe per call before Linux 6.6); a limit below 16 MiB/s gives one
+/// 1000 ms slice (`div` = 1) in which `limit` bytes may be sent, so a
+/// limit of 1 sends one group and sleeps to the slice's end: the scrub
+/// leaks at most one group per second and device. 0 would mean no limit.
+pub const BRAKE_BYTES_PER_S: u64 = 1;
+/// How often a lifted run looks for an FG bio, ns: the brake goes on
+/// within this of the FG's first bio.
+pub const BRAKE_POLL_NS: u64 = 1_000_000;
+/// How long a lifted run goes on before the driver looks again, when no
+/// FG bio comes, ns: the driver then consults the policy, as after any
+/// request (a request is a grant of idle time, not an amount of work).
+pub const BRAKE_SLICE_NS: u64 = 200_000_000;
+/// Longest the brake is held before the scrub is cancelled instead, ns:
+/// the brake leaks one submission group a second, 30 MB a minute, and a
+/// cancel costs at most the rest of a chunk read again on resume, so a
+/// long busy period (or a closed `--window`, at once) ends in a cancel.
+pub const BRAKE_HOLD_MAX_NS: u64 = 60_000_000_000;
+/// How often a lifted run reads the scrub's status for its rate and
+/// `--max-bytes`, ns (each read forks `btrfs scrub status`).
+const BRAKE_STATUS_NS: u64 = 1_000_000_000;
 
 /// Device extents `[start, end)` of device `devid` from the text of
 /// `btrfs inspect-internal dump-tree -t dev DEVICE` (an item line `key
@@ -288,8 +320,26 @@ pub struct Btrfs {
     max_bytes: Option<u64>,
     windows: crate::scrub::Windows,
     bucket: Option<TokenBucket>,
-    /// `scrub_speed_max` files and their values before fallow set them.
-    limits: Vec<(PathBuf, String)>,
+    /// Every member's `scrub_speed_max` and the user's value in it when
+    /// fallow opened the file system (restored at the end and by the
+    /// guardian).
+    speed_files: Vec<(PathBuf, String)>,
+    /// What a lifted brake writes to each: the `--max-rate` value, else
+    /// the user's own.
+    lift_values: Vec<String>,
+    /// The brake is on (the scrub sends one submission group per second).
+    braked: bool,
+    /// The scrub's bios, told apart by the `btrfs scrub start` process
+    /// on the event monitor.
+    bios: Arc<BioAttribution>,
+    /// Runs the brake stopped because an FG bio came.
+    brake_yields: u64,
+    /// When the brake went on, ns.
+    braked_since_ns: u64,
+    /// Brakes held so long that the scrub was cancelled instead.
+    brake_cancels: u64,
+    /// When the status was last read in a lifted run, ns.
+    status_read_ns: u64,
     rate_limit: Option<String>,
     status: ScrubStatus,
     base_scrubbed: u64,
@@ -422,7 +472,14 @@ impl Btrfs {
             max_bytes: cfg.max_bytes,
             windows: cfg.windows.clone(),
             bucket: None,
-            limits: Vec::new(),
+            speed_files: Vec::new(),
+            lift_values: Vec::new(),
+            braked: false,
+            bios: Arc::new(BioAttribution::of_processes()),
+            brake_yields: 0,
+            braked_since_ns: 0,
+            brake_cancels: 0,
+            status_read_ns: 0,
             rate_limit: None,
             base_scrubbed: if start_next {
                 0
@@ -460,8 +517,16 @@ impl Btrfs {
             // without the extents a run is only looked at when the driver pauses it
             b.extents = b.dev_extents(&sys, only).unwrap_or_default();
         }
+        // the user's limits, before anything is written
+        for id in b.ctl.list(&sys.join("devinfo")).unwrap_or_default() {
+            let f = sys.join("devinfo").join(id).join("scrub_speed_max");
+            if let Ok(v) = b.ctl.read(&f) {
+                b.lift_values.push(v.trim().to_string());
+                b.speed_files.push((f, v.trim().to_string()));
+            }
+        }
         if let Some(rate) = cfg.max_rate_bytes_per_s {
-            b.set_limit(rate, &sys)?;
+            b.set_limit(rate)?;
         }
         Ok(b)
     }
@@ -538,41 +603,148 @@ impl Btrfs {
 
     /// The rate ceiling: the kernel's per-device limit where it has one,
     /// else fallow's token bucket over the bytes btrfs reports.
-    fn set_limit(&mut self, rate: f64, sys: &Path) -> Result<()> {
-        let ids = self.ctl.list(&sys.join("devinfo")).unwrap_or_default();
-        let files: Vec<PathBuf> = ids
-            .iter()
-            .map(|id| sys.join("devinfo").join(id).join("scrub_speed_max"))
-            .filter(|f| self.ctl.read(f).is_ok())
-            .collect();
-        if files.is_empty() {
+    fn set_limit(&mut self, rate: f64) -> Result<()> {
+        if self.speed_files.is_empty() {
             self.bucket = Some(TokenBucket::new(rate, 64 << 20)?);
             self.rate_limit = Some(format!(
                 "fallow pacing at {rate:.0} bytes/s (this kernel has no scrub_speed_max)"
             ));
             return Ok(());
         }
-        let value = format!("{}", rate.round() as u64);
-        for f in files {
-            let old = self.ctl.read(&f)?.trim().to_string();
-            self.ctl.write(&f, &value)?;
-            self.limits.push((f, old));
+        // at least 2: 1 is the brake
+        let value = format!("{}", (rate.round() as u64).max(2));
+        for (f, _) in &self.speed_files {
+            self.ctl.write(f, &value)?;
         }
+        self.lift_values = vec![value.clone(); self.speed_files.len()];
         self.rate_limit = Some(format!(
             "btrfs scrub_speed_max = {value} bytes/s on each of {} devices",
-            self.limits.len()
+            self.speed_files.len()
         ));
         Ok(())
     }
 
+    /// The user's limits back (after the scrub is stopped).
     fn restore_limits(&mut self) -> Result<()> {
         let mut first = None;
-        for (f, old) in self.limits.drain(..) {
-            if let Err(e) = self.ctl.write(&f, &old) {
+        for (f, old) in &self.speed_files {
+            if let Err(e) = self.ctl.write(f, old) {
                 first.get_or_insert(e);
             }
         }
+        self.braked = false;
         first.map_or(Ok(()), Err)
+    }
+
+    /// Brake mode: every member has a `scrub_speed_max` and the event
+    /// monitor tells the scrub's bios from FG ones (one device; see
+    /// [`NativeExecutor::bio_attribution`]). Else cancel and resume.
+    fn brakes(&self) -> bool {
+        !self.speed_files.is_empty()
+            && self.speed_files.len() == self.devices.len()
+            && self.bios.attached()
+    }
+
+    /// Put the brake on: the scrub's next submission waits out the
+    /// kernel's 1 s throttle slice.
+    fn brake(&mut self) -> Result<()> {
+        for (f, _) in &self.speed_files {
+            self.ctl.write(f, &BRAKE_BYTES_PER_S.to_string())?;
+        }
+        if !self.braked {
+            self.braked_since_ns = monotonic_ns();
+        }
+        self.braked = true;
+        Ok(())
+    }
+
+    /// Lift it: the scrub goes on at the user's (or `--max-rate`'s)
+    /// limit once the throttle slice it sleeps in ends (≤ 1 s).
+    fn lift(&mut self) -> Result<()> {
+        for ((f, _), v) in self.speed_files.iter().zip(&self.lift_values) {
+            self.ctl.write(f, v)?;
+        }
+        self.braked = false;
+        Ok(())
+    }
+
+    /// A brake turned into a cancel (a long hold, a closed window): the
+    /// scrub stops resumable, and the knob goes back to the user's value
+    /// while nothing of fallow's runs (a scrub the user starts meanwhile is
+    /// not held at 1 byte/s).
+    fn cancel_braked(&mut self) -> Result<()> {
+        self.brake_cancels += 1;
+        self.cancel()?;
+        self.lift()
+    }
+
+    /// One BG request in brake mode: the brake lifted for a slice, or
+    /// until the first FG bio, when it goes on at once; the scrub is never
+    /// cancelled, so nothing is read twice.
+    fn run_braked(&mut self, size_bytes: u64) -> Result<Step> {
+        let fg0 = self.bios.counts().foreground_bios;
+        if self.job.is_none() {
+            let verb = if self.start_next { "start" } else { "resume" };
+            self.lift()?;
+            self.run_since_bytes = self.status.scrubbed_bytes();
+            let job = self
+                .ctl
+                .spawn("btrfs", &["scrub", verb, "-B", &self.mount])?;
+            if job.pid() != 0 {
+                // (a recorded job has none)
+                self.bios.set_pids(&[job.pid()]);
+            }
+            self.job = Some(job);
+            let now = monotonic_ns();
+            self.run_since_ns = Some(now);
+            self.status_read_ns = now;
+            if self.start_next {
+                self.start_next = false;
+                self.run_since_bytes = 0;
+                self.base_scrubbed = 0;
+            }
+        } else if self.braked {
+            self.lift()?;
+        }
+        let slice = self.slice_ns.unwrap_or(BRAKE_SLICE_NS);
+        let _ = size_bytes;
+        let t0 = monotonic_ns();
+        loop {
+            let job = self.job.as_mut().expect("started above");
+            if let Some(out) = job.wait_ns(BRAKE_POLL_NS)? {
+                self.stopped(out, false)?;
+                break;
+            }
+            if self.bios.counts().foreground_bios > fg0 {
+                self.brake()?;
+                self.brake_yields += 1;
+                break;
+            }
+            if monotonic_ns().saturating_sub(t0) >= slice {
+                break;
+            }
+        }
+        if self.finished {
+            return Ok(Step::Finished);
+        }
+        let now = monotonic_ns();
+        if now.saturating_sub(self.status_read_ns) >= BRAKE_STATUS_NS
+            || self.max_bytes.is_some()
+            || self.bucket.is_some()
+        {
+            self.status_read_ns = now;
+            self.refresh()?;
+            if let Some(t) = self.run_since_ns {
+                self.active_ns += now - t;
+                self.measure(now - t);
+                self.run_since_ns = Some(now);
+            }
+        }
+        if self.max_bytes.is_some_and(|m| self.run_bytes() >= m) {
+            self.cancel()?;
+            return Ok(Step::Finished);
+        }
+        Ok(Step::More)
     }
 
     /// Read the status again. While a scrub starts or stops, btrfs-progs
@@ -631,6 +803,13 @@ impl Btrfs {
         match self.status.state {
             ScrubState::Finished => self.finished = true,
             ScrubState::Aborted | ScrubState::Interrupted if cancelled => {}
+            // a cancel fallow did not issue: the user's, which stands
+            ScrubState::Aborted => {
+                return Err(Error::Unsupported(format!(
+                    "{}: the scrub was cancelled outside fallow (`btrfs scrub cancel`?); fallow does not resume it: `fallow scrub {} --resume` continues it",
+                    self.label, self.label
+                )))
+            }
             ref s => {
                 return Err(Error::Unsupported(format!(
                     "{}: the scrub stopped by itself (status {s:?}, `btrfs scrub` exit {:?}): {}",
@@ -721,6 +900,10 @@ impl BgExecutor for Btrfs {
     fn ready_in_ns(&mut self, size_bytes: u64, now_ns: u64) -> Result<u64> {
         let w = u64::from(self.windows.wait_now_s()) * 1_000_000_000;
         if w > 0 {
+            // outside the window: stopped, not braked (the brake leaks)
+            if self.job.is_some() && self.brakes() {
+                self.cancel_braked()?;
+            }
             return Ok(w);
         }
         Ok(match &mut self.bucket {
@@ -735,6 +918,9 @@ impl BgExecutor for Btrfs {
             return Ok(Step::Finished);
         }
         self.requests += 1;
+        if self.brakes() {
+            return self.run_braked(size_bytes);
+        }
         if self.job.is_none() {
             let verb = if self.start_next { "start" } else { "resume" };
             self.gate.open();
@@ -793,6 +979,17 @@ impl BgExecutor for Btrfs {
     }
 
     fn pause(&mut self) -> Result<()> {
+        if self.brakes() {
+            if self.job.is_some() && !self.braked {
+                self.brake()?;
+            } else if self.job.is_some()
+                && monotonic_ns().saturating_sub(self.braked_since_ns) >= BRAKE_HOLD_MAX_NS
+            {
+                // a long busy period: its leak would outgrow a chunk's re-read
+                self.cancel_braked()?;
+            }
+            return Ok(());
+        }
         self.cancel()
     }
 }
@@ -806,13 +1003,31 @@ impl NativeExecutor for Btrfs {
         self.gate.clone()
     }
 
+    fn bio_attribution(&self) -> Option<Arc<BioAttribution>> {
+        (!self.speed_files.is_empty()).then(|| self.bios.clone())
+    }
+
+    /// If fallow dies: brake (the scrub sends at most one more group
+    /// before it sleeps), cancel (exit 2, "not running", is done: a scrub
+    /// fallow had cancelled, or one the user cancelled), then the user's
+    /// limits back. Never a resume: a scrub runs only while fallow
+    /// watches it, and a user's cancel stands (`--resume` continues).
     fn release_actions(&self) -> Vec<ReleaseAction> {
-        let mut v = vec![ReleaseAction::Exec {
-            argv: ["btrfs", "scrub", "resume", self.mount.as_str()]
+        let mut v: Vec<ReleaseAction> = self
+            .speed_files
+            .iter()
+            .map(|(f, _)| ReleaseAction::Write {
+                path: self.ctl.resolve(f),
+                text: BRAKE_BYTES_PER_S.to_string(),
+            })
+            .collect();
+        v.push(ReleaseAction::Exec {
+            argv: ["btrfs", "scrub", "cancel", self.mount.as_str()]
                 .map(String::from)
                 .to_vec(),
-        }];
-        for (f, old) in &self.limits {
+            ok_codes: vec![2],
+        });
+        for (f, old) in &self.speed_files {
             v.push(ReleaseAction::Write {
                 path: self.ctl.resolve(f),
                 text: old.clone(),
@@ -847,6 +1062,10 @@ impl NativeExecutor for Btrfs {
         );
         native.insert("fallow_boundary_looks".into(), self.boundary_looks);
         native.insert("fallow_time_looks".into(), self.time_looks);
+        native.insert("fallow_brake_yields".into(), self.brake_yields);
+        native.insert("fallow_brake_cancels".into(), self.brake_cancels);
+        let c = self.bios.counts();
+        native.insert("fallow_scrub_bios".into(), c.command_bios);
         Ok(NativeReport {
             target: self.label.clone(),
             kind: "btrfs".into(),
@@ -1255,6 +1474,80 @@ device tree key (DEV_TREE ROOT_ITEM 0)
         assert!(e.contains("absolute"), "{e}");
     }
 
+    /// Issue 24, the brake: with the scrub's bios told apart (the event
+    /// monitor attached), a request lifts `scrub_speed_max` to the user's
+    /// value, an FG bio puts it to 1 at once and ends the request,
+    /// `pause` keeps it braked without a cancel, the next request lifts it
+    /// again; the scrub is started once and cancelled only
+    /// at the end, when the user's value is back.
+    #[test]
+    fn the_brake_holds_the_scrub_on_an_fg_bio_without_a_cancel() {
+        let never = format!("UUID: {UUID}\n\tno stats available\n");
+        let (d, c) = recorded(&never);
+        let f = d
+            .path()
+            .join(format!("sys/fs/btrfs/{UUID}/devinfo/1/scrub_speed_max"));
+        std::fs::write(&f, "25000000\n").unwrap(); // the user's own limit
+        let cfg = NativeConfig {
+            slice_ns: Some(SLICE_MIN_NS),
+            ..NativeConfig::default()
+        };
+        let mut b = Btrfs::open(&target(), &cfg, c.clone()).unwrap();
+        assert!(!b.brakes(), "no brake before the monitor attributes bios");
+        b.bios.attach();
+        assert!(b.brakes());
+        c.on_spawn(
+            "btrfs scrub start -B /mnt",
+            [RecordedJob {
+                waits: u32::MAX,
+                output: Output::new(0, ""),
+                until: Some("btrfs scrub cancel /mnt".into()),
+            }],
+        );
+        c.on_run("btrfs scrub cancel /mnt", [Output::new(0, "")]);
+        let speed = || std::fs::read_to_string(&f).unwrap().trim().to_string();
+        // a request with no FG: lifted for its slice
+        assert_eq!(b.run_one(1 << 20).unwrap(), Step::More);
+        assert_eq!(speed(), "25000000");
+        // an FG bio (another process) during a long request: braked at once
+        b.slice_ns = Some(SLICE_MAX_NS);
+        let bios = b.bios.clone();
+        let fg = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            bios.count(0, 4242, false, false, 8, monotonic_ns());
+        });
+        let t0 = monotonic_ns();
+        assert_eq!(b.run_one(1 << 20).unwrap(), Step::More);
+        fg.join().unwrap();
+        assert!(
+            monotonic_ns() - t0 < SLICE_MAX_NS / 2,
+            "the FG bio did not end it"
+        );
+        assert_eq!(speed(), "1");
+        assert_eq!(b.brake_yields, 1);
+        // the driver waits: still braked, no cancel
+        b.pause().unwrap();
+        assert_eq!(speed(), "1");
+        b.slice_ns = Some(SLICE_MIN_NS);
+        b.run_one(1 << 20).unwrap();
+        assert_eq!(speed(), "25000000");
+        let log = c.log();
+        assert_eq!(
+            log.iter().filter(|l| l.starts_with("spawn")).count(),
+            1,
+            "{log:?}"
+        );
+        assert!(!log.iter().any(|l| l.contains("scrub cancel")), "{log:?}");
+        // the end: cancelled, the user's value back
+        c.on_run(
+            "btrfs scrub status -R /mnt",
+            [Output::new(0, &status("aborted", 2 << 20))],
+        );
+        b.finish().unwrap();
+        assert_eq!(speed(), "25000000");
+        assert!(c.log().iter().any(|l| l == "run btrfs scrub cancel /mnt"));
+    }
+
     #[test]
     fn max_rate_sets_the_kernel_limit_and_the_guardian_restores_it() {
         let never = format!("UUID: {UUID}\n\tno stats available\n");
@@ -1269,24 +1562,30 @@ device tree key (DEV_TREE ROOT_ITEM 0)
             .join(format!("sys/fs/btrfs/{UUID}/devinfo/1/scrub_speed_max"));
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "50000000");
         assert!(b.rate_limit.as_deref().unwrap().contains("scrub_speed_max"));
+        // if fallow dies: brake, cancel ("not running" is done), the
+        // user's limit back; never a resume (issue 24)
         let rel = b.release_actions();
         assert_eq!(
-            rel[0],
-            ReleaseAction::Exec {
-                argv: vec![
-                    "btrfs".into(),
-                    "scrub".into(),
-                    "resume".into(),
-                    "/mnt".into()
-                ]
-            }
-        );
-        assert_eq!(
-            rel[1],
-            ReleaseAction::Write {
-                path: f.clone(),
-                text: "0".into()
-            }
+            rel,
+            vec![
+                ReleaseAction::Write {
+                    path: f.clone(),
+                    text: "1".into()
+                },
+                ReleaseAction::Exec {
+                    argv: vec![
+                        "btrfs".into(),
+                        "scrub".into(),
+                        "cancel".into(),
+                        "/mnt".into()
+                    ],
+                    ok_codes: vec![2],
+                },
+                ReleaseAction::Write {
+                    path: f.clone(),
+                    text: "0".into()
+                },
+            ]
         );
         b.finish().unwrap();
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "0");

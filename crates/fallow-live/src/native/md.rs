@@ -300,11 +300,34 @@ impl Md {
         let chunk_bytes = number("chunk_size")?;
         // raid1 has no chunks: any sector will do
         let chunk_sectors = (chunk_bytes / SECTOR_BYTES).max(1);
-        let total_sectors = number("component_size")?
-            .checked_mul(2)
-            .ok_or_else(|| parse_err("component_size", "too large".into()))?;
+        // The check's total, in the units of sync_min/sync_max and of
+        // sync_completed (md.c `sync_completed_show` prints
+        // `resync_max_sectors` for a sync or check; `md_do_sync` runs from
+        // 0 to it): the member size for raid1/4/5/6 (raid1.c, raid5.c run:
+        // `resync_max_sectors = dev_sectors`), but the array's size for
+        // raid10, whose resync walks the array's address space (raid10.c
+        // `raid10_run`: `size = raid10_size(mddev, 0, 0);
+        // md_set_array_sectors(mddev, size); mddev->resync_max_sectors =
+        // size`), which `/sys/block/mdX/size` shows in sectors. Member
+        // size × 2 there made a 4-disk raid10 stop at its first window
+        // ("the array now has N sectors to check") (issue 24).
+        let level = read("level")?.trim().to_string();
+        let (total_file, total_sectors) = if level == "raid10" {
+            let f = format!("/sys/block/{name}/size");
+            let t = ctl.read(Path::new(&f))?;
+            let n = t.trim().parse::<u64>().map_err(|_| Error::Parse {
+                path: ctl.resolve(Path::new(&f)),
+                message: format!("`{}` is not a number of sectors", t.trim()),
+            })?;
+            ("size", n)
+        } else {
+            let n = number("component_size")?
+                .checked_mul(2)
+                .ok_or_else(|| parse_err("component_size", "too large".into()))?;
+            ("component_size", n)
+        };
         if total_sectors == 0 {
-            return Err(parse_err("component_size", "the array has no size".into()));
+            return Err(parse_err(total_file, "the array has no size".into()));
         }
         let user_min = read("sync_min")?.trim().to_string();
         let user_max = read("sync_max")?.trim().to_string();
@@ -658,6 +681,7 @@ echo "$2" > sync_min && echo "$3" > sync_max || exit 1
                 self.user_max.clone(),
                 self.user_speed_max.clone().unwrap_or_default(),
             ],
+            ok_codes: vec![],
         }]
     }
 

@@ -273,6 +273,14 @@ pub trait NativeExecutor: BgExecutor + Send {
     /// [`GateIo`] per device from it.
     fn gate(&self) -> Arc<Gate>;
 
+    /// The job's bios as the event-driven monitor can tell them apart (by
+    /// the process that queues them: a btrfs scrub's `btrfs scrub start`),
+    /// for a job on one device; with it the monitor sees FG bios while the
+    /// job runs, and the gate stays closed. `None`: the gate only.
+    fn bio_attribution(&self) -> Option<Arc<crate::monitor::cgroup_bios::BioAttribution>> {
+        None
+    }
+
     /// What the guardian must do if fallow dies before
     /// [`NativeExecutor::finish`] (resume a cancelled scrub, restore a
     /// speed limit).

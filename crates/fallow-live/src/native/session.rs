@@ -8,6 +8,7 @@ use super::{NativeConfig, NativeExecutor, NativeReport, NativeTarget};
 use crate::combine;
 use crate::driver::{DriveObserver, DriveReport, Driver, DriverConfig};
 use crate::error::{Error, Result};
+use crate::monitor::cgroup_bios::CommandIo;
 use crate::monitor::{Monitor, MonitorConfig, MonitorStats, OwnIoSource, SharedStats, StatSource};
 use crate::progress::{Progress, ProgressProbe, Publishing};
 use crate::run::guardian::{Guardian, GuardianSpec};
@@ -149,9 +150,19 @@ impl NativeSession {
             interval_ns: cfg.interval_ns,
         };
         let gate = exec.gate();
+        // one device: the job's bios may be told apart by process (one
+        // attribution counts the bios of every device it is given, so it
+        // is offered only where there is one)
+        let bios = exec
+            .bio_attribution()
+            .filter(|_| gate.ios().len() == 1 && matches!(cfg.watch, Watch::Auto));
         let start = |io: Arc<super::GateIo>| {
             let src = io.source().clone();
-            Monitor::start(&src, vec![io as Arc<dyn OwnIoSource>], mcfg)
+            let own: Arc<dyn OwnIoSource> = match &bios {
+                Some(b) => Arc::new(CommandIo::with_attribution(b.clone(), Box::new(io))),
+                None => io,
+            };
+            Monitor::start(&src, vec![own], mcfg)
         };
         match &cfg.watch {
             Watch::None => Ok(Monitor::without_device()),

@@ -674,6 +674,7 @@ impl NativeExecutor for Zfs {
                 self.zpool.clone(),
                 self.pool.clone(),
             ],
+            ok_codes: vec![],
         }]
     }
 

@@ -325,15 +325,21 @@ const WRAPPERS: [&str; 9] = [
 ];
 
 /// For a command whose work runs in the kernel (`btrfs scrub`, `zpool
-/// scrub`, `mdadm --action=check`, `fstrim`), why freezing it cannot pause
-/// that work and what can: `btrfs scrub runs in the kernel: use `fallow
-/// scrub btrfs:/mnt``. `None` for any other command. Wrappers in front
-/// (`sudo`, `nice -n 5`, `ionice -c 3`) are looked through.
+/// scrub`, `mdadm --action=check` or `check` written to an md array's
+/// `sync_action`, `fstrim`), why freezing it cannot pause that work and
+/// the exact native command that can: `btrfs scrub runs in the kernel,
+/// which freezing `btrfs` does not pause: use `fallow scrub btrfs:/mnt``.
+/// `None` for any other command. Wrappers in front (`sudo`, `nice -n 5`,
+/// `ionice -c 3`) are looked through; a shell's script (`sh -c "echo check
+/// > /sys/block/md0/md/sync_action"`) is looked into for md's file.
 pub fn native_alternative(argv: &[OsString]) -> Option<String> {
     let words: Vec<String> = argv
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    if let Some(m) = md_sync_action(&words) {
+        return Some(m);
+    }
     let base = |w: &str| {
         Path::new(w)
             .file_name()
@@ -363,8 +369,9 @@ pub fn native_alternative(argv: &[OsString]) -> Option<String> {
     let last = operands.last().copied();
     match tool.as_str() {
         "btrfs" if has("scrub") && (has("start") || has("resume")) => Some(format!(
-            "btrfs scrub runs in the kernel, which freezing `btrfs` does not pause: use `fallow scrub btrfs:{}`",
-            last.filter(|w| !["scrub", "start", "resume"].contains(w)).unwrap_or("MOUNT")
+            "btrfs scrub runs in the kernel, which freezing `btrfs` does not pause: use `fallow scrub btrfs:{}{}`",
+            last.filter(|w| !["scrub", "start", "resume"].contains(w)).unwrap_or("MOUNT"),
+            if has("resume") { " --resume" } else { "" }
         )),
         "zpool" if has("scrub") => Some(format!(
             "a ZFS scrub runs in the kernel, which freezing `zpool` does not pause: use `fallow scrub zfs:{}`",
@@ -380,10 +387,35 @@ pub fn native_alternative(argv: &[OsString]) -> Option<String> {
         )),
         "fstrim" => Some(format!(
             "fstrim trims in one FITRIM ioctl in the kernel, which freezing `fstrim` does not pause: use `fallow trim {}` (FITRIM by ranges)",
-            last.unwrap_or("MOUNT")
+            last.filter(|w| w.starts_with('/')).unwrap_or("MOUNT")
         )),
         _ => None,
     }
+}
+
+/// `check` or `repair` written to `/sys/…/mdX/md/sync_action`, by any
+/// command (`sh -c "echo check > …"`, `tee …`): the array and the action.
+fn md_sync_action(words: &[String]) -> Option<String> {
+    let text = words.join(" ");
+    let at = text.find("/md/sync_action")?;
+    // the array's name: the path component before `/md/sync_action`
+    let before = &text[..at];
+    let name = before.rsplit('/').next().filter(|n| n.starts_with("md"))?;
+    let action = if text.contains("repair") {
+        "repair"
+    } else if text.contains("check") || words.first().is_some_and(|w| w.ends_with("tee")) {
+        "check"
+    } else {
+        return None; // `idle`, `frozen`: nothing runs
+    };
+    let flag = if action == "repair" {
+        " --action repair"
+    } else {
+        ""
+    };
+    Some(format!(
+        "an md {action} runs in a kernel thread, which freezing the command that started it does not pause: use `fallow scrub md:/dev/{name}{flag}`"
+    ))
 }
 
 #[cfg(test)]
@@ -528,7 +560,7 @@ mod tests {
             .ends_with("`fallow scrub btrfs:/mnt/data`"));
         assert!(h("sudo ionice -c 3 /usr/bin/btrfs scrub resume -B /srv")
             .unwrap()
-            .ends_with("`fallow scrub btrfs:/srv`"));
+            .ends_with("`fallow scrub btrfs:/srv --resume`"));
         assert!(h("zpool scrub -w tank")
             .unwrap()
             .ends_with("`fallow scrub zfs:tank`"));
@@ -538,6 +570,39 @@ mod tests {
         assert!(h("fstrim -v /home")
             .unwrap()
             .contains("`fallow trim /home`"));
+        // issue 24: the exact command, with --resume for a resume, and
+        // md's sync_action written by a shell or tee
+        assert!(h("btrfs scrub resume -B /srv")
+            .unwrap()
+            .ends_with("`fallow scrub btrfs:/srv --resume`"));
+        let md = native_alternative(&[
+            OsString::from("sh"),
+            OsString::from("-c"),
+            OsString::from("echo check > /sys/block/md0/md/sync_action"),
+        ])
+        .unwrap();
+        assert!(md.ends_with("`fallow scrub md:/dev/md0`"), "{md}");
+        assert!(h("tee /sys/devices/virtual/block/md127/md/sync_action")
+            .unwrap()
+            .ends_with("`fallow scrub md:/dev/md127`"));
+        let repair = native_alternative(&[
+            OsString::from("sh"),
+            OsString::from("-c"),
+            OsString::from("echo repair >/sys/block/md1/md/sync_action"),
+        ])
+        .unwrap();
+        assert!(
+            repair.ends_with("`fallow scrub md:/dev/md1 --action repair`"),
+            "{repair}"
+        );
+        assert_eq!(
+            native_alternative(&[
+                OsString::from("sh"),
+                OsString::from("-c"),
+                OsString::from("echo idle > /sys/block/md0/md/sync_action"),
+            ]),
+            None
+        );
         for other in [
             "rsync -a /btrfs/ /backup/",
             "btrfs balance start /mnt",

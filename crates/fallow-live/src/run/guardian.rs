@@ -52,10 +52,15 @@ pub struct GuardianSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReleaseAction {
-    /// Run a command to its end (`["btrfs", "scrub", "resume", "/mnt"]`).
+    /// Run a command to its end (`["btrfs", "scrub", "cancel", "/mnt"]`).
     Exec {
         /// Program and arguments.
         argv: Vec<String>,
+        /// Exit codes besides 0 that also mean done, not retried (`btrfs
+        /// scrub cancel` exits 2 when no scrub runs: nothing to stop, and
+        /// a retry could stop a scrub the user starts meanwhile).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ok_codes: Vec<i32>,
     },
     /// Write `text` to the file `path` (a sysfs attribute).
     Write {
@@ -81,7 +86,7 @@ impl ReleaseAction {
     /// Do it; what went wrong, in words.
     pub fn perform(&self) -> std::result::Result<(), String> {
         match self {
-            ReleaseAction::Exec { argv } => {
+            ReleaseAction::Exec { argv, ok_codes } => {
                 let Some((program, args)) = argv.split_first() else {
                     return Err("an empty command".into());
                 };
@@ -90,7 +95,8 @@ impl ReleaseAction {
                     .stdin(Stdio::null())
                     .output()
                     .map_err(|e| format!("cannot run `{}`: {e}", argv.join(" ")))?;
-                if out.status.success() {
+                if out.status.success() || out.status.code().is_some_and(|c| ok_codes.contains(&c))
+                {
                     Ok(())
                 } else {
                     Err(format!(
@@ -465,6 +471,39 @@ mod tests {
         assert_eq!(st.code(), Some(3), "{st:?} {:?}", st.signal());
     }
 
+    /// `btrfs scrub cancel` exits 2 when nothing runs: with `ok_codes` that
+    /// is done at the first attempt, not retried (a retry for 60 s could
+    /// cancel a scrub the user starts meanwhile); other codes still fail.
+    #[test]
+    fn an_exit_code_named_ok_is_done_and_not_retried() {
+        let exit = |code: i32, ok: Vec<i32>| ReleaseAction::Exec {
+            argv: vec!["sh".into(), "-c".into(), format!("exit {code}")],
+            ok_codes: ok,
+        };
+        let spec = GuardianSpec {
+            kind: FreezerKind::Signal,
+            control: None,
+            cgroups: vec![],
+            release: vec![exit(2, vec![2]), exit(3, vec![2])],
+        };
+        let quick = Retry {
+            first_ms: 10,
+            max_ms: 10,
+            total_ms: 30,
+        };
+        let r = guard_with(&b""[..], &spec, &AtomicBool::new(false), 10, quick);
+        assert_eq!(r.released, spec.release[..1]);
+        assert!(r.retried.is_empty(), "{r:?}");
+        assert_eq!(r.errors.len(), 1, "{r:?}");
+        assert!(r.errors[0].contains("exit 3"), "{r:?}");
+        // the field is left out of the argument when empty (older guardians)
+        assert!(!exit(0, vec![]).to_arg().contains("ok_codes"));
+        assert_eq!(
+            ReleaseAction::from_arg(&spec.release[0].to_arg()).unwrap(),
+            spec.release[0]
+        );
+    }
+
     #[test]
     fn release_actions_round_trip_and_run_when_fallow_is_gone() {
         let d = tempfile::tempdir().unwrap();
@@ -481,9 +520,11 @@ mod tests {
                 },
                 ReleaseAction::Exec {
                     argv: vec!["touch".into(), mark.display().to_string()],
+                    ok_codes: vec![],
                 },
                 ReleaseAction::Exec {
                     argv: vec!["false".into()],
+                    ok_codes: vec![],
                 },
             ],
         };
@@ -553,6 +594,7 @@ mod tests {
             release: vec![
                 ReleaseAction::Exec {
                     argv: vec!["sh".into(), "-c".into(), script],
+                    ok_codes: vec![],
                 },
                 ReleaseAction::Write {
                     path: after.clone(),
