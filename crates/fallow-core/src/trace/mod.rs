@@ -343,7 +343,9 @@ pub struct DeviceCount {
     /// Requests on that device.
     pub requests: u64,
     /// `host:disk` for an MSR file with several hosts, `major,minor` for a
-    /// blkparse trace (absent otherwise, so other summaries are unchanged).
+    /// trace of Linux device numbers (blkparse, blktrace, bpftrace), the
+    /// disk's name for biosnoop (`sda`); absent otherwise, so other
+    /// summaries are unchanged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
@@ -366,8 +368,9 @@ pub fn device_label(devices: &[DeviceCount], id: u32) -> String {
 
 /// A device as the user names it: an id (`0`), a Linux `major,minor`
 /// (`8,16`, the id `major << 20 | minor` blkparse traces use, see
-/// [`devnum`]), or an MSR `host:disk` (`hm:0`). A number in a file with
-/// several MSR hosts means the disk of that number when only one host has it.
+/// [`devnum`]), an MSR `host:disk` (`hm:0`), or a disk's name as the trace
+/// gives it (biosnoop's `sda`). A number in a file with several MSR hosts
+/// means the disk of that number when only one host has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceSel {
     /// A device id, or a disk number.
@@ -379,6 +382,8 @@ pub enum DeviceSel {
         /// Disk number.
         disk: u32,
     },
+    /// A device's name as the trace gives it (biosnoop's DISK column).
+    Label(String),
 }
 
 impl FromStr for DeviceSel {
@@ -389,7 +394,7 @@ impl FromStr for DeviceSel {
             Error::invalid(
                 "device",
                 format!(
-                    "`{}` is neither a device id (`0`), a `major,minor` (`8,16`) nor an MSR `host:disk` (`hm:0`)",
+                    "`{}` is neither a device id (`0`), a `major,minor` (`8,16`), an MSR `host:disk` (`hm:0`) nor a disk's name (`sda`)",
                     lines::escape_controls(t)
                 ),
             )
@@ -407,7 +412,18 @@ impl FromStr for DeviceSel {
                 disk: disk.parse().map_err(|_| bad())?,
             }),
             Some(_) => Err(bad()),
-            None => t.parse().map(DeviceSel::Id).map_err(|_| bad()),
+            None => match t.parse() {
+                Ok(id) => Ok(DeviceSel::Id(id)),
+                // A name starts with a letter (`sda`, `nvme0n1`); anything
+                // else that is not a number is a typo of one.
+                Err(_)
+                    if t.starts_with(|c: char| c.is_ascii_alphabetic())
+                        && !t.contains(char::is_whitespace) =>
+                {
+                    Ok(DeviceSel::Label(t.to_string()))
+                }
+                Err(_) => Err(bad()),
+            },
         }
     }
 }
@@ -417,6 +433,7 @@ impl std::fmt::Display for DeviceSel {
         match self {
             DeviceSel::Id(id) => write!(f, "{id}"),
             DeviceSel::Name { host, disk } => write!(f, "{host}:{disk}"),
+            DeviceSel::Label(name) => f.write_str(name),
         }
     }
 }
@@ -519,13 +536,14 @@ impl Trace {
     }
     /// Time from the first arrival to the last arrival or completion, ns.
     pub fn span_ns(&self) -> u64 {
+        let first_arrival = self.arrival_ns.first().copied().unwrap_or(0);
         let last_arrival = self.arrival_ns.last().copied().unwrap_or(0);
         let last_completion = self
             .completion_ns
             .as_ref()
             .and_then(|c| c.iter().copied().max())
             .unwrap_or(0);
-        last_arrival.max(last_completion)
+        last_arrival.max(last_completion) - first_arrival
     }
 
     /// Devices in the trace with their request counts, by id; named
@@ -549,7 +567,17 @@ impl Trace {
     /// Whether devices are shown by name rather than id: MSR files of
     /// several hosts, traces of Linux device numbers (also once converted).
     fn named_devices(&self) -> bool {
-        self.report.hosts.len() > 1 || self.numbers_devices()
+        self.report.hosts.len() > 1 || self.numbers_devices() || self.names_disks()
+    }
+
+    /// Whether the trace's `hosts` are disk names (biosnoop's DISK column,
+    /// also once converted) rather than MSR hostnames.
+    fn names_disks(&self) -> bool {
+        !self.report.hosts.is_empty()
+            && [self.report.format, self.report.source_format]
+                .iter()
+                .flatten()
+                .any(|&f| f == Format::Biosnoop)
     }
 
     fn numbers_devices(&self) -> bool {
@@ -566,6 +594,9 @@ impl Trace {
             return Some(devnum::format(id));
         }
         let host = self.report.hosts.get((id >> MSR_DISK_BITS) as usize)?;
+        if self.names_disks() {
+            return Some(host.clone());
+        }
         Some(format!("{host}:{}", id & ((1 << MSR_DISK_BITS) - 1)))
     }
 
@@ -580,6 +611,16 @@ impl Trace {
             available: self.device_list(),
         };
         match sel {
+            DeviceSel::Label(name) => devices
+                .iter()
+                .find(|d| d.name.as_deref() == Some(name.as_str()))
+                .map(|d| d.id)
+                .ok_or_else(|| missing(name.clone())),
+            DeviceSel::Id(n) if self.names_disks() => devices
+                .iter()
+                .find(|d| d.id == *n)
+                .map(|d| d.id)
+                .ok_or_else(|| missing(n.to_string())),
             DeviceSel::Id(n) if self.report.hosts.len() > 1 => {
                 let disk_mask = (1 << MSR_DISK_BITS) - 1;
                 let same_disk: Vec<&DeviceCount> =
@@ -626,7 +667,11 @@ impl Trace {
             .join(", ")
     }
 
-    /// The requests of one device, as a trace of their own (time zero kept).
+    /// The requests of one device, as a trace of their own: the same
+    /// trace a file holding only them gives, so its time zero is the
+    /// device's first arrival (`origin_ns` moves with it, so absolute
+    /// times are kept). Spans, utilisation and throughput are then the
+    /// device's own, not measured from another device's first request.
     pub fn select_device(&self, id: u32) -> Result<Trace> {
         let keep: Vec<usize> = (0..self.len()).filter(|&i| self.device[i] == id).collect();
         if keep.is_empty() {
@@ -640,7 +685,20 @@ impl Trace {
                 available: self.device_list(),
             });
         }
-        Ok(self.take(&keep))
+        let mut one = self.take(&keep);
+        let zero = one.arrival_ns[0];
+        if zero > 0 {
+            for a in &mut one.arrival_ns {
+                *a -= zero;
+            }
+            // A completion never precedes its arrival (the builder's rule),
+            // so none goes below the new zero.
+            for c in one.completion_ns.iter_mut().flatten() {
+                *c -= zero;
+            }
+            one.report.origin_ns = one.report.origin_ns.saturating_add(zero);
+        }
+        Ok(one)
     }
 
     /// A new trace of the rows at `idx` (in that order).
