@@ -73,7 +73,8 @@ pub struct EnergyArgs {
         long,
         value_name = "F,F,…",
         value_delimiter = ',',
-        conflicts_with = "peers"
+        conflicts_with = "peers",
+        value_parser = crate::args::parse_fraction
     )]
     pub local_fraction: Vec<f64>,
 
@@ -84,7 +85,7 @@ pub struct EnergyArgs {
     pub peers: Option<u32>,
 
     /// Probability that one peer holds a file in memory.
-    #[arg(long, value_name = "P", default_value_t = 0.1, requires = "peers")]
+    #[arg(long, value_name = "P", default_value_t = 0.1, requires = "peers", value_parser = crate::args::parse_fraction)]
     pub peer_prob: f64,
 
     /// Probability for the files under a path prefix (file-level traces):
@@ -128,7 +129,7 @@ pub struct EnergyArgs {
 
     /// Largest slowdown of a transfer by contention, drawn uniformly per
     /// request (0.2 = up to 20 %).
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.2)]
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.2, value_parser = crate::args::parse_fraction)]
     pub net_contention: f64,
 
     /// BG work to fit into the time the disk spins anyway (never waking
