@@ -53,8 +53,12 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
 pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
-        Ok(v) => Err(format!("`{s}` ({v}) is not a fraction from 0 to 1 (0.2 is 20 %)")),
-        Err(_) => Err(format!("`{s}` is not a number; give a fraction from 0 to 1")),
+        Ok(v) => Err(format!(
+            "`{s}` ({v}) is not a fraction from 0 to 1 (0.2 is 20 %)"
+        )),
+        Err(_) => Err(format!(
+            "`{s}` is not a number; give a fraction from 0 to 1"
+        )),
     }
 }
 

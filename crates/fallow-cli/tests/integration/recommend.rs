@@ -42,7 +42,11 @@ fn the_ranking_is_sorted_and_its_top_spec_meets_the_budget() {
     // higher one ranks above it only with a lower added delay
     let tol = v["throughput_tolerance"].as_f64().unwrap();
     assert_eq!(tol, 0.01);
-    let delay = |i: usize| ranking[i]["best"]["fg_mean_added_delay_s"].as_f64().unwrap();
+    let delay = |i: usize| {
+        ranking[i]["best"]["fg_mean_added_delay_s"]
+            .as_f64()
+            .unwrap()
+    };
     for i in 0..feasible {
         for j in i + 1..feasible {
             let (a, b) = (tps[i].unwrap(), tps[j].unwrap());
@@ -160,7 +164,10 @@ fn every_entry_reproduces_and_a_policy_that_never_learned_says_so() {
     };
     let (bb, fw) = (find("busy-bee"), find("fixed-wait"));
     assert_eq!(ranking[bb]["never_learned"], "fixed-wait");
-    assert!(ranking[bb]["reason"].as_str().unwrap().contains("never finished learning"));
+    assert!(ranking[bb]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("never finished learning"));
     if ranking[bb]["rank"].as_u64() > Some(0) {
         assert!(bb > fw, "busy-bee {bb} above fixed-wait {fw}");
     }
@@ -177,17 +184,21 @@ fn every_entry_reproduces_and_a_policy_that_never_learned_says_so() {
             .iter()
             .map(|x| x.as_str().unwrap().to_string())
             .collect();
-        assert!(r["reproduce"].as_str().unwrap().starts_with("fallow simulate "));
-        let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
-        a.push("--json");
+        assert!(r["reproduce"]
+            .as_str()
+            .unwrap()
+            .starts_with("fallow simulate "));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
         let s = json(&a);
         assert_eq!(
             s["bg"]["throughput_bytes_per_s"], best["bg_throughput_bytes_per_s"],
-            "{}", r["policy"]
+            "{}",
+            r["policy"]
         );
         assert_eq!(
             s["fg"]["mean_added_delay_s"], best["fg_mean_added_delay_s"],
-            "{}", r["policy"]
+            "{}",
+            r["policy"]
         );
         if r["policy"] == "adaptive-size" && r["rank"].as_u64() > Some(0) {
             let mean = s["bg"]["bytes"].as_f64().unwrap() / s["bg"]["completed"].as_f64().unwrap();

@@ -333,7 +333,12 @@ mod tests {
 
     #[test]
     fn service_times_are_bounded() {
-        for spec in ["const:1e19ns", "exp:2h", "lognormal:3601s,cv=2", "const:1e300s"] {
+        for spec in [
+            "const:1e19ns",
+            "exp:2h",
+            "lognormal:3601s,cv=2",
+            "const:1e300s",
+        ] {
             let e = spec.parse::<ServiceModel>().unwrap_err().to_string();
             assert!(e.contains("maximum"), "{spec}: {e}");
         }

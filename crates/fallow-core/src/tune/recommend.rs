@@ -402,7 +402,10 @@ pub fn recommend(
 /// [`THROUGHPUT_TOLERANCE`] of the best one left: one pass, first to last.
 fn within_tolerance_by_delay(ranked: &mut [(String, Option<Choice>)]) {
     let tp = |c: &Option<Choice>| c.as_ref().map_or(0.0, |c| c.bg_throughput_bytes_per_s);
-    let delay = |c: &Option<Choice>| c.as_ref().map_or(f64::INFINITY, |c| c.fg_mean_added_delay_s);
+    let delay = |c: &Option<Choice>| {
+        c.as_ref()
+            .map_or(f64::INFINITY, |c| c.fg_mean_added_delay_s)
+    };
     for i in 0..ranked.len() {
         // the best throughput left is the first: the slice is sorted by it
         let floor = tp(&ranked[i].1) * (1.0 - THROUGHPUT_TOLERANCE);

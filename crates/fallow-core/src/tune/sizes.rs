@@ -67,7 +67,9 @@ pub fn parse_sizes(s: &str) -> Result<Vec<u64>> {
                     .ok_or_else(|| bad(format!("`{n}` is not a count of sizes")))
                     .and_then(|n| {
                         if n > MAX_SIZES {
-                            Err(bad(format!("{n} sizes are more than the {MAX_SIZES} allowed")))
+                            Err(bad(format!(
+                                "{n} sizes are more than the {MAX_SIZES} allowed"
+                            )))
                         } else {
                             Ok(n)
                         }
@@ -102,8 +104,15 @@ mod tests {
     #[test]
     fn a_count_of_sizes_is_bounded() {
         assert!(parse_sizes("4KiB..1MiB/1000").is_ok());
-        for n in ["1001", "1000000000", "18446744073709551615", "99999999999999999999999"] {
-            let e = parse_sizes(&format!("4KiB..1MiB/{n}")).unwrap_err().to_string();
+        for n in [
+            "1001",
+            "1000000000",
+            "18446744073709551615",
+            "99999999999999999999999",
+        ] {
+            let e = parse_sizes(&format!("4KiB..1MiB/{n}"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("sizes"), "{e}");
         }
     }
