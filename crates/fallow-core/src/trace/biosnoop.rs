@@ -25,7 +25,6 @@
 use super::latency::{push_all, Logged};
 use super::lines::{for_each_line, parse_time_ns, parse_u64, show, split_ws, trim};
 use super::reader::{Completions, Head, ReaderEntry, Sniff};
-use super::MSR_DISK_BITS;
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
 use std::io::BufRead;
@@ -100,7 +99,7 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
         } else {
             latest_ns = rec.completion_ns;
         }
-        let device = match disk_id(ctx, rec.disk) {
+        let device = match ctx.named_device(rec.disk, "DISK") {
             Ok(d) => d,
             Err((field, msg)) => return ctx.bad(loc, field, msg),
         };
@@ -121,40 +120,6 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
     })?;
     push_all(ctx, logged)
 }
-
-/// The device id of the disk named `disk`: its index among the file's
-/// disks (in order of first appearance) in the bits above MSR's disk
-/// number, its name kept in the report's `hosts`, so names survive
-/// `fallow convert` the way MSR hostnames do and a device is shown and
-/// chosen by its name (`sda`).
-fn disk_id(ctx: &mut ReadContext<'_>, disk: &[u8]) -> Result<u32, (&'static str, String)> {
-    let index = match ctx.hosts.get(ctx.last_host) {
-        Some(h) if h.as_slice() == disk => ctx.last_host,
-        _ => match ctx.hosts.iter().position(|h| h.as_slice() == disk) {
-            Some(i) => i,
-            None if ctx.hosts.len() < MAX_DISKS => {
-                ctx.hosts.push(disk.to_vec());
-                ctx.hosts.len() - 1
-            }
-            None => {
-                return Err((
-                    "DISK",
-                    format!(
-                        "`{}` would be disk {}; one file holds at most {MAX_DISKS}",
-                        show(disk),
-                        MAX_DISKS + 1
-                    ),
-                ))
-            }
-        },
-    };
-    ctx.last_host = index;
-    Ok((index as u32) << MSR_DISK_BITS)
-}
-
-/// Disks one file may name: as many as the id's bits above MSR's disk
-/// number can index.
-const MAX_DISKS: usize = 1 << (32 - MSR_DISK_BITS);
 
 /// biosnoop's header line (every version starts it with `TIME(s)` and ends
 /// it with `LAT(ms)`).

@@ -382,7 +382,8 @@ pub enum DeviceSel {
         /// Disk number.
         disk: u32,
     },
-    /// A device's name as the trace gives it (biosnoop's DISK column).
+    /// A device's name as the trace gives it (biosnoop's DISK column, fio
+    /// iolog's file name).
     Label(String),
 }
 
@@ -417,7 +418,7 @@ impl FromStr for DeviceSel {
                 // A name starts with a letter (`sda`, `nvme0n1`); anything
                 // else that is not a number is a typo of one.
                 Err(_)
-                    if t.starts_with(|c: char| c.is_ascii_alphabetic())
+                    if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '/')
                         && !t.contains(char::is_whitespace) =>
                 {
                     Ok(DeviceSel::Label(t.to_string()))
@@ -570,14 +571,15 @@ impl Trace {
         self.report.hosts.len() > 1 || self.numbers_devices() || self.names_disks()
     }
 
-    /// Whether the trace's `hosts` are disk names (biosnoop's DISK column,
-    /// also once converted) rather than MSR hostnames.
+    /// Whether the trace's `hosts` are device names (biosnoop's DISK
+    /// column, fio iolog's file names, also once converted) rather than
+    /// MSR hostnames.
     fn names_disks(&self) -> bool {
         !self.report.hosts.is_empty()
             && [self.report.format, self.report.source_format]
                 .iter()
                 .flatten()
-                .any(|&f| f == Format::Biosnoop)
+                .any(|&f| f == Format::Biosnoop || f == Format::FioIolog)
     }
 
     fn numbers_devices(&self) -> bool {
@@ -794,6 +796,10 @@ pub struct ReadContext<'a> {
     pub(crate) last_host: usize,
 }
 
+/// Devices one file may name ([`ReadContext::named_device`]): as many as
+/// the id's bits above MSR's disk number can index.
+const MAX_NAMED_DEVICES: usize = 1 << (32 - MSR_DISK_BITS);
+
 /// Skip reasons kept for the report.
 const SKIP_EXAMPLES: usize = 5;
 
@@ -806,6 +812,41 @@ impl<'a> ReadContext<'a> {
     /// The options of this read.
     pub fn options(&self) -> &ReadOptions {
         self.opts
+    }
+
+    /// The device id of the device a format names (biosnoop's DISK `sda`,
+    /// fio iolog's file `/dev/sdb`): its index among the file's names, in
+    /// order of first appearance, in the bits above MSR's disk number, the
+    /// name kept in the report's `hosts` so names survive `fallow
+    /// convert` the way MSR hostnames do, and a device is shown and chosen
+    /// by its name. `field` names the column in the error past the limit.
+    pub(crate) fn named_device(
+        &mut self,
+        name: &[u8],
+        field: &'static str,
+    ) -> std::result::Result<u32, (&'static str, String)> {
+        let index = match self.hosts.get(self.last_host) {
+            Some(h) if h.as_slice() == name => self.last_host,
+            _ => match self.hosts.iter().position(|h| h.as_slice() == name) {
+                Some(i) => i,
+                None if self.hosts.len() < MAX_NAMED_DEVICES => {
+                    self.hosts.push(name.to_vec());
+                    self.hosts.len() - 1
+                }
+                None => {
+                    return Err((
+                        field,
+                        format!(
+                            "`{}` would be device {}; one file names at most {MAX_NAMED_DEVICES}",
+                            lines::show(name),
+                            MAX_NAMED_DEVICES + 1
+                        ),
+                    ))
+                }
+            },
+        };
+        self.last_host = index;
+        Ok((index as u32) << MSR_DISK_BITS)
     }
 
     /// A fresh context for reading `format` from `path`.

@@ -78,6 +78,7 @@ struct Writer {
 const HOSTS: [&str; 3] = ["hm", "rsrch", "src1"];
 const DISKS: [&str; 3] = ["sda", "sdb", "nvme0n1"];
 const DEVNUMS: [(u32, u32); 3] = [(8, 0), (8, 16), (259, 0)];
+const DEVFILES: [&str; 3] = ["/dev/sda", "/dev/sdb", "/dev/nvme0n1"];
 
 fn lines(reqs: &[&Req], line: impl Fn(&Req) -> String) -> Vec<u8> {
     reqs.iter()
@@ -250,6 +251,31 @@ fn writers() -> Vec<Writer> {
                 out
             },
             device_name: |d| d.to_string(),
+        },
+        Writer {
+            name: "fio-iolog",
+            completions: false,
+            write: |reqs| {
+                // version 3: µs timestamps; each file added and opened
+                // before its first request (the lines fio writes)
+                let mut out = String::from("fio version 3 iolog\n");
+                let mut added = [false; 3];
+                for r in reqs {
+                    let (us, file) = (r.arrival_ns / 1_000, DEVFILES[r.device]);
+                    if !added[r.device] {
+                        out += &format!("{us} {file} add\n{us} {file} open\n");
+                        added[r.device] = true;
+                    }
+                    out += &format!(
+                        "{us} {file} {} {} {}\n",
+                        if r.write { "write" } else { "read" },
+                        r.sector * 512,
+                        r.size_bytes
+                    );
+                }
+                out.into_bytes()
+            },
+            device_name: |d| DEVFILES[d].to_string(),
         },
         Writer {
             name: "spc",
