@@ -73,8 +73,7 @@ pub struct EnergyArgs {
         long,
         value_name = "F,F,…",
         value_delimiter = ',',
-        conflicts_with = "peers",
-        value_parser = crate::args::parse_fraction
+        conflicts_with = "peers"
     )]
     pub local_fraction: Vec<f64>,
 
@@ -85,7 +84,7 @@ pub struct EnergyArgs {
     pub peers: Option<u32>,
 
     /// Probability that one peer holds a file in memory.
-    #[arg(long, value_name = "P", default_value_t = 0.1, requires = "peers", value_parser = crate::args::parse_fraction)]
+    #[arg(long, value_name = "P", default_value_t = 0.1, requires = "peers")]
     pub peer_prob: f64,
 
     /// Probability for the files under a path prefix (file-level traces):

@@ -130,11 +130,20 @@ fn it_recommends_the_region_count_of_lowest_mlet() {
     assert_eq!(rec["mlet_s"], best["mlet_s"]);
     // 10 GB / 4 MiB: 2,384 regions at most hold a burst; 2..2048 and sequential
     assert_eq!(rec["candidates"], 12);
-    let o = common::fallow(&["scrub-plan", "--capacity", "10GB", "--segment", "64KiB"]);
+    // the text names it too, whatever --regions lists
+    let o = common::fallow(&[
+        "scrub-plan",
+        "--capacity",
+        "10GB",
+        "--segment",
+        "64KiB",
+        "--regions",
+        "16,128",
+    ]);
     let text = common::stdout(&o).replace('\u{a0}', " ");
     let want = format!("--order staggered --regions {}", best["plan"]["regions"]);
     assert!(
-        text.contains(&format!("Recommended at 64 KiB: {want}")),
+        text.contains(&format!("Recommended at 64.0 KiB: {want}")),
         "{text}"
     );
 }
