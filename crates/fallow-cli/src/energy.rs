@@ -128,7 +128,7 @@ pub struct EnergyArgs {
 
     /// Largest slowdown of a transfer by contention, drawn uniformly per
     /// request (0.2 = up to 20 %).
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.2)]
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.2, value_parser = crate::args::parse_fraction)]
     pub net_contention: f64,
 
     /// BG work to fit into the time the disk spins anyway (never waking

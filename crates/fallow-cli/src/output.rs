@@ -190,9 +190,16 @@ pub fn summary(c: &Characterization, findings: &[Finding], source: Option<&Sourc
         ),
         (
             "Threshold",
+            // what the rule is, not what it selects: the 90th percentile
+            // of lengths in requests marks as long every period at least
+            // that long, often more than 10 % of them (`long` says how many)
             format!(
-                "{} (the longest 10 %)",
-                requests(b.clusters.threshold_requests)
+                "{} ({})",
+                requests(b.clusters.threshold_requests),
+                match b.clusters.threshold_rule {
+                    fallow_core::stats::ThresholdRule::P90 => "90th percentile",
+                    fallow_core::stats::ThresholdRule::TopDecile => "top decile",
+                }
             ),
         ),
         (

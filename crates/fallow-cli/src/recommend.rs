@@ -29,7 +29,11 @@ Every deployable policy with a knob is tuned as `fallow tune` would (see docs/tu
 ranked by BG throughput within the budget, ties to the lower added delay; a policy that does
 no BG work within the budget, or cannot meet it, is listed unranked (rank 0 in --json). --json
 prints an object with budget, budget_text, sizes, traits, ranking (rank, policy, best,
-relative, reason, guarantee: exact or coarse-grid), simulations, search and schema_version.
+relative, reason, guarantee: exact or coarse-grid, reproduce and reproduce_args: the `fallow
+simulate` command of the entry's setting, mean_bg_request_bytes for a policy that adapts its
+request size, never_learned: the policy it behaved as when it never finished learning),
+simulations, search, throughput_tolerance and schema_version. Throughputs within 1 % of the
+best left rank by the lower added FG delay.
 
 Progress: a bar on a terminal that moves with every batch of settings of the policy being
 tuned; FALLOW_PROGRESS=lines prints one line per update on stderr, never hides it.")]
@@ -126,12 +130,36 @@ pub fn run(args: RecommendArgs) -> Result<()> {
         eprintln!("fallow: skipping {s}");
     }
     if args.json {
-        output::print(&output::json_text(&rec)?)
+        output::print(&output::json_text(&json_doc(&args, &sim, &rec)?)?)
     } else if args.csv.csv {
         output::print(&ranking_table(&rec).csv())
     } else {
         output::print(&table(&args, &input, &sim, &rec))
     }
+}
+
+/// `--json`: the core's `Recommendation`, each ranking entry with a setting
+/// also carrying the `fallow simulate` command that reproduces it, as one
+/// shell line (`reproduce`) and as arguments after `fallow`
+/// (`reproduce_args`), as `fallow tune --json` does for its answers.
+fn json_doc(
+    args: &RecommendArgs,
+    sim: &fallow_core::sim::SimConfig,
+    rec: &Recommendation,
+) -> Result<serde_json::Value> {
+    let mut doc = serde_json::to_value(rec)?;
+    let entries = doc["ranking"].as_array_mut();
+    for (entry, r) in entries.into_iter().flatten().zip(&rec.ranking) {
+        let Some(c) = &r.best else { continue };
+        let a = simulate_args(&args.input, sim, c);
+        let line = std::iter::once("fallow".to_string())
+            .chain(a.iter().map(|x| shell_quote(x)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        entry["reproduce"] = line.into();
+        entry["reproduce_args"] = a.into();
+    }
+    Ok(doc)
 }
 
 /// The ranking for `--csv`: one row per policy, the best setting's figures

@@ -101,6 +101,70 @@ struct Doc {
     disk: Disk,
     burst_span_bytes: u64,
     rows: Vec<Row>,
+    recommended: Vec<Recommended>,
+}
+
+/// The order and region count to use at one segment size: the lowest MLET
+/// among sequential and staggered orders of every power-of-two region
+/// count from 2 to the most regions the burst span allows (a region holds
+/// at least one burst), whatever `--regions` lists.
+#[derive(Debug, Serialize)]
+struct Recommended {
+    segment_bytes: u64,
+    /// 1 for the sequential order.
+    regions: u64,
+    mlet_s: f64,
+    pass_s: f64,
+    mlet_vs_sequential: f64,
+    pass_vs_sequential: f64,
+    /// Region counts compared.
+    candidates: u32,
+}
+
+/// Most region counts [`recommend`] tries at one segment size.
+const MAX_CANDIDATES: u32 = 40;
+
+fn recommend(disk: &Disk, segment: u64, span: u64) -> Result<Recommended> {
+    let seq = mlet(
+        disk,
+        &Plan {
+            order: Order::Sequential,
+            regions: 1,
+            segment_bytes: segment,
+        },
+        span,
+    )?;
+    let mut best = seq;
+    let mut candidates = 1;
+    let mut regions = 2u64;
+    while candidates < MAX_CANDIDATES {
+        let plan = Plan {
+            order: Order::Staggered,
+            regions,
+            segment_bytes: segment,
+        };
+        // past the burst span (a region smaller than a burst) or the disk
+        let Ok(e) = mlet(disk, &plan, span) else {
+            break;
+        };
+        candidates += 1;
+        if e.mlet_s < best.mlet_s {
+            best = e;
+        }
+        regions = match regions.checked_mul(2) {
+            Some(r) => r,
+            None => break,
+        };
+    }
+    Ok(Recommended {
+        segment_bytes: segment,
+        regions: best.plan.regions,
+        mlet_s: best.mlet_s,
+        pass_s: best.pass_s,
+        mlet_vs_sequential: best.mlet_s / seq.mlet_s,
+        pass_vs_sequential: best.pass_s / seq.pass_s,
+        candidates,
+    })
 }
 
 fn size(flag: &str, v: &str) -> Result<u64> {
@@ -193,12 +257,17 @@ pub fn run(args: ScrubPlanArgs) -> Result<()> {
     if let Some(b) = bar {
         b.finish();
     }
+    let recommended = segments
+        .iter()
+        .map(|&seg| recommend(&disk, seg, span))
+        .collect::<Result<Vec<_>>>()?;
     if args.json {
         let doc = Doc {
             schema_version: fallow_core::JSON_SCHEMA_VERSION,
             disk,
             burst_span_bytes: span,
             rows,
+            recommended,
         };
         let mut text = serde_json::to_string_pretty(&doc)?;
         text.push('\n');
@@ -256,6 +325,24 @@ pub fn run(args: ScrubPlanArgs) -> Result<()> {
                 secs(m.mlet_s),
                 secs(m.std_error_s)
             ))
+        );
+    }
+    let _ = writeln!(s);
+    for r in &recommended {
+        let how = if r.regions == 1 {
+            "--order sequential".to_string()
+        } else {
+            format!("--order staggered --regions {}", r.regions)
+        };
+        let _ = writeln!(
+            s,
+            "Recommended at {}: {how} (lowest MLET of {} region counts, powers of two: {}, {:+.1} % against sequential; pass {}, {:+.1} %)",
+            bytes(r.segment_bytes),
+            r.candidates,
+            secs(r.mlet_s),
+            (r.mlet_vs_sequential - 1.0) * 100.0,
+            secs(r.pass_s),
+            (r.pass_vs_sequential - 1.0) * 100.0
         );
     }
     output::print(&s)

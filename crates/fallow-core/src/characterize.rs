@@ -182,7 +182,16 @@ pub fn characterize(
         )));
     }
     let (periods, completions) = periods_of(trace, opts.service.as_ref(), opts.seed)?;
-    let summary = trace_summary(trace, devices, device, completions);
+    // First arrival to last completion, modelled completions included
+    // (the last busy period ends at the last completion).
+    let span_ns = match (periods.busy_start_ns.first(), periods.busy_start_ns.last()) {
+        (Some(&first), Some(&last)) => {
+            let end = last + periods.busy_len_ns.last().copied().unwrap_or(0);
+            trace.span_ns().max(end - first)
+        }
+        _ => trace.span_ns(),
+    };
+    let summary = trace_summary(trace, devices, device, completions, span_ns);
     Ok(characterize_periods(trace, &periods, summary, opts))
 }
 
@@ -191,6 +200,7 @@ fn trace_summary(
     devices: Vec<DeviceCount>,
     device: Option<u32>,
     completions: CompletionSource,
+    span_ns: u64,
 ) -> TraceSummary {
     let writes = trace
         .op()
@@ -204,7 +214,7 @@ fn trace_summary(
         requests: trace.len() as u64,
         devices,
         device,
-        span_s: trace.span_ns() as f64 / 1e9,
+        span_s: span_ns as f64 / 1e9,
         completions,
         skipped: r.skipped,
         reordered: r.reordered,

@@ -1,9 +1,16 @@
 //! Parsing of human-written durations and sizes (`5ms`, `1.5s`, `64KiB`).
-//! Bare numbers are seconds and bytes respectively.
+//! A bare size is bytes; a bare duration is refused (except 0): it names
+//! no unit, and `t=100` read as seconds surprised users who meant ms.
 
 use crate::error::{Error, Result};
 
-/// Parse a duration (`ns`, `us`/`µs`, `ms`, `s`, `min`, `h`; bare = seconds) into ns.
+/// The longest duration any flag or parameter takes, ns (about 317 years,
+/// below the 584 years of 2⁶⁴ ns). Settings with their own tighter bound
+/// (a service time) say so where they are read.
+pub const MAX_DURATION_NS: u64 = 10_000_000_000_000_000_000;
+
+/// Parse a duration (`ns`, `us`/`µs`, `ms`, `s`, `min`, `h`; the unit is
+/// required, except for 0) into ns, at most [`MAX_DURATION_NS`].
 pub fn parse_duration_ns(s: &str) -> Result<u64> {
     let t = s.trim();
     let split = t
@@ -14,7 +21,17 @@ pub fn parse_duration_ns(s: &str) -> Result<u64> {
     // `e` inside a unit name is not an exponent: only treat it as such if digits follow.
     let (num, unit) = t.split_at(split);
     let unit_ns: f64 = match unit.trim() {
-        "" | "s" | "sec" => 1e9,
+        // A bare number has no unit to read it by (`t=100`: 100 s or
+        // 100 ms?); refused everywhere, as `--budget 5` is. Zero is zero
+        // in every unit.
+        "" if num.parse::<f64>() == Ok(0.0) => 1.0,
+        "" => {
+            return Err(Error::invalid(
+                "duration",
+                format!("`{s}` has no unit; write it with one (ns, us, ms, s, min or h), such as `{s}ms` or `{s}s`"),
+            ))
+        }
+        "s" | "sec" => 1e9,
         "ns" => 1.0,
         "us" | "µs" => 1e3,
         "ms" => 1e6,
@@ -37,8 +54,11 @@ pub fn parse_duration_ns(s: &str) -> Result<u64> {
         ));
     }
     let ns = v * unit_ns;
-    if ns > 1e19 {
-        return Err(Error::invalid("duration", format!("`{s}` is too long")));
+    if ns > MAX_DURATION_NS as f64 {
+        return Err(Error::invalid(
+            "duration",
+            format!("`{s}` is longer than the maximum, {MAX_DURATION_NS} ns (about 317 years)"),
+        ));
     }
     Ok(ns.round() as u64)
 }
@@ -104,7 +124,16 @@ mod tests {
     #[test]
     fn durations() {
         assert_eq!(parse_duration_ns("5ms").unwrap(), 5_000_000);
-        assert_eq!(parse_duration_ns("1.5").unwrap(), 1_500_000_000);
+        assert_eq!(parse_duration_ns("1.5s").unwrap(), 1_500_000_000);
+        // a bare number is refused (no unit to read it by), except zero
+        for bare in ["1.5", "100", "5"] {
+            let e = parse_duration_ns(bare).unwrap_err().to_string();
+            assert!(e.contains("has no unit"), "{e}");
+        }
+        assert_eq!(parse_duration_ns("0").unwrap(), 0);
+        assert_eq!(parse_duration_ns("1e19ns").unwrap(), MAX_DURATION_NS);
+        let e = parse_duration_ns("1.1e19ns").unwrap_err().to_string();
+        assert!(e.contains("maximum"), "{e}");
         assert_eq!(parse_duration_ns("250us").unwrap(), 250_000);
         assert_eq!(parse_duration_ns("2 min").unwrap(), 120_000_000_000);
         assert_eq!(parse_duration_ns("100ns").unwrap(), 100);

@@ -48,6 +48,20 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     }
 }
 
+/// A fraction flag: a finite number from 0 to 1 (`0.2`), nothing that
+/// could wrap or be read as a percentage (`20`, `1e300`, `nan`).
+pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        Ok(v) => Err(format!(
+            "`{s}` ({v}) is not a fraction from 0 to 1 (0.2 is 20 %)"
+        )),
+        Err(_) => Err(format!(
+            "`{s}` is not a number; give a fraction from 0 to 1"
+        )),
+    }
+}
+
 /// A size flag where 0 is allowed (a cache that may be off).
 pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
     fallow_core::units::parse_bytes(s).map_err(|e| e.to_string())

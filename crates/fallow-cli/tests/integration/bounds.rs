@@ -137,3 +137,65 @@ fn emulator_thread_counts_are_bounded() {
         "{e}"
     );
 }
+
+/// Issue 21's edges: each is an error naming the flag, never a wrap, an
+/// abort or a panic.
+#[test]
+fn fractions_durations_service_times_and_size_counts_are_bounded() {
+    let w = [
+        "--workload",
+        "poisson",
+        "--utilization",
+        "0.3",
+        "--requests",
+        "200",
+    ];
+    let with = |head: &[&'static str], tail: &[&'static str]| {
+        let mut a: Vec<&str> = head.to_vec();
+        a.extend(w);
+        a.extend(tail);
+        a
+    };
+    // fractions in [0, 1] (1e300 wrapped to a lower delay than 0)
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.txt");
+    std::fs::write(&trace, "0 0 0 4096 r 5\n100 0 4096 4096 r 105\n").unwrap();
+    let trace = trace.to_str().unwrap();
+    for v in [
+        "--net-contention=1e300",
+        "--net-contention=1.5",
+        "--net-contention=-0.1",
+        "--net-contention=nan",
+    ] {
+        bad_input(
+            &["energy", trace, v],
+            &["--net-contention", "fraction from 0 to 1"],
+        );
+    }
+    // a service time past its maximum (was saturating at 2^64 ns)
+    bad_input(
+        &["analyze", trace, "--service", "const:1e19ns"],
+        &["--service", "maximum"],
+    );
+    // a count of sizes past its maximum (aborted, or panicked)
+    for n in ["1000000000", "18446744073709551615"] {
+        let sizes = format!("4KiB..1MiB/{n}");
+        let sizes: &'static str = Box::leak(sizes.into_boxed_str());
+        bad_input(
+            &with(
+                &["tune", "--policy", "waiting", "--budget", "1ms"],
+                &["--sizes", sizes],
+            ),
+            &["--sizes", "1000 allowed"],
+        );
+    }
+    // a bare duration is refused, as a bare budget is
+    bad_input(
+        &with(&["simulate", "--policy", "fixed-wait:t=100"], &[]),
+        &["t", "no unit"],
+    );
+    bad_input(
+        &with(&["tune", "--policy", "waiting", "--budget", "5"], &[]),
+        &["--budget"],
+    );
+}

@@ -25,6 +25,7 @@ mod native_checkpoint;
 mod native_recorded;
 mod outputs;
 mod peer;
+mod per_device;
 mod progress;
 mod readme;
 mod recommend;

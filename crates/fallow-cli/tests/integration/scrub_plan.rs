@@ -96,3 +96,54 @@ fn simulate_notes_busy_bees_threshold_rule() {
         "{notes:?}"
     );
 }
+
+/// `scrub-plan` recommends a region count (issue 21): the one of lowest
+/// MLET among sequential and every power-of-two staggered count a 4 MiB
+/// burst allows, here the argmin of the rows the same command prints when
+/// asked for all of them.
+#[test]
+fn it_recommends_the_region_count_of_lowest_mlet() {
+    let powers: Vec<String> = (1..=11).map(|k| (1u64 << k).to_string()).collect();
+    let list = powers.join(",");
+    let v = common::json(&[
+        "scrub-plan",
+        "--capacity",
+        "10GB",
+        "--segment",
+        "64KiB",
+        "--regions",
+        &list,
+    ]);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 12);
+    let best = rows
+        .iter()
+        .min_by(|a, b| {
+            a["mlet_s"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["mlet_s"].as_f64().unwrap())
+        })
+        .unwrap();
+    let rec = &v["recommended"][0];
+    assert_eq!(rec["regions"], best["plan"]["regions"]);
+    assert_eq!(rec["mlet_s"], best["mlet_s"]);
+    // 10 GB / 4 MiB: 2,384 regions at most hold a burst; 2..2048 and sequential
+    assert_eq!(rec["candidates"], 12);
+    // the text names it too, whatever --regions lists
+    let o = common::fallow(&[
+        "scrub-plan",
+        "--capacity",
+        "10GB",
+        "--segment",
+        "64KiB",
+        "--regions",
+        "16,128",
+    ]);
+    let text = common::stdout(&o).replace('\u{a0}', " ");
+    let want = format!("--order staggered --regions {}", best["plan"]["regions"]);
+    assert!(
+        text.contains(&format!("Recommended at 64.0 KiB: {want}")),
+        "{text}"
+    );
+}

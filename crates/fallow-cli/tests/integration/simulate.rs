@@ -95,7 +95,7 @@ fn aggressive_on_the_tiny_trace_and_the_summary() {
         "-p",
         "aggressive",
         "--bg",
-        "const:0.02",
+        "const:20ms",
     ]);
     assert_close(num(&v, "fg.mean_added_delay_s"), 0.005, 1e-12);
     assert_eq!(v["bg"]["completed"], 4);

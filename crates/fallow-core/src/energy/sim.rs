@@ -166,9 +166,11 @@ impl EnergyInput {
         };
         let n = trace.len();
         Ok(EnergyInput {
-            span_ns: trace
-                .span_ns()
-                .max(completion_ns.iter().copied().max().unwrap_or(0)),
+            // first arrival to last completion, modelled ones included
+            span_ns: trace.span_ns().max(
+                completion_ns.iter().copied().max().unwrap_or(0)
+                    - trace.arrival_ns().first().copied().unwrap_or(0),
+            ),
             arrival_ns: trace.arrival_ns().to_vec(),
             completion_ns,
             position_bytes: trace.offset_bytes().to_vec(),

@@ -151,6 +151,10 @@ pub struct BusyBee {
     /// (every period long) so the top-decile rule set Threshold.
     learned_windows: u64,
     fallback_windows: u64,
+    /// Windows whose Threshold marked none of their periods long (every
+    /// period of one length, say): learning them would run fully
+    /// aggressive, so they fall back to the fixed idle wait instead.
+    degenerate_windows: u64,
     /// The rule that set the Threshold in force.
     last_rule: Option<ThresholdRule>,
 }
@@ -250,6 +254,17 @@ impl BusyBee {
             return;
         }
         let b = busy_clusters_with(&self.window_lengths, self.config.max_lag, self.config.rule);
+        if b.long_fraction == 0.0 {
+            // Threshold degenerates: no period of the window is long, and
+            // learning it would make every interval aggressive (3x the FG
+            // delay of the same idle wait on a real trace, issue 21).
+            // Nothing was learned: back to the fixed wait it starts from.
+            self.learned = None;
+            self.degenerate_windows += 1;
+            self.last_rule = None;
+            self.window_lengths.clear();
+            return;
+        }
         // Eq. 1 unreached within max_lag: busy_clusters caps CWS at max_lag,
         // the "no clustering → long CWS → conservative" end of §4.
         self.learned = Some((b.threshold_requests, b.cws));
@@ -310,6 +325,12 @@ impl Policy for BusyBee {
                 "busy-bee: no learning window completed with at least {MIN_PERIODS} busy periods ({} window(s) closed): conservative (idle wait) throughout",
                 self.windows
             )),
+        }
+        if self.degenerate_windows > 0 {
+            notes.push(format!(
+                "busy-bee: in {} of {} learning windows no busy period reached the Threshold, so nothing marked a cluster; those windows fell back to the fixed idle wait rather than running fully aggressive",
+                self.degenerate_windows, self.windows
+            ));
         }
         if self.fallback_windows > 0 {
             notes.push(format!(
@@ -474,7 +495,8 @@ mod tests {
     fn time_windows_learn_then_discard() {
         // Window 1 = [0, 1 s) from the first decision: 20 periods, ten of 8
         // and ten of 1. At most ⌊0.1·20⌋ = 2 may be long, but ten are ≥ 8,
-        // so Threshold = 9: nothing is long and the policy is aggressive.
+        // so Threshold = 9: nothing is long. That Threshold degenerates
+        // (it would run fully aggressive): the fixed wait stays (issue 21).
         let mut bb = build("busy-bee:idle-wait=5ms,window=1s,rule=top-decile");
         let mut t = 0;
         for k in 0..20 {
@@ -484,8 +506,9 @@ mod tests {
         }
         // the decision at 1.2 s closes window 1; its period opens window 2
         bb.on_busy_end(MS, 8);
-        assert_eq!(wait_at(&mut bb, 1_200 * MS), 0);
-        assert_eq!((bb.learned(), bb.windows()), (Some((9, 20)), 1));
+        assert_eq!(wait_at(&mut bb, 1_200 * MS), 5 * MS);
+        assert_eq!((bb.learned(), bb.windows()), (None, 1));
+        assert!(bb.notes().iter().any(|n| n.contains("fell back to the fixed idle wait")));
         // window 2 = [1 s, 2 s): 8 (above), 30, then eighteen 1s
         t = 1_200 * MS;
         for k in 0..19 {

@@ -207,6 +207,18 @@ impl fmt::Display for ServiceModel {
     }
 }
 
+/// Longest (mean) service time of one request a model takes: an hour, far
+/// beyond any device, and small enough that the completions of a trace of
+/// millions of requests stay far from 2⁶⁴ ns (`const:1e19ns` saturated).
+pub const MAX_SERVICE_NS: u64 = 3_600_000_000_000;
+
+fn too_slow() -> String {
+    format!(
+        "a service time above {} s (1 h) per request is beyond any device and the maximum",
+        MAX_SERVICE_NS / 1_000_000_000
+    )
+}
+
 impl FromStr for ServiceModel {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
@@ -218,12 +230,18 @@ impl FromStr for ServiceModel {
                 if ns == 0 {
                     return Err(bad("service time must be positive".into()));
                 }
+                if ns > MAX_SERVICE_NS {
+                    return Err(bad(too_slow()));
+                }
                 Ok(ServiceModel::Constant { ns })
             }
             "exp" | "exponential" => {
                 let mean_ns = parse_duration_ns(arg)?;
                 if mean_ns == 0 {
                     return Err(bad("mean must be positive".into()));
+                }
+                if mean_ns > MAX_SERVICE_NS {
+                    return Err(bad(too_slow()));
                 }
                 Ok(ServiceModel::Exponential { mean_ns })
             }
@@ -253,6 +271,9 @@ impl FromStr for ServiceModel {
                 let mean_ns = mean_ns
                     .filter(|&m| m > 0)
                     .ok_or_else(|| bad("needs a positive mean, e.g. lognormal:5ms,cv=2".into()))?;
+                if mean_ns > MAX_SERVICE_NS {
+                    return Err(bad(too_slow()));
+                }
                 let cv = cv.ok_or_else(|| bad("needs cv=, e.g. lognormal:5ms,cv=2".into()))?;
                 if kind.trim().starts_with('l') {
                     Ok(ServiceModel::Lognormal { mean_ns, cv })
@@ -309,6 +330,23 @@ impl FromStr for ServiceModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn service_times_are_bounded() {
+        for spec in [
+            "const:1e19ns",
+            "exp:2h",
+            "lognormal:3601s,cv=2",
+            "const:1e300s",
+        ] {
+            let e = spec.parse::<ServiceModel>().unwrap_err().to_string();
+            assert!(e.contains("maximum"), "{spec}: {e}");
+        }
+        assert_eq!(
+            "const:1h".parse::<ServiceModel>().unwrap(),
+            ServiceModel::Constant { ns: MAX_SERVICE_NS }
+        );
+    }
 
     #[test]
     fn parses_models() {

@@ -132,12 +132,15 @@ impl Prepared {
             record(&mut baseline_hist, rt);
             baseline_sum_ns += rt as u128;
         }
+        // First arrival to last completion (modelled ones included): the
+        // device's own span, whatever its time zero.
         let span_ns = completion
             .iter()
             .copied()
             .max()
             .unwrap_or(0)
-            .max(trace.arrival_ns().last().copied().unwrap_or(0));
+            .max(trace.arrival_ns().last().copied().unwrap_or(0))
+            - trace.arrival_ns().first().copied().unwrap_or(0);
         Ok(Prepared {
             busy_total_ns: periods.busy_total_ns(),
             periods,

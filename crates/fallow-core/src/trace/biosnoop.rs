@@ -27,7 +27,6 @@ use super::lines::{for_each_line, parse_time_ns, parse_u64, show, split_ws, trim
 use super::reader::{Completions, Head, ReaderEntry, Sniff};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
-use std::collections::HashMap;
 use std::io::BufRead;
 
 const SECTOR_BYTES: u64 = 512;
@@ -69,7 +68,6 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
 };
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
-    let mut disks: HashMap<Vec<u8>, u32> = HashMap::new();
     let mut logged = Vec::new();
     let mut latest_ns = 0;
     for_each_line(input, ctx, |ctx, line_no, line| {
@@ -101,8 +99,10 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
         } else {
             latest_ns = rec.completion_ns;
         }
-        let next = disks.len() as u32;
-        let device = *disks.entry(rec.disk.to_vec()).or_insert(next);
+        let device = match ctx.named_device(rec.disk, "DISK") {
+            Ok(d) => d,
+            Err((field, msg)) => return ctx.bad(loc, field, msg),
+        };
         logged.push(Logged {
             loc,
             completion_ns: rec.completion_ns,

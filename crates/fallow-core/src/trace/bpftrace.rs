@@ -38,7 +38,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     code: 9,
     completions: Completions::Recorded,
     splittable: false,
-    numbers_devices: false,
+    numbers_devices: true,
     detect_rank: 70,
     detect: |h| sniff(looks_like(h.bytes)),
     read,

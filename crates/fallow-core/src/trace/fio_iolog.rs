@@ -26,7 +26,6 @@ use super::lines::{for_each_line, is_blank_or_comment, parse_u64, show, split_ws
 use super::reader::{sniff, Completions, ReaderEntry};
 use super::{Op, RawRequest, ReadContext};
 use crate::error::{Location, Result};
-use std::collections::HashMap;
 use std::io::BufRead;
 
 const NS_PER_US: u64 = 1_000;
@@ -64,7 +63,6 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     let mut ver: Option<u8> = None;
-    let mut files: HashMap<Vec<u8>, u32> = HashMap::new();
     let mut clock_us: u64 = 0;
     for_each_line(input, ctx, |ctx, line_no, line| {
         let loc = Location::Line(line_no);
@@ -109,8 +107,10 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
                         format!("{arrival_us} µs overflows the ns clock"),
                     );
                 };
-                let next = files.len() as u32;
-                let device = *files.entry(file.to_vec()).or_insert(next);
+                let device = match ctx.named_device(file, "file") {
+                    Ok(d) => d,
+                    Err((field, msg)) => return ctx.bad(loc, field, msg),
+                };
                 ctx.push(
                     loc,
                     RawRequest {

@@ -347,7 +347,9 @@ pub struct DeviceCount {
     /// Requests on that device.
     pub requests: u64,
     /// `host:disk` for an MSR file with several hosts, `major,minor` for a
-    /// blkparse trace (absent otherwise, so other summaries are unchanged).
+    /// trace of Linux device numbers (blkparse, blktrace, bpftrace), the
+    /// disk's name for biosnoop (`sda`); absent otherwise, so other
+    /// summaries are unchanged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
@@ -370,8 +372,9 @@ pub fn device_label(devices: &[DeviceCount], id: u32) -> String {
 
 /// A device as the user names it: an id (`0`), a Linux `major,minor`
 /// (`8,16`, the id `major << 20 | minor` blkparse traces use, see
-/// [`devnum`]), or an MSR `host:disk` (`hm:0`). A number in a file with
-/// several MSR hosts means the disk of that number when only one host has it.
+/// [`devnum`]), an MSR `host:disk` (`hm:0`), or a disk's name as the trace
+/// gives it (biosnoop's `sda`). A number in a file with several MSR hosts
+/// means the disk of that number when only one host has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeviceSel {
     /// A device id, or a disk number.
@@ -383,6 +386,9 @@ pub enum DeviceSel {
         /// Disk number.
         disk: u32,
     },
+    /// A device's name as the trace gives it (biosnoop's DISK column, fio
+    /// iolog's file name).
+    Label(String),
 }
 
 impl FromStr for DeviceSel {
@@ -393,7 +399,7 @@ impl FromStr for DeviceSel {
             Error::invalid(
                 "device",
                 format!(
-                    "`{}` is neither a device id (`0`), a `major,minor` (`8,16`) nor an MSR `host:disk` (`hm:0`)",
+                    "`{}` is neither a device id (`0`), a `major,minor` (`8,16`), an MSR `host:disk` (`hm:0`) nor a disk's name (`sda`)",
                     lines::escape_controls(t)
                 ),
             )
@@ -411,7 +417,18 @@ impl FromStr for DeviceSel {
                 disk: disk.parse().map_err(|_| bad())?,
             }),
             Some(_) => Err(bad()),
-            None => t.parse().map(DeviceSel::Id).map_err(|_| bad()),
+            None => match t.parse() {
+                Ok(id) => Ok(DeviceSel::Id(id)),
+                // A name starts with a letter (`sda`, `nvme0n1`); anything
+                // else that is not a number is a typo of one.
+                Err(_)
+                    if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '/')
+                        && !t.contains(char::is_whitespace) =>
+                {
+                    Ok(DeviceSel::Label(t.to_string()))
+                }
+                Err(_) => Err(bad()),
+            },
         }
     }
 }
@@ -421,6 +438,7 @@ impl std::fmt::Display for DeviceSel {
         match self {
             DeviceSel::Id(id) => write!(f, "{id}"),
             DeviceSel::Name { host, disk } => write!(f, "{host}:{disk}"),
+            DeviceSel::Label(name) => f.write_str(name),
         }
     }
 }
@@ -523,13 +541,14 @@ impl Trace {
     }
     /// Time from the first arrival to the last arrival or completion, ns.
     pub fn span_ns(&self) -> u64 {
+        let first_arrival = self.arrival_ns.first().copied().unwrap_or(0);
         let last_arrival = self.arrival_ns.last().copied().unwrap_or(0);
         let last_completion = self
             .completion_ns
             .as_ref()
             .and_then(|c| c.iter().copied().max())
             .unwrap_or(0);
-        last_arrival.max(last_completion)
+        last_arrival.max(last_completion) - first_arrival
     }
 
     /// Devices in the trace with their request counts, by id; named
@@ -553,7 +572,18 @@ impl Trace {
     /// Whether devices are shown by name rather than id: MSR files of
     /// several hosts, traces of Linux device numbers (also once converted).
     fn named_devices(&self) -> bool {
-        self.report.hosts.len() > 1 || self.numbers_devices()
+        self.report.hosts.len() > 1 || self.numbers_devices() || self.names_disks()
+    }
+
+    /// Whether the trace's `hosts` are device names (biosnoop's DISK
+    /// column, fio iolog's file names, also once converted) rather than
+    /// MSR hostnames.
+    fn names_disks(&self) -> bool {
+        !self.report.hosts.is_empty()
+            && [self.report.format, self.report.source_format]
+                .iter()
+                .flatten()
+                .any(|&f| f == Format::Biosnoop || f == Format::FioIolog)
     }
 
     fn numbers_devices(&self) -> bool {
@@ -570,6 +600,9 @@ impl Trace {
             return Some(devnum::format(id));
         }
         let host = self.report.hosts.get((id >> MSR_DISK_BITS) as usize)?;
+        if self.names_disks() {
+            return Some(host.clone());
+        }
         Some(format!("{host}:{}", id & ((1 << MSR_DISK_BITS) - 1)))
     }
 
@@ -584,6 +617,16 @@ impl Trace {
             available: self.device_list(),
         };
         match sel {
+            DeviceSel::Label(name) => devices
+                .iter()
+                .find(|d| d.name.as_deref() == Some(name.as_str()))
+                .map(|d| d.id)
+                .ok_or_else(|| missing(name.clone())),
+            DeviceSel::Id(n) if self.names_disks() => devices
+                .iter()
+                .find(|d| d.id == *n)
+                .map(|d| d.id)
+                .ok_or_else(|| missing(n.to_string())),
             DeviceSel::Id(n) if self.report.hosts.len() > 1 => {
                 let disk_mask = (1 << MSR_DISK_BITS) - 1;
                 let same_disk: Vec<&DeviceCount> =
@@ -630,7 +673,11 @@ impl Trace {
             .join(", ")
     }
 
-    /// The requests of one device, as a trace of their own (time zero kept).
+    /// The requests of one device, as a trace of their own: the same
+    /// trace a file holding only them gives, so its time zero is the
+    /// device's first arrival (`origin_ns` moves with it, so absolute
+    /// times are kept). Spans, utilisation and throughput are then the
+    /// device's own, not measured from another device's first request.
     pub fn select_device(&self, id: u32) -> Result<Trace> {
         let keep: Vec<usize> = (0..self.len()).filter(|&i| self.device[i] == id).collect();
         if keep.is_empty() {
@@ -644,7 +691,20 @@ impl Trace {
                 available: self.device_list(),
             });
         }
-        Ok(self.take(&keep))
+        let mut one = self.take(&keep);
+        let zero = one.arrival_ns[0];
+        if zero > 0 {
+            for a in &mut one.arrival_ns {
+                *a -= zero;
+            }
+            // A completion never precedes its arrival (the builder's rule),
+            // so none goes below the new zero.
+            for c in one.completion_ns.iter_mut().flatten() {
+                *c -= zero;
+            }
+            one.report.origin_ns = one.report.origin_ns.saturating_add(zero);
+        }
+        Ok(one)
     }
 
     /// A new trace of the rows at `idx` (in that order).
@@ -740,6 +800,10 @@ pub struct ReadContext<'a> {
     pub(crate) last_host: usize,
 }
 
+/// Devices one file may name ([`ReadContext::named_device`]): as many as
+/// the id's bits above MSR's disk number can index.
+const MAX_NAMED_DEVICES: usize = 1 << (32 - MSR_DISK_BITS);
+
 /// Skip reasons kept for the report.
 const SKIP_EXAMPLES: usize = 5;
 
@@ -752,6 +816,41 @@ impl<'a> ReadContext<'a> {
     /// The options of this read.
     pub fn options(&self) -> &ReadOptions {
         self.opts
+    }
+
+    /// The device id of the device a format names (biosnoop's DISK `sda`,
+    /// fio iolog's file `/dev/sdb`): its index among the file's names, in
+    /// order of first appearance, in the bits above MSR's disk number, the
+    /// name kept in the report's `hosts` so names survive `fallow
+    /// convert` the way MSR hostnames do, and a device is shown and chosen
+    /// by its name. `field` names the column in the error past the limit.
+    pub(crate) fn named_device(
+        &mut self,
+        name: &[u8],
+        field: &'static str,
+    ) -> std::result::Result<u32, (&'static str, String)> {
+        let index = match self.hosts.get(self.last_host) {
+            Some(h) if h.as_slice() == name => self.last_host,
+            _ => match self.hosts.iter().position(|h| h.as_slice() == name) {
+                Some(i) => i,
+                None if self.hosts.len() < MAX_NAMED_DEVICES => {
+                    self.hosts.push(name.to_vec());
+                    self.hosts.len() - 1
+                }
+                None => {
+                    return Err((
+                        field,
+                        format!(
+                            "`{}` would be device {}; one file names at most {MAX_NAMED_DEVICES}",
+                            lines::show(name),
+                            MAX_NAMED_DEVICES + 1
+                        ),
+                    ))
+                }
+            },
+        };
+        self.last_host = index;
+        Ok((index as u32) << MSR_DISK_BITS)
     }
 
     /// A fresh context for reading `format` from `path`.

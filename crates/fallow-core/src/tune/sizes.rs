@@ -37,7 +37,11 @@ pub fn log_spaced(lo: u64, hi: u64, n: usize) -> Vec<u64> {
     out
 }
 
-/// Parse `LO..HI[/N]` or `A,B,C`.
+/// Most sizes a range may ask for (`LO..HI/N`): each is a tuning run of
+/// its own, and a larger N is a typo (`/1000000000` used to abort).
+pub const MAX_SIZES: usize = 1000;
+
+/// Parse `LO..HI[/N]` or `A,B,C` (N at most [`MAX_SIZES`]).
 pub fn parse_sizes(s: &str) -> Result<Vec<u64>> {
     let bad = |m: String| {
         Error::invalid(
@@ -60,7 +64,16 @@ pub fn parse_sizes(s: &str) -> Result<Vec<u64>> {
                     .parse::<usize>()
                     .ok()
                     .filter(|&n| n >= 1)
-                    .ok_or_else(|| bad(format!("`{n}` is not a count of sizes")))?,
+                    .ok_or_else(|| bad(format!("`{n}` is not a count of sizes")))
+                    .and_then(|n| {
+                        if n > MAX_SIZES {
+                            Err(bad(format!(
+                                "{n} sizes are more than the {MAX_SIZES} allowed"
+                            )))
+                        } else {
+                            Ok(n)
+                        }
+                    })?,
             ),
             None => (rest, 30),
         };
@@ -87,6 +100,22 @@ pub fn parse_sizes(s: &str) -> Result<Vec<u64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_of_sizes_is_bounded() {
+        assert!(parse_sizes("4KiB..1MiB/1000").is_ok());
+        for n in [
+            "1001",
+            "1000000000",
+            "18446744073709551615",
+            "99999999999999999999999",
+        ] {
+            let e = parse_sizes(&format!("4KiB..1MiB/{n}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("sizes"), "{e}");
+        }
+    }
 
     #[test]
     fn default_is_30_sizes_from_64k_to_4m() {

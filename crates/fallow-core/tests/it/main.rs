@@ -4,6 +4,7 @@ mod busy_periods;
 mod energy;
 mod fast_sweep;
 mod pareto;
+mod per_device;
 mod policies_bb;
 mod policies_et;
 mod policies_mi;

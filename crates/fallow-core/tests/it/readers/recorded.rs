@@ -32,8 +32,14 @@ fn biosnoop_arrival_is_completion_minus_latency() {
     );
     assert_eq!(t.size_bytes(), &[4096, 4096, 512, 65536]);
     assert_eq!(t.op(), &[Op::Write, Op::Write, Op::Write, Op::Read]);
-    // xvda1, then xvdb, in order of first appearance.
-    assert_eq!(t.device(), &[0, 0, 1, 1]);
+    // xvda1, then xvdb, in order of first appearance (the index above
+    // the 24 bits of an MSR disk number), listed and chosen by name.
+    assert_eq!(t.device(), &[0, 0, 1 << 24, 1 << 24]);
+    let names: Vec<String> = t.devices().iter().map(|d| d.label()).collect();
+    assert_eq!(names, ["xvda1", "xvdb"]);
+    let sel: fallow_core::trace::DeviceSel = "xvdb".parse().unwrap();
+    assert_eq!(t.resolve_device(&sel).unwrap(), 1 << 24);
+    assert!(t.resolve_device(&"sdz".parse().unwrap()).is_err());
     // The header, and the `<unknown>` disk line.
     assert_eq!(t.report().ignored, 2);
     assert_eq!(t.report().reordered, 0);

@@ -525,7 +525,13 @@ proptest! {
         }
         let t = read(text.as_bytes(), None);
         prop_assert_eq!(t.report().format, Some(Format::Biosnoop));
-        let got = got(&t, |id| names[id as usize].clone());
+        // Devices named as the DISK column names them, numbered in order
+        // of first appearance.
+        let got = got(&t, |id| {
+            let name = t.device_name(id).expect("every disk has a name");
+            assert_eq!(names[(id >> 24) as usize], name);
+            name
+        });
         let want = rows.into_iter().map(|r| r.2).collect();
         check_ignoring(&t, want, got, 1)?;
     }
@@ -636,7 +642,12 @@ proptest! {
         let t = read(text.as_bytes(), None);
         prop_assert_eq!(t.report().format, Some(Format::FioIolog));
         prop_assert!(t.completion_ns().is_none());
-        let got = got(&t, |id| added[id as usize].clone());
+        // each file a device named by its path, in order of first appearance
+        let got = got(&t, |id| {
+            let name = t.device_name(id).expect("every file names a device");
+            assert_eq!(added[(id >> 24) as usize], name);
+            name
+        });
         check_ignoring(&t, want, got, 2 * added.len() as u64)?;
     }
 
