@@ -78,6 +78,10 @@ enum PeerCommand {
 
 /// Arguments of `fallow peer init`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow peer init --fleet /root/fleet
+      a CA and a gossip key, once per fleet (keep this directory off the nodes)")]
 struct InitArgs {
     /// The fleet directory to create (ca.pem, ca.key, gossip.keys).
     #[arg(long, value_name = "DIR")]
@@ -86,6 +90,10 @@ struct InitArgs {
 
 /// Arguments of `fallow peer keygen`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow peer keygen --fleet /root/fleet --ip 10.0.0.2 --out /etc/fallow/peer
+      a node's certificate naming 10.0.0.2, with the fleet's gossip keys")]
 struct KeygenArgs {
     /// The fleet directory made by `fallow peer init`.
     #[arg(long, value_name = "DIR")]
@@ -109,6 +117,14 @@ struct KeygenArgs {
 
 /// Arguments of `fallow peer rotate`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow peer rotate --fleet /root/fleet
+      add a new gossip key (copy gossip.keys to every node; they reload it)
+  fallow peer rotate --fleet /root/fleet --promote
+      seal with the new key once every node has it
+  fallow peer rotate --fleet /root/fleet --retire
+      then drop the old one")]
 struct RotateArgs {
     /// The fleet directory.
     #[arg(long, value_name = "DIR")]
@@ -174,6 +190,12 @@ struct NodeArgs {
 
 /// Arguments of `fallow peer serve`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow peer serve --keys /etc/fallow/peer --dir /usr/bin --listen 10.0.0.2:7946 --peers 10.0.0.1:7946
+      advertise and serve what of /usr/bin is in this node's page cache
+  fallow peer serve --dir app=/srv/app
+      without keys: loopback only, for a look on one machine")]
 struct ServeArgs {
     /// Directory to index and serve, `[NAME=]DIR`; repeat for several.
     #[arg(long = "dir", value_name = "[NAME=]DIR", required = true)]
@@ -185,6 +207,10 @@ struct ServeArgs {
 
 /// Arguments of `fallow peer mount`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow peer mount --keys /etc/fallow/peer --source /usr/bin --mountpoint /mnt/bin --peers 10.0.0.1:7946
+      read /usr/bin through /mnt/bin, from peers' memory while the local disk sleeps")]
 struct MountArgs {
     /// The directory to overlay, `[NAME=]DIR` (indexed and served too).
     #[arg(long, value_name = "[NAME=]DIR")]
@@ -214,6 +240,12 @@ struct MountArgs {
 
 /// Arguments of `fallow peer status`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow peer status --peer 10.0.0.2:7946 --keys /etc/fallow/peer
+      members, what the node advertises, its counters
+  fallow peer status --peer 127.0.0.1:7946 --json
+      a keyless node on this machine, as JSON")]
 struct StatusArgs {
     /// The peer to ask.
     #[arg(long, value_name = "IP:PORT")]
@@ -231,6 +263,10 @@ struct StatusArgs {
 
 /// Arguments of `fallow peer get`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow peer get --peer 10.0.0.2:7946 --keys /etc/fallow/peer --chunk 0 bin/ls
+      the first chunk of bin/ls as that node serves it (a debugging aid)")]
 struct GetArgs {
     /// The peer to ask.
     #[arg(long, value_name = "IP:PORT")]
@@ -256,6 +292,10 @@ struct GetArgs {
 
 /// Arguments of `fallow peer bench`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow peer bench --peer 10.0.0.2:7946 --keys /etc/fallow/peer --dir app=/srv/app --file app/big.bin
+      remote chunk fetches against local O_DIRECT reads of the same file")]
 struct BenchArgs {
     /// The peer serving the file from its page cache.
     #[arg(long, value_name = "IP:PORT")]

@@ -184,6 +184,12 @@ pub struct UnitsArgs {
 
 /// Arguments of `fallow spindown status`.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  fallow spindown status
+      the running daemon's state, spin-ups, budget, energy and top wakers (exit 1 if it is gone)
+  fallow spindown status --state /run/fallow/spindown.json --json
+      the same as JSON, from another status file")]
 pub struct StatusArgs {
     /// The daemon's status file. [default: /run/fallow/spindown.json]
     #[arg(long, value_name = "FILE")]

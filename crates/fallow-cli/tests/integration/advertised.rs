@@ -210,3 +210,45 @@ fn a_command_line_is_split_into_its_subcommand_and_flags() {
         "fallow a\n"
     );
 }
+
+/// Issue 27: every subcommand's `--help` (nested ones included) shows at
+/// least one example, a `fallow …` line under an `Examples` heading.
+#[test]
+fn every_subcommands_help_has_an_example() {
+    fn subs(args: &[&str]) -> Vec<String> {
+        let mut a: Vec<&str> = args.to_vec();
+        a.push("--help");
+        stdout(&fallow(&a))
+            .lines()
+            .skip_while(|l| !l.starts_with("Commands:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter(|l| !l.starts_with("   "))
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .filter(|w| w != "help")
+            .collect()
+    }
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for top in subs(&[]) {
+        let mut paths = vec![vec![top.clone()]];
+        for nested in subs(&[&top]) {
+            paths.push(vec![top.clone(), nested]);
+        }
+        for p in paths {
+            let mut a: Vec<&str> = p.iter().map(String::as_str).collect();
+            a.push("--help");
+            let help = stdout(&fallow(&a));
+            let examples = help
+                .lines()
+                .skip_while(|l| !l.starts_with("Example"))
+                .any(|l| l.trim_start().starts_with("fallow ") || l.contains(" fallow "));
+            if !examples {
+                missing.push(p.join(" "));
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 25, "{checked}");
+    assert!(missing.is_empty(), "no example in the help of: {missing:?}");
+}
