@@ -675,9 +675,14 @@ impl<'a> Run<'a> {
                 if b.residual_ns > 0 {
                     // the interrupted request completes too, after the FG arrival
                     self.complete(b.completed + 1, size, t0 + idle + b.residual_ns);
+                    policy.on_burst_cut(b.completed);
                     return b.residual_ns;
                 }
                 self.complete(b.completed, size, t0 + begin + b.end_ns);
+                if begin + b.end_ns >= idle && b.completed > 0 {
+                    // the last request completed at the arrival's very ns
+                    policy.on_burst_cut(b.completed - 1);
+                }
                 done += b.completed;
                 now = begin + b.end_ns;
             } else {

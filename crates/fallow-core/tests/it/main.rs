@@ -3,6 +3,7 @@
 mod busy_periods;
 mod energy;
 mod fast_sweep;
+mod long_gaps;
 mod pareto;
 mod policies_bb;
 mod policies_et;
