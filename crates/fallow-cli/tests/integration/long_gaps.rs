@@ -2,9 +2,8 @@
 //! one BG request at a time through the gap (a 2-line trace spanning 584
 //! years kept compare, pareto and recommend running for hours). Every
 //! command now finishes on such traces: each run below must exit within
-//! 30 s (a failure bound for a loaded CI machine, not a speed target: the
-//! commands take well under a second in a release build, docs/tuning.md),
-//! and `analyze` warns about the gap naming the file's line.
+//! [`BOUND`] (a failure bound for a loaded CI machine, not a speed target;
+//! release-build times are in docs/simulation.md), and `analyze` warns about the gap naming the file's line.
 
 use crate::common::{self, stderr, wait_exit, TestCommand};
 use std::path::{Path, PathBuf};
@@ -53,7 +52,12 @@ fn traces(dir: &Path) -> [(PathBuf, u64); 2] {
     [(two, 2), (msr(dir, "typo.csv", &ticks), 122)]
 }
 
-/// Run to the end within 30 s; its output.
+/// The failure bound of one command: generous, for a debug build on a
+/// loaded 2-core machine (recommend, which tunes every policy, takes 8-18 s
+/// there on these traces; before issue 21 several commands ran for hours).
+const BOUND: Duration = Duration::from_secs(120);
+
+/// Run to the end within [`BOUND`]; its output.
 fn finishes(args: &[&str]) -> std::process::Output {
     let mut cmd = TestCommand::new(args);
     let line = cmd.line();
@@ -75,7 +79,10 @@ fn finishes(args: &[&str]) -> std::process::Output {
             b
         }
     });
-    let status = wait_exit(&mut child, Duration::from_secs(30));
+    let status = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_exit(&mut child, BOUND)
+    }))
+    .unwrap_or_else(|_| panic!("{line} did not finish within {BOUND:?}"));
     let o = std::process::Output {
         status,
         stdout: out.join().unwrap(),
@@ -130,7 +137,19 @@ fn every_command_finishes_on_a_584_year_span_and_a_3_year_typo() {
         }
         finishes(&["compare", p, "--bg", SIZE_BG]);
         finishes(&["pareto", p, "--bg", SIZE_BG]);
-        finishes(&["recommend", p, "--bg", SIZE_BG, "--budget", "1ms"]);
+        // three sizes: recommend tunes every policy, thousands of runs a
+        // debug build takes tens of seconds for whatever the trace
+        let sizes = "64KiB..1MiB/3";
+        finishes(&[
+            "recommend",
+            p,
+            "--bg",
+            SIZE_BG,
+            "--budget",
+            "1ms",
+            "--sizes",
+            sizes,
+        ]);
         finishes(&[
             "tune",
             p,
