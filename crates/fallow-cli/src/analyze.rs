@@ -4,12 +4,13 @@
 
 use crate::atomic::OverwriteArg;
 use crate::findings::{findings, Finding};
+use crate::human;
 use crate::input::{self, ReadArgs};
 use crate::output::{self, Source};
 use anyhow::Result;
 use clap::Args;
 use fallow_core::outpath::OutputKind;
-use fallow_core::trace::DeviceSel;
+use fallow_core::trace::{DeviceSel, Format, ReadReport};
 use fallow_core::{characterize, Characterization, CharacterizeOptions, ServiceModel};
 use std::path::{Path, PathBuf};
 
@@ -25,7 +26,8 @@ Examples:
       a text trace with its units given, as JSON
 
 The JSON document (--json) has stable top-level keys: trace, idle, busy, utilization, idle_cdf,
-remaining, concentration, lag_pairs, acf, ar, periodicity, rate. Times are in seconds (keys end in
+remaining, concentration, lag_pairs, acf, ar, periodicity, rate, long_gaps (idle intervals far
+beyond the rest, a likely timestamp typo; also warned about on stderr with the file's line). Times are in seconds (keys end in
 _s), probabilities and fractions in [0, 1].")]
 pub struct AnalyzeArgs {
     /// The trace file; gzip-compressed files are read transparently.
@@ -92,8 +94,76 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         s.finish_and_clear();
     }
     let c = result?;
+    warn_long_gaps(&c, &args.trace, selected.trace.report());
     let f = findings(&c);
     present(&c, &f, args.json, args.html.as_deref(), None, None)
+}
+
+/// Warn on stderr about idle intervals far beyond the rest (a likely
+/// timestamp typo, [`fallow_core::long_gaps`]), naming the line of the file
+/// that ends each one where a request is a line.
+fn warn_long_gaps(c: &Characterization, path: &Path, report: &ReadReport) {
+    for g in &c.long_gaps {
+        let at = match record_line(c, path, report, g.request) {
+            Some(line) => format!("{}:{line}", path.display()),
+            None => format!("request {} of the analysed device", g.request),
+        };
+        let rest = match g.rest_max_s {
+            Some(r) => format!(
+                "{:.3e}× the longest of the rest ({})",
+                g.idle_s / r,
+                human::secs(r)
+            ),
+            None => "the trace's only idle interval".to_string(),
+        };
+        eprintln!(
+            "fallow: warning: an idle interval of {} ends at {at} ({} after the first \
+             arrival): {rest}; a mistyped timestamp? Figures over the trace's span \
+             (throughput, utilisation) are dominated by it",
+            human::secs(g.idle_s),
+            human::secs(g.arrival_s)
+        );
+    }
+}
+
+/// Line number of the `request`-th record (from 1) of a file whose every
+/// line that starts with a digit is one request (MSR, SPC, plain), uncompressed,
+/// holding one device and read without skipping or reordering a record;
+/// `None` otherwise.
+fn record_line(
+    c: &Characterization,
+    path: &Path,
+    report: &ReadReport,
+    request: u64,
+) -> Option<u64> {
+    use std::io::BufRead;
+    let one_line_each = matches!(report.format, Some(f) if f == Format::Msr || f == Format::Spc || f == Format::Plain);
+    if !one_line_each || report.skipped > 0 || report.reordered > 0 || c.trace.devices.len() != 1 {
+        return None;
+    }
+    let mut file = std::io::BufReader::new(std::fs::File::open(path).ok()?);
+    let head = file.fill_buf().ok()?;
+    if head.starts_with(&[0x1f, 0x8b]) || head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        return None; // compressed
+    }
+    let mut seen = 0u64;
+    for (i, line) in file.split(b'\n').enumerate() {
+        let line = line.ok()?;
+        // every record of these formats starts with a number (a time, an
+        // ASU); headers, blank lines and comments do not
+        let t = line
+            .strip_prefix(b"\xef\xbb\xbf")
+            .unwrap_or(&line)
+            .trim_ascii();
+        if !t.first().is_some_and(u8::is_ascii_digit) {
+            continue;
+        }
+        seen += 1;
+        if seen == request {
+            return Some(i as u64 + 1);
+        }
+    }
+    None
 }
 
 /// Print the summary or the JSON, and write the HTML report if asked

@@ -48,7 +48,8 @@ prints one line per update on stderr instead (logs, CI), FALLOW_PROGRESS=never h
 
 Each policy's knob (what tune searches) is listed in docs/tuning.md. --json prints one object
 whatever the number of budgets: schema_version, input, policy, knob, max_delay_s, guarantee,
-guarantee_text, search, exact_estimate_s, search_note, method, simulations, baseline, and budgets: a list with, per budget, budget,
+guarantee_text, search, exact_estimate_s, exact_estimate_basis (bound, or pilot: measured on one
+size), search_note, method, simulations, baseline, and budgets: a list with, per budget, budget,
 budget_text, best (policy, spec, params, request_size_bytes, bg_size_bytes,
 bg_throughput_bytes_per_s, fg_mean_added_delay_s, fg_slowdown, fg_collision_rate, knob,
 reproduce, reproduce_args) and sizes (the per-size table).")]
@@ -134,6 +135,7 @@ struct Doc<'a> {
     guarantee_text: &'a str,
     search: SearchMode,
     exact_estimate_s: Option<f64>,
+    exact_estimate_basis: Option<&'static str>,
     search_note: Option<String>,
     method: &'a str,
     simulations: u64,
@@ -194,6 +196,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
             guarantee_text: t.guarantee.describe(),
             search: t.search,
             exact_estimate_s: t.exact_estimate_s,
+            exact_estimate_basis: t.exact_estimate_basis,
             search_note: t.search_note(),
             method: t.method,
             simulations: t.simulations,

@@ -203,15 +203,18 @@ fn bench(n: usize, spec: &str) {
     assert_eq!(fast.method, "sweep");
     let exact = fast.guarantee == Guarantee::Exact;
     println!(
-        "  search picked    {} ({:.1e} interval visits estimated for exact, ~{:.0} s of one core; auto's limit {:.1e})",
+        "  search picked    {} (bound {:.1e} interval visits; exact estimated at ~{:.1} s of one core from the {}; auto's limit {:.1e})",
         if exact { "exact" } else { "coarse" },
         fast.exact_work_visits.unwrap_or(0) as f64,
         fast.exact_estimate_s.unwrap_or(0.0),
+        fast.exact_estimate_basis.unwrap_or("-"),
         cfg.auto_limit_visits as f64
     );
+    let walked = fast.walked_visits.unwrap_or(0) as f64;
     println!(
-        "  sweep, 1 thread  {fast_s:8.3} s wall {fast_cpu_s:8.2} s CPU  ({} settings evaluated)",
-        fast.simulations
+        "  sweep, 1 thread  {fast_s:8.3} s wall {fast_cpu_s:8.2} s CPU  ({} settings evaluated, {walked:.3e} intervals walked, {:.2e} walked/s of CPU: tune::PILOT_VISITS_PER_S)",
+        fast.simulations,
+        walked / fast_cpu_s.max(1e-9)
     );
     if std::env::args().any(|a| a == "--fast-only") {
         return; // for profiling the sweep

@@ -97,6 +97,79 @@ pub struct Characterization {
     pub periodicity: Option<stats::Periodicity>,
     /// Request rate over time.
     pub rate: stats::RateSeries,
+    /// Idle intervals far beyond the rest: likely timestamp typos
+    /// ([`long_gaps`]), longest first; empty for most traces.
+    pub long_gaps: Vec<LongGap>,
+}
+
+/// An idle interval far beyond the rest of the trace's ([`long_gaps`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LongGap {
+    /// Its length, seconds.
+    pub idle_s: f64,
+    /// The longest idle interval that is not flagged, seconds (`None`: the
+    /// trace has no other).
+    pub rest_max_s: Option<f64>,
+    /// Position of the request whose arrival ends it, from 1 in the
+    /// analysed device's requests in arrival order (the file's line of that
+    /// request when each request is a line and nothing was skipped).
+    pub request: u64,
+    /// That request's arrival, seconds from the trace's first arrival.
+    pub arrival_s: f64,
+}
+
+/// A flagged interval is at least this many times the longest of the rest.
+pub const LONG_GAP_RATIO: f64 = 100.0;
+/// … and at least this long, ns (an hour): shorter quiet spells are workload.
+pub const LONG_GAP_MIN_NS: u64 = 3_600_000_000_000;
+/// An interval at least this long is flagged whatever the rest (a year):
+/// no storage trace records a year without a request.
+pub const LONG_GAP_ALWAYS_NS: u64 = 365 * 86_400_000_000_000;
+/// Most intervals flagged by the ratio rule.
+const LONG_GAP_MAX: usize = 10;
+
+/// Idle intervals far beyond the rest, longest first: a mistyped timestamp
+/// digit turns one gap into years, which then dominates every figure over
+/// the trace's span (throughput, utilisation) and is worth a look before
+/// any figure is trusted. Flagged: the `k` longest intervals, for the
+/// largest `k ≤ 10` whose k-th longest is ≥ [`LONG_GAP_RATIO`] × the
+/// (k+1)-th and ≥ an hour; and every interval of a year or more.
+pub fn long_gaps(periods: &Periods) -> Vec<LongGap> {
+    let idle = &periods.idle_len_ns;
+    let mut order: Vec<usize> = (0..idle.len()).collect();
+    order.sort_by(|&a, &b| idle[b].cmp(&idle[a]).then(a.cmp(&b)));
+    let mut flagged = order
+        .iter()
+        .take_while(|&&j| idle[j] >= LONG_GAP_ALWAYS_NS)
+        .count();
+    for k in 1..=LONG_GAP_MAX.min(order.len().saturating_sub(1)) {
+        let (kth, next) = (idle[order[k - 1]], idle[order[k]]);
+        if kth >= LONG_GAP_MIN_NS && kth as f64 >= LONG_GAP_RATIO * next as f64 {
+            flagged = flagged.max(k);
+        }
+    }
+    let rest_max_s = order.get(flagged).map(|&j| idle[j] as f64 / 1e9);
+    let first_arrival = periods.busy_start_ns.first().copied().unwrap_or(0);
+    // requests before each busy period: the one after idle interval j is
+    // the first of busy period j + 1
+    let mut before = Vec::with_capacity(periods.busy_requests.len());
+    let mut n = 0u64;
+    for &r in &periods.busy_requests {
+        before.push(n);
+        n += u64::from(r);
+    }
+    order[..flagged]
+        .iter()
+        .map(|&j| LongGap {
+            idle_s: idle[j] as f64 / 1e9,
+            rest_max_s,
+            request: before.get(j + 1).map_or(n, |&b| b + 1),
+            arrival_s: periods
+                .busy_start_ns
+                .get(j + 1)
+                .map_or(0.0, |&t| (t - first_arrival) as f64 / 1e9),
+        })
+        .collect()
 }
 
 /// What was analysed.
@@ -266,12 +339,73 @@ pub fn characterize_periods(
         ar: stats::ArFit::by_aic(&idle_s, opts.ar_max_order),
         periodicity: stats::Periodicity::of(trace.arrival_ns()),
         rate: stats::RateSeries::of(trace.arrival_ns(), trace.size_bytes(), opts.rate_bin_ns),
+        long_gaps: long_gaps(periods),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Periods of single-request busy periods of 1 ms between these idle
+    /// intervals (ns).
+    fn periods(idle_ns: &[u64]) -> Periods {
+        let mut p = Periods::default();
+        let mut t = 5_000u64;
+        for (j, &idle) in idle_ns.iter().chain([&0]).enumerate() {
+            p.busy_start_ns.push(t);
+            p.busy_len_ns.push(1_000_000);
+            p.busy_requests.push(if j == 0 { 3 } else { 1 });
+            t += 1_000_000;
+            if j < idle_ns.len() {
+                p.idle_start_ns.push(t);
+                p.idle_len_ns.push(idle);
+                t += idle;
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn long_gaps_flag_what_stands_far_beyond_the_rest() {
+        const S: u64 = 1_000_000_000;
+        const DAY: u64 = 86_400 * S;
+        // a 3-year gap among 1-10 s gaps: flagged, naming the request
+        // after it (3 requests in the first busy period, then one each:
+        // idle interval 2 ends at request 3 + 2 + 1 = 6)
+        let mut idle = vec![S, 10 * S, 3 * 365 * DAY, 2 * S, 5 * S];
+        let g = long_gaps(&periods(&idle));
+        assert_eq!(g.len(), 1, "{g:?}");
+        assert_eq!(g[0].request, 6);
+        assert_eq!(g[0].idle_s, (3 * 365 * DAY) as f64 / 1e9);
+        assert_eq!(g[0].rest_max_s, Some(10.0));
+        // arrival of request 6: 3 busy ms + 1 + 10 + 3 years after the first
+        assert_eq!(
+            g[0].arrival_s,
+            (3_000_000 + 11 * S + 3 * 365 * DAY) as f64 / 1e9
+        );
+        // two typos: both, longest first
+        idle.push(5 * 365 * DAY);
+        let g = long_gaps(&periods(&idle));
+        assert_eq!(g.len(), 2);
+        assert!(g[0].idle_s > g[1].idle_s);
+        assert_eq!(g[1].rest_max_s, Some(10.0));
+        // a quiet hour among seconds is 360× the rest and an hour: flagged;
+        // 59 minutes is not (workloads have quiet spells)
+        assert_eq!(long_gaps(&periods(&[S, 2 * S, 3_600 * S])).len(), 1);
+        assert!(long_gaps(&periods(&[S, 2 * S, 3_540 * S])).is_empty());
+        // 99× the rest is not far beyond it
+        assert!(long_gaps(&periods(&[S, 2 * S, 100 * S, 9_900 * S])).is_empty());
+        assert_eq!(
+            long_gaps(&periods(&[S, 2 * S, 100 * S, 10_000 * S])).len(),
+            1
+        );
+        // a lone interval is flagged only from a year on (584 years here)
+        let g = long_gaps(&periods(&[u64::MAX / 2]));
+        assert_eq!((g.len(), g[0].rest_max_s, g[0].request), (1, None, 4));
+        assert!(long_gaps(&periods(&[364 * DAY])).is_empty());
+        assert!(long_gaps(&periods(&[])).is_empty());
+    }
     use crate::workload::{ArrivalProcess, SyntheticWorkload};
 
     #[test]

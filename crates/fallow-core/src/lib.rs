@@ -112,7 +112,7 @@ pub mod workload;
 #[doc = include_str!("../../../docs/extending.md")]
 pub mod extending {}
 
-pub use characterize::{characterize, Characterization, CharacterizeOptions};
+pub use characterize::{characterize, long_gaps, Characterization, CharacterizeOptions, LongGap};
 pub use error::{Error, Location, Result};
 pub use period::Periods;
 pub use service::ServiceModel;

@@ -20,6 +20,7 @@ mod energy;
 mod first_hour;
 mod json_schema;
 mod live_tools;
+mod long_gaps;
 mod native;
 mod native_checkpoint;
 mod native_recorded;

@@ -176,6 +176,10 @@ impl Policy for AdaptivePreemptionInterval {
         self.machine.on_bg_done(ctx, done)
     }
 
+    fn on_burst_cut(&mut self, completed: u64) {
+        self.machine.burst_cut_count(completed);
+    }
+
     fn on_idle_end(&mut self, idle_ns: u64, collided: bool) {
         let before = self
             .machine

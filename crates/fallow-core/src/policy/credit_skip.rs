@@ -209,6 +209,10 @@ impl Policy for CreditSkip {
         self.machine.on_bg_done(ctx, done)
     }
 
+    fn on_burst_cut(&mut self, completed: u64) {
+        self.machine.burst_cut_count(completed);
+    }
+
     fn on_idle_end(&mut self, idle_ns: u64, collided: bool) {
         self.machine.on_idle_end(idle_ns, collided);
         if collided {

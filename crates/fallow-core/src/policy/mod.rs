@@ -158,6 +158,18 @@ pub trait Policy: Send {
         Decision::Quiet
     }
 
+    /// The burst last asked (a `Start` without `consult_each`, which the
+    /// engine computed in closed form) was under way when an FG arrival
+    /// ended the idle interval: `completed` of its requests completed
+    /// strictly before the arrival (the one after them was in service, or
+    /// completed at the arrival's very ns). Called just before
+    /// [`Policy::on_idle_end`]; a policy that asks for whole bursts and
+    /// cannot work out the count itself (random service) learns it here.
+    /// Default: nothing.
+    fn on_burst_cut(&mut self, completed: u64) {
+        let _ = completed;
+    }
+
     /// An FG arrival ended an idle interval of `idle_ns` (from the last FG
     /// completion, BG work included); `collided` if it found BG in service.
     fn on_idle_end(&mut self, idle_ns: u64, collided: bool) {

@@ -32,10 +32,15 @@
 use crate::policy::IntervalRule;
 use crate::sim::{BgService, BgWork, Prepared, SimConfig, Totals};
 use rand::SeedableRng;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The idle intervals of one prepared trace, ready for many evaluations.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct FastSweep<'a> {
+    /// Intervals walked so far, by every walk and pass (an interval a pass
+    /// skips counts as one, an interval it steps counts once per lane): the
+    /// work [`super::tune`]'s `auto` measures on one size before choosing.
+    visits: AtomicU64,
     prep: &'a Prepared,
     /// Idle lengths sorted longest first (oracle's rank thresholds, and
     /// how many intervals a threshold leaves).
@@ -67,12 +72,19 @@ impl<'a> FastSweep<'a> {
             prefix_desc_ns.push(last + g as u128);
         }
         Some(FastSweep {
+            visits: AtomicU64::new(0),
             prep,
             prefix_desc_ns,
             idle_total_ns: sorted_desc_ns.iter().sum(),
             sorted_desc_ns,
             order,
         })
+    }
+
+    /// Intervals walked so far (see the field): a work count that does not
+    /// depend on the machine or its load.
+    pub fn visits(&self) -> u64 {
+        self.visits.load(Ordering::Relaxed)
     }
 
     /// Idle intervals the sweep walks (the unit of [`SearchMode::Auto`]'s
@@ -249,6 +261,7 @@ impl<'a> FastSweep<'a> {
                 bits[i as usize / 64] |= 1 << (i % 64);
             }
             let mut next = 0usize; // first interval not yet visited
+            let mut visited = 0u64; // counted once, at the end (threads share the counter)
             for (wi, &word) in bits.iter().enumerate() {
                 let mut word = word;
                 while word != 0 {
@@ -259,7 +272,11 @@ impl<'a> FastSweep<'a> {
                     }
                     let mut k = j;
                     loop {
-                        w.visit(k)?;
+                        visited += 1;
+                        if w.visit(k).is_none() {
+                            self.visits.fetch_add(visited, Ordering::Relaxed);
+                            return None;
+                        }
                         k += 1;
                         if w.shift == 0 || k == n {
                             break;
@@ -268,7 +285,10 @@ impl<'a> FastSweep<'a> {
                     next = k;
                 }
             }
+            self.visits.fetch_add(visited, Ordering::Relaxed);
         } else {
+            // every interval scanned, as a pass counts it
+            self.visits.fetch_add(n as u64, Ordering::Relaxed);
             for j in 0..n {
                 if w.shift == 0 && w.gaps[j] <= threshold_ns {
                     continue; // an unused interval
@@ -359,15 +379,19 @@ impl<'a> FastSweep<'a> {
         let mut at = start;
         while at < n {
             let end = (at + CHUNK).min(n);
+            let mut stepped = 0u64;
             for (&gap, &r) in gaps[at..end].iter().zip(&reqs[at..end]) {
                 if any_shift == 0 && gap <= min_threshold_ns {
                     continue; // unused by every lane
                 }
                 any_shift = 0;
+                stepped += 1;
                 for l in ls.iter_mut() {
                     any_shift |= l.step(gap, r as u64, penalty_ns);
                 }
             }
+            self.visits
+                .fetch_add((end - at) as u64 + stepped * K as u64, Ordering::Relaxed);
             at = end;
             if ls.iter().any(|l| l.added_ns > l.plan.cap_added_ns) {
                 break;

@@ -187,11 +187,23 @@ impl std::str::FromStr for SearchMode {
 /// visits): the divisor of [`Tuning::exact_estimate_s`].
 pub const EXACT_VISITS_PER_S: f64 = 4.5e8;
 
+/// Interval walks per second of one core as [`FastSweep::visits`] counts
+/// them (real walks, not the bound's): the divisor of a pilot's estimate
+/// (`auto` runs the exact search on one size when the bound is over its
+/// limit, docs/tuning.md). HP disk 0's exact search (3 budgets, 30 sizes,
+/// the bound's calibration run below) walks 1.535e9 intervals, a count
+/// that does not depend on the build; that search took 9.0–9.3 s of CPU
+/// in a release build: 1.65e8 per second.
+pub const PILOT_VISITS_PER_S: f64 = 1.65e8;
+
 /// [`SearchMode::Auto`]'s default limit: 10 s of one core at
 /// [`EXACT_VISITS_PER_S`] (4.5e9 visits), about what a user waits for an
 /// interactive command. HP disk 0 with 30 sizes (4.1e9) is under it; a
 /// trace of 1 M requests with 30 sizes is far over it.
 pub const AUTO_EXACT_LIMIT_VISITS: u64 = (10.0 * EXACT_VISITS_PER_S) as u64;
+
+/// One size's answer per budget, with the settings evaluated.
+type PerBudget = Vec<(Option<Choice>, u64)>;
 
 /// Upper bound on the exact search's work, interval visits: every ladder
 /// step of every size not excluded walks every idle interval once (the
@@ -338,8 +350,21 @@ pub struct Tuning {
     /// Estimated work of the exact search, interval visits
     /// ([`exact_work_visits`]); `None` when no exact search applies.
     pub exact_work_visits: Option<u64>,
-    /// The same as seconds of one core ([`EXACT_VISITS_PER_S`]).
+    /// The exact search's estimated CPU time, seconds of one core: the
+    /// bound above at [`EXACT_VISITS_PER_S`], or, where `auto` measured the
+    /// search on one size first (`exact_estimate_basis` = `pilot`), the
+    /// walks that size took ([`FastSweep::visits`]) × the sizes, at
+    /// [`PILOT_VISITS_PER_S`].
     pub exact_estimate_s: Option<f64>,
+    /// Where `exact_estimate_s` comes from: `bound` (intervals × ladder
+    /// steps × sizes, known before the search) or `pilot` (the exact search
+    /// run on one size); `None` when no exact search applies.
+    pub exact_estimate_basis: Option<&'static str>,
+    /// Intervals the sweep walked in this run, the pilot's included
+    /// ([`FastSweep::visits`]; `None` without the sweep): the work the
+    /// estimates are checked against (the tune bench prints it beside the
+    /// CPU time).
+    pub walked_visits: Option<u64>,
 }
 
 impl Tuning {
@@ -357,11 +382,15 @@ impl Tuning {
         if !self.auto_fell_back() {
             return None;
         }
+        let basis = match self.exact_estimate_basis {
+            Some("pilot") => "measured on one size and scaled to all",
+            _ => "bounded by intervals × ladder steps × sizes",
+        };
         Some(format!(
-            "search auto chose coarse: the exact search is estimated at ~{:.1e} interval \
-             visits (~{:.0} s of one core); --search exact forces it",
+            "search auto chose coarse: the exact search is estimated at ~{:.0} s of one core \
+             ({basis}; bound {:.1e} interval visits); --search exact forces it",
+            self.exact_estimate_s.unwrap_or(0.0),
             self.exact_work_visits.unwrap_or(0) as f64,
-            self.exact_estimate_s.unwrap_or(0.0)
         ))
     }
 }
@@ -873,7 +902,57 @@ pub fn tune(
         let sizes = cfg.sizes.iter().filter(|&&s| !excluded(s)).count();
         exact_work_visits(sweep.intervals(), search.ladder.len(), sizes)
     });
-    let exact = work.is_some_and(|w| cfg.search.picks_exact(w, cfg.auto_limit_visits));
+    let mut exact = work.is_some_and(|w| cfg.search.picks_exact(w, cfg.auto_limit_visits));
+    let stop = || {
+        cfg.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    };
+    let mut estimate_s = work.map(|w| w as f64 / EXACT_VISITS_PER_S);
+    let mut basis = work.map(|_| "bound");
+    // The bound counts every ladder step walking every interval; the real
+    // search walks far less (steps bounded out, walks stopped at the cap,
+    // long waits visiting few intervals): up to 50× on real traces. Over
+    // the limit, auto runs the exact search on the middle size, stopped
+    // once it has used its share of the limit, and decides on what it
+    // measured. The pilot's answer is kept when exact goes on.
+    // (index of the pilot's size, its per-budget answers)
+    let mut pilot: Option<(usize, PerBudget)> = None;
+    if let (false, SearchMode::Auto, Some((_, sweep))) = (exact, cfg.search, &search.fast) {
+        let live: Vec<usize> = (0..cfg.sizes.len())
+            .filter(|&i| !excluded(cfg.sizes[i]))
+            .collect();
+        if let Some(&at) = live.get(live.len() / 2) {
+            let sizes = live.len() as f64;
+            let limit_s = cfg.auto_limit_visits as f64 / EXACT_VISITS_PER_S;
+            let share_visits = (limit_s / sizes * PILOT_VISITS_PER_S) as u64;
+            let before = sweep.visits();
+            let ticked = AtomicU64::new(0);
+            let over = || sweep.visits() - before > share_visits;
+            let r = search.exact_size(cfg.sizes[at], &cfg.budgets, &|| stop() || over(), &|k| {
+                ticked.fetch_add(k, Ordering::Relaxed);
+            });
+            let used = (sweep.visits() - before) as f64;
+            basis = Some("pilot");
+            match r {
+                Ok(res) => {
+                    let s = used * sizes / PILOT_VISITS_PER_S;
+                    estimate_s = Some(s);
+                    if s <= limit_s {
+                        exact = true;
+                        pilot = Some((at, res));
+                    }
+                }
+                Err(Error::Interrupted) if !stop() => {
+                    // over its share: scaled by the share of the ladder done
+                    let steps = search.ladder.len().max(1) as f64;
+                    let done = (ticked.load(Ordering::Relaxed) as f64).clamp(1.0, steps);
+                    estimate_s = Some(used * steps / done * sizes / PILOT_VISITS_PER_S);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
     let per_size = if exact {
         search.ladder.len().max(1) as u64
     } else {
@@ -902,11 +981,11 @@ pub fn tune(
     } else {
         1
     };
-    let stop = || {
-        cfg.cancel
-            .as_ref()
-            .is_some_and(|c| c.load(Ordering::Relaxed))
-    };
+    if let Some((at, res)) = pilot {
+        sims.fetch_add(res.first().map_or(0, |x| x.1), Ordering::Relaxed);
+        results.lock().expect("no panics")[at] = Some(Ok(res));
+        tick(per_size);
+    }
     std::thread::scope(|s| {
         for _ in 0..cfg.threads.clamp(1, cfg.sizes.len()) {
             s.spawn(|| {
@@ -917,6 +996,9 @@ pub fn tune(
                         let Some(&size) = cfg.sizes.get(i) else {
                             break;
                         };
+                        if results.lock().expect("no panics")[i].is_some() {
+                            continue; // the pilot's size
+                        }
                         let r = if excluded(size) {
                             tick(per_size);
                             Ok(Vec::new())
@@ -1077,7 +1159,9 @@ pub fn tune(
         },
         search: cfg.search,
         exact_work_visits: work,
-        exact_estimate_s: work.map(|w| w as f64 / EXACT_VISITS_PER_S),
+        exact_estimate_s: estimate_s,
+        exact_estimate_basis: basis,
+        walked_visits: search.fast.as_ref().map(|(_, f)| f.visits()),
     })
 }
 

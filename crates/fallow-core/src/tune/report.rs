@@ -119,6 +119,8 @@ mod tests {
             search: SearchMode::Auto,
             exact_work_visits: None,
             exact_estimate_s: None,
+            exact_estimate_basis: None,
+            walked_visits: None,
         };
         let base = choice("none", 0.0);
         let docs: Vec<serde_json::Value> = t

@@ -3,6 +3,7 @@
 mod busy_periods;
 mod energy;
 mod fast_sweep;
+mod long_gaps;
 mod pareto;
 mod per_device;
 mod policies_bb;

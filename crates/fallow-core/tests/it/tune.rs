@@ -250,7 +250,7 @@ fn work_of(prep: &Prepared, policy_name: &str, sizes: usize) -> u64 {
 }
 
 #[test]
-fn auto_searches_exactly_up_to_its_limit_and_coarsely_above_it() {
+fn auto_searches_exactly_up_to_its_limit_and_measures_above_it() {
     let prep = bursty();
     let sim = sim();
     let work = work_of(&prep, "fixed-wait", 2);
@@ -263,25 +263,48 @@ fn auto_searches_exactly_up_to_its_limit_and_coarsely_above_it() {
         };
         tune::tune(&prep, "fixed-wait", &sim, &c, &|_, _| {}).unwrap()
     };
-    // at the limit: exact
+    let answers = |t: &tune::Tuning| serde_json::to_string(&t.budgets).unwrap();
+    let exact = run(SearchMode::Exact, 0);
+    assert_eq!(exact.guarantee, Guarantee::Exact);
+    // the bound at the limit: exact without a pilot
     let at = run(SearchMode::Auto, work);
     assert_eq!(at.guarantee, Guarantee::Exact);
     assert_eq!(at.exact_work_visits, Some(work));
-    assert!(!at.auto_fell_back() && at.search_note().is_none());
-    // one visit over: coarse, and the output says so with the flag and cost
-    let over = run(SearchMode::Auto, work - 1);
-    assert_eq!(over.guarantee, Guarantee::CoarseGrid);
-    assert!(over.auto_fell_back());
-    let note = over.search_note().unwrap();
-    assert!(note.contains("--search exact"), "{note}");
+    assert_eq!(at.exact_estimate_basis, Some("bound"));
     let secs = work as f64 / tune::EXACT_VISITS_PER_S;
-    assert!((over.exact_estimate_s.unwrap() - secs).abs() < 1e-12);
+    assert!((at.exact_estimate_s.unwrap() - secs).abs() < 1e-12);
+    assert!(!at.auto_fell_back() && at.search_note().is_none());
+    assert_eq!(answers(&at), answers(&exact));
+    // the bound one visit over: the search runs on one size (the pilot)
+    // and decides on the intervals it walked: exact (keeping the pilot's
+    // size, with the exact search's answers) iff its estimate is within
+    // the limit (the 150k-request test below takes the exact branch)
+    let over = run(SearchMode::Auto, work - 1);
+    assert_eq!(over.exact_estimate_basis, Some("pilot"));
+    let pilot_s = over.exact_estimate_s.unwrap();
+    let limit_s = (work - 1) as f64 / tune::EXACT_VISITS_PER_S;
+    if pilot_s <= limit_s {
+        assert_eq!(over.guarantee, Guarantee::Exact);
+        assert_eq!(answers(&over), answers(&exact));
+    } else {
+        assert!(over.auto_fell_back(), "{pilot_s} s over {limit_s} s");
+    }
+    // a limit of nothing: the pilot stops at once, coarse, and the output
+    // says so with the flag and the estimate
+    let none = run(SearchMode::Auto, 0);
+    assert_eq!(none.guarantee, Guarantee::CoarseGrid);
+    assert!(none.auto_fell_back());
+    assert!(none.exact_estimate_s.unwrap() > 0.0);
+    let note = none.search_note().unwrap();
+    assert!(
+        note.contains("--search exact") && note.contains("measured on one size"),
+        "{note}"
+    );
     assert!(
         !note.contains('\n') && !note.contains("  "),
         "one plain line: {note}"
     );
     // forced modes ignore the limit
-    assert_eq!(run(SearchMode::Exact, 0).guarantee, Guarantee::Exact);
     let coarse = run(SearchMode::Coarse, u64::MAX);
     assert_eq!(coarse.guarantee, Guarantee::CoarseGrid);
     assert!(
@@ -289,7 +312,7 @@ fn auto_searches_exactly_up_to_its_limit_and_coarsely_above_it() {
         "asked for coarse: nothing to explain"
     );
     // the exact answer is the best of the ladder: never below the coarse one
-    for (e, c) in at.budgets.iter().zip(&coarse.budgets) {
+    for (e, c) in exact.budgets.iter().zip(&coarse.budgets) {
         let thr = |t: &tune::Tuned| t.best.as_ref().map_or(0.0, |b| b.bg_throughput_bytes_per_s);
         assert!(
             thr(e) >= thr(c),
@@ -299,6 +322,51 @@ fn auto_searches_exactly_up_to_its_limit_and_coarsely_above_it() {
             thr(c)
         );
     }
+}
+
+/// Issue 21: a 150,000-request trace of the shape where auto used to
+/// estimate the exact search at 12.9 s and answer the coarse search's
+/// point, 44.8 % below the optimum (a bursty MMPP, 30 % busy, 30 sizes):
+/// the pilot measures the exact search far under the limit, so `tune`
+/// answers the exact optimum by default, as `--search exact` does.
+#[test]
+fn auto_answers_the_exact_optimum_on_150k_requests() {
+    let service = ServiceModel::Exponential {
+        mean_ns: 10_000_000,
+    };
+    let t = SyntheticWorkload {
+        arrivals: "mmpp:cv=9,burst=1000"
+            .parse::<ArrivalProcess>()
+            .unwrap()
+            .with_mean_rate(30.0)
+            .unwrap(),
+        requests: 150_000,
+        service,
+        request_size_bytes: 4096,
+        capacity_bytes: 1 << 40,
+        write_fraction: 0.3,
+        seed: 21,
+    }
+    .generate()
+    .unwrap();
+    let prep = Prepared::new(&t, None, 21).unwrap();
+    let sim = sim();
+    let run = |search: SearchMode| {
+        let c = TuneConfig {
+            search,
+            max_delay_ns: Some(50_400_000),
+            ..cfg("1ms", "64KiB..4MiB")
+        };
+        tune::tune(&prep, "fixed-wait", &sim, &c, &|_, _| {}).unwrap()
+    };
+    let auto = run(SearchMode::Auto);
+    // the bound alone would have sent it to the coarse search
+    assert!(auto.exact_work_visits.unwrap() > tune::AUTO_EXACT_LIMIT_VISITS);
+    assert_eq!(auto.exact_estimate_basis, Some("pilot"));
+    assert_eq!(auto.guarantee, Guarantee::Exact, "{:?}", auto.search_note());
+    let exact = run(SearchMode::Exact);
+    let answers = |t: &tune::Tuning| serde_json::to_string(&t.budgets).unwrap();
+    assert_eq!(answers(&auto), answers(&exact));
 }
 
 #[test]

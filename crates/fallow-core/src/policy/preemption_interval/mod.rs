@@ -47,8 +47,15 @@
 //! protocol in `tests/it/policies_et.rs`), with one call per idle interval
 //! instead of one per BG request — what makes `tune` and `recommend` of
 //! this family take seconds rather than minutes on a week-long trace.
-//! Exponential service, finite BG work, `batch=N` and the live driver keep
-//! one request at a time.
+//! Under exponential service the machine asks for the same burst and the
+//! engine draws it ([`BgService::burst`]: a Poisson count back to back,
+//! Gamma blocks with spacing) and tells how many of its requests completed
+//! before the FG arrival ([`Policy::on_burst_cut`]); the machine replays
+//! their events as above. The run is then the one-request protocol's in
+//! distribution, not draw for draw (the draws differ), and an idle interval
+//! costs O(log(length / service)) however long it is (tested against the
+//! one-request protocol in `tests/it/long_gaps.rs`). Finite BG work,
+//! `batch=N` and the live driver keep one request at a time.
 //!
 //! **Batches.** In fallow, BG work never *arrives* during an idle interval
 //! (endless work is always queued, finite work only shrinks, arrival-driven
@@ -240,6 +247,12 @@ pub struct PreemptionInterval {
     /// The burst asked at the start of this idle interval, while under way:
     /// its service time and the time from one request's start to the next, ns.
     burst: Option<(u64, u64)>,
+    /// The burst asked at the start of this idle interval under random
+    /// (exponential) service, while under way; the engine tells how many
+    /// of its requests completed before the FG arrival ([`Policy::on_burst_cut`]).
+    random_burst: bool,
+    /// That count, once told.
+    cut_completed: Option<u64>,
 }
 
 impl PreemptionInterval {
@@ -256,6 +269,8 @@ impl PreemptionInterval {
             fixed_service_ns: None,
             bursts: false,
             burst: None,
+            random_burst: false,
+            cut_completed: None,
         }
     }
 
@@ -292,7 +307,17 @@ impl PreemptionInterval {
     /// The run is simulated ([`Policy::simulated`]): ask for bursts where
     /// that is the same run (module docs, "Bursts in simulation").
     pub(crate) fn simulated_run(&mut self, bg_service: &BgService, bg_work: &BgWork) {
-        self.bursts = *bg_work == BgWork::Endless && bg_service.is_deterministic();
+        self.bursts = *bg_work == BgWork::Endless
+            && (bg_service.is_deterministic()
+                || matches!(bg_service, BgService::Exponential { .. }));
+    }
+
+    /// The engine's count of a random-service burst's requests completed
+    /// before the FG arrival ([`Policy::on_burst_cut`]).
+    pub(crate) fn burst_cut_count(&mut self, completed: u64) {
+        if self.random_burst {
+            self.cut_completed = Some(completed);
+        }
     }
 
     /// Change the interval length from the next decision on (adaptive policy).
@@ -315,8 +340,10 @@ impl PreemptionInterval {
         let after_ns = pending.start_ns - ctx.now_ns;
         self.pending = Some(pending);
         self.burst = None;
+        self.random_burst = false;
+        self.cut_completed = None;
         let whole = self.bursts && pending.from == IntervalState::Fg && self.config.batch.is_none();
-        if let (true, Some(service_ns)) = (whole, self.fixed_service_ns) {
+        if whole {
             // the rest of the interval in one burst: what one request at a
             // time would ask after each completion, B→B at once or B→P→I→B
             // after p
@@ -325,7 +352,13 @@ impl PreemptionInterval {
             } else {
                 0
             };
-            self.burst = Some((service_ns, service_ns.saturating_add(spacing_ns)));
+            match self.fixed_service_ns {
+                Some(service_ns) => {
+                    self.burst = Some((service_ns, service_ns.saturating_add(spacing_ns)))
+                }
+                // exponential: the engine draws the burst and tells the count
+                None => self.random_burst = true,
+            }
             return Decision::Start(Start {
                 spacing_ns,
                 ..Start::until_fg(after_ns, size)
@@ -370,7 +403,8 @@ impl PreemptionInterval {
     /// the interval): the events one request at a time would have seen up
     /// to the last completion; the pending request is taken.
     fn burst_done(&mut self, done: u64) {
-        if let (Some(_), Some(first)) = (self.burst.take(), self.pending.take()) {
+        let asked = self.burst.take().is_some() || std::mem::take(&mut self.random_burst);
+        if let (true, Some(first)) = (asked, self.pending.take()) {
             if done > 0 {
                 self.ran(&first);
                 self.ran_repeat(done - 1);
@@ -383,6 +417,10 @@ impl PreemptionInterval {
     /// (each would have been followed by a decision) and leave pending the
     /// request one at a time would have had pending then.
     fn burst_cut(&mut self, end_ns: u64) {
+        if std::mem::take(&mut self.random_burst) {
+            self.random_burst_cut(end_ns);
+            return;
+        }
         let (Some((service_ns, cycle_ns)), Some(first)) = (self.burst.take(), self.pending) else {
             return;
         };
@@ -409,6 +447,34 @@ impl PreemptionInterval {
                 now
             },
             empty_timer_ns: v.interval_after_burst().then(|| now.saturating_add(p)),
+        });
+    }
+
+    /// The random-service burst asked at the interval's start was under way
+    /// when FG arrived at `end_ns`, after the engine's count of completed
+    /// requests (none told: the burst had not started). As `burst_cut`,
+    /// with the count from the engine instead of the model's times. The
+    /// pending request's times are those of the arrival: the one-request
+    /// protocol reads them only at a tie (an FG arrival at the very ns a
+    /// random service ends), where the `*-preempt` variants' Timeout then
+    /// counts as not expired.
+    fn random_burst_cut(&mut self, end_ns: u64) {
+        let Some(first) = self.pending else {
+            return;
+        };
+        let completed = self.cut_completed.take().unwrap_or(0);
+        if completed == 0 {
+            return; // the first request is the pending one
+        }
+        self.ran(&first);
+        self.ran_repeat(completed - 1);
+        let v = self.config.variant;
+        self.pending = Some(Pending {
+            from: IntervalState::Bg,
+            batch_end: false,
+            decided_ns: end_ns,
+            start_ns: end_ns,
+            empty_timer_ns: v.interval_after_burst().then_some(end_ns),
         });
     }
 
@@ -469,7 +535,7 @@ impl PreemptionInterval {
     }
 
     fn bg_done(&mut self, ctx: &mut Ctx<'_>, done: u64) -> Decision {
-        if self.burst.is_some() {
+        if self.burst.is_some() || self.random_burst {
             self.burst_done(done);
         } else if let Some(p) = self.pending.take() {
             self.ran(&p);
@@ -566,6 +632,10 @@ impl Policy for PreemptionInterval {
 
     fn on_bg_done(&mut self, ctx: &mut Ctx<'_>, done: u64) -> Decision {
         self.bg_done(ctx, done)
+    }
+
+    fn on_burst_cut(&mut self, completed: u64) {
+        self.burst_cut_count(completed);
     }
 
     fn on_idle_end(&mut self, idle_ns: u64, collided: bool) {
