@@ -8,16 +8,18 @@
 //! the core's [`sim::Request`]: its defaults and checks are the CLI's too.
 
 use crate::conversion::{DeviceArg, Value};
-use crate::errors::{parameter, without_gil, Result};
+use crate::errors::{interruptible, parameter, Result};
 use crate::json::to_python;
 use crate::trace::PyTrace;
 use fallow_core::policy;
-use fallow_core::sim::{self, simulate as run, SimResult};
+use fallow_core::sim::{self, simulate_cancellable as run, SimResult};
 use fallow_core::tune::online::{default_every, OnlineConfig, OnlineTuner, Report, DEFAULT_WINDOW};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde::Serialize;
 use std::borrow::Cow;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// The keyword arguments of one call, taken one by one; [`Kwargs::finish`]
 /// refuses any left over (as Python does for an unknown keyword).
@@ -183,11 +185,13 @@ pub fn simulate<'py>(
         )?),
         None => None,
     };
-    let r = without_gil(py, || {
+    // Ctrl-C sets it; the run stops within a few thousand busy periods
+    let cancel = Arc::new(AtomicBool::new(false));
+    let r = interruptible(py, cancel.clone(), || {
         let prep = req.prepare()?;
         match &mut tuner {
-            Some(t) => run(&prep, t, &cfg),
-            None => run(&prep, pol.as_mut(), &cfg),
+            Some(t) => run(&prep, t, &cfg, &cancel),
+            None => run(&prep, pol.as_mut(), &cfg, &cancel),
         }
     })?;
     to_python(
@@ -220,12 +224,13 @@ pub fn compare<'py>(
     for why in &lineup.skipped {
         py.import("warnings")?.call_method1("warn", (why,))?;
     }
-    let results = without_gil(py, || {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let results = interruptible(py, cancel.clone(), || {
         let prep = req.prepare()?;
         lineup
             .policies
             .iter_mut()
-            .map(|(_, p)| run(&prep, p.as_mut(), &cfg))
+            .map(|(_, p)| run(&prep, p.as_mut(), &cfg, &cancel))
             .collect::<fallow_core::Result<Vec<_>>>()
     })?;
     let runs: Vec<Run<'_>> = lineup

@@ -432,6 +432,31 @@ pub fn check_sizes(bg: &BgService, chooser: Option<&str>, candidate_sizes: usize
 /// Run `policy` over a prepared trace. A policy that chooses its request
 /// sizes needs a BG model that charges for size ([`check_sizes`]).
 pub fn simulate(prep: &Prepared, policy: &mut dyn Policy, cfg: &SimConfig) -> Result<SimResult> {
+    simulate_until(prep, policy, cfg, None)
+}
+
+/// [`simulate`] that stops with [`Error::Interrupted`] soon after `cancel`
+/// is set (it is read every [`CANCEL_EVERY`] busy periods): what lets
+/// Python's Ctrl-C stop `fallow.simulate` and `fallow.compare` on a trace
+/// of tens of millions of requests.
+pub fn simulate_cancellable(
+    prep: &Prepared,
+    policy: &mut dyn Policy,
+    cfg: &SimConfig,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<SimResult> {
+    simulate_until(prep, policy, cfg, Some(cancel))
+}
+
+/// Busy periods between two reads of a cancel flag: a few ms of work.
+pub const CANCEL_EVERY: usize = 4096;
+
+fn simulate_until(
+    prep: &Prepared,
+    policy: &mut dyn Policy,
+    cfg: &SimConfig,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<SimResult> {
     if cfg.bg_size_bytes == 0 {
         return Err(Error::invalid("bg size", "must be positive"));
     }
@@ -442,7 +467,9 @@ pub fn simulate(prep: &Prepared, policy: &mut dyn Policy, cfg: &SimConfig) -> Re
     let mut run = Run::new(prep, cfg);
     policy.prepare(&prep.periods);
     policy.simulated(&cfg.bg_service, &cfg.bg_work);
-    run.go(policy);
+    if !run.go(policy, cancel) {
+        return Err(Error::Interrupted);
+    }
     Ok(run.finish(policy))
 }
 
@@ -510,7 +537,12 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn go(&mut self, policy: &mut dyn Policy) {
+    /// The whole run; false when `cancel` was set before it ended.
+    fn go(
+        &mut self,
+        policy: &mut dyn Policy,
+        cancel: Option<&std::sync::atomic::AtomicBool>,
+    ) -> bool {
         let p = &self.prep.periods;
         let clairvoyant = policy.clairvoyant();
         let mut shift: u64 = 0; // delay of the current busy period
@@ -522,6 +554,11 @@ impl<'a> Run<'a> {
         let mut device_start_ns: Option<u64> = None;
         let mut device_requests = 0u32;
         for j in 0..p.busy_len_ns.len() {
+            if j % CANCEL_EVERY == 0
+                && cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+            {
+                return false;
+            }
             let n = p.busy_requests[j] as usize;
             let reqs = first_req..first_req + n;
             first_req += n;
@@ -567,6 +604,7 @@ impl<'a> Run<'a> {
                 0
             };
         }
+        true
     }
 
     /// FG requests `reqs` are delayed by `d`.

@@ -297,3 +297,32 @@ fn issue11_sizes_are_chosen_only_under_a_model_that_charges_for_them() {
         r.bg.throughput_bytes_per_s
     );
 }
+
+/// Issue 27: `simulate_cancellable` stops with `Interrupted` once its flag
+/// is set (Python's Ctrl-C), and with the flag clear it is `simulate`,
+/// figure for figure.
+#[test]
+fn a_cancelled_run_stops_and_an_uncancelled_one_is_simulate() {
+    use fallow_core::sim::simulate_cancellable;
+    use std::sync::atomic::AtomicBool;
+    let prep = mm1(50.0, 0.005, 20_000, 3);
+    let cfg = SimConfig {
+        bg_service: BgService::Constant { ns: 2_000_000 },
+        bg_work: BgWork::Endless,
+        ..SimConfig::default()
+    };
+    let mut p = policy::build("fixed-wait:t=10ms").unwrap();
+    let plain = simulate(&prep, p.as_mut(), &cfg).unwrap();
+    let mut p = policy::build("fixed-wait:t=10ms").unwrap();
+    let clear = simulate_cancellable(&prep, p.as_mut(), &cfg, &AtomicBool::new(false)).unwrap();
+    assert_eq!(
+        serde_json::to_value(&plain).unwrap(),
+        serde_json::to_value(&clear).unwrap()
+    );
+    let mut p = policy::build("fixed-wait:t=10ms").unwrap();
+    let set = simulate_cancellable(&prep, p.as_mut(), &cfg, &AtomicBool::new(true));
+    assert!(
+        matches!(set, Err(fallow_core::Error::Interrupted)),
+        "{set:?}"
+    );
+}
