@@ -12,7 +12,7 @@ use fallow_core::trace::Format;
 /// Arguments of `fallow completions`.
 #[derive(Debug, Args)]
 #[command(after_help = "\
-Install (one of):
+Examples (install one of):
   fallow completions bash > /etc/bash_completion.d/fallow     (or ~/.local/share/bash-completion/completions/fallow)
   fallow completions zsh > \"${fpath[1]}/_fallow\"
   fallow completions fish > ~/.config/fish/completions/fallow.fish")]
