@@ -14,7 +14,7 @@ use crate::atomic::OverwriteArg;
 use crate::findings::findings;
 use crate::human::{bytes, count, num, pct, secs};
 use crate::output::Source;
-use crate::progress::Progress;
+use crate::progress::TuningBar;
 use crate::report::Decision;
 use crate::reproduce::shell_quote;
 use anyhow::{Context, Result};
@@ -265,21 +265,12 @@ fn decide(trace: &Trace, csv: &Path, budget: Budget) -> Result<Decision> {
     };
     let prep = Prepared::new(trace, None, 1)?;
     let sizes = tune::log_spaced(64 << 10, 4 << 20, 5);
-    let names = tune::recommend::candidates();
     step(&format!(
         "tuning {} policies for a {budget} FG budget",
-        names.len()
+        tune::recommend::candidates().len()
     ))?;
     // as `fallow recommend` shows it: a bar on a terminal
-    let bar = Progress::new(
-        "settings",
-        "{msg} [{wide_bar}] {pos}/{len} settings {elapsed}",
-        0,
-        true,
-    )?;
-    if let Some(b) = &bar {
-        b.steady_tick(std::time::Duration::from_millis(200));
-    }
+    let bar = TuningBar::new(String::new())?;
     let rec = tune::recommend::recommend(
         &prep,
         &sim,
@@ -288,24 +279,9 @@ fn decide(trace: &Trace, csv: &Path, budget: Budget) -> Result<Decision> {
         None,
         tune::default_threads(),
         SearchMode::Auto,
-        &|policy, policies, done, total| {
-            if let Some(b) = &bar {
-                if total == 0 {
-                    let name = names.get(policy).copied().unwrap_or("done");
-                    b.set_message(format!(
-                        "policy {}/{policies} {name}",
-                        (policy + 1).min(policies)
-                    ));
-                } else {
-                    b.set_length(total);
-                    b.set_position(done);
-                }
-            }
-        },
+        &|policy, policies, done, total| bar.step(policy, policies, done, total),
     );
-    if let Some(b) = bar {
-        b.finish();
-    }
+    bar.finish();
     let rec = rec.with_context(|| format!("tuning the demo's policies for {budget}"))?;
     let baseline = tune::baseline(&prep, &sim)?;
     // the fair comparison: the top policy held to the idle class's own FG

@@ -167,6 +167,58 @@ impl Progress {
     }
 }
 
+/// The bar of a tuning of every policy (`recommend`, `demo`): it moves
+/// with every setting evaluated and names each policy as it starts.
+pub struct TuningBar {
+    bar: Option<Progress>,
+    names: Vec<&'static str>,
+    prefix: String,
+}
+
+impl TuningBar {
+    /// A bar whose message starts with `prefix` (`tuning for 5%: `).
+    pub fn new(prefix: String) -> Result<TuningBar> {
+        let bar = Progress::new(
+            "settings",
+            "{msg} [{wide_bar}] {pos}/{len} settings {elapsed}",
+            0,
+            true,
+        )?;
+        if let Some(b) = &bar {
+            b.steady_tick(Duration::from_millis(200));
+        }
+        Ok(TuningBar {
+            bar,
+            names: fallow_core::tune::recommend::candidates(),
+            prefix,
+        })
+    }
+
+    /// The core's progress callback: a policy starting (`total` 0), or
+    /// `done` of `total` settings of it.
+    pub fn step(&self, policy: usize, policies: usize, done: u64, total: u64) {
+        let Some(b) = &self.bar else { return };
+        if total == 0 {
+            let name = self.names.get(policy).copied().unwrap_or("done");
+            b.set_message(format!(
+                "{}policy {}/{policies} {name}",
+                self.prefix,
+                (policy + 1).min(policies)
+            ));
+        } else {
+            b.set_length(total);
+            b.set_position(done);
+        }
+    }
+
+    /// Done: a bar is cleared.
+    pub fn finish(self) {
+        if let Some(b) = self.bar {
+            b.finish();
+        }
+    }
+}
+
 impl LineState {
     fn print(&mut self, what: &str) {
         self.printed += 1;

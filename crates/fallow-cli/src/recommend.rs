@@ -8,7 +8,7 @@ use crate::args::{BgArgs, InputArgs};
 use crate::human::{bytes, num, secs};
 use crate::output::{self, Style};
 use crate::prepare::prepare;
-use crate::progress::Progress;
+use crate::progress::TuningBar;
 use crate::reproduce::{shell_quote, simulate_args};
 use crate::table::{Cell, Column, CsvArg, Table};
 use anyhow::{Context, Result};
@@ -86,17 +86,8 @@ pub fn run(args: RecommendArgs) -> Result<()> {
         .sizes
         .clone()
         .map_or_else(|| tune::log_spaced(64 << 10, 4 << 20, 5), |s| s.0);
-    let names = tune::recommend::candidates();
     // moves with every setting evaluated, not only between policies
-    let bar = Progress::new(
-        "settings",
-        "{msg} [{wide_bar}] {pos}/{len} settings {elapsed}",
-        0,
-        true,
-    )?;
-    if let Some(b) = &bar {
-        b.steady_tick(std::time::Duration::from_millis(200));
-    }
+    let bar = TuningBar::new(format!("tuning for {}: ", args.budget))?;
     let result = tune::recommend::recommend(
         &input.prep,
         &sim,
@@ -105,25 +96,9 @@ pub fn run(args: RecommendArgs) -> Result<()> {
         args.max_delay,
         threads(args.threads),
         args.search,
-        &|policy, policies, done, total| {
-            if let Some(b) = &bar {
-                if total == 0 {
-                    let name = names.get(policy).copied().unwrap_or("done");
-                    b.set_message(format!(
-                        "tuning for {}: policy {}/{policies} {name}",
-                        args.budget,
-                        (policy + 1).min(policies)
-                    ));
-                } else {
-                    b.set_length(total);
-                    b.set_position(done);
-                }
-            }
-        },
+        &|policy, policies, done, total| bar.step(policy, policies, done, total),
     );
-    if let Some(b) = bar {
-        b.finish();
-    }
+    bar.finish();
     let rec = result.with_context(|| format!("recommending for --budget {}", args.budget))?;
     // as compare does: say which candidates were left out, and why
     for s in &rec.skipped {

@@ -119,7 +119,7 @@ mod tests {
     fn durations_in_every_unit_are_nanoseconds() {
         // by hand: 1 s = 1e9 ns, 1 min = 60 s, 1 h = 3600 s
         for (text, ns) in [
-            ("3", 3_000_000_000),
+            ("3s", 3_000_000_000),
             ("1.5s", 1_500_000_000),
             ("250ms", 250_000_000),
             ("40us", 40_000),
@@ -130,6 +130,12 @@ mod tests {
             assert_eq!(parse_duration(text), Ok(ns), "{text}");
         }
         assert_eq!(parse_std_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        // a bare number has no unit (issue 21: `fixed-wait:t=100` was read
+        // as 100 s while `--budget 5` was refused): an error naming it,
+        // except 0, which is 0 in every unit
+        let e = parse_duration("3").unwrap_err();
+        assert!(e.contains("no unit") && e.contains("3s"), "{e}");
+        assert_eq!(parse_duration("0"), Ok(0));
     }
 
     #[test]

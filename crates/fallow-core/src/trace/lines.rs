@@ -17,6 +17,29 @@ pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
 /// The UTF-8 byte-order mark.
 pub(crate) const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// A record parsed from one line, or the field at fault and why.
+pub(crate) type LineRecord = std::result::Result<super::RawRequest, (&'static str, String)>;
+
+/// Read a format of one request per line (spc, alibaba, tencent): blank
+/// and comment lines skipped, every other line `parse`d into a request, or
+/// a bad record naming its line and field.
+pub(crate) fn read_line_records(
+    input: &mut dyn BufRead,
+    ctx: &mut ReadContext<'_>,
+    parse: fn(&[u8]) -> LineRecord,
+) -> Result<()> {
+    for_each_line(input, ctx, |ctx, line_no, line| {
+        if is_blank_or_comment(line) {
+            return Ok(());
+        }
+        let loc = Location::Line(line_no);
+        match parse(line) {
+            Ok(r) => ctx.push(loc, r),
+            Err((field, msg)) => ctx.bad(loc, field, msg),
+        }
+    })
+}
+
 /// Call `f(line_number, line)` for every line (1-based, without `\n`/`\r\n`);
 /// the number of lines ends up in `ctx.lines`. A line longer than
 /// [`MAX_LINE_BYTES`] is a bad record (field `line`): an error, or with

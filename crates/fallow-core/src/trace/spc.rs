@@ -14,10 +14,10 @@
 //! format records no completion or response time.
 
 use super::detect::commas;
-use super::lines::{for_each_line, is_blank_or_comment, parse_time_ns, parse_u64, show, split};
+use super::lines::{parse_time_ns, parse_u64, read_line_records, show, split};
 use super::reader::{sniff, Completions, ReaderEntry};
 use super::{Op, RawRequest, ReadContext};
-use crate::error::{Location, Result};
+use crate::error::Result;
 use std::io::BufRead;
 
 const SECTOR_BYTES: u64 = 512;
@@ -44,16 +44,7 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
 };
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
-    for_each_line(input, ctx, |ctx, line_no, line| {
-        if is_blank_or_comment(line) {
-            return Ok(());
-        }
-        let loc = Location::Line(line_no);
-        match parse_record(line) {
-            Ok(r) => ctx.push(loc, r),
-            Err((field, msg)) => ctx.bad(loc, field, msg),
-        }
-    })
+    read_line_records(input, ctx, parse_record)
 }
 
 /// True when `line` reads as an SPC record: three whole numbers, an `r`/`w`

@@ -14,12 +14,10 @@
 //! periods need a service model (`--service`), and the error says so.
 
 use super::detect::commas;
-use super::lines::{
-    for_each_line, is_blank_or_comment, parse_time_ns, parse_u64, show, split, trim,
-};
+use super::lines::{parse_time_ns, parse_u64, read_line_records, show, split, trim};
 use super::reader::{sniff, Completions, ReaderEntry};
 use super::{Op, RawRequest, ReadContext};
-use crate::error::{Location, Result};
+use crate::error::Result;
 use std::io::BufRead;
 
 const SECTOR_BYTES: u64 = 512;
@@ -54,16 +52,7 @@ fn looks_like(line: &[u8]) -> bool {
 }
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
-    for_each_line(input, ctx, |ctx, line_no, line| {
-        if is_blank_or_comment(line) {
-            return Ok(());
-        }
-        let loc = Location::Line(line_no);
-        match parse_record(line) {
-            Ok(r) => ctx.push(loc, r),
-            Err((field, msg)) => ctx.bad(loc, field, msg),
-        }
-    })
+    read_line_records(input, ctx, parse_record)
 }
 
 type FieldError = (&'static str, String);

@@ -147,7 +147,11 @@ fn recommend_ranks_by_throughput_and_its_top_meets_the_budget() {
                 .map_or(-1.0, |c| c.bg_throughput_bytes_per_s)
         })
         .collect();
-    assert!(tp.windows(2).all(|w| w[0] >= w[1]), "{tp:?}");
+    // by throughput, but a throughput within THROUGHPUT_TOLERANCE of the
+    // one above it may rank first for a lower added delay (issue 21:
+    // a 0.006 % edge won at 43 % more FG delay)
+    let tol = fallow_core::tune::recommend::THROUGHPUT_TOLERANCE;
+    assert!(tp.windows(2).all(|w| w[0] >= w[1] * (1.0 - tol)), "{tp:?}");
     for (i, e) in r.ranking.iter().enumerate() {
         // ranked iff it does BG work within the budget
         let works = e
@@ -157,10 +161,14 @@ fn recommend_ranks_by_throughput_and_its_top_meets_the_budget() {
         assert_eq!(e.rank, if works { i + 1 } else { 0 }, "{}", e.policy);
         assert!(e.reason.contains(&e.policy), "{}", e.reason);
     }
-    // ties in throughput go to the lower added delay
+    // ties in throughput go to the lower added delay, and so does an
+    // entry that ranks above a higher throughput
     for w in r.ranking.windows(2) {
         if let (Some(a), Some(b)) = (&w[0].best, &w[1].best) {
-            if a.bg_throughput_bytes_per_s == b.bg_throughput_bytes_per_s && w[1].rank > 0 {
+            let inverted = a.bg_throughput_bytes_per_s < b.bg_throughput_bytes_per_s;
+            if (a.bg_throughput_bytes_per_s == b.bg_throughput_bytes_per_s || inverted)
+                && w[1].rank > 0
+            {
                 assert!(a.fg_mean_added_delay_s <= b.fg_mean_added_delay_s);
             }
         }
