@@ -69,11 +69,11 @@ def _interrupted_within(call, bound_s: float) -> float:
 
 @pytest.fixture(scope="module")
 def long_trace():
-    # 6 M requests: cdf-estimates alone simulates it for about 3 s (the CLI
-    # took 1.9 s for half as many, generation included, at load 4); a
-    # compare of every policy far longer
+    # 20 M requests: cdf-estimates runs at 8-14 M requests/s in a release
+    # build (README, Speed), so simulating it alone takes 1.4-2.5 s, well
+    # past the signal at 0.5 s; a compare of every policy far longer
     return fallow.synthetic(
-        arrival="poisson", rate=50, requests=6_000_000, service="exp:5ms", seed=7
+        arrival="poisson", rate=50, requests=20_000_000, service="exp:5ms", seed=7
     )
 
 
