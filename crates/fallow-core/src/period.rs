@@ -12,9 +12,11 @@
 //! FCFS single-server queue ([`fcfs_completions`], with the service models).
 
 use crate::error::{Error, Result};
+use crate::polled::{cancelled, CANCEL_EVERY_REQUESTS};
 use crate::service::{fcfs_completions, ServiceModel};
 use crate::trace::Trace;
 use serde::Serialize;
+use std::sync::atomic::AtomicBool;
 
 /// Busy periods and the idle intervals between them, in time order.
 ///
@@ -59,11 +61,21 @@ impl Periods {
 /// Extract periods from arrival and completion columns. `arrival_ns` must be
 /// sorted (a [`Trace`] always is); completions may be in any order.
 pub fn extract(arrival_ns: &[u64], completion_ns: &[u64]) -> Periods {
+    extract_cancellable(arrival_ns, completion_ns, None).expect("no cancel flag, never stopped")
+}
+
+/// [`extract`] that gives up (`None`) soon after `cancel` is set: it is
+/// read every [`CANCEL_EVERY_REQUESTS`] requests.
+pub fn extract_cancellable(
+    arrival_ns: &[u64],
+    completion_ns: &[u64],
+    cancel: Option<&AtomicBool>,
+) -> Option<Periods> {
     assert_eq!(arrival_ns.len(), completion_ns.len());
     let n = arrival_ns.len();
     let mut p = Periods::default();
     if n == 0 {
-        return p;
+        return Some(p);
     }
     // Typical traces have ~1-2 requests per busy period.
     let est = n / 2 + 1;
@@ -76,27 +88,35 @@ pub fn extract(arrival_ns: &[u64], completion_ns: &[u64]) -> Periods {
     let mut start = arrival_ns[0];
     let mut end = completion_ns[0].max(start);
     let mut count: u32 = 1;
-    for i in 1..n {
-        let a = arrival_ns[i];
-        let c = completion_ns[i];
-        if a > end {
-            p.busy_start_ns.push(start);
-            p.busy_len_ns.push(end - start);
-            p.busy_requests.push(count);
-            p.idle_start_ns.push(end);
-            p.idle_len_ns.push(a - end);
-            start = a;
-            end = c.max(a);
-            count = 1;
-        } else {
-            end = end.max(c);
-            count = count.saturating_add(1);
+    let mut from = 1;
+    while from < n {
+        if cancelled(cancel) {
+            return None;
         }
+        let to = (from + CANCEL_EVERY_REQUESTS).min(n);
+        for i in from..to {
+            let a = arrival_ns[i];
+            let c = completion_ns[i];
+            if a > end {
+                p.busy_start_ns.push(start);
+                p.busy_len_ns.push(end - start);
+                p.busy_requests.push(count);
+                p.idle_start_ns.push(end);
+                p.idle_len_ns.push(a - end);
+                start = a;
+                end = c.max(a);
+                count = 1;
+            } else {
+                end = end.max(c);
+                count = count.saturating_add(1);
+            }
+        }
+        from = to;
     }
     p.busy_start_ns.push(start);
     p.busy_len_ns.push(end - start);
     p.busy_requests.push(count);
-    p
+    Some(p)
 }
 
 /// Only the idle interval lengths, ns: the same gaps as

@@ -188,7 +188,7 @@ pub fn simulate<'py>(
     // Ctrl-C sets it; the run stops within a few thousand busy periods
     let cancel = Arc::new(AtomicBool::new(false));
     let r = interruptible(py, cancel.clone(), || {
-        let prep = req.prepare()?;
+        let prep = req.prepare_cancellable(&cancel)?;
         match &mut tuner {
             Some(t) => run(&prep, t, &cfg, &cancel),
             None => run(&prep, pol.as_mut(), &cfg, &cancel),
@@ -226,7 +226,7 @@ pub fn compare<'py>(
     }
     let cancel = Arc::new(AtomicBool::new(false));
     let results = interruptible(py, cancel.clone(), || {
-        let prep = req.prepare()?;
+        let prep = req.prepare_cancellable(&cancel)?;
         lineup
             .policies
             .iter_mut()

@@ -79,8 +79,8 @@ pub fn tune<'py>(
     let req = request(trace.as_deref(), &kw)?;
     kw.finish()?;
     let sim = req.config();
-    let (t, base) = interruptible(py, cancel, || {
-        let prep = req.prepare()?;
+    let (t, base) = interruptible(py, cancel.clone(), || {
+        let prep = req.prepare_cancellable(&cancel)?;
         let t = tuning::tune(&prep, policy, &sim, &cfg, &|_, _| {})?;
         Ok((t, tuning::baseline(&prep, &sim)?))
     })?;

@@ -11,12 +11,14 @@
 //! revolution) + transfer (size / media rate).
 
 use crate::error::{Error, Result};
+use crate::polled::{cancelled, CANCEL_EVERY_REQUESTS};
 use crate::units::{parse_bytes, parse_duration_ns};
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp};
 use rand_pcg::Pcg64Mcg;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::AtomicBool;
 
 /// A service-time model.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,16 +175,36 @@ pub fn fcfs_completions(
     model: &ServiceModel,
     seed: u64,
 ) -> Vec<u64> {
+    fcfs_completions_cancellable(arrival_ns, offset_bytes, size_bytes, model, seed, None)
+        .expect("no cancel flag, never stopped")
+}
+
+/// [`fcfs_completions`] that gives up (`None`) soon after `cancel` is set:
+/// it is read every [`CANCEL_EVERY_REQUESTS`] requests.
+pub fn fcfs_completions_cancellable(
+    arrival_ns: &[u64],
+    offset_bytes: &[u64],
+    size_bytes: &[u32],
+    model: &ServiceModel,
+    seed: u64,
+    cancel: Option<&AtomicBool>,
+) -> Option<Vec<u64>> {
     let mut sampler = model.sampler(seed);
     let mut free_at = 0u64;
     let mut out = Vec::with_capacity(arrival_ns.len());
-    for i in 0..arrival_ns.len() {
-        let service = sampler.service_ns(offset_bytes[i], size_bytes[i]);
-        // saturating: a time past the u64 range stays at its end, never wraps before the arrival
-        free_at = arrival_ns[i].max(free_at).saturating_add(service);
-        out.push(free_at);
+    for (from, chunk) in arrival_ns.chunks(CANCEL_EVERY_REQUESTS).enumerate() {
+        if cancelled(cancel) {
+            return None;
+        }
+        let from = from * CANCEL_EVERY_REQUESTS;
+        for (i, &arrival) in (from..).zip(chunk) {
+            let service = sampler.service_ns(offset_bytes[i], size_bytes[i]);
+            // saturating: a time past the u64 range stays at its end, never wraps before the arrival
+            free_at = arrival.max(free_at).saturating_add(service);
+            out.push(free_at);
+        }
     }
-    out
+    Some(out)
 }
 
 impl fmt::Display for ServiceModel {

@@ -10,4 +10,6 @@ mod bg;
 mod fg;
 
 pub use bg::{BgService, BgWork, Burst, MAX_SPAWNED_BG_REQUESTS};
-pub use fg::{fcfs_completions, DiskModel, ServiceModel, ServiceSampler};
+pub use fg::{
+    fcfs_completions, fcfs_completions_cancellable, DiskModel, ServiceModel, ServiceSampler,
+};

@@ -16,6 +16,7 @@ use crate::trace::Trace;
 use crate::workload::{ArrivalProcess, SyntheticWorkload};
 use crate::ServiceModel;
 use std::borrow::Cow;
+use std::sync::atomic::AtomicBool;
 
 /// Synthetic FG requests when the caller gives no count (the CLI's
 /// `--requests` default; Python used 100,000 before both read this).
@@ -249,10 +250,25 @@ impl<'a> Request<'a> {
     /// Generate (or model the completions of) the FG requests and prepare
     /// them for any number of runs: busy periods and baseline response times.
     pub fn prepare(&self) -> Result<Prepared> {
+        self.prepare_until(None)
+    }
+
+    /// [`Request::prepare`] that stops with [`crate::Error::Interrupted`]
+    /// soon after `cancel` is set (see [`Prepared::new_cancellable`]); a
+    /// synthetic workload is generated whole first.
+    pub fn prepare_cancellable(&self, cancel: &AtomicBool) -> Result<Prepared> {
+        self.prepare_until(Some(cancel))
+    }
+
+    fn prepare_until(&self, cancel: Option<&AtomicBool>) -> Result<Prepared> {
         self.validate()?;
+        let prepare = |t: &Trace, service| match cancel {
+            Some(c) => Prepared::new_cancellable(t, service, self.seed, c),
+            None => Prepared::new(t, service, self.seed),
+        };
         match (&self.input, self.synthetic()?) {
-            (Input::Trace(t), _) => Prepared::new(t, self.service.as_ref(), self.seed),
-            (Input::Workload(_), Some(w)) => Prepared::new(&w.generate()?, None, self.seed),
+            (Input::Trace(t), _) => prepare(t, self.service.as_ref()),
+            (Input::Workload(_), Some(w)) => prepare(&w.generate()?, None),
             (Input::Workload(_), None) => unreachable!("synthetic() builds a workload input"),
         }
     }

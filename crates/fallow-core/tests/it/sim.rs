@@ -326,3 +326,56 @@ fn a_cancelled_run_stops_and_an_uncancelled_one_is_simulate() {
         "{set:?}"
     );
 }
+
+/// Issue 27: preparing a trace (completions, periods, baselines) stops
+/// with `Interrupted` once its flag is set, as the simulation does, and
+/// with the flag clear it is `Prepared::new`. A flag set by another thread
+/// while a trace of several cancel strides is prepared stops it too.
+#[test]
+fn a_cancelled_preparation_stops_and_an_uncancelled_one_is_new() {
+    use fallow_core::polled::CANCEL_EVERY_REQUESTS;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let t = SyntheticWorkload {
+        arrivals: ArrivalProcess::Poisson { rate_per_s: 50.0 },
+        requests: 3 * CANCEL_EVERY_REQUESTS + 17,
+        service: ServiceModel::Exponential { mean_ns: 5_000_000 },
+        request_size_bytes: 4096,
+        capacity_bytes: 1 << 30,
+        write_fraction: 0.5,
+        seed: 11,
+    }
+    .generate()
+    .unwrap();
+    let model = ServiceModel::Constant { ns: 4_000_000 };
+    let cfg = SimConfig::default();
+    let figures = |prep: &Prepared| {
+        let mut p = policy::build("fixed-wait:t=10ms").unwrap();
+        serde_json::to_value(simulate(prep, p.as_mut(), &cfg).unwrap()).unwrap()
+    };
+    for service in [None, Some(&model)] {
+        let clear = Prepared::new_cancellable(&t, service, 5, &AtomicBool::new(false)).unwrap();
+        let plain = Prepared::new(&t, service, 5).unwrap();
+        assert_eq!(figures(&clear), figures(&plain), "service {service:?}");
+        let set = Prepared::new_cancellable(&t, service, 5, &AtomicBool::new(true));
+        assert!(
+            matches!(set, Err(fallow_core::Error::Interrupted)),
+            "{service:?}"
+        );
+    }
+    // set from another thread mid-way: the preparation returns Interrupted
+    // (or, on a machine fast enough to finish first, a whole Prepared)
+    let flag = AtomicBool::new(false);
+    let out = std::thread::scope(|s| {
+        let h = s.spawn(|| Prepared::new_cancellable(&t, Some(&model), 5, &flag));
+        flag.store(true, Ordering::Relaxed);
+        h.join().unwrap()
+    });
+    match out {
+        Err(fallow_core::Error::Interrupted) => {}
+        Ok(p) => assert_eq!(
+            figures(&p),
+            figures(&Prepared::new(&t, Some(&model), 5).unwrap())
+        ),
+        Err(e) => panic!("{e}"),
+    }
+}
