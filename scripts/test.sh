@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it starts, in seconds since the script began, so a CI
+# log shows where the time goes (issue 25: the loop's time, phase by phase).
+step() { printf '\n==> [%4d s] %s\n' "$SECONDS" "$*"; }
 
 # Skips are counted, never passed silently (docs/testing.md):
 # - a test that needs root or the shared traces is #[ignore = "needs …"];
@@ -183,6 +185,7 @@ step "python: tests (last, then the closing line totals every test)"
 rc=0
 # tests/python + doctests (pyproject.toml); -rs lists each skip's reason
 .venv/bin/python -m pytest -q -rs 2>&1 | tee "$LOGS/pytest.log" || rc=$?
+step "done in $SECONDS s"
 summary
 exit "$rc"
 
