@@ -186,16 +186,16 @@ struct Vetting {
 
 /// New identities one member may introduce about others per
 /// [`INTRODUCTION_WINDOW`] (a `Feed` this node asked for is not counted):
-/// a member injecting fake members adds at most this many at a time, and
-/// each expires unless it answers ([`CONFIRM_WITHIN`]).
+/// each is announced to, and added only when it answers from its own
+/// address, so this caps the announces a member can make this node send.
 pub const MAX_INTRODUCED: u32 = 64;
 
 /// The window of [`MAX_INTRODUCED`].
 pub const INTRODUCTION_WINDOW: Duration = Duration::from_secs(10);
 
-/// A member learned from a third party must send this node a datagram of
-/// its own (it is sent an announce at once) within this, or it is
-/// declared down here.
+/// A member learned from a third party is announced to at once and not
+/// again within this; one learned from a `Feed` this node asked for must
+/// send a datagram of its own within this, or it is declared down here.
 pub const CONFIRM_WITHIN: Duration = Duration::from_secs(5);
 
 /// Another member's suspicion (or "down") of a member is accepted at most
@@ -364,8 +364,10 @@ impl GuardedCodec {
     /// - "down" or "suspect" about a newer identity (start time) at a known
     ///   member's address is refused: only the member itself can restart;
     /// - a new identity counts against its introducer's cap
-    ///   ([`MAX_INTRODUCED`] per [`INTRODUCTION_WINDOW`]) and must confirm
-    ///   itself ([`CONFIRM_WITHIN`]).
+    ///   ([`MAX_INTRODUCED`] per [`INTRODUCTION_WINDOW`]) and is announced
+    ///   to; it is added only when it answers from its own address (in a
+    ///   `Feed` this node asked for it is added at once and must confirm
+    ///   itself within [`CONFIRM_WITHIN`]).
     fn vet(
         &mut self,
         m: Member<PeerId>,
@@ -434,7 +436,20 @@ impl GuardedCodec {
                 if v.new_ids.len() < MAX_MEMBERS {
                     v.new_ids.push(m.id().clone());
                 }
-                Ok(m)
+                if v.solicited_feed {
+                    return Ok(m);
+                }
+                // Held out of the membership until it speaks for itself:
+                // it is announced to (confirm_new_members), and a real
+                // member answers from its own address and is added on its
+                // own word. Fakes never enter foca's probe rotation, where
+                // a stream of them (appended at its end) kept the round
+                // from wrapping, so a crashed member was not probed again
+                // and its death was seen only through others. In its
+                // place, "the sender is alive at incarnation 0", which
+                // changes nothing: foca has just taken the sender as alive
+                // from the datagram's header.
+                Ok(Member::new(sender, 0, State::Alive))
             }
         }
     }
@@ -1266,9 +1281,9 @@ mod tests {
         let mut killed = Some(c);
         let mut most_fakes = 0;
         let mut k = 0u16;
-        // c dies at 1 s; the window is wider than the documented 11-12 s:
-        // under injection on a loaded 2-core CI machine c was still listed
-        // after 13 s (CI rehearsal, stop 20), see docs/peer.md
+        // c dies at 1 s; docs/peer.md documents 11-12 s to declare a
+        // crashed member down, and the fakes never enter a's probe rotation,
+        // so the injection must not slow it (9.8-11.4 s at load 12 here)
         while t0.elapsed() < Duration::from_secs(25) {
             let b_now = b_at_a(&a).expect("a lost b");
             if b_ids.last() != Some(&b_now.bump) {
@@ -1320,12 +1335,14 @@ mod tests {
             b_ids.len()
         );
         assert!(b_ids.len() <= 2, "b renewed {} times", b_ids.len() - 1);
-        assert!(
-            most_fakes <= 2 * MAX_INTRODUCED as usize,
-            "{most_fakes} fake members at once"
-        );
+        // introduced by a third party, none ever speaks for itself
+        assert_eq!(most_fakes, 0, "fake members listed at a");
         let gone = c_gone_after.expect("c still listed 24 s after it was killed");
-        assert!(gone < Duration::from_secs(24), "{gone:?}");
+        // 12 s documented, and the loop looks every 0.5 s
+        assert!(
+            gone < Duration::from_secs(13),
+            "c declared down after {gone:?}"
+        );
         // the fakes expire once the attack stops
         tokio::time::sleep(CONFIRM_WITHIN + Duration::from_secs(2)).await;
         assert_eq!(fakes_at(&a), 0, "fakes outlived the attack");
