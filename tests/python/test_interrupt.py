@@ -77,18 +77,19 @@ def long_trace():
     )
 
 
-# Issue 27 asks for 0.5 s. The simulation itself stops within a few
-# thousand busy periods, but preparing a 20 M-request trace (its busy and
-# idle periods) is not cancellable yet: measured 0.85-1.1 s after SIGINT
-# here. The bound is the tune test's 2 s until preparation checks the flag.
-def test_sigint_interrupts_simulate_within_two_seconds(long_trace):
+# Issue 27 asks for 0.5 s. Preparing the trace's periods and simulating
+# both read the cancel flag (every 1 Mi requests, every 4,096 busy
+# periods): measured 53-608 ms after SIGINT in 18 runs at load 4-5 here
+# (median ~130 ms; before preparation read it, 0.85-2.6 s). The bound is
+# 1 s so a loaded CI machine does not fail it on scheduling alone.
+def test_sigint_interrupts_simulate_within_a_second(long_trace):
     """Issue 27: `fallow.simulate` ran to its end after SIGINT."""
     _interrupted_within(
         lambda: fallow.simulate(long_trace, policy="cdf-estimates", bg="exp:5ms"),
-        2.0,
+        1.0,
     )
 
 
-def test_sigint_interrupts_compare_within_two_seconds(long_trace):
+def test_sigint_interrupts_compare_within_a_second(long_trace):
     """Issue 27: a 30 M-request `fallow.compare` exited 21 s after SIGINT."""
-    _interrupted_within(lambda: fallow.compare(long_trace, bg="exp:5ms"), 2.0)
+    _interrupted_within(lambda: fallow.compare(long_trace, bg="exp:5ms"), 1.0)
