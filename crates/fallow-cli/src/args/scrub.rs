@@ -31,6 +31,8 @@ Examples:
   fallow scrub zfs:tank --policy fixed-wait:t=500ms --resume
       a ZFS scrub in slices, paused by `zpool scrub -p`, resumed by `zpool scrub`; progress
       from `zpool status -j -p` (OpenZFS >= 2.3) or its text; every leaf vdev's disk watched.
+      Pause/resume is its only granularity (no speed knob): an FG arrival waits for the
+      slice's end. If fallow dies its guardian pauses a running scrub and never resumes one.
       md and zfs are NOT tested on a live array or pool (this machine's kernel has neither):
       only against a recorded sysfs tree with a fake md thread (md's brake included) and a
       fake `zpool` printing OpenZFS's formats.
