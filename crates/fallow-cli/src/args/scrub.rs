@@ -93,7 +93,11 @@ pub struct ScrubArgs {
     #[arg(long = "window", value_name = "HH:MM-HH:MM")]
     pub windows: Vec<String>,
 
-    /// Stop this run after this many bytes; --resume continues.
+    /// Stop this run after this many bytes; --resume continues. A hard
+    /// cap for a device or file (exact), md: (the window's sync_max) and fstrim: (the range's length;
+    /// both round down to a chunk, an ext4 group or a MiB); btrfs: stops
+    /// once its status shows the cap (1.5 MB past 32 MiB measured at 100
+    /// MiB/s); zfs: after the slice that crosses it.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_bytes: Option<u64>,
 

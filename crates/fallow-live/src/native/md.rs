@@ -397,6 +397,17 @@ impl Md {
         let chunk_bytes = number("chunk_size")?;
         // raid1 has no chunks: any sector will do
         let chunk_sectors = (chunk_bytes / SECTOR_BYTES).max(1);
+        if let Some(m) = cfg.max_bytes {
+            let chunk_bytes = chunk_sectors * SECTOR_BYTES;
+            if m < chunk_bytes {
+                return Err(Error::invalid(
+                    "--max-bytes",
+                    format!(
+                        "{m} bytes is less than one chunk of {label} ({chunk_bytes} bytes): md bounds a check only on chunk boundaries"
+                    ),
+                ));
+            }
+        }
         // The check's total, in the units of sync_min/sync_max and of
         // sync_completed (md.c `sync_completed_show` prints
         // `resync_max_sectors` for a sync or check; `md_do_sync` runs from
@@ -580,12 +591,35 @@ impl Md {
 
     /// The window after `start` for a request of `size_bytes`: whole
     /// chunks (md refuses other bounds), at least one.
+    ///
+    /// With `--max-bytes`, no window ends past the cap: the check's own
+    /// bound (`sync_max`) makes it a hard one, rounded down to whole chunks
+    /// (this run starts on a chunk boundary, the checkpoint's).
     fn window_end(&self, start: u64, size_bytes: u64) -> u64 {
         let sectors = size_bytes.div_ceil(SECTOR_BYTES).max(1);
         let chunks = sectors.div_ceil(self.chunk_sectors);
-        start
+        let end = start
             .saturating_add(chunks * self.chunk_sectors)
-            .min(self.total_sectors())
+            .min(self.total_sectors());
+        match self.cap_end() {
+            Some(cap) if cap < end => cap,
+            _ => end,
+        }
+    }
+
+    /// Where `--max-bytes` ends this run, sectors: whole chunks from where
+    /// it began.
+    fn cap_end(&self) -> Option<u64> {
+        self.max_bytes.map(|m| {
+            let chunks = m / SECTOR_BYTES / self.chunk_sectors;
+            self.resumed_from
+                .saturating_add(chunks.saturating_mul(self.chunk_sectors))
+        })
+    }
+
+    /// This run has done what `--max-bytes` allows.
+    fn capped(&self) -> bool {
+        self.cap_end().is_some_and(|c| self.next_sector() >= c)
     }
 
     /// Write the lifted speeds: the user's (or `--max-rate`'s).
@@ -721,7 +755,7 @@ impl BgExecutor for Md {
     }
 
     fn run_one(&mut self, size_bytes: u64) -> Result<Step> {
-        if self.ck.complete || self.max_bytes.is_some_and(|m| self.run_bytes() >= m) {
+        if self.ck.complete || self.capped() {
             return Ok(Step::Finished);
         }
         let start = self.next_sector();
@@ -837,13 +871,11 @@ impl BgExecutor for Md {
             self.held = false;
         }
         self.ck.save(&self.ck_path)?;
-        Ok(
-            if self.ck.complete || self.max_bytes.is_some_and(|m| self.run_bytes() >= m) {
-                Step::Finished
-            } else {
-                Step::More
-            },
-        )
+        Ok(if self.ck.complete || self.capped() {
+            Step::Finished
+        } else {
+            Step::More
+        })
     }
 }
 

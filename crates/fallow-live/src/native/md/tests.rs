@@ -752,3 +752,46 @@ fn speed_files_and_the_lifted_values() {
     let e = Speeds::new(Some("x"), "1 (local)", None).unwrap_err();
     assert_eq!(e.0, "sync_speed_min");
 }
+
+/// Issue 24: `--max-bytes` is a hard cap on md: the last window's
+/// `sync_max` ends at the cap (whole chunks), so the kernel checks nothing
+/// past it. 10.75 MiB with 1 MiB windows and 512 KiB chunks: ten windows
+/// and a last one of half a MiB = 21 chunks = 21504 sectors, where the
+/// window-by-window stop went on to 11 MiB (22528).
+#[test]
+fn max_bytes_is_a_hard_cap_at_the_windows_sync_max() {
+    let (dir, md) = tree();
+    let ck = dir.path().join("md0.json");
+    let kernel = FakeKernel::start(&md, 512);
+    let ctl = Arc::new(RecordedControl::new(dir.path()));
+    let cap = 10 * MIB + 3 * MIB / 4;
+    let s = NativeSession::open(
+        &target(),
+        &native_cfg(&ck, Resume::No, Some(cap)),
+        &session_cfg(),
+        ctl.clone(),
+    )
+    .unwrap();
+    let out = s.run(&AtomicBool::new(false)).unwrap();
+    let seen = kernel.stop();
+    let want = (cap / 512 / CHUNK) * CHUNK;
+    assert_eq!(want, 21504);
+    assert_eq!(out.report.run_bytes, want * 512);
+    assert!(out.report.run_bytes <= cap);
+    assert_eq!(
+        writes(&ctl, "sync_max").iter().rev().nth(1).unwrap(),
+        &want.to_string()
+    );
+    assert_eq!(seen.covered, vec![[0, want]]);
+    // less than one chunk: refused before anything is touched
+    let ctl = Arc::new(RecordedControl::new(dir.path()));
+    let e = Md::open(
+        &target(),
+        &native_cfg(&dir.path().join("other.json"), Resume::No, Some(100 << 10)),
+        ctl.clone(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("--max-bytes") && e.contains("one chunk"), "{e}");
+    assert!(ctl.log().is_empty());
+}
