@@ -410,7 +410,12 @@ impl BgExecutor for Fstrim {
         let start = self.ck.next_offset_bytes;
         // whole groups on ext4: no free extent discarded twice (module
         // docs); never past --max-bytes
-        let cap = self.max_bytes.map(|m| m.saturating_sub(self.run_bytes()));
+        // (a cap past the file system's end leaves the rest uncapped: the
+        // last range, to the end, fits in it)
+        let cap = self
+            .max_bytes
+            .map(|m| m.saturating_sub(self.run_bytes()))
+            .filter(|c| start.saturating_add(*c) < self.ck.size_bytes);
         let Some(end) = next_range_end(start, size_bytes, self.groups.as_ref(), cap) else {
             return Ok(Step::Finished);
         };
