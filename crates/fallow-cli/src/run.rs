@@ -470,6 +470,9 @@ pub fn guardian(args: GuardianArgs) -> Result<()> {
     for r in &report.released {
         eprintln!("fallow __guardian: fallow is gone; done: {}", r.to_arg());
     }
+    for s in &report.said {
+        eprintln!("fallow __guardian: {s}");
+    }
     if report.thawed && report.fallow_gone && !report.pgids.is_empty() {
         eprintln!(
             "fallow __guardian: fallow is gone; thawed the command (process group {}); its cgroups go when its last process does",

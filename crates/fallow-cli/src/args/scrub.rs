@@ -25,12 +25,17 @@ Examples:
       FITRIM one range of --size per BG request; the next offset is checkpointed.
   fallow scrub md:/dev/md0 --size 64MiB --resume        (--action repair to rewrite mismatches)
       an md check by [sync_min, sync_max) windows of --size, one per BG request; held at
-      sync_max between them; mismatch_cnt in native; the next sector is checkpointed.
+      sync_max between them; I/O to the array mid-window brakes it (sync_speed_min/max = 1
+      KiB/s) and the next request lifts it to the user's limits, restored at the end and by
+      the guardian after kill -9; mismatch_cnt in native; the next sector is checkpointed.
   fallow scrub zfs:tank --policy fixed-wait:t=500ms --resume
       a ZFS scrub in slices, paused by `zpool scrub -p`, resumed by `zpool scrub`; progress
       from `zpool status -j -p` (OpenZFS >= 2.3) or its text; every leaf vdev's disk watched.
+      Pause/resume is its only granularity (no speed knob): an FG arrival waits for the
+      slice's end. If fallow dies its guardian pauses a running scrub and never resumes one.
       md and zfs are NOT tested on a live array or pool (this machine's kernel has neither):
-      only against a recorded sysfs tree and a fake `zpool` printing OpenZFS's formats.
+      only against a recorded sysfs tree with a fake md thread (md's brake included) and a
+      fake `zpool` printing OpenZFS's formats.
       docs/native.md lists every native kind and what was tested live.
 
 The target is opened read-only and never written, and no output may be the target or another
@@ -88,7 +93,11 @@ pub struct ScrubArgs {
     #[arg(long = "window", value_name = "HH:MM-HH:MM")]
     pub windows: Vec<String>,
 
-    /// Stop this run after this many bytes; --resume continues.
+    /// Stop this run after this many bytes; --resume continues. A hard
+    /// cap for a device or file (exact), md: (the window's sync_max) and fstrim: (the range's length;
+    /// both round down to a chunk, an ext4 group or a MiB); btrfs: stops
+    /// once its status shows the cap (1.5 MB past 32 MiB measured at 100
+    /// MiB/s); zfs: after the slice that crosses it.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_bytes: Option<u64>,
 

@@ -134,9 +134,12 @@ pub const BRAKE_SLICE_NS: u64 = 200_000_000;
 /// cancel costs at most the rest of a chunk read again on resume, so a
 /// long busy period (or a closed `--window`, at once) ends in a cancel.
 pub const BRAKE_HOLD_MAX_NS: u64 = 60_000_000_000;
-/// How often a lifted run reads the scrub's status for its rate and
-/// `--max-bytes`, ns (each read forks `btrfs scrub status`).
+/// How often a lifted run reads the scrub's status for its rate, ns (each
+/// read forks `btrfs scrub status`).
 const BRAKE_STATUS_NS: u64 = 1_000_000_000;
+/// Least time between two status reads while a run nears `--max-bytes`,
+/// ns (a fork of `btrfs scrub status` takes a few ms).
+const CAP_LOOK_MIN_NS: u64 = 2_000_000;
 
 /// Device extents `[start, end)` of device `devid` from the text of
 /// `btrfs inspect-internal dump-tree -t dev DEVICE` (an item line `key
@@ -576,13 +579,21 @@ impl Btrfs {
         };
         let t0 = monotonic_ns();
         loop {
+            let wait = self
+                .cap_look_in_ns()
+                .map_or(BOUNDARY_POLL_NS, |d| d.min(BOUNDARY_POLL_NS));
             let job = self.job.as_mut().expect("a run is going");
-            if let Some(out) = job.wait_ns(BOUNDARY_POLL_NS)? {
+            if let Some(out) = job.wait_ns(wait)? {
                 self.stopped(out, false)?;
                 self.resumed_at_ns = None;
                 return Ok(true);
             }
             self.refresh()?;
+            if self.max_bytes.is_some_and(|m| self.run_bytes() >= m) {
+                // --max-bytes before the boundary: stop here (a hard cap)
+                self.cancel()?;
+                return Ok(true);
+            }
             if self.status.get("last_physical") >= end {
                 self.boundary_looks += 1;
                 self.cancel()?;
@@ -709,6 +720,7 @@ impl Btrfs {
         let slice = self.slice_ns.unwrap_or(BRAKE_SLICE_NS);
         let _ = size_bytes;
         let t0 = monotonic_ns();
+        let mut look_at = self.cap_look_in_ns().map(|d| t0.saturating_add(d));
         loop {
             let job = self.job.as_mut().expect("started above");
             if let Some(out) = job.wait_ns(BRAKE_POLL_NS)? {
@@ -720,7 +732,16 @@ impl Btrfs {
                 self.brake_yields += 1;
                 break;
             }
-            if monotonic_ns().saturating_sub(t0) >= slice {
+            let now = monotonic_ns();
+            if look_at.is_some_and(|t| now >= t) {
+                if self.stop_at_cap()? {
+                    return Ok(Step::Finished);
+                }
+                look_at = self
+                    .cap_look_in_ns()
+                    .map(|d| monotonic_ns().saturating_add(d));
+            }
+            if now.saturating_sub(t0) >= slice {
                 break;
             }
         }
@@ -733,16 +754,17 @@ impl Btrfs {
             || self.bucket.is_some()
         {
             self.status_read_ns = now;
-            self.refresh()?;
-            if let Some(t) = self.run_since_ns {
-                self.active_ns += now - t;
-                self.measure(now - t);
-                self.run_since_ns = Some(now);
+            if self.stop_at_cap()? {
+                return Ok(Step::Finished);
             }
-        }
-        if self.max_bytes.is_some_and(|m| self.run_bytes() >= m) {
-            self.cancel()?;
-            return Ok(Step::Finished);
+            if self.max_bytes.is_none() {
+                self.refresh()?;
+                if let Some(t) = self.run_since_ns {
+                    self.active_ns += now - t;
+                    self.measure(now - t);
+                    self.run_since_ns = Some(now);
+                }
+            }
         }
         Ok(Step::More)
     }
@@ -772,6 +794,51 @@ impl Btrfs {
             }
         }
         unreachable!("the last try returns")
+    }
+
+    /// With `--max-bytes`: how long until the status must be read again,
+    /// ns: half the time the rest would take at the measured rate (at
+    /// [`CAP_LOOK_MIN_NS`] least), so a rate up to twice the measured one
+    /// is still caught before the cap. `None` without a cap.
+    fn cap_look_in_ns(&self) -> Option<u64> {
+        let m = self.max_bytes?;
+        let left = m.saturating_sub(self.run_bytes()) as f64;
+        let rate = self
+            .rate_bytes_per_s
+            .unwrap_or(INITIAL_RATE_BYTES_PER_S)
+            .max(1.0);
+        Some(((left / (2.0 * rate) * 1e9) as u64).max(CAP_LOOK_MIN_NS))
+    }
+
+    /// Read the status (and account the run's time and rate): has this
+    /// run reached `--max-bytes`? Then the scrub is stopped at once, the
+    /// brake first where there is one (it holds the scrub at its next
+    /// submission while `btrfs scrub cancel` runs), not at a chunk
+    /// boundary: a hard cap, up to what the scrub reads between the status
+    /// read and the brake (measured in docs/native.md).
+    fn stop_at_cap(&mut self) -> Result<bool> {
+        let Some(m) = self.max_bytes else {
+            return Ok(false);
+        };
+        self.refresh()?;
+        let now = monotonic_ns();
+        if let Some(t) = self.run_since_ns {
+            self.active_ns += now - t;
+            self.measure(now - t);
+            self.run_since_ns = Some(now);
+        }
+        if self.run_bytes() < m {
+            return Ok(false);
+        }
+        if self.brakes() && self.job.is_some() {
+            self.brake()?;
+        }
+        self.cancel()?;
+        if self.brakes() {
+            // nothing of fallow's runs: the user's value back (see cancel_braked)
+            self.lift()?;
+        }
+        Ok(true)
     }
 
     fn slice_for(&self, size_bytes: u64) -> u64 {
@@ -947,9 +1014,29 @@ impl BgExecutor for Btrfs {
             let held = t.saturating_add(self.min_run_ns);
             slice = slice.max(held.saturating_sub(monotonic_ns()));
         }
-        let job = self.job.as_mut().expect("started above");
-        if let Some(out) = job.wait_ns(slice)? {
+        // with --max-bytes the slice is watched: the cap stops it at once
+        let t_end = monotonic_ns().saturating_add(slice);
+        let ended = loop {
+            let Some(look) = self.cap_look_in_ns() else {
+                let job = self.job.as_mut().expect("started above");
+                break job.wait_ns(slice)?;
+            };
+            let wait = look.min(t_end.saturating_sub(monotonic_ns()));
+            let job = self.job.as_mut().expect("started above");
+            if let Some(out) = job.wait_ns(wait)? {
+                break Some(out);
+            }
+            if monotonic_ns() >= t_end {
+                break None;
+            }
+            if self.stop_at_cap()? {
+                return Ok(Step::Finished);
+            }
+        };
+        if let Some(out) = ended {
             self.stopped(out, false)?;
+        } else if self.max_bytes.is_some() && self.stop_at_cap()? {
+            return Ok(Step::Finished);
         } else if self.cancel_at_boundary()? {
             // cancelled where nothing is lost: the driver looks for FG work
         } else if self.looks_by_time {
@@ -1245,6 +1332,57 @@ Duration:         0:00:01
             (Some(1), Some(1))
         );
         assert_eq!(r.tool, "btrfs-progs v6.2");
+    }
+
+    /// Issue 24: `--max-bytes` stops the scrub as soon as a status read
+    /// shows the cap reached, mid-slice, not at the slice's end (10 s here)
+    /// or the next chunk boundary: the slice is watched at half the time
+    /// the rest would take at the measured rate.
+    #[test]
+    fn max_bytes_cancels_mid_slice_once_the_cap_is_reached() {
+        let never = format!("UUID: {UUID}\n\tno stats available\n");
+        let (_d, c) = recorded(&never);
+        let cfg = NativeConfig {
+            max_bytes: Some(32 << 20),
+            slice_ns: Some(10_000_000_000),
+            ..NativeConfig::default()
+        };
+        let mut b = Btrfs::open(&target(), &cfg, c.clone()).unwrap();
+        c.on_spawn(
+            "btrfs scrub start -B /mnt",
+            [RecordedJob {
+                waits: 1000,
+                output: Output::new(0, ""),
+                until: Some("btrfs scrub cancel /mnt".into()),
+            }],
+        );
+        c.on_run(
+            "btrfs scrub cancel /mnt",
+            [Output::new(0, "scrub cancelled\n")],
+        );
+        let tree = 983_040; // RUNNING's tree_bytes_scrubbed
+        c.on_run(
+            "btrfs scrub status -R /mnt",
+            [
+                Output::new(0, &status("running", 8 << 20)),
+                Output::new(0, &status("running", 20 << 20)),
+                Output::new(0, &status("running", 33 << 20)),
+                Output::new(0, &status("aborted", 33 << 20)),
+            ],
+        );
+        let t0 = monotonic_ns();
+        assert_eq!(b.run_one(64 << 20).unwrap(), Step::Finished);
+        assert!(monotonic_ns() - t0 < 5_000_000_000, "waited for the slice");
+        assert_eq!(b.run_bytes(), (33 << 20) + tree);
+        let log = c.log();
+        let cancels = log
+            .iter()
+            .filter(|l| l.ends_with("scrub cancel /mnt"))
+            .count();
+        assert_eq!(cancels, 1, "{log:?}");
+        // three reads before the cap was seen, one after the cancel
+        let reads = log.iter().filter(|l| l.ends_with("status -R /mnt")).count();
+        assert!(reads >= 4, "{log:?}");
     }
 
     #[test]

@@ -216,6 +216,42 @@ impl Ext4Groups {
     }
 }
 
+/// The end of the next range from `start` for a request of `size_bytes`:
+/// at least [`MIN_RANGE_BYTES`], on ext4 the next group boundary (`groups`),
+/// and never more than `cap_bytes` past `start` (what `--max-bytes` leaves
+/// this run): capped, a range ends on the last group boundary within the
+/// cap on ext4 (a range ending mid-group would have ext4 discard the free
+/// extent across its end twice), else on the last whole MiB (FITRIM refuses
+/// ranges shorter than a block). `None` when the cap leaves no such range:
+/// the run is done, short of the cap by less than a group (a MiB).
+pub fn next_range_end(
+    start: u64,
+    size_bytes: u64,
+    groups: Option<&Ext4Groups>,
+    cap_bytes: Option<u64>,
+) -> Option<u64> {
+    let size = size_bytes.max(MIN_RANGE_BYTES);
+    let end = match groups {
+        Some(g) => g.range_end(start, size),
+        None => start.saturating_add(size),
+    };
+    let Some(cap) = cap_bytes else {
+        return Some(end);
+    };
+    if end - start <= cap {
+        return Some(end);
+    }
+    let end = match groups {
+        Some(g) => {
+            let limit = start.saturating_add(cap);
+            let k = limit.checked_sub(g.first_byte)? / g.group_bytes;
+            g.first_byte.saturating_add(k.saturating_mul(g.group_bytes))
+        }
+        None => start.saturating_add(cap / MIN_RANGE_BYTES * MIN_RANGE_BYTES),
+    };
+    (end > start).then_some(end)
+}
+
 /// fallow's progress of a trim, in its checkpoint file.
 pub type TrimCheckpoint = OffsetCheckpoint<TrimDetail>;
 
@@ -372,11 +408,18 @@ impl BgExecutor for Fstrim {
             return Ok(Step::Finished);
         }
         let start = self.ck.next_offset_bytes;
-        let mut size = size_bytes.max(MIN_RANGE_BYTES);
-        if let Some(g) = &self.groups {
-            // whole groups: no free extent discarded twice (module docs)
-            size = g.range_end(start, size) - start;
-        }
+        // whole groups on ext4: no free extent discarded twice (module
+        // docs); never past --max-bytes
+        // (a cap past the file system's end leaves the rest uncapped: the
+        // last range, to the end, fits in it)
+        let cap = self
+            .max_bytes
+            .map(|m| m.saturating_sub(self.run_bytes()))
+            .filter(|c| start.saturating_add(*c) < self.ck.size_bytes);
+        let Some(end) = next_range_end(start, size_bytes, self.groups.as_ref(), cap) else {
+            return Ok(Step::Finished);
+        };
+        let size = end - start;
         let last = start.saturating_add(size) >= self.ck.size_bytes;
         let len = if last { u64::MAX - start } else { size };
         let t0 = monotonic_ns();
@@ -494,6 +537,48 @@ mod tests {
         b[32..36].copy_from_slice(&bpg.to_le_bytes());
         b[56..58].copy_from_slice(&magic.to_le_bytes());
         b
+    }
+
+    /// Issue 24: `--max-bytes` is a hard cap on the ranges' bytes.
+    #[test]
+    fn ranges_stop_at_the_cap_on_group_or_mib_boundaries() {
+        const MIB: u64 = 1 << 20;
+        // no cap, no groups: the request size, at least 1 MiB
+        assert_eq!(next_range_end(0, 4 * MIB, None, None), Some(4 * MIB));
+        assert_eq!(next_range_end(0, 4096, None, None), Some(MIB));
+        // capped: 2.5 MiB left of a 4 MiB request → 2 MiB; below 1 MiB → done
+        assert_eq!(
+            next_range_end(8 * MIB, 4 * MIB, None, Some(5 * MIB / 2)),
+            Some(10 * MIB)
+        );
+        assert_eq!(next_range_end(8 * MIB, 4 * MIB, None, Some(MIB - 1)), None);
+        assert_eq!(
+            next_range_end(8 * MIB, 4 * MIB, None, Some(4 * MIB)),
+            Some(12 * MIB)
+        );
+        // ext4, 128 MiB groups: a 4 MiB request is a whole group when the
+        // cap allows it, the last whole group within the cap else, none
+        // when the cap ends inside the first group
+        let g = Ext4Groups::parse(&sb(0, 2, 32768, 0xEF53)).unwrap();
+        assert_eq!(
+            next_range_end(0, 4 * MIB, Some(&g), Some(200 * MIB)),
+            Some(128 * MIB)
+        );
+        assert_eq!(
+            next_range_end(128 * MIB, 300 * MIB, Some(&g), Some(300 * MIB)),
+            Some(384 * MIB)
+        );
+        assert_eq!(
+            next_range_end(128 * MIB, 4 * MIB, Some(&g), Some(100 * MIB)),
+            None
+        );
+        // 1 KiB blocks: groups from byte 1024
+        let g = Ext4Groups::parse(&sb(1, 0, 8192, 0xEF53)).unwrap();
+        assert_eq!(
+            next_range_end(0, 20 * MIB, Some(&g), Some(17 * MIB)),
+            Some(1024 + 16 * MIB)
+        );
+        assert_eq!(next_range_end(0, MIB, Some(&g), Some(512)), None);
     }
 
     #[test]

@@ -44,6 +44,14 @@
 //! size and chunk before it is trusted), so `--resume` starts the next
 //! window there: a window cut short by a crash is done again, none is
 //! skipped.
+//!
+//! **The brake** (issue 24): a window need not run blind to its end.
+//! While it runs, the array's own counters (`/sys/block/mdX/stat`: I/O to
+//! the array, never the check's, which goes to the members) are polled;
+//! on the first I/O `sync_speed_min` = `sync_speed_max` =
+//! [`BRAKE_SPEED_KIB_PER_S`] holds the check within md's next speed test,
+//! and the next request lifts it and goes on with the same window. The
+//! user's limits are restored at the end and by the guardian.
 
 use super::checkpoint::{check_paths, Bad, Detail, OffsetCheckpoint};
 use super::control::Control;
@@ -52,6 +60,7 @@ use super::{Kind, NativeConfig, NativeExecutor, NativeReport, NativeTarget};
 use crate::clock::monotonic_ns;
 use crate::driver::{BgExecutor, Step};
 use crate::error::{Error, Result};
+use crate::monitor::stat::DiskStat;
 use crate::monitor::StatSource;
 use crate::run::guardian::ReleaseAction;
 use crate::scrub::checkpoint::Lock;
@@ -65,7 +74,7 @@ use std::time::Duration;
 /// The registry entry.
 pub const KIND: Kind = Kind {
     prefix: "md",
-    summary: "md RAID check (or repair) by [sync_min, sync_max) windows of the request size, one per BG request, resumable by sector (tested against a recorded sysfs interface: no md in this kernel)",
+    summary: "md RAID check (or repair) by [sync_min, sync_max) windows of the request size, one per BG request, braked mid-window by sync_speed_min/max on I/O to the array, resumable by sector (tested against a recorded sysfs interface: no md in this kernel)",
     open,
 };
 
@@ -78,6 +87,82 @@ const POLL: Duration = Duration::from_millis(5);
 /// A window that makes no progress this long is an error (another array
 /// on the same disks holds it `delayed`, or the array stopped), ns.
 const STALL_NS: u64 = 60_000_000_000;
+
+/// The brake: `sync_speed_min` and `sync_speed_max`, KiB/s, while the
+/// array has I/O of its own mid-window. md.c `md_do_sync` checks the speed
+/// once every `window` sectors it submits (32 pages: 128 KiB with 4 KiB
+/// pages): when `currspeed` (KiB/s since a mark up to 30 s old, plus 1)
+/// is above `speed_min` and above `speed_max`, it `msleep(500)`s and looks
+/// again, submitting nothing. 1 is the least either file takes (`0` is
+/// `-EINVAL`; `system` means the sysctl's 1000/200000), and both must be
+/// low: below `speed_min` md never throttles. So the check stops within
+/// one 128 KiB window of submissions (plus what is in flight), and leaks
+/// one window only when nothing was done in the ~30 s its marks span;
+/// lifted, it goes on within the 500 ms sleep.
+pub const BRAKE_SPEED_KIB_PER_S: u64 = 1;
+
+/// How often a window polls `sync_completed` and the array's counters
+/// where the brake is used, ns: the brake goes on this soon after the
+/// array's first I/O.
+const BRAKE_POLL: Duration = Duration::from_millis(1);
+
+/// `sync_speed_min`/`sync_speed_max` as the user had them (the form to
+/// write back: `system` or KiB/s) and as a lifted brake writes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Speeds {
+    user_min: Option<String>,
+    user_max: String,
+    lift_min: Option<String>,
+    lift_max: String,
+}
+
+/// `N (local)` or `N (system)` (md.c `sync_min_show`/`sync_max_show`):
+/// the value and what writing it back takes (`system` restores the
+/// sysctl's, a number a local one).
+fn parse_speed(text: &str) -> std::result::Result<(u64, String), String> {
+    let t = text.trim();
+    let mut w = t.split_ascii_whitespace();
+    let n: u64 = w
+        .next()
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("`{t}` is not `N (local)` or `N (system)`"))?;
+    match w.next() {
+        Some("(system)") => Ok((n, "system".into())),
+        Some("(local)") | None => Ok((n, n.to_string())),
+        Some(o) => Err(format!("`{t}`: `{o}` is not (local) or (system)")),
+    }
+}
+
+impl Speeds {
+    /// From the files' texts and `--max-rate` (bytes/s): lifted, the max
+    /// is the rate and the min no higher (below `speed_min` md ignores
+    /// `speed_max`), else the user's own.
+    fn new(
+        min: Option<&str>,
+        max: &str,
+        rate_bytes_per_s: Option<f64>,
+    ) -> std::result::Result<Speeds, (&'static str, String)> {
+        let min = min
+            .map(parse_speed)
+            .transpose()
+            .map_err(|m| ("sync_speed_min", m))?;
+        let (_, user_max) = parse_speed(max).map_err(|m| ("sync_speed_max", m))?;
+        let mut s = Speeds {
+            user_min: min.as_ref().map(|m| m.1.clone()),
+            lift_min: min.as_ref().map(|m| m.1.clone()),
+            lift_max: user_max.clone(),
+            user_max,
+        };
+        if let Some(rate) = rate_bytes_per_s {
+            let kib = ((rate / 1024.0).round() as u64).max(2);
+            s.lift_max = kib.to_string();
+            if min.as_ref().is_some_and(|m| m.0 > kib) {
+                s.lift_min = Some(kib.to_string());
+            }
+        }
+        Ok(s)
+    }
+}
 
 fn open(
     t: &NativeTarget,
@@ -213,8 +298,20 @@ pub struct Md {
     /// The user's `sync_min` and `sync_max`, restored at the end.
     user_min: String,
     user_max: String,
-    /// The user's `sync_speed_max` when fallow set its own (`system` or KiB/s).
-    user_speed_max: Option<String>,
+    /// The array's `sync_speed_min`/`sync_speed_max` as the user had them
+    /// and as a lifted brake writes them; `None` where either file is
+    /// missing and no `--max-rate` was given (nothing of them is touched).
+    speeds: Option<Speeds>,
+    /// The array's own counters (`/sys/block/mdX/stat`): I/O to the array,
+    /// never the check's (see [`BRAKE_SPEED_KIB_PER_S`]); `None`: no brake.
+    array_stat: Option<PathBuf>,
+    /// The window the check was last let run to, sectors, while it has
+    /// not reached it (a request the brake stopped).
+    pending_end: Option<u64>,
+    /// The brake is on (`sync_speed_min` = `sync_speed_max` = 1 KiB/s).
+    braked: bool,
+    /// Requests the brake stopped because the array had I/O of its own.
+    brake_yields: u64,
     /// A check of ours is held at the checkpoint's next sector (its `sync_max`).
     held: bool,
     /// `mismatch_cnt` of the check now running.
@@ -300,6 +397,17 @@ impl Md {
         let chunk_bytes = number("chunk_size")?;
         // raid1 has no chunks: any sector will do
         let chunk_sectors = (chunk_bytes / SECTOR_BYTES).max(1);
+        if let Some(m) = cfg.max_bytes {
+            let chunk_bytes = chunk_sectors * SECTOR_BYTES;
+            if m < chunk_bytes {
+                return Err(Error::invalid(
+                    "--max-bytes",
+                    format!(
+                        "{m} bytes is less than one chunk of {label} ({chunk_bytes} bytes): md bounds a check only on chunk boundaries"
+                    ),
+                ));
+            }
+        }
         // The check's total, in the units of sync_min/sync_max and of
         // sync_completed (md.c `sync_completed_show` prints
         // `resync_max_sectors` for a sync or check; `md_do_sync` runs from
@@ -378,7 +486,11 @@ impl Md {
             _lock: lock,
             user_min,
             user_max,
-            user_speed_max: None,
+            speeds: None,
+            array_stat: None,
+            pending_end: None,
+            braked: false,
+            brake_yields: 0,
             held: false,
             running_mismatches: 0,
             windows: cfg.windows.clone(),
@@ -389,21 +501,44 @@ impl Md {
             t0_ns: monotonic_ns(),
             ctl,
         };
+        let speed_min = md.read("sync_speed_min").ok();
+        let speed_max = md.read("sync_speed_max").ok();
+        let stat = PathBuf::from(format!("/sys/block/{name}/stat"));
+        let brakes = speed_min.is_some()
+            && speed_max.is_some()
+            && md
+                .ctl
+                .read(&stat)
+                .ok()
+                .is_some_and(|t| DiskStat::parse(&t).is_ok());
         if let Some(rate) = cfg.max_rate_bytes_per_s {
-            // md's own ceiling, per array: sync_speed_max in KiB/s
-            let kib = ((rate / 1024.0).round() as u64).max(1);
-            let now = md.read("sync_speed_max")?;
-            md.user_speed_max = Some(if now.contains("(system)") {
-                "system".to_string()
-            } else {
-                now.split_ascii_whitespace()
-                    .next()
-                    .unwrap_or("system")
-                    .to_string()
-            });
-            md.write("sync_speed_max", &kib.to_string())?;
+            if speed_max.is_none() {
+                return Err(Error::Unsupported(format!(
+                    "{}: {} is missing: --max-rate needs md's own per-array limit",
+                    md.label,
+                    md.ctl.resolve(&md.path("sync_speed_max")).display()
+                )));
+            }
             // and fallow's pacing between windows, so the policy sees it
             md.bucket = Some(TokenBucket::new(rate, SECTOR_BYTES * chunk_sectors)?);
+        }
+        if brakes || cfg.max_rate_bytes_per_s.is_some() {
+            let speeds = Speeds::new(
+                speed_min.as_deref(),
+                speed_max.as_deref().unwrap_or("system"),
+                cfg.max_rate_bytes_per_s,
+            )
+            .map_err(|(f, m)| Error::Parse {
+                path: md.ctl.resolve(&md.path(f)),
+                message: m,
+            })?;
+            md.speeds = Some(speeds);
+            if cfg.max_rate_bytes_per_s.is_some() {
+                md.lift()?;
+            }
+        }
+        if brakes {
+            md.array_stat = Some(stat);
         }
         Ok(md)
     }
@@ -456,12 +591,78 @@ impl Md {
 
     /// The window after `start` for a request of `size_bytes`: whole
     /// chunks (md refuses other bounds), at least one.
+    ///
+    /// With `--max-bytes`, no window ends past the cap: the check's own
+    /// bound (`sync_max`) makes it a hard one, rounded down to whole chunks
+    /// (this run starts on a chunk boundary, the checkpoint's).
     fn window_end(&self, start: u64, size_bytes: u64) -> u64 {
         let sectors = size_bytes.div_ceil(SECTOR_BYTES).max(1);
         let chunks = sectors.div_ceil(self.chunk_sectors);
-        start
+        let end = start
             .saturating_add(chunks * self.chunk_sectors)
-            .min(self.total_sectors())
+            .min(self.total_sectors());
+        match self.cap_end() {
+            Some(cap) if cap < end => cap,
+            _ => end,
+        }
+    }
+
+    /// Where `--max-bytes` ends this run, sectors: whole chunks from where
+    /// it began.
+    fn cap_end(&self) -> Option<u64> {
+        self.max_bytes.map(|m| {
+            let chunks = m / SECTOR_BYTES / self.chunk_sectors;
+            self.resumed_from
+                .saturating_add(chunks.saturating_mul(self.chunk_sectors))
+        })
+    }
+
+    /// This run has done what `--max-bytes` allows.
+    fn capped(&self) -> bool {
+        self.cap_end().is_some_and(|c| self.next_sector() >= c)
+    }
+
+    /// Write the lifted speeds: the user's (or `--max-rate`'s).
+    fn lift(&mut self) -> Result<()> {
+        let Some(s) = self.speeds.clone() else {
+            return Ok(());
+        };
+        // max first: with min still at 1 the check runs up to it at once
+        self.write("sync_speed_max", &s.lift_max)?;
+        if let Some(m) = &s.lift_min {
+            self.write("sync_speed_min", m)?;
+        }
+        self.braked = false;
+        Ok(())
+    }
+
+    /// Put the brake on ([`BRAKE_SPEED_KIB_PER_S`]).
+    fn brake(&mut self) -> Result<()> {
+        let v = BRAKE_SPEED_KIB_PER_S.to_string();
+        self.write("sync_speed_max", &v)?;
+        self.write("sync_speed_min", &v)?;
+        self.braked = true;
+        Ok(())
+    }
+
+    /// The array's own I/O counters: reads, writes, discards, flushes
+    /// completed, and requests in flight. md accounts the array's I/O on
+    /// mdX (md.c `md_submit_bio`); the check's reads go to the members
+    /// only, as md's own idle test assumes (md.c `is_mddev_idle` counts
+    /// the members' sectors minus `sync_io`).
+    fn array_io(&self) -> Result<Option<(u64, u64)>> {
+        let Some(p) = &self.array_stat else {
+            return Ok(None);
+        };
+        let t = self.ctl.read(p)?;
+        let d = DiskStat::parse(&t).map_err(|m| Error::Parse {
+            path: self.ctl.resolve(p),
+            message: m,
+        })?;
+        Ok(Some((
+            d.read_ios.wrapping_add(d.modifying_ios()),
+            d.in_flight,
+        )))
     }
 
     /// Stop a held check (`idle`) and put `sync_min`/`sync_max` back.
@@ -486,8 +687,13 @@ impl Md {
         // sync_min first: it may not exceed sync_max
         self.write("sync_min", &self.user_min.clone())?;
         self.write("sync_max", &self.user_max.clone())?;
-        if let Some(s) = self.user_speed_max.take() {
-            self.write("sync_speed_max", &s)?;
+        self.pending_end = None;
+        if let Some(s) = self.speeds.take() {
+            self.write("sync_speed_max", &s.user_max)?;
+            if let Some(m) = &s.user_min {
+                self.write("sync_speed_min", m)?;
+            }
+            self.braked = false;
         }
         self.ck.save(&self.ck_path)
     }
@@ -549,11 +755,15 @@ impl BgExecutor for Md {
     }
 
     fn run_one(&mut self, size_bytes: u64) -> Result<Step> {
-        if self.ck.complete || self.max_bytes.is_some_and(|m| self.run_bytes() >= m) {
+        if self.ck.complete || self.capped() {
             return Ok(Step::Finished);
         }
         let start = self.next_sector();
-        let end = self.window_end(start, size_bytes);
+        // a window the brake stopped goes on to its end; sync_max stays
+        let end = self
+            .pending_end
+            .take()
+            .unwrap_or_else(|| self.window_end(start, size_bytes));
         let last = end >= self.total_sectors();
         // the last window runs to the array's end, whatever its alignment
         let max = if last {
@@ -563,17 +773,27 @@ impl BgExecutor for Md {
         };
         let t0 = monotonic_ns();
         self.gate.open();
-        let result = (|| -> Result<()> {
+        let result = (|| -> Result<bool> {
             if self.held {
-                // the check waits at sync_max = start: raising it goes on
-                self.write("sync_max", &max)?;
+                // the check waits at sync_max (or mid-window, braked)
+                if self.braked {
+                    self.lift()?;
+                } else {
+                    // raising sync_max goes on
+                    self.write("sync_max", &max)?;
+                }
             } else {
                 // sync_min can only be written while nothing runs
                 self.write("sync_min", &start.to_string())?;
                 self.write("sync_max", &max)?;
+                if self.braked {
+                    self.lift()?;
+                }
                 self.write("sync_action", &self.ck.detail.action.clone())?;
                 self.held = true;
             }
+            let base_io = self.array_io()?;
+            let poll = if base_io.is_some() { BRAKE_POLL } else { POLL };
             let mut last_done = start;
             let mut moved_ns = monotonic_ns();
             loop {
@@ -588,7 +808,7 @@ impl BgExecutor for Md {
                         }
                         self.running_mismatches = self.mismatch_cnt()?;
                         if done >= end {
-                            return Ok(());
+                            return Ok(true);
                         }
                         if done > last_done {
                             (last_done, moved_ns) = (done, monotonic_ns());
@@ -600,7 +820,7 @@ impl BgExecutor for Md {
                             // the kernel ended the check at the array's end
                             // (and reset sync_min/sync_max itself)
                             self.held = false;
-                            return Ok(());
+                            return Ok(true);
                         }
                         if action.trim() == "idle" {
                             self.held = false;
@@ -612,6 +832,15 @@ impl BgExecutor for Md {
                     }
                     SyncCompleted::Delayed => {}
                 }
+                if let (Some((ios0, flight0)), Some((ios, flight))) = (base_io, self.array_io()?) {
+                    if ios != ios0 || flight > flight0 {
+                        // I/O to the array: hold the check where it is
+                        self.brake()?;
+                        self.brake_yields += 1;
+                        self.pending_end = Some(end);
+                        return Ok(false);
+                    }
+                }
                 if monotonic_ns() - moved_ns > STALL_NS {
                     return Err(Error::Unsupported(format!(
                         "{}: no progress past sector {last_done} for {} s (sync_completed stays below {end}): is another array on the same disks being synced?",
@@ -619,16 +848,19 @@ impl BgExecutor for Md {
                         STALL_NS / 1_000_000_000
                     )));
                 }
-                std::thread::sleep(POLL);
+                std::thread::sleep(poll);
             }
         })();
         self.gate.close();
         self.active_ns += monotonic_ns() - t0;
-        result?;
+        self.requests += 1;
+        if !result? {
+            // braked mid-window: the checkpoint stays at its start
+            return Ok(Step::More);
+        }
         if let Some(b) = &mut self.bucket {
             b.take((end - start) * SECTOR_BYTES, monotonic_ns());
         }
-        self.requests += 1;
         self.ck.requests += 1;
         self.ck.next_offset_bytes = end * SECTOR_BYTES;
         if last {
@@ -639,13 +871,11 @@ impl BgExecutor for Md {
             self.held = false;
         }
         self.ck.save(&self.ck_path)?;
-        Ok(
-            if self.ck.complete || self.max_bytes.is_some_and(|m| self.run_bytes() >= m) {
-                Step::Finished
-            } else {
-                Step::More
-            },
-        )
+        Ok(if self.ck.complete || self.capped() {
+            Step::Finished
+        } else {
+            Step::More
+        })
     }
 }
 
@@ -659,17 +889,23 @@ impl NativeExecutor for Md {
     }
 
     fn release_actions(&self) -> Vec<ReleaseAction> {
-        // a held check would wait at sync_max for ever: stop it, wait for
-        // the sync thread to go (older kernels stop it asynchronously, and
-        // refuse sync_min with EBUSY until then, and set sync_min to where
-        // it got as it goes), then put the bounds and the speed limit back
-        // as the user had them; one shell command so the order holds
+        // a held check would wait at sync_max for ever, a braked one leak
+        // on: stop it, wait for the sync thread to go (older kernels stop
+        // it asynchronously, and refuse sync_min with EBUSY until then, and
+        // set sync_min to where it got as it goes), then put the bounds and
+        // the speed limits back as the user had them; one shell command so
+        // the order holds
         let script = r#"cd "$1" || exit 1
 echo idle > sync_action
 i=0
 while [ "$(cat sync_completed)" != none ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 echo "$2" > sync_min && echo "$3" > sync_max || exit 1
-[ -z "$4" ] || echo "$4" > sync_speed_max"#;
+[ -z "$4" ] || echo "$4" > sync_speed_max || exit 1
+[ -z "$5" ] || echo "$5" > sync_speed_min"#;
+        let (max, min) = match &self.speeds {
+            Some(s) => (s.user_max.clone(), s.user_min.clone().unwrap_or_default()),
+            None => (String::new(), String::new()),
+        };
         vec![ReleaseAction::Exec {
             argv: vec![
                 "sh".into(),
@@ -679,7 +915,8 @@ echo "$2" > sync_min && echo "$3" > sync_max || exit 1
                 self.ctl.resolve(&self.dir).display().to_string(),
                 self.user_min.clone(),
                 self.user_max.clone(),
-                self.user_speed_max.clone().unwrap_or_default(),
+                max,
+                min,
             ],
             ok_codes: vec![],
         }]
@@ -693,6 +930,7 @@ echo "$2" > sync_min && echo "$3" > sync_max || exit 1
         native.insert("next_sector".to_string(), self.next_sector());
         native.insert("chunk_sectors".to_string(), self.chunk_sectors);
         native.insert("pass".to_string(), self.ck.pass);
+        native.insert("fallow_brake_yields".to_string(), self.brake_yields);
         let repair = self.ck.detail.action == "repair";
         Ok(NativeReport {
             target: self.label.clone(),

@@ -14,7 +14,7 @@
 //! |---|---|---|---|
 //! | `btrfs:MOUNT` ([`btrfs`]) | a slice of time, then on to the next chunk boundary | `btrfs scrub cancel` | `btrfs scrub status -R` |
 //! | `fstrim:MOUNT` ([`fstrim`]) | one FITRIM range | — (ranges end by themselves) | the next offset, in a checkpoint |
-//! | `md:/dev/mdX` ([`md`]) | one `[sync_min, sync_max)` window | the kernel holds the check at `sync_max` | `sync_completed`, `mismatch_cnt`, the next sector in a checkpoint |
+//! | `md:/dev/mdX` ([`md`]) | one `[sync_min, sync_max)` window | the kernel holds the check at `sync_max`; mid-window, `sync_speed_min`/`_max` = 1 KiB/s (the brake) | `sync_completed`, `mismatch_cnt`, the next sector in a checkpoint |
 //! | `zfs:POOL` ([`zfs`]) | a slice of time | `zpool scrub -p` | `zpool status -j -p` (≥ 2.3) or its text |
 //!
 //! - [`control`]: [`Control`], how an executor runs the native tool's

@@ -27,10 +27,18 @@
 //! - **Devices**: every leaf vdev (a disk or a partition's disk) from the
 //!   JSON's `vdevs` tree (`path`) or the text's `config:` section of
 //!   `zpool status -P`.
-//! - **If fallow dies**: the guardian resumes a scrub left paused (`zpool
-//!   scrub POOL`, only if `zpool status` says `scrub paused`: it must not
-//!   start a new one). A clean stop (Ctrl-C) leaves it paused: `--resume`
-//!   (or `zpool scrub POOL`) continues it.
+//! - **If fallow dies**: the guardian pauses a scrub in progress (`zpool
+//!   scrub -p POOL`, only if `zpool status` says `scrub in progress`), so
+//!   it never runs on unwatched, and leaves a paused, cancelled or finished
+//!   one as it is: it never resumes (a user's pause or cancel stands) and
+//!   never starts one; it logs which it did. A clean stop (Ctrl-C) leaves
+//!   it paused too: `--resume` (or `zpool scrub POOL`) continues it.
+//! - **Granularity**: a pause is `zpool scrub -p`, a sync task: it takes
+//!   effect when ZFS syncs the next transaction group (the command waits
+//!   for it), and I/O the scan has already queued completes.
+//!   ZFS has no rate or speed knob fallow could use as a brake, so a BG
+//!   request is a slice of time, and an FG arrival waits for the slice's
+//!   end and the pause (not measured here: no ZFS in this kernel).
 
 use super::control::Control;
 use super::gate::Gate;
@@ -660,11 +668,23 @@ impl NativeExecutor for Zfs {
         self.gate.clone()
     }
 
+    /// If fallow dies: a scrub in progress (fallow's slice) is paused,
+    /// never left running; a paused, cancelled or finished one is left as
+    /// it is (never resumed: a user's pause or cancel stands, and `zpool
+    /// scrub` on a finished pool would start a new scrub). The action says
+    /// what it did on its standard output, which the guardian logs; `zpool
+    /// status` then shows `scrub paused since …` and `zpool history` the
+    /// `zpool scrub -p`.
     fn release_actions(&self) -> Vec<ReleaseAction> {
-        // resume only a scrub that is paused: `zpool scrub` on a pool whose
-        // scrub finished would start a new one
-        let script =
-            r#"$1 status "$2" | grep -q 'scrub paused since' && exec $1 scrub "$2"; exit 0"#;
+        let script = r#"s=$("$1" status "$2") || exit 1
+case "$s" in
+*"scrub in progress since"*)
+    "$1" scrub -p "$2" || exit 1
+    echo "fallow is gone: paused the scrub of $2 it was running ('$1 status $2': scrub paused since ...); fallow scrub zfs:$2 --resume, or $1 scrub $2, continues it" ;;
+*"scrub paused since"*)
+    echo "fallow is gone: the scrub of $2 stays paused, as it was; fallow scrub zfs:$2 --resume, or $1 scrub $2, continues it" ;;
+esac
+exit 0"#;
         vec![ReleaseAction::Exec {
             argv: vec![
                 "sh".into(),

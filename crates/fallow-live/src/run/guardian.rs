@@ -83,8 +83,10 @@ impl ReleaseAction {
             .map_err(|e| Error::invalid("--release", format!("`{text}`: {e}")))
     }
 
-    /// Do it; what went wrong, in words.
-    pub fn perform(&self) -> std::result::Result<(), String> {
+    /// Do it: what a command printed on its standard output (trimmed; the
+    /// guardian passes it on, so a release action can say what it did),
+    /// or what went wrong, in words.
+    pub fn perform(&self) -> std::result::Result<String, String> {
         match self {
             ReleaseAction::Exec { argv, ok_codes } => {
                 let Some((program, args)) = argv.split_first() else {
@@ -97,7 +99,7 @@ impl ReleaseAction {
                     .map_err(|e| format!("cannot run `{}`: {e}", argv.join(" ")))?;
                 if out.status.success() || out.status.code().is_some_and(|c| ok_codes.contains(&c))
                 {
-                    Ok(())
+                    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
                 } else {
                     Err(format!(
                         "`{}` failed ({}): {}",
@@ -108,6 +110,7 @@ impl ReleaseAction {
                 }
             }
             ReleaseAction::Write { path, text } => std::fs::write(path, text)
+                .map(|()| String::new())
                 .map_err(|e| format!("cannot write `{text}` to {}: {e}", path.display())),
         }
     }
@@ -220,6 +223,8 @@ pub struct GuardReport {
     pub removed: Vec<PathBuf>,
     /// Release actions it carried out successfully.
     pub released: Vec<ReleaseAction>,
+    /// What those release actions said they did (their standard output).
+    pub said: Vec<String>,
     /// Release actions that succeeded only after failing, in words.
     pub retried: Vec<String>,
     /// What went wrong (thawing, removing), in words.
@@ -294,7 +299,10 @@ fn release(actions: &[ReleaseAction], retry: &Retry, report: &mut GuardReport) {
         for (a, n, _) in pending {
             let n = n + 1;
             match a.perform() {
-                Ok(()) => {
+                Ok(said) => {
+                    if !said.is_empty() {
+                        report.said.push(said);
+                    }
                     if n > 1 {
                         report.retried.push(format!(
                             "{} succeeded at attempt {n}, {:.1} s after the first",

@@ -19,6 +19,27 @@ const CHUNK: u64 = 1024;
 /// Sectors whose page the fake kernel finds inconsistent (each in its own
 /// 4 KiB page: md counts a page, 8 sectors, per md.rst "mismatch_count").
 const BAD: [u64; 3] = [100, 30000, 60000];
+/// md.c `md_do_sync`'s `window`: 32 pages of 4 KiB, in sectors.
+const THROTTLE_WINDOW: u64 = 256;
+
+/// A speed file's value as the kernel uses it, after showing a written
+/// value as `*_show` would (`system` = the sysctl's `default`).
+fn speed(p: &Path, default: u64) -> u64 {
+    let t = std::fs::read_to_string(p).unwrap_or_default();
+    let t = t.trim();
+    if t == "system" {
+        put(p, &format!("{default} (system)\n"));
+        return default;
+    }
+    if let Ok(n) = t.parse::<u64>() {
+        put(p, &format!("{n} (local)\n"));
+        return n;
+    }
+    t.split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
 
 /// A copy of the fixture tree, and its md directory.
 fn tree() -> (tempfile::TempDir, PathBuf) {
@@ -49,6 +70,14 @@ struct Seen {
 /// `sync_completed` up to `sync_max` and waits there; `idle` stops it and
 /// sets `sync_min` to where it got (md_do_sync, for requested checks); at
 /// the array's end it goes idle and resets `sync_min`/`sync_max`.
+///
+/// Its speed limits as `md_do_sync` applies them: once every
+/// [`THROTTLE_WINDOW`] sectors submitted it computes `currspeed` (KiB/s
+/// since the oldest of 10 marks stepped every 3 s, plus 1) and, while that
+/// is above `speed_min` and above `speed_max`, sleeps 500 ms and looks
+/// again, submitting nothing. `sync_speed_min`/`_max` read `N (local)` or
+/// `N (system)` (`sync_min_show`); a bare number or `system` written to
+/// one is shown that way, as the kernel's `*_store` + `*_show` would.
 struct FakeKernel {
     stop: Arc<AtomicBool>,
     seen: Arc<Mutex<Seen>>,
@@ -77,8 +106,20 @@ impl FakeKernel {
             let violation = |m: String| seen2.lock().unwrap().violations.push(m);
             // (from, at, sync_min it set, last sync_max, mismatches)
             let mut running: Option<(u64, u64, u64, u64, u64)> = None;
+            // md_do_sync's throttle: marks (time, sectors), the last one,
+            // the sectors at the last check, a 500 ms sleep in progress
+            let t0 = std::time::Instant::now();
+            let mut marks = [(t0, 0u64); 10];
+            let mut resync_mark = marks[0];
+            let mut last_mark = 0usize;
+            let mut last_check = 0u64;
+            let mut asleep_until: Option<std::time::Instant> = None;
             while !s2.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_micros(300));
+                let (speed_min, speed_max) = (
+                    speed(&f("sync_speed_min"), 1000),
+                    speed(&f("sync_speed_max"), 200_000),
+                );
                 let action = get("sync_action");
                 let action = action.trim();
                 let Some((from, at, min_set, last_max, bad)) = running else {
@@ -92,6 +133,10 @@ impl FakeKernel {
                         put(&f("mismatch_cnt"), "0\n");
                         seen2.lock().unwrap().starts += 1;
                         running = Some((min, min, min, min, 0));
+                        let now = std::time::Instant::now();
+                        marks = [(now, 0); 10];
+                        resync_mark = marks[0];
+                        (last_mark, last_check, asleep_until) = (0, 0, None);
                     }
                     continue;
                 };
@@ -123,6 +168,30 @@ impl FakeKernel {
                 }
                 let mut bad = bad;
                 let mut at = at;
+                let now = std::time::Instant::now();
+                let io = at - from;
+                if asleep_until.is_some_and(|u| now < u) {
+                    // msleep(500)
+                    running = Some((from, at, min_set, max, bad));
+                    continue;
+                }
+                if asleep_until.take().is_some() || io >= last_check + THROTTLE_WINDOW {
+                    // `repeat:` step the marks, then the speed test
+                    last_check = io;
+                    if now >= marks[last_mark].0 + Duration::from_secs(3) {
+                        let next = (last_mark + 1) % marks.len();
+                        resync_mark = marks[next];
+                        marks[next] = (now, io);
+                        last_mark = next;
+                    }
+                    let (mark_t, mark_io) = resync_mark;
+                    let currspeed = (io - mark_io) / 2 / ((now - mark_t).as_secs() + 1) + 1;
+                    if currspeed > speed_min && currspeed > speed_max {
+                        asleep_until = Some(now + Duration::from_millis(500));
+                        running = Some((from, at, min_set, max, bad));
+                        continue;
+                    }
+                }
                 if at < max.min(total) {
                     let next = (at + step).min(max).min(total);
                     bad += 8 * BAD.iter().filter(|&&b| b >= at && b < next).count() as u64;
@@ -546,4 +615,183 @@ fn sync_completed_forms() {
     assert!(SyncCompleted::parse("").is_err());
     assert_eq!(parse_sync_max("max\n"), Ok(None));
     assert_eq!(parse_sync_max("4096\n"), Ok(Some(4096)));
+}
+
+/// Where the fake kernel's check is, sectors (`DONE` of `sync_completed`).
+fn done(md: &Path) -> u64 {
+    match SyncCompleted::parse(&text(md, "sync_completed")).unwrap() {
+        SyncCompleted::Progress { done, .. } => done,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// An I/O to the array itself (a 17-field `/sys/block/md0/stat` with one
+/// read completed), after `delay_ms`: what an FG read of md0 shows.
+fn array_read_after(dir: &Path, delay_ms: u64) -> std::thread::JoinHandle<()> {
+    let stat = dir.join("sys/block/md0/stat");
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        put(&stat, "1 0 8 1 0 0 0 0 0 1 1 0 0 0 0 0 0\n");
+    })
+}
+
+/// Issue 24, the md brake: I/O to the array mid-window puts
+/// `sync_speed_min` = `sync_speed_max` = 1 KiB/s, and md's throttle
+/// (`md_do_sync`, modelled by the fake kernel) holds the check within one
+/// 128 KiB throttle window; the next request lifts the brake to the user's
+/// own values and the same window goes on to its end, nothing stopped or
+/// restarted, nothing checked twice.
+#[test]
+fn the_brake_holds_a_window_on_array_io_and_the_next_request_lifts_it() {
+    let (dir, md) = tree();
+    let ck = dir.path().join("md0.json");
+    // 16 sectors a tick of ≥ 0.3 ms: a 16 MiB window takes ≥ 0.6 s
+    let kernel = FakeKernel::start(&md, 16);
+    let ctl = Arc::new(RecordedControl::new(dir.path()));
+    let mut m = Md::open(&target(), &native_cfg(&ck, Resume::No, None), ctl.clone()).unwrap();
+    let window = 16 * MIB / 512;
+    let fg = array_read_after(dir.path(), 150);
+    assert_eq!(m.run_one(16 * MIB).unwrap(), Step::More);
+    fg.join().unwrap();
+    assert!(m.braked && m.pending_end == Some(window), "{m:?}");
+    assert_eq!(m.brake_yields, 1);
+    // the checkpoint stays at the window's start until it is done
+    assert_eq!(m.checkpoint().next_offset_bytes, 0);
+    assert_eq!(writes(&ctl, "sync_speed_max"), ["1"]);
+    assert_eq!(writes(&ctl, "sync_speed_min"), ["1"]);
+    let at_brake = done(&md);
+    // longer than md's 500 ms sleep: still held
+    std::thread::sleep(Duration::from_millis(800));
+    let later = done(&md);
+    assert!(
+        later - at_brake <= THROTTLE_WINDOW && later < window,
+        "the check went on under the brake: {at_brake} -> {later}"
+    );
+    // the next request: lifted to the user's values, sync_max untouched
+    assert_eq!(m.run_one(16 * MIB).unwrap(), Step::More);
+    assert!(!m.braked && m.pending_end.is_none());
+    assert_eq!(m.checkpoint().next_offset_bytes, window * 512);
+    assert_eq!(writes(&ctl, "sync_speed_max"), ["1", "system"]);
+    assert_eq!(writes(&ctl, "sync_speed_min"), ["1", "system"]);
+    assert_eq!(writes(&ctl, "sync_max"), [window.to_string()]);
+    m.finish().unwrap();
+    let seen = kernel.stop();
+    assert_eq!(seen.starts, 1);
+    assert_eq!(seen.covered, vec![[0, window]]);
+    assert!(seen.violations.is_empty(), "{:?}", seen.violations);
+    // finish: the user's limits once more, the bounds back
+    assert_eq!(writes(&ctl, "sync_speed_max"), ["1", "system", "system"]);
+    assert_eq!(
+        (text(&md, "sync_min"), text(&md, "sync_max")),
+        ("0".into(), "max".into())
+    );
+}
+
+/// Issue 24: `kill -9` while the brake holds a check: the guardian's
+/// release actions stop the check and put back the user's own limits (a
+/// local 50000 KiB/s here, written back as a number), not the brake's.
+#[test]
+fn after_kill_9_while_braked_the_guardian_stops_the_check_and_restores_the_users_limits() {
+    let (dir, md) = tree();
+    put(&md.join("sync_speed_max"), "50000 (local)\n");
+    let ck = dir.path().join("md0.json");
+    let kernel = FakeKernel::start(&md, 16);
+    let ctl: Arc<dyn Control> = Arc::new(RecordedControl::new(dir.path()));
+    let mut m = Md::open(&target(), &native_cfg(&ck, Resume::No, None), ctl.clone()).unwrap();
+    let fg = array_read_after(dir.path(), 100);
+    assert_eq!(m.run_one(16 * MIB).unwrap(), Step::More);
+    fg.join().unwrap();
+    assert!(m.braked);
+    wait_for(|| text(&md, "sync_speed_max") == "1 (local)");
+    let actions = m.release_actions();
+    drop(m);
+    for a in &actions {
+        a.perform().unwrap();
+    }
+    wait_for(|| text(&md, "sync_completed") == "none");
+    wait_for(|| {
+        text(&md, "sync_speed_max") == "50000 (local)"
+            && text(&md, "sync_speed_min") == "1000 (system)"
+    });
+    let seen = kernel.stop();
+    assert_eq!(seen.starts, 1);
+    assert_eq!(seen.covered.len(), 1);
+    assert!(seen.covered[0][1] < 16 * MIB / 512, "{:?}", seen.covered);
+    assert_eq!(
+        (
+            text(&md, "sync_action"),
+            text(&md, "sync_min"),
+            text(&md, "sync_max")
+        ),
+        ("idle".into(), "0".into(), "max".into())
+    );
+}
+
+#[test]
+fn speed_files_and_the_lifted_values() {
+    assert_eq!(parse_speed("1000 (system)\n"), Ok((1000, "system".into())));
+    assert_eq!(parse_speed("50000 (local)"), Ok((50000, "50000".into())));
+    assert!(parse_speed("fast (local)").is_err());
+    assert!(parse_speed("5 (other)").unwrap_err().contains("`(other)`"));
+    let s = Speeds::new(Some("1000 (system)"), "200000 (system)", None).unwrap();
+    assert_eq!(
+        (s.lift_min.as_deref(), s.lift_max.as_str()),
+        (Some("system"), "system")
+    );
+    // --max-rate 500 KiB/s: below md's min of 1000, so the min comes down too
+    let s = Speeds::new(Some("1000 (system)"), "200000 (system)", Some(512_000.0)).unwrap();
+    assert_eq!(
+        (
+            s.lift_min.as_deref(),
+            s.lift_max.as_str(),
+            s.user_min.as_deref(),
+            s.user_max.as_str()
+        ),
+        (Some("500"), "500", Some("system"), "system")
+    );
+    let e = Speeds::new(Some("x"), "1 (local)", None).unwrap_err();
+    assert_eq!(e.0, "sync_speed_min");
+}
+
+/// Issue 24: `--max-bytes` is a hard cap on md: the last window's
+/// `sync_max` ends at the cap (whole chunks), so the kernel checks nothing
+/// past it. 10.75 MiB with 1 MiB windows and 512 KiB chunks: ten windows
+/// and a last one of half a MiB = 21 chunks = 21504 sectors, where the
+/// window-by-window stop went on to 11 MiB (22528).
+#[test]
+fn max_bytes_is_a_hard_cap_at_the_windows_sync_max() {
+    let (dir, md) = tree();
+    let ck = dir.path().join("md0.json");
+    let kernel = FakeKernel::start(&md, 512);
+    let ctl = Arc::new(RecordedControl::new(dir.path()));
+    let cap = 10 * MIB + 3 * MIB / 4;
+    let s = NativeSession::open(
+        &target(),
+        &native_cfg(&ck, Resume::No, Some(cap)),
+        &session_cfg(),
+        ctl.clone(),
+    )
+    .unwrap();
+    let out = s.run(&AtomicBool::new(false)).unwrap();
+    let seen = kernel.stop();
+    let want = (cap / 512 / CHUNK) * CHUNK;
+    assert_eq!(want, 21504);
+    assert_eq!(out.report.run_bytes, want * 512);
+    assert!(out.report.run_bytes <= cap);
+    assert_eq!(
+        writes(&ctl, "sync_max").iter().rev().nth(1).unwrap(),
+        &want.to_string()
+    );
+    assert_eq!(seen.covered, vec![[0, want]]);
+    // less than one chunk: refused before anything is touched
+    let ctl = Arc::new(RecordedControl::new(dir.path()));
+    let e = Md::open(
+        &target(),
+        &native_cfg(&dir.path().join("other.json"), Resume::No, Some(100 << 10)),
+        ctl.clone(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("--max-bytes") && e.contains("one chunk"), "{e}");
+    assert!(ctl.log().is_empty());
 }

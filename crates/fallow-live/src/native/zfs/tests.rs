@@ -187,24 +187,37 @@ fn stopped_midway_it_stays_paused_and_resume_continues_it() {
     assert!(!f.log()[n..].iter().any(|l| l == "scrub -s tank"));
 }
 
-/// What `fallow __guardian` does if fallow dies: resume a paused scrub,
-/// and never start a new one.
+/// Issue 24: what `fallow __guardian` does if fallow dies. A scrub fallow
+/// was running (killed mid-slice) is paused, never left running; one
+/// paused (by fallow between slices, or by the user), cancelled by the
+/// user or finished is left as it is: the guardian never runs `zpool
+/// scrub POOL`, which would resume or restart it. It says what it did.
 #[test]
-fn the_guardian_resumes_only_a_paused_scrub() {
+fn the_guardian_pauses_a_running_scrub_and_never_resumes_or_starts_one() {
     let f = Fake::new(false, GIB, 1);
-    let z = Zfs::open(&target(), &f.cfg(Resume::No, None), f.control()).unwrap();
+    let mut z = Zfs::open(&target(), &f.cfg(Resume::No, None), f.control()).unwrap();
     let actions = z.release_actions();
-    f.set("state", "paused");
-    for a in &actions {
-        a.perform().unwrap();
-    }
+    // kill -9 mid-slice: the scrub fallow started is running
+    assert_eq!(z.run_one(MIB).unwrap(), Step::More);
     assert_eq!(f.get("state"), "scanning");
-    f.set("state", "finished");
-    for a in &actions {
-        a.perform().unwrap();
+    drop(z);
+    let said: Vec<String> = actions.iter().map(|a| a.perform().unwrap()).collect();
+    assert_eq!(f.get("state"), "paused");
+    assert!(said[0].contains("paused the scrub of tank"), "{said:?}");
+    // paused (fallow's pause or the user's): stays paused
+    let said = actions[0].perform().unwrap();
+    assert_eq!(f.get("state"), "paused");
+    assert!(said.contains("stays paused"), "{said}");
+    // cancelled by the user, or finished: left alone, nothing said
+    for st in ["canceled", "finished", "none"] {
+        f.set("state", st);
+        assert_eq!(actions[0].perform().unwrap(), "");
+        assert_eq!(f.get("state"), st);
     }
-    assert_eq!(f.get("state"), "finished");
-    assert_eq!(count(&f.log(), "scrub tank"), 1);
+    let log = f.log();
+    // one start (fallow's run_one), one pause (the guardian's), no resume
+    assert_eq!(count(&log, "scrub tank"), 1, "{log:?}");
+    assert_eq!(count(&log, "scrub -p tank"), 1, "{log:?}");
 }
 
 #[test]
