@@ -110,6 +110,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
                 .bg_service
                 .unwrap_or(DriverConfig::default().initial_bg_service),
             seed: s.seed,
+            budget: s.budget,
         },
         watch: Watch::parse(&s.monitor),
         interval_ns: s.interval_ns,

@@ -73,6 +73,7 @@ pub fn run(args: ScrubArgs) -> Result<()> {
         order: s.order,
         bg_service: s.bg_service,
         seed: s.seed,
+        budget: s.budget,
         max_rate: s.max_rate,
         windows: s.windows.clone(),
         max_bytes: s.max_bytes,
