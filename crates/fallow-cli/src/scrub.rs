@@ -27,6 +27,7 @@ fn settings(a: &ScrubArgs) -> Result<Settings> {
         config: a.config.clone(),
         policy: a.policy.clone(),
         tuned: a.tuned.clone(),
+        budget: a.budget.clone(),
         interval_ns: a.interval,
         seed: a.seed,
         metrics: a.metrics.clone(),
@@ -177,6 +178,9 @@ pub fn run(args: ScrubArgs) -> Result<()> {
         }
     });
 
+    if let (Some(b), false) = (session.driver_mut().budget_report(), args.json) {
+        eprintln!("{}", scrub_out::budget_start_line(&b, s.budget_from.as_deref()));
+    }
     let stats = session.shared_stats();
     let progress = session.progress();
     let _exporter = scrub_out::metrics(
@@ -300,6 +304,7 @@ fn summary(
         }
     }
     let _ = writeln!(out, "  checkpoint {}", r.checkpoint);
+    out.push_str(&scrub_out::budget_lines(d));
     if verbose {
         let _ = writeln!(
             out,
