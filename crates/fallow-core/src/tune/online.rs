@@ -395,6 +395,12 @@ impl OnlineTuner {
         self.cfg.budget = budget;
     }
 
+    /// The switch penalty of a collision the refits assume from now on, ns
+    /// (a live run measures it: one FG read's time, the seek back).
+    pub fn set_switch_penalty_ns(&mut self, ns: u64) {
+        self.cfg.switch_penalty_ns = ns;
+    }
+
     /// Step back to the next more conservative coarse value of the ladder
     /// at once (a live run measured more slowdown than the window
     /// predicted), recording the point with no fit. False when already
