@@ -3,11 +3,11 @@
 //! OpenMetrics text format at `http://ADDR/metrics` (crate `fallow-metrics`).
 
 use anyhow::{Context, Result};
+use fallow_core::tune::Budget;
+use fallow_live::budget::BudgetReport;
 use fallow_live::run::FrozenIoProbe;
 use fallow_live::settings::MetricsAddr;
 use fallow_live::{DriveObserver, DriveState, Driver, ProgressProbe, SharedStats};
-use fallow_core::tune::Budget;
-use fallow_live::budget::BudgetReport;
 use fallow_metrics::{BudgetFigures, Metrics, MetricsServer, PolicyState, ScrubProgress};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

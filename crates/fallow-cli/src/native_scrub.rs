@@ -143,7 +143,10 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
     }
     let signals = Signals::install()?;
     if let (Some(b), false) = (session.driver_mut().budget_report(), a.json) {
-        eprintln!("{}", scrub_out::budget_start_line(&b, s.budget_from.as_deref()));
+        eprintln!(
+            "{}",
+            scrub_out::budget_start_line(&b, s.budget_from.as_deref())
+        );
     }
     if !a.json {
         let before = session.report().map_err(live_err)?;

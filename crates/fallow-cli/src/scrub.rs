@@ -179,7 +179,10 @@ pub fn run(args: ScrubArgs) -> Result<()> {
     });
 
     if let (Some(b), false) = (session.driver_mut().budget_report(), args.json) {
-        eprintln!("{}", scrub_out::budget_start_line(&b, s.budget_from.as_deref()));
+        eprintln!(
+            "{}",
+            scrub_out::budget_start_line(&b, s.budget_from.as_deref())
+        );
     }
     let stats = session.shared_stats();
     let progress = session.progress();

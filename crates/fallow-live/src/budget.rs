@@ -190,11 +190,9 @@ impl Measured {
         }
         let (value, ci, limit) = match *budget {
             Budget::Slowdown { fraction } => (self.slowdown, self.slowdown_ci95, fraction),
-            Budget::AddedDelay { ns } => (
-                self.added_delay_s,
-                self.added_delay_ci95_s,
-                ns as f64 / 1e9,
-            ),
+            Budget::AddedDelay { ns } => {
+                (self.added_delay_s, self.added_delay_ci95_s, ns as f64 / 1e9)
+            }
         };
         if value - ci > limit {
             Verdict::Over
@@ -669,8 +667,7 @@ impl Control {
                 t.knob().name,
                 self.cfg.budget
             ))
-        } else if at_least
-            && measured.is_some_and(|m| m.verdict(&self.cfg.budget) == Verdict::Over)
+        } else if at_least && measured.is_some_and(|m| m.verdict(&self.cfg.budget) == Verdict::Over)
         {
             Some(format!(
                 "the measured slowdown is over {} even at the least aggressive value; not chased further",
@@ -771,10 +768,7 @@ impl SavedWindow {
         let w: SavedWindow = serde_json::from_str(&text)
             .map_err(|e| bad(format!("not a fallow budget window: {e}")))?;
         if w.format != SAVED_FORMAT {
-            return Err(bad(format!(
-                "format `{}`: want `{SAVED_FORMAT}`",
-                w.format
-            )));
+            return Err(bad(format!("format `{}`: want `{SAVED_FORMAT}`", w.format)));
         }
         if w.version != 1 {
             return Err(bad(format!("version {}: this fallow reads 1", w.version)));
@@ -861,7 +855,11 @@ mod tests {
         // se(r) = 2.5 · sqrt(2/(2·25) + 1/(3·4)) = 2.5 · sqrt(0.1233…)
         let se_r = 2.5 * (0.04f64 + 1.0 / 12.0).sqrt();
         assert!(close(m.slowdown_ci95, 1.96 * 0.4 * se_r));
-        assert!((m.slowdown_ci95 - 0.688_329).abs() < 1e-6, "{}", m.slowdown_ci95);
+        assert!(
+            (m.slowdown_ci95 - 0.688_329).abs() < 1e-6,
+            "{}",
+            m.slowdown_ci95
+        );
         // added delay 0.4 · 3 ms; se = sqrt(2/2 + 1/3) ms
         assert!(close(m.added_delay_s, 1.2e-3));
         assert!(close(
@@ -936,10 +934,7 @@ mod tests {
         assert!(m.slowdown - m.slowdown_ci95 > 0.05, "{m:?}");
         assert_eq!(m.verdict(&five), Verdict::Over);
         // the same as an added delay: (1/6) · 10 ms = 1.67 ms, over 1 ms
-        assert_eq!(
-            m.verdict(&Budget::AddedDelay { ns: MS }),
-            Verdict::Over
-        );
+        assert_eq!(m.verdict(&Budget::AddedDelay { ns: MS }), Verdict::Over);
         assert_eq!(
             m.verdict(&Budget::AddedDelay { ns: 10 * MS }),
             Verdict::WellWithin
@@ -992,7 +987,7 @@ mod tests {
             assert_eq!(t.value(), "100us");
         }
         c.check(0); // the setting changed: a new epoch
-        // 16.7 % measured at this setting
+                    // 16.7 % measured at this setting
         {
             let mut m = c.meter();
             let mut t = 1_000 * MS;
@@ -1032,7 +1027,11 @@ mod tests {
         // a control given the file starts from it
         let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
         c.keep_window_in(&p).unwrap();
-        assert!(c.start.contains("saved window (2 idle intervals"), "{}", c.start);
+        assert!(
+            c.start.contains("saved window (2 idle intervals"),
+            "{}",
+            c.start
+        );
         assert_eq!(c.tuner().window(), (busy.to_vec(), idle.to_vec()));
         c.save().unwrap();
         assert_eq!(SavedWindow::load(&p).unwrap().unwrap(), w);

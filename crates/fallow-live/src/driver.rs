@@ -529,7 +529,10 @@ impl Driver {
                     let t0 = monitor.now_ns();
                     self.observe(|o| o.state(DriveState::BgRunning));
                     if let Some(c) = &self.budget {
-                        c.meter.lock().unwrap_or_else(|p| p.into_inner()).bg_start(t0);
+                        c.meter
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .bg_start(t0);
                     }
                     let step = exec.run_one(size);
                     let t1 = monitor.now_ns();
@@ -724,7 +727,10 @@ mod tests {
             ..DriverConfig::default()
         };
         // the knob is the tuner's to set
-        let e = Driver::from_spec("fixed-wait:t=1s", cfg).err().unwrap().to_string();
+        let e = Driver::from_spec("fixed-wait:t=1s", cfg)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("`t` is the parameter re-tuning sets"), "{e}");
         let mut d = Driver::from_spec("fixed-wait", cfg).unwrap();
         let mut m = Monitor::without_device();
@@ -745,8 +751,16 @@ mod tests {
         assert_eq!(r.bg_requests, 0);
         let b = r.budget.unwrap();
         assert_eq!(b.setting, "fixed-wait:t=100s");
-        assert!(b.start.starts_with("least aggressive (t=100s, no history)"), "{}", b.start);
-        assert!(b.measure.starts_with("not measured: no block device"), "{}", b.measure);
+        assert!(
+            b.start.starts_with("least aggressive (t=100s, no history)"),
+            "{}",
+            b.start
+        );
+        assert!(
+            b.measure.starts_with("not measured: no block device"),
+            "{}",
+            b.measure
+        );
         assert_eq!((b.refits, b.backoffs), (0, 0));
         assert_eq!(b.history.len(), 1);
     }

@@ -240,7 +240,10 @@ fn budget_gauges_are_served_with_unknowns_as_nan() {
     assert!(!Metrics::for_scrub().encode().contains("fallow_budget_"));
     let m = Metrics::with_budget(true);
     let text = m.encode();
-    assert!(text.contains("fallow_budget_measured_slowdown NaN"), "{text}");
+    assert!(
+        text.contains("fallow_budget_measured_slowdown NaN"),
+        "{text}"
+    );
     assert!(text.contains("fallow_scrub_done_bytes 0"), "{text}");
     assert_eq!(text.matches("# EOF").count(), 1, "{text}");
     m.budget(&fallow_metrics::BudgetFigures {

@@ -528,7 +528,12 @@ fn a_budgeted_scrub_on_the_emulated_hdd_refits_and_measures_the_fg() {
         refits,
         v["driver"]["bg_requests"]
     );
-    assert!(alone.len() >= 40 && with.len() >= 150, "{} {}", alone.len(), with.len());
+    assert!(
+        alone.len() >= 40 && with.len() >= 150,
+        "{} {}",
+        alone.len(),
+        with.len()
+    );
     // Not the budget's goal (5 %), which this run does not meet (two runs
     // here: +34 % and +20 % as this test sees it, docs/live.md): a bound
     // that catches a driver gone aggressive (a 1 MiB read back to back

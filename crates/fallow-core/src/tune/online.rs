@@ -214,6 +214,10 @@ pub struct OnlineTuner {
     on_refit: Option<RefitHook>,
 }
 
+/// A tuner's window: busy periods (length ns, FG requests) and idle
+/// intervals (length ns, collided), oldest first ([`OnlineTuner::window`]).
+pub type Window = (Vec<(u64, u32)>, Vec<(u64, bool)>);
+
 /// What [`OnlineTuner::on_refit`] calls after each refit, with the idle
 /// intervals seen so far.
 pub type RefitHook = Box<dyn FnMut(u64) + Send>;
@@ -351,7 +355,7 @@ impl OnlineTuner {
     /// first; once a busy period has ended there is one more busy period
     /// than idle intervals. What a live run keeps across runs
     /// ([`OnlineTuner::seed_window`]).
-    pub fn window(&self) -> (Vec<(u64, u32)>, Vec<(u64, bool)>) {
+    pub fn window(&self) -> Window {
         (
             self.busy.iter().copied().collect(),
             self.idle.iter().copied().collect(),
@@ -894,7 +898,10 @@ mod tests {
         assert_eq!(c.window().1, idle_w[26..].to_vec());
         assert_eq!(c.window().0, busy[26..].to_vec());
         // inconsistent lengths are refused by name
-        let e = c.seed_window(&busy[..3], &idle_w[..3]).unwrap_err().to_string();
+        let e = c
+            .seed_window(&busy[..3], &idle_w[..3])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("one more busy period"), "{e}");
     }
 

@@ -311,12 +311,19 @@ fn apply_budget(
     live: Option<&str>,
 ) -> Result<()> {
     let table = s.command.table();
-    let env = std::env::var(BUDGET_ENV).ok().filter(|v| !v.trim().is_empty());
+    let env = std::env::var(BUDGET_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty());
     let (text, from) = match (&a.budget, env, own, live) {
         (Some(b), ..) => (b.clone(), "--budget".to_string()),
         (None, Some(e), ..) => (e, BUDGET_ENV.to_string()),
-        (None, None, Some(b), _) => (b.to_string(), format!("{}: [{table}] budget", file.display())),
-        (None, None, None, Some(b)) => (b.to_string(), format!("{}: [live] budget", file.display())),
+        (None, None, Some(b), _) => (
+            b.to_string(),
+            format!("{}: [{table}] budget", file.display()),
+        ),
+        (None, None, None, Some(b)) => {
+            (b.to_string(), format!("{}: [live] budget", file.display()))
+        }
         (None, None, None, None) => return Ok(()),
     };
     let budget: fallow_core::tune::Budget = text
@@ -539,7 +546,13 @@ impl Settings {
         s.seed = first(a.seed, sc.seed, live.seed).unwrap_or(1);
         s.metrics = cfg.metrics_addr(a.metrics.as_deref());
         s.sources = scrub_sources(a, &cfg, s.policy_from);
-        apply_budget(&mut s, a, &cfg.path, sc.budget.as_deref(), live.budget.as_deref())?;
+        apply_budget(
+            &mut s,
+            a,
+            &cfg.path,
+            sc.budget.as_deref(),
+            live.budget.as_deref(),
+        )?;
         Ok(s)
     }
 
@@ -773,7 +786,10 @@ mod tests {
         assert_eq!(s.budget.unwrap().budget.to_string(), "3%");
         assert!(s.budget_from.unwrap().ends_with("f.toml: [scrub] budget"));
         // the default policy leaves its wait to the tuner
-        assert_eq!((s.policy.as_str(), s.policy_from), ("fixed-wait", "default"));
+        assert_eq!(
+            (s.policy.as_str(), s.policy_from),
+            ("fixed-wait", "default")
+        );
         let r = of(Command::Run, None);
         assert_eq!(r.budget.unwrap().budget.to_string(), "2ms");
         assert!(r.budget_from.unwrap().ends_with("f.toml: [live] budget"));
