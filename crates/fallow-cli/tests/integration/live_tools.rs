@@ -377,6 +377,74 @@ fn a_budget_with_no_history_starts_least_aggressive_and_says_so() {
     assert_eq!(v["policy"], "fixed-wait", "{v}");
 }
 
+/// A window kept by an earlier run (beside the checkpoint) is where the
+/// next budgeted run starts; a bad one is an error naming the file and
+/// the field.
+#[test]
+fn a_budgeted_scrub_starts_from_the_window_kept_beside_its_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.img");
+    File::create(&f).unwrap().set_len(1 << 20).unwrap();
+    let ck = dir.path().join("ck.json");
+    let w = dir.path().join("ck.budget.json");
+    // 2 idle intervals of 5 ms and 1 s between 10 ms busy periods
+    std::fs::write(
+        &w,
+        r#"{"format":"fallow-budget-window","version":1,"budget":"5%","busy_ns":[10000000,10000000,10000000],"busy_requests":[1,1,1],"idle_ns":[5000000,1000000000],"collided":[false,false]}"#,
+    )
+    .unwrap();
+    let args = |extra: &str| {
+        vec![
+            "scrub".to_string(),
+            f.to_str().unwrap().to_string(),
+            "--budget".into(),
+            "5%".into(),
+            "--monitor".into(),
+            "none".into(),
+            "--checkpoint".into(),
+            ck.to_str().unwrap().to_string(),
+            extra.into(),
+        ]
+    };
+    let child = common::fallow_cmd(&[])
+        .args(args("--json"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    terminate(child.id());
+    let o = child.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    let b = &v["driver"]["budget"];
+    assert!(
+        b["start"]
+            .as_str()
+            .unwrap()
+            .starts_with("saved window (2 idle intervals from"),
+        "{b}"
+    );
+    // the first decision refitted on it
+    assert_eq!(b["refits"], 1, "{b}");
+    // a bad window: the run is refused, naming the file and the field
+    std::fs::write(
+        &w,
+        r#"{"format":"fallow-budget-window","version":1,"budget":"5%","busy_ns":[1,2],"busy_requests":[1,0],"idle_ns":[3],"collided":[true]}"#,
+    )
+    .unwrap();
+    let o = common::fallow_cmd(&[])
+        .args(args("--restart"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("ck.budget.json") && stderr(&o).contains("busy_requests[1]: 0"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// Random 4 KiB O_DIRECT reads of `dev` at Poisson arrivals (10/s) until
 /// `stop`; each read's (start, latency) in s since `t0`.
 fn poisson_reader(
