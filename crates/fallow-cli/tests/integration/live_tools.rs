@@ -415,8 +415,8 @@ fn a_budgeted_scrub_starts_from_the_window_kept_beside_its_checkpoint() {
     std::thread::sleep(Duration::from_millis(1000));
     terminate(child.id());
     let o = child.wait_with_output().unwrap();
-    let v: Value = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    let v: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
     let b = &v["driver"]["budget"];
     assert!(
         b["start"]
