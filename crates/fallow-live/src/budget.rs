@@ -520,7 +520,12 @@ pub(crate) struct Control {
     /// The setting seen at the last check (a change starts an epoch).
     last_setting: String,
     window_file: Option<PathBuf>,
+    /// When the measurement was last looked at, ns.
+    last_check_ns: Option<u64>,
 }
+
+/// Least time between two looks at the measurement, ns.
+pub const CHECK_EVERY_NS: u64 = 100_000_000;
 
 impl Control {
     /// The tuner for `spec` (the policy without its knob) and `cfg`.
@@ -550,6 +555,7 @@ impl Control {
             backoffs: 0,
             last_setting: setting,
             window_file: None,
+            last_check_ns: None,
         })
     }
 
@@ -595,8 +601,13 @@ impl Control {
         let Some(p) = &self.window_file else {
             return Ok(());
         };
-        let (busy, idle) = self.tuner().window();
-        if busy.len() != idle.len() + 1 {
+        let (busy, mut idle) = self.tuner().window();
+        // stopped after an idle interval whose busy period has not ended:
+        // keep the window up to the busy period before that interval
+        if busy.len() == idle.len() {
+            idle.pop();
+        }
+        if busy.is_empty() || busy.len() != idle.len() + 1 {
             return Ok(()); // nothing consistent to keep yet
         }
         SavedWindow::of(&busy, &idle, &self.cfg.budget).store(p)
@@ -604,12 +615,21 @@ impl Control {
 
     /// At a decision (a request boundary): start an epoch if the setting
     /// changed, and back off if the measured slowdown is over the budget.
+    /// The measurement is looked at most every [`CHECK_EVERY_NS`] (it sorts
+    /// the reads kept; a busy disk has thousands of idle intervals a second).
     pub(crate) fn check(&mut self, now_ns: u64) {
         let setting = self.tuner().spec();
         if setting != self.last_setting {
             self.meter().new_epoch();
             self.last_setting = setting;
         }
+        if self
+            .last_check_ns
+            .is_some_and(|t| now_ns.saturating_sub(t) < CHECK_EVERY_NS)
+        {
+            return;
+        }
+        self.last_check_ns = Some(now_ns);
         // a collision costs the FG about one of its own reads more (the
         // seek back from where the BG request left the arm): the refits
         // take the measured clean mean as the switch penalty
@@ -1033,6 +1053,12 @@ mod tests {
             c.start
         );
         assert_eq!(c.tuner().window(), (busy.to_vec(), idle.to_vec()));
+        c.save().unwrap();
+        assert_eq!(SavedWindow::load(&p).unwrap().unwrap(), w);
+        // stopped after an idle interval, in the busy period after it: the
+        // window is kept up to the busy period before that interval
+        c.tuner().on_idle_end(7 * MS, false);
+        assert_eq!(c.tuner().window().1.len(), 3);
         c.save().unwrap();
         assert_eq!(SavedWindow::load(&p).unwrap().unwrap(), w);
         for (text, why) in [

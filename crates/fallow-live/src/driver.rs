@@ -212,6 +212,8 @@ pub struct Driver {
     report: DriveReport,
     observer: Option<Box<dyn DriveObserver>>,
     budget: Option<Control>,
+    /// When the observer was last told the budget's state, ns.
+    budget_told_ns: Option<u64>,
 }
 
 /// How often a wait looks at the stop flag, ns.
@@ -260,6 +262,7 @@ impl Driver {
             report,
             observer: None,
             budget: None,
+            budget_told_ns: None,
         })
     }
 
@@ -462,9 +465,18 @@ impl Driver {
             };
             self.report.idle_intervals += 1;
             if let Some(c) = &mut self.budget {
-                c.check(monitor.now_ns());
-                let r = c.report();
-                self.observe(|o| o.budget(&r));
+                let now = monitor.now_ns();
+                c.check(now);
+                // the observer (metrics) hears it at most once a second
+                if self.observer.is_some()
+                    && self
+                        .budget_told_ns
+                        .is_none_or(|t| now.saturating_sub(t) >= 1_000_000_000)
+                {
+                    self.budget_told_ns = Some(now);
+                    let r = c.report();
+                    self.observe(|o| o.budget(&r));
+                }
             }
             let mut done = 0u64;
             self.observe(|o| o.state(DriveState::IdleWaiting));
