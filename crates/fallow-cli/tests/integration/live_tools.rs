@@ -602,8 +602,8 @@ fn a_budgeted_scrub_on_the_emulated_hdd_refits_and_measures_the_fg() {
         alone.len(),
         with.len()
     );
-    // Not the budget's goal (5 %), which this run does not meet (two runs
-    // here: +34 % and +20 % as this test sees it, docs/live.md): a bound
+    // Not the budget's goal (5 %), which this run does not meet (three runs
+    // here: +34 %, +20 % and +25 % as this test sees it, docs/live.md): a bound
     // that catches a driver gone aggressive (a 1 MiB read back to back
     // with every FG read would double it), and the driver's measurement
     // agrees with this test's independent one within 15 points
