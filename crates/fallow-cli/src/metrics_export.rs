@@ -3,10 +3,12 @@
 //! OpenMetrics text format at `http://ADDR/metrics` (crate `fallow-metrics`).
 
 use anyhow::{Context, Result};
+use fallow_core::tune::Budget;
+use fallow_live::budget::BudgetReport;
 use fallow_live::run::FrozenIoProbe;
 use fallow_live::settings::MetricsAddr;
 use fallow_live::{DriveObserver, DriveState, Driver, ProgressProbe, SharedStats};
-use fallow_metrics::{Metrics, MetricsServer, PolicyState, ScrubProgress};
+use fallow_metrics::{BudgetFigures, Metrics, MetricsServer, PolicyState, ScrubProgress};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,7 +29,12 @@ impl Exporter {
     /// Serve on `at` (`--metrics` or the config's `[metrics] addr`) and
     /// observe `driver` and the monitor's `stats`.
     pub fn start(at: &MetricsAddr, driver: &mut Driver, stats: SharedStats) -> Result<Exporter> {
-        Self::start_with(at, driver, stats, Metrics::new())
+        let metrics = if driver.budget_report().is_some() {
+            Metrics::with_budget(false)
+        } else {
+            Metrics::new()
+        };
+        Self::start_with(at, driver, stats, metrics)
     }
 
     /// [`Exporter::start`] for a scrub: also its progress gauges, from `progress`.
@@ -37,7 +44,12 @@ impl Exporter {
         stats: SharedStats,
         progress: ProgressProbe,
     ) -> Result<Exporter> {
-        let e = Self::start_with(at, driver, stats, Metrics::for_scrub())?;
+        let metrics = if driver.budget_report().is_some() {
+            Metrics::with_budget(true)
+        } else {
+            Metrics::for_scrub()
+        };
+        let e = Self::start_with(at, driver, stats, metrics)?;
         *e.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(progress);
         Ok(e)
     }
@@ -49,6 +61,9 @@ impl Exporter {
         metrics: Metrics,
     ) -> Result<Exporter> {
         let server = metrics.serve(&at.addr).with_context(|| at.from.clone())?;
+        if let Some(b) = driver.budget_report() {
+            metrics.budget(&budget_figures(&b));
+        }
         driver.set_observer(Box::new(Observer {
             metrics: metrics.clone(),
             state: PolicyState::Busy,
@@ -166,5 +181,31 @@ impl DriveObserver for Observer {
 
     fn collision(&mut self) {
         self.metrics.collision();
+    }
+
+    fn budget(&mut self, report: &BudgetReport) {
+        self.metrics.budget(&budget_figures(report));
+    }
+}
+
+/// A budgeted run's report as the gauges take it.
+fn budget_figures(b: &BudgetReport) -> BudgetFigures {
+    let (slowdown_limit, added_delay_limit_s) = match b.budget.parse::<Budget>() {
+        Ok(Budget::Slowdown { fraction }) => (Some(fraction), None),
+        Ok(Budget::AddedDelay { ns }) => (None, Some(ns as f64 / 1e9)),
+        Err(_) => (None, None),
+    };
+    let m = b.measured.as_ref();
+    BudgetFigures {
+        slowdown_limit,
+        added_delay_limit_s,
+        slowdown: m.map(|m| m.slowdown),
+        slowdown_ci95: m.map(|m| m.slowdown_ci95),
+        p99_slowdown: m.map(|m| m.p99_slowdown),
+        added_delay_s: m.map(|m| m.added_delay_s),
+        knob_value: b.history.last().map_or(f64::NAN, |r| r.value),
+        refits: b.refits,
+        backoffs: b.backoffs,
+        unmet: b.unmet.is_some(),
     }
 }

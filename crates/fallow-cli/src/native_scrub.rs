@@ -69,6 +69,24 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
         }
         None => None,
     };
+    // a budgeted run keeps its learned window beside the checkpoint (or
+    // where the checkpoint would be by default)
+    let window_path = match (&s.budget, &checkpoint_path) {
+        (None, _) => None,
+        (Some(_), Some(p)) => Some(fallow_live::scrub::session::budget_window_path(p)),
+        (Some(_), None) => {
+            let p = native::default_checkpoint(&t).map_err(live_err)?;
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    BadInput(format!(
+                        "cannot create {} for the budget window ({e}); give --checkpoint FILE",
+                        dir.display()
+                    ))
+                })?;
+            }
+            Some(fallow_live::scrub::session::budget_window_path(&p))
+        }
+    };
     let mut options = std::collections::BTreeMap::new();
     if let Some(m) = a.minlen {
         options.insert("minlen".to_string(), m.to_string());
@@ -110,6 +128,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
                 .bg_service
                 .unwrap_or(DriverConfig::default().initial_bg_service),
             seed: s.seed,
+            budget: s.budget,
         },
         watch: Watch::parse(&s.monitor),
         interval_ns: s.interval_ns,
@@ -119,7 +138,16 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
         .map_err(|e| live_err(s.sources.rename(e)))
         .with_context(|| format!("{t} (policy {} from {})", s.policy, s.policy_from))?;
 
+    if let Some(p) = &window_path {
+        session.driver_mut().keep_window_in(p).map_err(live_err)?;
+    }
     let signals = Signals::install()?;
+    if let (Some(b), false) = (session.driver_mut().budget_report(), a.json) {
+        eprintln!(
+            "{}",
+            scrub_out::budget_start_line(&b, s.budget_from.as_deref())
+        );
+    }
     if !a.json {
         let before = session.report().map_err(live_err)?;
         eprintln!(
@@ -215,6 +243,7 @@ fn summary(o: &NativeOutcome, s: &Settings, verbose: bool) -> String {
     if let Some(c) = &r.checkpoint {
         let _ = writeln!(out, "  progress kept in {c}");
     }
+    out.push_str(&scrub_out::budget_lines(&o.drive));
     if verbose {
         let (m, d) = (&o.monitor, &o.drive);
         let _ = writeln!(

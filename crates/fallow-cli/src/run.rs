@@ -55,6 +55,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
 
+    /// Hold the FG's slowdown within this budget with no tune result
+    /// (`5%`: mean slowdown; `1ms`: mean added delay per FG request): the
+    /// policy's knob is refitted live from what the monitor sees, starting
+    /// at its least aggressive value, and the FG slowdown is measured and
+    /// backed off from (docs/live.md, "Holding a budget"). Also
+    /// `FALLOW_BUDGET` and the config's `budget`. Not with --tuned.
+    #[arg(long, value_name = "BUDGET", conflicts_with = "tuned")]
+    pub budget: Option<String>,
+
     /// Run the policy of a `fallow tune --json` result (its `best.spec`;
     /// one budget) instead of `--policy`.
     #[arg(long, value_name = "FILE", conflicts_with = "policy")]
@@ -163,6 +172,7 @@ fn settings(a: &RunArgs) -> Result<Settings> {
         config: a.config.clone(),
         policy: a.policy.clone(),
         tuned: a.tuned.clone(),
+        budget: a.budget.clone(),
         interval_ns: a.interval,
         seed: a.seed,
         metrics: a.metrics.clone(),
@@ -348,6 +358,10 @@ fn run(args: RunArgs) -> Result<i32> {
     for line in session.started(&secs(s.slice_ns as f64 / 1e9)) {
         say(args.quiet, &line);
     }
+    if let Some(b) = session.driver_mut().budget_report() {
+        let line = crate::scrub_out::budget_start_line(&b, s.budget_from.as_deref());
+        say(args.quiet, line.trim_start_matches("fallow: "));
+    }
     if let Some(a) = exporter.as_ref().and_then(|e| e.addr()) {
         say(args.quiet, &format!("metrics at http://{a}/metrics"));
     }
@@ -380,6 +394,9 @@ fn run(args: RunArgs) -> Result<i32> {
                 pct(mon.cpu_fraction()),
             ),
         );
+    }
+    for line in crate::scrub_out::budget_lines(drive).lines() {
+        say(args.quiet, line.trim_start());
     }
     if args.verbose {
         say(

@@ -27,6 +27,7 @@ fn settings(a: &ScrubArgs) -> Result<Settings> {
         config: a.config.clone(),
         policy: a.policy.clone(),
         tuned: a.tuned.clone(),
+        budget: a.budget.clone(),
         interval_ns: a.interval,
         seed: a.seed,
         metrics: a.metrics.clone(),
@@ -73,6 +74,7 @@ pub fn run(args: ScrubArgs) -> Result<()> {
         order: s.order,
         bg_service: s.bg_service,
         seed: s.seed,
+        budget: s.budget,
         max_rate: s.max_rate,
         windows: s.windows.clone(),
         max_bytes: s.max_bytes,
@@ -176,6 +178,12 @@ pub fn run(args: ScrubArgs) -> Result<()> {
         }
     });
 
+    if let (Some(b), false) = (session.driver_mut().budget_report(), args.json) {
+        eprintln!(
+            "{}",
+            scrub_out::budget_start_line(&b, s.budget_from.as_deref())
+        );
+    }
     let stats = session.shared_stats();
     let progress = session.progress();
     let _exporter = scrub_out::metrics(
@@ -299,6 +307,7 @@ fn summary(
         }
     }
     let _ = writeln!(out, "  checkpoint {}", r.checkpoint);
+    out.push_str(&scrub_out::budget_lines(d));
     if verbose {
         let _ = writeln!(
             out,

@@ -177,6 +177,73 @@ impl<R: Serialize> Doc<'_, R> {
     }
 }
 
+/// What a budgeted run held and measured (empty without a budget): the
+/// budget, the setting and how it started, the measured FG slowdown, the
+/// refits and back-offs, and why the budget is unmet if it is.
+pub fn budget_lines(d: &DriveReport) -> String {
+    use std::fmt::Write as _;
+    let Some(b) = &d.budget else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  budget {}: setting {} · started at {} · {} refits, {} back-offs (refits fit to {})",
+        b.budget,
+        b.setting,
+        b.start,
+        count(b.refits),
+        count(b.backoffs),
+        b.model_budget
+    );
+    let m = b.measured.as_ref().or(b.measured_recent.as_ref());
+    match (m, b.measure.as_str()) {
+        (Some(m), _) => {
+            let _ = writeln!(
+                out,
+                "  measured FG: {} reads ({} overlapped by BG work), mean {} against {} alone: slowdown {:+.2} % ± {:.2} %, p99 {:+.1} %{}",
+                count(m.fg_reads as u64),
+                count(m.overlapped as u64),
+                secs(m.mean_s),
+                secs(m.baseline_mean_s),
+                m.slowdown * 100.0,
+                m.slowdown_ci95 * 100.0,
+                m.p99_slowdown * 100.0,
+                if b.measured.is_some() {
+                    ""
+                } else {
+                    " (before the last change of setting)"
+                }
+            );
+        }
+        (None, "events") => {
+            let _ = writeln!(out, "  measured FG: no reads with a baseline yet");
+        }
+        (None, why) => {
+            let _ = writeln!(out, "  measured FG: {why}");
+        }
+    }
+    if let Some(u) = &b.unmet {
+        let _ = writeln!(out, "  budget unmet: {u}");
+    }
+    out
+}
+
+/// The line a budgeted run starts with: the budget, where it came from,
+/// the setting it starts at and why (no history: the least aggressive).
+pub fn budget_start_line(b: &fallow_live::budget::BudgetReport, from: Option<&str>) -> String {
+    format!(
+        "fallow: budget {}{}: refitting {} of {} every {} idle intervals on a window of {}; starting at {}",
+        b.budget,
+        from.map(|f| format!(" ({f})")).unwrap_or_default(),
+        b.knob,
+        b.setting.split(':').next().unwrap_or_default(),
+        b.every,
+        b.window,
+        b.start
+    )
+}
+
 /// The verbose summary's line about the driver.
 pub fn driver_line(d: &DriveReport) -> String {
     format!(

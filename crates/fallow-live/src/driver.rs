@@ -25,6 +25,7 @@
 //! monitor. No policy is named here: what a policy does is its own
 //! business, down to its request size.
 
+use crate::budget::{BudgetReport, Control, LatencyWatch, LiveBudget};
 use crate::clock::monotonic_ns;
 use crate::error::{Error, Result};
 use crate::monitor::{Event, Monitor};
@@ -117,6 +118,10 @@ pub struct DriverConfig {
     pub initial_bg_service: BgService,
     /// Seed of the policy's random stream.
     pub seed: u64,
+    /// Hold an FG budget: run the policy inside the online tuner, measure
+    /// the FG and back off ([`crate::budget`]). The policy's spec then
+    /// leaves out its knob.
+    pub budget: Option<LiveBudget>,
 }
 
 impl Default for DriverConfig {
@@ -130,6 +135,7 @@ impl Default for DriverConfig {
                 rate_bytes_per_s: 100e6,
             },
             seed: 1,
+            budget: None,
         }
     }
 }
@@ -168,6 +174,9 @@ pub struct DriveReport {
     pub throttled_s: f64,
     /// Wall time of the run, s.
     pub wall_s: f64,
+    /// The budget held, what was measured and the refits (a `--budget` run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetReport>,
 }
 
 /// What the driver is doing, for observers (metrics).
@@ -190,6 +199,8 @@ pub trait DriveObserver: Send {
     fn bg_request(&mut self, _bytes: u64, _service_ns: u64) {}
     /// An FG arrival found a BG request in service.
     fn collision(&mut self) {}
+    /// A budgeted run's state, at each decision.
+    fn budget(&mut self, _report: &BudgetReport) {}
 }
 
 /// Runs one policy live.
@@ -200,6 +211,9 @@ pub struct Driver {
     measured_ns: Option<f64>,
     report: DriveReport,
     observer: Option<Box<dyn DriveObserver>>,
+    budget: Option<Control>,
+    /// When the observer was last told the budget's state, ns.
+    budget_told_ns: Option<u64>,
 }
 
 /// How often a wait looks at the stop flag, ns.
@@ -238,6 +252,7 @@ impl Driver {
             busy_periods: 0,
             throttled_s: 0.0,
             wall_s: 0.0,
+            budget: None,
         };
         Ok(Driver {
             policy,
@@ -246,6 +261,8 @@ impl Driver {
             measured_ns: None,
             report,
             observer: None,
+            budget: None,
+            budget_told_ns: None,
         })
     }
 
@@ -262,8 +279,36 @@ impl Driver {
 
     /// Build the policy from a registry spec (`fixed-wait:t=50ms`), as the
     /// simulator does.
+    ///
+    /// With [`DriverConfig::budget`], `spec` is wrapped in the online
+    /// tuner (it must then leave out its knob: `fixed-wait`, not
+    /// `fixed-wait:t=1s`).
     pub fn from_spec(spec: &str, cfg: DriverConfig) -> Result<Driver> {
-        Driver::new(fallow_core::policy::build(spec)?, cfg)
+        match cfg.budget {
+            None => Driver::new(fallow_core::policy::build(spec)?, cfg),
+            Some(b) => {
+                let control = Control::new(spec, b, cfg.seed)?;
+                let mut d = Driver::new(control.policy(), cfg)?;
+                d.report.budget = Some(control.report());
+                d.budget = Some(control);
+                Ok(d)
+            }
+        }
+    }
+
+    /// With a budget: keep the learned window in `path` across runs (read
+    /// now if it exists, a bad file an error naming it; written at the end
+    /// of [`Driver::run`]). Without one, nothing.
+    pub fn keep_window_in(&mut self, path: &std::path::Path) -> Result<()> {
+        match &mut self.budget {
+            Some(c) => c.keep_window_in(path),
+            None => Ok(()),
+        }
+    }
+
+    /// The budget's state now (`None` without one).
+    pub fn budget_report(&self) -> Option<BudgetReport> {
+        self.budget.as_ref().map(Control::report)
     }
 
     fn service(&self) -> BgService {
@@ -336,6 +381,7 @@ impl Driver {
 
     fn finish(&mut self, outcome: Outcome, t0: u64, now_ns: u64) -> DriveReport {
         self.report.outcome = outcome;
+        self.report.budget = self.budget.as_ref().map(Control::report);
         self.report.wall_s = now_ns.saturating_sub(t0) as f64 / 1e9;
         self.report.bg_mean_service_s = if self.report.bg_requests > 0 {
             self.report.bg_service_s / self.report.bg_requests as f64
@@ -352,7 +398,36 @@ impl Driver {
         exec: &mut dyn BgExecutor,
         stop: &AtomicBool,
     ) -> Result<DriveReport> {
-        self.run_on(monitor, exec, stop)
+        // a budget measures the FG on the device's block tracepoints
+        let watch = match &mut self.budget {
+            Some(c) if monitor.devices().is_empty() => {
+                c.measure = "not measured: no block device to trace (a file source or none); the budget is held by the model alone".into();
+                None
+            }
+            Some(c) => match LatencyWatch::start(
+                monitor.devices(),
+                monitor.command_cgroup_id(),
+                c.meter.clone(),
+            ) {
+                Ok(w) => {
+                    c.measure = "events".into();
+                    Some(w)
+                }
+                Err(e) => {
+                    c.measure = format!("not measured: {e}; the budget is held by the model alone");
+                    None
+                }
+            },
+            None => None,
+        };
+        let r = self.run_on(monitor, exec, stop);
+        drop(watch);
+        let mut r = r?;
+        if let Some(c) = &self.budget {
+            c.save()?;
+            r.budget = Some(c.report());
+        }
+        Ok(r)
     }
 
     /// [`Driver::run`] on any source of events and time.
@@ -389,6 +464,20 @@ impl Driver {
                 }
             };
             self.report.idle_intervals += 1;
+            if let Some(c) = &mut self.budget {
+                let now = monitor.now_ns();
+                c.check(now);
+                // the observer (metrics) hears it at most once a second
+                if self.observer.is_some()
+                    && self
+                        .budget_told_ns
+                        .is_none_or(|t| now.saturating_sub(t) >= 1_000_000_000)
+                {
+                    self.budget_told_ns = Some(now);
+                    let r = c.report();
+                    self.observe(|o| o.budget(&r));
+                }
+            }
             let mut done = 0u64;
             self.observe(|o| o.state(DriveState::IdleWaiting));
             let mut decision = self.decide_idle(idle_start, last_arrival);
@@ -451,8 +540,18 @@ impl Driver {
                     }
                     let t0 = monitor.now_ns();
                     self.observe(|o| o.state(DriveState::BgRunning));
-                    let step = exec.run_one(size)?;
+                    if let Some(c) = &self.budget {
+                        c.meter
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .bg_start(t0);
+                    }
+                    let step = exec.run_one(size);
                     let t1 = monitor.now_ns();
+                    if let Some(c) = &self.budget {
+                        c.meter.lock().unwrap_or_else(|p| p.into_inner()).bg_end(t1);
+                    }
+                    let step = step?;
                     self.observe(|o| {
                         o.bg_request(size, t1 - t0);
                         o.state(DriveState::IdleWaiting);
@@ -631,6 +730,51 @@ mod tests {
         // one request every 5 ms: paused between them
         let log = run("fixed-rate:r=5ms");
         assert!(log.contains("RP") && log.ends_with('R'), "{log}");
+    }
+
+    #[test]
+    fn a_budget_starts_at_the_least_aggressive_value_and_says_so() {
+        let cfg = DriverConfig {
+            budget: Some(LiveBudget::new("5%".parse().unwrap())),
+            ..DriverConfig::default()
+        };
+        // the knob is the tuner's to set
+        let e = Driver::from_spec("fixed-wait:t=1s", cfg)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("`t` is the parameter re-tuning sets"), "{e}");
+        let mut d = Driver::from_spec("fixed-wait", cfg).unwrap();
+        let mut m = Monitor::without_device();
+        let mut e = Count {
+            n: 1,
+            sizes: vec![],
+            ready_at_ns: 0,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            s2.store(true, Ordering::SeqCst);
+        });
+        let r = d.run(&mut m, &mut e, &stop).unwrap();
+        h.join().unwrap();
+        // a wait of 100 s: nothing read in 50 ms
+        assert_eq!(r.bg_requests, 0);
+        let b = r.budget.unwrap();
+        assert_eq!(b.setting, "fixed-wait:t=100s");
+        assert!(
+            b.start.starts_with("least aggressive (t=100s, no history)"),
+            "{}",
+            b.start
+        );
+        assert!(
+            b.measure.starts_with("not measured: no block device"),
+            "{}",
+            b.measure
+        );
+        assert_eq!((b.refits, b.backoffs), (0, 0));
+        assert_eq!(b.history.len(), 1);
     }
 
     #[test]

@@ -73,6 +73,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod budget;
 pub mod clock;
 pub mod combine;
 pub mod driver;

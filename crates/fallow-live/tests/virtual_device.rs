@@ -292,6 +292,7 @@ fn live(a: Vec<u64>, s: Vec<u64>, spec: &str, bg_ns: u64) -> Seq {
         bg_size_bytes: 65_536,
         initial_bg_service: BgService::Constant { ns: bg_ns },
         seed: 3,
+        budget: None,
     };
     let mut driver = Driver::new(Box::new(rec), cfg).unwrap();
     let mut exec = Exec {

@@ -113,6 +113,48 @@ pub struct Metrics {
     state_seconds: Family<StateLabels, Counter<f64, AtomicU64>>,
     state: Family<StateLabels, Gauge>,
     scrub: Option<ScrubGauges>,
+    budget: Option<BudgetGauges>,
+}
+
+/// A budgeted run's gauges ([`Metrics::with_budget`]).
+#[derive(Clone)]
+struct BudgetGauges {
+    slowdown_limit: Gauge<f64, AtomicU64>,
+    added_delay_limit: Gauge<f64, AtomicU64>,
+    slowdown: Gauge<f64, AtomicU64>,
+    slowdown_ci95: Gauge<f64, AtomicU64>,
+    p99_slowdown: Gauge<f64, AtomicU64>,
+    added_delay: Gauge<f64, AtomicU64>,
+    knob_value: Gauge<f64, AtomicU64>,
+    refits: Gauge,
+    backoffs: Gauge,
+    unmet: Gauge,
+}
+
+/// A budgeted run's state, as [`Metrics::budget`] takes it. Unknowns are
+/// `None` (exported as NaN).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BudgetFigures {
+    /// The relative slowdown allowed (a `5%` budget: 0.05).
+    pub slowdown_limit: Option<f64>,
+    /// The mean added delay allowed, s (a `1ms` budget).
+    pub added_delay_limit_s: Option<f64>,
+    /// The FG mean slowdown measured at the current setting.
+    pub slowdown: Option<f64>,
+    /// Half-width of its 95 % confidence interval.
+    pub slowdown_ci95: Option<f64>,
+    /// The FG p99 slowdown measured at the current setting.
+    pub p99_slowdown: Option<f64>,
+    /// The mean delay added to an FG read, s.
+    pub added_delay_s: Option<f64>,
+    /// The knob's value in use (ns for a wait).
+    pub knob_value: f64,
+    /// Refits so far.
+    pub refits: u64,
+    /// Back-offs so far.
+    pub backoffs: u64,
+    /// The budget is not being met.
+    pub unmet: bool,
 }
 
 /// A scrub's progress gauges ([`Metrics::for_scrub`]).
@@ -189,7 +231,36 @@ impl Metrics {
         Self::build(true)
     }
 
+    /// These metrics and a budgeted run's (`fallow_budget_*`: the limit,
+    /// the measured slowdown and its interval, the knob's value, refits,
+    /// back-offs, whether it is unmet), set by [`Metrics::budget`].
+    pub fn with_budget(scrub: bool) -> Self {
+        Self::build_with(scrub, true)
+    }
+
+    /// Set a budgeted run's gauges (nothing unless made by
+    /// [`Metrics::with_budget`]).
+    pub fn budget(&self, f: &BudgetFigures) {
+        let Some(g) = &self.budget else { return };
+        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let nan = |v: Option<f64>| v.unwrap_or(f64::NAN);
+        g.slowdown_limit.set(nan(f.slowdown_limit));
+        g.added_delay_limit.set(nan(f.added_delay_limit_s));
+        g.slowdown.set(nan(f.slowdown));
+        g.slowdown_ci95.set(nan(f.slowdown_ci95));
+        g.p99_slowdown.set(nan(f.p99_slowdown));
+        g.added_delay.set(nan(f.added_delay_s));
+        g.knob_value.set(f.knob_value);
+        g.refits.set(int(f.refits));
+        g.backoffs.set(int(f.backoffs));
+        g.unmet.set(i64::from(f.unmet));
+    }
+
     fn build(scrub: bool) -> Self {
+        Self::build_with(scrub, false)
+    }
+
+    fn build_with(scrub: bool, budget: bool) -> Self {
         let mut registry = Registry::with_prefix("fallow");
         let fg_requests = Counter::default();
         let fg_bytes = Counter::default();
@@ -312,6 +383,78 @@ impl Metrics {
             g.eta_seconds.set(f64::NAN);
             g
         });
+        let budget = budget.then(|| {
+            let g = BudgetGauges {
+                slowdown_limit: Gauge::default(),
+                added_delay_limit: Gauge::default(),
+                slowdown: Gauge::default(),
+                slowdown_ci95: Gauge::default(),
+                p99_slowdown: Gauge::default(),
+                added_delay: Gauge::default(),
+                knob_value: Gauge::default(),
+                refits: Gauge::default(),
+                backoffs: Gauge::default(),
+                unmet: Gauge::default(),
+            };
+            let r = &mut registry;
+            r.register(
+                "budget_slowdown_limit",
+                "The FG mean slowdown the budget allows (NaN: the budget is a delay)",
+                g.slowdown_limit.clone(),
+            );
+            r.register(
+                "budget_added_delay_limit_seconds",
+                "The mean delay per FG request the budget allows, seconds (NaN: the budget is a slowdown)",
+                g.added_delay_limit.clone(),
+            );
+            r.register(
+                "budget_measured_slowdown",
+                "FG mean slowdown measured at the current setting (NaN: too few reads yet)",
+                g.slowdown.clone(),
+            );
+            r.register(
+                "budget_measured_slowdown_ci95",
+                "Half-width of the measured slowdown's 95% confidence interval",
+                g.slowdown_ci95.clone(),
+            );
+            r.register(
+                "budget_measured_p99_slowdown",
+                "FG p99 slowdown measured at the current setting",
+                g.p99_slowdown.clone(),
+            );
+            r.register(
+                "budget_measured_added_delay_seconds",
+                "Mean delay added to an FG read at the current setting, seconds",
+                g.added_delay.clone(),
+            );
+            r.register(
+                "budget_knob_value",
+                "The refitted knob's value in use (ns for a wait)",
+                g.knob_value.clone(),
+            );
+            r.register("budget_refits", "Refits of the knob so far", g.refits.clone());
+            r.register(
+                "budget_backoffs",
+                "Back-offs after a measured overrun so far",
+                g.backoffs.clone(),
+            );
+            r.register(
+                "budget_unmet",
+                "1 when the budget is not being met on this device",
+                g.unmet.clone(),
+            );
+            for x in [
+                &g.slowdown_limit,
+                &g.added_delay_limit,
+                &g.slowdown,
+                &g.slowdown_ci95,
+                &g.p99_slowdown,
+                &g.added_delay,
+            ] {
+                x.set(f64::NAN);
+            }
+            g
+        });
         Metrics {
             registry: Arc::new(registry),
             fg_requests,
@@ -324,6 +467,7 @@ impl Metrics {
             state_seconds,
             state,
             scrub,
+            budget,
         }
     }
 

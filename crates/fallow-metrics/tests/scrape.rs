@@ -233,3 +233,44 @@ fn scrub_progress_gauges_are_served_with_unknowns_as_nan() {
     }
     server.stop();
 }
+
+/// A budgeted run's gauges: only in its registry, NaN until measured.
+#[test]
+fn budget_gauges_are_served_with_unknowns_as_nan() {
+    assert!(!Metrics::for_scrub().encode().contains("fallow_budget_"));
+    let m = Metrics::with_budget(true);
+    let text = m.encode();
+    assert!(
+        text.contains("fallow_budget_measured_slowdown NaN"),
+        "{text}"
+    );
+    assert!(text.contains("fallow_scrub_done_bytes 0"), "{text}");
+    assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+    m.budget(&fallow_metrics::BudgetFigures {
+        slowdown_limit: Some(0.05),
+        added_delay_limit_s: None,
+        slowdown: Some(0.03),
+        slowdown_ci95: Some(0.01),
+        p99_slowdown: Some(0.25),
+        added_delay_s: Some(0.0005),
+        knob_value: 2e8,
+        refits: 4,
+        backoffs: 1,
+        unmet: false,
+    });
+    let text = m.encode();
+    for want in [
+        "fallow_budget_slowdown_limit 0.05",
+        "fallow_budget_added_delay_limit_seconds NaN",
+        "fallow_budget_measured_slowdown 0.03",
+        "fallow_budget_measured_slowdown_ci95 0.01",
+        "fallow_budget_measured_p99_slowdown 0.25",
+        "fallow_budget_measured_added_delay_seconds 0.0005",
+        "fallow_budget_knob_value 200000000.0",
+        "fallow_budget_refits 4",
+        "fallow_budget_backoffs 1",
+        "fallow_budget_unmet 0",
+    ] {
+        assert!(text.contains(want), "`{want}` not in:\n{text}");
+    }
+}

@@ -67,6 +67,15 @@ pub struct ScrubArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub size: Option<u64>,
 
+    /// Hold the FG's slowdown within this budget with no tune result
+    /// (`5%`: mean slowdown; `1ms`: mean added delay per FG request): the
+    /// policy's knob is refitted live from what the monitor sees, starting
+    /// at its least aggressive value, and the FG slowdown is measured and
+    /// backed off from (docs/live.md, "Holding a budget"). Also
+    /// `FALLOW_BUDGET` and the config's `budget`. Not with --tuned.
+    #[arg(long, value_name = "BUDGET", conflicts_with = "tuned")]
+    pub budget: Option<String>,
+
     /// A `fallow tune --json` result: its best policy and request size.
     #[arg(long, value_name = "TUNE.json")]
     pub tuned: Option<PathBuf>,

@@ -300,3 +300,323 @@ fn scrub_reports_exactly_the_sectors_the_emulated_disk_fails() {
     assert_eq!(v["scrubbed_bytes"], 8 << 20, "{v}");
     drop(cleanup);
 }
+
+/// `--budget` beside a tune result is refused, by clap for the two flags
+/// and by the settings for `FALLOW_BUDGET` (and a config's `budget`); a
+/// bad budget names where it came from.
+#[test]
+fn a_budget_and_a_tune_result_are_refused_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.img");
+    File::create(&f).unwrap().set_len(1 << 20).unwrap();
+    let (tune, tune_path) = common::tune_result(dir.path(), "64KiB");
+    drop(tune);
+    let f = f.to_str().unwrap();
+    let t = tune_path.to_str().unwrap();
+    let o = fallow(&["scrub", f, "--budget", "5%", "--tuned", t]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--tuned"), "{}", stderr(&o));
+    let o = common::fallow_cmd(&["scrub", f, "--tuned", t, "--monitor", "none"])
+        .env("FALLOW_BUDGET", "5%")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("FALLOW_BUDGET 5% and the tune result")
+            && stderr(&o).contains("give one of them"),
+        "{}",
+        stderr(&o)
+    );
+    let o = fallow(&["scrub", f, "--budget", "fast", "--monitor", "none"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--budget") && stderr(&o).contains("`fast`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// With no history a budgeted scrub starts at the least aggressive wait
+/// (100 s: nothing read in a second) and says so, in the text and in
+/// `--json`; without a block device it says the FG is not measured.
+#[test]
+fn a_budget_with_no_history_starts_least_aggressive_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.img");
+    File::create(&f).unwrap().set_len(1 << 20).unwrap();
+    let ck = dir.path().join("ck.json");
+    let child = common::fallow_cmd(&[
+        "scrub",
+        f.to_str().unwrap(),
+        "--budget",
+        "5%",
+        "--monitor",
+        "none",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--json",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    terminate(child.id());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let b = &v["driver"]["budget"];
+    assert_eq!(b["budget"], "5%", "{v}");
+    assert_eq!(b["setting"], "fixed-wait:t=100s", "{v}");
+    assert!(b["start"]
+        .as_str()
+        .unwrap()
+        .starts_with("least aggressive (t=100s, no history)"));
+    assert!(b["measure"].as_str().unwrap().starts_with("not measured"));
+    assert_eq!(v["driver"]["bg_requests"], 0, "{v}");
+    assert_eq!(v["policy"], "fixed-wait", "{v}");
+}
+
+/// A window kept by an earlier run (beside the checkpoint) is where the
+/// next budgeted run starts; a bad one is an error naming the file and
+/// the field.
+#[test]
+fn a_budgeted_scrub_starts_from_the_window_kept_beside_its_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.img");
+    File::create(&f).unwrap().set_len(1 << 20).unwrap();
+    let ck = dir.path().join("ck.json");
+    let w = dir.path().join("ck.budget.json");
+    // 2 idle intervals of 5 ms and 1 s between 10 ms busy periods
+    std::fs::write(
+        &w,
+        r#"{"format":"fallow-budget-window","version":1,"budget":"5%","busy_ns":[10000000,10000000,10000000],"busy_requests":[1,1,1],"idle_ns":[5000000,1000000000],"collided":[false,false]}"#,
+    )
+    .unwrap();
+    let args = |extra: &str| {
+        vec![
+            "scrub".to_string(),
+            f.to_str().unwrap().to_string(),
+            "--budget".into(),
+            "5%".into(),
+            "--monitor".into(),
+            "none".into(),
+            "--checkpoint".into(),
+            ck.to_str().unwrap().to_string(),
+            extra.into(),
+        ]
+    };
+    let child = common::fallow_cmd(&[])
+        .args(args("--json"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    terminate(child.id());
+    let o = child.wait_with_output().unwrap();
+    let v: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    let b = &v["driver"]["budget"];
+    assert!(
+        b["start"]
+            .as_str()
+            .unwrap()
+            .starts_with("saved window (2 idle intervals from"),
+        "{b}"
+    );
+    // the first decision refitted on it
+    assert_eq!(b["refits"], 1, "{b}");
+    // a bad window: the run is refused, naming the file and the field
+    std::fs::write(
+        &w,
+        r#"{"format":"fallow-budget-window","version":1,"budget":"5%","busy_ns":[1,2],"busy_requests":[1,0],"idle_ns":[3],"collided":[true]}"#,
+    )
+    .unwrap();
+    let o = common::fallow_cmd(&[])
+        .args(args("--restart"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("ck.budget.json") && stderr(&o).contains("busy_requests[1]: 0"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Random 4 KiB O_DIRECT reads of `dev` at Poisson arrivals (10/s) until
+/// `stop`; each read's (start, latency) in s since `t0`.
+fn poisson_reader(
+    dev: String,
+    t0: Instant,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<Vec<(f64, f64)>> {
+    std::thread::spawn(move || {
+        let f = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&dev)
+            .unwrap();
+        let blocks = (1u64 << 30) / 4096;
+        let mut raw = vec![0u8; 8192];
+        let at = raw.as_ptr().align_offset(4096);
+        let buf = &mut raw[at..at + 4096];
+        // a 64-bit LCG (Knuth's MMIX constants): uniform in [0, 1)
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut u = || {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut out = Vec::new();
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let think = -0.1 * (1.0 - u()).ln();
+            std::thread::sleep(Duration::from_secs_f64(think));
+            let off = (u() * blocks as f64) as u64 * 4096;
+            let s = Instant::now();
+            f.read_exact_at(buf, off).unwrap();
+            out.push((
+                s.duration_since(t0).as_secs_f64(),
+                s.elapsed().as_secs_f64(),
+            ));
+        }
+        out
+    })
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len().max(1) as f64
+}
+
+/// Issue 28: `fallow scrub DEV --budget 5%` with no tune file on a loop
+/// device over the emulated 7200 rpm HDD, against random FG reads at 10/s:
+/// it starts at the least aggressive wait, refits as the window fills,
+/// measures the FG's latency on the block tracepoints in agreement with
+/// this test's own measurement, and keeps its window for the next run.
+/// 8 s of FG alone, then 30 s with the scrub.
+#[test]
+#[ignore = "needs root"]
+fn a_budgeted_scrub_on_the_emulated_hdd_refits_and_measures_the_fg() {
+    let name = "a_budgeted_scrub_on_the_emulated_hdd_refits_and_measures_the_fg";
+    can_emulate(name);
+    if run_tool("losetup", &["--version"]).is_err() {
+        println!("skip: {name}: no losetup");
+        return;
+    }
+    let (dir, img, mnt, mut cleanup) = emu_scaffold(1 << 30);
+    let o = fallow(&[
+        "emulate-disk",
+        img.to_str().unwrap(),
+        mnt.to_str().unwrap(),
+        "--model",
+        "hdd",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ready: Value = serde_json::from_slice(&o.stdout).expect("one JSON line");
+    cleanup.pids.push(ready["pid"].as_u64().unwrap() as u32);
+    let disk = ready["disk"].as_str().unwrap().to_string();
+    let loop_dev = match run_tool("losetup", &["-f", "--show", "--direct-io=on", &disk]) {
+        Ok(l) => l,
+        Err(e) => {
+            println!("skip: {name}: {e}");
+            return;
+        }
+    };
+    cleanup.loop_dev = Some(loop_dev.clone());
+    std::thread::sleep(Duration::from_millis(300)); // any udev probing settles
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let t0 = Instant::now();
+    let reader = poisson_reader(loop_dev.clone(), t0, stop.clone());
+    std::thread::sleep(Duration::from_secs(8));
+    let scrub_from = t0.elapsed().as_secs_f64();
+    let ck = dir.path().join("ck.json");
+    let child = common::fallow_cmd(&[
+        "scrub",
+        &loop_dev,
+        "--budget",
+        "5%",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--json",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(30));
+    terminate(child.id());
+    let o = child.wait_with_output().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let fg = reader.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let b = &v["driver"]["budget"];
+    println!("{}", serde_json::to_string_pretty(b).unwrap());
+    if b["measure"] != "events" {
+        println!("skip: {name} (measured part): {}", b["measure"]);
+        return;
+    }
+    // started least aggressive, then refitted on the window
+    assert_eq!(b["history"][0]["knob"], "100s", "{b}");
+    assert!(b["start"].as_str().unwrap().starts_with("least aggressive"));
+    let refits = b["refits"].as_u64().unwrap();
+    assert!(refits >= 2, "{refits} refits in 30 s: {b}");
+    // the driver measured the FG: ~10 reads/s for 30 s (the newest kept)
+    let m = &b["measured_recent"];
+    let reads = m["fg_reads"].as_u64().unwrap();
+    assert!(reads >= 150, "{m}");
+    let slowdown = m["slowdown"].as_f64().unwrap();
+    let ci = m["slowdown_ci95"].as_f64().unwrap();
+    // the test's own view: FG alone (its first 8 s) against FG while the
+    // scrub ran. 5 % budget; generous margins for a loaded 2-core machine
+    let alone: Vec<f64> = fg
+        .iter()
+        .filter(|r| r.0 < scrub_from)
+        .map(|r| r.1)
+        .collect();
+    let with: Vec<f64> = fg
+        .iter()
+        .filter(|r| r.0 >= scrub_from + 1.0)
+        .map(|r| r.1)
+        .collect();
+    let ratio = mean(&with) / mean(&alone);
+    println!(
+        "FG alone {:.2} ms ({} reads), with the scrub {:.2} ms ({} reads): {:+.1} %; driver measured {:+.1} % ± {:.1} %, {} refits, {} BG requests",
+        mean(&alone) * 1e3,
+        alone.len(),
+        mean(&with) * 1e3,
+        with.len(),
+        (ratio - 1.0) * 100.0,
+        slowdown * 100.0,
+        ci * 100.0,
+        refits,
+        v["driver"]["bg_requests"]
+    );
+    assert!(
+        alone.len() >= 40 && with.len() >= 150,
+        "{} {}",
+        alone.len(),
+        with.len()
+    );
+    // Not the budget's goal (5 %), which this run does not meet (three runs
+    // here: +34 %, +20 % and +25 % as this test sees it, docs/live.md): a bound
+    // that catches a driver gone aggressive (a 1 MiB read back to back
+    // with every FG read would double it), and the driver's measurement
+    // agrees with this test's independent one within 15 points
+    assert!(ratio < 1.8, "FG slowed {ratio}× by a 5 % budget");
+    assert!(
+        (slowdown - (ratio - 1.0)).abs() < 0.15 + ci,
+        "driver measured {slowdown} ± {ci}, this test {}",
+        ratio - 1.0
+    );
+    // the window was kept beside the checkpoint for the next run
+    let w = dir.path().join("ck.budget.json");
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&w).unwrap()).unwrap();
+    assert_eq!(saved["format"], "fallow-budget-window");
+    assert!(saved["idle_ns"].as_array().unwrap().len() >= 100, "{saved}");
+    drop(cleanup);
+}

@@ -1306,3 +1306,72 @@ fn sigterm_stops_a_btrfs_scrub_resumable_with_status_0_and_resume_finishes_it() 
     assert_eq!(v["complete"], true, "{v}");
     assert!(status_text(fs.mnt()).contains("no errors found"));
 }
+
+/// Issue 28: `fallow scrub btrfs:MNT --budget 5%` runs with no tune file:
+/// it starts at the least aggressive wait and says so, measures the FG
+/// reads this test issues on the loop device (and not the btrfs scrub's
+/// own, which kernel workers issue), and refits on the window; SIGTERM
+/// ends it cleanly. 1 s of FG, then 15 s with the scrub.
+#[test]
+#[ignore = "needs root"]
+fn a_btrfs_scrub_holds_a_budget_with_no_tune_file() {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(fs) = btrfs_with_data() else {
+        return;
+    };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let dev = fs.dev.clone();
+    // random 4 KiB O_DIRECT reads of the device, ~10/s (100 ms apart)
+    let reader = std::thread::spawn(move || {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&dev)
+            .unwrap();
+        let mut raw = vec![0u8; 8192];
+        let at = raw.as_ptr().align_offset(4096);
+        let buf = &mut raw[at..at + 4096];
+        let mut n = 0u64;
+        while !stop2.load(std::sync::atomic::Ordering::SeqCst) {
+            let off = (n.wrapping_mul(2_654_435_761) % ((1u64 << 30) / 4096)) * 4096;
+            f.read_exact_at(buf, off).unwrap();
+            n += 1;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        n
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let child = TestCommand::new(&["scrub", &format!("btrfs:{}", fs.mnt()), "--budget", "5%"])
+        .arg("--json")
+        .spawn();
+    std::thread::sleep(Duration::from_secs(15));
+    sh("kill", &["-15", &child.id().to_string()]).unwrap();
+    let o = child.wait_with_output().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let reads = reader.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json_of(&o);
+    let b = &v["driver"]["budget"];
+    println!(
+        "{reads} FG reads; {}",
+        serde_json::to_string_pretty(b).unwrap()
+    );
+    assert_eq!(v["policy"], "fixed-wait", "{v}");
+    assert!(b["start"]
+        .as_str()
+        .unwrap()
+        .starts_with("least aggressive (t=100s, no history)"));
+    assert_eq!(b["history"][0]["knob"], "100s", "{b}");
+    if b["measure"] != "events" {
+        println!("skip: measured part: {}", b["measure"]);
+        return;
+    }
+    // the test's ~150 reads of 15 s, not the scrub's own (which are
+    // thousands of kernel reads once it runs): at most the reads issued
+    let m = &b["measured_recent"];
+    let seen = m["fg_reads"].as_u64().unwrap();
+    assert!(seen >= 60 && seen <= reads, "{seen} of {reads}: {m}");
+    assert!(b["refits"].as_u64().unwrap() >= 1, "{b}");
+}

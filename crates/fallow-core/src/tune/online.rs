@@ -128,8 +128,12 @@ pub struct Refit {
     pub knob: String,
     /// As parsed (ns for durations).
     pub value: f64,
-    /// The fit on the window (`None` for the start value).
+    /// The fit on the window (`None` for the start value and a back-off).
     pub fit: Option<WindowFit>,
+    /// True when a live run backed off to this value because the slowdown
+    /// it measured was over its budget ([`OnlineTuner::back_off`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub backed_off: bool,
 }
 
 /// What a refit saw on its window.
@@ -209,6 +213,10 @@ pub struct OnlineTuner {
     /// progress: a refit is the unit of work that takes time).
     on_refit: Option<RefitHook>,
 }
+
+/// A tuner's window: busy periods (length ns, FG requests) and idle
+/// intervals (length ns, collided), oldest first ([`OnlineTuner::window`]).
+pub type Window = (Vec<(u64, u32)>, Vec<(u64, bool)>);
 
 /// What [`OnlineTuner::on_refit`] calls after each refit, with the idle
 /// intervals seen so far.
@@ -342,6 +350,87 @@ impl OnlineTuner {
         spec_of(self.entry.name, &self.fixed, &self.knob, &self.ladder[i])
     }
 
+    /// The window as recorded: busy periods (length ns, FG requests) and
+    /// the idle intervals between them (length ns, collided), oldest
+    /// first; once a busy period has ended there is one more busy period
+    /// than idle intervals. What a live run keeps across runs
+    /// ([`OnlineTuner::seed_window`]).
+    pub fn window(&self) -> Window {
+        (
+            self.busy.iter().copied().collect(),
+            self.idle.iter().copied().collect(),
+        )
+    }
+
+    /// Start from a window recorded by an earlier run (a resumed or
+    /// scheduled scrub): `busy` must hold one more period than `idle`
+    /// (the window ends in a busy period, as [`OnlineTuner::window`]
+    /// gives it after one). The oldest entries beyond the window are
+    /// dropped. The first decision then refits on it instead of running
+    /// the most conservative value for `every` intervals.
+    pub fn seed_window(&mut self, busy: &[(u64, u32)], idle: &[(u64, bool)]) -> Result<()> {
+        if busy.len() != idle.len() + 1 {
+            return Err(Error::invalid(
+                "retune window",
+                format!(
+                    "{} busy periods and {} idle intervals: want one more busy period than idle intervals",
+                    busy.len(),
+                    idle.len()
+                ),
+            ));
+        }
+        let skip = idle.len().saturating_sub(self.cfg.window);
+        self.idle = idle[skip..].iter().copied().collect();
+        self.busy = busy[skip..].iter().copied().collect();
+        self.after_busy = true;
+        self.intervals = self.idle.len() as u64;
+        // refit at the first decision when there is anything to fit on
+        self.since_refit = if self.idle.is_empty() {
+            0
+        } else {
+            self.cfg.every
+        };
+        Ok(())
+    }
+
+    /// The budget the refits fit to from now on (a live run tightens it
+    /// when the slowdown it measures is over the budget it was given).
+    pub fn set_budget(&mut self, budget: Budget) {
+        self.cfg.budget = budget;
+    }
+
+    /// The switch penalty of a collision the refits assume from now on, ns
+    /// (a live run measures it: one FG read's time, the seek back).
+    pub fn set_switch_penalty_ns(&mut self, ns: u64) {
+        self.cfg.switch_penalty_ns = ns;
+    }
+
+    /// Step back to the next more conservative coarse value of the ladder
+    /// at once (a live run measured more slowdown than the window
+    /// predicted), recording the point with no fit. False when already
+    /// at the most conservative value.
+    pub fn back_off(&mut self, now_ns: u64) -> bool {
+        if self.current == 0 {
+            return false;
+        }
+        let to = self
+            .coarse
+            .iter()
+            .rev()
+            .copied()
+            .find(|&i| i < self.current)
+            .unwrap_or(0);
+        let Ok(p) = policy::build(&self.spec_at(to)) else {
+            return false;
+        };
+        self.inner = p;
+        self.current = to;
+        let mut point = self.point(now_ns, None);
+        point.backed_off = true;
+        self.history.push(point);
+        true
+    }
+
     /// Re-fit the knob on the window and switch to the new value.
     fn refit(&mut self, ctx: &Ctx<'_>, early: bool) {
         let (busy_len, busy_requests): (Vec<u64>, Vec<u32>) = self.busy.iter().copied().unzip();
@@ -470,6 +559,7 @@ impl OnlineTuner {
             knob: s.text.clone(),
             value: s.value,
             fit,
+            backed_off: false,
         }
     }
 }
@@ -781,5 +871,61 @@ mod tests {
         let last = t.history().last().unwrap();
         assert_eq!(last.knob, "100us");
         assert!(last.fit.as_ref().unwrap().met);
+    }
+
+    #[test]
+    fn a_seeded_window_refits_at_the_first_decision() {
+        // the same history as `starts_conservative_and_refits_every_e_intervals`
+        // after 30 intervals, recorded by one tuner and given to another
+        let mut a = tuner("1ms", 40, 10);
+        let mut now = 0;
+        let idle: Vec<u64> = (0..30).map(|k| if k % 2 == 0 { 5 } else { 1000 }).collect();
+        feed(&mut a, &idle, 10, &mut now);
+        a.on_busy_end(10 * MS, 1);
+        let (busy, idle_w) = a.window();
+        assert_eq!((busy.len(), idle_w.len()), (31, 30));
+        let mut b = tuner("1ms", 40, 10);
+        b.seed_window(&busy, &idle_w).unwrap();
+        let waits = feed(&mut b, &[5], 10, &mut now);
+        // no conservative start: the first decision already uses a refit
+        let h = b.history();
+        assert_eq!(h.len(), 2, "{h:?}");
+        assert!(h[1].fit.as_ref().unwrap().met);
+        assert!(waits[0] < 100_000 * MS, "{waits:?}");
+        // a window longer than the tuner's keeps its newest intervals
+        let mut c = tuner("1ms", 4, 2);
+        c.seed_window(&busy, &idle_w).unwrap();
+        assert_eq!(c.window().1, idle_w[26..].to_vec());
+        assert_eq!(c.window().0, busy[26..].to_vec());
+        // inconsistent lengths are refused by name
+        let e = c
+            .seed_window(&busy[..3], &idle_w[..3])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("one more busy period"), "{e}");
+    }
+
+    #[test]
+    fn back_off_steps_to_the_next_more_conservative_coarse_value() {
+        let mut t = tuner("10s", 40, 10);
+        let mut now = 0;
+        feed(&mut t, &[5, 1000].repeat(6), 10, &mut now);
+        assert_eq!(t.value(), "100us");
+        let ladder = t.ladder.clone();
+        let before = t.current;
+        assert!(t.back_off(now));
+        // the largest coarse index below the one in use, by brute force
+        let want = (0..before)
+            .rev()
+            .find(|&i| ladder[i].coarse || i == 0)
+            .unwrap();
+        assert_eq!(t.current, want);
+        let last = t.history().last().unwrap();
+        assert!(last.backed_off && last.fit.is_none());
+        assert_eq!(t.spec(), format!("fixed-wait:t={}", t.ladder[want].text));
+        // down to the most conservative value, then no further
+        while t.back_off(now) {}
+        assert_eq!(t.value(), "100s");
+        assert!(!t.back_off(now));
     }
 }

@@ -405,6 +405,10 @@ pub struct Monitor {
     kick: Option<perf::Kick>,
     /// Keeps the channel open for a monitor without a device.
     _idle_tx: Option<Sender<Event>>,
+    /// The block devices watched (empty: a file source, none).
+    devices: Vec<DevId>,
+    /// The cgroup (v2) id of a managed command whose I/O is fallow's.
+    command_cgroup_id: Option<u64>,
 }
 
 /// Consecutive unreadable samples of a file source before the monitor gives up.
@@ -483,6 +487,20 @@ impl Monitor {
             a.attach();
         }
         let kick = waker.as_ref().map(|w| w.rings.kick());
+        let devices = if source.sysfs {
+            source
+                .stat_path
+                .parent()
+                .and_then(DevId::of_sysfs_dir)
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        // a cgroup v2 id is its directory's inode number
+        let command_cgroup_id = attribution.as_ref().and_then(|a| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(a.cgroup_dir()).ok().map(|m| m.ino())
+        });
         let (tx, rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(MonitorStats {
@@ -507,6 +525,8 @@ impl Monitor {
             stats,
             kick,
             _idle_tx: None,
+            devices,
+            command_cgroup_id,
         })
     }
 
@@ -537,6 +557,8 @@ impl Monitor {
             })),
             kick: None,
             _idle_tx: Some(tx),
+            devices: Vec::new(),
+            command_cgroup_id: None,
         }
     }
 
@@ -559,7 +581,21 @@ impl Monitor {
             stats,
             kick: None,
             _idle_tx: None,
+            devices: Vec::new(),
+            command_cgroup_id: None,
         }
+    }
+
+    /// The block devices watched (the device and, for a partition, its
+    /// disk); empty for a file source or none.
+    pub fn devices(&self) -> &[DevId] {
+        &self.devices
+    }
+
+    /// The cgroup (v2) id of a managed command whose I/O is fallow's
+    /// (`fallow run` with its bios told apart by cgroup).
+    pub fn command_cgroup_id(&self) -> Option<u64> {
+        self.command_cgroup_id
     }
 
     /// The next event, waiting at most `timeout_ns`; `Ok(None)` on timeout.

@@ -129,6 +129,7 @@ impl RunSession {
             // a BG request is a slice of the command's time, whatever its size
             initial_bg_service: BgService::Constant { ns: s.slice_ns },
             seed: s.seed,
+            budget: s.budget,
             ..DriverConfig::default()
         };
         let driver = Driver::from_spec(&s.policy, driver_cfg)

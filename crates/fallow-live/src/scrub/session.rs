@@ -45,6 +45,8 @@ pub struct ScrubPlan {
     pub bg_service: Option<BgService>,
     /// Seed of the policy's random stream.
     pub seed: u64,
+    /// Hold an FG budget (`--budget`): the policy is refitted live.
+    pub budget: Option<crate::budget::LiveBudget>,
     /// Rate ceiling, bytes/s.
     pub max_rate: Option<f64>,
     /// Daily windows.
@@ -84,6 +86,12 @@ pub struct ScrubOutcome {
     pub monitor: MonitorStats,
 }
 
+/// Where a budgeted scrub keeps its learned window: beside its
+/// checkpoint, `NAME.budget.json` for `NAME.json`.
+pub fn budget_window_path(checkpoint: &std::path::Path) -> PathBuf {
+    checkpoint.with_extension("budget.json")
+}
+
 /// An open block scrub, ready to run.
 pub struct ScrubSession {
     scrubber: Scrubber,
@@ -116,7 +124,16 @@ impl ScrubSession {
             from: plan.policy_from.clone(),
             why: Box::new(e),
         };
-        drop(Driver::from_spec(&plan.policy, DriverConfig::default()).map_err(policy_err)?);
+        drop(
+            Driver::from_spec(
+                &plan.policy,
+                DriverConfig {
+                    budget: plan.budget,
+                    ..DriverConfig::default()
+                },
+            )
+            .map_err(policy_err)?,
+        );
         let mut warnings = Vec::new();
 
         let target = Target::open(&plan.target, !plan.buffered)?;
@@ -143,6 +160,8 @@ impl ScrubSession {
                 p
             }
         };
+        // the learned window of a budgeted run lives beside the checkpoint
+        let window_path = budget_window_path(&checkpoint_path);
         // with --resume, what the settings leave open comes from the checkpoint
         let existing = if plan.resume == Resume::Yes {
             Checkpoint::load(&checkpoint_path)?
@@ -232,7 +251,7 @@ impl ScrubSession {
             },
             spec => start(&StatSource::parse(spec)?)?,
         };
-        let driver = Driver::from_spec(
+        let mut driver = Driver::from_spec(
             &plan.policy,
             DriverConfig {
                 bg_size_bytes: size,
@@ -240,8 +259,12 @@ impl ScrubSession {
                     .bg_service
                     .unwrap_or(DriverConfig::default().initial_bg_service),
                 seed: plan.seed,
+                budget: plan.budget,
             },
         )?;
+        if plan.budget.is_some() {
+            driver.keep_window_in(&window_path)?;
+        }
         let progress = ProgressProbe::default();
         progress.set(Progress::of_scrub(&scrubber.report()));
         Ok(ScrubSession {

@@ -34,6 +34,8 @@ pub struct LiveSection {
     pub interval: Option<String>,
     /// Seed of the policy's random stream.
     pub seed: Option<u64>,
+    /// The FG budget to hold live (`5%`, `1ms`), as `--budget` takes it.
+    pub budget: Option<String>,
 }
 
 /// `[metrics]`: the Prometheus endpoint of the live commands.

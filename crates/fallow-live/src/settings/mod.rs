@@ -15,6 +15,7 @@ pub use config::{
     Sources, TunedChoice,
 };
 
+use crate::budget::LiveBudget;
 use crate::error::{Error, Result};
 use crate::run_kinds::{FreezerKind, SLICE_RANGE_NS};
 use crate::scrub_order::Order;
@@ -94,6 +95,8 @@ pub struct Flags {
     pub policy: Option<String>,
     /// `--tuned`.
     pub tuned: Option<PathBuf>,
+    /// `--budget` (`5%`, `1ms`).
+    pub budget: Option<String>,
     /// `--interval`, ns.
     pub interval_ns: Option<u64>,
     /// `--seed`.
@@ -178,6 +181,10 @@ pub struct Settings {
     pub tuned_size: Option<u64>,
     /// Its BG service model.
     pub bg_service: Option<BgService>,
+    /// The FG budget held live, if any ([`crate::budget`]).
+    pub budget: Option<LiveBudget>,
+    /// Where the budget came from (`--budget`, `FALLOW_BUDGET`, `FILE: [table] budget`).
+    pub budget_from: Option<String>,
     /// Monitor sampling interval, ns.
     pub interval_ns: u64,
     /// Seed of the policy's random stream.
@@ -229,6 +236,7 @@ pub struct Settings {
 pub struct ScrubSection {
     policy: Option<String>,
     tuned: Option<PathBuf>,
+    budget: Option<String>,
     monitor: Option<String>,
     interval: Option<String>,
     seed: Option<u64>,
@@ -256,6 +264,7 @@ pub struct ScrubSection {
 pub struct RunSection {
     policy: Option<String>,
     tuned: Option<PathBuf>,
+    budget: Option<String>,
     interval: Option<String>,
     seed: Option<u64>,
     device: Option<String>,
@@ -285,6 +294,53 @@ pub fn read_run_config(path: &std::path::Path) -> Result<Config<RunSection>> {
     own.tuned = own.tuned.take().map(|p| relative_to(path, p));
     own.report = own.report.take().map(|p| relative_to(path, p));
     Ok(cfg)
+}
+
+/// The environment variable that gives the budget when `--budget` does not.
+pub const BUDGET_ENV: &str = "FALLOW_BUDGET";
+
+/// The budget: `--budget`, else [`BUDGET_ENV`], else the command's table's
+/// `budget`, else `[live]`'s; refused beside a tune result (it would fix
+/// the setting the budget refits). The default policy becomes `fixed-wait`
+/// with its wait left to the tuner.
+fn apply_budget(
+    s: &mut Settings,
+    a: &Flags,
+    file: &std::path::Path,
+    own: Option<&str>,
+    live: Option<&str>,
+) -> Result<()> {
+    let table = s.command.table();
+    let env = std::env::var(BUDGET_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let (text, from) = match (&a.budget, env, own, live) {
+        (Some(b), ..) => (b.clone(), "--budget".to_string()),
+        (None, Some(e), ..) => (e, BUDGET_ENV.to_string()),
+        (None, None, Some(b), _) => (
+            b.to_string(),
+            format!("{}: [{table}] budget", file.display()),
+        ),
+        (None, None, None, Some(b)) => {
+            (b.to_string(), format!("{}: [live] budget", file.display()))
+        }
+        (None, None, None, None) => return Ok(()),
+    };
+    let budget: fallow_core::tune::Budget = text
+        .parse()
+        .map_err(|e: fallow_core::Error| Error::Setting(format!("{from}: {e}")))?;
+    if let Some(t) = &s.tuned_path {
+        return Err(Error::Setting(format!(
+            "{from} {budget} and the tune result {} together: a tune result fixes the setting offline, a budget refits it live; give one of them",
+            t.display()
+        )));
+    }
+    if s.policy_from == "default" {
+        s.policy = "fixed-wait".into();
+    }
+    s.budget = Some(LiveBudget::new(budget));
+    s.budget_from = Some(from);
+    Ok(())
 }
 
 /// The first of a flag's value, the command's table's and `[live]`'s.
@@ -378,6 +434,8 @@ impl Settings {
             tuned_path: None,
             tuned_size: choice.tuned.as_ref().map(|t| t.request_size_bytes),
             bg_service: choice.tuned.as_ref().and_then(|t| t.bg_service),
+            budget: None,
+            budget_from: None,
             interval_ns: DEFAULT_INTERVAL_NS,
             seed: 1,
             metrics: None,
@@ -488,6 +546,13 @@ impl Settings {
         s.seed = first(a.seed, sc.seed, live.seed).unwrap_or(1);
         s.metrics = cfg.metrics_addr(a.metrics.as_deref());
         s.sources = scrub_sources(a, &cfg, s.policy_from);
+        apply_budget(
+            &mut s,
+            a,
+            &cfg.path,
+            sc.budget.as_deref(),
+            live.budget.as_deref(),
+        )?;
         Ok(s)
     }
 
@@ -582,6 +647,13 @@ impl Settings {
         s.seed = first(a.seed, own.seed, shared.seed).unwrap_or(1);
         s.report = a.report.clone().or(own.report.clone());
         s.metrics = cfg.metrics_addr(a.metrics.as_deref());
+        apply_budget(
+            &mut s,
+            a,
+            &cfg.path,
+            own.budget.as_deref(),
+            shared.budget.as_deref(),
+        )?;
         Ok(s)
     }
 }
@@ -687,5 +759,82 @@ mod tests {
             e.to_string(),
             "--regions goes with --order staggered, not sequential"
         );
+    }
+
+    #[test]
+    fn a_budget_comes_from_the_flag_then_the_commands_table_then_live_and_refuses_a_tune_result() {
+        // (FALLOW_BUDGET is tested through the binary: a unit test setting
+        // it would race the other tests that resolve settings)
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "f.toml",
+            "[live]\nbudget = \"2ms\"\n[scrub]\nbudget = \"3%\"\n",
+        );
+        let of = |cmd, budget: Option<&str>| {
+            Settings::resolve(
+                cmd,
+                &Flags {
+                    config: Some(p.clone()),
+                    budget: budget.map(str::to_string),
+                    ..Flags::default()
+                },
+            )
+            .unwrap()
+        };
+        let s = of(Command::Scrub, None);
+        assert_eq!(s.budget.unwrap().budget.to_string(), "3%");
+        assert!(s.budget_from.unwrap().ends_with("f.toml: [scrub] budget"));
+        // the default policy leaves its wait to the tuner
+        assert_eq!(
+            (s.policy.as_str(), s.policy_from),
+            ("fixed-wait", "default")
+        );
+        let r = of(Command::Run, None);
+        assert_eq!(r.budget.unwrap().budget.to_string(), "2ms");
+        assert!(r.budget_from.unwrap().ends_with("f.toml: [live] budget"));
+        let s = of(Command::Scrub, Some("5%"));
+        assert_eq!(s.budget.unwrap().budget, "5%".parse().unwrap());
+        assert_eq!(s.budget_from.as_deref(), Some("--budget"));
+        assert_eq!(s.budget.unwrap().window, crate::budget::LIVE_WINDOW);
+        // no budget anywhere: none, and the usual default policy
+        let s = Settings::resolve(Command::Scrub, &Flags::default()).unwrap();
+        assert!(s.budget.is_none());
+        assert_eq!(s.policy, "fixed-wait:t=100ms");
+        // a bad budget names where it came from
+        let e = Settings::resolve(
+            Command::Scrub,
+            &Flags {
+                budget: Some("fast".into()),
+                ..Flags::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--budget") && e.contains("fast"), "{e}");
+        // with a tune result: refused, naming both
+        let t = write(
+            d.path(),
+            "t.json",
+            r#"{"budget_text": "1ms", "best": {"policy": "fixed-wait", "spec": "fixed-wait:t=205ms",
+                "params": {"t": "205ms"}, "request_size_bytes": 262144, "bg_size_bytes": 262144,
+                "reproduce_args": ["simulate", "x", "--policy", "fixed-wait:t=205ms"]}}"#,
+        );
+        for cmd in [Command::Scrub, Command::Run] {
+            let e = Settings::resolve(
+                cmd,
+                &Flags {
+                    budget: Some("5%".into()),
+                    tuned: Some(t.clone()),
+                    ..Flags::default()
+                },
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("--budget 5%") && e.contains("t.json") && e.contains("give one of them"),
+                "{e}"
+            );
+        }
     }
 }

@@ -1,0 +1,1103 @@
+//! Holding an FG budget live with no offline trace (issue 28):
+//! `fallow scrub TARGET --budget 5%`, the native executors and `fallow run`.
+//!
+//! Two loops, one modelled and one measured:
+//!
+//! - **Modelled.** The driver runs the chosen policy inside
+//!   [`OnlineTuner`], the same object `fallow simulate --retune` runs: it
+//!   records the busy periods and idle intervals the monitor reports into a
+//!   bounded window ([`LiveBudget::window`] idle intervals) and, every
+//!   [`LiveBudget::every`] intervals, refits the policy's knob to the budget
+//!   with the exact sweep of the simulator on that window. A refit happens
+//!   inside `on_idle`, the decision at the start of an idle interval: at a
+//!   request boundary by construction. With no history it runs the knob's
+//!   least aggressive ladder value (a wait of 100 s) until the first refit.
+//! - **Measured.** [`LatencyWatch`] reads the device's block tracepoints
+//!   ([`EventMonitor`]) and times every FG read from its submission
+//!   (`block_bio_queue`) to its completion (`block_rq_complete`); the
+//!   driver tells the [`FgMeter`] when each of its BG requests starts and
+//!   ends. From the submission rather than the issue to the driver: an FG
+//!   read that waits in the I/O scheduler behind a BG request is delayed by
+//!   it, and that wait is the harm being measured.
+//!
+//! ## The baseline
+//! An FG read is *clean* when no BG request was in service at any moment
+//! from [`AFTER_BG_GUARD_NS`] before its submission to its completion, and
+//! *overlapped* otherwise. Clean reads are what the FG costs without BG
+//! work, measured on the same device, workload and minutes; the guard
+//! counts as overlapped a read that pays a seek back from where the BG
+//! request left the arm. The measured slowdown is
+//!
+//! `s = f · (mean(overlapped) / mean(clean) − 1)`, with `f` the share of
+//! overlapped reads,
+//!
+//! i.e. mean(all) / mean(clean) − 1 when the baseline is the clean mean.
+//! Its 95 % confidence interval is the delta method's for the ratio of two
+//! independent means (normal approximation, 1.96 standard errors), `f`
+//! taken as fixed. The added delay per FG read is `f · (mean(overlapped) −
+//! mean(clean))`, its interval likewise. The p99 slowdown is
+//! p99(all) / p99(clean) − 1 (nearest rank), a point estimate.
+//!
+//! What this baseline cannot see: a BG request that moves the FG's next
+//! arrival (closed-loop FG waits less often when served faster) and
+//! effects that outlast the guard (a cache flushed by BG reads). It also
+//! assumes the reads that arrive during BG work are like the others: when
+//! the first read of each burst is both the likeliest to meet BG work and
+//! slower than the rest (a seek to the burst's area), the slowdown is
+//! overstated, which errs on the FG's side.
+//!
+//! ## The model's switch penalty
+//! The simulator charges a collision the BG request's residual service
+//! time plus a switch penalty; `simulate --retune` takes the penalty as
+//! given. Live, the refits take the mean latency of clean FG reads (the
+//! baseline above) as the penalty once it is measured: an FG read that
+//! meets BG work pays about one of its own reads more, the seek back from
+//! where the BG request left the arm (the live benchmark's tuning used
+//! one FG-size random read the same way). Without it, the first live run
+//! on the emulated HDD refitted to waits whose measured slowdown was 23 %
+//! against a 5 % budget.
+//!
+//! ## Back-off
+//! When the slowdown measured since the setting last changed exceeds the
+//! budget by more than its confidence interval (at least
+//! [`MIN_CLEAN`] clean and [`MIN_OVERLAPPED`] overlapped reads), the driver
+//! backs off at the next decision, before the next refit: one coarse step
+//! more conservative ([`OnlineTuner::back_off`]), and the budget the
+//! refits fit to is halved (down to 1/64 of it) so the next refit does not
+//! walk straight back. When the measured slowdown is within half the
+//! budget beyond its interval, the model budget doubles back toward the
+//! given one.
+//!
+//! ## A budget the device cannot meet
+//! When no value of the ladder meets the budget on the window (the FG
+//! alone leaves no room: a refit with `met: false`), or the measured
+//! slowdown stays over the budget at the least aggressive value, the run
+//! says so ([`BudgetReport::unmet`]) and stays at the least aggressive
+//! value rather than chasing it.
+
+use crate::error::{Error, Result};
+use crate::monitor::{DevId, EventMonitor, IoOp, IoPhase, Origin};
+use fallow_core::policy::{Ctx, Decision, Policy};
+use fallow_core::tune::online::{OnlineConfig, OnlineTuner, Refit};
+use fallow_core::tune::Budget;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The settings of a budgeted run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LiveBudget {
+    /// What the FG may lose.
+    pub budget: Budget,
+    /// Idle intervals in the tuner's window.
+    pub window: usize,
+    /// Idle intervals between refits.
+    pub every: usize,
+}
+
+/// Idle intervals in a live run's window: fewer than the simulator's
+/// 2000, since a disk sees a few idle intervals a second, not thousands.
+pub const LIVE_WINDOW: usize = 400;
+/// Idle intervals between a live run's refits.
+pub const LIVE_EVERY: usize = 50;
+
+impl LiveBudget {
+    /// `budget` over [`LIVE_WINDOW`] intervals, refit every [`LIVE_EVERY`].
+    pub fn new(budget: Budget) -> LiveBudget {
+        LiveBudget {
+            budget,
+            window: LIVE_WINDOW,
+            every: LIVE_EVERY,
+        }
+    }
+}
+
+/// An FG read that starts within this long after a BG request ended is
+/// counted as overlapped: it may pay the seek back from where the BG
+/// request left the arm (a 7200 rpm disk's full stroke plus a rotation is
+/// ~15 ms).
+pub const AFTER_BG_GUARD_NS: u64 = 20_000_000;
+/// FG reads kept by the meter (the newest); older ones are forgotten.
+pub const MAX_FG_SAMPLES: usize = 8192;
+/// BG requests kept to classify FG reads that complete after them.
+const MAX_BG_KEPT: usize = 4096;
+/// Clean reads needed before the measured slowdown is acted on.
+pub const MIN_CLEAN: usize = 20;
+/// Overlapped reads needed before the measured slowdown is acted on.
+pub const MIN_OVERLAPPED: usize = 5;
+/// Lowest share of the given budget the refits may be held to.
+const MIN_MODEL_SCALE: f64 = 1.0 / 64.0;
+/// z of a two-sided 95 % normal interval.
+const Z95: f64 = 1.96;
+
+/// One FG read as measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct FgSample {
+    latency_ns: u64,
+    overlapped: bool,
+    /// The setting in use when it completed ([`FgMeter::new_epoch`]).
+    epoch: u64,
+}
+
+/// What the FG felt, measured (module docs: the baseline).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Measured {
+    /// FG reads measured.
+    pub fg_reads: usize,
+    /// Of them, overlapped by BG work.
+    pub overlapped: usize,
+    /// Mean latency of clean reads, s (the baseline).
+    pub baseline_mean_s: f64,
+    /// Mean latency of all reads, s.
+    pub mean_s: f64,
+    /// Relative slowdown of the mean.
+    pub slowdown: f64,
+    /// Half-width of its 95 % confidence interval.
+    pub slowdown_ci95: f64,
+    /// Mean delay added to each FG read, s.
+    pub added_delay_s: f64,
+    /// Half-width of its 95 % confidence interval, s.
+    pub added_delay_ci95_s: f64,
+    /// p99 latency of clean reads, s.
+    pub baseline_p99_s: f64,
+    /// p99 latency of all reads, s.
+    pub p99_s: f64,
+    /// p99(all) / p99(clean) − 1.
+    pub p99_slowdown: f64,
+}
+
+/// Where a measurement stands against a budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Too few reads to say.
+    Unknown,
+    /// Over the budget by more than the confidence interval.
+    Over,
+    /// Within half the budget even at the interval's upper end.
+    WellWithin,
+    /// Neither.
+    Within,
+}
+
+impl Measured {
+    /// This measurement against `budget`; `Unknown` below [`MIN_CLEAN`]
+    /// clean or [`MIN_OVERLAPPED`] overlapped reads.
+    pub fn verdict(&self, budget: &Budget) -> Verdict {
+        if self.fg_reads - self.overlapped < MIN_CLEAN || self.overlapped < MIN_OVERLAPPED {
+            return Verdict::Unknown;
+        }
+        let (value, ci, limit) = match *budget {
+            Budget::Slowdown { fraction } => (self.slowdown, self.slowdown_ci95, fraction),
+            Budget::AddedDelay { ns } => {
+                (self.added_delay_s, self.added_delay_ci95_s, ns as f64 / 1e9)
+            }
+        };
+        if value - ci > limit {
+            Verdict::Over
+        } else if value + ci <= limit / 2.0 {
+            Verdict::WellWithin
+        } else {
+            Verdict::Within
+        }
+    }
+}
+
+/// Mean and unbiased variance.
+fn mean_var(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let m = xs.iter().sum::<f64>() / n;
+    let v = if xs.len() > 1 {
+        xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (m, v)
+}
+
+/// Nearest-rank quantile of unsorted `xs` (not empty).
+fn quantile(xs: &[f64], q: f64) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+/// The estimate of the module docs from clean and overlapped latencies,
+/// s; `None` without at least one clean read with positive mean.
+pub fn estimate(clean: &[f64], overlapped: &[f64]) -> Option<Measured> {
+    if clean.is_empty() {
+        return None;
+    }
+    let (mc, vc) = mean_var(clean);
+    if mc <= 0.0 {
+        return None;
+    }
+    let (nc, no) = (clean.len(), overlapped.len());
+    let f = no as f64 / (nc + no) as f64;
+    let all: Vec<f64> = clean.iter().chain(overlapped).copied().collect();
+    let (slowdown, ci, added, added_ci) = if no == 0 {
+        (0.0, 0.0, 0.0, 0.0)
+    } else {
+        let (mo, vo) = mean_var(overlapped);
+        let r = mo / mc;
+        let rel_var = if mo > 0.0 {
+            vo / (no as f64 * mo * mo)
+        } else {
+            0.0
+        } + vc / (nc as f64 * mc * mc);
+        let se_d = (vo / no as f64 + vc / nc as f64).sqrt();
+        (
+            f * (r - 1.0),
+            Z95 * f * r * rel_var.sqrt(),
+            f * (mo - mc),
+            Z95 * f * se_d,
+        )
+    };
+    let (p99c, p99) = (quantile(clean, 0.99), quantile(&all, 0.99));
+    Some(Measured {
+        fg_reads: nc + no,
+        overlapped: no,
+        baseline_mean_s: mc,
+        mean_s: all.iter().sum::<f64>() / all.len() as f64,
+        slowdown,
+        slowdown_ci95: ci,
+        added_delay_s: added,
+        added_delay_ci95_s: added_ci,
+        baseline_p99_s: p99c,
+        p99_s: p99,
+        p99_slowdown: if p99c > 0.0 { p99 / p99c - 1.0 } else { 0.0 },
+    })
+}
+
+/// FG reads and BG requests, classified as the module docs say. Pure:
+/// times are given, so it is tested without a device.
+#[derive(Debug, Default)]
+pub struct FgMeter {
+    /// Recent BG requests, (start, end) ns.
+    bg: VecDeque<(u64, u64)>,
+    /// The BG request in service, since ns.
+    bg_open: Option<u64>,
+    samples: VecDeque<FgSample>,
+    epoch: u64,
+}
+
+impl FgMeter {
+    /// A BG request starts at `t_ns`.
+    pub fn bg_start(&mut self, t_ns: u64) {
+        self.bg_open = Some(t_ns);
+    }
+
+    /// The BG request in service ended at `t_ns`.
+    pub fn bg_end(&mut self, t_ns: u64) {
+        if let Some(s) = self.bg_open.take() {
+            self.bg.push_back((s, t_ns));
+            while self.bg.len() > MAX_BG_KEPT {
+                self.bg.pop_front();
+            }
+        }
+    }
+
+    /// An FG read submitted at `queued_ns` completed at `completed_ns`.
+    pub fn fg(&mut self, queued_ns: u64, completed_ns: u64) {
+        let from = queued_ns.saturating_sub(AFTER_BG_GUARD_NS);
+        let overlapped = self.bg_open.is_some_and(|s| s < completed_ns)
+            || self
+                .bg
+                .iter()
+                .rev()
+                .any(|&(s, e)| s < completed_ns && e > from);
+        self.samples.push_back(FgSample {
+            latency_ns: completed_ns.saturating_sub(queued_ns),
+            overlapped,
+            epoch: self.epoch,
+        });
+        while self.samples.len() > MAX_FG_SAMPLES {
+            self.samples.pop_front();
+        }
+    }
+
+    /// The setting changed: [`FgMeter::current`] counts from here.
+    pub fn new_epoch(&mut self) {
+        self.epoch += 1;
+    }
+
+    fn measure(&self, current_only: bool) -> Option<Measured> {
+        let (mut clean, mut over) = (Vec::new(), Vec::new());
+        for s in &self.samples {
+            if current_only && s.epoch != self.epoch {
+                continue;
+            }
+            let v = s.latency_ns as f64 / 1e9;
+            if s.overlapped {
+                over.push(v);
+            } else {
+                clean.push(v);
+            }
+        }
+        estimate(&clean, &over)
+    }
+
+    /// The slowdown measured since the setting last changed.
+    pub fn current(&self) -> Option<Measured> {
+        self.measure(true)
+    }
+
+    /// The slowdown over every read kept (the newest [`MAX_FG_SAMPLES`]).
+    pub fn recent(&self) -> Option<Measured> {
+        self.measure(false)
+    }
+}
+
+/// Reads a device's block tracepoints on a thread and feeds every FG
+/// read's latency into a shared [`FgMeter`]. FG: a read queued by a
+/// process other than this one (and outside `fallow run`'s command's
+/// cgroup), or by writeback; kernel threads' I/O (a RAID resync, btrfs's
+/// scrub workers) is not counted, as its submitter is not known.
+pub struct LatencyWatch {
+    stop: Arc<AtomicBool>,
+    kick: crate::monitor::perf::Kick,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Submissions awaiting their completion before the map is cleared.
+const MAX_PENDING: usize = 65_536;
+
+impl LatencyWatch {
+    /// Watch `devs`; `exclude_cgroup` is the id of a cgroup whose I/O is
+    /// fallow's (`fallow run`'s command).
+    pub fn start(
+        devs: &[DevId],
+        exclude_cgroup: Option<u64>,
+        meter: Arc<Mutex<FgMeter>>,
+    ) -> Result<LatencyWatch> {
+        let mut mon = EventMonitor::open_with(
+            devs,
+            crate::monitor::EventMonitorConfig {
+                attribution: false,
+                ..Default::default()
+            },
+        )?;
+        let kick = mon.kick();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let me = std::process::id();
+        let handle = std::thread::Builder::new()
+            .name("fallow-fg-latency".into())
+            .spawn(move || {
+                let mut pending: HashMap<(DevId, u64), u64> = HashMap::new();
+                while !stop2.load(Ordering::SeqCst) {
+                    let Ok(events) = mon.wait(Some(200_000_000)) else {
+                        return;
+                    };
+                    for e in events {
+                        match e.phase {
+                            IoPhase::Queue
+                                if e.op == IoOp::Read
+                                    && e.pid != me
+                                    && !matches!(e.origin, Origin::Unknown)
+                                    && (exclude_cgroup.is_none()
+                                        || e.cgroup_id != exclude_cgroup) =>
+                            {
+                                if pending.len() >= MAX_PENDING {
+                                    pending.clear();
+                                }
+                                pending.entry((e.dev, e.sector)).or_insert(e.time_ns);
+                            }
+                            IoPhase::Complete => {
+                                if let Some(q) = pending.remove(&(e.dev, e.sector)) {
+                                    meter
+                                        .lock()
+                                        .unwrap_or_else(|p| p.into_inner())
+                                        .fg(q, e.time_ns);
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            })
+            .map_err(|e| Error::Monitor(format!("cannot start the FG latency thread: {e}")))?;
+        Ok(LatencyWatch {
+            stop,
+            kick,
+            handle: Some(handle),
+        })
+    }
+}
+
+impl Drop for LatencyWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.kick.kick();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The tuner, shared between the driver (which runs it as its policy) and
+/// the budget control (which backs it off and reports it).
+pub(crate) struct SharedTuner(pub(crate) Arc<Mutex<OnlineTuner>>);
+
+impl SharedTuner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, OnlineTuner> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Policy for SharedTuner {
+    fn name(&self) -> &str {
+        // the registry name is 'static; the lock guard is not
+        let n = self.lock().name().to_string();
+        fallow_core::policy::entry(&n).map_or("online", |e| e.name)
+    }
+    fn on_idle(&mut self, ctx: &mut Ctx<'_>) -> Decision {
+        self.lock().on_idle(ctx)
+    }
+    fn on_bg_done(&mut self, ctx: &mut Ctx<'_>, done: u64) -> Decision {
+        self.lock().on_bg_done(ctx, done)
+    }
+    fn on_idle_end(&mut self, idle_ns: u64, collided: bool) {
+        self.lock().on_idle_end(idle_ns, collided)
+    }
+    fn on_busy_end(&mut self, busy_ns: u64, requests: u32) {
+        self.lock().on_busy_end(busy_ns, requests)
+    }
+}
+
+/// What a budgeted run reports (`budget` in the drive report: status,
+/// `--json`, metrics).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BudgetReport {
+    /// The budget as given (`5%`, `1ms`).
+    pub budget: String,
+    /// The budget the refits fit to now (tightened after a back-off).
+    pub model_budget: String,
+    /// The knob refitted (`t`).
+    pub knob: String,
+    /// Idle intervals in the window, and between refits.
+    pub window: usize,
+    /// Idle intervals between refits.
+    pub every: usize,
+    /// How it started: `least aggressive (no history)` or `saved window
+    /// (N intervals)`.
+    pub start: String,
+    /// The setting in use (`fixed-wait:t=1.2s`).
+    pub setting: String,
+    /// How the FG was measured: `events`, or why it is not.
+    pub measure: String,
+    /// Since the setting last changed.
+    pub measured: Option<Measured>,
+    /// Over the newest FG reads kept, across settings.
+    pub measured_recent: Option<Measured>,
+    /// Refits run (start value and back-offs not counted).
+    pub refits: u64,
+    /// Back-offs taken.
+    pub backoffs: u64,
+    /// Why the budget is not being met, if it is not.
+    pub unmet: Option<String>,
+    /// The knob's trajectory: the start value, refits and back-offs (the
+    /// newest [`MAX_REPORTED_REFITS`]).
+    pub history: Vec<Refit>,
+}
+
+/// Points of the trajectory a report carries.
+pub const MAX_REPORTED_REFITS: usize = 200;
+
+/// The budget control of one driver: the tuner, the meter and the window
+/// file.
+pub(crate) struct Control {
+    pub(crate) cfg: LiveBudget,
+    pub(crate) tuner: Arc<Mutex<OnlineTuner>>,
+    pub(crate) meter: Arc<Mutex<FgMeter>>,
+    pub(crate) measure: String,
+    pub(crate) start: String,
+    /// Share of the budget the refits fit to.
+    scale: f64,
+    backoffs: u64,
+    /// The setting seen at the last check (a change starts an epoch).
+    last_setting: String,
+    window_file: Option<PathBuf>,
+    /// When the measurement was last looked at, ns.
+    last_check_ns: Option<u64>,
+}
+
+/// Least time between two looks at the measurement, ns.
+pub const CHECK_EVERY_NS: u64 = 100_000_000;
+
+impl Control {
+    /// The tuner for `spec` (the policy without its knob) and `cfg`.
+    pub(crate) fn new(spec: &str, cfg: LiveBudget, seed: u64) -> Result<Control> {
+        let tuner = OnlineTuner::new(
+            spec,
+            OnlineConfig {
+                budget: cfg.budget,
+                window: cfg.window,
+                every: cfg.every,
+                switch_penalty_ns: 0,
+                seed,
+            },
+        )?;
+        let setting = tuner.spec();
+        Ok(Control {
+            cfg,
+            start: format!(
+                "least aggressive ({}={}, no history)",
+                tuner.knob().name,
+                tuner.value()
+            ),
+            tuner: Arc::new(Mutex::new(tuner)),
+            meter: Arc::new(Mutex::new(FgMeter::default())),
+            measure: "not started".into(),
+            scale: 1.0,
+            backoffs: 0,
+            last_setting: setting,
+            window_file: None,
+            last_check_ns: None,
+        })
+    }
+
+    pub(crate) fn policy(&self) -> Box<dyn Policy> {
+        Box::new(SharedTuner(self.tuner.clone()))
+    }
+
+    fn tuner(&self) -> std::sync::MutexGuard<'_, OnlineTuner> {
+        self.tuner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn meter(&self) -> std::sync::MutexGuard<'_, FgMeter> {
+        self.meter.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keep the window in `path`: read it now if it exists (a bad file is
+    /// an error naming it), write it at [`Control::save`].
+    pub(crate) fn keep_window_in(&mut self, path: &Path) -> Result<()> {
+        if let Some(w) = SavedWindow::load(path)? {
+            let n = w.idle_ns.len();
+            let busy: Vec<(u64, u32)> = w.busy_ns.iter().copied().zip(w.busy_requests).collect();
+            let idle: Vec<(u64, bool)> = w.idle_ns.iter().copied().zip(w.collided).collect();
+            self.tuner()
+                .seed_window(&busy, &idle)
+                .map_err(|e| Error::Parse {
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                })?;
+            if n > 0 {
+                self.start = format!(
+                    "saved window ({} idle intervals from {})",
+                    n.min(self.cfg.window),
+                    path.display()
+                );
+            }
+        }
+        self.window_file = Some(path.to_path_buf());
+        Ok(())
+    }
+
+    /// Write the window to its file, if one was given.
+    pub(crate) fn save(&self) -> Result<()> {
+        let Some(p) = &self.window_file else {
+            return Ok(());
+        };
+        let (busy, mut idle) = self.tuner().window();
+        // stopped after an idle interval whose busy period has not ended:
+        // keep the window up to the busy period before that interval
+        if busy.len() == idle.len() {
+            idle.pop();
+        }
+        if busy.is_empty() || busy.len() != idle.len() + 1 {
+            return Ok(()); // nothing consistent to keep yet
+        }
+        SavedWindow::of(&busy, &idle, &self.cfg.budget).store(p)
+    }
+
+    /// At a decision (a request boundary): start an epoch if the setting
+    /// changed, and back off if the measured slowdown is over the budget.
+    /// The measurement is looked at most every [`CHECK_EVERY_NS`] (it sorts
+    /// the reads kept; a busy disk has thousands of idle intervals a second).
+    pub(crate) fn check(&mut self, now_ns: u64) {
+        let setting = self.tuner().spec();
+        if setting != self.last_setting {
+            self.meter().new_epoch();
+            self.last_setting = setting;
+        }
+        if self
+            .last_check_ns
+            .is_some_and(|t| now_ns.saturating_sub(t) < CHECK_EVERY_NS)
+        {
+            return;
+        }
+        self.last_check_ns = Some(now_ns);
+        // a collision costs the FG about one of its own reads more (the
+        // seek back from where the BG request left the arm): the refits
+        // take the measured clean mean as the switch penalty
+        if let Some(r) = self.meter().recent() {
+            let ns = (r.baseline_mean_s * 1e9) as u64;
+            self.tuner().set_switch_penalty_ns(ns);
+        }
+        let Some(m) = self.meter().current() else {
+            return;
+        };
+        match m.verdict(&self.cfg.budget) {
+            Verdict::Over => {
+                let backed = self.tuner().back_off(now_ns);
+                self.scale = (self.scale / 2.0).max(MIN_MODEL_SCALE);
+                let b = self.model_budget();
+                self.tuner().set_budget(b);
+                self.meter().new_epoch();
+                let setting = self.tuner().spec();
+                self.last_setting = setting;
+                self.backoffs += u64::from(backed);
+            }
+            Verdict::WellWithin if self.scale < 1.0 => {
+                self.scale = (self.scale * 2.0).min(1.0);
+                let b = self.model_budget();
+                self.tuner().set_budget(b);
+            }
+            _ => {}
+        }
+    }
+
+    fn model_budget(&self) -> Budget {
+        match self.cfg.budget {
+            Budget::Slowdown { fraction } => Budget::Slowdown {
+                fraction: fraction * self.scale,
+            },
+            Budget::AddedDelay { ns } => Budget::AddedDelay {
+                ns: ((ns as f64 * self.scale) as u64).max(1),
+            },
+        }
+    }
+
+    pub(crate) fn report(&self) -> BudgetReport {
+        let t = self.tuner();
+        let history = t.history();
+        let refits = history.iter().filter(|r| r.fit.is_some()).count() as u64;
+        let measured = self.meter().current();
+        let at_least = t.value() == crate::budget::least_value(&t);
+        let unmet = if history
+            .last()
+            .and_then(|r| r.fit.as_ref())
+            .is_some_and(|f| !f.met)
+        {
+            Some(format!(
+                "no value of {} meets {} on the window: the FG alone leaves no room; running the least aggressive value",
+                t.knob().name,
+                self.cfg.budget
+            ))
+        } else if at_least && measured.is_some_and(|m| m.verdict(&self.cfg.budget) == Verdict::Over)
+        {
+            Some(format!(
+                "the measured slowdown is over {} even at the least aggressive value; not chased further",
+                self.cfg.budget
+            ))
+        } else {
+            None
+        };
+        let skip = history.len().saturating_sub(MAX_REPORTED_REFITS);
+        BudgetReport {
+            budget: self.cfg.budget.to_string(),
+            model_budget: self.model_budget().to_string(),
+            knob: t.knob().name.to_string(),
+            window: self.cfg.window,
+            every: self.cfg.every,
+            start: self.start.clone(),
+            setting: t.spec(),
+            measure: self.measure.clone(),
+            measured,
+            measured_recent: self.meter().recent(),
+            refits,
+            backoffs: self.backoffs,
+            unmet,
+            history: history[skip..].to_vec(),
+        }
+    }
+}
+
+/// The knob's least aggressive value, as written.
+fn least_value(t: &OnlineTuner) -> String {
+    fallow_core::tune::ladder(t.knob())
+        .first()
+        .map(|s| s.text.clone())
+        .unwrap_or_default()
+}
+
+/// The window kept across runs: `fallow-budget-window` version 1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavedWindow {
+    /// `fallow-budget-window`.
+    pub format: String,
+    /// 1.
+    pub version: u32,
+    /// The budget it was learned under (informational).
+    pub budget: String,
+    /// Busy periods' lengths, ns (one more than idle intervals).
+    pub busy_ns: Vec<u64>,
+    /// FG requests of each busy period.
+    pub busy_requests: Vec<u32>,
+    /// Idle intervals' lengths, ns.
+    pub idle_ns: Vec<u64>,
+    /// Whether BG work was in service when each ended.
+    pub collided: Vec<bool>,
+}
+
+/// Most idle intervals a saved window may hold (a file over it is refused).
+pub const MAX_SAVED_INTERVALS: usize = 100_000;
+/// Largest window file read, bytes (checked before reading it).
+const MAX_SAVED_BYTES: u64 = 16 << 20;
+const SAVED_FORMAT: &str = "fallow-budget-window";
+
+impl SavedWindow {
+    fn of(busy: &[(u64, u32)], idle: &[(u64, bool)], budget: &Budget) -> SavedWindow {
+        SavedWindow {
+            format: SAVED_FORMAT.into(),
+            version: 1,
+            budget: budget.to_string(),
+            busy_ns: busy.iter().map(|b| b.0).collect(),
+            busy_requests: busy.iter().map(|b| b.1).collect(),
+            idle_ns: idle.iter().map(|i| i.0).collect(),
+            collided: idle.iter().map(|i| i.1).collect(),
+        }
+    }
+
+    /// Read and check `path`; `None` if it does not exist.
+    pub fn load(path: &Path) -> Result<Option<SavedWindow>> {
+        let bad = |m: String| Error::Parse {
+            path: path.to_path_buf(),
+            message: m,
+        };
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(path, "cannot read the budget window", e)),
+        };
+        if !meta.is_file() {
+            return Err(bad("not a regular file".into()));
+        }
+        if meta.len() > MAX_SAVED_BYTES {
+            return Err(bad(format!(
+                "{} bytes: a budget window is at most {MAX_SAVED_BYTES}",
+                meta.len()
+            )));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(path, "cannot read the budget window", e))?;
+        let w: SavedWindow = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("not a fallow budget window: {e}")))?;
+        if w.format != SAVED_FORMAT {
+            return Err(bad(format!("format `{}`: want `{SAVED_FORMAT}`", w.format)));
+        }
+        if w.version != 1 {
+            return Err(bad(format!("version {}: this fallow reads 1", w.version)));
+        }
+        if w.idle_ns.len() > MAX_SAVED_INTERVALS {
+            return Err(bad(format!(
+                "idle_ns: {} intervals, at most {MAX_SAVED_INTERVALS}",
+                w.idle_ns.len()
+            )));
+        }
+        if w.busy_ns.len() != w.idle_ns.len() + 1 {
+            return Err(bad(format!(
+                "busy_ns: {} busy periods for {} idle intervals (want one more)",
+                w.busy_ns.len(),
+                w.idle_ns.len()
+            )));
+        }
+        if w.busy_requests.len() != w.busy_ns.len() {
+            return Err(bad(format!(
+                "busy_requests: {} entries for {} busy periods",
+                w.busy_requests.len(),
+                w.busy_ns.len()
+            )));
+        }
+        if w.collided.len() != w.idle_ns.len() {
+            return Err(bad(format!(
+                "collided: {} entries for {} idle intervals",
+                w.collided.len(),
+                w.idle_ns.len()
+            )));
+        }
+        if let Some(i) = w.busy_requests.iter().position(|&n| n == 0) {
+            return Err(bad(format!(
+                "busy_requests[{i}]: 0, a busy period has at least one request"
+            )));
+        }
+        Ok(Some(w))
+    }
+
+    /// Write atomically: a temporary file in the same directory, fsynced,
+    /// renamed over `path`, the directory fsynced.
+    pub fn store(&self, path: &Path) -> Result<()> {
+        use std::io::Write;
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let tmp = path.with_extension("tmp");
+        let text = serde_json::to_string(self)
+            .map_err(|e| Error::Setting(format!("budget window: {e}")))?;
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)?;
+            std::fs::File::open(dir)?.sync_all()
+        };
+        write().map_err(|e| Error::io(path, "cannot write the budget window", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * b.abs().max(1e-12)
+    }
+
+    #[test]
+    fn the_estimate_by_hand() {
+        // clean 1, 2, 3 ms: mean 2 ms, variance 1 ms²; overlapped 4, 6 ms:
+        // mean 5 ms, variance 2 ms². f = 2/5 = 0.4, r = 2.5.
+        let clean = [1e-3, 2e-3, 3e-3];
+        let over = [4e-3, 6e-3];
+        let m = estimate(&clean, &over).unwrap();
+        assert_eq!((m.fg_reads, m.overlapped), (5, 2));
+        assert!(close(m.baseline_mean_s, 2e-3));
+        assert!(close(m.mean_s, 16e-3 / 5.0));
+        // s = 0.4 · (2.5 − 1) = 0.6 = mean(all)/mean(clean) − 1 = 3.2/2 − 1
+        assert!(close(m.slowdown, 0.6));
+        // se(r) = 2.5 · sqrt(2/(2·25) + 1/(3·4)) = 2.5 · sqrt(0.1233…)
+        let se_r = 2.5 * (0.04f64 + 1.0 / 12.0).sqrt();
+        assert!(close(m.slowdown_ci95, 1.96 * 0.4 * se_r));
+        assert!(
+            (m.slowdown_ci95 - 0.688_329).abs() < 1e-6,
+            "{}",
+            m.slowdown_ci95
+        );
+        // added delay 0.4 · 3 ms; se = sqrt(2/2 + 1/3) ms
+        assert!(close(m.added_delay_s, 1.2e-3));
+        assert!(close(
+            m.added_delay_ci95_s,
+            1.96 * 0.4 * (1.0f64 + 1.0 / 3.0).sqrt() * 1e-3
+        ));
+        // nearest rank: p99 of 3 clean = 3 ms, of all 5 = 6 ms
+        assert!(close(m.baseline_p99_s, 3e-3));
+        assert!(close(m.p99_s, 6e-3));
+        assert!(close(m.p99_slowdown, 1.0));
+        // no baseline, no estimate; no overlap, no slowdown
+        assert!(estimate(&[], &over).is_none());
+        let z = estimate(&clean, &[]).unwrap();
+        assert_eq!((z.slowdown, z.slowdown_ci95), (0.0, 0.0));
+    }
+
+    #[test]
+    fn reads_are_overlapped_by_bg_work_in_service_or_just_before() {
+        let mut m = FgMeter::default();
+        m.bg_start(100 * MS);
+        m.bg_end(110 * MS);
+        // during the request
+        m.fg(105 * MS, 112 * MS);
+        // submitted before it started, completed after: waited for it
+        m.fg(99 * MS, 115 * MS);
+        // 19 ms after it ended: inside the guard
+        m.fg(129 * MS, 135 * MS);
+        // 21 ms after: clean
+        m.fg(131 * MS, 135 * MS);
+        // completed before it started: clean
+        m.fg(90 * MS, 99 * MS);
+        // while the next one is in service
+        m.bg_start(200 * MS);
+        m.fg(150 * MS, 201 * MS);
+        let got: Vec<bool> = m.samples.iter().map(|s| s.overlapped).collect();
+        assert_eq!(got, [true, true, true, false, false, true]);
+        let lat: Vec<u64> = m.samples.iter().map(|s| s.latency_ns / MS).collect();
+        assert_eq!(lat, [7, 16, 6, 4, 9, 51]);
+    }
+
+    #[test]
+    fn the_current_epoch_counts_from_the_last_setting_change() {
+        let mut m = FgMeter::default();
+        m.fg(0, 2 * MS);
+        m.new_epoch();
+        m.fg(10 * MS, 11 * MS);
+        m.fg(20 * MS, 23 * MS);
+        assert_eq!(m.current().unwrap().fg_reads, 2);
+        assert!(close(m.current().unwrap().baseline_mean_s, 2e-3));
+        assert_eq!(m.recent().unwrap().fg_reads, 3);
+        // bounded
+        for k in 0..(MAX_FG_SAMPLES as u64 + 10) {
+            m.fg(k, k + 1);
+        }
+        assert_eq!(m.samples.len(), MAX_FG_SAMPLES);
+    }
+
+    /// `n` latencies with mean `mean_ms` ± `spread_ms`, alternating.
+    fn around(n: usize, mean_ms: f64, spread_ms: f64) -> Vec<f64> {
+        (0..n)
+            .map(|k| (mean_ms + if k % 2 == 0 { spread_ms } else { -spread_ms }) * 1e-3)
+            .collect()
+    }
+
+    #[test]
+    fn verdicts_against_a_budget() {
+        let five = Budget::Slowdown { fraction: 0.05 };
+        // 100 clean at 10 ± 1 ms; 20 overlapped at 20 ± 1 ms: f = 1/6,
+        // s = (1/6) · 1 = 16.7 % with a narrow interval: over 5 %
+        let m = estimate(&around(100, 10.0, 1.0), &around(20, 20.0, 1.0)).unwrap();
+        assert!(close(m.slowdown, 1.0 / 6.0));
+        assert!(m.slowdown - m.slowdown_ci95 > 0.05, "{m:?}");
+        assert_eq!(m.verdict(&five), Verdict::Over);
+        // the same as an added delay: (1/6) · 10 ms = 1.67 ms, over 1 ms
+        assert_eq!(m.verdict(&Budget::AddedDelay { ns: MS }), Verdict::Over);
+        assert_eq!(
+            m.verdict(&Budget::AddedDelay { ns: 10 * MS }),
+            Verdict::WellWithin
+        );
+        // overlapped reads as fast as clean ones: well within
+        let m = estimate(&around(100, 10.0, 1.0), &around(20, 10.0, 1.0)).unwrap();
+        assert_eq!(m.verdict(&five), Verdict::WellWithin);
+        // a wide interval (4 overlapped reads of 10 and 30 ms): too few
+        let m = estimate(&around(100, 10.0, 1.0), &around(4, 20.0, 10.0)).unwrap();
+        assert_eq!(m.verdict(&five), Verdict::Unknown);
+        // enough reads but a spread that makes 16.7 % indistinguishable from 5 %
+        let m = estimate(&around(100, 10.0, 1.0), &around(6, 20.0, 19.0)).unwrap();
+        assert!(m.slowdown - m.slowdown_ci95 <= 0.05, "{m:?}");
+        assert_eq!(m.verdict(&five), Verdict::Within);
+    }
+
+    #[test]
+    fn a_measured_overrun_backs_off_and_tightens_the_model_budget() {
+        let cfg = LiveBudget {
+            budget: "5%".parse().unwrap(),
+            window: 40,
+            every: 10,
+        };
+        let mut c = Control::new("fixed-wait", cfg, 1).unwrap();
+        assert!(c.start.contains("least aggressive (t=100s"), "{}", c.start);
+        // let the tuner reach its most aggressive value (every value meets 10 s)
+        c.tuner().set_budget("10s".parse().unwrap());
+        {
+            let mut t = c.tuner();
+            let svc = fallow_core::sim::BgService::Constant { ns: 10 * MS };
+            let mut rng = <rand_pcg::Pcg64Mcg as rand::SeedableRng>::seed_from_u64(1);
+            let mut now = 0;
+            for k in 0..12u64 {
+                t.on_busy_end(10 * MS, 1);
+                now += 10 * MS;
+                let mut ctx = Ctx {
+                    now_ns: now,
+                    idle_start_ns: now,
+                    last_fg_arrival_ns: now,
+                    rng: &mut rng,
+                    bg_service: &svc,
+                    bg_size_bytes: 65536,
+                    future_idle_ns: None,
+                };
+                t.on_idle(&mut ctx);
+                let i = if k % 2 == 0 { 5 } else { 1000 };
+                t.on_idle_end(i * MS, false);
+                now += i * MS;
+            }
+            assert_eq!(t.value(), "100us");
+        }
+        c.check(0); // the setting changed: a new epoch
+                    // 16.7 % measured at this setting
+        {
+            let mut m = c.meter();
+            let mut t = 1_000 * MS;
+            for k in 0..120u64 {
+                let over = k % 6 == 0;
+                if over {
+                    m.bg_start(t);
+                    m.bg_end(t + MS);
+                }
+                let lat = if over { 20 * MS } else { 10 * MS } + if k % 2 == 0 { MS } else { 0 };
+                m.fg(t, t + lat);
+                t += 100 * MS;
+            }
+        }
+        c.check(2_000 * MS);
+        let r = c.report();
+        assert_eq!(r.backoffs, 1);
+        assert_eq!(r.model_budget, "2.5%");
+        assert!(r.history.last().unwrap().backed_off);
+        assert_ne!(r.setting, "fixed-wait:t=100us");
+        // the epoch restarted: nothing measured at the new setting yet
+        assert!(r.measured.is_none());
+        assert_eq!(r.measured_recent.unwrap().fg_reads, 120);
+    }
+
+    #[test]
+    fn a_saved_window_round_trips_and_bad_files_are_named() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("w.json");
+        assert!(SavedWindow::load(&p).unwrap().is_none());
+        let busy = [(10 * MS, 1), (20 * MS, 2), (30 * MS, 3)];
+        let idle = [(5 * MS, false), (1000 * MS, true)];
+        let w = SavedWindow::of(&busy, &idle, &"5%".parse().unwrap());
+        w.store(&p).unwrap();
+        assert_eq!(SavedWindow::load(&p).unwrap().unwrap(), w);
+        assert!(!p.with_extension("tmp").exists());
+        // a control given the file starts from it
+        let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
+        c.keep_window_in(&p).unwrap();
+        assert!(
+            c.start.contains("saved window (2 idle intervals"),
+            "{}",
+            c.start
+        );
+        assert_eq!(c.tuner().window(), (busy.to_vec(), idle.to_vec()));
+        c.save().unwrap();
+        assert_eq!(SavedWindow::load(&p).unwrap().unwrap(), w);
+        // stopped after an idle interval, in the busy period after it: the
+        // window is kept up to the busy period before that interval
+        c.tuner().on_idle_end(7 * MS, false);
+        assert_eq!(c.tuner().window().1.len(), 3);
+        c.save().unwrap();
+        assert_eq!(SavedWindow::load(&p).unwrap().unwrap(), w);
+        for (text, why) in [
+            ("{", "not a fallow budget window"),
+            (
+                r#"{"format":"x","version":1,"budget":"5%","busy_ns":[1],"busy_requests":[1],"idle_ns":[],"collided":[]}"#,
+                "format `x`",
+            ),
+            (
+                r#"{"format":"fallow-budget-window","version":2,"budget":"5%","busy_ns":[1],"busy_requests":[1],"idle_ns":[],"collided":[]}"#,
+                "version 2",
+            ),
+            (
+                r#"{"format":"fallow-budget-window","version":1,"budget":"5%","busy_ns":[1,2],"busy_requests":[1,1],"idle_ns":[],"collided":[]}"#,
+                "busy_ns: 2 busy periods for 0 idle intervals",
+            ),
+            (
+                r#"{"format":"fallow-budget-window","version":1,"budget":"5%","busy_ns":[1,2],"busy_requests":[1],"idle_ns":[3],"collided":[false]}"#,
+                "busy_requests: 1 entries",
+            ),
+            (
+                r#"{"format":"fallow-budget-window","version":1,"budget":"5%","busy_ns":[1,2],"busy_requests":[1,1],"idle_ns":[3],"collided":[]}"#,
+                "collided: 0 entries",
+            ),
+            (
+                r#"{"format":"fallow-budget-window","version":1,"budget":"5%","busy_ns":[1,2],"busy_requests":[1,0],"idle_ns":[3],"collided":[true]}"#,
+                "busy_requests[1]: 0",
+            ),
+            (
+                r#"{"format":"fallow-budget-window","version":1,"budget":"5%","busy_ns":[1],"busy_requests":[1],"idle_ns":[],"collided":[],"extra":1}"#,
+                "unknown field `extra`",
+            ),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            let e = SavedWindow::load(&p).unwrap_err().to_string();
+            assert!(e.contains(why) && e.contains("w.json"), "{text}: {e}");
+            let mut c =
+                Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
+            assert!(c.keep_window_in(&p).is_err());
+        }
+    }
+}
