@@ -587,7 +587,7 @@ fn describe(e: &Event) -> String {
             source,
             match (events_unavailable, mounted_tracefs) {
                 (Some(why), _) => format!(
-                    "; no I/O events, so counters polled every {poll_s} s and no waker named: {why}"
+                    "; no I/O events, so counters polled every {poll_s} s: {why}"
                 ),
                 (None, true) => format!(
                     "; tracefs was not mounted: mounted it at {}",
@@ -690,10 +690,7 @@ fn print_status(s: &Status) {
     for d in &s.disks {
         let e = &d.energy_j;
         if let Some(why) = &d.events_unavailable {
-            println!(
-                "{}: no I/O events ({why}): counters polled, no waker named",
-                d.disk
-            );
+            println!("{}: no I/O events, counters polled: {why}", d.disk);
         }
         println!(
             "{}: {} ({}), policy {}, {}",
