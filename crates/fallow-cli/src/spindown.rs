@@ -211,6 +211,9 @@ struct FileConfig {
     log: Option<PathBuf>,
     state: Option<PathBuf>,
     metrics: Option<String>,
+    /// As `--dry-run` (either one makes it a dry run): a service can be
+    /// tried without spinning anything down.
+    dry_run: Option<bool>,
     #[serde(default)]
     disk: Vec<FileDisk>,
 }
@@ -420,7 +423,7 @@ fn settings(args: &SpindownArgs) -> Result<Settings> {
     let cfg = SpindownConfig {
         disks,
         poll_ns,
-        dry_run: args.dry_run,
+        dry_run: args.dry_run || file.dry_run.unwrap_or(false),
         power,
         state_file: Some(state.clone()),
         duration_ns: args

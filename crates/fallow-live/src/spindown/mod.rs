@@ -811,6 +811,10 @@ impl Daemon {
             on_event(&e);
         }
         let mut last_status_ns = monotonic_ns();
+        // the status is written on the first pass: `fallow spindown
+        // status` right after a start (a service just started) found no
+        // file for up to a minute when no event came
+        let mut status_written = false;
         self.cpu_start_ns = crate::clock::thread_cpu_ns();
         // the disks' state at the start (the first look sets the baseline)
         let mut first = true;
@@ -861,8 +865,9 @@ impl Daemon {
             }
             let now = monotonic_ns();
             self.cpu_ns = crate::clock::thread_cpu_ns().saturating_sub(self.cpu_start_ns);
-            if any || now.saturating_sub(last_status_ns) >= STATUS_EVERY_NS {
+            if any || !status_written || now.saturating_sub(last_status_ns) >= STATUS_EVERY_NS {
                 self.write_status()?;
+                status_written = true;
                 last_status_ns = now;
             }
         }
