@@ -553,6 +553,131 @@ fn sighup_reloads_sigterm_stops_the_jobs_and_status_knows_the_daemon_is_gone() {
     assert_eq!(file["disks"][0]["jobs"][0]["stopped"], true);
 }
 
+/// Issue 22 item 4: a reload changes the disk list (a disk removed is
+/// closed, one added is opened and logged as at a start, one kept keeps
+/// its state) and the log's path (the `reloaded` event is the new log's
+/// first line); a new status path is refused, said in that event; a
+/// reload that cannot open a new disk changes nothing, the log included.
+#[test]
+#[ignore = "needs root"]
+fn sighup_changes_the_disks_and_the_log_path() {
+    let _serial = can_emulate("sighup_changes_the_disks_and_the_log_path");
+    let (dir, a, _ca) = emulated(16 << 20, "const:2ms", FAST);
+    let (dir_b, b, _cb) = emulated(16 << 20, "const:2ms", FAST);
+    let (a_s, b_s) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let cfg = dir.path().join("spindown.toml");
+    let (log1, log2, log3) = (
+        dir.path().join("one.jsonl"),
+        dir.path().join("two.jsonl"),
+        dir.path().join("three.jsonl"),
+    );
+    let (state1, state2) = (dir.path().join("s1.json"), dir_b.path().join("s2.json"));
+    let write_cfg = |log: &Path, state: &Path, disks: &[(&str, &str)]| {
+        let mut t = format!(
+            "log = \"{}\"\nstate = \"{}\"\n",
+            log.display(),
+            state.display()
+        );
+        for (dev, policy) in disks {
+            t.push_str(&format!(
+                "[[disk]]\ndev = \"{dev}\"\npolicy = \"{policy}\"\n"
+            ));
+        }
+        std::fs::write(&cfg, t).unwrap();
+    };
+    write_cfg(&log1, &state1, &[(a_s, "timeout:t=0.3s")]);
+    let child = start_daemon(&[
+        "spindown",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--poll",
+        "10ms",
+        "--json",
+    ]);
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        num(&power(&a), "spindowns"),
+        1.0,
+        "a spun down under its 0.3 s"
+    );
+    // A out, B in (0.3 s), a new log and a new status path
+    write_cfg(&log2, &state2, &[(b_s, "timeout:t=0.3s")]);
+    rustix::process::kill_process(pid, rustix::process::Signal::HUP).unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(
+        num(&power(&b), "spindowns"),
+        1.0,
+        "b is watched after the reload"
+    );
+    // a read wakes A, which nobody watches now: no wake is logged for it
+    read_block(&a, 8192);
+    std::thread::sleep(Duration::from_millis(300));
+    let ev2 = log_events(&log2);
+    assert_eq!(ev2[0]["event"], "reloaded", "{ev2:?}");
+    assert_eq!(ev2[0]["applied"], true, "{ev2:?}");
+    let message = ev2[0]["message"].as_str().unwrap();
+    for want in [
+        format!("{a_s}: removed"),
+        format!("{b_s}: added"),
+        format!("log {} (was {})", log2.display(), log1.display()),
+        format!("state NOT changed: still {}", state1.display()),
+    ] {
+        assert!(message.contains(&want), "{want} not in: {message}");
+    }
+    assert!(
+        ev2.iter()
+            .any(|e| e["event"] == "start" && e["disk"] == b_s),
+        "{ev2:?}"
+    );
+    assert!(
+        ev2.iter()
+            .all(|e| e["disk"] != a_s || e["event"] == "reloaded"),
+        "A is still watched: {ev2:?}"
+    );
+    let ev1 = log_events(&log1);
+    assert!(ev1.iter().all(|e| e["event"] != "reloaded"), "{ev1:?}");
+    assert!(ev1
+        .iter()
+        .any(|e| e["event"] == "start" && e["disk"] == a_s));
+    assert!(!state2.exists(), "the refused status path was written");
+    // a disk that cannot be opened: nothing changes, the log included
+    let missing = dir.path().join("no-such-disk");
+    write_cfg(
+        &log3,
+        &state1,
+        &[
+            (b_s, "timeout:t=0.3s"),
+            (missing.to_str().unwrap(), "timeout"),
+        ],
+    );
+    rustix::process::kill_process(pid, rustix::process::Signal::HUP).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let ev2 = log_events(&log2);
+    let refused = ev2.iter().rev().find(|e| e["event"] == "reloaded").unwrap();
+    assert_eq!(refused["applied"], false, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-disk"),
+        "{refused}"
+    );
+    assert!(std::fs::read_to_string(&log3)
+        .unwrap_or_default()
+        .is_empty());
+    terminate(child.id());
+    let (status, err) = finish(child);
+    let disks: Vec<&str> = status["disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["disk"].as_str().unwrap())
+        .collect();
+    assert_eq!(disks, [b_s], "{err}");
+    assert!(state1.exists() && !state2.exists());
+}
+
 #[test]
 #[ignore = "needs root"]
 fn a_job_rides_a_spin_up_and_the_deadline_spends_one() {
