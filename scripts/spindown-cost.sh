@@ -2,7 +2,7 @@
 # What `fallow spindown` costs on an idle disk (issue 16: <= 0.1 % of a
 # core): two daemons in the same run, one on the block-tracepoint source
 # (FALLOW_MONITOR=auto) and one polling the sysfs counters
-# (FALLOW_MONITOR=poll, the default --poll 1s), each on its own idle loop
+# (FALLOW_MONITOR=poll, the default --poll, 50 ms), each on its own idle loop
 # device, in dry-run mode (a loop device has no ATA actuator). CPU is the
 # whole process's, from /proc/PID/stat (utime+stime, in clock ticks) and
 # /proc/PID/task/*/schedstat (ns on a CPU), over the measured window after

@@ -211,6 +211,9 @@ struct FileConfig {
     log: Option<PathBuf>,
     state: Option<PathBuf>,
     metrics: Option<String>,
+    /// As `--dry-run` (either one makes it a dry run): a service can be
+    /// tried without spinning anything down.
+    dry_run: Option<bool>,
     #[serde(default)]
     disk: Vec<FileDisk>,
 }
@@ -420,7 +423,7 @@ fn settings(args: &SpindownArgs) -> Result<Settings> {
     let cfg = SpindownConfig {
         disks,
         poll_ns,
-        dry_run: args.dry_run,
+        dry_run: args.dry_run || file.dry_run.unwrap_or(false),
         power,
         state_file: Some(state.clone()),
         duration_ns: args
@@ -448,6 +451,7 @@ pub fn run(args: SpindownArgs) -> Result<()> {
         log: log_path,
         metrics,
     } = settings(&args)?;
+    let state_path = cfg.state_file.clone();
     let mut daemon = Daemon::new(cfg).map_err(|e| {
         if e.is_bad_input() {
             bad(e)
@@ -497,19 +501,57 @@ pub fn run(args: SpindownArgs) -> Result<()> {
         signal_hook::low_level::pipe::register(sig, daemon.stop_handle()?)
             .context("installing signal handlers")?;
     }
-    let mut reload = || -> std::result::Result<SpindownConfig, String> {
+    // The log in use and its path; a reload opens the log it names (the
+    // same path after logrotate, or a new one: checked by the output
+    // guard in `settings`) and the `reloaded` event switches to it when
+    // the reload is applied (a refused one keeps the old log, reopened
+    // if its path is unchanged), so that event is the new log's first line.
+    let log_path = std::cell::RefCell::new(log_path);
+    type Pending = (Option<PathBuf>, Option<std::fs::File>);
+    let pending_log: std::cell::RefCell<Option<Pending>> = std::cell::RefCell::new(None);
+    let shown = |p: &Option<PathBuf>| {
+        p.as_ref()
+            .map_or("none".into(), |p| p.display().to_string())
+    };
+    let mut reload = || -> std::result::Result<(SpindownConfig, Vec<String>), String> {
         let s = settings(&args).map_err(|e| format!("{e:#}"))?;
-        if s.log != log_path {
-            return Err("--log/log cannot change on a reload; restart the daemon".into());
+        let mut notes = Vec::new();
+        let file = match &s.log {
+            Some(p) => Some(open_log(p).map_err(|e| format!("{e:#}"))?),
+            None => None,
+        };
+        let old = log_path.borrow().clone();
+        if s.log != old {
+            notes.push(format!("log {} (was {})", shown(&s.log), shown(&old)));
         }
-        if let Some(p) = &log_path {
-            *log.borrow_mut() = Some(open_log(p).map_err(|e| e.to_string())?);
+        // refused parts, said: the status file and the metrics server
+        // are the daemon's identity to `status` and to Prometheus
+        if s.cfg.state_file != state_path {
+            notes.push(format!(
+                "state NOT changed: still {} (a new status path takes a restart)",
+                shown(&state_path)
+            ));
         }
-        Ok(s.cfg)
+        if s.metrics != metrics {
+            notes.push(format!(
+                "metrics NOT changed: still {} (a new address takes a restart)",
+                metrics.as_deref().unwrap_or("none")
+            ));
+        }
+        *pending_log.borrow_mut() = Some((s.log, file));
+        Ok((s.cfg, notes))
     };
     let mut log_err = None;
     let final_status =
         daemon.run_reloading(&stop, Some((&hup, &mut reload)), &mut |e: &Event| {
+            if let EventKind::Reloaded { applied, .. } = &e.kind {
+                if let Some((path, file)) = pending_log.borrow_mut().take() {
+                    if *applied || path == *log_path.borrow() {
+                        *log.borrow_mut() = file;
+                        *log_path.borrow_mut() = path;
+                    }
+                }
+            }
             eprintln!("fallow: {}", describe(e));
             if let Some(f) = &mut *log.borrow_mut() {
                 let line = crate::output::json_line(e).unwrap_or_default();
@@ -587,7 +629,7 @@ fn describe(e: &Event) -> String {
             source,
             match (events_unavailable, mounted_tracefs) {
                 (Some(why), _) => format!(
-                    "; no I/O events, so counters polled every {poll_s} s and no waker named: {why}"
+                    "; no I/O events, so counters polled every {poll_s} s: {why}"
                 ),
                 (None, true) => format!(
                     "; tracefs was not mounted: mounted it at {}",
@@ -690,10 +732,7 @@ fn print_status(s: &Status) {
     for d in &s.disks {
         let e = &d.energy_j;
         if let Some(why) = &d.events_unavailable {
-            println!(
-                "{}: no I/O events ({why}): counters polled, no waker named",
-                d.disk
-            );
+            println!("{}: no I/O events, counters polled: {why}", d.disk);
         }
         println!(
             "{}: {} ({}), policy {}, {}",

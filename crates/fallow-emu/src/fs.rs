@@ -2,6 +2,7 @@
 //! bytes are the image's. Every open is `direct_io`, so the kernel's page
 //! cache never answers a read: each read and write reaches the server.
 
+use crate::issuers::{Issuers, ISSUERS_FILE_BYTES};
 use crate::server::{Op, Server};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
@@ -21,10 +22,14 @@ pub const DISK_FILE_NAME: &str = "disk";
 pub const POWER_FILE_NAME: &str = "power";
 /// The I/O counters in `/sys/block/<dev>/stat` format, current at each read.
 pub const STAT_FILE_NAME: &str = "stat";
+/// The recent requesters of the disk's requests (pid, comm, cgroup):
+/// see [`crate::issuers`].
+pub const ISSUERS_FILE_NAME: &str = "issuers";
 
 const DISK_INO: INodeNo = INodeNo(2);
 const POWER_INO: INodeNo = INodeNo(3);
 const STAT_INO: INodeNo = INodeNo(4);
+const ISSUERS_INO: INodeNo = INodeNo(5);
 /// Size the small files report: more than their text ever is. Reads are
 /// `direct_io`, so a read returns the text's real length and then EOF.
 const SMALL_FILE_BYTES: u64 = 4096;
@@ -40,6 +45,7 @@ pub(crate) struct DiskFs {
     pub(crate) uid: u32,
     pub(crate) gid: u32,
     pub(crate) mtime: SystemTime,
+    pub(crate) issuers: Issuers,
 }
 
 impl DiskFs {
@@ -51,6 +57,8 @@ impl DiskFs {
             (FileType::RegularFile, 0o644, SMALL_FILE_BYTES, 1)
         } else if ino == STAT_INO {
             (FileType::RegularFile, 0o444, SMALL_FILE_BYTES, 1)
+        } else if ino == ISSUERS_INO {
+            (FileType::RegularFile, 0o444, ISSUERS_FILE_BYTES, 1)
         } else {
             (FileType::Directory, 0o755, 0, 2)
         };
@@ -77,9 +85,16 @@ impl DiskFs {
     fn small_text(&self, ino: INodeNo) -> String {
         if ino == POWER_INO {
             self.server.power().to_text()
+        } else if ino == ISSUERS_INO {
+            self.issuers.to_text()
         } else {
             self.server.stats().to_stat_line()
         }
+    }
+
+    /// One of the small bookkeeping files (never a request).
+    fn is_small(ino: INodeNo) -> bool {
+        ino == POWER_INO || ino == STAT_INO || ino == ISSUERS_INO
     }
 
     /// The part of `[offset, offset + size)` inside the disk, as a length.
@@ -107,6 +122,7 @@ impl Filesystem for DiskFs {
             Some(DISK_FILE_NAME) => Some(DISK_INO),
             Some(POWER_FILE_NAME) => Some(POWER_INO),
             Some(STAT_FILE_NAME) => Some(STAT_INO),
+            Some(ISSUERS_FILE_NAME) => Some(ISSUERS_INO),
             _ => None,
         };
         if let (true, Some(ino)) = (parent == INodeNo::ROOT, ino) {
@@ -117,7 +133,7 @@ impl Filesystem for DiskFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        if ino == INodeNo::ROOT || ino == DISK_INO || ino == POWER_INO || ino == STAT_INO {
+        if ino == INodeNo::ROOT || Self::is_small(ino) || ino == DISK_INO {
             reply.attr(&TTL, &self.attr(ino));
         } else {
             reply.error(Errno::ENOENT);
@@ -145,7 +161,7 @@ impl Filesystem for DiskFs {
     ) {
         // A disk has a fixed size: truncation (`dd of=` without
         // conv=notrunc, `>`) is refused; touch-style changes are ignored.
-        if ino == POWER_INO || ino == STAT_INO {
+        if Self::is_small(ino) {
             // `echo standby > power` truncates first: nothing to truncate
             reply.attr(&TTL, &self.attr(ino));
         } else if size.is_some_and(|s| s != self.size_bytes) {
@@ -157,10 +173,10 @@ impl Filesystem for DiskFs {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let wants_write = flags.0 & 0o3 != 0; // O_WRONLY or O_RDWR
-        if ino == STAT_INO && wants_write {
+        if (ino == STAT_INO || ino == ISSUERS_INO) && wants_write {
             return reply.error(Errno::EACCES);
         }
-        if ino == POWER_INO || ino == STAT_INO {
+        if Self::is_small(ino) {
             return reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
         }
         if ino != DISK_INO {
@@ -175,7 +191,7 @@ impl Filesystem for DiskFs {
     #[allow(clippy::too_many_arguments)]
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -184,7 +200,7 @@ impl Filesystem for DiskFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        if ino == POWER_INO || ino == STAT_INO {
+        if Self::is_small(ino) {
             // bookkeeping, not a request: never reaches the server's queue
             let text = self.small_text(ino);
             let b = text.as_bytes();
@@ -199,6 +215,7 @@ impl Filesystem for DiskFs {
         if len == 0 {
             return reply.data(&[]); // at or past the end: no media access
         }
+        self.issuers.record(req.pid());
         let result = self.server.serve(Op::Read, offset, len as u32, || {
             let mut buf = vec![0u8; len as usize];
             self.image.read_exact_at(&mut buf, offset)?;
@@ -213,7 +230,7 @@ impl Filesystem for DiskFs {
     #[allow(clippy::too_many_arguments)]
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -243,6 +260,7 @@ impl Filesystem for DiskFs {
         if len == 0 {
             return reply.error(Errno::ENOSPC); // past the end of the disk
         }
+        self.issuers.record(req.pid());
         let result = self.server.serve(Op::Write, offset, len as u32, || {
             self.image.write_all_at(&data[..len as usize], offset)
         });
@@ -266,7 +284,7 @@ impl Filesystem for DiskFs {
 
     fn fsync(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
@@ -275,6 +293,7 @@ impl Filesystem for DiskFs {
         if ino != DISK_INO {
             return reply.ok(); // the small files hold nothing to flush
         }
+        self.issuers.record(req.pid());
         match self
             .server
             .serve(Op::Flush, 0, 0, || self.image.sync_data())
@@ -301,6 +320,7 @@ impl Filesystem for DiskFs {
             (DISK_INO, FileType::RegularFile, DISK_FILE_NAME),
             (POWER_INO, FileType::RegularFile, POWER_FILE_NAME),
             (STAT_INO, FileType::RegularFile, STAT_FILE_NAME),
+            (ISSUERS_INO, FileType::RegularFile, ISSUERS_FILE_NAME),
         ];
         for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
             if reply.add(ino, (i + 1) as u64, kind, name) {

@@ -45,13 +45,14 @@
 mod error;
 mod fail;
 mod fs;
+pub mod issuers;
 mod power;
 mod server;
 mod stat;
 
 pub use error::{Error, Result};
 pub use fail::{FailRanges, SECTOR_BYTES};
-pub use fs::{DISK_FILE_NAME, POWER_FILE_NAME, STAT_FILE_NAME};
+pub use fs::{DISK_FILE_NAME, ISSUERS_FILE_NAME, POWER_FILE_NAME, STAT_FILE_NAME};
 pub use power::{PowerCounters, PowerState};
 pub use server::{Op, Server, ServiceRecord};
 pub use stat::{DiskStats, STAT_FIELDS};
@@ -222,6 +223,7 @@ impl Emulator {
             uid: meta.uid(),
             gid: meta.gid(),
             mtime: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+            issuers: issuers::Issuers::default(),
         };
         let mut fuse_cfg = fuser::Config::default();
         fuse_cfg.mount_options = vec![

@@ -113,8 +113,8 @@ fn reads_return_the_image_and_writes_reach_it() {
     names.sort();
     assert_eq!(
         names,
-        ["disk", "power", "stat"],
-        "the disk and its two small files"
+        ["disk", "issuers", "power", "stat"],
+        "the disk and its three small files"
     );
     let f = File::open(&disk).unwrap();
     let mut raw = Vec::new();

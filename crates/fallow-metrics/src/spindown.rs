@@ -158,7 +158,7 @@ impl SpindownMetrics {
         );
         r.register(
             "events",
-            "1: I/O read from block tracepoint events (wakes attributed); 0: counters polled, no waker named (the status's events_unavailable says why)",
+            "1: I/O read from block tracepoint events (wakes attributed); 0: counters polled (the status's events_unavailable says why, and whether wakers are named)",
             m.events.clone(),
         );
         SpindownMetrics {

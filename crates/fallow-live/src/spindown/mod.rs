@@ -485,9 +485,13 @@ impl std::fmt::Debug for Disk {
     }
 }
 
-/// Gives the settings again (SIGHUP): read the config file anew; `Err` is
-/// why it cannot be used.
-pub type ReloadFn<'a> = dyn FnMut() -> std::result::Result<SpindownConfig, String> + 'a;
+/// Gives the settings again (SIGHUP): read the config file anew, with
+/// notes on what the caller changed or refused outside the daemon's
+/// settings (the log's path, a status path or metrics address that take a
+/// restart), added to the `reloaded` event's message; `Err` is why the
+/// settings cannot be used.
+pub type ReloadFn<'a> =
+    dyn FnMut() -> std::result::Result<(SpindownConfig, Vec<String>), String> + 'a;
 
 /// Called with the status after each change (and at least every
 /// [`STATUS_EVERY_NS`]).
@@ -561,6 +565,72 @@ fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
+/// Open the disk of `spec` (its source and actuator; in a dry run a disk
+/// without a usable actuator is still watched), read its power state
+/// without waking it, and make its governor, as of `now_ns`: the disk and
+/// its `start` event (`t_s` from `daemon_start_ns`).
+fn open_disk(
+    spec: &DiskSpec,
+    cfg: &SpindownConfig,
+    daemon_start_ns: u64,
+    now_ns: u64,
+) -> Result<(Disk, Event)> {
+    let t = target::open(&spec.target, cfg.dry_run)?;
+    let mut actuator = t.actuator;
+    let power_state = match actuator.as_mut().map(|a| a.check()) {
+        Some(Ok(p)) => p,
+        Some(Err(e)) => return Err(e),
+        None => DiskPower::Spinning,
+    };
+    let budget = spec.max_spinups.map(Budget::new).transpose()?;
+    let policy = fallow_core::energy::spindown::build(&spec.policy)?;
+    let gov = if power_state == DiskPower::Standby {
+        Governor::new_down(policy, cfg.power.clone(), budget, now_ns)
+    } else {
+        Governor::new(policy, cfg.power.clone(), budget, now_ns)
+    };
+    let start = Event {
+        time: now_rfc3339(),
+        t_s: secs(now_ns.saturating_sub(daemon_start_ns)),
+        disk: t.name.clone(),
+        kind: EventKind::Start {
+            source: t.source.describe(),
+            actuator: match &actuator {
+                Some(a) => a.describe(),
+                None => format!(
+                    "none ({})",
+                    t.actuator_error.as_deref().unwrap_or("dry run")
+                ),
+            },
+            policy: spec.policy.clone(),
+            power_state: power_state.name().into(),
+            max_spinups: spec.max_spinups.map(|l| l.to_string()),
+            events_unavailable: t.events_unavailable.clone(),
+            mounted_tracefs: t.mounted_tracefs,
+            poll_s: secs(cfg.poll_ns),
+        },
+    };
+    let disk = Disk {
+        name: t.name,
+        events_unavailable: t.events_unavailable,
+        spec: spec.clone(),
+        source: t.source,
+        actuator,
+        gov,
+        jobs: Jobs::new(&spec.jobs, now_ns)?,
+        last_ns: now_ns,
+        times: StateTimes::default(),
+        down_for_ns: 0,
+        spinup_left_ns: 0,
+        spinups: 0,
+        spindowns: 0,
+        budget_held: 0,
+        wakers: BTreeMap::new(),
+        recent_wakes: std::collections::VecDeque::new(),
+    };
+    Ok((disk, start))
+}
+
 impl Daemon {
     /// Open every disk (its source and actuator; in a dry run a disk
     /// without a usable actuator is still watched) and read each one's
@@ -571,59 +641,9 @@ impl Daemon {
         let mut disks = Vec::new();
         let mut pending = Vec::new();
         for spec in &cfg.disks {
-            let t = target::open(&spec.target, cfg.dry_run)?;
-            let mut actuator = t.actuator;
-            let power_state = match actuator.as_mut().map(|a| a.check()) {
-                Some(Ok(p)) => p,
-                Some(Err(e)) => return Err(e),
-                None => DiskPower::Spinning,
-            };
-            let budget = spec.max_spinups.map(Budget::new).transpose()?;
-            let policy = fallow_core::energy::spindown::build(&spec.policy)?;
-            let gov = if power_state == DiskPower::Standby {
-                Governor::new_down(policy, cfg.power.clone(), budget, start_ns)
-            } else {
-                Governor::new(policy, cfg.power.clone(), budget, start_ns)
-            };
-            pending.push(Event {
-                time: now_rfc3339(),
-                t_s: 0.0,
-                disk: t.name.clone(),
-                kind: EventKind::Start {
-                    source: t.source.describe(),
-                    actuator: match &actuator {
-                        Some(a) => a.describe(),
-                        None => format!(
-                            "none ({})",
-                            t.actuator_error.as_deref().unwrap_or("dry run")
-                        ),
-                    },
-                    policy: spec.policy.clone(),
-                    power_state: power_state.name().into(),
-                    max_spinups: spec.max_spinups.map(|l| l.to_string()),
-                    events_unavailable: t.events_unavailable.clone(),
-                    mounted_tracefs: t.mounted_tracefs,
-                    poll_s: secs(cfg.poll_ns),
-                },
-            });
-            disks.push(Disk {
-                name: t.name,
-                events_unavailable: t.events_unavailable,
-                spec: spec.clone(),
-                source: t.source,
-                actuator,
-                gov,
-                jobs: Jobs::new(&spec.jobs, start_ns)?,
-                last_ns: start_ns,
-                times: StateTimes::default(),
-                down_for_ns: 0,
-                spinup_left_ns: 0,
-                spinups: 0,
-                spindowns: 0,
-                budget_held: 0,
-                wakers: BTreeMap::new(),
-                recent_wakes: std::collections::VecDeque::new(),
-            });
+            let (disk, start) = open_disk(spec, &cfg, start_ns, start_ns)?;
+            pending.push(start);
+            disks.push(disk);
         }
         let (stop_rx, stop_tx) = UnixStream::pair()
             .and_then(|(r, w)| {
@@ -717,42 +737,105 @@ impl Daemon {
         Ok(io)
     }
 
-    /// Take new settings (SIGHUP): the policy, budget and jobs of each
-    /// disk, the poll interval, the power model, dry run. The disks must
-    /// be the same (their sources and actuators stay open); a job list is
-    /// not changed while one of its jobs runs. Counters and the state of
-    /// each disk are kept. Returns what changed.
+    /// Take new settings (SIGHUP): the disk list, the policy, budget and
+    /// jobs of each disk, the poll interval, the power model, dry run.
+    /// A disk kept (the same `DEV` as given) keeps its source, actuator,
+    /// counters and state; a disk added is opened as at the start (its
+    /// `start` event is handed out by the loop); a disk removed is
+    /// closed. All or nothing: a disk that cannot be opened, a job list
+    /// changed while one of its jobs runs, or a disk removed while its
+    /// job runs refuses the whole reload and the old settings stay.
+    /// Returns what changed.
     pub fn reconfigure(&mut self, cfg: SpindownConfig) -> Result<String> {
         cfg.validate()?;
-        let old: Vec<&str> = self.cfg.disks.iter().map(|d| d.target.as_str()).collect();
-        let new: Vec<&str> = cfg.disks.iter().map(|d| d.target.as_str()).collect();
-        if old != new {
-            return Err(Error::invalid(
-                "config",
-                format!(
-                    "the disks changed ({} → {}); restart the daemon to change them",
-                    old.join(", "),
-                    new.join(", ")
-                ),
-            ));
-        }
         let now = monotonic_ns();
-        let mut changed = Vec::new();
-        for (d, spec) in self.disks.iter_mut().zip(&cfg.disks) {
-            if spec.jobs != d.spec.jobs && d.jobs.running() {
-                return Err(Error::invalid(
-                    "config",
-                    format!("{}: a job runs; its jobs cannot change now", d.name),
-                ));
+        let kept = |t: &str| self.disks.iter().position(|d| d.spec.target == t);
+        for d in &self.disks {
+            let spec = cfg.disks.iter().find(|s| s.target == d.spec.target);
+            let busy = d.jobs.running();
+            match spec {
+                None if busy => {
+                    return Err(Error::invalid(
+                        "config",
+                        format!("{}: a job runs; the disk cannot be removed now", d.name),
+                    ))
+                }
+                Some(s) if busy && s.jobs != d.spec.jobs => {
+                    return Err(Error::invalid(
+                        "config",
+                        format!("{}: a job runs; its jobs cannot change now", d.name),
+                    ))
+                }
+                _ => {}
             }
         }
-        for (d, spec) in self.disks.iter_mut().zip(&cfg.disks) {
-            if spec.policy != d.spec.policy
+        // everything that can fail first: the new disks opened, the kept
+        // disks' new policies, budgets and jobs built; then nothing can
+        let mut prepared = Vec::new();
+        for spec in &cfg.disks {
+            let Some(k) = kept(&spec.target) else {
+                prepared.push((None, None));
+                continue;
+            };
+            let d = &self.disks[k];
+            let gov = if spec.policy != d.spec.policy
                 || spec.max_spinups != d.spec.max_spinups
                 || cfg.power != self.cfg.power
             {
-                let policy = fallow_core::energy::spindown::build(&spec.policy)?;
-                let budget = spec.max_spinups.map(Budget::new).transpose()?;
+                Some((
+                    fallow_core::energy::spindown::build(&spec.policy)?,
+                    spec.max_spinups.map(Budget::new).transpose()?,
+                ))
+            } else {
+                None
+            };
+            let jobs = if spec.jobs != d.spec.jobs {
+                Some(Jobs::new(&spec.jobs, now)?)
+            } else {
+                None
+            };
+            prepared.push((gov, jobs));
+        }
+        let mut opened = Vec::new();
+        for spec in cfg.disks.iter().filter(|s| kept(&s.target).is_none()) {
+            opened.push(open_disk(spec, &cfg, self.start_ns, now)?);
+        }
+        let mut changed = Vec::new();
+        let mut old: Vec<Option<Disk>> = std::mem::take(&mut self.disks)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let old_targets: Vec<String> = old
+            .iter()
+            .map(|d| d.as_ref().map_or(String::new(), |d| d.spec.target.clone()))
+            .collect();
+        let mut opened = opened.into_iter();
+        let mut disks = Vec::new();
+        let mut fresh = Vec::new();
+        for spec in &cfg.disks {
+            match old_targets.iter().position(|t| *t == spec.target) {
+                Some(k) => disks.push((old[k].take().expect("each disk once"), spec)),
+                None => {
+                    let (d, start) = opened.next().expect("opened above");
+                    changed.push(format!("{}: added", d.name));
+                    self.pending.push(start);
+                    fresh.push(d.spec.target.clone());
+                    disks.push((d, spec));
+                }
+            }
+        }
+        for d in old.into_iter().flatten() {
+            // its source (tracepoint descriptors, counters) and actuator
+            // close as it drops
+            changed.push(format!("{}: removed", d.name));
+        }
+        let mut new_disks = Vec::new();
+        for ((mut d, spec), (gov, jobs)) in disks.into_iter().zip(prepared) {
+            if fresh.contains(&spec.target) {
+                new_disks.push(d);
+                continue;
+            }
+            if let Some((policy, budget)) = gov {
                 d.gov.reconfigure(policy, cfg.power.clone(), budget, now);
                 changed.push(format!(
                     "{}: policy {}, budget {}",
@@ -761,12 +844,14 @@ impl Daemon {
                     spec.max_spinups.map_or("none".into(), |l| l.to_string())
                 ));
             }
-            if spec.jobs != d.spec.jobs {
-                d.jobs = Jobs::new(&spec.jobs, now)?;
+            if let Some(jobs) = jobs {
+                d.jobs = jobs;
                 changed.push(format!("{}: {} job(s)", d.name, spec.jobs.len()));
             }
             d.spec = spec.clone();
+            new_disks.push(d);
         }
+        self.disks = new_disks;
         if cfg.poll_ns != self.cfg.poll_ns {
             changed.push(format!("poll {} s", secs(cfg.poll_ns)));
         }
@@ -811,6 +896,10 @@ impl Daemon {
             on_event(&e);
         }
         let mut last_status_ns = monotonic_ns();
+        // the status is written on the first pass: `fallow spindown
+        // status` right after a start (a service just started) found no
+        // file for up to a minute when no event came
+        let mut status_written = false;
         self.cpu_start_ns = crate::clock::thread_cpu_ns();
         // the disks' state at the start (the first look sets the baseline)
         let mut first = true;
@@ -838,17 +927,27 @@ impl Daemon {
             let mut any = false;
             if let Some((flag, get)) = &mut reload {
                 if flag.swap(false, Ordering::Relaxed) {
-                    let (message, applied) =
-                        match get().and_then(|c| self.reconfigure(c).map_err(|e| e.to_string())) {
-                            Ok(m) => (m, true),
-                            Err(e) => (e, false),
-                        };
+                    let (message, applied) = match get().and_then(|(c, notes)| {
+                        let m = self.reconfigure(c).map_err(|e| e.to_string())?;
+                        Ok(match (m.as_str(), notes.is_empty()) {
+                            (_, true) => m,
+                            ("no change", false) => notes.join("; "),
+                            _ => format!("{m}; {}", notes.join("; ")),
+                        })
+                    }) {
+                        Ok(m) => (m, true),
+                        Err(e) => (e, false),
+                    };
                     let name = self
                         .disks
                         .first()
                         .map(|d| d.name.clone())
                         .unwrap_or_default();
                     on_event(&self.event(&name, EventKind::Reloaded { message, applied }));
+                    // the `start` of each disk the reload added
+                    for e in std::mem::take(&mut self.pending) {
+                        on_event(&e);
+                    }
                     any = true;
                 }
             }
@@ -861,8 +960,9 @@ impl Daemon {
             }
             let now = monotonic_ns();
             self.cpu_ns = crate::clock::thread_cpu_ns().saturating_sub(self.cpu_start_ns);
-            if any || now.saturating_sub(last_status_ns) >= STATUS_EVERY_NS {
+            if any || !status_written || now.saturating_sub(last_status_ns) >= STATUS_EVERY_NS {
                 self.write_status()?;
+                status_written = true;
                 last_status_ns = now;
             }
         }

@@ -14,7 +14,7 @@
 use super::activity::{ActivitySource, StatPoll};
 use super::actuator::Actuator;
 use super::ata::AtaActuator;
-use super::emu::EmuActuator;
+use super::emu::{EmuActuator, EmuSource};
 use super::scsi::ScsiActuator;
 use super::traced::TracedSource;
 use crate::error::{Error, Result};
@@ -115,7 +115,11 @@ fn activity_of(
             }
         },
     };
-    Ok((Box::new(StatPoll::new(source)?), Some(why), mounted))
+    Ok((
+        Box::new(StatPoll::new(source)?),
+        Some(format!("{why}; no waker named")),
+        mounted,
+    ))
 }
 
 /// Resolve `spec`; in a `dry_run` a disk whose actuator cannot be opened
@@ -124,15 +128,24 @@ pub fn open(spec: &str, dry_run: bool) -> Result<Target> {
     let path = Path::new(spec.trim());
     if let Some(dir) = emulated_dir(path) {
         let dir = dir.canonicalize().unwrap_or(dir);
-        let source = StatSource::file(dir.join("stat"))?;
+        // its counters polled (a FUSE file has no events), its requesters
+        // named by the emulator's issuers file where it serves one
+        let (source, unavailable): (Box<dyn ActivitySource>, &str) = match EmuSource::open(&dir)? {
+            Some(s) => (
+                Box::new(s),
+                "an emulated disk's FUSE files have no events; its issuers file names the requesters",
+            ),
+            None => (
+                Box::new(StatPoll::new(&StatSource::file(dir.join("stat"))?)?),
+                "an emulated disk's counters file names no process and this emulator serves no issuers file; give the loop device over its disk for events",
+            ),
+        };
         return Ok(Target {
             name: dir.display().to_string(),
-            source: Box::new(StatPoll::new(&source)?),
+            source,
             actuator: Some(Box::new(EmuActuator::open(dir.join("power"))?)),
             actuator_error: None,
-            events_unavailable: Some(
-                "an emulated disk's counters file names no process; give the loop device over its disk for events".into(),
-            ),
+            events_unavailable: Some(unavailable.into()),
             mounted_tracefs: false,
         });
     }
