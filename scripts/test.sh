@@ -141,9 +141,14 @@ step "python: lints"
 
 step "bench smoke runs (figures in docs come from the full runs)"
 .venv/bin/python bench/parse_bench.py --requests 200000 --cli none
-cargo bench -p fallow-core --bench sim --locked -- --requests 200000
-cargo bench -p fallow-core --bench tune --locked -- --requests 20000 --workload mmpp
-cargo bench -p fallow-core --bench energy --locked -- --requests 200000
+# In the dev profile the tests built (fallow-core at opt-level 2): a smoke
+# run checks that each bench runs and agrees with itself (tune's sweep =
+# its simulation), which needs no second, release build of every
+# dependency (minutes on 2 cores); the figures in docs come from release
+# runs (`cargo bench` without --profile, docs/testing.md).
+cargo bench -p fallow-core --bench sim --profile dev --locked -- --requests 200000
+cargo bench -p fallow-core --bench tune --profile dev --locked -- --requests 20000 --workload mmpp
+cargo bench -p fallow-core --bench energy --profile dev --locked -- --requests 200000
 bash bench/peer_bench.sh 8 1
 
 step "live benchmark, quick: fallow scrub vs ionice -c3 vs a fixed rate on loop devices"
