@@ -73,7 +73,8 @@ pub struct EnergyArgs {
         long,
         value_name = "F,F,…",
         value_delimiter = ',',
-        conflicts_with = "peers"
+        conflicts_with = "peers",
+        value_parser = crate::args::parse_fraction
     )]
     pub local_fraction: Vec<f64>,
 
@@ -84,7 +85,7 @@ pub struct EnergyArgs {
     pub peers: Option<u32>,
 
     /// Probability that one peer holds a file in memory.
-    #[arg(long, value_name = "P", default_value_t = 0.1, requires = "peers")]
+    #[arg(long, value_name = "P", default_value_t = 0.1, requires = "peers", value_parser = crate::args::parse_fraction)]
     pub peer_prob: f64,
 
     /// Probability for the files under a path prefix (file-level traces):
@@ -286,11 +287,8 @@ fn settings(args: &EnergyArgs) -> Result<Vec<Availability>> {
                     "--peer-prob-for `{item}`: expected PREFIX=PROBABILITY"
                 ))
             })?;
-            let p: f64 = p.trim().parse().map_err(|_| {
-                BadInput(format!(
-                    "--peer-prob-for `{item}`: `{p}` is not a probability"
-                ))
-            })?;
+            let p = crate::args::parse_fraction(p)
+                .map_err(|e| BadInput(format!("--peer-prob-for `{item}`: {e}")))?;
             per_prefix.push((prefix.to_string(), p));
         }
         let a = Availability::Peers {

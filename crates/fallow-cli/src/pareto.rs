@@ -32,7 +32,8 @@ Examples:
 fg_collision_rate, idle_used_fraction) and front (the non-dominated points, least delay first).")]
 pub struct ParetoArgs {
     /// A policy to sweep, `NAME[:k=v,…]` (its knob is swept, the other
-    /// parameters stay fixed); repeatable. [default: every policy]
+    /// parameters stay fixed); repeatable. [default: every policy; one that
+    /// chooses its request sizes only under a BG model that charges for size]
     #[arg(long, short = 'p', value_name = "POLICY")]
     pub policy: Vec<String>,
 
@@ -67,9 +68,19 @@ pub fn run(args: ParetoArgs) -> Result<()> {
         let guard = args.out.guard(args.input.trace.as_deref());
         crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
     }
+    let sim = args.bg.config(args.input.seed);
     let policies: Vec<String> = if args.policy.is_empty() {
+        // every policy that can run under this BG model, in registry
+        // order; one that chooses its request sizes needs a model that
+        // charges for size, and is left out with a line saying why (as
+        // compare's default line-up does)
+        let lineup = fallow_core::sim::lineup(None, &sim.bg_service)?;
+        for line in &lineup.skipped {
+            eprintln!("fallow: {line}");
+        }
         policy::registry()
             .iter()
+            .filter(|e| lineup.policies.iter().any(|(spec, _)| spec == e.name))
             .map(|e| e.name.to_string())
             .collect()
     } else {
@@ -80,7 +91,6 @@ pub fn run(args: ParetoArgs) -> Result<()> {
         crate::prepare::build_policy(p)?;
     }
     let input = prepare(&args.input)?;
-    let sim = args.bg.config(args.input.seed);
     // moves with every setting simulated, not only between policies
     let bar = Progress::new(
         "settings",

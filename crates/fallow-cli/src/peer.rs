@@ -164,7 +164,7 @@ struct NodeArgs {
     advertise_every: Duration,
 
     /// Advertise a file when at least this share of its pages is in memory.
-    #[arg(long, value_name = "FRACTION", default_value_t = 1.0)]
+    #[arg(long, value_name = "FRACTION", default_value_t = 1.0, value_parser = crate::args::parse_fraction)]
     min_resident: f64,
 
     /// Re-walk and re-hash changed files this often (only while the disk spins).

@@ -70,7 +70,7 @@ pub struct ScrubPlanArgs {
     pub full_stroke: String,
 
     /// Fraction of the time spent scrubbing (a rate limit, idle-time only).
-    #[arg(long, value_name = "FRACTION", default_value_t = 1.0)]
+    #[arg(long, value_name = "FRACTION", default_value_t = 1.0, value_parser = crate::args::parse_fraction)]
     pub duty: f64,
 
     /// Also estimate each figure by a Monte Carlo of N bursts (seeded).

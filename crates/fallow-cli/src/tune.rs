@@ -49,7 +49,8 @@ prints one line per update on stderr instead (logs, CI), FALLOW_PROGRESS=never h
 Each policy's knob (what tune searches) is listed in docs/tuning.md. --json prints one object
 whatever the number of budgets: schema_version, input, policy, knob, max_delay_s, guarantee,
 guarantee_text, search, exact_estimate_s, exact_estimate_basis (bound, or pilot: measured on one
-size), search_note, method, simulations, baseline, and budgets: a list with, per budget, budget,
+size), exact_bound_bytes_per_s (where coarse ran though exact applies: a proven bound on any
+setting's BG throughput), search_note, method, simulations, baseline, and budgets: a list with, per budget, budget,
 budget_text, best (policy, spec, params, request_size_bytes, bg_size_bytes,
 bg_throughput_bytes_per_s, fg_mean_added_delay_s, fg_slowdown, fg_collision_rate, knob,
 reproduce, reproduce_args) and sizes (the per-size table).")]
@@ -92,8 +93,10 @@ pub struct TuneArgs {
     /// searched: `exact` (every step at every size: provably the best point
     /// of the ladder; can take minutes on long traces), `coarse` (1-2-5 grid
     /// plus bisection: seconds, a heuristic between grid points), `auto`
-    /// (exact when estimated at about 10 s of one core or less, else coarse,
-    /// saying so). Other policies are always searched coarse.
+    /// (exact, under the progress bar, when estimated at under a minute of
+    /// wall time on the threads used; else coarse, saying so with the
+    /// estimate and a proven bound on any setting's throughput). Other
+    /// policies are always searched coarse.
     #[arg(long, value_name = "MODE", default_value = "auto", value_parser = parse_search)]
     pub search: SearchMode,
 
@@ -136,12 +139,17 @@ struct Doc<'a> {
     search: SearchMode,
     exact_estimate_s: Option<f64>,
     exact_estimate_basis: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exact_bound_bytes_per_s: Option<f64>,
     search_note: Option<String>,
     method: &'a str,
     simulations: u64,
     baseline: &'a Reproducible<'a>,
     budgets: Vec<tune::Answer<'a, Reproducible<'a>>>,
 }
+
+/// `--search auto`'s limit on the exact search, seconds of wall time.
+const AUTO_EXACT_WALL_S: f64 = 60.0;
 
 /// Run `fallow tune`.
 pub fn run(args: TuneArgs) -> Result<()> {
@@ -157,7 +165,13 @@ pub fn run(args: TuneArgs) -> Result<()> {
         threads: threads(args.threads),
         fast: !args.no_fast,
         search: args.search,
-        auto_limit_visits: tune::AUTO_EXACT_LIMIT_VISITS,
+        // auto runs the exact search, under the progress bar, when it is
+        // estimated to take under a minute of wall time on these threads
+        auto_limit_visits: tune::auto_limit_visits_for_wall(
+            AUTO_EXACT_WALL_S,
+            threads(args.threads)
+                .min(std::thread::available_parallelism().map_or(1, std::num::NonZero::get)),
+        ),
         cancel: None,
     };
     let bar = Progress::new(
@@ -197,6 +211,7 @@ pub fn run(args: TuneArgs) -> Result<()> {
             search: t.search,
             exact_estimate_s: t.exact_estimate_s,
             exact_estimate_basis: t.exact_estimate_basis,
+            exact_bound_bytes_per_s: t.exact_bound_bytes_per_s,
             search_note: t.search_note(),
             method: t.method,
             simulations: t.simulations,

@@ -41,7 +41,7 @@ pub struct InputArgs {
 
     /// FG utilisation of the synthetic workload (0.3 = 30 %): sets the
     /// arrival rate to FRACTION / mean service time.
-    #[arg(long, value_name = "FRACTION", requires = "workload")]
+    #[arg(long, value_name = "FRACTION", requires = "workload", value_parser = crate::args::parse_fraction)]
     pub utilization: Option<f64>,
 
     /// Number of synthetic FG requests.
@@ -54,7 +54,7 @@ pub struct InputArgs {
 
     /// Fraction of synthetic FG requests that are writes (they spawn BG
     /// work with --bg-work writes:R).
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.5)]
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.5, value_parser = crate::args::parse_fraction)]
     pub write_fraction: f64,
 
     /// FG service-time model. For a trace: turns arrivals into completions

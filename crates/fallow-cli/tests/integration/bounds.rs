@@ -172,6 +172,37 @@ fn fractions_durations_service_times_and_size_counts_are_bounded() {
             &["--net-contention", "fraction from 0 to 1"],
         );
     }
+    // every other fraction-valued flag likewise, at the parser, naming the
+    // flag (--peer-prob 2 and --local-fraction 1.5 were refused by the
+    // core's "probability" check, naming no flag; --duty 1e300 and
+    // --write-fraction -1 likewise; --min-resident reached the node)
+    // (command, flag, a good value before the bad one for a list flag)
+    let fractions: [(&[&str], &str, &str); 9] = [
+        (&["energy", trace, "--peers", "3"], "--peer-prob", ""),
+        (&["energy", trace], "--local-fraction", ""),
+        (&["energy", trace], "--local-fraction", "0.5,"),
+        (&["scrub-plan"], "--duty", ""),
+        (&["peer", "serve"], "--min-resident", ""),
+        (&["simulate", "--workload", "poisson"], "--utilization", ""),
+        (
+            &["simulate", "--workload", "poisson"],
+            "--write-fraction",
+            "",
+        ),
+        (&["recommend", "--workload", "poisson"], "--utilization", ""),
+        (&["tune", "--workload", "poisson"], "--write-fraction", ""),
+    ];
+    for (head, flag, before) in fractions {
+        for v in ["1e300", "1.5", "-0.1", "nan", "20%"] {
+            let mut a = head.to_vec();
+            a.push(Box::leak(format!("{flag}={before}{v}").into_boxed_str()));
+            bad_input(&a, &[flag, "fraction from 0 to 1"]);
+        }
+    }
+    bad_input(
+        &["energy", trace, "--peers", "3", "--peer-prob-for=/usr=1.5"],
+        &["--peer-prob-for", "fraction from 0 to 1"],
+    );
     // a service time past its maximum (was saturating at 2^64 ns)
     bad_input(
         &["analyze", trace, "--service", "const:1e19ns"],

@@ -164,7 +164,7 @@ fn bad_input_exits_2_with_a_clear_message() {
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
             vec!["--local-fraction".into(), "1.5".into()],
-            "--local-fraction 1.5",
+            "--local-fraction",
         ),
         (
             vec!["--policy".into(), "nap".into()],
@@ -182,7 +182,7 @@ fn bad_input_exits_2_with_a_clear_message() {
                 "--peer-prob".into(),
                 "2".into(),
             ],
-            "probability",
+            "--peer-prob",
         ),
     ];
     for (extra, want) in cases {

@@ -156,7 +156,12 @@ fn search_flag_sets_the_guarantee_and_bad_modes_fail() {
             .as_f64()
             .unwrap_or(0.0)
     };
+    // coarse where the sweep applies carries a proven bound on every
+    // setting's throughput (so on the exact answers); exact none
+    let bound = coarse["exact_bound_bytes_per_s"].as_f64().unwrap();
+    assert!(exact.get("exact_bound_bytes_per_s").is_none(), "{exact}");
     for i in 0..2 {
+        assert!(thr(&exact, i) <= bound, "{bound}");
         assert!(thr(&exact, i) >= thr(&coarse, i));
     }
     let mut args = vec!["tune", "--policy", "waiting", "--budget", "1ms"];

@@ -174,6 +174,7 @@ impl AdaptiveSize {
             max_requests: 1,
             spacing_ns: 0,
             consult_each: true,
+            schedule: None,
         })
     }
 }
@@ -208,6 +209,7 @@ impl Policy for AdaptiveSize {
                     max_requests: before,
                     spacing_ns: 0,
                     consult_each: false,
+                    schedule: None,
                 })
             }
             _ => self.issue(c.wait_ns, c.start_bytes),

@@ -29,6 +29,18 @@
 //! per run instead of one per BG request (tested against it in
 //! `tests/it/policies_et.rs`).
 //!
+//! Under exponential service the same simulated run asks, at each idle
+//! interval's start, for the whole interval on its schedule of due times
+//! ([`Start::schedule`]): the engine draws it in closed form
+//! ([`BgService::scheduled_burst`], Lindley's recursion drawn top-down in
+//! Gamma and Beta variates, O(log) draws for a load away from 1) and tells
+//! how many of its requests completed before the FG arrival
+//! ([`Policy::on_burst_cut`]); the due times used are those plus the one
+//! the arrival found in service. The run is the one-request protocol's in
+//! distribution, not draw for draw (tested against it in
+//! `tests/it/long_gaps.rs`), and a 584-year idle interval costs
+//! milliseconds instead of one engine call per due time.
+//!
 //! On a lightly loaded device every due time is served, close to it, so
 //! BG requests completed ≈ span / `r`. When `r` asks for more than the idle
 //! time can hold the backlog grows without bound and the policy degenerates
@@ -36,7 +48,7 @@
 
 use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
-use crate::service::{BgService, BgWork};
+use crate::service::{BgService, BgWork, Schedule};
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
 pub const ENTRY: Entry = Entry {
@@ -89,6 +101,12 @@ pub struct FixedRate {
     bursts: bool,
     /// The run asked of the engine, while under way.
     run: Option<Run>,
+    /// Ask for whole scheduled intervals (exponential service in simulation).
+    scheduled: bool,
+    /// A schedule was asked of the engine for this interval.
+    schedule_asked: bool,
+    /// Its completed count, once the engine told it.
+    schedule_completed: Option<u64>,
 }
 
 /// A run of requests asked at once (bursts in simulation).
@@ -183,9 +201,20 @@ impl FixedRate {
             });
         }
         self.pending_start_ns = Some(start);
+        // the rest of the interval on the schedule where the engine draws
+        // it; one request, as the live driver runs it, otherwise
+        let schedule = (self.scheduled && ctx.bg_service.scheduled_burst_exists()).then(|| {
+            Schedule {
+                period_ns: self.config.period_ns,
+                overdue_ns: now.saturating_sub(due),
+            }
+        });
+        self.schedule_asked = schedule.is_some();
+        self.schedule_completed = None;
         Decision::Start(Start {
             max_requests: 1,
             consult_each: true,
+            schedule,
             ..Start::until_fg(start - now, size)
         })
     }
@@ -203,6 +232,8 @@ impl Policy for FixedRate {
     }
 
     fn on_bg_done(&mut self, ctx: &mut Ctx<'_>, done: u64) -> Decision {
+        // the engine ran the schedule's first request alone
+        self.schedule_asked = false;
         if let Some(run) = self.run.take() {
             // the run ended with the device idle: each completion used a due time
             self.used(done.saturating_sub(run.done_before));
@@ -212,7 +243,24 @@ impl Policy for FixedRate {
         self.ask(ctx, done)
     }
 
+    fn on_burst_cut(&mut self, completed: u64) {
+        if self.schedule_asked {
+            self.schedule_completed = Some(completed);
+        }
+    }
+
     fn on_idle_end(&mut self, idle_ns: u64, collided: bool) {
+        if std::mem::take(&mut self.schedule_asked) {
+            if let Some(done) = self.schedule_completed.take() {
+                // every request that started before the arrival: those
+                // that completed and the one it found in service
+                self.pending_start_ns = None;
+                self.used(done + u64::from(collided));
+                return;
+            }
+            // the schedule never started (its first due time lay past
+            // the arrival): the pending request's rule below
+        }
         let end = self.idle_start_ns.saturating_add(idle_ns);
         if let Some(run) = self.run.take() {
             // every request of the run that started before the arrival (the
@@ -231,6 +279,7 @@ impl Policy for FixedRate {
 
     fn simulated(&mut self, bg_service: &BgService, bg_work: &BgWork) {
         self.bursts = *bg_work == BgWork::Endless && bg_service.is_deterministic();
+        self.scheduled = *bg_work == BgWork::Endless && bg_service.scheduled_burst_exists();
     }
 }
 

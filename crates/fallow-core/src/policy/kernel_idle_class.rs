@@ -206,6 +206,7 @@ mod tests {
                 max_requests: u64::MAX,
                 spacing_ns: 8 * MS,
                 consult_each: false,
+                schedule: None,
             })
         );
         let mut pol = super::super::build(
@@ -229,6 +230,7 @@ mod tests {
                 max_requests: 1,
                 spacing_ns: 0,
                 consult_each: false,
+                schedule: None,
             })
         );
         assert_eq!(ask(pol.as_mut(), Some(1)), Decision::Quiet);

@@ -122,6 +122,14 @@ pub struct Start {
     pub spacing_ns: u64,
     /// Ask the policy again after every request instead of after the burst.
     pub consult_each: bool,
+    /// In simulation only, a schedule of due times for the rest of the
+    /// interval (fixed-rate's), which the engine draws in closed form where
+    /// the BG service model allows it ([`BgService::scheduled_burst`]) and
+    /// then reports its completed count through [`Policy::on_burst_cut`].
+    /// Where it does not (and in the live driver, which ignores it) the
+    /// rest of the `Start` applies: a policy that sets it asks for one
+    /// request with `consult_each`, the same run one request at a time.
+    pub schedule: Option<crate::service::Schedule>,
 }
 
 impl Start {
@@ -133,6 +141,7 @@ impl Start {
             max_requests: u64::MAX,
             spacing_ns: 0,
             consult_each: false,
+            schedule: None,
         }
     }
 }

@@ -746,6 +746,26 @@ impl<'a> Run<'a> {
                 return 0;
             }
             let size = s.size_bytes.max(1);
+            if let Some(schedule) = s.schedule {
+                // the rest of the interval on a schedule of due times, in
+                // closed form where the model has one (endless work only:
+                // the draw knows no supply)
+                let drawn = matches!(self.supply, Supply::Endless)
+                    .then(|| {
+                        self.cfg
+                            .bg_service
+                            .scheduled_burst(idle - begin, schedule, &mut self.rng)
+                    })
+                    .flatten();
+                if let Some(b) = drawn {
+                    self.t.bg_busy_ns += b.busy_ns;
+                    let cut = u64::from(b.residual_ns > 0);
+                    // the interrupted request completes too, after the FG arrival
+                    self.complete(b.completed + cut, size, t0 + idle + b.residual_ns);
+                    policy.on_burst_cut(b.completed);
+                    return b.residual_ns;
+                }
+            }
             let max = s.max_requests.min(self.available(size));
             if max == 0 {
                 return 0;

@@ -196,6 +196,14 @@ pub const EXACT_VISITS_PER_S: f64 = 4.5e8;
 /// in a release build: 1.65e8 per second.
 pub const PILOT_VISITS_PER_S: f64 = 1.65e8;
 
+/// The exact search's limit for `fallow tune`'s `auto` when it shows a
+/// progress bar: what `threads` threads walk in `wall_s` seconds at
+/// [`EXACT_VISITS_PER_S`] (issue 21: run exact, with a moving bar, when
+/// it takes under a minute).
+pub fn auto_limit_visits_for_wall(wall_s: f64, threads: usize) -> u64 {
+    (wall_s * threads.max(1) as f64 * EXACT_VISITS_PER_S) as u64
+}
+
 /// [`SearchMode::Auto`]'s default limit: 10 s of one core at
 /// [`EXACT_VISITS_PER_S`] (4.5e9 visits), about what a user waits for an
 /// interactive command. HP disk 0 with 30 sizes (4.1e9) is under it; a
@@ -365,6 +373,42 @@ pub struct Tuning {
     /// estimates are checked against (the tune bench prints it beside the
     /// CPU time).
     pub walked_visits: Option<u64>,
+    /// Where the sweep applies but the coarse search ran (`auto` over its
+    /// limit, or `coarse` asked): a proven upper bound on the BG
+    /// throughput of every setting at every size not excluded, bytes/s —
+    /// so on every budget's exact optimum, and on what the coarse answer
+    /// may miss. From the sorted idle lengths alone
+    /// ([`FastSweep::started_upper_bound`]: only the `c` intervals longer
+    /// than a setting's wait are used, each for at most its length `L`
+    /// after the wait, so at most `(Σ(L − wait) + c·(s − 1)) / s`
+    /// requests of service `s` start), the largest over every ladder step
+    /// and size; loose, since it ignores the budget. `None` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact_bound_bytes_per_s: Option<f64>,
+}
+
+/// [`Tuning::exact_bound_bytes_per_s`]: the largest
+/// [`FastSweep::started_upper_bound`] over every ladder step and size, in
+/// bytes/s of the span (every step is bounded, not only the most
+/// aggressive one, so no monotonicity is assumed; two look-ups each).
+fn throughput_bound(
+    search: &Search<'_>,
+    sizes: impl Iterator<Item = u64>,
+    span_ns: u64,
+) -> Option<f64> {
+    let (rule, sweep) = search.fast.as_ref()?;
+    let span_s = span_ns as f64 / 1e9;
+    if span_s <= 0.0 {
+        return None;
+    }
+    let mut most = 0.0f64;
+    for size in sizes {
+        for step in &search.ladder {
+            let n = sweep.started_upper_bound(*rule, step.value, size, search.sim);
+            most = most.max(n as f64 * size as f64 / span_s);
+        }
+    }
+    Some(most)
 }
 
 impl Tuning {
@@ -386,12 +430,30 @@ impl Tuning {
             Some("pilot") => "measured on one size and scaled to all",
             _ => "bounded by intervals × ladder steps × sizes",
         };
-        Some(format!(
+        let mut note = format!(
             "search auto chose coarse: the exact search is estimated at ~{:.0} s of one core \
              ({basis}; bound {:.1e} interval visits); --search exact forces it",
             self.exact_estimate_s.unwrap_or(0.0),
             self.exact_work_visits.unwrap_or(0) as f64,
-        ))
+        );
+        if let Some(bound) = self.exact_bound_bytes_per_s {
+            let answered = self
+                .budgets
+                .iter()
+                .map(|b| {
+                    let got = b.best.as_ref().map_or(0.0, |c| c.bg_throughput_bytes_per_s);
+                    format!("{} {:.3} MB/s", b.budget_text, got / 1e6)
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            note.push_str(&format!(
+                "; no setting can exceed {:.3} MB/s (a proven bound from the idle lengths \
+                 alone, ignoring the budget), so the coarse answers ({answered}) miss at \
+                 most the difference",
+                bound / 1e6
+            ));
+        }
+        Some(note)
     }
 }
 
@@ -1162,6 +1224,15 @@ pub fn tune(
         exact_estimate_s: estimate_s,
         exact_estimate_basis: basis,
         walked_visits: search.fast.as_ref().map(|(_, f)| f.visits()),
+        exact_bound_bytes_per_s: if exact {
+            None
+        } else {
+            throughput_bound(
+                &search,
+                cfg.sizes.iter().copied().filter(|&s| !excluded(s)),
+                prep.span_ns(),
+            )
+        },
     })
 }
 

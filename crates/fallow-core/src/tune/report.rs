@@ -121,6 +121,7 @@ mod tests {
             exact_estimate_s: None,
             exact_estimate_basis: None,
             walked_visits: None,
+            exact_bound_bytes_per_s: None,
         };
         let base = choice("none", 0.0);
         let docs: Vec<serde_json::Value> = t

@@ -304,6 +304,48 @@ fn auto_searches_exactly_up_to_its_limit_and_measures_above_it() {
         !note.contains('\n') && !note.contains("  "),
         "one plain line: {note}"
     );
+    // ... and carries a proven bound on what coarse may miss: no setting
+    // exceeds it, so neither does any budget's exact optimum. Computed
+    // here on its own: at the ladder's shortest wait t the c intervals
+    // longer than t are used from t on, with at most (L − t + s − 1)/s
+    // requests of service s each, summed before dividing (so at least
+    // Σ ⌈(L − t)/s⌉, the count at that wait without shifts)
+    let bound = none
+        .exact_bound_bytes_per_s
+        .expect("coarse where the sweep applies");
+    let knob = policy::entry("fixed-wait").unwrap().knob.unwrap();
+    let t_min = tune::ladder(&knob)
+        .iter()
+        .map(|s| s.value as u64)
+        .min()
+        .unwrap();
+    let span_s = prep.span_ns() as f64 / 1e9;
+    let gaps = &prep.periods().idle_len_ns;
+    let used: Vec<u128> = gaps
+        .iter()
+        .filter(|&&l| l > t_min)
+        .map(|&l| u128::from(l - t_min))
+        .collect();
+    let (by_hand, per_interval) = [64u64 << 10, 1 << 20]
+        .iter()
+        .map(|&size| {
+            let s = u128::from(sim.bg_service.mean_ns(size).round() as u64);
+            let room: u128 = used.iter().sum::<u128>() + used.len() as u128 * (s - 1);
+            let ceil: u128 = used.iter().map(|&x| x.div_ceil(s)).sum();
+            let per_s = |n: u128| n as f64 * size as f64 / span_s;
+            (per_s(room / s), per_s(ceil))
+        })
+        .fold((0.0f64, 0.0f64), |(a, b), (x, y)| (a.max(x), b.max(y)));
+    assert!(
+        (bound - by_hand).abs() <= 1e-9 * by_hand && bound >= per_interval,
+        "{bound} vs {by_hand} (per interval {per_interval})"
+    );
+    for (e, c) in exact.budgets.iter().zip(&none.budgets) {
+        let got = |t: &tune::Tuned| t.best.as_ref().map_or(0.0, |b| b.bg_throughput_bytes_per_s);
+        assert!(got(e) <= bound && got(c) <= got(e) + 1e-9, "{bound}");
+    }
+    assert!(note.contains("no setting can exceed"), "{note}");
+    assert!(exact.exact_bound_bytes_per_s.is_none());
     // forced modes ignore the limit
     let coarse = run(SearchMode::Coarse, u64::MAX);
     assert_eq!(coarse.guarantee, Guarantee::CoarseGrid);

@@ -370,6 +370,7 @@ impl PreemptionInterval {
             max_requests: 1,
             spacing_ns: 0,
             consult_each: true,
+            schedule: None,
         })
     }
 
