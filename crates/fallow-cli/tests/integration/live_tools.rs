@@ -560,6 +560,23 @@ fn a_budgeted_scrub_on_the_emulated_hdd_refits_and_measures_the_fg() {
         println!("skip: {name} (measured part): {}", b["measure"]);
         return;
     }
+    // the controller's steps: what the refit predicted against what was
+    // measured at each setting
+    for c in b["control"].as_array().unwrap() {
+        println!(
+            "step t={:.1}s {}: predicted {} measured {:+.1} % ± {:.1} % ({} reads, {} overlapped) → ×{:.2}, model budget {}{}",
+            c["time_s"].as_f64().unwrap(),
+            c["setting"].as_str().unwrap(),
+            c["predicted"].as_f64().map_or("-".into(), |p| format!("{:+.1} %", p * 100.0)),
+            c["measured"].as_f64().unwrap() * 100.0,
+            c["measured_ci95"].as_f64().unwrap() * 100.0,
+            c["fg_reads"],
+            c["overlapped"],
+            c["factor"].as_f64().unwrap(),
+            c["model_budget"].as_str().unwrap(),
+            if c["backed_off"] == true { ", backed off" } else { "" }
+        );
+    }
     // started least aggressive, then refitted on the window
     assert_eq!(b["history"][0]["knob"], "100s", "{b}");
     assert!(b["start"].as_str().unwrap().starts_with("least aggressive"));

@@ -399,6 +399,16 @@ impl OnlineTuner {
         self.cfg.budget = budget;
     }
 
+    /// Refit at the next decision that ends a busy period instead of
+    /// waiting for `every` intervals (a live run changed the budget the
+    /// refits fit to and wants it applied now). Nothing happens before the
+    /// window holds an idle interval.
+    pub fn request_refit(&mut self) {
+        if !self.idle.is_empty() {
+            self.since_refit = self.since_refit.max(self.cfg.every);
+        }
+    }
+
     /// The switch penalty of a collision the refits assume from now on, ns
     /// (a live run measures it: one FG read's time, the seek back).
     pub fn set_switch_penalty_ns(&mut self, ns: u64) {
