@@ -127,6 +127,9 @@ const MAX_BG_KEPT: usize = 4096;
 pub const MIN_CLEAN: usize = 20;
 /// Overlapped reads needed before the measured slowdown is acted on.
 pub const MIN_OVERLAPPED: usize = 5;
+/// Clean reads at one setting after which the controller steps even with
+/// fewer than [`MIN_OVERLAPPED`] overlapped reads (8 s of a 10/s FG).
+pub const QUIET_CLEAN: usize = 80;
 /// Lowest share of the given budget the refits may be held to.
 pub const MIN_MODEL_SCALE: f64 = 1.0 / 64.0;
 /// Share of the budget the first refits fit to, before anything is
@@ -743,7 +746,11 @@ impl Control {
             return;
         };
         let verdict = m.verdict(&self.cfg.budget);
-        if verdict == Verdict::Unknown {
+        // too few overlapped reads to judge, but a long quiet epoch: the
+        // setting is so conservative that BG work rarely meets the FG; a
+        // step on what was measured (usually little) lets the controller
+        // loosen a budget it tightened, rather than stay there for good
+        if verdict == Verdict::Unknown && m.fg_reads - m.overlapped < QUIET_CLEAN {
             return;
         }
         // one controller step per measurement: the epoch restarts after it
@@ -1242,6 +1249,34 @@ mod tests {
         // an added-delay budget in seconds: 2 ms against 1 ms
         let mut d = Integral::new();
         assert!(close(d.step(2e-3, 1e-3), 0.5));
+    }
+
+    #[test]
+    fn a_quiet_setting_loosens_the_model_budget() {
+        let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
+        // 79 clean reads of 10 ms and no BG work: too few to step
+        {
+            let mut m = c.meter();
+            for k in 0..79u64 {
+                m.fg(k * 100 * MS, k * 100 * MS + 10 * MS);
+            }
+        }
+        c.check(8_000 * MS);
+        assert!(c.report().control.is_empty());
+        assert!(close(c.integral.scale, START_SCALE));
+        // the 80th: a step on 0 measured, ×2, back to the given budget,
+        // which the model gets as 5 % of the 10 ms clean mean
+        c.meter().fg(8_000 * MS, 8_010 * MS);
+        c.check(8_200 * MS);
+        let r = c.report();
+        assert_eq!(r.control.len(), 1, "{r:?}");
+        let step = &r.control[0];
+        assert_eq!((step.measured, step.factor, step.backed_off), (0.0, 2.0, false));
+        assert_eq!(step.predicted, None); // the start value: no fit
+        assert!(close(c.integral.scale, 1.0));
+        assert_eq!(c.tuner().config().budget, Budget::AddedDelay { ns: 500_000 });
+        // the epoch restarted
+        assert!(c.report().measured.is_none());
     }
 
     #[test]
