@@ -619,14 +619,22 @@ fn a_budgeted_scrub_on_the_emulated_hdd_refits_and_measures_the_fg() {
         alone.len(),
         with.len()
     );
-    // Not the budget's goal (5 %), which this run does not meet (three runs
-    // here: +34 %, +20 % and +25 % as this test sees it, docs/live.md): a bound
-    // that catches a driver gone aggressive (a 1 MiB read back to back
-    // with every FG read would double it), and the driver's measurement
-    // agrees with this test's independent one within 15 points
+    // The driver's own measurement (clean reads of the same minutes as the
+    // baseline) held the budget within its interval in 3 of 3 runs with the
+    // controller (+2.1 ± 1.1 %, +2.4 ± 1.3 %, +4.3 ± 2.1 %; docs/live.md)
+    assert!(
+        slowdown <= 0.05 + ci,
+        "driver measured {slowdown} ± {ci} against a 5 % budget"
+    );
+    // This test's own view (its first 8 s as the baseline) is not held to
+    // 5 %: it moved +2 % to +16 % in those runs with 15 to 25 BG requests
+    // in 30 s, too few to cost the FG that much (the emulator and the
+    // tracing share 2 loaded cores with the FG). A bound that catches a
+    // driver gone aggressive (a 1 MiB read back to back with every FG read
+    // would double it), and agreement with the driver within 20 points
     assert!(ratio < 1.8, "FG slowed {ratio}× by a 5 % budget");
     assert!(
-        (slowdown - (ratio - 1.0)).abs() < 0.15 + ci,
+        (slowdown - (ratio - 1.0)).abs() < 0.20 + ci,
         "driver measured {slowdown} ± {ci}, this test {}",
         ratio - 1.0
     );
