@@ -1188,7 +1188,15 @@ mod tests {
             }
         }
         // the fit's added delay over the clean mean measured (10.4 ms)
-        let added_s = c.tuner().history().last().unwrap().fit.as_ref().unwrap().mean_added_delay_s;
+        let added_s = c
+            .tuner()
+            .history()
+            .last()
+            .unwrap()
+            .fit
+            .as_ref()
+            .unwrap()
+            .mean_added_delay_s;
         let predicted = added_s / 10.4e-3;
         c.check(2_000 * MS);
         let r = c.report();
@@ -1199,7 +1207,11 @@ mod tests {
         let f = 0.05 / s;
         // from the start's half of the budget; given to the model as the
         // delay it allows on the clean mean
-        assert!(close(c.integral.scale, START_SCALE * f), "{}", c.integral.scale);
+        assert!(
+            close(c.integral.scale, START_SCALE * f),
+            "{}",
+            c.integral.scale
+        );
         let ns = (0.05 * START_SCALE * f * 10.4e6) as u64;
         assert_eq!(c.tuner().config().budget, Budget::AddedDelay { ns });
         assert!(r.history.last().unwrap().backed_off);
@@ -1271,10 +1283,16 @@ mod tests {
         let r = c.report();
         assert_eq!(r.control.len(), 1, "{r:?}");
         let step = &r.control[0];
-        assert_eq!((step.measured, step.factor, step.backed_off), (0.0, 2.0, false));
+        assert_eq!(
+            (step.measured, step.factor, step.backed_off),
+            (0.0, 2.0, false)
+        );
         assert_eq!(step.predicted, None); // the start value: no fit
         assert!(close(c.integral.scale, 1.0));
-        assert_eq!(c.tuner().config().budget, Budget::AddedDelay { ns: 500_000 });
+        assert_eq!(
+            c.tuner().config().budget,
+            Budget::AddedDelay { ns: 500_000 }
+        );
         // the epoch restarted
         assert!(c.report().measured.is_none());
     }

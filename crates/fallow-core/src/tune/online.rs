@@ -737,6 +737,25 @@ mod tests {
         waits
     }
 
+    #[test]
+    fn a_requested_refit_runs_at_the_next_decision() {
+        let mut t = tuner("1ms", 100, 50);
+        let mut now = 0;
+        // nothing in the window yet: a request does nothing
+        t.request_refit();
+        feed(&mut t, &[1000, 1000, 1000], 10, &mut now);
+        // the start point only: 3 of 50 intervals, no refit
+        assert_eq!(t.history().len(), 1);
+        t.request_refit();
+        feed(&mut t, &[1000], 10, &mut now);
+        assert_eq!(t.history().len(), 2);
+        let fit = t.history()[1].fit.as_ref().unwrap();
+        assert_eq!((fit.intervals, fit.early), (3, false));
+        // and the schedule restarts from it
+        feed(&mut t, &[1000; 10], 10, &mut now);
+        assert_eq!(t.history().len(), 2);
+    }
+
     fn tuner(budget: &str, window: usize, every: usize) -> OnlineTuner {
         let cfg = OnlineConfig {
             window,
