@@ -57,17 +57,22 @@
 //! on the emulated HDD refitted to waits whose measured slowdown was 23 %
 //! against a 5 % budget.
 //!
-//! ## Back-off
-//! When the slowdown measured since the setting last changed exceeds the
-//! budget by more than its confidence interval (at least
-//! [`MIN_CLEAN`] clean and [`MIN_OVERLAPPED`] overlapped reads), the driver
-//! backs off at the next decision, before the next refit: one coarse step
-//! more conservative ([`OnlineTuner::back_off`]), and the budget the
-//! refits fit to is halved (down to 1/64 of it) so the next refit does not
-//! walk straight back. When the measured slowdown is within half the
-//! budget beyond its interval, the model budget doubles back toward the
-//! given one.
-//!
+//! ## Feedback and back-off
+//! The model under-predicts live: its slowdown divides by response times
+//! synthesised from busy periods (~12 times the FG reads' latency on the
+//! emulated HDD), and even its added delay was about half the measured
+//! one. So a slowdown budget is given to the refits as the added delay it
+//! allows on the measured clean mean, and an integral controller
+//! ([`Integral`]) scales that model budget by `limit / measured` (bounded)
+//! at each control step: once the reads at the current setting give a
+//! verdict ([`MIN_CLEAN`] clean and [`MIN_OVERLAPPED`] overlapped), or
+//! after [`QUIET_CLEAN`] clean reads with fewer overlapped ones. It starts
+//! at [`START_SCALE`] of the budget. When the slowdown measured is over the
+//! budget beyond its confidence interval the knob also steps one coarse
+//! value more conservative at once ([`OnlineTuner::back_off`]); otherwise
+//! the tuner refits at the next decision with the new model budget. Each
+//! step is reported ([`ControlStep`]: predicted against measured).
+
 //! ## A budget the device cannot meet
 //! When no value of the ladder meets the budget on the window (the FG
 //! alone leaves no room: a refit with `met: false`), or the measured
