@@ -57,17 +57,22 @@
 //! on the emulated HDD refitted to waits whose measured slowdown was 23 %
 //! against a 5 % budget.
 //!
-//! ## Back-off
-//! When the slowdown measured since the setting last changed exceeds the
-//! budget by more than its confidence interval (at least
-//! [`MIN_CLEAN`] clean and [`MIN_OVERLAPPED`] overlapped reads), the driver
-//! backs off at the next decision, before the next refit: one coarse step
-//! more conservative ([`OnlineTuner::back_off`]), and the budget the
-//! refits fit to is halved (down to 1/64 of it) so the next refit does not
-//! walk straight back. When the measured slowdown is within half the
-//! budget beyond its interval, the model budget doubles back toward the
-//! given one.
-//!
+//! ## Feedback and back-off
+//! The model under-predicts live: its slowdown divides by response times
+//! synthesised from busy periods (~12 times the FG reads' latency on the
+//! emulated HDD), and even its added delay was about half the measured
+//! one. So a slowdown budget is given to the refits as the added delay it
+//! allows on the measured clean mean, and an integral controller
+//! ([`Integral`]) scales that model budget by `limit / measured` (bounded)
+//! at each control step: once the reads at the current setting give a
+//! verdict ([`MIN_CLEAN`] clean and [`MIN_OVERLAPPED`] overlapped), or
+//! after [`QUIET_CLEAN`] clean reads with fewer overlapped ones. It starts
+//! at [`START_SCALE`] of the budget. When the slowdown measured is over the
+//! budget beyond its confidence interval the knob also steps one coarse
+//! value more conservative at once ([`OnlineTuner::back_off`]); otherwise
+//! the tuner refits at the next decision with the new model budget. Each
+//! step is reported ([`ControlStep`]: predicted against measured).
+
 //! ## A budget the device cannot meet
 //! When no value of the ladder meets the budget on the window (the FG
 //! alone leaves no room: a refit with `met: false`), or the measured
@@ -127,8 +132,98 @@ const MAX_BG_KEPT: usize = 4096;
 pub const MIN_CLEAN: usize = 20;
 /// Overlapped reads needed before the measured slowdown is acted on.
 pub const MIN_OVERLAPPED: usize = 5;
+/// Clean reads at one setting after which the controller steps even with
+/// fewer than [`MIN_OVERLAPPED`] overlapped reads (8 s of a 10/s FG).
+pub const QUIET_CLEAN: usize = 80;
 /// Lowest share of the given budget the refits may be held to.
-const MIN_MODEL_SCALE: f64 = 1.0 / 64.0;
+pub const MIN_MODEL_SCALE: f64 = 1.0 / 64.0;
+/// Share of the budget the first refits fit to, before anything is
+/// measured: the model under-predicts what a collision costs live (on
+/// the emulated HDD a fit's added delay of 1.5 ms measured 2.8 ms), so a
+/// run starts from below and the controller loosens it (×2 a step at
+/// most) as the measurement allows.
+pub const START_SCALE: f64 = 0.5;
+/// Most the controller tightens the model budget in one step (a
+/// measurement 4 times the budget, or more).
+const MAX_STEP_DOWN: f64 = 0.25;
+/// Most the controller loosens it in one step (a measurement half the
+/// budget, or less, or nothing measured at all).
+const MAX_STEP_UP: f64 = 2.0;
+
+/// The integral controller on the measured slowdown (module docs:
+/// feedback). It holds the share of the given budget the refits fit to,
+/// in [[`MIN_MODEL_SCALE`], 1], and multiplies it at each step by
+/// `limit / measured` bounded to [1/4, 2]: an integral controller on
+/// `ln(limit / measured)` with gain 1. Gain 1 because the first live runs
+/// measured 3× the model's prediction and a 30-second run sees two or
+/// three steps (gain 1/2 left it at +15 % after two); the bounds keep one
+/// noisy epoch from moving it by more than a factor 2 up or 4 down.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Integral {
+    /// The share of the budget the refits fit to.
+    pub scale: f64,
+}
+
+impl Integral {
+    /// Start at the given budget (scale 1).
+    pub fn new() -> Integral {
+        Integral { scale: 1.0 }
+    }
+
+    /// One step on `measured` against `limit` (the same unit: a fraction
+    /// or seconds); returns the factor applied.
+    pub fn step(&mut self, measured: f64, limit: f64) -> f64 {
+        let factor = if measured <= 0.0 || !measured.is_finite() {
+            if measured.is_finite() {
+                MAX_STEP_UP
+            } else {
+                MAX_STEP_DOWN
+            }
+        } else {
+            (limit / measured).clamp(MAX_STEP_DOWN, MAX_STEP_UP)
+        };
+        self.scale = (self.scale * factor).clamp(MIN_MODEL_SCALE, 1.0);
+        factor
+    }
+}
+
+impl Default for Integral {
+    fn default() -> Integral {
+        Integral::new()
+    }
+}
+
+/// One step of the controller, as reported: what the model predicted for
+/// the setting and what was measured at it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ControlStep {
+    /// When, s since the monitor's clock started.
+    pub time_s: f64,
+    /// The setting measured (`fixed-wait:t=290ms`).
+    pub setting: String,
+    /// What the refit that chose the setting predicted on its window, in
+    /// the budget's unit (slowdown fraction or added delay s); `None` for
+    /// the start value and after a back-off (no fit).
+    pub predicted: Option<f64>,
+    /// What was measured at it, same unit, and its 95 % half-width.
+    pub measured: f64,
+    /// Half-width of the measurement's 95 % interval.
+    pub measured_ci95: f64,
+    /// FG reads, and overlapped ones, the measurement rests on.
+    pub fg_reads: usize,
+    /// Of them, overlapped.
+    pub overlapped: usize,
+    /// Factor applied to the model budget's share.
+    pub factor: f64,
+    /// The model budget after the step (`1.25%`).
+    pub model_budget: String,
+    /// The knob was stepped back too (measured over the budget beyond its
+    /// interval).
+    pub backed_off: bool,
+}
+
+/// Control steps a report carries (the newest).
+pub const MAX_REPORTED_STEPS: usize = 200;
 /// z of a two-sided 95 % normal interval.
 const Z95: f64 = 1.96;
 
@@ -496,6 +591,9 @@ pub struct BudgetReport {
     pub refits: u64,
     /// Back-offs taken.
     pub backoffs: u64,
+    /// The controller's steps: predicted against measured at each setting
+    /// (the newest [`MAX_REPORTED_STEPS`]).
+    pub control: Vec<ControlStep>,
     /// Why the budget is not being met, if it is not.
     pub unmet: Option<String>,
     /// The knob's trajectory: the start value, refits and back-offs (the
@@ -515,7 +613,10 @@ pub(crate) struct Control {
     pub(crate) measure: String,
     pub(crate) start: String,
     /// Share of the budget the refits fit to.
-    scale: f64,
+    integral: Integral,
+    /// The measured clean mean, ns, once known.
+    baseline_ns: Option<u64>,
+    steps: VecDeque<ControlStep>,
     backoffs: u64,
     /// The setting seen at the last check (a change starts an epoch).
     last_setting: String,
@@ -541,7 +642,7 @@ impl Control {
             },
         )?;
         let setting = tuner.spec();
-        Ok(Control {
+        let c = Control {
             cfg,
             start: format!(
                 "least aggressive ({}={}, no history)",
@@ -551,12 +652,17 @@ impl Control {
             tuner: Arc::new(Mutex::new(tuner)),
             meter: Arc::new(Mutex::new(FgMeter::default())),
             measure: "not started".into(),
-            scale: 1.0,
+            integral: Integral { scale: START_SCALE },
+            baseline_ns: None,
+            steps: VecDeque::new(),
             backoffs: 0,
             last_setting: setting,
             window_file: None,
             last_check_ns: None,
-        })
+        };
+        let b = c.model_budget();
+        c.tuner().set_budget(b);
+        Ok(c)
     }
 
     pub(crate) fn policy(&self) -> Box<dyn Policy> {
@@ -633,40 +739,100 @@ impl Control {
         // a collision costs the FG about one of its own reads more (the
         // seek back from where the BG request left the arm): the refits
         // take the measured clean mean as the switch penalty
-        if let Some(r) = self.meter().recent() {
+        let recent = self.meter().recent();
+        if let Some(r) = recent {
             let ns = (r.baseline_mean_s * 1e9) as u64;
             self.tuner().set_switch_penalty_ns(ns);
+            self.baseline_ns = Some(ns);
+            let b = self.model_budget();
+            self.tuner().set_budget(b);
         }
         let Some(m) = self.meter().current() else {
             return;
         };
-        match m.verdict(&self.cfg.budget) {
-            Verdict::Over => {
-                let backed = self.tuner().back_off(now_ns);
-                self.scale = (self.scale / 2.0).max(MIN_MODEL_SCALE);
-                let b = self.model_budget();
-                self.tuner().set_budget(b);
-                self.meter().new_epoch();
-                let setting = self.tuner().spec();
-                self.last_setting = setting;
-                self.backoffs += u64::from(backed);
-            }
-            Verdict::WellWithin if self.scale < 1.0 => {
-                self.scale = (self.scale * 2.0).min(1.0);
-                let b = self.model_budget();
-                self.tuner().set_budget(b);
-            }
-            _ => {}
+        let verdict = m.verdict(&self.cfg.budget);
+        // too few overlapped reads to judge, but a long quiet epoch: the
+        // setting is so conservative that BG work rarely meets the FG; a
+        // step on what was measured (usually little) lets the controller
+        // loosen a budget it tightened, rather than stay there for good
+        if verdict == Verdict::Unknown && m.fg_reads - m.overlapped < QUIET_CLEAN {
+            return;
         }
+        // one controller step per measurement: the epoch restarts after it
+        let (measured, ci, limit) = match self.cfg.budget {
+            Budget::Slowdown { fraction } => (m.slowdown, m.slowdown_ci95, fraction),
+            Budget::AddedDelay { ns } => (m.added_delay_s, m.added_delay_ci95_s, ns as f64 / 1e9),
+        };
+        let predicted = self.predicted();
+        let factor = self.integral.step(measured, limit);
+        let b = self.model_budget();
+        let mut backed_off = false;
+        {
+            let mut t = self.tuner();
+            t.set_budget(b);
+            if verdict == Verdict::Over {
+                // over beyond its interval: step back now, before any refit
+                backed_off = t.back_off(now_ns);
+            } else {
+                // apply the new model budget at the next decision
+                t.request_refit();
+            }
+        }
+        self.backoffs += u64::from(backed_off);
+        self.steps.push_back(ControlStep {
+            time_s: now_ns as f64 / 1e9,
+            setting: self.last_setting.clone(),
+            predicted,
+            measured,
+            measured_ci95: ci,
+            fg_reads: m.fg_reads,
+            overlapped: m.overlapped,
+            factor,
+            model_budget: b.to_string(),
+            backed_off,
+        });
+        while self.steps.len() > MAX_REPORTED_STEPS {
+            self.steps.pop_front();
+        }
+        self.meter().new_epoch();
+        let setting = self.tuner().spec();
+        self.last_setting = setting;
     }
 
+    /// What the newest refit predicted for the value in use, in the
+    /// budget's unit; `None` when the value in use was not set by a fit.
+    fn predicted(&self) -> Option<f64> {
+        let t = self.tuner();
+        let last = t.history().last()?;
+        let fit = last.fit.as_ref()?;
+        (last.knob == t.value()).then_some(match self.cfg.budget {
+            Budget::Slowdown { .. } => match self.baseline_ns {
+                Some(b) if b > 0 => fit.mean_added_delay_s / (b as f64 / 1e9),
+                _ => fit.slowdown,
+            },
+            Budget::AddedDelay { .. } => fit.mean_added_delay_s,
+        })
+    }
+
+    /// The budget the refits fit to: the given one times the controller's
+    /// share. A slowdown budget is given to the model as the added delay
+    /// it allows on the measured clean mean (`fraction · baseline`) once
+    /// that is known: the window's slowdown divides by response times
+    /// synthesised from busy periods, which live were ~12 times the FG
+    /// reads' measured latency (a fit predicting +1.0 % added 1.5 ms to
+    /// 13 ms reads), while its added delay is exact.
     fn model_budget(&self) -> Budget {
         match self.cfg.budget {
-            Budget::Slowdown { fraction } => Budget::Slowdown {
-                fraction: fraction * self.scale,
+            Budget::Slowdown { fraction } => match self.baseline_ns {
+                Some(b) => Budget::AddedDelay {
+                    ns: ((fraction * self.integral.scale * b as f64) as u64).max(1),
+                },
+                None => Budget::Slowdown {
+                    fraction: fraction * self.integral.scale,
+                },
             },
             Budget::AddedDelay { ns } => Budget::AddedDelay {
-                ns: ((ns as f64 * self.scale) as u64).max(1),
+                ns: ((ns as f64 * self.integral.scale) as u64).max(1),
             },
         }
     }
@@ -710,6 +876,7 @@ impl Control {
             measured_recent: self.meter().recent(),
             refits,
             backoffs: self.backoffs,
+            control: self.steps.iter().cloned().collect(),
             unmet,
             history: history[skip..].to_vec(),
         }
@@ -980,6 +1147,9 @@ mod tests {
         };
         let mut c = Control::new("fixed-wait", cfg, 1).unwrap();
         assert!(c.start.contains("least aggressive (t=100s"), "{}", c.start);
+        // the refits start at half the budget
+        assert_eq!(c.report().model_budget, "2.5%");
+        assert_eq!(c.tuner().config().budget, "2.5%".parse().unwrap());
         // let the tuner reach its most aggressive value (every value meets 10 s)
         c.tuner().set_budget("10s".parse().unwrap());
         {
@@ -1022,15 +1192,114 @@ mod tests {
                 t += 100 * MS;
             }
         }
+        // the fit's added delay over the clean mean measured (10.4 ms)
+        let added_s = c
+            .tuner()
+            .history()
+            .last()
+            .unwrap()
+            .fit
+            .as_ref()
+            .unwrap()
+            .mean_added_delay_s;
+        let predicted = added_s / 10.4e-3;
         c.check(2_000 * MS);
         let r = c.report();
         assert_eq!(r.backoffs, 1);
-        assert_eq!(r.model_budget, "2.5%");
+        // the controller: overlapped reads 21 ms, clean 11 ms (2 of 5)
+        // and 10 ms (3 of 5) = 10.4 ms, f = 1/6: s = (1/6)(21/10.4 − 1)
+        let s = (21.0 / 10.4 - 1.0) / 6.0;
+        let f = 0.05 / s;
+        // from the start's half of the budget; given to the model as the
+        // delay it allows on the clean mean
+        assert!(
+            close(c.integral.scale, START_SCALE * f),
+            "{}",
+            c.integral.scale
+        );
+        let ns = (0.05 * START_SCALE * f * 10.4e6) as u64;
+        assert_eq!(c.tuner().config().budget, Budget::AddedDelay { ns });
         assert!(r.history.last().unwrap().backed_off);
+        let step = &r.control[0];
+        assert_eq!(r.control.len(), 1);
+        assert!(step.backed_off && close(step.factor, f));
+        assert!(close(step.measured, s), "{step:?}");
+        assert!(close(step.predicted.unwrap(), predicted), "{step:?}");
+        assert_eq!(step.setting, "fixed-wait:t=100us");
+        assert_eq!((step.fg_reads, step.overlapped), (120, 20));
         assert_ne!(r.setting, "fixed-wait:t=100us");
         // the epoch restarted: nothing measured at the new setting yet
         assert!(r.measured.is_none());
         assert_eq!(r.measured_recent.unwrap().fg_reads, 120);
+    }
+
+    #[test]
+    fn the_integral_controller_by_hand() {
+        let mut c = Integral::new();
+        // 10 % measured against 5 %: 1/2
+        assert!(close(c.step(0.10, 0.05), 0.5));
+        assert!(close(c.scale, 0.5));
+        // 8 %: 5/8
+        assert!(close(c.step(0.08, 0.05), 0.625));
+        assert!(close(c.scale, 0.3125));
+        // 4 %: 5/4
+        assert!(close(c.step(0.04, 0.05), 1.25));
+        assert!(close(c.scale, 0.390625));
+        // on the budget: no change
+        assert!(close(c.step(0.05, 0.05), 1.0));
+        assert!(close(c.scale, 0.390625));
+        // 1.25 %: 4, bounded at 2, the most it loosens
+        assert!(close(c.step(0.0125, 0.05), 2.0));
+        assert!(close(c.scale, 0.78125));
+        // nothing measured (or less): 2, and never above the given budget
+        assert!(close(c.step(0.0, 0.05), 2.0));
+        assert!(close(c.scale, 1.0));
+        assert!(close(c.step(-0.01, 0.05), 2.0));
+        assert!(close(c.scale, 1.0));
+        // 40 % (8 times 5 %): bounded at a quarter per step, then at 1/64
+        assert!(close(c.step(0.4, 0.05), 0.25));
+        assert!(close(c.step(0.4, 0.05), 0.25));
+        assert!(close(c.scale, 1.0 / 16.0));
+        c.step(0.4, 0.05);
+        c.step(f64::NAN, 0.05);
+        assert!(close(c.scale, MIN_MODEL_SCALE));
+        // an added-delay budget in seconds: 2 ms against 1 ms
+        let mut d = Integral::new();
+        assert!(close(d.step(2e-3, 1e-3), 0.5));
+    }
+
+    #[test]
+    fn a_quiet_setting_loosens_the_model_budget() {
+        let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
+        // 79 clean reads of 10 ms and no BG work: too few to step
+        {
+            let mut m = c.meter();
+            for k in 0..79u64 {
+                m.fg(k * 100 * MS, k * 100 * MS + 10 * MS);
+            }
+        }
+        c.check(8_000 * MS);
+        assert!(c.report().control.is_empty());
+        assert!(close(c.integral.scale, START_SCALE));
+        // the 80th: a step on 0 measured, ×2, back to the given budget,
+        // which the model gets as 5 % of the 10 ms clean mean
+        c.meter().fg(8_000 * MS, 8_010 * MS);
+        c.check(8_200 * MS);
+        let r = c.report();
+        assert_eq!(r.control.len(), 1, "{r:?}");
+        let step = &r.control[0];
+        assert_eq!(
+            (step.measured, step.factor, step.backed_off),
+            (0.0, 2.0, false)
+        );
+        assert_eq!(step.predicted, None); // the start value: no fit
+        assert!(close(c.integral.scale, 1.0));
+        assert_eq!(
+            c.tuner().config().budget,
+            Budget::AddedDelay { ns: 500_000 }
+        );
+        // the epoch restarted
+        assert!(c.report().measured.is_none());
     }
 
     #[test]

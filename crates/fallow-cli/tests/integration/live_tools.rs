@@ -560,6 +560,23 @@ fn a_budgeted_scrub_on_the_emulated_hdd_refits_and_measures_the_fg() {
         println!("skip: {name} (measured part): {}", b["measure"]);
         return;
     }
+    // the controller's steps: what the refit predicted against what was
+    // measured at each setting
+    for c in b["control"].as_array().unwrap() {
+        println!(
+            "step t={:.1}s {}: predicted {} measured {:+.1} % ± {:.1} % ({} reads, {} overlapped) → ×{:.2}, model budget {}{}",
+            c["time_s"].as_f64().unwrap(),
+            c["setting"].as_str().unwrap(),
+            c["predicted"].as_f64().map_or("-".into(), |p| format!("{:+.1} %", p * 100.0)),
+            c["measured"].as_f64().unwrap() * 100.0,
+            c["measured_ci95"].as_f64().unwrap() * 100.0,
+            c["fg_reads"],
+            c["overlapped"],
+            c["factor"].as_f64().unwrap(),
+            c["model_budget"].as_str().unwrap(),
+            if c["backed_off"] == true { ", backed off" } else { "" }
+        );
+    }
     // started least aggressive, then refitted on the window
     assert_eq!(b["history"][0]["knob"], "100s", "{b}");
     assert!(b["start"].as_str().unwrap().starts_with("least aggressive"));
@@ -602,14 +619,22 @@ fn a_budgeted_scrub_on_the_emulated_hdd_refits_and_measures_the_fg() {
         alone.len(),
         with.len()
     );
-    // Not the budget's goal (5 %), which this run does not meet (three runs
-    // here: +34 %, +20 % and +25 % as this test sees it, docs/live.md): a bound
-    // that catches a driver gone aggressive (a 1 MiB read back to back
-    // with every FG read would double it), and the driver's measurement
-    // agrees with this test's independent one within 15 points
+    // The driver's own measurement (clean reads of the same minutes as the
+    // baseline) held the budget within its interval in 3 of 3 runs with the
+    // controller (+2.1 ± 1.1 %, +2.4 ± 1.3 %, +4.3 ± 2.1 %; docs/live.md)
+    assert!(
+        slowdown <= 0.05 + ci,
+        "driver measured {slowdown} ± {ci} against a 5 % budget"
+    );
+    // This test's own view (its first 8 s as the baseline) is not held to
+    // 5 %: it moved +2 % to +16 % in those runs with 15 to 25 BG requests
+    // in 30 s, too few to cost the FG that much (the emulator and the
+    // tracing share 2 loaded cores with the FG). A bound that catches a
+    // driver gone aggressive (a 1 MiB read back to back with every FG read
+    // would double it), and agreement with the driver within 20 points
     assert!(ratio < 1.8, "FG slowed {ratio}× by a 5 % budget");
     assert!(
-        (slowdown - (ratio - 1.0)).abs() < 0.15 + ci,
+        (slowdown - (ratio - 1.0)).abs() < 0.20 + ci,
         "driver measured {slowdown} ± {ci}, this test {}",
         ratio - 1.0
     );

@@ -399,6 +399,16 @@ impl OnlineTuner {
         self.cfg.budget = budget;
     }
 
+    /// Refit at the next decision that ends a busy period instead of
+    /// waiting for `every` intervals (a live run changed the budget the
+    /// refits fit to and wants it applied now). Nothing happens before the
+    /// window holds an idle interval.
+    pub fn request_refit(&mut self) {
+        if !self.idle.is_empty() {
+            self.since_refit = self.since_refit.max(self.cfg.every);
+        }
+    }
+
     /// The switch penalty of a collision the refits assume from now on, ns
     /// (a live run measures it: one FG read's time, the seek back).
     pub fn set_switch_penalty_ns(&mut self, ns: u64) {
@@ -725,6 +735,25 @@ mod tests {
             *now += i * MS;
         }
         waits
+    }
+
+    #[test]
+    fn a_requested_refit_runs_at_the_next_decision() {
+        let mut t = tuner("1ms", 100, 50);
+        let mut now = 0;
+        // nothing in the window yet: a request does nothing
+        t.request_refit();
+        feed(&mut t, &[1000, 1000, 1000], 10, &mut now);
+        // the start point only: 3 of 50 intervals, no refit
+        assert_eq!(t.history().len(), 1);
+        t.request_refit();
+        feed(&mut t, &[1000], 10, &mut now);
+        assert_eq!(t.history().len(), 2);
+        let fit = t.history()[1].fit.as_ref().unwrap();
+        assert_eq!((fit.intervals, fit.early), (3, false));
+        // and the schedule restarts from it
+        feed(&mut t, &[1000; 10], 10, &mut now);
+        assert_eq!(t.history().len(), 2);
     }
 
     fn tuner(budget: &str, window: usize, every: usize) -> OnlineTuner {
