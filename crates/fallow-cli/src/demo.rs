@@ -8,23 +8,22 @@
 //! summary and writes the HTML report, with "what to do" first, and the
 //! JSON next to it.
 
-use crate::analyze::present;
 use crate::args::parse_budget;
 use crate::atomic::OverwriteArg;
-use crate::findings::findings;
 use crate::human::{bytes, count, num, pct, secs};
 use crate::output::Source;
 use crate::progress::TuningBar;
-use crate::report::Decision;
+use crate::report::{present, Decision};
 use crate::reproduce::shell_quote;
 use anyhow::{Context, Result};
 use clap::Args;
+use fallow_core::analyze::{analyze, AnalyzeRequest};
 use fallow_core::outpath::OutputKind;
 use fallow_core::sim::{BgService, BgWork, Prepared, SimConfig};
 use fallow_core::trace::Op;
 use fallow_core::tune::{self, Budget, SearchMode};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
-use fallow_core::{characterize, CharacterizeOptions, ServiceModel, Trace};
+use fallow_core::{ServiceModel, Trace};
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -145,8 +144,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
     step(&format!("analysing {}", csv.display()))?;
     // analysed as read back, so `fallow analyze fallow-demo/trace.csv` agrees
     let trace = fallow_core::read_trace(&csv, &Default::default())?;
-    let devices = trace.devices();
-    let c = characterize(&trace, devices, Some(0), &CharacterizeOptions::default())?;
+    let a = analyze(&trace, &AnalyzeRequest::default())?;
+    let c = &a.characterization;
     let source = Source {
         title: "fallow demo: a bursty synthetic disk workload".into(),
         detail: format!(
@@ -160,7 +159,6 @@ pub fn run(args: DemoArgs) -> Result<()> {
         csv.display()
     ),
     };
-    let f = findings(&c);
     let analysed_s = started.elapsed().as_secs_f64();
     let decision = decide(&trace, &csv, args.budget)?;
 
@@ -177,14 +175,14 @@ pub fn run(args: DemoArgs) -> Result<()> {
         let doc = Marked {
             schema_version: fallow_core::JSON_SCHEMA_VERSION,
             generator: format!("fallow {}", env!("CARGO_PKG_VERSION")),
-            c: &c,
+            c,
             decision: &decision,
         };
         serde_json::to_writer_pretty(&mut *w, &doc)?;
         w.write_all(b"\n")?;
         Ok(())
     })?;
-    present(&c, &f, false, Some(&html), Some(&source), Some(&decision))?;
+    present(&a, false, Some(&html), Some(&source), Some(&decision))?;
     crate::output::print(&format!(
         "{}\nTrace:       {}\nJSON:        {}\n\nUtilisation {} (target {}); generated and analysed in {}, policies tuned in {}.\n",
         decision.text(),

@@ -63,7 +63,10 @@ const RULES: &[Rules] = &[
     Rules {
         krate: "fallow-core",
         layers: &[
-            (&["error", "stats"], "errors; statistics of plain numbers"),
+            (
+                &["error", "human", "stats"],
+                "errors; numbers for people; statistics of plain numbers",
+            ),
             (&["dist", "polled", "registry", "scrubplan", "units"], ""),
             (
                 &["quantity", "service", "trace"],
@@ -77,7 +80,10 @@ const RULES: &[Rules] = &[
                 &["characterize", "policy"],
                 "BG policies and their registry",
             ),
-            (&["sim"], "the simulator"),
+            (
+                &["analyze", "sim"],
+                "`fallow analyze` as a request and a report; the simulator",
+            ),
             (
                 &["energy", "tune"],
                 "spin-down policies and their simulation; searches over policies",
@@ -147,7 +153,7 @@ const RULES: &[Rules] = &[
                 "",
             ),
             (
-                &["args", "energy_text", "findings", "progress"],
+                &["args", "energy_text", "progress"],
                 "the shared flag groups",
             ),
             (&["input", "output", "reproduce"], ""),
