@@ -61,7 +61,7 @@ pub struct AnalyzeArgs {
     pub service: Option<ServiceModel>,
 
     /// Seed of the service model's random stream (used with --service only).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = fallow_core::sim::DEFAULT_SEED)]
     pub seed: u64,
 
     #[command(flatten)]

@@ -259,9 +259,9 @@ fn decide(trace: &Trace, csv: &Path, budget: Budget) -> Result<Decision> {
         bg_work: BgWork::Endless,
         bg_size_bytes: 64 << 10,
         switch_penalty_ns: 0,
-        seed: 1,
+        seed: fallow_core::sim::DEFAULT_SEED,
     };
-    let prep = Prepared::new(trace, None, 1)?;
+    let prep = Prepared::new(trace, None, fallow_core::sim::DEFAULT_SEED)?;
     let sizes = tune::log_spaced(64 << 10, 4 << 20, 5);
     step(&format!(
         "tuning {} policies for a {budget} FG budget",

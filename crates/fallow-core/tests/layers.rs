@@ -1173,3 +1173,76 @@ fn an_import_within_a_layer_is_refused() {
         ]
     );
 }
+
+/// Each place a default seed is written, as `file:line`: a `seed` field,
+/// keyword or flag given the literal `1` in library code (tests may pick
+/// their seeds) instead of `sim::DEFAULT_SEED`.
+fn literal_seeds(file: &str, text: &str) -> Vec<String> {
+    let (code, _) = drop_test_items(&strip(text));
+    let flat: String = code.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut found = Vec::new();
+    let line_of = |needle: &str| -> usize {
+        code.lines()
+            .position(|l| l.contains(needle))
+            .map_or(0, |i| i + 1)
+    };
+    for pat in [
+        "seed: 1,",
+        "seed: 1 }",
+        "seed=1,",
+        "seed=1)",
+        "seed: u64 = 1",
+    ] {
+        if flat.contains(pat) {
+            found.push(format!("{file}:{} `{pat}`", line_of(pat)));
+        }
+    }
+    if flat.contains("default_value_t = 1)] pub seed") {
+        found.push(format!("{file}: `--seed` with `default_value_t = 1`"));
+    }
+    found
+}
+
+/// One seed constant: no crate's library code, benchmark or binding
+/// writes the default seed as `1`; `sim::DEFAULT_SEED` is its one value.
+#[test]
+fn the_default_seed_is_written_once() {
+    let mut found = Vec::new();
+    for (c, _) in CRATES {
+        for dir in ["src", "benches"] {
+            let root = workspace().join("crates").join(c).join(dir);
+            if !root.is_dir() {
+                continue;
+            }
+            let mut sources = Vec::new();
+            read_sources(&root, Path::new(""), &mut sources);
+            for (p, text) in &sources {
+                found.extend(literal_seeds(&format!("{c}/{dir}/{}", p.display()), text));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "use sim::DEFAULT_SEED:\n{}",
+        found.join("\n")
+    );
+    let sim = std::fs::read_to_string(workspace().join("crates/fallow-core/src/dist.rs")).unwrap();
+    assert!(
+        sim.contains("pub const DEFAULT_SEED: u64 = 1;"),
+        "dist::DEFAULT_SEED (re-exported as sim::DEFAULT_SEED) is the one value"
+    );
+}
+
+#[test]
+fn a_literal_seed_is_found() {
+    let planted = "pub struct A { seed: u64 }\nfn d() -> A {\n    A {\n        seed: 1,\n    }\n}\n#[derive(Args)]\nstruct F {\n    #[arg(long, default_value_t = 1)]\n    pub seed: u64,\n}\n#[cfg(test)]\nmod tests { fn t() -> A { A { seed: 1, } } }\n";
+    let found = literal_seeds("x.rs", planted);
+    assert_eq!(
+        found,
+        [
+            "x.rs:4 `seed: 1,`",
+            "x.rs: `--seed` with `default_value_t = 1`"
+        ]
+    );
+    assert!(literal_seeds("y.rs", "fn d() -> A { A { seed: DEFAULT_SEED } }").is_empty());
+}

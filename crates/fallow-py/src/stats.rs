@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 /// `service` (`exp:5ms`, `const:1ms`, `disk`) models completions for traces
 /// without them (or replaces recorded ones), seeded by `seed`.
 #[pyfunction]
-#[pyo3(signature = (trace, device=None, service=None, seed=1, acf_max_lag=50, ar_max_order=10, rate_bin_s=None, curve_points=200))]
+#[pyo3(signature = (trace, device=None, service=None, seed=fallow_core::sim::DEFAULT_SEED, acf_max_lag=50, ar_max_order=10, rate_bin_s=None, curve_points=200))]
 #[allow(clippy::too_many_arguments)]
 pub fn characterize<'py>(
     py: Python<'py>,
@@ -72,7 +72,7 @@ fn options(
 /// names one) and state its headline findings. Returns the plain dict of
 /// `fallow analyze --json`: the characterisation's keys and `findings`.
 #[pyfunction]
-#[pyo3(signature = (trace, device=None, service=None, seed=1, acf_max_lag=50, ar_max_order=10, rate_bin_s=None, curve_points=200))]
+#[pyo3(signature = (trace, device=None, service=None, seed=fallow_core::sim::DEFAULT_SEED, acf_max_lag=50, ar_max_order=10, rate_bin_s=None, curve_points=200))]
 #[allow(clippy::too_many_arguments)]
 pub fn analyze<'py>(
     py: Python<'py>,

@@ -379,7 +379,7 @@ impl Settings {
             tuned_size: choice.tuned.as_ref().map(|t| t.request_size_bytes),
             bg_service: choice.tuned.as_ref().and_then(|t| t.bg_service),
             interval_ns: DEFAULT_INTERVAL_NS,
-            seed: 1,
+            seed: fallow_core::sim::DEFAULT_SEED,
             metrics: None,
             monitor: "auto".into(),
             size: None,
