@@ -20,11 +20,11 @@ use clap::Args;
 use fallow_core::analyze::{analyze, AnalyzeRequest};
 use fallow_core::outpath::OutputKind;
 use fallow_core::sim::{BgService, BgWork, Prepared, SimConfig};
-use fallow_core::trace::Op;
+use fallow_core::trace::{write_msr, MSR_HEADER};
 use fallow_core::tune::{self, Budget, SearchMode};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::{ServiceModel, Trace};
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -140,7 +140,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let generated = workload.generate()?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create the output directory {}", args.out.display()))?;
-    crate::atomic::write_atomically(&csv, |w| write_msr(&generated, w))?;
+    crate::atomic::write_atomically(&csv, |w| Ok(write_msr(&generated, DEMO_HOST, w)?))?;
     step(&format!("analysing {}", csv.display()))?;
     // analysed as read back, so `fallow analyze fallow-demo/trace.csv` agrees
     let trace = fallow_core::read_trace(&csv, &Default::default())?;
@@ -205,12 +205,10 @@ fn step(what: &str) -> Result<()> {
     Ok(())
 }
 
-/// The MSR header line of the demo's trace.
-const MSR_HEADER: &str = "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime";
 /// The host name that marks a trace as the demo's.
 const DEMO_HOST: &str = "fallow-demo";
 
-/// True if `path` starts like a trace [`write_msr`] wrote.
+/// True if `path` starts like the trace the demo writes.
 fn is_demo_trace(path: &Path) -> bool {
     use std::io::BufRead;
     let Ok(f) = std::fs::File::open(path) else {
@@ -221,33 +219,6 @@ fn is_demo_trace(path: &Path) -> bool {
     let first = lines.next().and_then(|l| l.ok());
     header.as_deref() == Some(MSR_HEADER)
         && first.is_some_and(|l| l.split(',').nth(1) == Some(DEMO_HOST))
-}
-
-/// Write `t` as MSR Cambridge CSV (host `fallow-demo`, disk 0; 100-ns ticks, with
-/// response times), the format `fallow analyze` detects from the content.
-fn write_msr(t: &Trace, w: &mut dyn std::io::Write) -> Result<()> {
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, w);
-    writeln!(w, "{MSR_HEADER}")?;
-    let completion = t.completion_ns();
-    for i in 0..t.len() {
-        let a = t.arrival_ns()[i];
-        // both ends on the 100-ns grid, so a completion never precedes its arrival
-        let tick = a / 100;
-        let resp = completion.map_or(0, |c| (c[i] / 100).saturating_sub(tick));
-        let op = match t.op()[i] {
-            Op::Write => "Write",
-            _ => "Read",
-        };
-        writeln!(
-            w,
-            "{tick},{DEMO_HOST},{},{op},{},{},{resp}",
-            t.device()[i],
-            t.offset_bytes()[i],
-            t.size_bytes()[i]
-        )?;
-    }
-    w.flush()?;
-    Ok(())
 }
 
 /// Every deployable policy tuned for `budget` (as `fallow recommend`), and
