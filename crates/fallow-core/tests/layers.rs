@@ -798,10 +798,7 @@ fn read_sources(dir: &Path, under: &Path, out: &mut Vec<Source>) {
     }
 }
 
-/// Check one crate: no cycle, except among the edges of `known` (cycles
-/// present when this test was written, in code other work is reshaping):
-/// a cycle that needs any other edge fails, and a known edge no longer in
-
+/// Every source file of a crate's `src/` (not `src/bin/`).
 fn crate_sources(name: &str) -> Vec<Source> {
     let src = workspace().join("crates").join(name).join("src");
     let mut sources = Vec::new();
