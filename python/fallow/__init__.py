@@ -63,6 +63,7 @@ from fallow import _trace, fleet, io
 from fallow._fallow import SCHEMA_VERSION as SCHEMA_VERSION
 from fallow._fallow import FallowError, ParameterError, Trace, TraceFormatError, synthetic
 from fallow._fallow import __version__ as __version__
+from fallow._fallow import analyze as _analyze
 from fallow._fallow import characterize as _characterize
 from fallow._fallow import read_trace as _read_trace
 from fallow.analysis import Characterization
@@ -82,6 +83,7 @@ __all__ = [
     "Trace",
     "TraceFormatError",
     "TuneResult",
+    "analyze",
     "characterize",
     "compare",
     "energy",
@@ -188,3 +190,31 @@ def characterize(
     The analysis runs in Rust with the GIL released.
     """
     return Characterization(_characterize(trace, device, service, seed, **options))
+
+
+def analyze(
+    trace: Trace,
+    device: int | str | None = None,
+    service: str | None = None,
+    seed: int = 1,
+    **options: Any,
+) -> dict[str, Any]:
+    """What ``fallow analyze --json`` prints: the characterisation of one
+    device and its headline findings.
+
+    Args:
+        trace: the trace.
+        device: the device to analyse (an id, or an MSR ``"host:disk"``
+            name); by default the busiest (the lowest id on a tie), as the
+            CLI chooses.
+        service, seed, **options: as :func:`characterize`'s.
+
+    Returns:
+        A plain dict: the keys of :func:`characterize`'s ``.data`` and
+        ``findings``, a list of ``{"topic": ..., "text": ...}``, most
+        important first (``fallow.Characterization(result)`` gives the
+        curves as DataFrames).
+
+    The analysis runs in Rust with the GIL released.
+    """
+    return _analyze(trace, device, service, seed, **options)

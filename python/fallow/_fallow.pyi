@@ -146,6 +146,16 @@ def characterize(
     rate_bin_s: float | None = None,
     curve_points: int = 200,
 ) -> dict[str, Any]: ...
+def analyze(
+    trace: Trace,
+    device: int | str | None = None,
+    service: str | None = None,
+    seed: int = 1,
+    acf_max_lag: int = 50,
+    ar_max_order: int = 10,
+    rate_bin_s: float | None = None,
+    curve_points: int = 200,
+) -> dict[str, Any]: ...
 
 # The keyword arguments are spelled once, in fallow/_options.py.
 def simulate(

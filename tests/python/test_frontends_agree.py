@@ -9,7 +9,11 @@ interpreter (``python -m fallow``: the command line inside the extension).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import fallow
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_simulate_with_defaults_agrees_with_the_cli(cli_json):
@@ -69,3 +73,17 @@ def test_defaults_are_the_cores():
     assert d["requests"] == 1_000_000
     assert (d["request_size"], d["bg_size"], d["seed"]) == (4096, 65536, 1)
     assert (d["bg"], d["bg_work"], d["workload_service"]) == ("exp:10ms", "endless", "exp:10ms")
+
+
+def test_analyze_is_the_clis_json(cli_json):
+    # one library call (fallow_core::analyze) behind both: the same keys,
+    # numbers and findings; two devices, so both choose the busiest
+    path = str(REPO / "tests" / "data" / "cli" / "two_devices.csv")
+    py = fallow.analyze(fallow.read_trace(path))
+    ref = cli_json("analyze", path)
+    assert ref.pop("schema_version") == fallow.SCHEMA_VERSION
+    assert py == ref
+    assert py["findings"][0]["topic"] == "idle time"
+    # the busiest device asked for by name gives the same report
+    again = fallow.analyze(fallow.read_trace(path), device=py["trace"]["device"])
+    assert again == py

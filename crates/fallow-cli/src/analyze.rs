@@ -1,17 +1,18 @@
 //! `fallow analyze`: characterise one device's idleness — idle intervals,
 //! busy periods, burstiness, hazard rates, periodicity — as a terminal
-//! summary, a JSON document (`--json`) or an HTML report (`--html`).
+//! summary, a JSON document (`--json`) or an HTML report (`--html`). The
+//! analysis is one core call ([`fallow_core::analyze::analyze`]); this file
+//! parses the flags, calls it and prints.
 
 use crate::atomic::OverwriteArg;
-use crate::findings::{findings, Finding};
 use crate::human;
 use crate::input::{self, ReadArgs};
-use crate::output::{self, Source};
 use anyhow::Result;
 use clap::Args;
+use fallow_core::analyze::{analyze, AnalyzeRequest};
 use fallow_core::outpath::OutputKind;
 use fallow_core::trace::{DeviceSel, Format, ReadReport};
-use fallow_core::{characterize, Characterization, CharacterizeOptions, ServiceModel};
+use fallow_core::{Characterization, CharacterizeOptions, ServiceModel};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `fallow analyze`.
@@ -27,8 +28,9 @@ Examples:
 
 The JSON document (--json) has stable top-level keys: trace, idle, busy, utilization, idle_cdf,
 remaining, concentration, lag_pairs, acf, ar, periodicity, rate, long_gaps (idle intervals far
-beyond the rest, a likely timestamp typo; also warned about on stderr with the file's line). Times are in seconds (keys end in
-_s), probabilities and fractions in [0, 1].")]
+beyond the rest, a likely timestamp typo; also warned about on stderr with the file's line), findings (the
+summary's sentences, each {topic, text}). Times are in seconds (keys end in
+_s), probabilities and fractions in [0, 1]. Python's fallow.analyze returns the same document.")]
 pub struct AnalyzeArgs {
     /// The trace file; gzip-compressed files are read transparently.
     #[arg(value_name = "TRACE")]
@@ -59,7 +61,7 @@ pub struct AnalyzeArgs {
     pub service: Option<ServiceModel>,
 
     /// Seed of the service model's random stream (used with --service only).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = fallow_core::sim::DEFAULT_SEED)]
     pub seed: u64,
 
     #[command(flatten)]
@@ -77,26 +79,25 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
     }
     let trace = input::read(&args.trace, &args.read)?;
-    let selected = input::select_device(trace, args.device.clone())?;
-    let opts = CharacterizeOptions {
-        service: args.service.clone(),
-        seed: args.seed,
-        ..CharacterizeOptions::default()
+    if args.device.is_none() {
+        input::note_busiest(&trace.devices());
+    }
+    let request = AnalyzeRequest {
+        device: args.device.clone(),
+        options: CharacterizeOptions {
+            service: args.service.clone(),
+            seed: args.seed,
+            ..CharacterizeOptions::default()
+        },
     };
-    let spinner = input::spinner("characterising", selected.trace.len());
-    let result = characterize(
-        &selected.trace,
-        selected.devices,
-        Some(selected.device),
-        &opts,
-    );
+    let spinner = input::spinner("characterising", trace.len());
+    let result = analyze(&trace, &request);
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
-    let c = result?;
-    warn_long_gaps(&c, &args.trace, selected.trace.report());
-    let f = findings(&c);
-    present(&c, &f, args.json, args.html.as_deref(), None, None)
+    let a = result?;
+    warn_long_gaps(&a.characterization, &args.trace, trace.report());
+    crate::report::present(&a, args.json, args.html.as_deref(), None, None)
 }
 
 /// Warn on stderr about idle intervals far beyond the rest (a likely
@@ -164,32 +165,4 @@ fn record_line(
         }
     }
     None
-}
-
-/// Print the summary or the JSON, and write the HTML report if asked
-/// (with the demo's `decision` first when there is one).
-pub fn present(
-    c: &Characterization,
-    f: &[Finding],
-    json: bool,
-    html: Option<&Path>,
-    source: Option<&Source>,
-    decision: Option<&crate::report::Decision>,
-) -> Result<()> {
-    if let Some(path) = html {
-        crate::report::write(path, c, f, source, decision)?;
-    }
-    if json {
-        output::print(&output::json_text(c)?)?;
-        if let Some(path) = html {
-            eprintln!("fallow: wrote the HTML report to {}", path.display());
-        }
-    } else {
-        let mut text = output::summary(c, f, source);
-        if let Some(path) = html {
-            text.push_str(&format!("\nHTML report: {}\n", path.display()));
-        }
-        output::print(&text)?;
-    }
-    Ok(())
 }

@@ -1,8 +1,8 @@
 //! `fallow convert`: re-encode a trace in fallow's binary column format,
 //! which `fallow analyze` detects by its magic bytes and loads far faster
-//! than re-parsing text, or (by the output's extension) as Parquet or Arrow
-//! IPC for pandas, polars, pyarrow and DuckDB. The output is written
-//! atomically.
+//! than re-parsing text, or (by the output's extension, through the format
+//! registry's writers) as Parquet or Arrow IPC for pandas, polars, pyarrow
+//! and DuckDB, or as MSR CSV (`.csv`). The output is written atomically.
 
 use crate::atomic::OverwriteArg;
 use crate::human::{bytes, count};
@@ -21,6 +21,8 @@ Examples:
       fallow's binary format: the same trace loads many times faster
   fallow convert hm_0.csv.gz -o hm_0.parquet
       Parquet (or .arrow, .feather, .arrows) in the columns of docs/formats.md, for polars or DuckDB
+  fallow convert disk.trace --format plain --completion-column -o disk.csv
+      MSR CSV, which every trace tool reads (the trace needs completion times)
   fallow convert cut.trace --format plain --time-unit ms -o cut.fbt
       a text trace whose units are given on the command line")]
 pub struct ConvertArgs {
@@ -48,7 +50,7 @@ pub fn run(args: ConvertArgs) -> Result<()> {
     let guard = args.out.guard([args.trace.as_path()]);
     // The format registry's writers, by the output's extension.
     let (format, writer) = fallow_core::trace::writer_for(&args.output);
-    let columnar = format != Format::Fallow;
+    let columnar = format == Format::Arrow || format == Format::Parquet;
     if columnar && !fallow_core::trace::COLUMNAR_ENABLED {
         return Err(crate::BadInput(format!(
             "-o {}: this fallow was built without the `arrow` cargo feature, so it cannot write \
@@ -59,8 +61,10 @@ pub fn run(args: ConvertArgs) -> Result<()> {
     }
     let kind = if columnar {
         OutputKind::ColumnarTrace
-    } else {
+    } else if format == Format::Fallow {
         OutputKind::FallowBin
+    } else {
+        OutputKind::TextTrace // `.csv`: MSR CSV
     };
     crate::atomic::check(&guard, &args.output, kind, "-o")?;
     let trace = input::read(&args.trace, &args.read)?;

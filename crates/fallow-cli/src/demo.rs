@@ -8,24 +8,23 @@
 //! summary and writes the HTML report, with "what to do" first, and the
 //! JSON next to it.
 
-use crate::analyze::present;
 use crate::args::parse_budget;
 use crate::atomic::OverwriteArg;
-use crate::findings::findings;
 use crate::human::{bytes, count, num, pct, secs};
 use crate::output::Source;
 use crate::progress::TuningBar;
-use crate::report::Decision;
+use crate::report::{present, Decision};
 use crate::reproduce::shell_quote;
 use anyhow::{Context, Result};
 use clap::Args;
+use fallow_core::analyze::{analyze, AnalyzeRequest};
 use fallow_core::outpath::OutputKind;
 use fallow_core::sim::{BgService, BgWork, Prepared, SimConfig};
-use fallow_core::trace::Op;
+use fallow_core::trace::{write_msr, MSR_HEADER};
 use fallow_core::tune::{self, Budget, SearchMode};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
-use fallow_core::{characterize, CharacterizeOptions, ServiceModel, Trace};
-use std::io::{Read as _, Write as _};
+use fallow_core::{ServiceModel, Trace};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -141,12 +140,12 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let generated = workload.generate()?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create the output directory {}", args.out.display()))?;
-    crate::atomic::write_atomically(&csv, |w| write_msr(&generated, w))?;
+    crate::atomic::write_atomically(&csv, |w| Ok(write_msr(&generated, DEMO_HOST, w)?))?;
     step(&format!("analysing {}", csv.display()))?;
     // analysed as read back, so `fallow analyze fallow-demo/trace.csv` agrees
     let trace = fallow_core::read_trace(&csv, &Default::default())?;
-    let devices = trace.devices();
-    let c = characterize(&trace, devices, Some(0), &CharacterizeOptions::default())?;
+    let a = analyze(&trace, &AnalyzeRequest::default())?;
+    let c = &a.characterization;
     let source = Source {
         title: "fallow demo: a bursty synthetic disk workload".into(),
         detail: format!(
@@ -160,7 +159,6 @@ pub fn run(args: DemoArgs) -> Result<()> {
         csv.display()
     ),
     };
-    let f = findings(&c);
     let analysed_s = started.elapsed().as_secs_f64();
     let decision = decide(&trace, &csv, args.budget)?;
 
@@ -177,14 +175,14 @@ pub fn run(args: DemoArgs) -> Result<()> {
         let doc = Marked {
             schema_version: fallow_core::JSON_SCHEMA_VERSION,
             generator: format!("fallow {}", env!("CARGO_PKG_VERSION")),
-            c: &c,
+            c,
             decision: &decision,
         };
         serde_json::to_writer_pretty(&mut *w, &doc)?;
         w.write_all(b"\n")?;
         Ok(())
     })?;
-    present(&c, &f, false, Some(&html), Some(&source), Some(&decision))?;
+    present(&a, false, Some(&html), Some(&source), Some(&decision))?;
     crate::output::print(&format!(
         "{}\nTrace:       {}\nJSON:        {}\n\nUtilisation {} (target {}); generated and analysed in {}, policies tuned in {}.\n",
         decision.text(),
@@ -207,12 +205,10 @@ fn step(what: &str) -> Result<()> {
     Ok(())
 }
 
-/// The MSR header line of the demo's trace.
-const MSR_HEADER: &str = "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime";
 /// The host name that marks a trace as the demo's.
 const DEMO_HOST: &str = "fallow-demo";
 
-/// True if `path` starts like a trace [`write_msr`] wrote.
+/// True if `path` starts like the trace the demo writes.
 fn is_demo_trace(path: &Path) -> bool {
     use std::io::BufRead;
     let Ok(f) = std::fs::File::open(path) else {
@@ -225,33 +221,6 @@ fn is_demo_trace(path: &Path) -> bool {
         && first.is_some_and(|l| l.split(',').nth(1) == Some(DEMO_HOST))
 }
 
-/// Write `t` as MSR Cambridge CSV (host `fallow-demo`, disk 0; 100-ns ticks, with
-/// response times), the format `fallow analyze` detects from the content.
-fn write_msr(t: &Trace, w: &mut dyn std::io::Write) -> Result<()> {
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, w);
-    writeln!(w, "{MSR_HEADER}")?;
-    let completion = t.completion_ns();
-    for i in 0..t.len() {
-        let a = t.arrival_ns()[i];
-        // both ends on the 100-ns grid, so a completion never precedes its arrival
-        let tick = a / 100;
-        let resp = completion.map_or(0, |c| (c[i] / 100).saturating_sub(tick));
-        let op = match t.op()[i] {
-            Op::Write => "Write",
-            _ => "Read",
-        };
-        writeln!(
-            w,
-            "{tick},{DEMO_HOST},{},{op},{},{},{resp}",
-            t.device()[i],
-            t.offset_bytes()[i],
-            t.size_bytes()[i]
-        )?;
-    }
-    w.flush()?;
-    Ok(())
-}
-
 /// Every deployable policy tuned for `budget` (as `fallow recommend`), and
 /// the kernel's idle class at its defaults (as `fallow tune`'s baseline).
 fn decide(trace: &Trace, csv: &Path, budget: Budget) -> Result<Decision> {
@@ -261,9 +230,9 @@ fn decide(trace: &Trace, csv: &Path, budget: Budget) -> Result<Decision> {
         bg_work: BgWork::Endless,
         bg_size_bytes: 64 << 10,
         switch_penalty_ns: 0,
-        seed: 1,
+        seed: fallow_core::sim::DEFAULT_SEED,
     };
-    let prep = Prepared::new(trace, None, 1)?;
+    let prep = Prepared::new(trace, None, fallow_core::sim::DEFAULT_SEED)?;
     let sizes = tune::log_spaced(64 << 10, 4 << 20, 5);
     step(&format!(
         "tuning {} policies for a {budget} FG budget",

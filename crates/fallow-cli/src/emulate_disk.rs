@@ -99,7 +99,7 @@ pub struct EmulateDiskArgs {
     pub power: Option<PathBuf>,
 
     /// Seed of the model's random rotational positions.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = fallow_core::sim::DEFAULT_SEED)]
     pub seed: u64,
 
     /// FUSE threads: requests that can wait in the emulator's queue at once

@@ -157,7 +157,7 @@ pub struct EnergyArgs {
 
     /// Seed of the choice of local requests, the peer draws and the
     /// network contention.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = fallow_core::sim::DEFAULT_SEED)]
     pub seed: u64,
 
     /// Print the results as JSON instead of tables.

@@ -118,27 +118,8 @@ pub fn select_device(trace: Trace, device: Option<DeviceSel>) -> Result<Selected
     let id = match device {
         Some(sel) => trace.resolve_device(&sel)?,
         None => {
-            // busiest first; the lowest id wins a tie so the choice is stable
-            let busiest = devices
-                .iter()
-                .max_by(|a, b| a.requests.cmp(&b.requests).then(b.id.cmp(&a.id)))
-                .map(|d| d.id)
-                .unwrap_or(0);
-            if devices.len() > 1 {
-                // MSR files of several hosts name their devices `host:disk`,
-                // blkparse traces `major,minor`.
-                let list = devices
-                    .iter()
-                    .map(|d| format!("{}: {}", d.label(), count(d.requests)))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let chosen = fallow_core::trace::device_label(&devices, busiest);
-                eprintln!(
-                    "fallow: the trace has {} devices (requests per device: {list}); analysing the busiest, device {chosen} (choose with --device)",
-                    devices.len()
-                );
-            }
-            busiest
+            note_busiest(&devices);
+            fallow_core::analyze::busiest_device(&devices).unwrap_or(0)
         }
     };
     let trace = if devices.len() == 1 && devices[0].id == id {
@@ -151,6 +132,29 @@ pub fn select_device(trace: Trace, device: Option<DeviceSel>) -> Result<Selected
         devices,
         device: id,
     })
+}
+
+/// Say on stderr which device is analysed when the trace has several and
+/// none was asked for: the busiest ([`fallow_core::analyze::busiest_device`]).
+pub fn note_busiest(devices: &[fallow_core::trace::DeviceCount]) {
+    if devices.len() < 2 {
+        return;
+    }
+    let Some(busiest) = fallow_core::analyze::busiest_device(devices) else {
+        return;
+    };
+    // MSR files of several hosts name their devices `host:disk`, blkparse
+    // traces `major,minor`
+    let list = devices
+        .iter()
+        .map(|d| format!("{}: {}", d.label(), count(d.requests)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    eprintln!(
+        "fallow: the trace has {} devices (requests per device: {list}); analysing the busiest, device {} (choose with --device)",
+        devices.len(),
+        fallow_core::trace::device_label(devices, busiest)
+    );
 }
 
 /// A spinner on an interactive stderr while a long step runs on a big trace.

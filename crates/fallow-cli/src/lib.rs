@@ -35,7 +35,6 @@ mod emulate_disk;
 mod energy;
 mod energy_text;
 mod error;
-mod findings;
 mod human;
 mod input;
 mod invocation;

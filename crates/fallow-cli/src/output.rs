@@ -1,8 +1,8 @@
 //! The terminal summary of a characterisation, and writing to stdout
 //! without panicking when the reader goes away (`fallow analyze | head`).
 
-use crate::findings::Finding;
 use crate::human::{count, counted, num, pct, requests, secs};
+use fallow_core::analyze::Finding;
 use fallow_core::period::CompletionSource;
 use fallow_core::{Characterization, ServiceModel};
 use std::fmt::Write as _;

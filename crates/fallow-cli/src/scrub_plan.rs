@@ -78,7 +78,7 @@ pub struct ScrubPlanArgs {
     pub check: Option<u64>,
 
     /// Seed of the Monte Carlo.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = fallow_core::sim::DEFAULT_SEED)]
     pub seed: u64,
 
     /// Print the result as JSON on stdout instead of the table.

@@ -107,7 +107,7 @@ fn bench(n: usize, spec: &str) {
         request_size_bytes: 4096,
         capacity_bytes: 1 << 40,
         write_fraction: 0.3,
-        seed: 1,
+        seed: fallow_core::sim::DEFAULT_SEED,
     }
     .generate()
     .expect("valid workload");

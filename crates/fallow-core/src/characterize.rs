@@ -60,7 +60,7 @@ impl Default for CharacterizeOptions {
     fn default() -> Self {
         CharacterizeOptions {
             service: None,
-            seed: 1,
+            seed: crate::dist::DEFAULT_SEED,
             acf_max_lag: 50,
             ar_max_order: 10,
             rate_bin_ns: 0,

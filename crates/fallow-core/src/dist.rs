@@ -6,6 +6,10 @@
 use crate::error::{Error, Result};
 use rand_distr::LogNormal;
 
+/// Seed of every random stream when not given: the one value behind
+/// `sim::DEFAULT_SEED`, every `--seed` and every `seed=` keyword.
+pub const DEFAULT_SEED: u64 = 1;
+
 /// The lognormal distribution with this mean and CV (σ² = ln(1 + CV²),
 /// μ = ln(mean) − σ²/2).
 pub fn lognormal(mean: f64, cv: f64) -> Result<LogNormal<f64>> {

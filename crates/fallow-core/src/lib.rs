@@ -87,10 +87,12 @@
 /// `budgets` list whatever the number of budgets, and carries `guarantee`.
 pub const JSON_SCHEMA_VERSION: u32 = 2;
 
+pub mod analyze;
 pub mod characterize;
 pub mod dist;
 pub mod energy;
 pub mod error;
+pub mod human;
 pub mod outpath;
 pub mod period;
 pub mod policy;

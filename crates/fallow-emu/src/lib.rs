@@ -101,7 +101,7 @@ impl EmuConfig {
             model: Some(ServiceModel::Disk(DiskModel::default())),
             fail: FailRanges::none(),
             stat_file: None,
-            seed: 1,
+            seed: fallow_core::sim::DEFAULT_SEED,
             threads: 8,
             read_only: false,
             power: PowerModel::default(),

@@ -134,7 +134,7 @@ impl Default for DriverConfig {
                 knee_bytes: 65_536,
                 rate_bytes_per_s: 100e6,
             },
-            seed: 1,
+            seed: fallow_core::sim::DEFAULT_SEED,
             budget: None,
         }
     }

@@ -65,7 +65,7 @@ fn power_arg(v: &Bound<'_, PyAny>, device: Option<u32>) -> Result<PowerModel> {
 /// peers serving requests while it sleeps (SARD). Returns the plain result:
 /// the JSON of `fallow energy --json`. See `fallow.energy` for the arguments.
 #[pyfunction]
-#[pyo3(signature = (trace, *, policy=None, device=None, local_fraction=None, peers=None, peer_prob=None, peer_prob_for=None, remote="asleep", files=false, user_data=None, service=None, power=None, net_latency=None, net_bandwidth=None, net_contention=0.2, bg_work=None, bg_size=None, bg=None, bg_wait=None, seed=1))]
+#[pyo3(signature = (trace, *, policy=None, device=None, local_fraction=None, peers=None, peer_prob=None, peer_prob_for=None, remote="asleep", files=false, user_data=None, service=None, power=None, net_latency=None, net_bandwidth=None, net_contention=0.2, bg_work=None, bg_size=None, bg=None, bg_wait=None, seed=fallow_core::sim::DEFAULT_SEED))]
 #[allow(clippy::too_many_arguments)]
 pub fn energy<'py>(
     py: Python<'py>,

@@ -6,7 +6,7 @@
 //! (python/fallow) wraps it with pandas frames, plots and Parquet interop.
 //!
 //! One file per area, mirroring the core: [`trace`] (the `Trace` class and
-//! `read_trace`), [`stats`] (`characterize`), [`workload`] (`synthetic`),
+//! `read_trace`), [`stats`] (`characterize`, `analyze`), [`workload`] (`synthetic`),
 //! [`sim`] (`simulate`, `compare`, `policies`), [`tune`] (`tune`),
 //! [`energy`] (`energy`); [`conversion`] converts Python values into core types.
 //! [`errors`] is the one place where core errors become Python exceptions
@@ -40,6 +40,7 @@ fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sim::PolicyInfo>()?;
     m.add_function(wrap_pyfunction!(trace::read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(stats::characterize, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::analyze, m)?)?;
     m.add_function(wrap_pyfunction!(workload::synthetic, m)?)?;
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(sim::compare, m)?)?;

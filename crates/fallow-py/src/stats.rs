@@ -5,6 +5,7 @@ use crate::conversion::{DeviceArg, Parsed};
 use crate::errors::{without_gil, Result};
 use crate::json::to_python;
 use crate::trace::PyTrace;
+use fallow_core::analyze::AnalyzeRequest;
 use fallow_core::{CharacterizeOptions, ServiceModel};
 use pyo3::prelude::*;
 
@@ -17,7 +18,7 @@ use pyo3::prelude::*;
 /// `service` (`exp:5ms`, `const:1ms`, `disk`) models completions for traces
 /// without them (or replaces recorded ones), seeded by `seed`.
 #[pyfunction]
-#[pyo3(signature = (trace, device=None, service=None, seed=1, acf_max_lag=50, ar_max_order=10, rate_bin_s=None, curve_points=200))]
+#[pyo3(signature = (trace, device=None, service=None, seed=fallow_core::sim::DEFAULT_SEED, acf_max_lag=50, ar_max_order=10, rate_bin_s=None, curve_points=200))]
 #[allow(clippy::too_many_arguments)]
 pub fn characterize<'py>(
     py: Python<'py>,
@@ -30,14 +31,14 @@ pub fn characterize<'py>(
     rate_bin_s: Option<f64>,
     curve_points: usize,
 ) -> Result<Bound<'py, PyAny>> {
-    let opts = CharacterizeOptions {
-        service: service.map(|s| s.0),
+    let opts = options(
+        service,
         seed,
         acf_max_lag,
         ar_max_order,
-        rate_bin_ns: rate_bin_s.map_or(0, |s| (s * 1e9).round() as u64),
+        rate_bin_s,
         curve_points,
-    };
+    );
     let t = &trace.inner;
     let devices = t.devices();
     let device = t.sim_device(device.as_ref().map(|d| &d.0))?;
@@ -46,4 +47,56 @@ pub fn characterize<'py>(
         None => fallow_core::characterize(t, devices, None, &opts),
     })?;
     to_python(py, &c)
+}
+
+/// The characterisation options from Python's keywords.
+fn options(
+    service: Option<Parsed<ServiceModel>>,
+    seed: u64,
+    acf_max_lag: usize,
+    ar_max_order: usize,
+    rate_bin_s: Option<f64>,
+    curve_points: usize,
+) -> CharacterizeOptions {
+    CharacterizeOptions {
+        service: service.map(|s| s.0),
+        seed,
+        acf_max_lag,
+        ar_max_order,
+        rate_bin_ns: rate_bin_s.map_or(0, |s| (s * 1e9).round() as u64),
+        curve_points,
+    }
+}
+
+/// `fallow analyze`: characterise one device (the busiest unless `device`
+/// names one) and state its headline findings. Returns the plain dict of
+/// `fallow analyze --json`: the characterisation's keys and `findings`.
+#[pyfunction]
+#[pyo3(signature = (trace, device=None, service=None, seed=fallow_core::sim::DEFAULT_SEED, acf_max_lag=50, ar_max_order=10, rate_bin_s=None, curve_points=200))]
+#[allow(clippy::too_many_arguments)]
+pub fn analyze<'py>(
+    py: Python<'py>,
+    trace: &PyTrace,
+    device: Option<DeviceArg>,
+    service: Option<Parsed<ServiceModel>>,
+    seed: u64,
+    acf_max_lag: usize,
+    ar_max_order: usize,
+    rate_bin_s: Option<f64>,
+    curve_points: usize,
+) -> Result<Bound<'py, PyAny>> {
+    let request = AnalyzeRequest {
+        device: device.map(|d| d.0),
+        options: options(
+            service,
+            seed,
+            acf_max_lag,
+            ar_max_order,
+            rate_bin_s,
+            curve_points,
+        ),
+    };
+    let t = &trace.inner;
+    let a = without_gil(py, || fallow_core::analyze::analyze(t, &request))?;
+    to_python(py, &a)
 }

@@ -193,7 +193,7 @@ impl PyTrace {
     }
 
     /// Idle interval lengths in ns (uint64); see `idle_intervals`.
-    #[pyo3(signature = (service=None, seed=1, device=None))]
+    #[pyo3(signature = (service=None, seed=fallow_core::sim::DEFAULT_SEED, device=None))]
     fn idle_intervals_ns<'py>(
         &self,
         py: Python<'py>,
@@ -210,7 +210,7 @@ impl PyTrace {
 
     /// Busy periods as a dict of arrays: `start_ns`, `length_ns` (uint64)
     /// and `requests` (uint32). See `idle_intervals`.
-    #[pyo3(signature = (service=None, seed=1, device=None))]
+    #[pyo3(signature = (service=None, seed=fallow_core::sim::DEFAULT_SEED, device=None))]
     fn busy_periods_ns<'py>(
         &self,
         py: Python<'py>,

@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 /// two-state MMPP explicitly. `service` is a service model (`exp:5ms`,
 /// `const:1ms`, `lognormal:5ms,cv=2`, `disk`).
 #[pyfunction]
-#[pyo3(signature = (arrival="poisson", rate=None, requests=100_000, service="exp:5ms", seed=1, k=None, cv=None, mmpp_rates=None, mmpp_switch=None, request_size_bytes=4096, capacity_bytes=1_000_000_000_000, write_fraction=0.5, burst=None))]
+#[pyo3(signature = (arrival="poisson", rate=None, requests=100_000, service="exp:5ms", seed=fallow_core::sim::DEFAULT_SEED, k=None, cv=None, mmpp_rates=None, mmpp_switch=None, request_size_bytes=4096, capacity_bytes=1_000_000_000_000, write_fraction=0.5, burst=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn synthetic(
     py: Python<'_>,

@@ -5,53 +5,36 @@
 //! bytes. A header line names the columns (the reader skips it).
 
 use crate::{Op, Recording};
+use fallow_core::trace::{write_msr_records, MsrRecord};
 use std::io::{self, Write};
 
 /// 1970-01-01 in Windows filetime ticks.
 pub const FILETIME_UNIX_EPOCH_TICKS: u64 = 116_444_736_000_000_000;
 
-/// Write `rec` as MSR CSV. `hostname` loses any commas (it is a CSV field);
-/// `disk_number` is the DiskNumber column.
+/// Write `rec` as MSR CSV through the core's one MSR writer
+/// ([`fallow_core::trace::write_msr_records`]): Timestamp in filetime
+/// ticks, ResponseTime rounded up to a tick (a response of less than one
+/// still took time). `hostname` loses any commas and whitespace (it is a
+/// CSV field); `disk_number` is the DiskNumber column.
 pub fn write_msr(
     rec: &Recording,
     hostname: &str,
     disk_number: u32,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let host: String = hostname
-        .chars()
-        .map(|c| {
-            if c == ',' || c.is_whitespace() {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect();
-    let host = if host.is_empty() {
-        "localhost".to_string()
-    } else {
-        host
-    };
-    writeln!(
-        out,
-        "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime"
-    )?;
-    for r in &rec.requests {
-        let ticks = r.issue_unix_ns / 100 + FILETIME_UNIX_EPOCH_TICKS;
-        let op = match r.op {
-            Op::Read => "Read",
-            Op::Write => "Write",
-        };
-        // a response of less than one tick still took time: round up
-        let resp = r.latency_ns.div_ceil(100);
-        writeln!(
-            out,
-            "{ticks},{host},{disk_number},{op},{},{},{resp}",
-            r.offset_bytes, r.size_bytes
-        )?;
-    }
-    Ok(())
+    let records = rec.requests.iter().map(|r| MsrRecord {
+        timestamp_ticks: r.issue_unix_ns / 100 + FILETIME_UNIX_EPOCH_TICKS,
+        hostname,
+        disk_number,
+        op: match r.op {
+            Op::Read => fallow_core::trace::Op::Read,
+            Op::Write => fallow_core::trace::Op::Write,
+        },
+        offset_bytes: r.offset_bytes,
+        size_bytes: u64::from(r.size_bytes),
+        response_ticks: r.latency_ns.div_ceil(100),
+    });
+    write_msr_records(out, records)
 }
 
 #[cfg(test)]

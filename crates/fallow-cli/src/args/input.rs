@@ -68,7 +68,7 @@ pub struct InputArgs {
 
     /// Seed of every random stream (workload, service model, BG service):
     /// the same seed gives the same result, byte for byte.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = fallow_core::sim::DEFAULT_SEED)]
     pub seed: u64,
 
     #[command(flatten)]

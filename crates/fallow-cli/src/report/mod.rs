@@ -17,10 +17,10 @@ pub use energy::write as write_energy;
 pub use energy_table::runs_table as energy_runs_table;
 pub use pareto::write as write_pareto;
 
-use crate::findings::Finding;
 use crate::human::{count, num, pct, requests, secs};
-use crate::output::{describe_input, Source};
+use crate::output::{self, describe_input, Source};
 use anyhow::Result;
+use fallow_core::analyze::{Analysis, Finding};
 use fallow_core::Characterization;
 use plots::Figure;
 use std::fmt::Write as _;
@@ -41,6 +41,36 @@ pub fn write(
 ) -> Result<()> {
     let html = render(c, findings, source, decision);
     crate::atomic::write_atomically(path, |w| Ok(w.write_all(html.as_bytes())?))
+}
+
+/// Print an analysis — the summary, or with `json` the report as JSON —
+/// and write its HTML report to `html` if asked (with the demo's
+/// `decision` first when there is one). `fallow analyze` and `fallow demo`
+/// show the core's [`Analysis`] through it.
+pub fn present(
+    a: &Analysis,
+    json: bool,
+    html: Option<&Path>,
+    source: Option<&Source>,
+    decision: Option<&Decision>,
+) -> Result<()> {
+    let (c, f) = (&a.characterization, &a.findings);
+    if let Some(path) = html {
+        write(path, c, f, source, decision)?;
+    }
+    if json {
+        output::print(&output::json_text(a)?)?;
+        if let Some(path) = html {
+            eprintln!("fallow: wrote the HTML report to {}", path.display());
+        }
+    } else {
+        let mut text = output::summary(c, f, source);
+        if let Some(path) = html {
+            text.push_str(&format!("\nHTML report: {}\n", path.display()));
+        }
+        output::print(&text)?;
+    }
+    Ok(())
 }
 
 /// The whole page.

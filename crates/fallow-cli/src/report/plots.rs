@@ -3,8 +3,8 @@
 //! Figure numbers in comments refer to the source papers.
 
 use super::svg::{Axis, BarSeries, Chart, Color, Dash, Layer, Marker, Scale, Swatch, Unit};
-use crate::findings::{headline_wait_s, period_name};
 use crate::human::{corr, count, num, pct, prob, requests, secs};
+use fallow_core::analyze::{headline_wait_s, period_name};
 use fallow_core::Characterization;
 
 /// A titled, captioned chart.

@@ -25,7 +25,7 @@ pub const DEFAULT_BG_SERVICE: &str = "size";
 /// Idle time before BG work starts in an interval, ns.
 pub const DEFAULT_BG_WAIT_NS: u64 = 100_000_000;
 /// Seed of the choice of local requests, the peer draws and the contention.
-pub const DEFAULT_SEED: u64 = 1;
+pub const DEFAULT_SEED: u64 = crate::dist::DEFAULT_SEED;
 
 /// `work_bytes` of BG work with the default request size, service and wait.
 pub fn default_bg(work_bytes: u64) -> BgPlan {

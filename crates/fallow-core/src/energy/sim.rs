@@ -113,7 +113,7 @@ impl Default for EnergyConfig {
             remote_when: RemoteWhen::Asleep,
             disk: DiskModel::default(),
             bg: None,
-            seed: 1,
+            seed: crate::dist::DEFAULT_SEED,
         }
     }
 }

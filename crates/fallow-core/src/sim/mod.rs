@@ -75,7 +75,7 @@ impl Default for SimConfig {
             bg_work: BgWork::Endless,
             bg_size_bytes: 65_536,
             switch_penalty_ns: 0,
-            seed: 1,
+            seed: DEFAULT_SEED,
         }
     }
 }

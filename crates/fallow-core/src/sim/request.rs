@@ -35,8 +35,9 @@ pub const DEFAULT_BG_SIZE_BYTES: u64 = 65_536;
 pub const DEFAULT_BG_WORK: &str = "endless";
 /// Extra delay of a collision when not given, ns.
 pub const DEFAULT_SWITCH_PENALTY_NS: u64 = 0;
-/// Seed of every random stream when not given.
-pub const DEFAULT_SEED: u64 = 1;
+/// Seed of every random stream when not given (defined with the
+/// distributions, so modules below the simulator use the same one).
+pub use crate::dist::DEFAULT_SEED;
 /// Disk capacity synthetic offsets are spread over, bytes (offsets only
 /// matter to the `disk` service model's seek distances).
 pub const SYNTHETIC_CAPACITY_BYTES: u64 = 1_000_000_000_000;

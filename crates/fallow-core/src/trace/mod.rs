@@ -42,6 +42,7 @@ pub use columnar::{write_columnar, ColumnarKind, ENABLED as COLUMNAR_ENABLED};
 pub use fallow_bin::write_fallow_bin;
 pub(crate) use fallow_bin::MAGIC as FALLOW_BIN_MAGIC;
 pub use frame::{ns_from_f64, ns_from_i64, scale_bytes, sizes_u32, Columns};
+pub use msr::{write_msr, write_msr_records, MsrRecord, MSR_HEADER, WRITTEN_HOST};
 #[doc(hidden)]
 pub use parallel::{threads_from_env, Parallelism};
 pub use reader::{Completions, Head, ReaderEntry, Sniff, Writer};

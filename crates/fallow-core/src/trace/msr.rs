@@ -13,10 +13,12 @@
 
 use super::detect::{commas, contains};
 use super::lines::{for_each_line, is_blank_or_comment, parse_u64, show, split};
-use super::reader::{sniff, Completions, Head, ReaderEntry, Sniff};
-use super::{Op, RawRequest, ReadContext, MSR_DISK_BITS};
-use crate::error::{Location, Result};
-use std::io::BufRead;
+use super::reader::{sniff, Completions, Head, ReaderEntry, Sniff, Writer};
+use super::{Op, RawRequest, ReadContext, Trace, MSR_DISK_BITS};
+use crate::error::{Error, Location, Result};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
 
 const NS_PER_TICK: u64 = 100;
 /// Hosts one file may hold: the bits above the disk number.
@@ -47,8 +49,142 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     detect_rank: 110,
     detect,
     read,
-    writers: &[],
+    // `fallow convert x -o out.csv`
+    writers: &[Writer {
+        extensions: &["csv"],
+        write: |trace, out| write_msr(trace, WRITTEN_HOST, out),
+    }],
 };
+
+/// The header line of an MSR CSV file (the reader skips it).
+pub const MSR_HEADER: &str = "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime";
+
+/// The Hostname [`write_msr`] gives a device whose trace names no host.
+pub const WRITTEN_HOST: &str = "fallow";
+
+/// One MSR CSV record, in the file's units (100-ns ticks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MsrRecord<'a> {
+    /// Timestamp: Windows filetime ticks, or ticks from any origin (the
+    /// reader starts the trace at its first arrival).
+    pub timestamp_ticks: u64,
+    /// Hostname; commas and whitespace become `_` (it is a CSV field), an
+    /// empty one `localhost`.
+    pub hostname: &'a str,
+    /// DiskNumber.
+    pub disk_number: u32,
+    /// Type: `Read` or `Write`.
+    pub op: Op,
+    /// Offset, bytes.
+    pub offset_bytes: u64,
+    /// Size, bytes.
+    pub size_bytes: u64,
+    /// ResponseTime, ticks.
+    pub response_ticks: u64,
+}
+
+/// A hostname as a CSV field: commas and whitespace to `_`, empty to
+/// `localhost`.
+fn host_field(host: &str) -> Cow<'_, str> {
+    if host.is_empty() {
+        Cow::Borrowed("localhost")
+    } else if host.contains(|c: char| c == ',' || c.is_whitespace()) {
+        Cow::Owned(
+            host.chars()
+                .map(|c| {
+                    if c == ',' || c.is_whitespace() {
+                        '_'
+                    } else {
+                        c
+                    }
+                })
+                .collect(),
+        )
+    } else {
+        Cow::Borrowed(host)
+    }
+}
+
+/// Write the header and `records` as MSR CSV: the one MSR writer, which
+/// `fallow convert`, `fallow demo` and `fallow-record` use.
+pub fn write_msr_records<'a>(
+    out: &mut dyn Write,
+    records: impl IntoIterator<Item = MsrRecord<'a>>,
+) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, out);
+    writeln!(w, "{MSR_HEADER}")?;
+    for r in records {
+        let op = match r.op {
+            Op::Read => "Read",
+            Op::Write => "Write",
+        };
+        writeln!(
+            w,
+            "{},{},{},{op},{},{},{}",
+            r.timestamp_ticks,
+            host_field(r.hostname),
+            r.disk_number,
+            r.offset_bytes,
+            r.size_bytes,
+            r.response_ticks
+        )?;
+    }
+    w.flush()
+}
+
+/// Write `trace` as MSR CSV. Times go to 100-ns ticks from the trace's
+/// origin, both ends of a request rounded down to the tick grid, so a
+/// completion never precedes its arrival (a trace on the grid reads back
+/// exactly). A device keeps the host and disk an MSR trace gave it;
+/// otherwise its host is `host` and its disk number its id. Refused: a
+/// trace without completion times (MSR records every response time; none
+/// is made up) and a device id over MSR's 24-bit disk numbers.
+pub fn write_msr(trace: &Trace, host: &str, out: &mut dyn Write) -> Result<()> {
+    let path = trace.report().path.display().to_string();
+    let Some(completion) = trace.completion_ns() else {
+        return Err(Error::Unsupported(format!(
+            "{path}: the trace has no completion times, and MSR CSV records each request's \
+             response time (a plain trace's may be in a column: --completion-column); write \
+             `.fbt` or `.parquet` instead"
+        )));
+    };
+    let mut places: BTreeMap<u32, (String, u32)> = BTreeMap::new();
+    let msr_hosts = !trace.numbers_devices() && !trace.names_disks();
+    for d in trace.devices() {
+        let known = msr_hosts
+            .then(|| trace.report().hosts.get((d.id >> MSR_DISK_BITS) as usize))
+            .flatten();
+        let place = match known {
+            Some(h) => (h.clone(), d.id & MAX_DISK as u32),
+            None if u64::from(d.id) <= MAX_DISK => (host.to_string(), d.id),
+            None => {
+                return Err(Error::Unsupported(format!(
+                    "{path}: device {} has no MSR disk number (at most {MAX_DISK}): select one \
+                     device (--device) to write it as MSR CSV",
+                    d.label()
+                )))
+            }
+        };
+        places.insert(d.id, place);
+    }
+    let records = (0..trace.len()).map(|i| {
+        let (host, disk_number) = &places[&trace.device()[i]];
+        let tick = trace.arrival_ns()[i] / NS_PER_TICK;
+        MsrRecord {
+            timestamp_ticks: tick,
+            hostname: host,
+            disk_number: *disk_number,
+            op: trace.op()[i],
+            offset_bytes: trace.offset_bytes()[i],
+            size_bytes: u64::from(trace.size_bytes()[i]),
+            response_ticks: (completion[i] / NS_PER_TICK).saturating_sub(tick),
+        }
+    });
+    write_msr_records(out, records).map_err(|e| Error::Io {
+        path: trace.report().path.clone(),
+        source: e,
+    })
+}
 
 pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
     for_each_line(input, ctx, |ctx, line_no, line| {
@@ -319,6 +455,108 @@ fn parse_op(field: &[u8]) -> Option<Op> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn read_back(bytes: &[u8]) -> Trace {
+        let opts = super::super::ReadOptions::default();
+        super::super::read_from(&mut &bytes[..], std::path::Path::new("back.csv"), &opts).unwrap()
+    }
+
+    /// A trace on the 100-ns grid is read back exactly: times, sizes,
+    /// offsets, ops, devices and the hosts of a two-host MSR file.
+    #[test]
+    fn written_msr_reads_back_exactly() {
+        let text = "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n\
+                    128166372000000000,hm,0,Read,4096,4096,100\n\
+                    128166372000000300,rsrch,2,Write,0,512,7\n\
+                    128166372000001000,hm,0,Write,8192,65536,0\n";
+        let t = read_back(text.as_bytes());
+        assert_eq!(t.devices().len(), 2);
+        let mut bytes = Vec::new();
+        write_msr(&t, WRITTEN_HOST, &mut bytes).unwrap();
+        // by hand: ticks from the first arrival, the hosts and disks kept
+        let written = String::from_utf8(bytes.clone()).unwrap();
+        assert_eq!(
+            written,
+            "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n\
+             0,hm,0,Read,4096,4096,100\n\
+             300,rsrch,2,Write,0,512,7\n\
+             1000,hm,0,Write,8192,65536,0\n"
+        );
+        let back = read_back(&bytes);
+        assert_eq!(back.arrival_ns(), t.arrival_ns());
+        assert_eq!(back.completion_ns(), t.completion_ns());
+        assert_eq!(back.offset_bytes(), t.offset_bytes());
+        assert_eq!(back.size_bytes(), t.size_bytes());
+        assert_eq!(back.op(), t.op());
+        assert_eq!(back.device(), t.device());
+        assert_eq!(back.devices(), t.devices());
+    }
+
+    /// Off the grid, both ends round down: the completion never precedes
+    /// the arrival; a device of another trace gets the given host.
+    #[test]
+    fn times_round_down_to_ticks_and_other_devices_get_the_host() {
+        let t = Trace::from_columns(
+            vec![0, 250, 1_099],
+            Some(vec![150, 399, 1_100]),
+            vec![0, 512, 1024],
+            vec![512; 3],
+            vec![Op::Read, Op::Write, Op::Read],
+            vec![3, 3, 3],
+        )
+        .unwrap();
+        let mut bytes = Vec::new();
+        write_msr(&t, "my host,x", &mut bytes).unwrap();
+        let lines: Vec<&str> = std::str::from_utf8(&bytes).unwrap().lines().collect();
+        // 150/100 - 0 = 1; 399/100 - 250/100 = 1; 1100/100 - 1099/100 = 1
+        assert_eq!(
+            lines[1..],
+            [
+                "0,my_host_x,3,Read,0,512,1",
+                "2,my_host_x,3,Write,512,512,1",
+                "10,my_host_x,3,Read,1024,512,1"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_trace_without_completions_or_with_wide_device_ids_is_refused() {
+        let plain = |device: u32, completion: Option<Vec<u64>>| {
+            Trace::from_columns(
+                vec![0],
+                completion,
+                vec![0],
+                vec![512],
+                vec![Op::Read],
+                vec![device],
+            )
+            .unwrap()
+        };
+        let err = write_msr(&plain(0, None), "h", &mut Vec::new())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("no completion times") && err.contains("--service"),
+            "{err}"
+        );
+        let err = write_msr(&plain(1 << 24, Some(vec![5])), "h", &mut Vec::new())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("no MSR disk number") && err.contains("--device"),
+            "{err}"
+        );
+    }
+
+    /// `-o out.csv` (any case) chooses this writer, never fallow's binary.
+    #[test]
+    fn a_csv_name_chooses_the_msr_writer() {
+        for name in ["out.csv", "OUT.CSV"] {
+            let (f, w) = super::super::writer_for(std::path::Path::new(name));
+            assert_eq!(f.name(), "msr", "{name}");
+            assert_eq!(w.extensions, ["csv"], "{name}");
+        }
+    }
 
     #[test]
     fn parses_one_record() {

@@ -111,7 +111,7 @@ impl OnlineConfig {
             window: DEFAULT_WINDOW,
             every: DEFAULT_WINDOW / 4,
             switch_penalty_ns: 0,
-            seed: 1,
+            seed: crate::dist::DEFAULT_SEED,
         }
     }
 }

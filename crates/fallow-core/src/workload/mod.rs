@@ -402,7 +402,7 @@ mod tests {
             request_size_bytes: 4096,
             capacity_bytes: 1 << 30,
             write_fraction: 0.5,
-            seed: 1,
+            seed: crate::dist::DEFAULT_SEED,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Integration tests of `fallow-core`, one module per area.
 
 mod busy_periods;
+mod defaults;
 mod energy;
 mod fast_sweep;
 mod long_gaps;

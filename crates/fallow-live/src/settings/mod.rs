@@ -437,7 +437,7 @@ impl Settings {
             budget: None,
             budget_from: None,
             interval_ns: DEFAULT_INTERVAL_NS,
-            seed: 1,
+            seed: fallow_core::sim::DEFAULT_SEED,
             metrics: None,
             monitor: "auto".into(),
             size: None,

@@ -199,8 +199,16 @@ fn every_writer_writes_what_its_format_reads_back() {
             let mut bytes = Vec::new();
             match (w.write)(&t, &mut bytes) {
                 Ok(()) => {}
-                Err(err @ Error::Unsupported(_)) if !COLUMNAR_ENABLED => {
+                Err(err @ Error::Unsupported(_)) if !COLUMNAR_ENABLED && e.name != "msr" => {
                     assert!(e.name == "arrow" || e.name == "parquet", "{err}");
+                    continue;
+                }
+                // MSR CSV records every response time: a trace without
+                // completions is refused, not written with made-up ones
+                // (its round trip is trace::msr's unit tests')
+                Err(err @ Error::Unsupported(_)) if e.name == "msr" => {
+                    assert!(t.completion_ns().is_none(), "{err}");
+                    assert!(err.to_string().contains("no completion times"), "{err}");
                     continue;
                 }
                 Err(err) => panic!("{}: {err}", e.name),

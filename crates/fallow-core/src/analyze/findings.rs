@@ -4,11 +4,12 @@
 //! say the same thing.
 
 use crate::human::{corr, count, num, p_value, pct, prob, secs};
-use fallow_core::stats::Remaining;
-use fallow_core::Characterization;
+use crate::stats::Remaining;
+use crate::Characterization;
+use serde::Serialize;
 
 /// One finding: a short topic label and a sentence.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
     /// What it is about (`waiting`, `burstiness`, …).
     pub topic: &'static str,
@@ -317,7 +318,7 @@ fn periodicity(c: &Characterization) -> Finding {
             "The trace spans {}, too short to test for periodic load (at least 4 hours are needed).",
             secs(c.trace.span_s)
         ),
-        // fallow_core::stats::anova: hourly counts only where they mean something
+        // crate::stats::anova: hourly counts only where they mean something
         None => format!(
             "{} requests over {} are fewer than one an hour: too sparse to test hourly counts for periodic load.",
             c.trace.requests,
