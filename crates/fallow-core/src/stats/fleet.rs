@@ -115,6 +115,9 @@ pub struct DeviceState {
     welford_mean_s: f64,
     welford_m2: f64,
     idle_hist: Histogram<u64>,
+    // exact extremes, to keep the histogram's p90 within them
+    idle_min_ns: u64,
+    idle_max_ns: u64,
     // the FCFS queue of a modelled device
     sampler: Option<ServiceSampler>,
     free_at_ns: u64,
@@ -138,6 +141,8 @@ impl DeviceState {
             welford_mean_s: 0.0,
             welford_m2: 0.0,
             idle_hist: Histogram::new(HISTOGRAM_SIGFIG).expect("2 significant digits are valid"),
+            idle_min_ns: u64::MAX,
+            idle_max_ns: 0,
             // one sampler per device, seeded as a one-device analysis seeds its own
             sampler: model.map(|m| m.sampler(seed)),
             free_at_ns: 0,
@@ -195,6 +200,8 @@ impl DeviceState {
         self.idle_count += 1;
         self.idle_sum_s += x;
         self.idle_total_ns += u128::from(len_ns);
+        self.idle_min_ns = self.idle_min_ns.min(len_ns);
+        self.idle_max_ns = self.idle_max_ns.max(len_ns);
         let d = x - self.welford_mean_s;
         self.welford_mean_s += d / self.idle_count as f64;
         self.welford_m2 += d * (x - self.welford_mean_s);
@@ -234,7 +241,9 @@ impl DeviceState {
             idle_p90_s: if self.idle_count == 0 {
                 0.0
             } else {
-                self.idle_hist.value_at_quantile(0.9) as f64 / 1e9
+                // the bucket's highest value can pass the largest interval
+                let v = self.idle_hist.value_at_quantile(0.9);
+                v.clamp(self.idle_min_ns, self.idle_max_ns) as f64 / 1e9
             },
             busy_count: self.busy_count,
             busy_mean_s: if self.busy_count == 0 {
@@ -458,11 +467,46 @@ mod tests {
     }
 
     #[test]
-    fn msr_hosts_with_recorded_completions_match_one_device_analyses() {
+    fn msr_disks_with_recorded_completions_match_one_device_analyses() {
         check_against_one_device(&data("small.msr.csv"), &ReadOptions::default(), None);
         // and modelled, replacing the recorded ones
         let m: ServiceModel = "exp:2ms".parse().unwrap();
         check_against_one_device(&data("small.msr.csv"), &ReadOptions::default(), Some(&m));
+    }
+
+    #[test]
+    fn a_file_of_several_msr_hosts_matches_one_device_analyses() {
+        // hosts rsrch (disks 0, 2) and hm (disk 0), interleaved by time,
+        // each request served in 2 ms (20,000 ticks of 100 ns)
+        let mut lines = Vec::new();
+        let mut x: u64 = 11;
+        for (k, (host, disk)) in [("rsrch", 0), ("hm", 0), ("rsrch", 2)].iter().enumerate() {
+            let mut t = 128_166_372_000_000_000u64 + k as u64 * 977;
+            for i in 0..400u64 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                t += 5_000 + (x >> 40) % (1 + 300_000 * (k as u64 + 1));
+                let op = if i % 3 == 0 { "Write" } else { "Read" };
+                lines.push((
+                    t,
+                    format!("{t},{host},{disk},{op},{},4096,20000", i * 65536),
+                ));
+            }
+        }
+        lines.sort_by_key(|l| l.0);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hosts.csv");
+        let text: String = lines.into_iter().map(|l| l.1 + "\n").collect();
+        std::fs::write(&path, text).unwrap();
+        check_against_one_device(&path, &ReadOptions::default(), None);
+        let fleet = fleet_of(&path, &ReadOptions::default(), None, 1).unwrap();
+        let names: Vec<_> = fleet
+            .devices
+            .iter()
+            .filter_map(|d| d.name.clone())
+            .collect();
+        assert_eq!(names, ["rsrch:0", "rsrch:2", "hm:0"]);
     }
 
     #[test]
