@@ -82,7 +82,10 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         return run_fleet(&args);
     }
     if args.csv {
-        anyhow::bail!("--csv prints the rows of --device all; give --device all, or --json");
+        return Err(crate::error::BadInput(
+            "--csv prints the rows of --device all; give --device all, or --json".into(),
+        )
+        .into());
     }
     // a report that would overwrite the trace or a device fails before the work
     if let Some(p) = &args.html {
@@ -116,9 +119,10 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
 fn run_fleet(args: &AnalyzeArgs) -> Result<()> {
     use crate::analyze_fleet::{print, FleetOut};
     if args.html.is_some() {
-        anyhow::bail!(
-            "--html with --device all: the fleet page is not built yet; use --json or --csv"
-        );
+        return Err(crate::error::BadInput(
+            "--html with --device all: the fleet page is not built yet; use --json or --csv".into(),
+        )
+        .into());
     }
     let fleet = fallow_core::stats::fleet::fleet_of(
         &args.trace,
