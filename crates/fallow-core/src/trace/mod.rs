@@ -1125,11 +1125,13 @@ impl Streamed {
 /// that a whole read ([`read_trace`]) would keep is handed to `sink`, in
 /// file order (not sorted by arrival, not rebased), with the same checks
 /// and bad-record policy. Memory is the reader's own state, whatever the
-/// file's length, for every format whose reader hands records on one by
-/// one (all text formats, the binary record formats, Parquet and Arrow
-/// batches); a fallow binary cache is loaded whole, then handed on
-/// ([`Streamed::loaded_whole`]). gzip is read transparently; the per-CPU
-/// file set of a blktrace run is not (pass `blkparse` output instead).
+/// file's length, for the readers that hand records on line by line or
+/// record by record (msr, spc, plain, hp-srt, alibaba, tencent, vscsi,
+/// bpftrace, fio iologs); those that pair events (blkparse, blktrace,
+/// biosnoop, fio latency logs) gather them first, Parquet and Arrow read
+/// the file's bytes, and a fallow binary cache is loaded whole, then handed
+/// on ([`Streamed::loaded_whole`]); docs/fleet.md. gzip is read
+/// transparently; the per-CPU file set of a blktrace run is not.
 pub fn stream_trace(
     path: impl AsRef<Path>,
     opts: &ReadOptions,
