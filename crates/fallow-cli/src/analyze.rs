@@ -39,9 +39,16 @@ pub struct AnalyzeArgs {
     /// Device to analyse, by its id in the trace (MSR DiskNumber, HP SRT
     /// physical disk, …), as MAJOR,MINOR in a blkparse trace (`8,16`) or,
     /// in an MSR file of several hosts, as HOST:DISK (`hm:0`).
+    /// `all` characterises every device in one streaming pass, one row
+    /// each (requests, span, utilisation, idle count/mean/CV/p90, busy
+    /// mean; docs/analyze.md), with memory bounded by the devices.
     /// [default: the device with the most requests]
     #[arg(long, short = 'd', value_name = "ID")]
     pub device: Option<DeviceSel>,
+
+    /// With `--device all`: print the rows as CSV instead of a table.
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
 
     /// Print the full characterisation as JSON on stdout instead of the summary.
     #[arg(long)]
@@ -73,6 +80,15 @@ pub struct AnalyzeArgs {
 
 /// Run `fallow analyze`.
 pub fn run(args: AnalyzeArgs) -> Result<()> {
+    if matches!(&args.device, Some(DeviceSel::Label(all)) if all == "all") {
+        return run_fleet(&args);
+    }
+    if args.csv {
+        return Err(crate::error::BadInput(
+            "--csv prints the rows of --device all; give --device all, or --json".into(),
+        )
+        .into());
+    }
     // a report that would overwrite the trace or a device fails before the work
     if let Some(p) = &args.html {
         let guard = args.out.guard([args.trace.as_path()]);
@@ -98,6 +114,29 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     let a = result?;
     warn_long_gaps(&a.characterization, &args.trace, trace.report());
     crate::report::present(&a, args.json, args.html.as_deref(), None, None)
+}
+
+/// `--device all`: every device in one streaming pass.
+fn run_fleet(args: &AnalyzeArgs) -> Result<()> {
+    use crate::analyze_fleet::{print, FleetOut};
+    if args.html.is_some() {
+        return Err(crate::error::BadInput(
+            "--html with --device all: the fleet page is not built yet; use --json or --csv".into(),
+        )
+        .into());
+    }
+    let fleet = fallow_core::stats::fleet::fleet_of(
+        &args.trace,
+        &args.read.options(),
+        args.service.as_ref(),
+        args.seed,
+    )?;
+    let how = match (args.json, args.csv) {
+        (true, _) => FleetOut::Json,
+        (_, true) => FleetOut::Csv,
+        _ => FleetOut::Text,
+    };
+    print(&fleet, how)
 }
 
 /// Warn on stderr about idle intervals far beyond the rest (a likely

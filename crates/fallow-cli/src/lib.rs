@@ -25,6 +25,7 @@
 //! for anything else (a report that cannot be written, an I/O failure).
 
 mod analyze;
+mod analyze_fleet;
 mod args;
 mod atomic;
 mod compare;

@@ -18,6 +18,7 @@ mod conveniences;
 mod convert_hosts;
 mod energy;
 mod first_hour;
+mod fleet;
 mod json_schema;
 mod live_tools;
 mod long_gaps;

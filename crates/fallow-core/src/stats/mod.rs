@@ -8,6 +8,7 @@ mod anova;
 mod ar;
 mod busy;
 mod concentration;
+pub mod fleet;
 mod hazard;
 mod lag_pairs;
 mod rate;

@@ -145,6 +145,19 @@ impl TraceBuilder {
         self.device.iter_mut().for_each(|d| *d = f(*d));
     }
 
+    /// Whether [`TraceBuilder::push`] would take `r`: `(field, message)`
+    /// when it would refuse it.
+    pub(crate) fn check(&self, r: &RawRequest) -> std::result::Result<(), (&'static str, String)> {
+        match (self.completion_ns.is_some(), r.completion_ns) {
+            (true, Some(c)) if c < r.arrival_ns => Err((
+                "completion",
+                format!("completes {} ns before it arrives", r.arrival_ns - c),
+            )),
+            (true, None) => Err(("completion", "missing completion time".into())),
+            _ => Ok(()),
+        }
+    }
+
     /// Add a request. An inconsistent one is refused with `(field, message)`
     /// so the reader can say where it was.
     pub fn push(&mut self, r: RawRequest) -> std::result::Result<(), (&'static str, String)> {

@@ -799,7 +799,15 @@ pub struct ReadContext<'a> {
     /// line's, as nearly every line repeats it.
     pub(crate) hosts: Vec<Vec<u8>>,
     pub(crate) last_host: usize,
+    /// Where checked requests go instead of the builder in a streaming
+    /// read ([`stream_trace`]), with how many it took.
+    pub(crate) sink: Option<&'a mut RequestSink<'a>>,
+    pub(crate) streamed: u64,
 }
+
+/// Receives each request of a streaming read ([`stream_trace`]) in file
+/// order, with where it sits in the file; an error stops the read.
+pub type RequestSink<'a> = dyn FnMut(Location, RawRequest) -> Result<()> + Send + 'a;
 
 /// Devices one file may name ([`ReadContext::named_device`]): as many as
 /// the id's bits above MSR's disk number can index.
@@ -871,6 +879,8 @@ impl<'a> ReadContext<'a> {
             skip_errors: Vec::new(),
             hosts: Vec::new(),
             last_host: 0,
+            sink: None,
+            streamed: 0,
         }
     }
 
@@ -900,6 +910,16 @@ impl<'a> ReadContext<'a> {
 
     /// Push a request; inconsistencies become [`ReadContext::bad`].
     pub fn push(&mut self, location: Location, req: RawRequest) -> Result<()> {
+        if let Some(sink) = self.sink.as_mut() {
+            // the builder's checks, without keeping the request
+            return match self.builder.check(&req) {
+                Ok(()) => {
+                    self.streamed += 1;
+                    sink(location, req)
+                }
+                Err((field, message)) => self.bad(location, field, message),
+            };
+        }
         match self.builder.push(req) {
             Ok(()) => Ok(()),
             Err((field, message)) => self.bad(location, field, message),
@@ -1069,6 +1089,163 @@ pub fn read_trace_tuned(
 /// and for extension-based format hints.
 pub fn read_from(input: &mut dyn BufRead, path: &Path, opts: &ReadOptions) -> Result<Trace> {
     read_input(input, path, opts, None)
+}
+
+/// What a streaming read ([`stream_trace`]) saw: the report a whole read
+/// gives (path, format, skipped records, MSR hostnames), the requests it
+/// handed on, and a way to name the devices.
+#[derive(Debug, Clone)]
+pub struct Streamed {
+    /// What reading noticed; `reordered` stays 0 (nothing is sorted).
+    pub report: ReadReport,
+    /// Requests handed to the sink.
+    pub requests: u64,
+    /// Whether the whole file was held in memory first (a fallow binary
+    /// cache stores columns, not records), rather than streamed.
+    pub loaded_whole: bool,
+}
+
+impl Streamed {
+    /// The name a whole read's [`Trace::devices`] gives device `id`
+    /// (`host:disk`, `major,minor`, a disk's name), if it names devices.
+    pub fn device_name(&self, id: u32) -> Option<String> {
+        let t = Trace {
+            arrival_ns: Vec::new(),
+            completion_ns: None,
+            offset_bytes: Vec::new(),
+            size_bytes: Vec::new(),
+            op: Vec::new(),
+            device: Vec::new(),
+            report: self.report.clone(),
+        };
+        t.named_devices().then(|| t.device_name(id)).flatten()
+    }
+}
+
+/// Read a trace file record by record without keeping it: every request
+/// that a whole read ([`read_trace`]) would keep is handed to `sink`, in
+/// file order (not sorted by arrival, not rebased), with the same checks
+/// and bad-record policy. Memory is the reader's own state, whatever the
+/// file's length, for the readers that hand records on line by line or
+/// record by record (msr, spc, plain, hp-srt, alibaba, tencent, vscsi,
+/// bpftrace, fio iologs); those that pair events (blkparse, blktrace,
+/// biosnoop, fio latency logs) gather them first, Parquet and Arrow read
+/// the file's bytes, and a fallow binary cache is loaded whole, then handed
+/// on ([`Streamed::loaded_whole`]); docs/fleet.md. gzip is read
+/// transparently; the per-CPU file set of a blktrace run is not.
+pub fn stream_trace(
+    path: impl AsRef<Path>,
+    opts: &ReadOptions,
+    sink: &mut RequestSink<'_>,
+) -> Result<Streamed> {
+    let path = path.as_ref();
+    let io_err = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io_err)?;
+    let mut raw = BufReader::with_capacity(1 << 16, file);
+    let gz = raw.fill_buf().map_err(io_err)?.starts_with(&[0x1f, 0x8b]);
+    let mut input: Box<dyn BufRead> = if gz {
+        Box::new(BufReader::with_capacity(
+            1 << 18,
+            flate2::bufread::MultiGzDecoder::new(raw),
+        ))
+    } else {
+        Box::new(raw)
+    };
+    let format = stream_format(&mut *input, path, opts)?;
+    stream_input(&mut *input, path, opts, format, sink)
+}
+
+/// The format of `input`: given, or detected from its head.
+pub fn stream_format(input: &mut dyn BufRead, path: &Path, opts: &ReadOptions) -> Result<Format> {
+    if let Some(f) = opts.format {
+        return Ok(f);
+    }
+    let head = input.fill_buf().map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if head.is_empty() {
+        return Err(Error::Empty {
+            path: path.to_path_buf(),
+            detail: " (the file is empty)".into(),
+        });
+    }
+    detect::detect(head, path)
+}
+
+fn stream_input(
+    input: &mut dyn BufRead,
+    path: &Path,
+    opts: &ReadOptions,
+    format: Format,
+    sink: &mut RequestSink<'_>,
+) -> Result<Streamed> {
+    // Reborrowed for the context's single lifetime; the context ends here.
+    let mut forward = |loc: Location, r: RawRequest| sink(loc, r);
+    let mut ctx = ReadContext::new(path, opts, format);
+    ctx.sink = Some(&mut forward);
+    read_format(format, input, &mut ctx)?;
+    let streamed = ctx.streamed;
+    let ReadContext {
+        builder,
+        mut report,
+        skip_errors,
+        hosts,
+        ..
+    } = ctx;
+    report.skip_examples = skip_errors.iter().map(Error::to_string).collect();
+    report.hosts = hosts
+        .iter()
+        .map(|h| lines::escape_controls(&String::from_utf8_lossy(h)))
+        .collect();
+    let loaded_whole = !builder.is_empty();
+    let mut requests = streamed;
+    if loaded_whole {
+        // A reader that replaced the builder with whole columns (fallow's
+        // own binary format): hand its rows on in their stored order.
+        let t = builder.finish(report.clone())?;
+        report.origin_ns = t.report.origin_ns;
+        report.skipped = t.report.skipped;
+        report.source_format = t.report.source_format;
+        report.hosts = t.report.hosts.clone();
+        for i in 0..t.len() {
+            sink(
+                Location::Record(i as u64),
+                RawRequest {
+                    arrival_ns: t.arrival_ns[i],
+                    completion_ns: t.completion_ns.as_ref().map(|c| c[i]),
+                    offset_bytes: t.offset_bytes[i],
+                    size_bytes: t.size_bytes[i],
+                    op: t.op[i],
+                    device: t.device[i],
+                },
+            )?;
+        }
+        requests += t.len() as u64;
+    }
+    if requests == 0 {
+        let detail = if report.skipped > 0 {
+            format!(
+                " ({} malformed records skipped; first: {})",
+                report.skipped,
+                report.skip_examples.first().cloned().unwrap_or_default()
+            )
+        } else {
+            String::new()
+        };
+        return Err(Error::Empty {
+            path: path.to_path_buf(),
+            detail,
+        });
+    }
+    Ok(Streamed {
+        report,
+        requests,
+        loaded_whole,
+    })
 }
 
 /// [`read_from`] knowing the input's size in bytes, if it is a plain file,

@@ -1,0 +1,196 @@
+//! Issue 26 item 2 through the binary: `fallow analyze FILE --device all`
+//! gives every device the figures `fallow analyze FILE --device ID` gives
+//! it, in one pass, as JSON and CSV. The core's tests (`stats::fleet`)
+//! check the same against the periods directly, and the state's size.
+
+use crate::common;
+
+use common::{bad_input, fallow, json, stdout};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn traces(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/traces")
+        .join(name)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Every row of `--device all --json` against `--device ID --json`:
+/// counts, means, span and utilisation exactly, the CV to 1e-9, the p90
+/// within the histogram's 1 % where the device has enough idle intervals
+/// (≥ 200) that neighbouring order statistics are close, and within the
+/// device's idle range otherwise.
+/// Returns the rows and how many had ≥ 200 idle intervals.
+fn check(file: &str, extra: &[&str]) -> (usize, usize) {
+    let mut a = vec!["analyze", file, "--device", "all"];
+    a.extend(extra);
+    let all = json(&a);
+    let rows = all["devices"].as_array().unwrap();
+    assert!(rows.len() > 1, "{file}: a multi-device file");
+    let mut dense = 0;
+    for row in rows {
+        let sel = match &row["name"] {
+            Value::String(s) => s.clone(),
+            _ => row["id"].to_string(),
+        };
+        let mut a = vec!["analyze", file, "--device", &sel];
+        a.extend(extra);
+        let one = json(&a);
+        let at = format!("{file} {sel}");
+        assert_eq!(row["requests"], one["trace"]["requests"], "{at}");
+        assert_eq!(row["span_s"], one["trace"]["span_s"], "{at}");
+        assert_eq!(row["utilization"], one["utilization"], "{at}");
+        assert_eq!(row["idle_count"], one["idle"]["count"], "{at}");
+        assert_eq!(row["idle_mean_s"], one["idle"]["mean_s"], "{at}");
+        assert_eq!(row["idle_total_s"], one["idle"]["total_s"], "{at}");
+        assert_eq!(row["busy_count"], one["busy"]["count"], "{at}");
+        assert_eq!(row["busy_mean_s"], one["busy"]["mean_s"], "{at}");
+        let f = |v: &Value| v.as_f64().unwrap();
+        let (cv, cv1) = (f(&row["idle_cv"]), f(&one["idle"]["cv"]));
+        assert!(
+            (cv - cv1).abs() <= 1e-9 * cv1.max(1.0),
+            "{at}: {cv} vs {cv1}"
+        );
+        let (p90, exact) = (f(&row["idle_p90_s"]), f(&one["idle"]["p90_s"]));
+        let (min, max) = (f(&one["idle"]["min_s"]), f(&one["idle"]["max_s"]));
+        assert!(
+            p90 >= min && p90 <= max,
+            "{at}: {p90} outside [{min}, {max}]"
+        );
+        if one["idle"]["count"].as_u64().unwrap() >= 200 {
+            assert!(
+                (p90 - exact).abs() <= 0.01 * exact,
+                "{at}: {p90} vs {exact}"
+            );
+            dense += 1;
+        }
+    }
+    (rows.len(), dense)
+}
+
+#[test]
+fn every_device_of_the_fixtures_gets_its_one_device_figures() {
+    check(&traces("small.msr.csv"), &[]);
+    check(
+        &traces("small.msr.csv"),
+        &["--service", "exp:3ms", "--seed", "4"],
+    );
+    check(&traces("small.alibaba.csv"), &["--service", "disk"]);
+    check(&traces("small.tencent.csv"), &["--service", "const:2ms"]);
+}
+
+/// A fleet in the Alibaba layout: `volumes` volumes of their own rates,
+/// interleaved by time.
+fn generated(dir: &Path, volumes: u64) -> PathBuf {
+    let mut rows = Vec::new();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for v in 0..volumes {
+        let mut t = 1_577_836_800_000_000u64 + v;
+        for i in 0..1_500u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            t += 1 + (x >> 40) % (2_000 * (v + 1));
+            let op = if i % 4 == 0 { 'W' } else { 'R' };
+            rows.push((
+                t,
+                format!("{},{op},{},4096,{t}", 100 + v, (x >> 8) % (1 << 34)),
+            ));
+        }
+    }
+    rows.sort_by_key(|r| r.0);
+    let path = dir.join("fleet.csv");
+    let text: String = rows.into_iter().map(|r| r.1 + "\n").collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_generated_fleet_and_several_msr_hosts_get_their_one_device_figures() {
+    let d = tempfile::tempdir().unwrap();
+    let fleet = generated(d.path(), 4);
+    let fleet = fleet.to_str().unwrap();
+    // every volume has hundreds of idle intervals: the p90 is held to 1 %
+    assert_eq!(check(fleet, &["--service", "exp:500us"]), (4, 4));
+    // two MSR hosts, disk 0 each, interleaved by time
+    let lines = |host: &str, start: u64, gap: u64| -> Vec<(u64, String)> {
+        (0..300u64)
+            .map(|i| {
+                let t = 128_166_372_000_000_000 + start + i * gap + (i * i) % 997 * 50;
+                (t, format!("{t},{host},0,Read,{},4096,20000", i * 4096))
+            })
+            .collect()
+    };
+    let mut both = lines("rsrch", 0, 300_000);
+    both.extend(lines("hm", 1_234, 170_000));
+    both.sort_by_key(|l| l.0);
+    let hosts = d.path().join("hosts.csv");
+    let text: String = both.into_iter().map(|l| l.1 + "\n").collect();
+    std::fs::write(&hosts, text).unwrap();
+    assert_eq!(check(hosts.to_str().unwrap(), &[]), (2, 2));
+}
+
+#[test]
+fn csv_rows_carry_the_json_figures() {
+    let file = traces("small.alibaba.csv");
+    let o = fallow(&[
+        "analyze",
+        &file,
+        "--device",
+        "all",
+        "--service",
+        "disk",
+        "--csv",
+    ]);
+    assert!(o.status.success());
+    let text = stdout(&o);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "device,requests,span_s,utilization,idle_count,idle_total_s,idle_mean_s,idle_cv,idle_p90_s,busy_mean_s"
+    );
+    let all = json(&["analyze", &file, "--device", "all", "--service", "disk"]);
+    let rows = all["devices"].as_array().unwrap();
+    let lines: Vec<&str> = lines.collect();
+    assert_eq!(lines.len(), rows.len());
+    for (line, row) in lines.iter().zip(rows) {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f[0], row["id"].to_string());
+        assert_eq!(f[1], row["requests"].to_string());
+        assert_eq!(
+            f[2].parse::<f64>().unwrap(),
+            row["span_s"].as_f64().unwrap()
+        );
+        assert_eq!(
+            f[6].parse::<f64>().unwrap(),
+            row["idle_mean_s"].as_f64().unwrap()
+        );
+    }
+}
+
+#[test]
+fn without_completions_or_in_disorder_the_error_says_why() {
+    let file = traces("small.alibaba.csv");
+    bad_input(
+        &["analyze", &file, "--device", "all"],
+        &["no completion times", "--service"],
+    );
+    let d = tempfile::tempdir().unwrap();
+    let late = d.path().join("late.csv");
+    std::fs::write(&late, "1,R,0,4096,100\n2,R,0,4096,50\n1,R,0,4096,90\n").unwrap();
+    bad_input(
+        &[
+            "analyze",
+            late.to_str().unwrap(),
+            "--device",
+            "all",
+            "--service",
+            "disk",
+        ],
+        &["line 3", "device 1", "arrival order"],
+    );
+    bad_input(&["analyze", &file, "--csv"], &["--device all"]);
+}
