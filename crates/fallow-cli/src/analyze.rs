@@ -125,7 +125,7 @@ fn run_fleet(args: &AnalyzeArgs) -> Result<()> {
         )
         .into());
     }
-    let fleet = fallow_core::stats::fleet::fleet_of(
+    let fleet = fallow_core::fleet::fleet_of(
         &args.trace,
         &args.read.options(),
         args.service.as_ref(),

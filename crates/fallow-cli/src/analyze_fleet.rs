@@ -1,13 +1,13 @@
 //! `fallow analyze FILE --device all`: every device of a multi-device file
-//! in one streaming pass ([`fallow_core::stats::fleet`]), one row each, as
+//! in one streaming pass ([`fallow_core::fleet`]), one row each, as
 //! a table, CSV or JSON.
 
 use crate::human;
 use crate::output::{self, Style};
 use crate::table::{Cell, Column, Table};
 use anyhow::Result;
+use fallow_core::fleet::Fleet;
 use fallow_core::period::CompletionSource;
-use fallow_core::stats::fleet::Fleet;
 
 /// How to print the rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -92,6 +92,7 @@ pub mod characterize;
 pub mod dist;
 pub mod energy;
 pub mod error;
+pub mod fleet;
 pub mod human;
 pub mod outpath;
 pub mod period;

@@ -77,8 +77,8 @@ const RULES: &[Rules] = &[
                 "idle periods; synthetic workloads",
             ),
             (
-                &["characterize", "policy"],
-                "BG policies and their registry",
+                &["characterize", "fleet", "policy"],
+                "BG policies and their registry; every device of a file in one pass",
             ),
             (
                 &["analyze", "sim"],
@@ -100,7 +100,7 @@ const RULES: &[Rules] = &[
     Rules {
         krate: "fallow-emu",
         layers: &[
-            (&["error", "power"], ""),
+            (&["error", "issuers", "power"], ""),
             (&["fail"], ""),
             (&["stat"], ""),
             (&["server"], ""),
@@ -118,6 +118,10 @@ const RULES: &[Rules] = &[
             (
                 &["monitor", "run_kinds", "scrub_pace"],
                 "the I/O monitor; values the settings hold",
+            ),
+            (
+                &["budget"],
+                "the FG budget held live: measured slowdown and its controller",
             ),
             (
                 &["combine", "driver", "net", "settings"],
@@ -162,7 +166,7 @@ const RULES: &[Rules] = &[
                 "the prepared input; text, JSON and table output",
             ),
             (
-                &["native_scrub", "report", "retune"],
+                &["analyze_fleet", "native_scrub", "report", "retune"],
                 "the SVG/HTML renderer",
             ),
             (

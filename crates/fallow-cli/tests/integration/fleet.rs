@@ -1,6 +1,6 @@
 //! Issue 26 item 2 through the binary: `fallow analyze FILE --device all`
 //! gives every device the figures `fallow analyze FILE --device ID` gives
-//! it, in one pass, as JSON and CSV. The core's tests (`stats::fleet`)
+//! it, in one pass, as JSON and CSV. The core's tests (`fleet`)
 //! check the same against the periods directly, and the state's size.
 
 use crate::common;

@@ -8,7 +8,6 @@ mod anova;
 mod ar;
 mod busy;
 mod concentration;
-pub mod fleet;
 mod hazard;
 mod lag_pairs;
 mod rate;
