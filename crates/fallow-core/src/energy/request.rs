@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::sim::BgService;
 use crate::trace::Trace;
 use crate::ServiceModel;
+use std::sync::atomic::AtomicBool;
 
 /// Probability that one peer holds a file in memory, when not given.
 pub const DEFAULT_PEER_PROB: f64 = 0.1;
@@ -140,13 +141,26 @@ impl Request {
 
     /// Every policy under every availability setting, described by `info`.
     pub fn run(&self, input: &EnergyInput, info: InputInfo) -> Result<EnergyReport> {
+        self.run_until(input, info, None)
+    }
+
+    /// [`Request::run`] that stops with [`Error::Interrupted`] soon after
+    /// `cancel` is set (a front end's Ctrl-C, issue 27); with the flag
+    /// clear or `None` it is [`Request::run`].
+    pub fn run_until(
+        &self,
+        input: &EnergyInput,
+        info: InputInfo,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<EnergyReport> {
         self.validate()?;
-        EnergyReport::run(
+        EnergyReport::run_until(
             input,
             info,
             &self.policies,
             &self.availability,
             &self.config(),
+            cancel,
         )
     }
 }

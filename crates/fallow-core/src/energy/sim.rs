@@ -38,12 +38,14 @@ use super::sard::{self, path_key, uniform, Availability, Network, Route};
 use super::spindown::{IdleCtx, SpinDown};
 use crate::error::{Error, Result};
 use crate::period::{periods_of, CompletionSource};
+use crate::polled::cancelled;
 use crate::service::fcfs_completions;
 use crate::service::BgService;
 use crate::service::DiskModel;
 use crate::trace::{Op, Trace};
 use crate::ServiceModel;
 use serde::Serialize;
+use std::sync::atomic::AtomicBool;
 
 /// When a [`Route::Peer`] request goes to the peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -382,12 +384,29 @@ enum Cause {
     Bg,
 }
 
+/// Requests between two reads of a cancel flag in [`simulate_until`]: tens
+/// of µs of work, so Ctrl-C is answered at once (issue 27).
+pub const CANCEL_EVERY_REQUESTS: usize = 4096;
+
 /// Run one spin-down policy over `input` with the given routes.
 pub fn simulate(
     input: &EnergyInput,
     routes: &[Route],
     policy: &mut dyn SpinDown,
     cfg: &EnergyConfig,
+) -> Result<EnergyRun> {
+    simulate_until(input, routes, policy, cfg, None)
+}
+
+/// [`simulate`] that stops with [`Error::Interrupted`] soon after `cancel`
+/// is set (read every [`CANCEL_EVERY_REQUESTS`] requests); with the flag
+/// clear or `None` it is [`simulate`].
+pub fn simulate_until(
+    input: &EnergyInput,
+    routes: &[Route],
+    policy: &mut dyn SpinDown,
+    cfg: &EnergyConfig,
+    cancel: Option<&AtomicBool>,
 ) -> Result<EnergyRun> {
     if routes.len() != input.requests() {
         return Err(Error::invalid(
@@ -442,6 +461,9 @@ pub fn simulate(
     };
 
     for (i, &route) in routes.iter().enumerate() {
+        if i % CANCEL_EVERY_REQUESTS == 0 && cancelled(cancel) {
+            return Err(Error::Interrupted);
+        }
         let a = input.arrival_ns[i];
         let c = input.completion_ns[i];
         let size = input.size_bytes[i] as u64;
