@@ -243,7 +243,7 @@ impl Request {
             Cow::Owned(trace.select_device(id)?)
         };
         interrupted(cancel)?;
-        let input = self.prepare_block(&one)?;
+        let input = self.prepare_block_until(&one, cancel)?;
         let path = trace.report().path.display().to_string();
         let path = if path.is_empty() {
             "(in memory)".into()

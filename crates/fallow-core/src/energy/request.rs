@@ -124,7 +124,17 @@ impl Request {
 
     /// Prepare a block trace of one device.
     pub fn prepare_block(&self, trace: &Trace) -> Result<EnergyInput> {
-        EnergyInput::from_trace(trace, self.service.as_ref(), self.seed)
+        self.prepare_block_until(trace, None)
+    }
+
+    /// [`Request::prepare_block`] that stops with [`Error::Interrupted`]
+    /// soon after `cancel` is set.
+    pub fn prepare_block_until(
+        &self,
+        trace: &Trace,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<EnergyInput> {
+        EnergyInput::from_trace_until(trace, self.service.as_ref(), self.seed, cancel)
     }
 
     /// The service model of a file-level trace: as given, or `disk`.

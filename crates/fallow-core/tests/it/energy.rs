@@ -321,6 +321,18 @@ fn a_cancelled_study_stops_and_an_uncancelled_one_is_study() {
         set.map(|r| r.runs.len())
     );
 
+    // preparing with modelled completions reads the flag too
+    let model: fallow_core::ServiceModel = "exp:5ms".parse().expect("a model");
+    let modelled = EnergyInput::from_trace(&trace, Some(&model), 3).expect("modelled");
+    let clear =
+        EnergyInput::from_trace_until(&trace, Some(&model), 3, Some(&AtomicBool::new(false)))
+            .expect("modelled, flag clear");
+    assert_eq!(format!("{modelled:?}"), format!("{clear:?}"));
+    assert!(matches!(
+        EnergyInput::from_trace_until(&trace, Some(&model), 3, Some(&AtomicBool::new(true))),
+        Err(fallow_core::Error::Interrupted)
+    ));
+
     let routes = input.routes(&Availability::Standalone, 1).expect("routes");
     let cfg = req.config();
     let run = |cancel: Option<&AtomicBool>| {
