@@ -8,7 +8,7 @@
 //! input is read and described.
 
 use crate::conversion::{resolve, DeviceArg, Value};
-use crate::errors::{parameter, without_gil, Result};
+use crate::errors::{interruptible, parameter, without_gil, Result};
 use crate::json::to_python;
 use crate::trace::PyTrace;
 use fallow_core::energy::{busiest_device, power_overrides, Options, PowerFile, PowerModel};
@@ -19,6 +19,8 @@ use pyo3::types::PyDict;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// One or several of `T` (`"timeout"` or `["timeout", "oracle"]`), or a
 /// `ParameterError` naming the argument with `hint`.
@@ -149,7 +151,11 @@ pub fn energy<'py>(
         if let Some(v) = &power {
             req.power = power_arg(v, None)?;
         }
-        let report = without_gil(py, || req.run_files(&path, service_text))?;
+        // Ctrl-C sets it; the study stops within a few thousand requests
+        let cancel = Arc::new(AtomicBool::new(false));
+        let report = interruptible(py, cancel.clone(), || {
+            req.run_files(&path, service_text, Some(&cancel))
+        })?;
         return to_python(py, &report);
     }
     let t: Cow<'_, Trace> = match &given {
@@ -163,6 +169,9 @@ pub fn energy<'py>(
         req.power = power_arg(v, device)?;
     }
     let id = device.unwrap_or(0);
-    let report = without_gil(py, || req.run_block(&t, id, service_text))?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let report = interruptible(py, cancel.clone(), || {
+        req.run_block(&t, id, service_text, Some(&cancel))
+    })?;
     to_python(py, &report)
 }

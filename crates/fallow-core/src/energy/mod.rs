@@ -69,10 +69,12 @@ pub use request::{
     DEFAULT_PEER_PROB, DEFAULT_SEED,
 };
 pub use sard::{Availability, Network, Route};
-pub use sim::{simulate, BgPlan, EnergyConfig, EnergyInput, RemoteWhen, UserData};
+pub use sim::{simulate, simulate_until, BgPlan, EnergyConfig, EnergyInput, RemoteWhen, UserData};
 pub use spindown::SpinDown;
 
 use crate::error::Result;
+use crate::polled::cancelled;
+use std::sync::atomic::AtomicBool;
 
 /// SARD's rows of Table V and VI: the share of requests served locally.
 pub const SEED_LOCAL_FRACTIONS: [f64; 6] = [1.0, 0.15, 0.1, 0.05, 0.02, 0.01];
@@ -89,6 +91,27 @@ pub fn study(
     settings: &[Availability],
     cfg: &EnergyConfig,
 ) -> Result<Vec<EnergyRun>> {
+    study_until(input, policies, settings, cfg, None)
+}
+
+/// [`study`] that stops with [`crate::Error::Interrupted`] soon after
+/// `cancel` is set: every run reads it (see [`simulate_until`]), and so
+/// does every step between runs. With the flag clear or `None` it is
+/// [`study`].
+pub fn study_until(
+    input: &EnergyInput,
+    policies: &[String],
+    settings: &[Availability],
+    cfg: &EnergyConfig,
+    cancel: Option<&AtomicBool>,
+) -> Result<Vec<EnergyRun>> {
+    let check = || {
+        if cancelled(cancel) {
+            Err(crate::Error::Interrupted)
+        } else {
+            Ok(())
+        }
+    };
     for p in policies {
         spindown::build(p)?; // a typo fails before any run
     }
@@ -105,16 +128,25 @@ pub fn study(
     );
     let routes = all
         .iter()
-        .map(|a| input.routes(a, cfg.seed))
+        .map(|a| {
+            check()?;
+            input.routes(a, cfg.seed)
+        })
         .collect::<Result<Vec<_>>>()?;
     let plain = EnergyConfig {
         bg: None,
         ..cfg.clone()
     };
     let one = |spec: &str, setting: &Availability, routes: &[sard::Route]| -> Result<EnergyRun> {
-        let mut r = simulate(input, routes, spindown::build(spec)?.as_mut(), &plain)?;
+        let mut r = simulate_until(
+            input,
+            routes,
+            spindown::build(spec)?.as_mut(),
+            &plain,
+            cancel,
+        )?;
         if cfg.bg.is_some() {
-            let with = simulate(input, routes, spindown::build(spec)?.as_mut(), cfg)?;
+            let with = simulate_until(input, routes, spindown::build(spec)?.as_mut(), cfg, cancel)?;
             if let Some(mut bg) = with.bg {
                 bg.extra_energy_j = Some(with.energy_j.total - r.energy_j.total);
                 r.bg = Some(bg);

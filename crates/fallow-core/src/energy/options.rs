@@ -14,6 +14,7 @@ use crate::service::BgService;
 use crate::trace::Trace;
 use std::borrow::Cow;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 
 /// Every argument of an energy study but the input and the power model
 /// (which needs the device: [`power_overrides`], [`PowerFile`]); `None`
@@ -224,15 +225,25 @@ pub fn busiest_device(trace: &Trace) -> Option<u32> {
 impl Request {
     /// The study of device `id` of a block trace, its input described by
     /// the trace's path and `service` (the service model as given, `None`:
-    /// recorded completions).
-    pub fn run_block(&self, trace: &Trace, id: u32, service: Option<&str>) -> Result<EnergyReport> {
+    /// recorded completions). It stops with [`Error::Interrupted`] soon
+    /// after `cancel` is set (a front end's Ctrl-C, issue 27): the flag is
+    /// read between the steps and within every run.
+    pub fn run_block(
+        &self,
+        trace: &Trace,
+        id: u32,
+        service: Option<&str>,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<EnergyReport> {
+        interrupted(cancel)?;
         let devices = trace.devices();
         let one = if devices.len() == 1 && devices[0].id == id {
             Cow::Borrowed(trace)
         } else {
             Cow::Owned(trace.select_device(id)?)
         };
-        let input = self.prepare_block(&one)?;
+        interrupted(cancel)?;
+        let input = self.prepare_block_until(&one, cancel)?;
         let path = trace.report().path.display().to_string();
         let path = if path.is_empty() {
             "(in memory)".into()
@@ -248,17 +259,34 @@ impl Request {
             completions,
             self.seed,
         );
-        self.run(&input, info)
+        self.run_until(&input, info, cancel)
     }
 
     /// The study of the file-level trace at `path`, its input described by
-    /// `service` (the service model as given, `None`: the default `disk`).
-    pub fn run_files(&self, path: &Path, service: Option<&str>) -> Result<EnergyReport> {
-        let input = self.prepare_files(&read_file_trace(path)?)?;
+    /// `service` (the service model as given, `None`: the default `disk`);
+    /// `cancel` as for [`Request::run_block`].
+    pub fn run_files(
+        &self,
+        path: &Path,
+        service: Option<&str>,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<EnergyReport> {
+        let ft = read_file_trace(path)?;
+        interrupted(cancel)?;
+        let input = self.prepare_files(&ft)?;
         let completions = format!("modelled: {}", service.unwrap_or("disk"));
         let path = path.display().to_string();
         let info = InputInfo::new(&input, path, InputKind::File, None, completions, self.seed);
-        self.run(&input, info)
+        self.run_until(&input, info, cancel)
+    }
+}
+
+/// `Err(Interrupted)` once `cancel` is set.
+fn interrupted(cancel: Option<&AtomicBool>) -> Result<()> {
+    if crate::polled::cancelled(cancel) {
+        Err(Error::Interrupted)
+    } else {
+        Ok(())
     }
 }
 

@@ -5,11 +5,12 @@
 //! cannot drift apart in keys or figures.
 
 use super::{
-    spindown, study, Availability, BgPlan, EnergyConfig, EnergyInput, EnergyRun, Network,
+    spindown, study_until, Availability, BgPlan, EnergyConfig, EnergyInput, EnergyRun, Network,
     PowerModel, RemoteWhen,
 };
 use crate::error::Result;
 use serde::Serialize;
+use std::sync::atomic::AtomicBool;
 
 /// An energy study, ready to print or serialise.
 #[derive(Debug, Clone, Serialize)]
@@ -114,7 +115,20 @@ impl EnergyReport {
         settings: &[Availability],
         cfg: &EnergyConfig,
     ) -> Result<EnergyReport> {
-        let runs = study(input, policies, settings, cfg)?;
+        EnergyReport::run_until(input, info, policies, settings, cfg, None)
+    }
+
+    /// [`EnergyReport::run`] that stops with [`crate::Error::Interrupted`]
+    /// soon after `cancel` is set (see [`study_until`]).
+    pub fn run_until(
+        input: &EnergyInput,
+        info: InputInfo,
+        policies: &[String],
+        settings: &[Availability],
+        cfg: &EnergyConfig,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<EnergyReport> {
+        let runs = study_until(input, policies, settings, cfg, cancel)?;
         Ok(EnergyReport {
             input: info,
             break_even_s: cfg.power.break_even_ns() as f64 / 1e9,

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::sim::BgService;
 use crate::trace::Trace;
 use crate::ServiceModel;
+use std::sync::atomic::AtomicBool;
 
 /// Probability that one peer holds a file in memory, when not given.
 pub const DEFAULT_PEER_PROB: f64 = 0.1;
@@ -123,7 +124,17 @@ impl Request {
 
     /// Prepare a block trace of one device.
     pub fn prepare_block(&self, trace: &Trace) -> Result<EnergyInput> {
-        EnergyInput::from_trace(trace, self.service.as_ref(), self.seed)
+        self.prepare_block_until(trace, None)
+    }
+
+    /// [`Request::prepare_block`] that stops with [`Error::Interrupted`]
+    /// soon after `cancel` is set.
+    pub fn prepare_block_until(
+        &self,
+        trace: &Trace,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<EnergyInput> {
+        EnergyInput::from_trace_until(trace, self.service.as_ref(), self.seed, cancel)
     }
 
     /// The service model of a file-level trace: as given, or `disk`.
@@ -140,13 +151,26 @@ impl Request {
 
     /// Every policy under every availability setting, described by `info`.
     pub fn run(&self, input: &EnergyInput, info: InputInfo) -> Result<EnergyReport> {
+        self.run_until(input, info, None)
+    }
+
+    /// [`Request::run`] that stops with [`Error::Interrupted`] soon after
+    /// `cancel` is set (a front end's Ctrl-C, issue 27); with the flag
+    /// clear or `None` it is [`Request::run`].
+    pub fn run_until(
+        &self,
+        input: &EnergyInput,
+        info: InputInfo,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<EnergyReport> {
         self.validate()?;
-        EnergyReport::run(
+        EnergyReport::run_until(
             input,
             info,
             &self.policies,
             &self.availability,
             &self.config(),
+            cancel,
         )
     }
 }

@@ -38,12 +38,14 @@ use super::sard::{self, path_key, uniform, Availability, Network, Route};
 use super::spindown::{IdleCtx, SpinDown};
 use crate::error::{Error, Result};
 use crate::period::{periods_of, CompletionSource};
-use crate::service::fcfs_completions;
+use crate::polled::cancelled;
 use crate::service::BgService;
 use crate::service::DiskModel;
+use crate::service::{fcfs_completions, fcfs_completions_cancellable};
 use crate::trace::{Op, Trace};
 use crate::ServiceModel;
 use serde::Serialize;
+use std::sync::atomic::AtomicBool;
 
 /// When a [`Route::Peer`] request goes to the peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -146,23 +148,48 @@ impl EnergyInput {
     /// `service` through a FCFS queue. Every request may go to a peer
     /// (a block trace names no files; see docs/energy.md).
     pub fn from_trace(trace: &Trace, service: Option<&ServiceModel>, seed: u64) -> Result<Self> {
+        EnergyInput::from_trace_until(trace, service, seed, None)
+    }
+
+    /// [`EnergyInput::from_trace`] that stops with [`Error::Interrupted`]
+    /// soon after `cancel` is set (the modelled completions read it every
+    /// [`crate::polled::CANCEL_EVERY_REQUESTS`] requests).
+    pub fn from_trace_until(
+        trace: &Trace,
+        service: Option<&ServiceModel>,
+        seed: u64,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Self> {
         if trace.devices().len() > 1 {
             return Err(Error::Unsupported(format!(
                 "{}: the trace holds several devices; select one (--device ID)",
                 trace.report().path.display()
             )));
         }
-        let (_, completions) = periods_of(trace, service, seed)?;
-        let completion_ns = match (service, trace.completion_ns()) {
-            (Some(m), _) => fcfs_completions(
-                trace.arrival_ns(),
-                trace.offset_bytes(),
-                trace.size_bytes(),
-                m,
-                seed,
+        // what `periods_of` says of the completions, without its periods
+        // (unused here) or its second pass through the service model
+        let (completions, completion_ns) = match (service, trace.completion_ns()) {
+            (Some(m), _) => (
+                CompletionSource::Modelled {
+                    model: m.to_string(),
+                    seed,
+                },
+                fcfs_completions_cancellable(
+                    trace.arrival_ns(),
+                    trace.offset_bytes(),
+                    trace.size_bytes(),
+                    m,
+                    seed,
+                    cancel,
+                )
+                .ok_or(Error::Interrupted)?,
             ),
-            (None, Some(c)) => c.to_vec(),
-            (None, None) => unreachable!("periods_of fails without completions or a model"),
+            (None, Some(c)) => (CompletionSource::Recorded, c.to_vec()),
+            // its error: no completions and no model
+            (None, None) => {
+                return periods_of(trace, None, seed)
+                    .map(|_| unreachable!("periods_of fails without completions or a model"))
+            }
         };
         let n = trace.len();
         Ok(EnergyInput {
@@ -382,12 +409,29 @@ enum Cause {
     Bg,
 }
 
+/// Requests between two reads of a cancel flag in [`simulate_until`]: tens
+/// of µs of work, so Ctrl-C is answered at once (issue 27).
+pub const CANCEL_EVERY_REQUESTS: usize = 4096;
+
 /// Run one spin-down policy over `input` with the given routes.
 pub fn simulate(
     input: &EnergyInput,
     routes: &[Route],
     policy: &mut dyn SpinDown,
     cfg: &EnergyConfig,
+) -> Result<EnergyRun> {
+    simulate_until(input, routes, policy, cfg, None)
+}
+
+/// [`simulate`] that stops with [`Error::Interrupted`] soon after `cancel`
+/// is set (read every [`CANCEL_EVERY_REQUESTS`] requests); with the flag
+/// clear or `None` it is [`simulate`].
+pub fn simulate_until(
+    input: &EnergyInput,
+    routes: &[Route],
+    policy: &mut dyn SpinDown,
+    cfg: &EnergyConfig,
+    cancel: Option<&AtomicBool>,
 ) -> Result<EnergyRun> {
     if routes.len() != input.requests() {
         return Err(Error::invalid(
@@ -442,6 +486,9 @@ pub fn simulate(
     };
 
     for (i, &route) in routes.iter().enumerate() {
+        if i % CANCEL_EVERY_REQUESTS == 0 && cancelled(cancel) {
+            return Err(Error::Interrupted);
+        }
         let a = input.arrival_ns[i];
         let c = input.completion_ns[i];
         let size = input.size_bytes[i] as u64;

@@ -290,3 +290,65 @@ fn one_pass_over_a_million_requests_gives_every_setting() {
     // the standalone row saw every request
     assert_eq!(runs[0].local_requests, 1_000_000);
 }
+
+/// Issue 27: an energy study stops with `Interrupted` once its cancel flag
+/// is set, and with the flag clear it is the plain study: `run_block`
+/// gives, run by run, what `study` gives (BG work included, so both passes
+/// of each run read the flag), and one run alone is `simulate`.
+#[test]
+fn a_cancelled_study_stops_and_an_uncancelled_one_is_study() {
+    use fallow_core::energy::{default_bg, simulate, simulate_until, spindown, Request};
+    use std::sync::atomic::AtomicBool;
+    let trace = interactive();
+    let req = Request {
+        bg: Some(default_bg(1 << 30)),
+        ..Request::default()
+    };
+    let clear = req
+        .run_block(&trace, 0, None, Some(&AtomicBool::new(false)))
+        .expect("a study with the flag clear");
+    let input = EnergyInput::from_trace(&trace, None, req.seed).expect("input");
+    let plain = study(&input, &req.policies, &req.availability, &req.config()).expect("study");
+    assert!(plain.len() > req.policies.len(), "every policy, every row");
+    assert_eq!(
+        serde_json::to_value(&clear.runs).unwrap(),
+        serde_json::to_value(&plain).unwrap()
+    );
+    let set = req.run_block(&trace, 0, None, Some(&AtomicBool::new(true)));
+    assert!(
+        matches!(set, Err(fallow_core::Error::Interrupted)),
+        "{:?}",
+        set.map(|r| r.runs.len())
+    );
+
+    // preparing with modelled completions reads the flag too
+    let model: fallow_core::ServiceModel = "exp:5ms".parse().expect("a model");
+    let modelled = EnergyInput::from_trace(&trace, Some(&model), 3).expect("modelled");
+    let clear =
+        EnergyInput::from_trace_until(&trace, Some(&model), 3, Some(&AtomicBool::new(false)))
+            .expect("modelled, flag clear");
+    assert_eq!(format!("{modelled:?}"), format!("{clear:?}"));
+    assert!(matches!(
+        EnergyInput::from_trace_until(&trace, Some(&model), 3, Some(&AtomicBool::new(true))),
+        Err(fallow_core::Error::Interrupted)
+    ));
+
+    let routes = input.routes(&Availability::Standalone, 1).expect("routes");
+    let cfg = req.config();
+    let run = |cancel: Option<&AtomicBool>| {
+        let mut p = spindown::build("timeout:t=10s").expect("policy");
+        simulate_until(&input, &routes, p.as_mut(), &cfg, cancel)
+    };
+    let mut p = spindown::build("timeout:t=10s").expect("policy");
+    let alone = simulate(&input, &routes, p.as_mut(), &cfg).expect("simulate");
+    assert!(alone.spinups > 0, "the policy acts on this trace");
+    let clear = run(Some(&AtomicBool::new(false))).expect("flag clear");
+    assert_eq!(
+        serde_json::to_value(&alone).unwrap(),
+        serde_json::to_value(&clear).unwrap()
+    );
+    assert!(matches!(
+        run(Some(&AtomicBool::new(true))),
+        Err(fallow_core::Error::Interrupted)
+    ));
+}
