@@ -13,9 +13,10 @@
 
 use crate::error::{Error, Result};
 use crate::polled::{cancelled, CANCEL_EVERY_REQUESTS};
-use crate::service::{fcfs_completions, ServiceModel};
+use crate::service::{fcfs_completions_cancellable, ServiceModel};
 use crate::trace::Trace;
 use serde::Serialize;
+use std::borrow::Cow;
 use std::sync::atomic::AtomicBool;
 
 /// Busy periods and the idle intervals between them, in time order.
@@ -162,24 +163,39 @@ pub fn periods_of(
     model: Option<&ServiceModel>,
     seed: u64,
 ) -> Result<(Periods, CompletionSource)> {
+    let (completion_ns, source) = completions_of(trace, model, seed, None)?;
+    Ok((extract(trace.arrival_ns(), &completion_ns), source))
+}
+
+/// A trace's completion times, ns, and where they come from: `model`'s
+/// through a FCFS queue (seeded) when one is given, else the trace's own;
+/// the one place that decides it for periods, the simulator's and the
+/// energy study's preparation. With `cancel`, [`Error::Interrupted`] soon
+/// after it is set (it is read every [`CANCEL_EVERY_REQUESTS`] requests).
+pub fn completions_of<'t>(
+    trace: &'t Trace,
+    model: Option<&ServiceModel>,
+    seed: u64,
+    cancel: Option<&AtomicBool>,
+) -> Result<(Cow<'t, [u64]>, CompletionSource)> {
     match (trace.completion_ns(), model) {
         (_, Some(m)) => {
-            let c = fcfs_completions(
+            let c = fcfs_completions_cancellable(
                 trace.arrival_ns(),
                 trace.offset_bytes(),
                 trace.size_bytes(),
                 m,
                 seed,
-            );
-            Ok((
-                extract(trace.arrival_ns(), &c),
-                CompletionSource::Modelled {
-                    model: m.to_string(),
-                    seed,
-                },
-            ))
+                cancel,
+            )
+            .ok_or(Error::Interrupted)?;
+            let source = CompletionSource::Modelled {
+                model: m.to_string(),
+                seed,
+            };
+            Ok((Cow::Owned(c), source))
         }
-        (Some(c), None) => Ok((extract(trace.arrival_ns(), c), CompletionSource::Recorded)),
+        (Some(c), None) => Ok((Cow::Borrowed(c), CompletionSource::Recorded)),
         (None, None) => Err(Error::Unsupported(format!(
             "{}: the trace has no completion times{}; give a service model (e.g. --service disk or --service exp:5ms) to derive busy and idle periods",
             trace.report().path.display(),

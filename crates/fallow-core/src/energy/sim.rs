@@ -37,11 +37,11 @@ use super::power::PowerModel;
 use super::sard::{self, path_key, uniform, Availability, Network, Route};
 use super::spindown::{IdleCtx, SpinDown};
 use crate::error::{Error, Result};
-use crate::period::{periods_of, CompletionSource};
+use crate::period::{completions_of, CompletionSource};
 use crate::polled::cancelled;
+use crate::service::fcfs_completions;
 use crate::service::BgService;
 use crate::service::DiskModel;
-use crate::service::{fcfs_completions, fcfs_completions_cancellable};
 use crate::trace::{Op, Trace};
 use crate::ServiceModel;
 use serde::Serialize;
@@ -166,31 +166,7 @@ impl EnergyInput {
                 trace.report().path.display()
             )));
         }
-        // what `periods_of` says of the completions, without its periods
-        // (unused here) or its second pass through the service model
-        let (completions, completion_ns) = match (service, trace.completion_ns()) {
-            (Some(m), _) => (
-                CompletionSource::Modelled {
-                    model: m.to_string(),
-                    seed,
-                },
-                fcfs_completions_cancellable(
-                    trace.arrival_ns(),
-                    trace.offset_bytes(),
-                    trace.size_bytes(),
-                    m,
-                    seed,
-                    cancel,
-                )
-                .ok_or(Error::Interrupted)?,
-            ),
-            (None, Some(c)) => (CompletionSource::Recorded, c.to_vec()),
-            // its error: no completions and no model
-            (None, None) => {
-                return periods_of(trace, None, seed)
-                    .map(|_| unreachable!("periods_of fails without completions or a model"))
-            }
-        };
+        let (completion_ns, completions) = completions_of(trace, service, seed, cancel)?;
         let n = trace.len();
         Ok(EnergyInput {
             // first arrival to last completion, modelled ones included
@@ -199,7 +175,7 @@ impl EnergyInput {
                     - trace.arrival_ns().first().copied().unwrap_or(0),
             ),
             arrival_ns: trace.arrival_ns().to_vec(),
-            completion_ns,
+            completion_ns: completion_ns.into_owned(),
             position_bytes: trace.offset_bytes().to_vec(),
             size_bytes: trace.size_bytes().to_vec(),
             base: vec![Route::Peer; n],

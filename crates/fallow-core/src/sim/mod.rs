@@ -40,10 +40,10 @@ pub use request::{
 };
 
 use crate::error::{Error, Result};
-use crate::period::{periods_of, Periods};
+use crate::period::{completions_of, Periods};
 use crate::policy::{Ctx, Decision, Policy};
 use crate::polled::{cancelled, CANCEL_EVERY_REQUESTS};
-use crate::service::{fcfs_completions_cancellable, ServiceModel};
+use crate::service::ServiceModel;
 use crate::trace::{Op, Trace};
 use hdrhistogram::Histogram;
 use rand::SeedableRng;
@@ -129,23 +129,7 @@ impl Prepared {
                 trace.report().path.display()
             )));
         }
-        let completion = match (service, trace.completion_ns()) {
-            (Some(m), _) => fcfs_completions_cancellable(
-                trace.arrival_ns(),
-                trace.offset_bytes(),
-                trace.size_bytes(),
-                m,
-                seed,
-                cancel,
-            )
-            .ok_or(Error::Interrupted)?,
-            (None, Some(c)) => c.to_vec(),
-            (None, None) => {
-                // periods_of gives the standard message
-                periods_of(trace, None, seed)?;
-                unreachable!("periods_of fails without completions or a model")
-            }
-        };
+        let (completion, _) = completions_of(trace, service, seed, cancel)?;
         let periods = crate::period::extract_cancellable(trace.arrival_ns(), &completion, cancel)
             .ok_or(Error::Interrupted)?;
         let arrival_ns = trace.arrival_ns();
