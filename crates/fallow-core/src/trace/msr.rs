@@ -536,7 +536,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("no completion times") && err.contains("--service"),
+            err.contains("no completion times") && err.contains("--completion-column"),
             "{err}"
         );
         let err = write_msr(&plain(1 << 24, Some(vec![5])), "h", &mut Vec::new())
