@@ -171,9 +171,35 @@ def _run_local(tasks: list[tuple], workers: int | None) -> list[list[dict[str, A
     # spawn, not fork: a forked child of a process whose Rust thread pool is
     # running could deadlock.
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    try:
         futures = [pool.submit(_tune_task, *t) for t in tasks]
-        return [f.result() for f in futures]
+        results = [f.result() for f in futures]
+    except BaseException:
+        # Ctrl-C (or a task's error): leaving a `with` block would wait for
+        # every queued task (shutdown(wait=True)), so drop the queue and end
+        # the running workers now (issue 27: every long call stops promptly)
+        pool.shutdown(wait=False, cancel_futures=True)
+        _end_workers(pool)
+        raise
+    pool.shutdown(wait=True)
+    return results
+
+
+def _end_workers(pool: Any) -> None:
+    """Terminate a process pool's workers and reap them. Python 3.14 has
+    ``ProcessPoolExecutor.terminate_workers()``; before it, the workers are
+    only reachable through the pool's ``_processes`` map (pid → Process)."""
+    end = getattr(pool, "terminate_workers", None)
+    if end is not None:
+        end()
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    for p in processes:
+        p.join(timeout=5)
 
 
 def _run_dask(tasks: list[tuple], workers: int | None, client: Any) -> list[list[dict[str, Any]]]:

@@ -115,3 +115,44 @@ def test_sigint_interrupts_energy_within_a_second(energy_trace):
     # 40 shares: some 5 s of runs uninterrupted
     shares = [i / 50 for i in range(1, 41)]
     _interrupted_within(lambda: fallow.energy(energy_trace, local_fraction=shares), 1.0)
+
+
+def test_sigint_stops_a_local_fleet_sweep_and_its_workers(traces_dir):
+    """Issue 27: Ctrl-C in `fallow.fleet.sweep(backend="local")` reached the
+    caller at once, but leaving the process pool waited for every queued
+    task; now the queue is dropped and the workers are ended."""
+    import multiprocessing
+
+    import fallow.fleet
+
+    trace = traces_dir / "hp-hplajw-1992" / "ajw.1week.srt"
+    if not trace.is_file():
+        pytest.skip(f"{trace} not found")
+    # 24 tasks of a few seconds each on 2 workers: far past the signal,
+    # which comes after the spawned workers have started
+    entries = [(trace, 0, {"seed": s}) for s in range(12)]
+    sent = {}
+
+    def interrupt():
+        sent["at"] = time.monotonic()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(3.0, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fallow.fleet.sweep(
+                entries,
+                ["fixed-wait", "busy-bee"],
+                ["1ms", "2ms", "4ms"],
+                sizes="64KiB..4MiB/30",
+                workers=2,
+            )
+    finally:
+        timer.cancel()
+    done = time.monotonic()
+    assert "at" in sent, "the sweep ended before the signal was sent"
+    latency = done - sent["at"]
+    print(f"interrupted {latency * 1e3:.0f} ms after SIGINT")
+    assert latency < 2.0, f"KeyboardInterrupt came {latency:.2f} s after SIGINT"
+    assert not multiprocessing.active_children(), "workers outlived the sweep"
