@@ -220,6 +220,9 @@ impl Pass<'_> {
 
     /// Write device `id`'s buffer as one row group of its open file.
     fn flush(&mut self, id: u32) -> Result<()> {
+        if self.devices[&id].rows.is_empty() {
+            return Ok(());
+        }
         let open_limit = self.limits.open_writers.max(1);
         let needs_writer = self.devices[&id].writer.is_none();
         if needs_writer && self.open >= open_limit {
@@ -241,9 +244,6 @@ impl Pass<'_> {
         let d = self.devices.get_mut(&id).expect("flushed devices exist");
         let rows = std::mem::take(&mut d.rows);
         self.buffered -= rows.len();
-        if rows.is_empty() {
-            return Ok(());
-        }
         let trace = Trace {
             arrival_ns: rows.iter().map(|r| r.arrival_ns - d.origin_ns).collect(),
             completion_ns: d.completions.then(|| {
@@ -437,11 +437,9 @@ mod tests {
 
     /// small.msr.csv with disk 1 moved to a second host, so devices are
     /// named `hm:0` and `rsrch:1`, names a path must escape.
-    fn two_hosts() -> PathBuf {
+    fn two_hosts(dir: &Path) -> PathBuf {
         let text = std::fs::read_to_string(data("small.msr.csv")).unwrap();
         assert!(text.contains(",hm,1,"));
-        let dir = std::env::temp_dir().join(format!("fallow-partition-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("two-hosts.msr.csv");
         std::fs::write(&p, text.replace(",hm,1,", ",rsrch,1,")).unwrap();
         p
@@ -450,9 +448,7 @@ mod tests {
     /// 600 requests over 5 devices, interleaved, in the Alibaba, Tencent
     /// and two-host MSR layouts (a fixed LCG), large enough for the tiny
     /// bounds below to split devices into several files.
-    fn synthetic() -> Vec<PathBuf> {
-        let dir = std::env::temp_dir().join(format!("fallow-partition-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+    fn synthetic(dir: &Path) -> Vec<PathBuf> {
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         let mut next = move || {
             x = x
@@ -509,10 +505,10 @@ mod tests {
         out
     }
 
-    fn fixtures() -> Vec<(PathBuf, ReadOptions)> {
+    fn fixtures(dir: &Path) -> Vec<(PathBuf, ReadOptions)> {
         vec![
             (data("small.msr.csv"), ReadOptions::default()),
-            (two_hosts(), ReadOptions::default()),
+            (two_hosts(dir), ReadOptions::default()),
             (data("small.alibaba.csv"), ReadOptions::default()),
             (data("small.tencent.csv"), ReadOptions::default()),
         ]
@@ -520,8 +516,11 @@ mod tests {
 
     #[test]
     fn partitions_equal_each_device_of_the_source() {
-        let synthetic = synthetic().into_iter().map(|p| (p, ReadOptions::default()));
-        for (path, opts) in fixtures().into_iter().chain(synthetic) {
+        let inputs = tempfile::tempdir().unwrap();
+        let synthetic = synthetic(inputs.path())
+            .into_iter()
+            .map(|p| (p, ReadOptions::default()));
+        for (path, opts) in fixtures(inputs.path()).into_iter().chain(synthetic) {
             let out = check(&path, &opts, Limits::default());
             // one row group's worth: one file each
             assert!(out.partitions.iter().all(|p| p.parts == 1));
@@ -541,7 +540,8 @@ mod tests {
             buffered_rows: 70,
             open_writers: 2,
         };
-        for path in synthetic() {
+        let inputs = tempfile::tempdir().unwrap();
+        for path in synthetic(inputs.path()) {
             let opts = ReadOptions::default();
             let out = check(&path, &opts, tiny);
             assert!(
