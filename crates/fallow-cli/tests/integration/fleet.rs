@@ -397,3 +397,79 @@ fn a_partition_directory_is_new_empty_or_fallow_s_own() {
     assert!(names.iter().all(|n| !n.contains("partial")), "{names:?}");
     assert!(!fresh.exists());
 }
+
+/// Issue 26 item 2's page: `--device all --html`. The "most" and "least"
+/// tables against the JSON rows ranked here, the scatter's labelled points
+/// (one per device, named), and the text output still printed. The CDF's
+/// points are checked by hand in the renderer's unit tests.
+#[test]
+fn the_fleet_page_ranks_and_plots_every_device() {
+    let d = tempfile::tempdir().unwrap();
+    let fleet = generated(d.path(), 12);
+    let fleet = fleet.to_str().unwrap();
+    let html = d.path().join("fleet.html");
+    let args = [
+        "analyze",
+        fleet,
+        "--device",
+        "all",
+        "--service",
+        "exp:500us",
+    ];
+    let rows = json(&args);
+    let rows = rows["devices"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 12);
+    let o = fallow(&[&args[..], &["--html", html.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(
+        stdout(&o).contains("12 devices"),
+        "the table is still printed"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<meta name=\"generator\" content=\"fallow"));
+    // ranked here: idle total descending, ties by id
+    let mut ranked: Vec<(f64, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["idle_total_s"].as_f64().unwrap(),
+                r["id"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let ids = |v: &[(f64, u64)]| v.iter().map(|r| r.1.to_string()).collect::<Vec<_>>();
+    let most = ids(&ranked[..5]);
+    let mut least = ids(&ranked[7..]);
+    least.reverse();
+    let listed = |title: &str| -> Vec<String> {
+        let sec = page.split(&format!("<h2>{title}</h2>")).nth(1).unwrap();
+        let sec = &sec[..sec.find("</table>").unwrap()];
+        sec.split("<tr><td>")
+            .skip(1)
+            .map(|r| r.split("</td>").next().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(listed("Most idle time"), most);
+    assert_eq!(listed("Least idle time"), least);
+    // the scatter: one direct label per device, its name
+    let scatter = page.split_once("fleet-scatter").unwrap().1;
+    let scatter = &scatter[..scatter.find("</svg>").unwrap()];
+    let mut labels: Vec<String> = scatter
+        .split("<text class=\"annot")
+        .skip(1)
+        .map(|t| {
+            t.split('>')
+                .nth(1)
+                .unwrap()
+                .split('<')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    labels.sort();
+    let mut names: Vec<String> = rows.iter().map(|r| r["id"].to_string()).collect();
+    names.sort();
+    assert_eq!(labels, names);
+}
