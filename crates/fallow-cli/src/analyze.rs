@@ -119,11 +119,10 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
 /// `--device all`: every device in one streaming pass.
 fn run_fleet(args: &AnalyzeArgs) -> Result<()> {
     use crate::analyze_fleet::{print, FleetOut};
-    if args.html.is_some() {
-        return Err(crate::error::BadInput(
-            "--html with --device all: the fleet page is not built yet; use --json or --csv".into(),
-        )
-        .into());
+    // checked before the pass, as a one-device report's
+    if let Some(p) = &args.html {
+        let guard = args.out.guard([args.trace.as_path()]);
+        crate::atomic::check(&guard, p, OutputKind::HtmlReport, "--html")?;
     }
     let fleet = fallow_core::fleet::fleet_of(
         &args.trace,
@@ -131,6 +130,10 @@ fn run_fleet(args: &AnalyzeArgs) -> Result<()> {
         args.service.as_ref(),
         args.seed,
     )?;
+    if let Some(p) = &args.html {
+        crate::report::write_fleet(p, &fleet)?;
+        eprintln!("fallow: wrote the HTML fleet page to {}", p.display());
+    }
     let how = match (args.json, args.csv) {
         (true, _) => FleetOut::Json,
         (_, true) => FleetOut::Csv,

@@ -313,32 +313,7 @@ pub fn fleet_of(
 /// The error of a one-device analysis for a file without completions and
 /// no service model, before reading it.
 fn require_completions(path: &Path, opts: &ReadOptions) -> Result<()> {
-    let format = match opts.format {
-        Some(f) => f,
-        None => {
-            let mut input =
-                std::io::BufReader::new(std::fs::File::open(path).map_err(|source| Error::Io {
-                    path: path.to_path_buf(),
-                    source,
-                })?);
-            let mut gz;
-            let mut plain;
-            let input: &mut dyn std::io::BufRead = {
-                let head = std::io::BufRead::fill_buf(&mut input).map_err(|source| Error::Io {
-                    path: path.to_path_buf(),
-                    source,
-                })?;
-                if head.starts_with(&[0x1f, 0x8b]) {
-                    gz = std::io::BufReader::new(flate2::bufread::MultiGzDecoder::new(input));
-                    &mut gz
-                } else {
-                    plain = input;
-                    &mut plain
-                }
-            };
-            crate::trace::stream_format(input, path, opts)?
-        }
-    };
+    let format = crate::trace::detected_format(path, opts)?;
     // formats whose file says (a header flag, a column) are checked per record
     if format.entry().completions == crate::trace::Completions::InFile
         || format.entry().has_completion(opts)

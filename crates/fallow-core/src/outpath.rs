@@ -7,7 +7,11 @@
 //! - never a device node (`/dev/null`, `/dev/full`, a disk), FIFO or
 //!   socket: writes are atomic (temporary file + rename), and a rename
 //!   would replace the node itself with a regular file;
-//! - never a directory;
+//! - never a directory, except the one output that is a directory: a
+//!   partitioned dataset (`fallow convert --partition-by device -o DIR`,
+//!   [`OutputGuard::check_dataset`]), which must be absent, empty, or a
+//!   dataset fallow wrote (only `device=…` directories of `part-N.parquet`
+//!   files fallow recognises), `--overwrite` or not;
 //! - an existing regular file only if it is empty or fallow recognises it
 //!   as its own output of that kind ([`OutputKind`] says how), unless the
 //!   user forces it (`--overwrite`, [`OutputGuard::new`]'s `overwrite`).
@@ -211,6 +215,91 @@ impl OutputGuard {
                 "exists and cannot be read to tell whether fallow wrote it ({e}); pass --overwrite to replace it"
             )),
         }
+    }
+}
+
+impl OutputGuard {
+    /// Refuse `dir` as a partitioned dataset's directory (given by
+    /// `param`) unless it is absent, empty, or a dataset fallow wrote:
+    /// nothing but `device=…` directories holding nothing but
+    /// `part-N.parquet` files recognised as [`OutputKind::ColumnarTrace`].
+    /// No input of the command may lie inside it. `--overwrite` does not
+    /// loosen this: replacing a directory removes everything in it.
+    pub fn check_dataset(&self, dir: &Path, param: &str) -> Result<()> {
+        let refuse = |why: String| Err(Error::invalid(param, format!("{}: {why}", dir.display())));
+        if dir.file_name().is_none() {
+            return refuse("not a directory name".into());
+        }
+        let meta = match fs::metadata(dir) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return refuse(format!("cannot inspect it ({e}); refusing to write it")),
+        };
+        if let Some(what) = special(&meta.file_type()) {
+            return refuse(format!(
+                "is {what}; a dataset is written as a new directory"
+            ));
+        }
+        if !meta.is_dir() {
+            return refuse(
+                "is a file; --partition-by writes a directory of Parquet files: give a directory name"
+                    .into(),
+            );
+        }
+        let canon = fs::canonicalize(dir).map_err(|e| Error::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        })?;
+        for i in &self.inputs {
+            if fs::canonicalize(&i.path).is_ok_and(|p| p.starts_with(&canon)) {
+                return refuse(format!(
+                    "holds {}, an input of this command; replacing the directory would destroy it",
+                    i.path.display()
+                ));
+            }
+        }
+        let list = |d: &Path| -> Result<Vec<fs::DirEntry>> {
+            fs::read_dir(d)
+                .and_then(|it| it.collect::<io::Result<Vec<_>>>())
+                .map_err(|source| Error::Io {
+                    path: d.to_path_buf(),
+                    source,
+                })
+        };
+        let not_ours = |what: &Path| {
+            refuse(format!(
+                "is not empty and not a dataset fallow wrote ({} is not a `device=…` directory \
+                 of `part-N.parquet` files fallow wrote); choose a new or empty directory",
+                what.display()
+            ))
+        };
+        for e in list(dir)? {
+            let p = e.path();
+            let name = e.file_name();
+            let ft = e.file_type().map_err(|source| Error::Io {
+                path: p.clone(),
+                source,
+            })?;
+            if !ft.is_dir() || !name.to_string_lossy().starts_with("device=") {
+                return not_ours(&p);
+            }
+            for f in list(&p)? {
+                let fp = f.path();
+                let fname = f.file_name().to_string_lossy().into_owned();
+                let numbered = fname
+                    .strip_prefix("part-")
+                    .and_then(|r| r.strip_suffix(".parquet"))
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+                let regular = f.file_type().is_ok_and(|t| t.is_file());
+                if !numbered
+                    || !regular
+                    || !recognise(&fp, OutputKind::ColumnarTrace).unwrap_or(false)
+                {
+                    return not_ours(&fp);
+                }
+            }
+        }
+        Ok(())
     }
 }
 

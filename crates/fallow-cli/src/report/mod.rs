@@ -7,6 +7,7 @@ mod compare;
 mod decision;
 mod energy;
 mod energy_table;
+mod fleet;
 mod pareto;
 mod plots;
 mod svg;
@@ -15,6 +16,7 @@ pub use compare::write as write_compare;
 pub use decision::Decision;
 pub use energy::write as write_energy;
 pub use energy_table::runs_table as energy_runs_table;
+pub use fleet::write as write_fleet;
 pub use pareto::write as write_pareto;
 
 use crate::human::{count, num, pct, requests, secs};

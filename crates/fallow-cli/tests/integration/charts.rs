@@ -359,6 +359,11 @@ fn every_page_renders_in_headless_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let trace = demo_trace(d);
+    let fleet = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/traces/small.alibaba.csv")
+        .to_str()
+        .unwrap()
+        .to_string();
     let page = |name: &str, args: &[&str]| {
         let html = d.join(format!("{name}.html"));
         let mut argv: Vec<&str> = args.to_vec();
@@ -395,6 +400,13 @@ fn every_page_renders_in_headless_chromium() {
             ),
         ),
         ("energy", page("energy", &["energy", &trace])),
+        (
+            "fleet",
+            page(
+                "fleet",
+                &["analyze", &fleet, "--device", "all", "--service", "exp:3ms"],
+            ),
+        ),
     ];
     let script = include_str!("charts_check.js");
     for (name, html) in &pages {

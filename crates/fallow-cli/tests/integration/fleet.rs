@@ -194,3 +194,282 @@ fn without_completions_or_in_disorder_the_error_says_why() {
     );
     bad_input(&["analyze", &file, "--csv"], &["--device all"]);
 }
+
+/// Issue 26 item 3: `convert FILE --partition-by device -o DIR`, each
+/// partition analysed alone against `analyze FILE --device NAME` (the
+/// same requests in the same order give the same figures, modelled
+/// service included), the directories named as docs/fleet.md says.
+fn check_partitions(file: &str, extra: &[&str], dirs: &[(&str, &str)]) {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("ds");
+    let o = fallow(&[
+        "convert",
+        file,
+        "--partition-by",
+        "device",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let mut listed: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    listed.sort();
+    let mut want: Vec<String> = dirs.iter().map(|(dir, _)| dir.to_string()).collect();
+    want.sort();
+    assert_eq!(listed, want, "{file}");
+    // nothing left beside the dataset (staging, the old dataset)
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    for (dir, device) in dirs {
+        let part = out.join(dir).join("part-0.parquet");
+        assert!(!out.join(dir).join("part-1.parquet").exists());
+        let mut a = vec!["analyze", part.to_str().unwrap()];
+        a.extend(extra);
+        let alone = json(&a);
+        let mut a = vec!["analyze", file, "--device", device];
+        a.extend(extra);
+        let one = json(&a);
+        let at = format!("{file} {device}");
+        for k in ["requests", "span_s"] {
+            assert_eq!(alone["trace"][k], one["trace"][k], "{at} {k}");
+        }
+        assert_eq!(alone["utilization"], one["utilization"], "{at}");
+        for k in ["count", "mean_s", "total_s", "cv", "p90_s", "max_s"] {
+            assert_eq!(alone["idle"][k], one["idle"][k], "{at} idle {k}");
+        }
+        assert_eq!(alone["busy"], one["busy"], "{at}");
+    }
+}
+
+#[test]
+fn partitions_analyse_as_their_device_of_the_source() {
+    check_partitions(
+        &traces("small.msr.csv"),
+        &[],
+        &[("device=0", "0"), ("device=1", "1")],
+    );
+    check_partitions(
+        &traces("small.alibaba.csv"),
+        &["--service", "exp:3ms", "--seed", "4"],
+        &[("device=17", "17"), ("device=419", "419")],
+    );
+    check_partitions(
+        &traces("small.tencent.csv"),
+        &["--service", "const:2ms"],
+        &[("device=7", "7"), ("device=1063", "1063")],
+    );
+    let d = tempfile::tempdir().unwrap();
+    let fleet = generated(d.path(), 3);
+    check_partitions(
+        fleet.to_str().unwrap(),
+        &["--service", "exp:500us"],
+        &[
+            ("device=100", "100"),
+            ("device=101", "101"),
+            ("device=102", "102"),
+        ],
+    );
+    // two MSR hosts: `host:disk` names, `:` escaped as %3A
+    let hosts = d.path().join("hosts.csv");
+    std::fs::write(
+        &hosts,
+        "128166372000000000,hm,0,Read,0,4096,20000\n\
+         128166372000100000,rsrch,0,Write,4096,8192,30000\n\
+         128166372000900000,hm,0,Read,8192,4096,20000\n\
+         128166372001000000,rsrch,0,Read,0,4096,10000\n",
+    )
+    .unwrap();
+    check_partitions(
+        hosts.to_str().unwrap(),
+        &[],
+        &[("device=hm%3A0", "hm:0"), ("device=rsrch%3A0", "rsrch:0")],
+    );
+}
+
+#[test]
+fn a_partition_directory_is_new_empty_or_fallow_s_own() {
+    let d = tempfile::tempdir().unwrap();
+    let file = traces("small.alibaba.csv");
+    let out = d.path().join("ds");
+    let out_s = out.to_str().unwrap();
+    let convert = |o: &str| fallow(&["convert", &file, "--partition-by", "device", "-o", o]);
+    // empty: written
+    std::fs::create_dir(&out).unwrap();
+    assert!(convert(out_s).status.success());
+    // fallow's own dataset: replaced, with no stale partition left
+    std::fs::create_dir(out.join("device=999")).unwrap();
+    std::fs::copy(
+        out.join("device=17/part-0.parquet"),
+        out.join("device=999/part-0.parquet"),
+    )
+    .unwrap();
+    assert!(convert(out_s).status.success());
+    assert!(!out.join("device=999").exists());
+    assert!(out.join("device=419/part-0.parquet").exists());
+    // anything else in it: refused, and left as it was, --overwrite or not
+    std::fs::write(out.join("device=17/notes.txt"), "mine").unwrap();
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let mut a = vec![
+            "convert",
+            file.as_str(),
+            "--partition-by",
+            "device",
+            "-o",
+            out_s,
+        ];
+        a.extend(extra);
+        bad_input(&a, &["notes.txt", "not a dataset fallow wrote"]);
+    }
+    assert_eq!(
+        std::fs::read_to_string(out.join("device=17/notes.txt")).unwrap(),
+        "mine"
+    );
+    // a file, a directory holding the input, a FIFO
+    let plain = d.path().join("plain.txt");
+    std::fs::write(&plain, "x").unwrap();
+    bad_input(
+        &[
+            "convert",
+            &file,
+            "--partition-by",
+            "device",
+            "-o",
+            plain.to_str().unwrap(),
+        ],
+        &["is a file"],
+    );
+    let tree = d.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let input = tree.join("in.csv");
+    std::fs::copy(&file, &input).unwrap();
+    bad_input(
+        &[
+            "convert",
+            input.to_str().unwrap(),
+            "--partition-by",
+            "device",
+            "-o",
+            tree.to_str().unwrap(),
+        ],
+        &["an input of this command"],
+    );
+    let fifo = d.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    bad_input(
+        &[
+            "convert",
+            &file,
+            "--partition-by",
+            "device",
+            "-o",
+            fifo.to_str().unwrap(),
+        ],
+        &["FIFO"],
+    );
+    // a failed pass leaves no staging directory behind
+    let unsorted = d.path().join("unsorted.csv");
+    std::fs::write(
+        &unsorted,
+        "17,R,0,512,1577836800100000\n17,W,0,512,1577836800000000\n",
+    )
+    .unwrap();
+    let fresh = d.path().join("fresh");
+    bad_input(
+        &[
+            "convert",
+            unsorted.to_str().unwrap(),
+            "--partition-by",
+            "device",
+            "-o",
+            fresh.to_str().unwrap(),
+        ],
+        &["arrival order"],
+    );
+    let names: Vec<String> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.contains("partial")), "{names:?}");
+    assert!(!fresh.exists());
+}
+
+/// Issue 26 item 2's page: `--device all --html`. The "most" and "least"
+/// tables against the JSON rows ranked here, the scatter's labelled points
+/// (one per device, named), and the text output still printed. The CDF's
+/// points are checked by hand in the renderer's unit tests.
+#[test]
+fn the_fleet_page_ranks_and_plots_every_device() {
+    let d = tempfile::tempdir().unwrap();
+    let fleet = generated(d.path(), 12);
+    let fleet = fleet.to_str().unwrap();
+    let html = d.path().join("fleet.html");
+    let args = [
+        "analyze",
+        fleet,
+        "--device",
+        "all",
+        "--service",
+        "exp:500us",
+    ];
+    let rows = json(&args);
+    let rows = rows["devices"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 12);
+    let o = fallow(&[&args[..], &["--html", html.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(
+        stdout(&o).contains("12 devices"),
+        "the table is still printed"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<meta name=\"generator\" content=\"fallow"));
+    // ranked here: idle total descending, ties by id
+    let mut ranked: Vec<(f64, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["idle_total_s"].as_f64().unwrap(),
+                r["id"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let ids = |v: &[(f64, u64)]| v.iter().map(|r| r.1.to_string()).collect::<Vec<_>>();
+    let most = ids(&ranked[..5]);
+    let mut least = ids(&ranked[7..]);
+    least.reverse();
+    let listed = |title: &str| -> Vec<String> {
+        let sec = page.split(&format!("<h2>{title}</h2>")).nth(1).unwrap();
+        let sec = &sec[..sec.find("</table>").unwrap()];
+        sec.split("<tr><td>")
+            .skip(1)
+            .map(|r| r.split("</td>").next().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(listed("Most idle time"), most);
+    assert_eq!(listed("Least idle time"), least);
+    // the scatter: one direct label per device, its name
+    let scatter = page.split_once("fleet-scatter").unwrap().1;
+    let scatter = &scatter[..scatter.find("</svg>").unwrap()];
+    let mut labels: Vec<String> = scatter
+        .split("<text class=\"annot")
+        .skip(1)
+        .map(|t| {
+            t.split('>')
+                .nth(1)
+                .unwrap()
+                .split('<')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    labels.sort();
+    let mut names: Vec<String> = rows.iter().map(|r| r["id"].to_string()).collect();
+    names.sort();
+    assert_eq!(labels, names);
+}

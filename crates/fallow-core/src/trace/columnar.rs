@@ -288,7 +288,7 @@ pub fn write_columnar(
 }
 
 #[cfg(feature = "arrow")]
-pub(crate) use encode::Batches;
+pub(crate) use encode::{batches as encode_batches, Batches};
 
 #[cfg(feature = "arrow")]
 mod encode {

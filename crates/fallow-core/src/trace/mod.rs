@@ -31,6 +31,8 @@ mod msr;
 mod parallel;
 #[cfg(feature = "arrow")]
 mod parquet;
+#[cfg(feature = "arrow")]
+pub mod partition;
 mod plain;
 mod reader;
 mod spc;
@@ -1156,6 +1158,37 @@ pub fn stream_trace(
     };
     let format = stream_format(&mut *input, path, opts)?;
     stream_input(&mut *input, path, opts, format, sink)
+}
+
+/// The format a read of `path` uses: given, or detected from its head
+/// (through gzip), before a streaming pass.
+pub fn detected_format(path: &Path, opts: &ReadOptions) -> Result<Format> {
+    Ok(match opts.format {
+        Some(f) => f,
+        None => {
+            let mut input =
+                std::io::BufReader::new(std::fs::File::open(path).map_err(|source| Error::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?);
+            let mut gz;
+            let mut plain;
+            let input: &mut dyn std::io::BufRead = {
+                let head = std::io::BufRead::fill_buf(&mut input).map_err(|source| Error::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                if head.starts_with(&[0x1f, 0x8b]) {
+                    gz = std::io::BufReader::new(flate2::bufread::MultiGzDecoder::new(input));
+                    &mut gz
+                } else {
+                    plain = input;
+                    &mut plain
+                }
+            };
+            stream_format(input, path, opts)?
+        }
+    })
 }
 
 /// The format of `input`: given, or detected from its head.

@@ -92,22 +92,31 @@ pub(crate) fn read(data: Vec<u8>, ctx: &mut ReadContext<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Write record batches as a Parquet file (zstd).
-pub(crate) fn write(b: &Batches, out: &mut dyn Write) -> Result<()> {
-    let err = |e: parquet::errors::ParquetError| Error::invalid("Parquet output", e.to_string());
-    // fallow's keys also as plain footer metadata (the Arrow schema is
-    // stored base64-encoded), so tools and `outpath` see them as written.
-    let mut kv: Vec<KeyValue> = b
-        .schema
+/// The writer's properties: zstd, as polars writes, and fallow's keys.
+pub(crate) fn properties(kv: Vec<KeyValue>) -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_key_value_metadata(Some(kv))
+        .build()
+}
+
+/// fallow's schema keys as plain footer metadata, sorted.
+pub(crate) fn footer_keys(schema: &Schema) -> Vec<KeyValue> {
+    let mut kv: Vec<KeyValue> = schema
         .metadata()
         .iter()
         .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
         .collect();
     kv.sort_by(|a, b| a.key.cmp(&b.key));
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_key_value_metadata(Some(kv))
-        .build();
+    kv
+}
+
+/// Write record batches as a Parquet file (zstd).
+pub(crate) fn write(b: &Batches, out: &mut dyn Write) -> Result<()> {
+    let err = |e: parquet::errors::ParquetError| Error::invalid("Parquet output", e.to_string());
+    // fallow's keys also as plain footer metadata (the Arrow schema is
+    // stored base64-encoded), so tools and `outpath` see them as written.
+    let props = properties(footer_keys(&b.schema));
     // The writer wants `Send`; the file is assembled in memory and copied out.
     let mut buf = Vec::new();
     let mut w = ArrowWriter::try_new(&mut buf, b.schema.clone(), Some(props)).map_err(err)?;
