@@ -179,7 +179,6 @@ def _run_local(tasks: list[tuple], workers: int | None) -> list[list[dict[str, A
         # Ctrl-C (or a task's error): leaving a `with` block would wait for
         # every queued task (shutdown(wait=True)), so drop the queue and end
         # the running workers now (issue 27: every long call stops promptly)
-        pool.shutdown(wait=False, cancel_futures=True)
         _end_workers(pool)
         raise
     pool.shutdown(wait=True)
@@ -187,17 +186,21 @@ def _run_local(tasks: list[tuple], workers: int | None) -> list[list[dict[str, A
 
 
 def _end_workers(pool: Any) -> None:
-    """Terminate a process pool's workers and reap them. Python 3.14 has
-    ``ProcessPoolExecutor.terminate_workers()``; before it, the workers are
-    only reachable through the pool's ``_processes`` map (pid → Process)."""
+    """Drop a process pool's queued tasks and kill its workers, reaping
+    them. Python 3.14 has ``ProcessPoolExecutor.terminate_workers()``;
+    before it, the workers are only reachable through the pool's
+    ``_processes`` map (pid → Process), which ``shutdown`` clears, so it is
+    read first. Killed, not terminated: a worker inside a Rust call may
+    not act on SIGTERM before that call returns."""
     end = getattr(pool, "terminate_workers", None)
     if end is not None:
         end()
         return
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
     for p in processes:
         if p.is_alive():
-            p.terminate()
+            p.kill()
     for p in processes:
         p.join(timeout=5)
 
