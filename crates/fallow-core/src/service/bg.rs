@@ -754,6 +754,29 @@ mod tests {
         (m, (v / n).sqrt())
     }
 
+    /// The figures the closed-form draws are compared on, one list each:
+    /// requests completed, whether the last was cut, its residual and the
+    /// busy time.
+    fn push_figures(v: &mut [Vec<f64>; 4], completed: u64, residual_ns: u64, busy_ns: u64) {
+        v[0].push(completed as f64);
+        v[1].push(f64::from(u8::from(residual_ns > 0)));
+        v[2].push(residual_ns as f64);
+        v[3].push(busy_ns as f64);
+    }
+
+    /// Each figure's mean agrees between the closed form (`a`) and the
+    /// step-by-step draws (`b`) within 5 standard errors.
+    fn assert_same_means(a: &[Vec<f64>; 4], b: &[Vec<f64>; 4], case: &str) {
+        for (k, what) in ["completed", "cut", "residual", "busy"].iter().enumerate() {
+            let ((ma, sa), (mb, sb)) = (mean_se(&a[k]), mean_se(&b[k]));
+            let z = (ma - mb).abs() / (sa * sa + sb * sb).sqrt().max(1e-12);
+            assert!(
+                z < 5.0,
+                "{what} at {case}: {ma} ± {sa} closed form, {mb} ± {sb} step by step"
+            );
+        }
+    }
+
     /// Spaced exponential bursts drawn in Gamma blocks against the
     /// engine's one-request-at-a-time draws (written out here on their own:
     /// each service drawn as `sample_ns` draws it, the next request `spacing`
@@ -808,22 +831,14 @@ mod tests {
                     .expect("exponential bursts are closed-form");
                 let y = step_by_step(available, max, spacing, &mut b_rng);
                 assert!(x.completed <= max && x.busy_ns <= available && x.end_ns <= available);
-                for (v, o) in [(&mut a, x), (&mut b, y)] {
-                    v[0].push(o.completed as f64);
-                    v[1].push(f64::from(u8::from(o.residual_ns > 0)));
-                    v[2].push(o.residual_ns as f64);
-                    v[3].push(o.busy_ns as f64);
-                }
+                push_figures(&mut a, x.completed, x.residual_ns, x.busy_ns);
+                push_figures(&mut b, y.completed, y.residual_ns, y.busy_ns);
             }
-            for (k, what) in ["completed", "cut", "residual", "busy"].iter().enumerate() {
-                let ((ma, sa), (mb, sb)) = (mean_se(&a[k]), mean_se(&b[k]));
-                let z = (ma - mb).abs() / (sa * sa + sb * sb).sqrt().max(1e-12);
-                assert!(
-                    z < 5.0,
-                    "{what} at available {available}, max {max}, spacing {spacing}: \
-                     {ma} ± {sa} closed form, {mb} ± {sb} step by step"
-                );
-            }
+            assert_same_means(
+                &a,
+                &b,
+                &format!("available {available}, max {max}, spacing {spacing}"),
+            );
         }
     }
 
@@ -886,22 +901,14 @@ mod tests {
                     .expect("exponential schedules are closed-form");
                 let y = step_by_step(available, sched, &mut b_rng);
                 assert!(x.busy_ns <= available);
-                for (v, o) in [(&mut a, x), (&mut b, y)] {
-                    v[0].push(o.completed as f64);
-                    v[1].push(f64::from(u8::from(o.residual_ns > 0)));
-                    v[2].push(o.residual_ns as f64);
-                    v[3].push(o.busy_ns as f64);
-                }
+                push_figures(&mut a, x.completed, x.residual_ns, x.busy_ns);
+                push_figures(&mut b, y.completed, y.residual_ns, y.busy_ns);
             }
-            for (k, what) in ["completed", "cut", "residual", "busy"].iter().enumerate() {
-                let ((ma, sa), (mb, sb)) = (mean_se(&a[k]), mean_se(&b[k]));
-                let z = (ma - mb).abs() / (sa * sa + sb * sb).sqrt().max(1e-12);
-                assert!(
-                    z < 5.0,
-                    "{what} at available {available}, period {period_ns}, overdue {overdue_ns}: \
-                     {ma} ± {sa} closed form, {mb} ± {sb} step by step"
-                );
-            }
+            assert_same_means(
+                &a,
+                &b,
+                &format!("available {available}, period {period_ns}, overdue {overdue_ns}"),
+            );
         }
         // constant service has no closed form here: the caller steps
         let c = BgService::Constant { ns: 10 };
