@@ -32,6 +32,7 @@ True
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
@@ -174,6 +175,7 @@ def _run_local(tasks: list[tuple], workers: int | None) -> list[list[dict[str, A
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
     try:
         futures = [pool.submit(_tune_task, *t) for t in tasks]
+        _wait_interruptibly(futures)
         results = [f.result() for f in futures]
     except BaseException:
         # Ctrl-C (or a task's error): leaving a `with` block would wait for
@@ -183,6 +185,25 @@ def _run_local(tasks: list[tuple], workers: int | None) -> list[list[dict[str, A
         raise
     pool.shutdown(wait=True)
     return results
+
+
+def _wait_interruptibly(futures: list[Any]) -> None:
+    """Wait for every future, or for the first error, in short timed waits.
+
+    Not ``f.result()``: an untimed wait blocks in one lock acquire, and
+    once polars is imported (polars 2.1 installs its own SIGINT handler,
+    with SA_RESTART, chaining to Python's) the signal no longer interrupts
+    that acquire, so Ctrl-C waited for the running task to end (CI: 12.6 s;
+    here 15-20 s). A timed wait returns to the interpreter, which raises
+    the pending KeyboardInterrupt."""
+    from concurrent.futures import FIRST_EXCEPTION
+    from concurrent.futures import wait as wait_for
+
+    pending = set(futures)
+    while pending:
+        done, pending = wait_for(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
+        if any(f.exception() is not None for f in done):
+            return
 
 
 def _end_workers(pool: Any) -> None:
@@ -219,6 +240,10 @@ def _run_dask(tasks: list[tuple], workers: int | None, client: Any) -> list[list
         client = distributed.Client(cluster)
     try:
         futures = [client.submit(_tune_task, *t, pure=False) for t in tasks]
+        # gather's own wait is a 10 s timed wait: poll so Ctrl-C is prompt
+        # (see _wait_interruptibly)
+        while not all(f.done() for f in futures):
+            time.sleep(0.1)
         return client.gather(futures)
     finally:
         if own:
@@ -237,7 +262,11 @@ def _run_ray(tasks: list[tuple], workers: int | None) -> list[list[dict[str, Any
         )
     try:
         remote = ray.remote(num_cpus=1)(_tune_task)
-        return ray.get([remote.remote(*t) for t in tasks])
+        refs = [remote.remote(*t) for t in tasks]
+        # short waits, so Ctrl-C is raised promptly (see _wait_interruptibly)
+        while len(ray.wait(refs, num_returns=len(refs), timeout=0.1)[0]) < len(refs):
+            pass
+        return ray.get(refs)
     finally:
         if own:
             ray.shutdown()
