@@ -5,9 +5,16 @@
 # seconds once overflow checks were on). Needs a nightly toolchain and
 # cargo-fuzz (`cargo install cargo-fuzz`).
 # Usage: bash scripts/fuzz.sh SECONDS [TARGET...]   (default: every target)
+#        bash scripts/fuzz.sh --build             (build every target, run none:
+#                                                  scripts/test.sh builds them while
+#                                                  the Rust tests run)
 # Extra libFuzzer flags go in FUZZ_FLAGS, e.g. FUZZ_FLAGS="-jobs=1 -workers=1".
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
+if [[ ${1:-} == --build ]]; then
+    # the same flags as `fuzz run` below, so the runs reuse this build
+    exec cargo +nightly fuzz build -O -a
+fi
 secs=${1:?usage: fuzz.sh SECONDS [TARGET...]}
 shift
 all=(msr spc plain blkparse hp_srt vscsi fallow_bin detect biosnoop bpftrace blktrace fio_iolog fio_lat arrow parquet every_format)
