@@ -70,7 +70,7 @@ from fallow.analysis import Characterization
 from fallow.errors import MissingExtraError
 from fallow.power import EnergyResult, energy
 from fallow.sim import SimulationResult, compare, policies, simulate
-from fallow.tuning import TuneResult, tune
+from fallow.tuning import ParetoResult, Recommendation, TuneResult, pareto, recommend, tune
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -79,6 +79,8 @@ __all__ = [
     "FallowError",
     "MissingExtraError",
     "ParameterError",
+    "ParetoResult",
+    "Recommendation",
     "SimulationResult",
     "Trace",
     "TraceFormatError",
@@ -89,8 +91,10 @@ __all__ = [
     "energy",
     "fleet",
     "from_columns",
+    "pareto",
     "policies",
     "read_trace",
+    "recommend",
     "simulate",
     "synthetic",
     "to_parquet",

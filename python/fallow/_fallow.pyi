@@ -10,7 +10,13 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import Unpack
 
-from fallow._options import InputOptions, SimulateOptions, TuneOptions
+from fallow._options import (
+    InputOptions,
+    ParetoOptions,
+    RecommendOptions,
+    SimulateOptions,
+    TuneOptions,
+)
 
 __version__: str
 SCHEMA_VERSION: int
@@ -172,6 +178,16 @@ def tune(
     budget: str = "1ms",
     **options: Unpack[TuneOptions],
 ) -> dict[str, Any] | list[dict[str, Any]]: ...
+def pareto(
+    trace: Trace | None = None,
+    policies: Sequence[str] | None = None,
+    **options: Unpack[ParetoOptions],
+) -> list[dict[str, Any]]: ...
+def recommend(
+    trace: Trace | None = None,
+    budget: str = "1ms",
+    **options: Unpack[RecommendOptions],
+) -> dict[str, Any]: ...
 def energy(trace: Trace | str | os.PathLike[str], **options: Any) -> dict[str, Any]:
     """The JSON of ``fallow energy --json`` as plain data; the keyword
     arguments are :func:`fallow.energy`'s, with ``policy=None`` running every

@@ -57,6 +57,22 @@ class TuneOptions(InputOptions, total=False):
     search: str | None
 
 
+class ParetoOptions(InputOptions, total=False):
+    """:func:`fallow.pareto`'s keywords: the input (``bg_size`` is the
+    request size swept at), and the threads."""
+
+    threads: int | None
+
+
+class RecommendOptions(InputOptions, total=False):
+    """:func:`fallow.recommend`'s keywords: the search, and the input."""
+
+    sizes: str | int | Sequence[int | str] | None
+    max_delay: float | str | None
+    threads: int | None
+    search: str | None
+
+
 def keywords(options: type) -> Callable[[F], F]:
     """Give the decorated ``f(..., **options)`` the explicit signature of
     its positional parameters followed by the keyword-only parameters of

@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fallow import _fallow, _schema
-from fallow._options import TuneOptions, given, keywords
+from fallow._options import ParetoOptions, RecommendOptions, TuneOptions, given, keywords
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from fallow._fallow import Trace
 
-__all__ = ["TuneResult", "tune"]
+__all__ = ["ParetoResult", "Recommendation", "TuneResult", "pareto", "recommend", "tune"]
 
 #: Columns of :attr:`TuneResult.sizes`, in order: (column, key in a size row
 #: or, after ``best.``, in its best setting).
@@ -186,3 +186,200 @@ def tune(
     if isinstance(data, list):
         return [TuneResult(d) for d in data]
     return TuneResult(data)
+
+
+#: Columns of :attr:`ParetoResult.points`, in order.
+POINT_COLUMNS = [
+    "policy",
+    "spec",
+    "knob",
+    "knob_value",
+    "bg_throughput_bytes_per_s",
+    "fg_mean_added_delay_s",
+    "fg_slowdown",
+    "fg_collision_rate",
+    "idle_used_fraction",
+    "on_front",
+    "clairvoyant",
+]
+
+
+class ParetoResult:
+    """Each policy's knob swept over its coarse ladder at one request size:
+    the data of ``fallow pareto --json`` (a list of fronts, one per policy:
+    ``policy``, ``clairvoyant``, ``knob``, ``request_size_bytes``,
+    ``points``: every setting, ``front``: the non-dominated ones, least
+    delay first)."""
+
+    def __init__(self, fronts: list[dict[str, Any]]):
+        self.fronts = fronts
+
+    def __repr__(self) -> str:
+        return f"<fallow.ParetoResult {len(self.fronts)} policies>"
+
+    def __getitem__(self, policy: str) -> dict[str, Any]:
+        """The front of one policy, by name."""
+        for f in self.fronts:
+            if f["policy"] == policy:
+                return f
+        raise KeyError(policy)
+
+    @property
+    def points(self) -> pd.DataFrame:
+        """Every setting swept, one row each (the columns of ``fallow
+        pareto --csv``: :data:`POINT_COLUMNS`); ``on_front`` says whether
+        it is on its policy's front."""
+        import pandas
+
+        rows = []
+        for f in self.fronts:
+            front = {p["spec"] for p in f["front"]}
+            for p in f["points"]:
+                rows.append(
+                    [
+                        f["policy"],
+                        p["spec"],
+                        f["knob"],
+                        p["knob"],
+                        p["bg_throughput_bytes_per_s"],
+                        p["fg_mean_added_delay_s"],
+                        p["fg_slowdown"],
+                        p["fg_collision_rate"],
+                        p["idle_used_fraction"],
+                        p["spec"] in front,
+                        f["clairvoyant"],
+                    ]
+                )
+        return pandas.DataFrame(rows, columns=POINT_COLUMNS)
+
+    def to_json(self, **kwargs: Any) -> str:
+        """The fronts as JSON text (as ``fallow pareto --json``)."""
+        return _schema.to_json(self.fronts, **kwargs)
+
+
+@keywords(ParetoOptions)
+def pareto(
+    trace: Trace | None = None,
+    policies: list[str] | None = None,
+    **options: Unpack[ParetoOptions],
+) -> ParetoResult:
+    """Sweep each policy's knob over its coarse ladder (19 waits from 100 µs
+    to 100 s for fixed-wait) at one BG request size and keep the settings
+    no other beats on both BG throughput and mean added FG delay.
+
+    Args:
+        trace: as for :func:`fallow.simulate` (or None with ``workload=``).
+        policies: names or specs (``"fixed-wait"``, ``"busy-bee:a=0.5"``:
+            the knob is swept, other parameters stay); None: every policy
+            that can run under the BG model (one that chooses its request
+            sizes needs a model that charges for size, and is left out with
+            a ``UserWarning`` saying why).
+        bg_size: the request size swept at (default 64 KiB, as
+            :func:`fallow.simulate`).
+        threads: settings simulated at once (the result does not depend on it).
+        workload, device, service, ...: the input and BG options of
+            :func:`fallow.simulate`.
+
+    Returns:
+        A :class:`ParetoResult`. Ctrl-C raises ``KeyboardInterrupt`` between
+        settings.
+
+    >>> import fallow
+    >>> p = fallow.pareto(workload="poisson", arrival_rate=30, service="exp:10ms",
+    ...                   requests=3_000, policies=["fixed-wait"])
+    >>> front = p["fixed-wait"]["front"]
+    >>> delays = [q["fg_mean_added_delay_s"] for q in front]
+    >>> delays == sorted(delays)
+    True
+    """
+    return ParetoResult(_fallow.pareto(trace, policies, **given(options)))
+
+
+#: Columns of :attr:`Recommendation.ranking`: (column, key in a ranking
+#: entry or, after ``best.``, in its best setting).
+RANKING_COLUMNS: list[tuple[str, str]] = [
+    ("rank", "rank"),
+    ("policy", "policy"),
+    ("spec", "best.spec"),
+    ("bg_size_bytes", "best.bg_size_bytes"),
+    ("bg_throughput_bytes_per_s", "best.bg_throughput_bytes_per_s"),
+    ("fg_mean_added_delay_s", "best.fg_mean_added_delay_s"),
+    ("fg_slowdown", "best.fg_slowdown"),
+    ("relative", "relative"),
+    ("guarantee", "guarantee"),
+    ("reason", "reason"),
+]
+
+
+class Recommendation:
+    """Every deployable policy with a knob tuned for one FG budget and
+    ranked: the data of ``fallow recommend --json`` without the CLI's
+    ``reproduce`` commands (``budget_text``, ``sizes``, ``traits``,
+    ``ranking``, ``simulations``, ``search``, ``skipped``,
+    ``throughput_tolerance``)."""
+
+    def __init__(self, data: dict[str, Any]):
+        self.data = data
+
+    def __repr__(self) -> str:
+        top = self.best
+        what = "no policy does BG work" if top is None else f"best {top['policy']}"
+        return f"<fallow.Recommendation within {self.data['budget_text']}: {what}>"
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """The top-ranked entry (``rank`` 1), or None when no policy does
+        BG work within the budget."""
+        ranked = [r for r in self.data["ranking"] if r["rank"] == 1]
+        return ranked[0] if ranked else None
+
+    @property
+    def ranking(self) -> pd.DataFrame:
+        """One row per policy, best first (:data:`RANKING_COLUMNS`); rank 0:
+        unranked (no BG work within the budget, or cannot meet it)."""
+        import pandas
+
+        rows = [[_cell(r, p) for _, p in RANKING_COLUMNS] for r in self.data["ranking"]]
+        return pandas.DataFrame(rows, columns=[c for c, _ in RANKING_COLUMNS])
+
+    def to_json(self, **kwargs: Any) -> str:
+        """The recommendation as JSON text."""
+        return _schema.to_json(self.data, **kwargs)
+
+
+@keywords(RecommendOptions)
+def recommend(
+    trace: Trace | None = None,
+    budget: str = "1ms",
+    **options: Unpack[RecommendOptions],
+) -> Recommendation:
+    """Tune every deployable policy with a knob for one FG budget (as
+    :func:`fallow.tune`) and rank them by the BG throughput they reach;
+    throughputs within 1 % of the best left rank by the lower added delay.
+
+    Args:
+        trace: as for :func:`fallow.simulate` (or None with ``workload=``).
+        budget: a mean FG slowdown (``"5%"``) or a mean added delay per FG
+            request (``"1ms"``).
+        sizes: candidate BG request sizes, as for :func:`fallow.tune`;
+            default 5 log-spaced from 64 KiB to 4 MiB (as ``fallow
+            recommend``).
+        max_delay, threads, search: as for :func:`fallow.tune`.
+        workload, device, service, ...: the input and BG options of
+            :func:`fallow.simulate`.
+
+    Returns:
+        A :class:`Recommendation`. Ctrl-C raises ``KeyboardInterrupt``
+        within one batch of settings.
+
+    >>> import fallow
+    >>> r = fallow.recommend(workload="poisson", arrival_rate=30, service="exp:10ms",
+    ...                      requests=3_000, budget="1ms", sizes="256KiB",
+    ...                      bg="size:base=4ms,knee=64KiB,rate=100MB")
+    >>> r.best["best"]["fg_mean_added_delay_s"] <= 0.001
+    True
+    """
+    return Recommendation(_fallow.recommend(trace, budget, **given(options)))

@@ -68,6 +68,41 @@ def test_compare_agrees_with_the_cli_on_every_setting_given(cli_json):
         assert row["idle_intervals"] == r["idle_intervals"]
 
 
+def test_pareto_is_the_clis_json(cli_json):
+    # one library call behind both (fallow_core::tune::pareto), with the
+    # same default line-up when no policy is named
+    args = dict(workload="hyperexp:cv=4", utilization=0.2, requests=5_000, bg_size=262144)
+    py = fallow.pareto(**args)
+    ref = cli_json(
+        "pareto", "--workload", "hyperexp:cv=4", "--utilization", "0.2",
+        "--requests", "5000", "--bg-size", "256KiB",
+    )  # fmt: skip
+    # the CLI's list carries the schema version in each document
+    for front in ref:
+        front.pop("schema_version", None)
+    assert py.fronts == ref
+    assert len(py.points) == sum(len(f["points"]) for f in ref)
+
+
+def test_recommend_is_the_clis_json_without_its_commands(cli_json):
+    args = dict(workload="hyperexp:cv=4", utilization=0.2, requests=5_000)
+    bg = "size:base=4ms,knee=64KiB,rate=100MB"
+    py = fallow.recommend(budget="2ms", sizes="64KiB,1MiB", bg=bg, **args)
+    ref = cli_json(
+        "recommend", "--workload", "hyperexp:cv=4", "--utilization", "0.2",
+        "--requests", "5000", "--budget", "2ms", "--sizes", "64KiB,1MiB",
+        "--bg", bg,
+    )  # fmt: skip
+    # the CLI adds the `fallow simulate` command of each entry, and the
+    # schema version every CLI document carries
+    for entry in ref["ranking"]:
+        entry.pop("reproduce", None)
+        entry.pop("reproduce_args", None)
+    ref.pop("schema_version", None)
+    assert py.data == ref
+    assert py.best is not None and py.best["policy"] == ref["ranking"][0]["policy"]
+
+
 def test_defaults_are_the_cores():
     d = fallow._fallow.defaults()
     assert d["requests"] == 1_000_000

@@ -95,6 +95,21 @@ def test_sigint_interrupts_compare_within_a_second(long_trace):
     _interrupted_within(lambda: fallow.compare(long_trace, bg="exp:5ms"), 1.0)
 
 
+def test_sigint_interrupts_pareto_within_a_second(long_trace):
+    """Issue 27: every long Python call stops promptly; `fallow.pareto`
+    reads the flag before each setting (one simulation of the trace)."""
+    _interrupted_within(lambda: fallow.pareto(long_trace, bg="exp:5ms"), 1.0)
+
+
+def test_sigint_interrupts_recommend_within_a_second(long_trace):
+    """Issue 27: `fallow.recommend` stops within one batch of settings of
+    the policy being tuned."""
+    _interrupted_within(
+        lambda: fallow.recommend(long_trace, budget="1ms", bg="exp:5ms", sizes="64KiB"),
+        1.0,
+    )
+
+
 @pytest.fixture(scope="module")
 def energy_trace():
     # 2 M requests: an energy study of one policy takes about 0.13 s per

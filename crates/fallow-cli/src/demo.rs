@@ -233,7 +233,7 @@ fn decide(trace: &Trace, csv: &Path, budget: Budget) -> Result<Decision> {
         seed: fallow_core::sim::DEFAULT_SEED,
     };
     let prep = Prepared::new(trace, None, fallow_core::sim::DEFAULT_SEED)?;
-    let sizes = tune::log_spaced(64 << 10, 4 << 20, 5);
+    let sizes = tune::recommend::default_sizes();
     step(&format!(
         "tuning {} policies for a {budget} FG budget",
         tune::recommend::candidates().len()
@@ -249,6 +249,7 @@ fn decide(trace: &Trace, csv: &Path, budget: Budget) -> Result<Decision> {
         tune::default_threads(),
         SearchMode::Auto,
         &|policy, policies, done, total| bar.step(policy, policies, done, total),
+        None,
     );
     bar.finish();
     let rec = rec.with_context(|| format!("tuning the demo's policies for {budget}"))?;

@@ -13,7 +13,6 @@ use crate::table::{Cell, Column, CsvArg, Table};
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::outpath::OutputKind;
-use fallow_core::policy;
 use fallow_core::tune::pareto::{pareto_with_progress, Front};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -70,19 +69,13 @@ pub fn run(args: ParetoArgs) -> Result<()> {
     }
     let sim = args.bg.config(args.input.seed);
     let policies: Vec<String> = if args.policy.is_empty() {
-        // every policy that can run under this BG model, in registry
-        // order; one that chooses its request sizes needs a model that
-        // charges for size, and is left out with a line saying why (as
-        // compare's default line-up does)
-        let lineup = fallow_core::sim::lineup(None, &sim.bg_service)?;
-        for line in &lineup.skipped {
+        // every policy that can run under this BG model; one that cannot
+        // is left out with a line saying why
+        let (names, skipped) = fallow_core::tune::pareto::default_policies(&sim.bg_service)?;
+        for line in &skipped {
             eprintln!("fallow: {line}");
         }
-        policy::registry()
-            .iter()
-            .filter(|e| lineup.policies.iter().any(|(spec, _)| spec == e.name))
-            .map(|e| e.name.to_string())
-            .collect()
+        names
     } else {
         args.policy.clone()
     };
@@ -115,6 +108,7 @@ pub fn run(args: ParetoArgs) -> Result<()> {
                     b.set_position(done);
                 }
             },
+            None,
         )
         .with_context(|| format!("sweeping --policy {p}"))?;
         fronts.push(f);

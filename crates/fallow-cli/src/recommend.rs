@@ -85,7 +85,7 @@ pub fn run(args: RecommendArgs) -> Result<()> {
     let sizes = args
         .sizes
         .clone()
-        .map_or_else(|| tune::log_spaced(64 << 10, 4 << 20, 5), |s| s.0);
+        .map_or_else(tune::recommend::default_sizes, |s| s.0);
     // moves with every setting evaluated, not only between policies
     let bar = TuningBar::new(format!("tuning for {}: ", args.budget))?;
     let result = tune::recommend::recommend(
@@ -97,6 +97,7 @@ pub fn run(args: RecommendArgs) -> Result<()> {
         threads(args.threads),
         args.search,
         &|policy, policies, done, total| bar.step(policy, policies, done, total),
+        None,
     );
     bar.finish();
     let rec = result.with_context(|| format!("recommending for --budget {}", args.budget))?;

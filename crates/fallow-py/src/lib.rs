@@ -7,7 +7,7 @@
 //!
 //! One file per area, mirroring the core: [`trace`] (the `Trace` class and
 //! `read_trace`), [`stats`] (`characterize`, `analyze`), [`workload`] (`synthetic`),
-//! [`sim`] (`simulate`, `compare`, `policies`), [`tune`] (`tune`),
+//! [`sim`] (`simulate`, `compare`, `policies`), [`tune`] (`tune`, `pareto`, `recommend`),
 //! [`energy`] (`energy`); [`conversion`] converts Python values into core types.
 //! [`errors`] is the one place where core errors become Python exceptions
 //! and holds the one helper that releases the GIL around long calls.
@@ -47,6 +47,8 @@ fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim::policies, m)?)?;
     m.add_function(wrap_pyfunction!(sim::defaults, m)?)?;
     m.add_function(wrap_pyfunction!(tune::tune, m)?)?;
+    m.add_function(wrap_pyfunction!(tune::pareto, m)?)?;
+    m.add_function(wrap_pyfunction!(tune::recommend, m)?)?;
     m.add_function(wrap_pyfunction!(energy::energy, m)?)?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     Ok(())

@@ -90,3 +90,122 @@ pub fn tune<'py>(
         _ => to_python(py, &docs),
     }
 }
+
+/// Every policy's knob swept over its coarse ladder at one request size
+/// (`bg_size`), with the non-dominated points kept: the JSON of `fallow
+/// pareto --json` (a list of fronts). `policies`: names or specs (`None`:
+/// every policy that can run under the BG model, as the CLI). Ctrl-C stops
+/// it between settings. See `fallow.pareto`.
+#[pyfunction]
+#[pyo3(signature = (trace=None, policies=None, **options))]
+pub fn pareto<'py>(
+    py: Python<'py>,
+    trace: Option<PyRef<'py, PyTrace>>,
+    policies: Option<Vec<String>>,
+    options: Option<&Bound<'py, PyDict>>,
+) -> Result<Bound<'py, PyAny>> {
+    let kw = Kwargs::new(options)?;
+    let threads = threads_arg(&kw)?;
+    let req = request(trace.as_deref(), &kw)?;
+    kw.finish()?;
+    let sim = req.config();
+    let names = match policies {
+        Some(p) if p.is_empty() => {
+            return Err(parameter(
+                "policies",
+                "give at least one policy, or None for every policy",
+            ))
+        }
+        Some(p) => p,
+        None => {
+            let (names, skipped) = tuning::pareto::default_policies(&sim.bg_service)?;
+            warn_skipped(py, &skipped)?;
+            names
+        }
+    };
+    // a bad policy fails before any work
+    for p in &names {
+        policy::build(p)?;
+    }
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fronts = interruptible(py, cancel.clone(), || {
+        let prep = req.prepare_cancellable(&cancel)?;
+        names
+            .iter()
+            .map(|p| {
+                let progress = &|_, _| {};
+                tuning::pareto::pareto_with_progress(
+                    &prep,
+                    p,
+                    &sim,
+                    sim.bg_size_bytes,
+                    threads,
+                    progress,
+                    Some(&cancel),
+                )
+            })
+            .collect::<fallow_core::Result<Vec<_>>>()
+    })?;
+    to_python(py, &fronts)
+}
+
+/// Every deployable policy with a knob tuned for one FG budget and ranked
+/// by the BG throughput it reaches: the JSON of `fallow recommend --json`
+/// without the CLI's `reproduce` commands. Ctrl-C stops it within one batch
+/// of settings. See `fallow.recommend`.
+#[pyfunction]
+#[pyo3(signature = (trace=None, budget="1ms", **options))]
+pub fn recommend<'py>(
+    py: Python<'py>,
+    trace: Option<PyRef<'py, PyTrace>>,
+    budget: &str,
+    options: Option<&Bound<'py, PyDict>>,
+) -> Result<Bound<'py, PyAny>> {
+    let budget: Budget = budget.parse()?;
+    let kw = Kwargs::new(options)?;
+    let sizes = match kw.raw("sizes")? {
+        None => tuning::recommend::default_sizes(),
+        given => sizes_arg(given)?,
+    };
+    let max_delay_ns = kw.duration_ns("max_delay")?;
+    let threads = threads_arg(&kw)?;
+    let search = SearchMode::parse(&kw.get::<String>("search")?.unwrap_or_else(|| "auto".into()))?;
+    let req = request(trace.as_deref(), &kw)?;
+    kw.finish()?;
+    let sim = req.config();
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rec = interruptible(py, cancel.clone(), || {
+        let prep = req.prepare_cancellable(&cancel)?;
+        tuning::recommend::recommend(
+            &prep,
+            &sim,
+            budget,
+            &sizes,
+            max_delay_ns,
+            threads,
+            search,
+            &|_, _, _, _| {},
+            Some(cancel.clone()),
+        )
+    })?;
+    warn_skipped(py, &rec.skipped)?;
+    to_python(py, &rec)
+}
+
+/// `threads=`: None (the core's default), else at least 1.
+fn threads_arg(kw: &Kwargs<'_>) -> Result<usize> {
+    match kw.get::<usize>("threads")? {
+        None => Ok(tuning::default_threads()),
+        Some(0) => Err(parameter("threads", "must be at least 1")),
+        Some(n) => Ok(n),
+    }
+}
+
+/// Candidates left out of a default line-up, as `UserWarning`s (as
+/// `fallow.compare` warns).
+fn warn_skipped(py: Python<'_>, skipped: &[String]) -> Result<()> {
+    for why in skipped {
+        py.import("warnings")?.call_method1("warn", (why,))?;
+    }
+    Ok(())
+}

@@ -8,10 +8,11 @@
 //! lossless-waiting) are swept the same way and serve as the ceiling.
 
 use super::Search;
-use crate::error::Result;
-use crate::sim::{Prepared, SimConfig};
+use crate::error::{Error, Result};
+use crate::policy;
+use crate::sim::{BgService, Prepared, SimConfig};
 use serde::Serialize;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// One simulated setting.
@@ -90,6 +91,21 @@ pub fn front_of(points: &[ParetoPoint]) -> Vec<ParetoPoint> {
     out
 }
 
+/// The policies `pareto` sweeps when none are named (the CLI's `fallow
+/// pareto` and Python's `fallow.pareto`): every registry entry that can
+/// run under the BG model `bg`, in registry order. One that chooses its
+/// own request sizes needs a model that charges for size; it is left out,
+/// and the second list says why (as `compare`'s default line-up does).
+pub fn default_policies(bg: &BgService) -> Result<(Vec<String>, Vec<String>)> {
+    let lineup = crate::sim::lineup(None, bg)?;
+    let names = policy::registry()
+        .iter()
+        .filter(|e| lineup.policies.iter().any(|(spec, _)| spec == e.name))
+        .map(|e| e.name.to_string())
+        .collect();
+    Ok((names, lineup.skipped))
+}
+
 /// Sweep `policy_spec` (a registry name, optionally with fixed parameters;
 /// not its knob) over the coarse ladder at `size` bytes per BG request,
 /// `threads` settings at once (the result does not depend on it).
@@ -100,12 +116,14 @@ pub fn pareto(
     size: u64,
     threads: usize,
 ) -> Result<Front> {
-    pareto_with_progress(prep, policy_spec, sim, size, threads, &|_, _| {})
+    pareto_with_progress(prep, policy_spec, sim, size, threads, &|_, _| {}, None)
 }
 
 /// [`pareto`], calling `progress(done, total)` once before the first
 /// setting and after every setting evaluated (from the worker threads), so
-/// a bar moves within a policy's sweep.
+/// a bar moves within a policy's sweep. With `cancel` set (Python's
+/// Ctrl-C), no further setting starts and the sweep returns
+/// [`Error::Interrupted`] once the settings running end.
 pub fn pareto_with_progress(
     prep: &Prepared,
     policy_spec: &str,
@@ -113,7 +131,9 @@ pub fn pareto_with_progress(
     size: u64,
     threads: usize,
     progress: &(dyn Fn(u64, u64) + Sync),
+    cancel: Option<&AtomicBool>,
 ) -> Result<Front> {
+    let cancelled = || cancel.is_some_and(|c| c.load(Ordering::Relaxed));
     let search = Search::new(prep, policy_spec, sim, size, true)?;
     let steps: Vec<usize> = if search.ladder.is_empty() {
         vec![0]
@@ -129,6 +149,9 @@ pub fn pareto_with_progress(
     std::thread::scope(|s| {
         for _ in 0..threads.clamp(1, steps.len()) {
             s.spawn(|| loop {
+                if cancelled() {
+                    break;
+                }
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&i) = steps.get(k) else { break };
                 let r = search.run(&[(size, i)], u128::MAX);
@@ -149,6 +172,9 @@ pub fn pareto_with_progress(
             });
         }
     });
+    if cancelled() {
+        return Err(Error::Interrupted);
+    }
     let points: Vec<ParetoPoint> = slots
         .into_inner()
         .expect("no panics")

@@ -156,6 +156,12 @@ pub fn candidates() -> Vec<&'static str> {
         .collect()
 }
 
+/// The request sizes `recommend` tries when none are given (the CLI's
+/// `--sizes` and Python's `sizes=`): 5 log-spaced from 64 KiB to 4 MiB.
+pub fn default_sizes() -> Vec<u64> {
+    super::log_spaced(64 << 10, 4 << 20, 5)
+}
+
 /// Tune every [`candidates`] policy for `budget` over `sizes` and rank them.
 /// `progress(policy index, policies, settings done, settings)` is called
 /// before each policy and as its search advances (the settings of the
@@ -179,6 +185,7 @@ pub fn recommend(
     threads: usize,
     search: SearchMode,
     progress: &(dyn Fn(usize, usize, u64, u64) + Sync),
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 ) -> Result<Recommendation> {
     let cfg = TuneConfig {
         budgets: vec![budget],
@@ -188,7 +195,8 @@ pub fn recommend(
         fast: true,
         search,
         auto_limit_visits: super::AUTO_EXACT_LIMIT_VISITS,
-        cancel: None,
+        // each policy's search reads it (tune stops within one batch)
+        cancel,
     };
     let names = candidates();
     let mut simulations = 0;
@@ -234,7 +242,15 @@ pub fn recommend(
     // best setting.
     let mut mean_sizes = std::collections::HashMap::new();
     let mut unlearned = std::collections::HashMap::new();
+    let cancelled = || {
+        cfg.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+    };
     for (name, best) in &tuned {
+        if cancelled() {
+            return Err(crate::error::Error::Interrupted);
+        }
         let Some(c) = best.as_ref().filter(|c| c.bg_throughput_bytes_per_s > 0.0) else {
             continue;
         };

@@ -134,6 +134,7 @@ fn recommend_ranks_by_throughput_and_its_top_meets_the_budget() {
         4,
         SearchMode::Auto,
         &|_, _, _, _| {},
+        None,
     )
     .unwrap();
     assert!(r.traits.idle_cv > 1.0, "{:?}", r.traits);
