@@ -4,11 +4,11 @@
 //! the maximum delay are left out.
 
 use fallow_core::policy::{self, IntervalRule};
-use rand::SeedableRng;
 use fallow_core::sim::{simulate, BgService, Prepared, SimConfig};
 use fallow_core::tune::{self, Budget, Guarantee, SearchMode, TuneConfig};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::ServiceModel;
+use rand::SeedableRng;
 
 /// Hyperexponential arrivals (idle times from milliseconds to seconds), 20 % busy.
 fn bursty() -> Prepared {
@@ -533,12 +533,14 @@ fn generated_prep(n: usize, seed: u64) -> Prepared {
 /// what the search before it (`tune::tune_exact_reference`, bounded by
 /// `started_upper_bound`) answers — every budget's best point and every
 /// size's, to the bit (the settings each evaluates differ: the order
-/// differs, so the best points are found at other times) — on generated traces of three shapes × the four
-/// policies the sweep evaluates × two sets of three budgets × four sizes
-/// (one with a constant BG service, which tune allows only alone), with
-/// and without a switch penalty; and it walks fewer intervals in all
-/// (summed over the cases). The bound itself is checked at every seventh
-/// ladder step of two sizes, by hand (`Σ ⌈(L − off)/s⌉`), against the started count the walk gives and the old bound.
+/// differs, so the best points are found at other times) — on generated
+/// traces of three shapes × the four policies the sweep evaluates × two
+/// sets of three budgets × four sizes (one with a constant BG service,
+/// which tune allows only alone), with and without a switch penalty; and
+/// it walks fewer intervals in all (summed over the cases). The bound
+/// itself is checked at every seventh ladder step of two sizes, by hand
+/// (`Σ ⌈(L − off)/s⌉`), against the started count the walk gives and the
+/// old bound.
 #[test]
 fn the_faster_exact_search_answers_what_the_reference_does() {
     let services = [
