@@ -174,6 +174,8 @@ step "bench smoke runs (figures in docs come from the full runs)"
 # runs (`cargo bench` without --profile, docs/testing.md).
 cargo bench -p fallow-core --bench sim --profile dev --locked -- --requests 200000
 cargo bench -p fallow-core --bench tune --profile dev --locked -- --requests 20000 --workload mmpp
+# the exact search before issue 21 against today's, same answers (~10 s of CPU)
+cargo bench -p fallow-core --bench tune --profile dev --locked -- --requests 20000 --workload mmpp --compare-exact
 cargo bench -p fallow-core --bench energy --profile dev --locked -- --requests 200000
 bash bench/peer_bench.sh 8 1
 

@@ -8,6 +8,7 @@
 //! cargo bench -p fallow-core --bench tune                  # 1 M requests
 //! cargo bench -p fallow-core --bench tune -- --requests 50000 --workload mmpp  # CI smoke run
 //! cargo bench -p fallow-core --bench tune -- --search exact # force the exact search
+//! cargo bench -p fallow-core --bench tune -- --workload mmpp --compare-exact  # exact: before vs today
 //! ```
 //!
 //! `auto` runs the exact search (every step of the knob ladder at every
@@ -27,7 +28,10 @@
 //! are used and the sweep visits most of them: its worst case), and a
 //! bursty two-state MMPP (CV 9, bursts of 1000: heavy-tailed idle times
 //! like the real traces', where long waits leave few intervals to visit).
-//! `--workload poisson|mmpp` runs one of them; `--per-threshold` times
+//! `--workload poisson|mmpp` runs one of them; `--compare-exact` times
+//! the exact search before issue 21 (`tune::tune_exact_reference`)
+//! against today's on all cores, in one run, and checks their answers
+//! are the same; `--per-threshold` times
 //! single sweeps at several waits instead, and four sizes at one wait
 //! walked one at a time and in one multi-lane pass.
 //! BG service is size-based (8 ms up to 64 KiB, then 100 MB/s: Practical
@@ -193,6 +197,10 @@ fn bench(n: usize, spec: &str) {
         return;
     }
     let cores = tune::default_threads();
+    if std::env::args().any(|a| a == "--compare-exact") {
+        compare_exact(&prep, &sim, &cfg, cores);
+        return;
+    }
     let run = |fast: bool, threads: usize| {
         let mut c = cfg.clone();
         c.fast = fast;
@@ -302,4 +310,61 @@ fn bench(n: usize, spec: &str) {
         }
     }
     assert!(identical, "the sweep and the simulation disagree");
+}
+
+/// `--compare-exact` (issue 21, item 2): the exact search as it was
+/// (`tune::tune_exact_reference`) against today's (`tune::tune`), both
+/// `--search exact` on `threads` threads, on the same trace in one run:
+/// wall and CPU seconds, intervals walked, the ratio, and whether every
+/// answer (each budget's and each size's best point) is the same.
+fn compare_exact(prep: &Prepared, sim: &SimConfig, cfg: &TuneConfig, threads: usize) {
+    let mut c = cfg.clone();
+    c.search = SearchMode::Exact;
+    c.threads = threads;
+    let answers = |t: &tune::Tuning| {
+        let v: Vec<_> = t
+            .budgets
+            .iter()
+            .map(|b| {
+                let rows: Vec<_> = b.sizes.iter().map(|r| (r.status, &r.best)).collect();
+                (&b.best, rows)
+            })
+            .collect();
+        serde_json::to_string(&v).expect("serialises")
+    };
+    let (new_s, new_cpu_s, new) =
+        timed(|| tune::tune(prep, "fixed-wait", sim, &c, &|_, _| {}).expect("tunes"));
+    println!(
+        "  exact, today     {new_s:8.3} s wall {new_cpu_s:8.2} s CPU  ({threads} threads, {} settings evaluated, {:.3e} intervals walked)",
+        new.simulations,
+        new.walked_visits.unwrap_or(0) as f64
+    );
+    let (old_s, old_cpu_s, old) = timed(|| {
+        tune::tune_exact_reference(prep, "fixed-wait", sim, &c, &|_, _| {}).expect("tunes")
+    });
+    println!(
+        "  exact, before    {old_s:8.3} s wall {old_cpu_s:8.2} s CPU  ({threads} threads, {} settings evaluated, {:.3e} intervals walked)",
+        old.simulations,
+        old.walked_visits.unwrap_or(0) as f64
+    );
+    println!(
+        "  ratio            {:8.2} x wall {:8.2} x CPU {:8.2} x intervals walked",
+        old_s / new_s.max(1e-9),
+        old_cpu_s / new_cpu_s.max(0.01),
+        old.walked_visits.unwrap_or(0) as f64 / new.walked_visits.unwrap_or(1).max(1) as f64
+    );
+    let identical = answers(&new) == answers(&old);
+    println!("  identical answers (every budget's and size's best point): {identical}");
+    for b in &new.budgets {
+        if let Some(ch) = &b.best {
+            println!(
+                "  {:>5}: {:.1} MB/s at t={} and {} KiB",
+                b.budget_text,
+                ch.bg_throughput_bytes_per_s / 1e6,
+                ch.knob.as_deref().unwrap_or("-"),
+                ch.request_size_bytes >> 10
+            );
+        }
+    }
+    assert!(identical, "the exact search and its reference disagree");
 }

@@ -139,6 +139,86 @@ impl<'a> FastSweep<'a> {
         u64::try_from(room / s).unwrap_or(u64::MAX)
     }
 
+    /// Exactly how many BG requests each setting of `values` would start
+    /// at `size_bytes` if no collision's shift ever reached the next
+    /// interval: `Σ ⌈(L − off)/s⌉` over the intervals longer than its
+    /// threshold. An upper bound on what it starts (a shift only shortens
+    /// an interval, or leaves it unused), and never above
+    /// [`started_upper_bound`](Self::started_upper_bound) (`Σ⌈x/s⌉ ≤
+    /// ⌊(Σx + c(s − 1))/s⌋`), which rounds the sum instead of each term:
+    /// the difference is about half a request per used interval, which
+    /// at short waits is hundreds of ladder steps that the exact search
+    /// no longer has to walk (issue 21).
+    ///
+    /// All values at once, from the lengths sorted longest first: with
+    /// `L = a·s + α` and `off = b·s + β` (`L > off`), `⌈(L − off)/s⌉ =
+    /// a − b + [α > β]`, so the sum over the `c` longest is
+    /// `Σa − c·b + #{α > β}`: a prefix sum of `⌊L/s⌋` and a count of
+    /// remainders above `β` among the `c` longest, answered for every
+    /// value in one pass over them (a Fenwick tree over the remainders,
+    /// the values taken by `c`).
+    pub fn started_no_shift(
+        &self,
+        rule: IntervalRule,
+        values: &[f64],
+        size_bytes: u64,
+        sim: &SimConfig,
+    ) -> Vec<u64> {
+        let plans: Vec<Option<Plan>> = values
+            .iter()
+            .map(|&v| self.plan(rule, v, size_bytes, sim, None))
+            .collect();
+        let Some(s) = plans.iter().flatten().map(|p| p.service_ns).next() else {
+            return vec![0; values.len()];
+        };
+        if s == 0 {
+            // no request takes time: the walk has no meaning; keep the old bound
+            return values
+                .iter()
+                .map(|&v| self.started_upper_bound(rule, v, size_bytes, sim))
+                .collect();
+        }
+        let c_max = plans.iter().flatten().map(|p| p.used).max().unwrap_or(0);
+        // one scan of the c_max longest intervals (the Fenwick tree's inserts)
+        self.visits.fetch_add(c_max as u64, Ordering::Relaxed);
+        let longest = &self.sorted_desc_ns[..c_max];
+        let mut rems: Vec<u64> = longest.iter().map(|&l| l % s).collect();
+        rems.sort_unstable();
+        rems.dedup();
+        let mut tree = vec![0u32; rems.len() + 1];
+        // queries by the number of intervals they use
+        let mut by_used: Vec<usize> = (0..plans.len()).filter(|&i| plans[i].is_some()).collect();
+        by_used.sort_unstable_by_key(|&i| plans[i].map_or(0, |p| p.used));
+        let mut out = vec![0u64; values.len()];
+        let (mut inserted, mut floors) = (0usize, 0u128);
+        for q in by_used {
+            let p = plans[q].expect("filtered");
+            while inserted < p.used {
+                let l = longest[inserted];
+                floors += (l / s) as u128;
+                // 1-based Fenwick index of the remainder's rank
+                let mut k = rems.partition_point(|&r| r < l % s) + 1;
+                while k < tree.len() {
+                    tree[k] += 1;
+                    k += k & k.wrapping_neg();
+                }
+                inserted += 1;
+            }
+            let beta = p.off_ns % s;
+            // remainders ≤ β among those inserted
+            let mut k = rems.partition_point(|&r| r <= beta);
+            let mut at_most = 0u64;
+            while k > 0 {
+                at_most += tree[k] as u64;
+                k &= k - 1;
+            }
+            let above = p.used as u128 - at_most as u128;
+            let total = floors - p.used as u128 * (p.off_ns / s) as u128 + above;
+            out[q] = u64::try_from(total).unwrap_or(u64::MAX);
+        }
+        out
+    }
+
     /// [`totals`](Self::totals) of several settings, the same to the bit,
     /// in fewer passes: settings that use many intervals are walked
     /// together, up to [`LANES`] in one pass over the intervals (see

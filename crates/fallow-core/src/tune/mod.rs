@@ -500,6 +500,10 @@ struct Search<'a> {
     fast: Option<(IntervalRule, FastSweep<'a>)>,
     /// Evaluate settings by the sweep (else by simulating them: `--no-fast`).
     sweep: bool,
+    /// Order and bound the exact search's steps as before issue 21
+    /// ([`FastSweep::started_upper_bound`]) instead of by
+    /// [`FastSweep::started_no_shift`]: [`tune_exact_reference`].
+    reference: bool,
 }
 
 impl<'a> Search<'a> {
@@ -546,6 +550,7 @@ impl<'a> Search<'a> {
                 _ => None,
             },
             sweep: allow_fast,
+            reference: false,
         };
         // a bad fixed parameter fails here, once, not in every thread
         policy::build(&search.setting(first_size, 0).0)?;
@@ -690,14 +695,15 @@ impl Search<'_> {
         let value = |i: usize| self.ladder.get(i).map_or(0.0, |s| s.value);
         // (bound on BG requests started, ladder step), largest bound first;
         // ties: the more conservative step first
-        let mut order: Vec<(u64, usize)> = (0..steps)
-            .map(|i| {
-                (
-                    sweep.started_upper_bound(*rule, value(i), size, self.sim),
-                    i,
-                )
-            })
-            .collect();
+        let bounds: Vec<u64> = if self.reference {
+            (0..steps)
+                .map(|i| sweep.started_upper_bound(*rule, value(i), size, self.sim))
+                .collect()
+        } else {
+            let values: Vec<f64> = (0..steps).map(value).collect();
+            sweep.started_no_shift(*rule, &values, size, self.sim)
+        };
+        let mut order: Vec<(u64, usize)> = bounds.into_iter().zip(0..steps).collect();
         order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let limit_ns = |b: &Budget| -> u128 { self.cap_added_ns(std::slice::from_ref(b)) };
         // per budget: (BG requests started, added ns, ladder step) of the best feasible point
@@ -945,6 +951,34 @@ pub fn tune(
     cfg: &TuneConfig,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<Tuning> {
+    tune_with(prep, policy_spec, sim, cfg, progress, false)
+}
+
+/// [`tune`] with the exact search as it was before issue 21: the same
+/// settings evaluated the same way, but ordered and bounded out by the
+/// looser [`FastSweep::started_upper_bound`], so it walks more of them.
+/// Every answer (each budget's and each size's best point) equals
+/// [`tune`]'s; only the settings evaluated (`steps`, `simulations`) and
+/// the work differ. Kept as the reference the tests and the tune bench
+/// compare the faster search against.
+pub fn tune_exact_reference(
+    prep: &Prepared,
+    policy_spec: &str,
+    sim: &SimConfig,
+    cfg: &TuneConfig,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Tuning> {
+    tune_with(prep, policy_spec, sim, cfg, progress, true)
+}
+
+fn tune_with(
+    prep: &Prepared,
+    policy_spec: &str,
+    sim: &SimConfig,
+    cfg: &TuneConfig,
+    progress: &(dyn Fn(u64, u64) + Sync),
+    reference: bool,
+) -> Result<Tuning> {
     if cfg.budgets.is_empty() {
         return Err(Error::invalid("budget", "give at least one budget"));
     }
@@ -953,7 +987,8 @@ pub fn tune(
     }
     // the tuner chooses among sizes: the model must charge for them
     crate::sim::check_sizes(&sim.bg_service, None, cfg.sizes.len())?;
-    let search = Search::new(prep, policy_spec, sim, cfg.sizes[0], cfg.fast)?;
+    let mut search = Search::new(prep, policy_spec, sim, cfg.sizes[0], cfg.fast)?;
+    search.reference = reference;
     let entry = search.entry;
 
     let excluded = |size: u64| {
