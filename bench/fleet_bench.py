@@ -52,8 +52,9 @@ One run:
    over every partition of the dataset with ``fallow.fleet.sweep(DIR,
    backend="dask")`` at each ``--sweep-workers`` count; the frames must be
    identical. It also times the largest partition's task alone, the floor
-   of any worker count's wall time, and fits ``T(N) = S + W/N`` to the
-   1- and 2-worker times for a projection to N workers.
+   of any worker count's wall time, and a sweep of the smallest partition
+   alone (S: the cluster's start and stop), for a projection to N workers,
+   ``T(N) = S + max((T(1) − S)/N, largest task)``.
 
 Contenders whose package is absent (duckdb) are skipped with a ``skip:``
 line; ``--only`` picks some (``fallow,extension,polars,duckdb``).
@@ -419,6 +420,8 @@ def sweep(dataset: Path, args, service: str) -> dict:
         pd.testing.assert_frame_equal(frames[0], f)
     out["identical"] = True
     out["status_counts"] = frames[0]["status"].value_counts().to_dict()
+    if not args.projection:
+        return out
     # the largest partition's task alone, in this process: no worker count
     # goes below it
     parts = sorted(
@@ -432,23 +435,24 @@ def sweep(dataset: Path, args, service: str) -> dict:
     )
     out["largest_partition_s"] = time.perf_counter() - t0
     out["largest_partition"] = parts[0].name
+    # what does not divide among workers: a cluster's start and stop with
+    # the smallest partition's task
+    t0 = time.perf_counter()
+    fallow.fleet.sweep([(dataset, parts[-1].name[len("device=") :])], workers=1, **kw)
+    out["startup_s"] = startup_s = time.perf_counter() - t0
     runs = {r["workers"]: r["wall_s"] for r in out["runs"]}
-    if 1 in runs and 2 in runs:
-        # T(N) = S + W/N fitted to N = 1, 2 (S: what does not divide among
-        # workers, the cluster's start and stop; W: the tasks' work, which
-        # divides while tasks outnumber workers), never below S plus the
-        # largest partition's task, which one worker runs alone
-        work_s = 2 * (runs[1] - runs[2])
-        serial_s = runs[1] - work_s
-        out["fit"] = {"serial_s": serial_s, "work_s": work_s}
-        if work_s <= 0 or serial_s < 0:
-            print("  no projection: 2 workers were not faster (start-up or load dominates)")
-            return out
-        floor_s = serial_s + out["largest_partition_s"]
-        out["projection_s"] = {n: max(serial_s + work_s / n, floor_s) for n in (4, 8, 16, 32, 64)}
+    if 1 in runs:
+        # T(N) = S + max(W/N, the largest task): W, the tasks' work, is the
+        # 1-worker run less S, and divides among N workers (one core each,
+        # tasks outnumbering workers) down to the largest partition's task,
+        # which one worker runs alone
+        work_s = max(runs[1] - startup_s, 0.0)
+        out["projection_s"] = {
+            n: startup_s + max(work_s / n, out["largest_partition_s"]) for n in (2, 4, 8, 16, 64)
+        }
         print(
-            f"  fit T(N) = {serial_s:.1f} s + {work_s:.1f} s / N, floor {floor_s:.1f} s "
-            "(the largest partition alone): "
+            f"  projection T(N) = {startup_s:.1f} s + max({work_s:.1f} s / N, "
+            f"{out['largest_partition_s']:.1f} s): "
             + ", ".join(f"N={n}: {t:.1f} s" for n, t in out["projection_s"].items())
         )
     return out
@@ -493,6 +497,12 @@ def main() -> int:
     ap.add_argument("--budget", default="5%")
     ap.add_argument("--size", default="256KiB")
     ap.add_argument("--sweep-workers", default="1,2")
+    ap.add_argument(
+        "--no-projection",
+        dest="projection",
+        action="store_false",
+        help="skip the largest-partition and start-up timings",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     args.sweep_workers = [int(w) for w in args.sweep_workers.split(",") if w]
