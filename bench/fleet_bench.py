@@ -60,8 +60,9 @@ Contenders whose package is absent (duckdb) are skipped with a ``skip:``
 line; ``--only`` picks some (``fallow,extension,polars,duckdb``).
 
 Usage:
-  python bench/fleet_bench.py --requests 200000 --volumes 50     # CI smoke size
-  python bench/fleet_bench.py --requests 60000000 --json bench/out/fleet.json
+  python bench/fleet_bench.py --requests 100000 --volumes 20 \
+      --sweep-workers 1 --no-projection                  # CI smoke
+  python bench/fleet_bench.py --requests 15000000 --keep --json bench/out/fleet.json
 
 ``--fallow PATH`` is the CLI (default: ``target/release/fallow``, else
 ``target/debug/fallow``, else ``fallow`` on PATH). Results in
