@@ -167,6 +167,10 @@ step "python: lints"
 
 step "bench smoke runs (figures in docs come from the full runs)"
 .venv/bin/python bench/parse_bench.py --requests 200000 --cli none
+# issue 26's fleet pass: fallow, polars and DuckDB (skipped if absent) agree
+# on every volume; one Dask sweep of the partitions (~13 s on 2 loaded cores)
+.venv/bin/python bench/fleet_bench.py --requests 100000 --volumes 20 --sweep-workers 1 \
+    --no-projection --fallow target/debug/fallow
 # In the dev profile the tests built (fallow-core at opt-level 2): a smoke
 # run checks that each bench runs and agrees with itself (tune's sweep =
 # its simulation), which needs no second, release build of every

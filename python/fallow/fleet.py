@@ -68,9 +68,70 @@ _READ_OPTIONS = ("format", "skip_bad", "time_unit", "offset_unit_bytes", "size_u
 TraceSpec = Union[str, os.PathLike, Sequence[Any]]
 
 
+_GLOB_CHARS = "*?["
+
+
+def _is_glob(path: str) -> bool:
+    return any(c in path for c in _GLOB_CHARS) and not os.path.exists(path)
+
+
+def _partition_key(name: str) -> int | str:
+    """A ``device=…`` directory's device: its key percent-decoded (the
+    encoding ``fallow convert --partition-by device`` writes), as an int
+    when it is a decimal id (``device=17`` → 17, so a partition's rows
+    carry the device as a sweep of the source file with ``(path, 17)``
+    does), else the name (``device=hm%3A0`` → ``"hm:0"``)."""
+    from urllib.parse import unquote
+
+    key = unquote(name[len("device=") :], errors="strict")
+    return int(key) if key.isascii() and key.isdigit() else key
+
+
+def _part_number(file_name: str) -> int | None:
+    stem = file_name[len("part-") : -len(".parquet")]
+    ok = file_name.startswith("part-") and file_name.endswith(".parquet")
+    return int(stem) if ok and stem.isascii() and stem.isdigit() else None
+
+
+def _dataset_partitions(root: str) -> list[tuple[int | str, list[str]]]:
+    """The partitions of a dataset written by ``fallow convert
+    --partition-by device``: (device, its part files in part order), sorted
+    by device (ids numerically, then names). A directory that holds no
+    ``device=…`` partition, or a partition without ``part-N.parquet``
+    files, is a ParameterError naming it."""
+    partitions = []
+    with os.scandir(root) as it:
+        entries = sorted(e.name for e in it if e.is_dir() and e.name.startswith("device="))
+    if not entries:
+        raise ParameterError(
+            f"{root}: a directory but not a partitioned dataset (no device=… directories; "
+            "write one with `fallow convert FILE --partition-by device -o DIR`)"
+        )
+    for name in entries:
+        where = os.path.join(root, name)
+        numbered = []
+        with os.scandir(where) as it:
+            for e in it:
+                n = _part_number(e.name)
+                if n is not None and e.is_file():
+                    numbered.append((n, e.path))
+        if not numbered:
+            raise ParameterError(f"{where}: a partition without part-N.parquet files")
+        try:
+            device = _partition_key(name)
+        except UnicodeDecodeError as e:
+            raise ParameterError(f"{where}: the device name is not percent-encoded UTF-8") from e
+        partitions.append((device, [path for _, path in sorted(numbered)]))
+    partitions.sort(key=lambda p: (isinstance(p[0], str), p[0]))
+    return partitions
+
+
 def _normalise_traces(
     traces: Iterable[TraceSpec], device: int | str | None
-) -> list[tuple[str, int | str | None, dict[str, Any]]]:
+) -> list[tuple[str, int | str | None, dict[str, Any], list[str] | None]]:
+    """Entries as (path, device, options, parts): ``parts`` is None for a
+    trace file, or a partition's Parquet files for a dataset directory,
+    which stands for one entry per partition (or the one named)."""
     out = []
     for item in [traces] if isinstance(traces, (str, os.PathLike)) else traces:
         options: dict[str, Any] = {}
@@ -92,7 +153,30 @@ def _normalise_traces(
             raise ParameterError(
                 f"trace {item!r}: expected a path, (path, device) or (path, device, options)"
             )
-        out.append((os.fspath(path), dev, options))
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            read = sorted(k for k in options if k in _READ_OPTIONS)
+            if read:
+                raise ParameterError(
+                    f"{path}: a partitioned dataset is read as fallow's Parquet; "
+                    f"{', '.join(read)} does not apply"
+                )
+            partitions = _dataset_partitions(path)
+            if dev is not None:
+                wanted = dev if isinstance(dev, int) or not dev.isdigit() else int(dev)
+                partitions = [p for p in partitions if p[0] == wanted]
+                if not partitions:
+                    raise ParameterError(f"{path}: no partition device={dev}")
+            out.extend((path, d, options, parts) for d, parts in partitions)
+        elif _is_glob(path):
+            import glob
+
+            files = sorted(glob.glob(path))
+            if not files:
+                raise ParameterError(f"{path}: the pattern matches no file")
+            out.extend((f, dev, options, None) for f in files)
+        else:
+            out.append((path, dev, options, None))
     return out
 
 
@@ -112,6 +196,31 @@ def _row(
     return row
 
 
+def _read_partition(parts: list[str]) -> Any:
+    """One device's partition: its part files (part-0, part-1, … in that
+    order) read by the extension's Parquet reader and joined. The reader
+    puts each file's times relative to its own first arrival and reports
+    that instant as ``origin_ns``, so a later part's times are moved by
+    its origin's distance from part-0's: the joined columns are the
+    source's requests of that device, in order, on one clock."""
+    import numpy as np
+
+    import fallow
+
+    traces = [fallow._read_trace(p, format="parquet") for p in parts]
+    if len(traces) == 1:
+        return traces[0]
+    origin_ns = traces[0].report["origin_ns"]
+    joined: dict[str, list[Any]] = {}
+    for t in traces:
+        shift_ns = np.uint64(t.report["origin_ns"] - origin_ns)
+        for name, column in t.columns().items():
+            if column is not None:
+                timed = name in ("arrival_ns", "completion_ns")
+                joined.setdefault(name, []).append(column + shift_ns if timed else column)
+    return fallow.Trace.from_columns(**{k: np.concatenate(v) for k, v in joined.items()})
+
+
 def _tune_task(
     path: str,
     device: int | str | None,
@@ -119,21 +228,30 @@ def _tune_task(
     budgets: list[str],
     options: dict[str, Any],
     errors: str,
+    parts: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """One task: read the trace, tune `policy` for all budgets, one row per budget.
 
-    Runs in a worker process; module-level so every backend can pickle it."""
+    With ``parts`` (a partition of a dataset), only those files are read
+    and ``device`` is the partition's name, written in the rows; the
+    partition holds that device alone. Runs in a worker process;
+    module-level so every backend can pickle it."""
     import fallow
 
     try:
         read_kw = {k: options[k] for k in _READ_OPTIONS if k in options}
         tune_kw = {k: v for k, v in options.items() if k not in _READ_OPTIONS}
-        trace = fallow.read_trace(path, **read_kw)
-        if device is None:
-            devices = trace.devices()
-            if len(devices) == 1:
-                device = int(devices[0]["id"])
-        results = fallow.tune(trace, policy, ",".join(budgets), device=device, **tune_kw)
+        if parts is not None:
+            trace = _read_partition(parts)
+            tune_device = None
+        else:
+            trace = fallow.read_trace(path, **read_kw)
+            if device is None:
+                devices = trace.devices()
+                if len(devices) == 1:
+                    device = int(devices[0]["id"])
+            tune_device = device
+        results = fallow.tune(trace, policy, ",".join(budgets), device=tune_device, **tune_kw)
     except Exception as e:
         if errors == "raise":
             raise
@@ -296,6 +414,13 @@ def sweep(
             and may hold :func:`fallow.read_trace` arguments (``format``,
             ``time_unit``, …) — e.g. ``{"service": "disk"}`` for a trace
             without completion times. Device None: the trace's only device.
+            A directory is a dataset written by ``fallow convert FILE
+            --partition-by device -o DIR``: one entry per ``device=…``
+            partition (or only the one given as ``(DIR, device)``), each
+            task reading only its partition's files; its rows carry the
+            partition's device (an int id, or the name: ``"hm:0"``). A
+            path with ``*``, ``?`` or ``[`` that is not a file is a glob:
+            one entry per matching file, in sorted order.
         policies: policy specs (``"fixed-wait"``, ``"busy-bee:…"``) as for
             :func:`fallow.tune`, a list or comma-separated.
         budgets: ``"1ms"``, ``"5%"``, …, a list or comma-separated; all the
@@ -322,7 +447,8 @@ def sweep(
 
     Raises:
         ParameterError: an unknown backend or ``errors`` mode, a malformed
-            trace entry, no policies or budgets.
+            trace entry, no policies or budgets, a directory that is not a
+            dataset, a partition that is absent, a glob matching nothing.
         MissingExtraError: the backend's package is not installed
             (``pip install 'fallow[fleet]'`` for Dask, ``'fallow[ray]'`` for Ray).
     """
@@ -344,8 +470,8 @@ def sweep(
     base = dict(bg=bg, sizes=sizes, max_delay=max_delay, threads=1)
     base.update(simulate_kwargs)
     tasks = [
-        (path, dev, policy, budget_list, {**base, **opts}, errors)
-        for path, dev, opts in entries
+        (path, dev, policy, budget_list, {**base, **opts}, errors, parts)
+        for path, dev, opts, parts in entries
         for policy in policy_list
     ]
     if not tasks:

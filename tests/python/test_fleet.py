@@ -3,8 +3,12 @@ row is what `fallow.tune` answers for that trace, policy and budget alone."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -126,3 +130,146 @@ def test_errors_record_keeps_the_sweep_going(tmp_path, completion_traces):
     assert (frame["status"][2:] != "error").all()
     with pytest.raises(OSError):
         fallow.fleet.sweep([missing], ["fixed-wait"], BUDGETS, sizes=SIZES, workers=1)
+
+
+# --- a partitioned dataset (`fallow convert FILE --partition-by device`) ----
+
+FLEET_KW = dict(policies=["fixed-wait"], budgets=BUDGETS, sizes=SIZES, service="disk")
+VOLUMES = {17: 40.0, 419: 12.0, 5: 90.0}  # volume -> mean requests/s
+
+
+def _fallow_cli() -> list[str] | None:
+    """A `fallow` command line that has `convert --partition-by`: $FALLOW_BIN,
+    the `fallow` on PATH, or the extension's own CLI (`python -m fallow`)."""
+    candidates = []
+    if os.environ.get("FALLOW_BIN"):
+        candidates.append([os.environ["FALLOW_BIN"]])
+    if shutil.which("fallow"):
+        candidates.append([shutil.which("fallow")])
+    candidates.append([sys.executable, "-m", "fallow"])
+    for cmd in candidates:
+        o = subprocess.run([*cmd, "convert", "--help"], capture_output=True, text=True)
+        if o.returncode == 0 and "--partition-by" in o.stdout:
+            return cmd
+    return None
+
+
+@pytest.fixture(scope="module")
+def fleet_source(tmp_path_factory):
+    """A 3-volume file in the Alibaba layout (arrivals interleaved in time
+    order, as in the release) and its dataset written by the CLI."""
+    cli = _fallow_cli()
+    if cli is None:
+        pytest.skip(
+            "skip: no `fallow` with `convert --partition-by` ($FALLOW_BIN, PATH or "
+            "python -m fallow): the dataset sweep was not tested"
+        )
+    rng = np.random.default_rng(26)
+    records = []
+    for volume, rate in VOLUMES.items():
+        gaps_us = rng.exponential(1e6 / rate, 400).astype(np.int64) + 1
+        for t_us in 1_577_836_800_000_000 + np.cumsum(gaps_us):
+            size = int(rng.choice([4096, 16384, 65536]))
+            offset = int(rng.integers(0, 1 << 18)) * 4096
+            records.append((int(t_us), volume, "RW"[int(rng.integers(2))], offset, size))
+    records.sort()
+    d = tmp_path_factory.mktemp("fleet")
+    source = d / "vols.csv"
+    source.write_text("".join(f"{v},{op},{o},{s},{t}\n" for t, v, op, o, s in records))
+    dataset = d / "vols"
+    subprocess.run(
+        [*cli, "convert", str(source), "--partition-by", "device", "-o", str(dataset)],
+        check=True,
+        capture_output=True,
+    )
+    return source, dataset
+
+
+@pytest.fixture(scope="module")
+def per_device_frame(fleet_source):
+    """The source swept per device, `(file, volume)`: what every dataset sweep must equal."""
+    source, _ = fleet_source
+    return fallow.fleet.sweep([(source, v) for v in sorted(VOLUMES)], workers=2, **FLEET_KW)
+
+
+def _without_trace(frame):
+    return frame.drop(columns="trace")
+
+
+def test_per_device_frame_is_real(per_device_frame):
+    assert list(per_device_frame["device"]) == [5, 5, 17, 17, 419, 419]
+    assert (per_device_frame["status"] == "ok").all()
+    assert (per_device_frame["bg_throughput_bytes_per_s"] > 0).all()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_dataset_local_equals_source(fleet_source, per_device_frame, workers):
+    _, dataset = fleet_source
+    frame = fallow.fleet.sweep(dataset, workers=workers, **FLEET_KW)
+    assert (frame["trace"] == str(dataset)).all()
+    pd.testing.assert_frame_equal(_without_trace(frame), _without_trace(per_device_frame))
+
+
+def test_dataset_dask_equals_source(fleet_source, per_device_frame):
+    pytest.importorskip("distributed", reason="the fleet extra (dask[distributed]) is absent")
+    _, dataset = fleet_source
+    frame = fallow.fleet.sweep(dataset, backend="dask", workers=2, **FLEET_KW)
+    pd.testing.assert_frame_equal(_without_trace(frame), _without_trace(per_device_frame))
+
+
+def test_dataset_ray_equals_source(fleet_source, per_device_frame):
+    pytest.importorskip("ray", reason="the ray extra is absent")
+    _, dataset = fleet_source
+    frame = fallow.fleet.sweep(dataset, backend="ray", workers=2, **FLEET_KW)
+    pd.testing.assert_frame_equal(_without_trace(frame), _without_trace(per_device_frame))
+
+
+def test_dataset_one_partition_and_a_glob(fleet_source, per_device_frame):
+    _, dataset = fleet_source
+    one = fallow.fleet.sweep([(dataset, "17")], workers=1, **FLEET_KW)
+    expected = per_device_frame[per_device_frame["device"] == 17].reset_index(drop=True)
+    pd.testing.assert_frame_equal(_without_trace(one), _without_trace(expected))
+    # a glob of per-device files: one trace each, its only device filled in
+    files = fallow.fleet.sweep(str(dataset / "device=*" / "part-0.parquet"), workers=2, **FLEET_KW)
+    assert sorted(files["device"]) == sorted(per_device_frame["device"])
+    assert all(f"device={d}" in t for d, t in zip(files["device"], files["trace"]))
+    by_device = files.sort_values(["device", "budget"], kind="stable").reset_index(drop=True)
+    expected = per_device_frame.sort_values(["device", "budget"], kind="stable")
+    pd.testing.assert_frame_equal(
+        _without_trace(by_device), _without_trace(expected.reset_index(drop=True))
+    )
+
+
+def test_partition_of_several_parts(fleet_source, per_device_frame, tmp_path):
+    """A device whose rows went to part-0, part-1 and part-2 (the writer
+    closed its file, docs/fleet.md): each part written with the device's
+    origin, as the CLI does; read in part order on one clock."""
+    pl = pytest.importorskip("polars")
+    _, dataset = fleet_source
+    src = dataset / "device=17" / "part-0.parquet"
+    metadata = {k: v for k, v in pl.read_parquet_metadata(src).items() if k.startswith("fallow.")}
+    rows = pl.read_parquet(src)
+    assert rows["arrival_ns"][0] == 0  # times from the device's origin, in every part
+    split = tmp_path / "split" / "device=17"
+    split.mkdir(parents=True)
+    cuts = [0, 100, 250, len(rows)]
+    for n, (lo, hi) in enumerate(zip(cuts, cuts[1:])):
+        rows[lo:hi].write_parquet(split / f"part-{n}.parquet", metadata=metadata)
+    frame = fallow.fleet.sweep(tmp_path / "split", workers=1, **FLEET_KW)
+    expected = per_device_frame[per_device_frame["device"] == 17].reset_index(drop=True)
+    pd.testing.assert_frame_equal(_without_trace(frame), _without_trace(expected))
+
+
+def test_dataset_errors(fleet_source, tmp_path):
+    _, dataset = fleet_source
+    with pytest.raises(fallow.ParameterError, match="not a partitioned dataset"):
+        fallow.fleet.sweep(tmp_path, **FLEET_KW)
+    with pytest.raises(fallow.ParameterError, match="no partition device=999"):
+        fallow.fleet.sweep([(dataset, 999)], **FLEET_KW)
+    with pytest.raises(fallow.ParameterError, match="matches no file"):
+        fallow.fleet.sweep(str(tmp_path / "*.csv"), **FLEET_KW)
+    with pytest.raises(fallow.ParameterError, match="format does not apply"):
+        fallow.fleet.sweep([(dataset, None, {"format": "alibaba"})], **FLEET_KW)
+    (tmp_path / "device=1").mkdir()
+    with pytest.raises(fallow.ParameterError, match="without part-N.parquet"):
+        fallow.fleet.sweep(tmp_path, **FLEET_KW)
