@@ -4,9 +4,10 @@
 #   ray (the fleet backends), pytest and ruff,
 #   and the `fallow` package built in release mode and installed into it,
 #   with its `fallow` command (.venv/bin/fallow: the CLI inside the extension).
-#   The same release build also makes the wheel `pip install` takes
-#   ($CARGO_TARGET_DIR/wheels/fallow-*-abi3-manylinux_2_35_x86_64.whl), which
-#   tests/python/test_install.py installs into a fresh venv: one build, two uses.
+#   The one release build makes the wheel `pip install` takes
+#   ($CARGO_TARGET_DIR/wheels/fallow-*-abi3-manylinux_2_28_x86_64.whl, linked
+#   by zig), which tests/python/test_install.py installs into a fresh venv,
+#   and the venv's extension is taken from it: one build, two uses.
 #
 # Idempotent: packages are installed only when the list below changed (a
 # stamp file in .venv remembers it), and cargo rebuilds the extension only
@@ -20,6 +21,7 @@
 #   PYTHON            interpreter to create the venv with (default python3)
 #   FALLOW_VENV       venv location (default <repo>/.venv)
 #   FALLOW_FORCE_BUILD=1  rebuild even when the extension looks up to date
+#   FALLOW_MANYLINUX  the wheel's manylinux policy (default manylinux_2_28)
 #   CARGO_TARGET_DIR  cargo target dir (default <repo>/target/py, kept apart
 #                     from the workspace's target/ so the extension's
 #                     release build does not evict the CLI's)
@@ -28,6 +30,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${FALLOW_VENV:-$root/.venv}"
 python="${PYTHON:-python3}"
+# the wheel's platform tag; glibc 2.28 and later (see the build below)
+manylinux="${FALLOW_MANYLINUX:-manylinux_2_28}"
 build=1
 [[ "${1:-}" == "--no-build" ]] && build=0
 
@@ -43,6 +47,8 @@ packages=(
   "ray>=2.5"
   "pytest>=7"
   "ruff"
+  "ziglang>=0.11"
+  "auditwheel>=6"
 )
 
 if [[ ! -x "$venv/bin/python" ]]; then
@@ -78,14 +84,44 @@ if [[ $build -eq 1 ]]; then
   export PATH="$venv/bin:$PATH"
   export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/py}"
   echo "dev-python: building the extension (release) into $venv" >&2
-  # The wheel first (stripped, manylinux-tagged: what scripts/release.sh
-  # ships), then `maturin develop` with the same cargo flags, so cargo finds
-  # everything built and only the packaging runs again. develop installs
-  # the package in editable form: python/fallow is used in place, so Python
-  # edits need no rebuild; the `fallow` command goes to $venv/bin.
+  # One release build, two uses. The wheel: stripped and linked by zig
+  # against glibc 2.28's symbols, so it installs on RHEL/Rocky 8+, Debian
+  # 10+ and Ubuntu 20.04+ (a native link takes this machine's glibc 2.35;
+  # issue 27 item 5); scripts/release.sh ships the same and runs
+  # auditwheel on it.
   rm -f "$CARGO_TARGET_DIR"/wheels/fallow-*.whl
-  (cd "$root" && maturin build --release --strip --compatibility manylinux_2_35 --quiet \
+  (cd "$root" && maturin build --release --strip --zig --compatibility "$manylinux" --quiet \
     --out "$CARGO_TARGET_DIR/wheels")
-  (cd "$root" && maturin develop --release --strip --quiet)
+  # The venv, from that wheel, as `maturin develop` would install it: the
+  # extension module into python/fallow (the package is used in place, so
+  # Python edits need no rebuild), a .pth naming python/, and the `fallow`
+  # console script. Not `maturin develop` itself: it cannot link with zig,
+  # and a native link changes the linker every crate's fingerprint holds,
+  # i.e. a second release build of everything.
+  wheel="$(ls "$CARGO_TARGET_DIR"/wheels/fallow-*.whl)"
+  "$venv/bin/python" - "$wheel" "$root" <<'PY'
+import os
+import pathlib
+import sys
+import sysconfig
+import zipfile
+
+wheel, root = sys.argv[1], pathlib.Path(sys.argv[2])
+with zipfile.ZipFile(wheel) as z:
+    so = next(n for n in z.namelist() if n.startswith("fallow/_fallow") and n.endswith(".so"))
+    dest = root / "python" / so
+    tmp = dest.with_name(dest.name + ".tmp")
+    tmp.write_bytes(z.read(so))
+    tmp.chmod(0o755)
+    os.replace(tmp, dest)  # a running interpreter keeps the old mapping
+site = pathlib.Path(sysconfig.get_paths()["purelib"])
+(site / "fallow.pth").write_text(f"{root / 'python'}\n")
+script = pathlib.Path(sys.prefix) / "bin" / "fallow"
+script.write_text(
+    f"#!{sys.executable}\nimport sys\nfrom fallow._cli import main\n\n"
+    "if __name__ == '__main__':\n    sys.exit(main())\n"
+)
+script.chmod(0o755)
+PY
   "$venv/bin/python" -c 'import fallow, sys; sys.stderr.write("dev-python: fallow %s ready\n" % fallow.__version__)'
 fi

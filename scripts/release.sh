@@ -11,8 +11,9 @@
 # Environment:
 #   FALLOW_VENV       venv with maturin (default <repo>/.venv, made by
 #                     scripts/dev-python.sh); twine and auditwheel are added to it
-#   FALLOW_MANYLINUX  manylinux policy (default manylinux_2_35: the build links
-#                     libm symbols of glibc 2.35, so maturin refuses 2_34)
+#   FALLOW_MANYLINUX  manylinux policy (default manylinux_2_28: zig links the
+#                     extension against glibc 2.28's symbols; a native link
+#                     would take the build machine's glibc, 2.35 here)
 #   CARGO_TARGET_DIR  cargo target dir (default <repo>/target/py, shared with
 #                     dev-python.sh so its release build is reused)
 # The binary for `cargo install` is not built here: `cargo install --path
@@ -22,14 +23,14 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$root/dist}"
 venv="${FALLOW_VENV:-$root/.venv}"
-policy="${FALLOW_MANYLINUX:-manylinux_2_35}"
+policy="${FALLOW_MANYLINUX:-manylinux_2_28}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/py}"
 
 if [[ ! -x "$venv/bin/maturin" ]]; then
   echo "release: no maturin in $venv: run scripts/dev-python.sh --no-build first" >&2
   exit 2
 fi
-"$venv/bin/python" -m pip install --quiet "twine>=5" "auditwheel>=6"
+"$venv/bin/python" -m pip install --quiet "twine>=5" "auditwheel>=6" "ziglang>=0.11"
 # maturin builds for the interpreter it finds: the venv's, as dev-python.sh
 # does, so cargo reuses that build (another interpreter would rebuild pyo3
 # and everything above it: 8 min 51 s measured)
@@ -38,7 +39,7 @@ export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"
 mkdir -p "$out"
 rm -f "$out"/fallow-*.whl "$out"/fallow-*.tar.gz
 cd "$root"
-"$venv/bin/maturin" build --release --strip --compatibility "$policy" --out "$out"
+"$venv/bin/maturin" build --release --strip --zig --compatibility "$policy" --out "$out"
 "$venv/bin/maturin" sdist --out "$out"
 
 wheel="$(ls "$out"/fallow-*.whl)"

@@ -56,7 +56,7 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
 
 
 def test_the_wheel_is_manylinux_abi3_stripped_and_licensed(wheel: Path) -> None:
-    # name-version-cp39-abi3-manylinux_2_35_x86_64.whl (PEP 427 / 600)
+    # name-version-cp39-abi3-manylinux_2_28_x86_64.whl (PEP 427 / 600)
     tags = wheel.stem.split("-")[-3:]
     assert tags[0] == "cp39" and tags[1] == "abi3", wheel.name
     assert tags[2].startswith("manylinux_2_"), wheel.name
@@ -90,6 +90,24 @@ def test_the_wheel_is_manylinux_abi3_stripped_and_licensed(wheel: Path) -> None:
         names_of.add(data[str_off + n : end].decode())
     assert ".text" in names_of, names_of
     assert ".symtab" not in names_of and ".debug_info" not in names_of, names_of
+
+
+def test_auditwheel_confirms_the_wheels_manylinux_tag(wheel: Path) -> None:
+    """Issue 27 item 5: the wheel installs on glibc 2.28 and later (RHEL/Rocky
+    8+, Debian 10+, Ubuntu 20.04+), which auditwheel confirms from the
+    symbol versions the extension links against."""
+    auditwheel = Path(sys.executable).parent / "auditwheel"
+    if not auditwheel.exists():
+        pytest.skip(f"{auditwheel} not found: scripts/dev-python.sh installs it")
+    tag = wheel.stem.split("-")[-1]
+    shown = subprocess.run(
+        [str(auditwheel), "show", str(wheel)], capture_output=True, text=True, check=True
+    ).stdout
+    print(shown)
+    assert f'"{tag}"' in shown, shown
+    # glibc 2.28 or older: the policy the build asks for (manylinux_2_28)
+    glibc = tuple(int(x) for x in tag.split("_")[1:3])
+    assert glibc <= (2, 28), f"{wheel.name} needs glibc {glibc[0]}.{glibc[1]}"
 
 
 def test_a_fresh_venv_gets_the_library_and_the_command(fresh_venv: Path, tmp_path: Path) -> None:
