@@ -1382,6 +1382,7 @@ def bench_budget_workload(
                         "time_s": h["time_s"],
                         "knob": h["knob"],
                         "backed_off": h.get("backed_off", False),
+                        "size_bytes": h.get("size_bytes"),
                         "fit_slowdown": (h.get("fit") or {}).get("slowdown"),
                     }
                     for h in x["history"]
@@ -1426,6 +1427,7 @@ def budget_table(d: dict, budget: str) -> str:
                 t0 = x["history"][0]["time_s"] if x["history"] else 0.0
                 pts = ", ".join(
                     f"{h['time_s'] - t0:.0f}s {h['knob']}"
+                    + (f" {_size(h['size_bytes'])}" if h.get("size_bytes") else "")
                     + (" (back-off)" if h["backed_off"] else "")
                     for h in x["history"]
                 )
@@ -2463,9 +2465,16 @@ def main() -> int:
             if args.live_budget:
                 doc["live_budget"] = args.live_budget
                 device["workloads"] = []
-                device["budget_workloads"] = [
-                    bench_budget_workload(fallow, device, w, args, cleanup, work) for w in workloads
-                ]
+                device["budget_workloads"] = []
+                for w in workloads:
+                    device["budget_workloads"].append(
+                        bench_budget_workload(fallow, device, w, args, cleanup, work)
+                    )
+                    # a long run's figures so far survive an interruption
+                    if args.json and args.json != "-":
+                        Path(f"{args.json}.partial").write_text(
+                            json.dumps({**doc, "devices": [*doc["devices"], device]}, indent=1)
+                        )
             else:
                 device["workloads"] = [
                     bench_workload(fallow, device, w, args, cleanup, work) for w in workloads

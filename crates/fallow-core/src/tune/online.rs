@@ -865,7 +865,7 @@ mod tests {
 
     /// A window as a live run records it: 300 idle intervals, heavy
     /// tailed (from a fixed-seed stream), busy periods of 1-3 requests.
-    fn recorded_window() -> (Vec<(u64, u32)>, Vec<(u64, bool)>) {
+    fn recorded_window() -> Window {
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         let mut next = || {
             x ^= x << 13;
