@@ -1273,41 +1273,45 @@ def bench_budget_workload(
     penalty_ns = max(0, round((rand_s - ref["mean_s"]) * 1e9))
     budget = args.live_budget
     # the offline answer at the same budget, no p99 filter (the budget is on the mean)
-    tuned = {
-        "whole": tune(
-            fallow,
-            trace,
-            device["service"],
-            penalty_ns,
-            budget,
-            args.sizes,
-            math.inf,
-            wdir,
-            "tune-whole.json",
-        ),
-        "half1": tune(
-            fallow,
-            halves_csv[0],
-            device["service"],
-            penalty_ns,
-            budget,
-            args.sizes,
-            math.inf,
-            wdir,
-            "tune-half1.json",
-        ),
-        "half2": tune(
-            fallow,
-            halves_csv[1],
-            device["service"],
-            penalty_ns,
-            budget,
-            args.sizes,
-            math.inf,
-            wdir,
-            "tune-half2.json",
-        ),
-    }
+    tuned = (
+        {}
+        if args.budget_only
+        else {
+            "whole": tune(
+                fallow,
+                trace,
+                device["service"],
+                penalty_ns,
+                budget,
+                args.sizes,
+                math.inf,
+                wdir,
+                "tune-whole.json",
+            ),
+            "half1": tune(
+                fallow,
+                halves_csv[0],
+                device["service"],
+                penalty_ns,
+                budget,
+                args.sizes,
+                math.inf,
+                wdir,
+                "tune-half1.json",
+            ),
+            "half2": tune(
+                fallow,
+                halves_csv[1],
+                device["service"],
+                penalty_ns,
+                budget,
+                args.sizes,
+                math.inf,
+                wdir,
+                "tune-half2.json",
+            ),
+        }
+    )
     out["tune"] = tuned
     out["switch_penalty_s"] = penalty_ns / 1e9
     idle = args.fallow_sched == "bfq-idle"
@@ -1344,6 +1348,8 @@ def bench_budget_workload(
             stopped.append(state["s"].stop())
         r["scrubber"], r["label"] = tag, what
         r["scrubber_reports"] = stopped
+        # the machine's load at the end: other engineers' builds and benches
+        r["loadavg_1m"] = os.getloadavg()[0]
         settle()
         return r
 
@@ -1353,6 +1359,8 @@ def bench_budget_workload(
         runs["budget" + sfx] = one(
             "budget" + sfx, f"fallow scrub --budget {budget}", f"budget:{budget}"
         )
+        if args.budget_only:
+            continue
         runs["a" + sfx] = one(
             "a" + sfx,
             f"(a) tuned on the whole run: {label(tuned['whole'])}",
@@ -1432,6 +1440,14 @@ def budget_table(d: dict, budget: str) -> str:
                     for h in x["history"]
                 )
                 lines.append(f"    {tag} trajectory: {pts}; ends {x['setting']}")
+                m = x.get("measured_recent")
+                if m:
+                    lines.append(
+                        f"    {tag} driver's own measurement (clean reads as baseline):"
+                        f" {m['slowdown'] * 100:+.1f} % ± {m['slowdown_ci95'] * 100:.1f} %"
+                        f" over {m['fg_reads']} reads ({m['overlapped']} overlapped),"
+                        f" clean mean {_ms(m['baseline_mean_s'])}"
+                    )
     return "\n".join(lines)
 
 
@@ -2325,6 +2341,11 @@ def main() -> int:
     )
     ap.add_argument(
         "--budget-repeats", type=int, default=1, help="with --live-budget: rounds of the 3 runs"
+    )
+    ap.add_argument(
+        "--budget-only",
+        action="store_true",
+        help="with --live-budget: FG alone and the budgeted runs only (no offline tuning)",
     )
     ap.add_argument("--seed", type=int, default=1, help="fio's and the measurements' seed")
     ap.add_argument(
