@@ -164,6 +164,13 @@ REPLAY_ALIGN = 4 * KIB
 # varies from run to run, and so does every seek after: FG alone differed
 # by 30 % in mean between two identical 60 s replays on the emulated HDD.
 REPLAY_WORKERS = 1
+# Issue 28's FG: the three above and one that changes shape halfway.
+BUDGET_WORKLOADS = {
+    "random": WORKLOADS["random"]["title"],
+    "sequential": WORKLOADS["sequential"]["title"],
+    "trace": WORKLOADS["trace"]["title"],
+    "changing": "bursts of 20 random 4 KiB reads (0.5-2 s gaps), then sequential 64 KiB reads",
+}
 DEVICES = {
     "plain": "Plain loop device over an image on this machine's disk",
     "emu": "Emulated HDD, a loop device over `fallow emulate-disk` (hdd model)",
@@ -742,20 +749,25 @@ class FallowScrubber:
         ck: Path | None,
         idle_class: bool,
         cleanup: Cleanup,
+        resume: bool = False,
     ):
         # a native target (btrfs:MNT) keeps its checkpoint where its tool does
         ck_args = ["--checkpoint", str(ck)] if ck is not None else []
         # a tuned result, or a policy spec given as `policy:SPEC`
-        how = (
-            ["--policy", str(tuned)[len("policy:") :]]
-            if str(tuned).startswith("policy:")
-            else ["--tuned", str(tuned)]
-        )
+        # (issue 28: `budget:5%`, a budget held live with no tune file)
+        if str(tuned).startswith("policy:"):
+            how = ["--policy", str(tuned)[len("policy:") :]]
+        elif str(tuned).startswith("budget:"):
+            how = ["--budget", str(tuned)[len("budget:") :]]
+        else:
+            how = ["--tuned", str(tuned)]
         self.base = [str(fallow), "scrub", dev, *how, *ck_args]
         if idle_class:
             self.base = ["ionice", "-c3", *self.base]
-        # the first run; later ones (after a complete pass) --resume
-        self.cmd = [*self.base, "--restart", "--json"]
+        # the first run (--resume: continue another run's pass); later ones
+        # (after a complete pass) --resume
+        self.resume = resume
+        self.cmd = [*self.base, "--resume" if resume else "--restart", "--json"]
         self.cleanup = cleanup
         self.lock = threading.Lock()
         self.stopping = False
@@ -773,7 +785,7 @@ class FallowScrubber:
             with self.lock:
                 if self.stopping:
                     return
-                flag = "--restart" if first else "--resume"
+                flag = "--restart" if first and not self.resume else "--resume"
                 self.proc = self.cleanup.proc(
                     subprocess.Popen(
                         [*self.base, flag, "--json"],
@@ -1086,6 +1098,357 @@ def bench_workload(
         ),
     }
     return out
+
+
+# ---------------------------------------------------------------- issue 28: a budget held live
+
+# The changing FG (issue 28 item 4): for the first half, bursts of
+# BURST_REQUESTS random 4 KiB reads BURST_SPACING_MS apart with gaps uniform
+# in CHANGING_GAPS_S; for the second, sequential 64 KiB reads (a random
+# jump on 1 % of them) at Poisson arrivals of --fg-iops, as the sequential
+# workload's. Written as an MSR-format cut and replayed open loop.
+CHANGING_GAPS_S = (0.5, 2.0)
+
+
+def write_changing_cut(path: Path, runtime_s: float, dev_bytes: int, iops: float, seed: int):
+    rng = random.Random(seed)
+    half_ms = runtime_s * 1e3 / 2
+
+    def anywhere(size: int) -> int:
+        return rng.randrange(0, (dev_bytes - size) // REPLAY_ALIGN) * REPLAY_ALIGN
+
+    t_ms, lines = 0.0, []
+    while t_ms < half_ms:
+        for i in range(BURST_REQUESTS):
+            lines.append(f"{t_ms + i * BURST_SPACING_MS:.3f} 0 {anywhere(4 * KIB)} 4096 Read")
+        t_ms += (BURST_REQUESTS - 1) * BURST_SPACING_MS + rng.uniform(*CHANGING_GAPS_S) * 1e3
+    t_ms, size = max(t_ms, half_ms), 64 * KIB
+    off = anywhere(size)
+    while t_ms < (runtime_s + 10) * 1e3:
+        lines.append(f"{t_ms:.3f} 0 {off} {size} Read")
+        off += size
+        if rng.random() < 0.01 or off + size > dev_bytes:
+            off = anywhere(size)
+        t_ms += rng.expovariate(iops) * 1e3
+    # the replay scales offsets from the cut's span onto the device: one
+    # request at its end, after the run, makes the span the device's (so
+    # sequential stays sequential)
+    lines.append(f"{(runtime_s + 20) * 1e3:.3f} 0 {dev_bytes - 4 * KIB} 4096 Read")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def fg_halves(out: Path, runtime_s: float) -> list[dict]:
+    """The FG's latency log cut at half the run (fio logs completion times,
+    the replay arrival times, ms from the start): per half, requests,
+    bytes, mean and p99 latency."""
+    halves: list[list[tuple[float, int]]] = [[], []]
+    for logf in sorted(out.parent.glob(f"{out.name}_clat.*.log")):
+        for line in logf.read_text().splitlines():
+            fields = line.split(",")
+            if len(fields) >= 4:
+                t_ms, lat_ns, size = float(fields[0]), int(fields[1]), int(fields[3])
+                halves[0 if t_ms < runtime_s * 500 else 1].append((lat_ns / 1e9, size))
+    result = []
+    for h in halves:
+        lats = sorted(x for x, _ in h)
+        if not lats:
+            raise BenchError(f"{out}: no FG request in a half of the run")
+        result.append(
+            {
+                "requests": len(lats),
+                "bytes": sum(b for _, b in h),
+                "mean_s": sum(lats) / len(lats),
+                "p99_s": quantile(lats, 0.99),
+            }
+        )
+    return result
+
+
+def run_window_halves(
+    dev: str, fg_cmd: list[str], out: Path, runtime_s: float, cleanup: Cleanup, at_half=None
+) -> dict:
+    """run_window, with the device's sectors read also sampled at half the
+    run (then `at_half()` runs: the per-half setting's switch): the scrub's
+    bytes per half are the device's beyond the FG's own in that half."""
+    s0 = read_sectors(dev)
+    t0 = time.monotonic()
+    p = cleanup.proc(subprocess.Popen(fg_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    mid: dict = {}
+
+    def half() -> None:
+        time.sleep(max(0.0, t0 + runtime_s / 2 - time.monotonic()))
+        mid["sectors"], mid["t"] = read_sectors(dev), time.monotonic()
+        if at_half is not None:
+            try:
+                at_half()
+            except BenchError as e:
+                mid["error"] = str(e)
+
+    th = threading.Thread(target=half, daemon=True)
+    th.start()
+    _, err = p.communicate()
+    th.join(120)
+    wall_s = time.monotonic() - t0
+    s1 = read_sectors(dev)
+    if p.returncode != 0:
+        raise BenchError(f"FG on {dev} exited {p.returncode}: {err.decode().strip()[-400:]}")
+    if "error" in mid:
+        raise BenchError(mid["error"])
+    if "sectors" not in mid:
+        raise BenchError(f"FG on {dev} ended before half its run ({wall_s:.1f} s)")
+    fg = fg_result(out)
+    halves = fg_halves(out, runtime_s)
+    spans = [(s0, mid["sectors"], mid["t"] - t0), (mid["sectors"], s1, t0 + wall_s - mid["t"])]
+    for h, (a, b, dur_s) in zip(halves, spans):
+        h["scrub_bytes"] = max(0, (b - a) * 512 - h["bytes"])
+        h["scrub_mb_s"] = h["scrub_bytes"] / dur_s / 1e6
+    other = max(0, (s1 - s0) * 512 - fg["bytes"])
+    return {
+        "fg": fg,
+        "halves": halves,
+        "wall_s": wall_s,
+        "scrub_bytes": other,
+        "scrub_mb_s": other / wall_s / 1e6,
+    }
+
+
+def split_recording(trace: Path, runtime_s: float, into: tuple[Path, Path]) -> None:
+    """Cut a `fallow record` CSV (MSR/SNIA: Timestamp in 100 ns ticks
+    first, a header line) at half the run from its first request."""
+    lines = trace.read_text().splitlines()
+    header, rows = lines[0], [ln for ln in lines[1:] if ln.strip()]
+    if not rows:
+        raise BenchError(f"{trace}: fallow record saw no FG request")
+    t0 = int(rows[0].split(",")[0])
+    cut = t0 + round(runtime_s / 2 * 1e7)
+    halves = ([r for r in rows if int(r.split(",")[0]) < cut], [])
+    halves[1].extend(r for r in rows if int(r.split(",")[0]) >= cut)
+    for path, h in zip(into, halves):
+        if not h:
+            raise BenchError(f"{trace}: no FG request in a half of the run")
+        path.write_text("\n".join([header, *h]) + "\n")
+
+
+def bench_budget_workload(
+    fallow: Path, device: dict, workload: str, args, cleanup: Cleanup, work: Path
+) -> dict:
+    """Issue 28 item 4 on one FG: FG alone (recorded; the whole trace and
+    each half tuned offline at the budget), then `fallow scrub --budget`
+    with no tune file (no saved window), (a) the whole run's tuned setting,
+    (b) each half's (switched at half the run, --resume): per half, the FG
+    mean slowdown over the same half of FG alone, the scrub rate, and the
+    budget run's refits."""
+    dev = device["device"]
+    wdir = work / f"{device['name']}-budget-{workload}"
+    wdir.mkdir()
+    rt = args.runtime
+    wargs = argparse.Namespace(**vars(args))
+    kind = workload
+    if workload == "changing":
+        cut = wdir / "changing.trace"
+        write_changing_cut(cut, rt, device_bytes(dev), args.fg_iops, args.seed)
+        wargs.trace, wargs.trace_start, kind = cut, 0.0, "trace"
+
+    def fg(tag: str) -> list[str]:
+        return fg_command(dev, kind, wargs, wdir / tag)
+
+    def settle() -> None:
+        time.sleep(0.5 if args.quick else 2.0)
+
+    out: dict = {"name": workload, "title": BUDGET_WORKLOADS[workload], "runtime_s": rt}
+    log(f"{device['name']}/budget/{workload}: FG alone, recorded with fallow record")
+    trace = wdir / "fg.csv"
+    alone, out["record"] = record_alone(
+        fallow,
+        dev,
+        trace,
+        cleanup,
+        lambda: run_window_halves(dev, fg("alone"), wdir / "alone", rt, cleanup),
+    )
+    halves_csv = (wdir / "fg-half1.csv", wdir / "fg-half2.csv")
+    split_recording(trace, rt, halves_csv)
+    ref = alone["fg"]
+    bs = 64 * KIB if workload == "sequential" else 4 * KIB
+    rand_s = device["service"]["random_read_s"][str(bs)]
+    penalty_ns = max(0, round((rand_s - ref["mean_s"]) * 1e9))
+    budget = args.live_budget
+    # the offline answer at the same budget, no p99 filter (the budget is on the mean)
+    tuned = (
+        {}
+        if args.budget_only
+        else {
+            "whole": tune(
+                fallow,
+                trace,
+                device["service"],
+                penalty_ns,
+                budget,
+                args.sizes,
+                math.inf,
+                wdir,
+                "tune-whole.json",
+            ),
+            "half1": tune(
+                fallow,
+                halves_csv[0],
+                device["service"],
+                penalty_ns,
+                budget,
+                args.sizes,
+                math.inf,
+                wdir,
+                "tune-half1.json",
+            ),
+            "half2": tune(
+                fallow,
+                halves_csv[1],
+                device["service"],
+                penalty_ns,
+                budget,
+                args.sizes,
+                math.inf,
+                wdir,
+                "tune-half2.json",
+            ),
+        }
+    )
+    out["tune"] = tuned
+    out["switch_penalty_s"] = penalty_ns / 1e9
+    idle = args.fallow_sched == "bfq-idle"
+    ck = args.ckdir / "ck.json"
+
+    def scrubber(setting: str, resume: bool = False) -> FallowScrubber:
+        return FallowScrubber(fallow, dev, Path(setting), ck, idle, cleanup, resume)
+
+    def setting_of(t: dict) -> str:
+        # no setting met the budget offline: the least aggressive wait
+        return t["tuned_json"] if t["chosen"] else "policy:fixed-wait:t=100s"
+
+    def label(t: dict) -> str:
+        c = t["chosen"]
+        return f"{c['spec']}, {_size(c['request_size_bytes'])}" if c else "none met the budget"
+
+    def one(tag: str, what: str, first: str, second: str | None = None) -> dict:
+        log(f"{device['name']}/budget/{workload}: FG + {what}")
+        ck.unlink(missing_ok=True)
+        ck.with_suffix(".budget.json").unlink(missing_ok=True)
+        state = {"s": scrubber(first)}
+        stopped: list[dict] = []
+
+        def switch() -> None:
+            stopped.append(state["s"].stop())
+            state["s"] = scrubber(second, resume=True)
+            state["s"].start()
+
+        state["s"].start()
+        try:
+            time.sleep(1.0)
+            r = run_window_halves(dev, fg(tag), wdir / tag, rt, cleanup, switch if second else None)
+        finally:
+            stopped.append(state["s"].stop())
+        r["scrubber"], r["label"] = tag, what
+        r["scrubber_reports"] = stopped
+        # the machine's load at the end: other engineers' builds and benches
+        r["loadavg_1m"] = os.getloadavg()[0]
+        settle()
+        return r
+
+    runs = {"alone": alone}
+    for rep in range(args.budget_repeats):
+        sfx = "" if rep == 0 else f"-{rep + 1}"
+        runs["budget" + sfx] = one(
+            "budget" + sfx, f"fallow scrub --budget {budget}", f"budget:{budget}"
+        )
+        if args.budget_only:
+            continue
+        runs["a" + sfx] = one(
+            "a" + sfx,
+            f"(a) tuned on the whole run: {label(tuned['whole'])}",
+            setting_of(tuned["whole"]),
+        )
+        runs["b" + sfx] = one(
+            "b" + sfx,
+            f"(b) tuned per half: {label(tuned['half1'])}, then {label(tuned['half2'])}",
+            setting_of(tuned["half1"]),
+            setting_of(tuned["half2"]),
+        )
+    for r in runs.values():
+        for h, h0 in zip(r["halves"], alone["halves"]):
+            h["mean_slowdown"] = h["mean_s"] / h0["mean_s"] - 1
+        r["fg"]["mean_slowdown"] = r["fg"]["mean_s"] / ref["mean_s"] - 1
+    out["runs"] = runs
+    out["trajectory"] = {}
+    for tag, r in runs.items():
+        if not tag.startswith("budget"):
+            continue
+        rep = [x for s in r["scrubber_reports"] for x in s.get("runs", [])]
+        b = [x["driver"].get("budget") for x in rep if x.get("driver", {}).get("budget")]
+        out["trajectory"][tag] = [
+            {
+                "history": [
+                    {
+                        "time_s": h["time_s"],
+                        "knob": h["knob"],
+                        "backed_off": h.get("backed_off", False),
+                        "size_bytes": h.get("size_bytes"),
+                        "fit_slowdown": (h.get("fit") or {}).get("slowdown"),
+                    }
+                    for h in x["history"]
+                ],
+                "control": x["control"],
+                "measured_recent": x["measured_recent"],
+                "setting": x["setting"],
+                "start": x["start"],
+                "unmet": x["unmet"],
+            }
+            for x in b
+        ]
+    return out
+
+
+def budget_table(d: dict, budget: str) -> str:
+    lines = [
+        f"\n{d['title']}: {d['device']}; budget {budget}"
+        " (FG mean slowdown per half over FG alone's same half)"
+    ]
+    for w in d["budget_workloads"]:
+        lines.append(f"  {w['title']}, {w['runtime_s']:g} s per run")
+        lines.append(
+            f"    {'run':<70} {'FG 1st half':>11} {'FG 2nd half':>11}"
+            f" {'BG MB/s 1st':>11} {'BG MB/s 2nd':>11}"
+        )
+        for tag, r in w["runs"].items():
+            h = r["halves"]
+            if tag == "alone":
+                lines.append(
+                    f"    {'FG alone':<70} {_ms(h[0]['mean_s']):>11} {_ms(h[1]['mean_s']):>11}"
+                )
+                continue
+            lines.append(
+                f"    {r['label'][:70]:<70} {h[0]['mean_slowdown'] * 100:>+10.1f}%"
+                f" {h[1]['mean_slowdown'] * 100:>+10.1f}%"
+                f" {h[0]['scrub_mb_s']:>11.3g} {h[1]['scrub_mb_s']:>11.3g}"
+            )
+        for tag, tr in w["trajectory"].items():
+            for x in tr:
+                # the monitor's clock: from the run's first point
+                t0 = x["history"][0]["time_s"] if x["history"] else 0.0
+                pts = ", ".join(
+                    f"{h['time_s'] - t0:.0f}s {h['knob']}"
+                    + (f" {_size(h['size_bytes'])}" if h.get("size_bytes") else "")
+                    + (" (back-off)" if h["backed_off"] else "")
+                    for h in x["history"]
+                )
+                lines.append(f"    {tag} trajectory: {pts}; ends {x['setting']}")
+                m = x.get("measured_recent")
+                if m:
+                    lines.append(
+                        f"    {tag} driver's own measurement (clean reads as baseline):"
+                        f" {m['slowdown'] * 100:+.1f} % ± {m['slowdown_ci95'] * 100:.1f} %"
+                        f" over {m['fg_reads']} reads ({m['overlapped']} overlapped),"
+                        f" clean mean {_ms(m['baseline_mean_s'])}"
+                    )
+    return "\n".join(lines)
 
 
 def record_alone(fallow: Path, dev: str, trace: Path, cleanup: Cleanup, window) -> tuple:
@@ -1742,6 +2105,8 @@ def table(doc: dict) -> str:
                 f"    goal (≥ {g['ratio']:g}× at FG p99 ≤ ×{1 + g['p99_tolerance']:.2f}): "
                 + ("met" if g["met"] else "not met")
             )
+        if d.get("budget_workloads"):
+            lines.append(budget_table(d, doc["live_budget"]))
     if doc.get("btrfs"):
         lines.append(table_btrfs(doc["btrfs"]))
     return "\n".join(lines)
@@ -1966,6 +2331,22 @@ def main() -> int:
         help="how fallow scrubs: under BFQ in the idle class (ionice -c3, the default), "
         "BFQ's default class, or another scheduler for its run",
     )
+    ap.add_argument(
+        "--live-budget",
+        metavar="BUDGET",
+        help="issue 28 instead of the scrubber comparison: `fallow scrub --budget BUDGET` (no "
+        "tune file) against the setting tuned offline at BUDGET for the whole run and for each "
+        "half, on random, sequential, trace and changing (bursty, then sequential) FG; "
+        "emulated HDD only",
+    )
+    ap.add_argument(
+        "--budget-repeats", type=int, default=1, help="with --live-budget: rounds of the 3 runs"
+    )
+    ap.add_argument(
+        "--budget-only",
+        action="store_true",
+        help="with --live-budget: FG alone and the budgeted runs only (no offline tuning)",
+    )
     ap.add_argument("--seed", type=int, default=1, help="fio's and the measurements' seed")
     ap.add_argument(
         "--workdir",
@@ -2001,8 +2382,18 @@ def main() -> int:
     plain_mib = args.plain_size or (128 if args.quick else 2048)
     emu_mib = args.emu_size or (256 if args.quick else 4096)
     devices = [d for d in args.devices.split(",") if d]
+    if args.live_budget:
+        if args.btrfs:
+            ap.error("--live-budget runs on the emulated HDD, not with --btrfs")
+        devices = ["emu"]
     if args.workloads is None:
-        args.workloads = BTRFS_WORKLOADS if args.btrfs else "random,sequential,trace"
+        args.workloads = (
+            ",".join(BUDGET_WORKLOADS)
+            if args.live_budget
+            else BTRFS_WORKLOADS
+            if args.btrfs
+            else "random,sequential,trace"
+        )
     workloads = [w for w in args.workloads.split(",") if w]
     args.workloads_list = workloads
     # an unthrottled scrub must not finish within a run: the emulated HDD's
@@ -2018,6 +2409,8 @@ def main() -> int:
         if sh and sh not in BTRFS_SHAPES:
             ap.error(f"--shapes: unknown shape {sh!r} ({', '.join(BTRFS_SHAPES)})")
     for w in workloads:
+        if args.live_budget and w in BUDGET_WORKLOADS:
+            continue
         if w not in WORKLOADS:
             ap.error(f"--workloads: unknown workload {w!r} (random, sequential, trace)")
     # run what can run; one line on what cannot (a user without the shared
@@ -2090,9 +2483,23 @@ def main() -> int:
             device["service"] = measure_service(
                 device["device"], device["image_bytes"], args.quick, rng
             )
-            device["workloads"] = [
-                bench_workload(fallow, device, w, args, cleanup, work) for w in workloads
-            ]
+            if args.live_budget:
+                doc["live_budget"] = args.live_budget
+                device["workloads"] = []
+                device["budget_workloads"] = []
+                for w in workloads:
+                    device["budget_workloads"].append(
+                        bench_budget_workload(fallow, device, w, args, cleanup, work)
+                    )
+                    # a long run's figures so far survive an interruption
+                    if args.json and args.json != "-":
+                        Path(f"{args.json}.partial").write_text(
+                            json.dumps({**doc, "devices": [*doc["devices"], device]}, indent=1)
+                        )
+            else:
+                device["workloads"] = [
+                    bench_workload(fallow, device, w, args, cleanup, work) for w in workloads
+                ]
             doc["devices"].append(device)
         # with --json - the JSON owns stdout
         print(table(doc), file=sys.stderr if args.json == "-" else sys.stdout)

@@ -63,8 +63,9 @@
 //! emulated HDD), and even its added delay was about half the measured
 //! one. So a slowdown budget is given to the refits as the added delay it
 //! allows on the measured clean mean, and an integral controller
-//! ([`Integral`]) scales that model budget by `limit / measured` (bounded)
-//! at each control step: once the reads at the current setting give a
+//! ([`Integral`]) scales that model budget by `limit / measured` (bounded;
+//! `measured` the end of its 95 % interval nearest the limit, no step when
+//! the limit is inside the interval) at each control step: once the reads at the current setting give a
 //! verdict ([`MIN_CLEAN`] clean and [`MIN_OVERLAPPED`] overlapped), or
 //! after [`QUIET_CLEAN`] clean reads with fewer overlapped ones. It starts
 //! at [`START_SCALE`] of the budget. When the slowdown measured is over the
@@ -100,6 +101,24 @@ pub struct LiveBudget {
     pub window: usize,
     /// Idle intervals between refits.
     pub every: usize,
+    /// Refit the BG request size too, among the powers of two from the
+    /// first to the second, bytes (the sizes the executor allows: the own
+    /// scrubber's segment and its multiples); `None`: the size is fixed.
+    pub sizes: Option<(u64, u64)>,
+}
+
+/// The sizes a budgeted run refits among: `lo`, 2·`lo`, … up to `hi`.
+pub fn size_ladder(lo: u64, hi: u64) -> Vec<u64> {
+    let mut v = Vec::new();
+    let mut s = lo.max(1);
+    while s <= hi {
+        v.push(s);
+        match s.checked_mul(2) {
+            Some(n) => s = n,
+            None => break,
+        }
+    }
+    v
 }
 
 /// Idle intervals in a live run's window: fewer than the simulator's
@@ -115,6 +134,7 @@ impl LiveBudget {
             budget,
             window: LIVE_WINDOW,
             every: LIVE_EVERY,
+            sizes: None,
         }
     }
 }
@@ -184,6 +204,33 @@ impl Integral {
         };
         self.scale = (self.scale * factor).clamp(MIN_MODEL_SCALE, 1.0);
         factor
+    }
+}
+
+impl Integral {
+    /// One step on a measurement with its 95 % half-width `ci`: on the end
+    /// of its interval nearest the limit, and none when the limit is
+    /// inside it. A step on the point estimate alone let one epoch of 5
+    /// overlapped reads (+215 % ± 392 %, 2 MiB requests on the emulated
+    /// HDD) cut the model budget to a quarter, after which t sat at 2 s
+    /// for 30 s while the quiet steps loosened it ×2 per 8 s: the run
+    /// scrubbed 0.002 MB/s where the offline setting did 2.7. Returns the
+    /// factor applied.
+    pub fn step_on_interval(&mut self, measured: f64, ci: f64, limit: f64) -> f64 {
+        let ci = if ci.is_finite() {
+            ci.max(0.0)
+        } else {
+            f64::INFINITY
+        };
+        if measured.is_finite() && measured - ci > limit {
+            self.step(measured - ci, limit)
+        } else if measured.is_finite() && measured + ci < limit {
+            self.step(measured + ci, limit)
+        } else if measured.is_nan() {
+            self.step(measured, limit)
+        } else {
+            1.0
+        }
     }
 }
 
@@ -579,8 +626,12 @@ pub struct BudgetReport {
     /// How it started: `least aggressive (no history)` or `saved window
     /// (N intervals)`.
     pub start: String,
-    /// The setting in use (`fixed-wait:t=1.2s`).
+    /// The setting in use (`fixed-wait:t=1.2s`, with `,size=256KiB` when
+    /// the size is refitted).
     pub setting: String,
+    /// The request size the refits chose, bytes (`None`: the run's fixed
+    /// size).
+    pub request_size_bytes: Option<u64>,
     /// How the FG was measured: `events`, or why it is not.
     pub measure: String,
     /// Since the setting last changed.
@@ -641,7 +692,11 @@ impl Control {
                 seed,
             },
         )?;
-        let setting = tuner.spec();
+        let mut tuner = tuner;
+        if let Some((lo, hi)) = cfg.sizes {
+            tuner.set_sizes(&size_ladder(lo, hi))?;
+        }
+        let setting = setting_of(&tuner);
         let c = Control {
             cfg,
             start: format!(
@@ -690,10 +745,18 @@ impl Control {
                     path: path.to_path_buf(),
                     message: e.to_string(),
                 })?;
+            if let Some(x) = w.model_scale {
+                self.integral.scale = x;
+                let b = self.model_budget();
+                self.tuner().set_budget(b);
+            }
             if n > 0 {
                 self.start = format!(
-                    "saved window ({} idle intervals from {})",
+                    "saved window ({} idle intervals{} from {})",
                     n.min(self.cfg.window),
+                    w.model_scale
+                        .map(|x| format!(", model scale {x:.3}"))
+                        .unwrap_or_default(),
                     path.display()
                 );
             }
@@ -716,7 +779,7 @@ impl Control {
         if busy.is_empty() || busy.len() != idle.len() + 1 {
             return Ok(()); // nothing consistent to keep yet
         }
-        SavedWindow::of(&busy, &idle, &self.cfg.budget).store(p)
+        SavedWindow::of(&busy, &idle, &self.cfg.budget, self.integral.scale).store(p)
     }
 
     /// At a decision (a request boundary): start an epoch if the setting
@@ -724,7 +787,7 @@ impl Control {
     /// The measurement is looked at most every [`CHECK_EVERY_NS`] (it sorts
     /// the reads kept; a busy disk has thousands of idle intervals a second).
     pub(crate) fn check(&mut self, now_ns: u64) {
-        let setting = self.tuner().spec();
+        let setting = setting_of(&self.tuner());
         if setting != self.last_setting {
             self.meter().new_epoch();
             self.last_setting = setting;
@@ -764,7 +827,7 @@ impl Control {
             Budget::AddedDelay { ns } => (m.added_delay_s, m.added_delay_ci95_s, ns as f64 / 1e9),
         };
         let predicted = self.predicted();
-        let factor = self.integral.step(measured, limit);
+        let factor = self.integral.step_on_interval(measured, ci, limit);
         let b = self.model_budget();
         let mut backed_off = false;
         {
@@ -795,7 +858,7 @@ impl Control {
             self.steps.pop_front();
         }
         self.meter().new_epoch();
-        let setting = self.tuner().spec();
+        let setting = setting_of(&self.tuner());
         self.last_setting = setting;
     }
 
@@ -870,7 +933,8 @@ impl Control {
             window: self.cfg.window,
             every: self.cfg.every,
             start: self.start.clone(),
-            setting: t.spec(),
+            setting: setting_of(&t),
+            request_size_bytes: t.size_bytes(),
             measure: self.measure.clone(),
             measured,
             measured_recent: self.meter().recent(),
@@ -883,6 +947,24 @@ impl Control {
     }
 }
 
+/// The setting in use: the policy's spec, with the refitted size as its
+/// `size=` if any (`fixed-wait:t=290ms,size=256KiB`: a spec that runs it).
+fn setting_of(t: &OnlineTuner) -> String {
+    match t.size_bytes() {
+        Some(b) => {
+            let size = if b % (1 << 20) == 0 {
+                format!("{}MiB", b >> 20)
+            } else if b % 1024 == 0 {
+                format!("{}KiB", b >> 10)
+            } else {
+                format!("{b}B")
+            };
+            format!("{},size={size}", t.spec())
+        }
+        None => t.spec(),
+    }
+}
+
 /// The knob's least aggressive value, as written.
 fn least_value(t: &OnlineTuner) -> String {
     fallow_core::tune::ladder(t.knob())
@@ -891,13 +973,14 @@ fn least_value(t: &OnlineTuner) -> String {
         .unwrap_or_default()
 }
 
-/// The window kept across runs: `fallow-budget-window` version 1.
+/// The window kept across runs: `fallow-budget-window` version 2 (version
+/// 1, without `model_scale`, is still read).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SavedWindow {
     /// `fallow-budget-window`.
     pub format: String,
-    /// 1.
+    /// 2 (1: no `model_scale`).
     pub version: u32,
     /// The budget it was learned under (informational).
     pub budget: String,
@@ -909,6 +992,11 @@ pub struct SavedWindow {
     pub idle_ns: Vec<u64>,
     /// Whether BG work was in service when each ended.
     pub collided: Vec<bool>,
+    /// The controller's share of the budget when the window was kept
+    /// ([`Integral::scale`]): a resumed run starts from what the last one
+    /// learned the model's error to be, not from [`START_SCALE`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_scale: Option<f64>,
 }
 
 /// Most idle intervals a saved window may hold (a file over it is refused).
@@ -918,15 +1006,21 @@ const MAX_SAVED_BYTES: u64 = 16 << 20;
 const SAVED_FORMAT: &str = "fallow-budget-window";
 
 impl SavedWindow {
-    fn of(busy: &[(u64, u32)], idle: &[(u64, bool)], budget: &Budget) -> SavedWindow {
+    fn of(
+        busy: &[(u64, u32)],
+        idle: &[(u64, bool)],
+        budget: &Budget,
+        model_scale: f64,
+    ) -> SavedWindow {
         SavedWindow {
             format: SAVED_FORMAT.into(),
-            version: 1,
+            version: 2,
             budget: budget.to_string(),
             busy_ns: busy.iter().map(|b| b.0).collect(),
             busy_requests: busy.iter().map(|b| b.1).collect(),
             idle_ns: idle.iter().map(|i| i.0).collect(),
             collided: idle.iter().map(|i| i.1).collect(),
+            model_scale: Some(model_scale),
         }
     }
 
@@ -957,8 +1051,22 @@ impl SavedWindow {
         if w.format != SAVED_FORMAT {
             return Err(bad(format!("format `{}`: want `{SAVED_FORMAT}`", w.format)));
         }
-        if w.version != 1 {
-            return Err(bad(format!("version {}: this fallow reads 1", w.version)));
+        if w.version != 1 && w.version != 2 {
+            return Err(bad(format!(
+                "version {}: this fallow reads 1 and 2",
+                w.version
+            )));
+        }
+        match w.model_scale {
+            Some(_) if w.version == 1 => {
+                return Err(bad("model_scale: not in version 1 (want version 2)".into()))
+            }
+            Some(x) if !(MIN_MODEL_SCALE..=1.0).contains(&x) => {
+                return Err(bad(format!(
+                    "model_scale: {x}, want {MIN_MODEL_SCALE} to 1 (the controller's share of the budget)"
+                )))
+            }
+            _ => {}
         }
         if w.idle_ns.len() > MAX_SAVED_INTERVALS {
             return Err(bad(format!(
@@ -1144,6 +1252,7 @@ mod tests {
             budget: "5%".parse().unwrap(),
             window: 40,
             every: 10,
+            sizes: None,
         };
         let mut c = Control::new("fixed-wait", cfg, 1).unwrap();
         assert!(c.start.contains("least aggressive (t=100s"), "{}", c.start);
@@ -1207,9 +1316,13 @@ mod tests {
         let r = c.report();
         assert_eq!(r.backoffs, 1);
         // the controller: overlapped reads 21 ms, clean 11 ms (2 of 5)
-        // and 10 ms (3 of 5) = 10.4 ms, f = 1/6: s = (1/6)(21/10.4 − 1)
+        // and 10 ms (3 of 5) = 10.4 ms, f = 1/6: s = (1/6)(21/10.4 − 1);
+        // over 5 % beyond its interval, it steps on the interval's lower
+        // end (the interval itself: `the_estimate_by_hand`)
         let s = (21.0 / 10.4 - 1.0) / 6.0;
-        let f = 0.05 / s;
+        let ci = r.control[0].measured_ci95;
+        assert!(ci > 0.0 && s - ci > 0.05, "{ci}");
+        let f = 0.05 / (s - ci);
         // from the start's half of the budget; given to the model as the
         // delay it allows on the clean mean
         assert!(
@@ -1269,6 +1382,34 @@ mod tests {
     }
 
     #[test]
+    fn the_controller_steps_on_the_interval_not_the_point() {
+        // +215 % ± 392 % against 5 %: the limit is inside, no step
+        let mut c = Integral { scale: 0.5 };
+        assert_eq!(c.step_on_interval(2.15, 3.92, 0.05), 1.0);
+        assert_eq!(c.scale, 0.5);
+        // 20 % ± 5 %: over beyond it, by the lower end, 15 %: 1/3
+        assert!(close(c.step_on_interval(0.20, 0.05, 0.05), 1.0 / 3.0));
+        assert!(close(c.scale, 0.5 / 3.0));
+        // 1 % ± 1.5 %: under, by the upper end, 2.5 %: ×2
+        assert!(close(c.step_on_interval(0.01, 0.015, 0.05), 2.0));
+        // 3 % ± 0.5 %: 5/3.5
+        assert!(close(c.step_on_interval(0.03, 0.005, 0.05), 0.05 / 0.035));
+        assert!(close(c.scale, 0.5 / 3.0 * 2.0 * 0.05 / 0.035));
+        // nothing measured, nothing overlapped (a quiet epoch): ×2, as before
+        let mut q = Integral { scale: 0.25 };
+        assert_eq!(q.step_on_interval(0.0, 0.0, 0.05), 2.0);
+        // an exact measurement: the point's step
+        let mut p = Integral::new();
+        assert!(close(p.step_on_interval(0.10, 0.0, 0.05), 0.5));
+        // an unknown interval holds, an unknown measurement tightens
+        assert_eq!(p.step_on_interval(0.10, f64::NAN, 0.05), 1.0);
+        assert!(close(
+            p.step_on_interval(f64::NAN, 0.0, 0.05),
+            MAX_STEP_DOWN
+        ));
+    }
+
+    #[test]
     fn a_quiet_setting_loosens_the_model_budget() {
         let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
         // 79 clean reads of 10 ms and no BG work: too few to step
@@ -1303,13 +1444,69 @@ mod tests {
     }
 
     #[test]
+    fn a_refitted_size_shows_in_the_setting_and_the_report() {
+        assert_eq!(
+            size_ladder(64 << 10, 4 << 20),
+            [
+                64 << 10,
+                128 << 10,
+                256 << 10,
+                512 << 10,
+                1 << 20,
+                2 << 20,
+                4 << 20
+            ]
+        );
+        assert_eq!(size_ladder(3 << 20, 4 << 20), [3 << 20]);
+        assert!(size_ladder(8 << 20, 4 << 20).is_empty());
+        let cfg = LiveBudget {
+            sizes: Some((64 << 10, 4 << 20)),
+            ..LiveBudget::new("1ms".parse().unwrap())
+        };
+        let c = Control::new("fixed-wait", cfg, 1).unwrap();
+        // no refit yet: the run's size, none reported
+        assert_eq!(c.report().setting, "fixed-wait:t=100s");
+        assert_eq!(c.report().request_size_bytes, None);
+        // a window of 1 s idle intervals between 10 ms busy periods
+        let busy = vec![(10 * MS, 1u32); 101];
+        let idle = vec![(1000 * MS, false); 100];
+        c.tuner().seed_window(&busy, &idle).unwrap();
+        let svc = fallow_core::sim::BgService::SizeBased {
+            base_ns: 8 * MS,
+            knee_bytes: 65_536,
+            rate_bytes_per_s: 100e6,
+        };
+        let mut rng = <rand_pcg::Pcg64Mcg as rand::SeedableRng>::seed_from_u64(1);
+        let mut ctx = Ctx {
+            now_ns: 5_000 * MS,
+            idle_start_ns: 5_000 * MS,
+            last_fg_arrival_ns: 4_990 * MS,
+            rng: &mut rng,
+            bg_service: &svc,
+            bg_size_bytes: 1 << 20,
+            future_idle_ns: None,
+        };
+        let d = c.policy().on_idle(&mut ctx);
+        let r = c.report();
+        let size = r.request_size_bytes.expect("a refit chose a size");
+        assert!(size_ladder(64 << 10, 4 << 20).contains(&size), "{size}");
+        match d {
+            Decision::Start(s) => assert_eq!(s.size_bytes, size),
+            Decision::Quiet => panic!("fixed-wait starts"),
+        }
+        let want = format!("fixed-wait:t={},size=", c.tuner().value());
+        assert!(r.setting.starts_with(&want), "{}", r.setting);
+        assert_eq!(r.history.last().unwrap().size_bytes, Some(size));
+    }
+
+    #[test]
     fn a_saved_window_round_trips_and_bad_files_are_named() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("w.json");
         assert!(SavedWindow::load(&p).unwrap().is_none());
         let busy = [(10 * MS, 1), (20 * MS, 2), (30 * MS, 3)];
         let idle = [(5 * MS, false), (1000 * MS, true)];
-        let w = SavedWindow::of(&busy, &idle, &"5%".parse().unwrap());
+        let w = SavedWindow::of(&busy, &idle, &"5%".parse().unwrap(), 0.25);
         w.store(&p).unwrap();
         assert_eq!(SavedWindow::load(&p).unwrap().unwrap(), w);
         assert!(!p.with_extension("tmp").exists());
@@ -1317,11 +1514,30 @@ mod tests {
         let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
         c.keep_window_in(&p).unwrap();
         assert!(
-            c.start.contains("saved window (2 idle intervals"),
+            c.start
+                .contains("saved window (2 idle intervals, model scale 0.250"),
             "{}",
             c.start
         );
         assert_eq!(c.tuner().window(), (busy.to_vec(), idle.to_vec()));
+        // the controller's share comes back with it: 5 % × 0.25 (no clean
+        // mean measured yet, so still a slowdown)
+        assert_eq!(c.integral.scale, 0.25);
+        match c.model_budget() {
+            Budget::Slowdown { fraction } => assert!(close(fraction, 0.0125), "{fraction}"),
+            b => panic!("{b:?}"),
+        }
+        // a version-1 file (no model_scale) still reads, at START_SCALE
+        let v1 = r#"{"format":"fallow-budget-window","version":1,"budget":"5%","busy_ns":[1,2],"busy_requests":[1,1],"idle_ns":[3],"collided":[false]}"#;
+        let p1 = d.path().join("v1.json");
+        std::fs::write(&p1, v1).unwrap();
+        let mut c1 = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
+        c1.keep_window_in(&p1).unwrap();
+        assert_eq!(c1.integral.scale, START_SCALE);
+        match c1.model_budget() {
+            Budget::Slowdown { fraction } => assert!(close(fraction, 0.025), "{fraction}"),
+            b => panic!("{b:?}"),
+        }
         c.save().unwrap();
         assert_eq!(SavedWindow::load(&p).unwrap().unwrap(), w);
         // stopped after an idle interval, in the busy period after it: the
@@ -1337,8 +1553,20 @@ mod tests {
                 "format `x`",
             ),
             (
-                r#"{"format":"fallow-budget-window","version":2,"budget":"5%","busy_ns":[1],"busy_requests":[1],"idle_ns":[],"collided":[]}"#,
-                "version 2",
+                r#"{"format":"fallow-budget-window","version":3,"budget":"5%","busy_ns":[1],"busy_requests":[1],"idle_ns":[],"collided":[]}"#,
+                "version 3",
+            ),
+            (
+                r#"{"format":"fallow-budget-window","version":2,"budget":"5%","busy_ns":[1],"busy_requests":[1],"idle_ns":[],"collided":[],"model_scale":1.5}"#,
+                "model_scale: 1.5",
+            ),
+            (
+                r#"{"format":"fallow-budget-window","version":2,"budget":"5%","busy_ns":[1],"busy_requests":[1],"idle_ns":[],"collided":[],"model_scale":0.001}"#,
+                "model_scale: 0.001",
+            ),
+            (
+                r#"{"format":"fallow-budget-window","version":1,"budget":"5%","busy_ns":[1],"busy_requests":[1],"idle_ns":[],"collided":[],"model_scale":0.5}"#,
+                "not in version 1",
             ),
             (
                 r#"{"format":"fallow-budget-window","version":1,"budget":"5%","busy_ns":[1,2],"busy_requests":[1,1],"idle_ns":[],"collided":[]}"#,

@@ -209,6 +209,9 @@ pub struct Driver {
     cfg: DriverConfig,
     rng: Pcg64Mcg,
     measured_ns: Option<f64>,
+    /// With a refitted size: measured service time over the initial
+    /// model's for the request's size (a moving average, as `measured_ns`).
+    measured_scale: Option<f64>,
     report: DriveReport,
     observer: Option<Box<dyn DriveObserver>>,
     budget: Option<Control>,
@@ -259,6 +262,7 @@ impl Driver {
             rng: Pcg64Mcg::seed_from_u64(cfg.seed),
             cfg,
             measured_ns: None,
+            measured_scale: None,
             report,
             observer: None,
             budget: None,
@@ -284,6 +288,14 @@ impl Driver {
     /// tuner (it must then leave out its knob: `fixed-wait`, not
     /// `fixed-wait:t=1s`).
     pub fn from_spec(spec: &str, cfg: DriverConfig) -> Result<Driver> {
+        let mut cfg = cfg;
+        // a size refit needs a model whose service grows with the size: a
+        // constant one would always pick the largest
+        if let Some(b) = &mut cfg.budget {
+            if !matches!(cfg.initial_bg_service, BgService::SizeBased { .. }) {
+                b.sizes = None;
+            }
+        }
         match cfg.budget {
             None => Driver::new(fallow_core::policy::build(spec)?, cfg),
             Some(b) => {
@@ -311,13 +323,42 @@ impl Driver {
         self.budget.as_ref().map(Control::report)
     }
 
+    /// The BG service model the policy (and the tuner's window runs) see.
+    /// With a refitted size, the initial size-based model scaled to what
+    /// was measured (`base · k` and `rate / k`, `k` the measured time over
+    /// the model's at the sizes run): the sizes' relative cost is the
+    /// model's shape, their level the device's. Otherwise the measured
+    /// mean, whatever the size.
     fn service(&self) -> BgService {
+        if let (
+            true,
+            Some(k),
+            BgService::SizeBased {
+                base_ns,
+                knee_bytes,
+                rate_bytes_per_s,
+            },
+        ) = (
+            self.refits_size(),
+            self.measured_scale,
+            self.cfg.initial_bg_service,
+        ) {
+            return BgService::SizeBased {
+                base_ns: ((base_ns as f64 * k).round() as u64).max(1),
+                knee_bytes,
+                rate_bytes_per_s: rate_bytes_per_s / k,
+            };
+        }
         match self.measured_ns {
             Some(ns) => BgService::Constant {
                 ns: (ns.round() as u64).max(1),
             },
             None => self.cfg.initial_bg_service,
         }
+    }
+
+    fn refits_size(&self) -> bool {
+        self.budget.as_ref().is_some_and(|c| c.cfg.sizes.is_some())
     }
 
     fn decide_idle(&mut self, idle_start_ns: u64, last_fg_arrival_ns: u64) -> Decision {
@@ -563,6 +604,14 @@ impl Driver {
                         Some(m) => m + SERVICE_EWMA * (took - m),
                         None => took,
                     });
+                    let model = self.cfg.initial_bg_service.mean_ns(size);
+                    if self.refits_size() && model > 0.0 {
+                        let k = took / model;
+                        self.measured_scale = Some(match self.measured_scale {
+                            Some(m) => m + SERVICE_EWMA * (k - m),
+                            None => k,
+                        });
+                    }
                     if step == Step::Finished {
                         return Ok(self.finish(Outcome::Finished, t_start, monitor.now_ns()));
                     }

@@ -427,6 +427,19 @@ fn a_budgeted_scrub_starts_from_the_window_kept_beside_its_checkpoint() {
     );
     // the first decision refitted on it
     assert_eq!(b["refits"], 1, "{b}");
+    // no --size: the refit chose the request size too, one of the powers
+    // of two from 64 KiB to 4 MiB, and the setting names it
+    let size = b["request_size_bytes"].as_u64().expect("a refitted size");
+    assert!(
+        (16..=22).any(|k| size == 1 << k),
+        "{size}: not 64 KiB..4 MiB"
+    );
+    assert!(b["setting"].as_str().unwrap().contains(",size="), "{b}");
+    // the window was kept again, with the controller's share (no FG
+    // measured with --monitor none: still the start's 1/2)
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&w).unwrap()).unwrap();
+    assert_eq!(saved["version"], 2, "{saved}");
+    assert_eq!(saved["model_scale"], 0.5, "{saved}");
     // a bad window: the run is refused, naming the file and the field
     std::fs::write(
         &w,

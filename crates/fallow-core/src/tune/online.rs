@@ -130,6 +130,10 @@ pub struct Refit {
     pub value: f64,
     /// The fit on the window (`None` for the start value and a back-off).
     pub fit: Option<WindowFit>,
+    /// The BG request size chosen with it, bytes, when the size is
+    /// refitted too ([`OnlineTuner::set_sizes`]); `None`: the run's size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
     /// True when a live run backed off to this value because the slowdown
     /// it measured was over its budget ([`OnlineTuner::back_off`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -212,6 +216,11 @@ pub struct OnlineTuner {
     /// Told the idle intervals seen after each refit (a front end's
     /// progress: a refit is the unit of work that takes time).
     on_refit: Option<RefitHook>,
+    /// BG request sizes a refit chooses among, bytes, ascending (empty:
+    /// the size is not refitted, the run's is used).
+    sizes: Vec<u64>,
+    /// The size chosen by the last refit, bytes (`None` before one).
+    size_bytes: Option<u64>,
 }
 
 /// A tuner's window: busy periods (length ns, FG requests) and idle
@@ -299,7 +308,51 @@ impl OnlineTuner {
             intervals: 0,
             history: Vec::new(),
             on_refit: None,
+            sizes: Vec::new(),
+            size_bytes: None,
         })
+    }
+
+    /// Refit the BG request size too, among `sizes` (bytes; the sizes the
+    /// executor allows): each refit runs the knob's walk once per size on
+    /// the window, with that size in the runs, and keeps the feasible
+    /// (size, value) with the most BG throughput (ties: less delay, then
+    /// the smaller size, then the more conservative value). The chosen
+    /// size is given to the inner policy as the run's size at each
+    /// decision ([`Ctx::bg_size_bytes`]): at a request boundary. Refused
+    /// for a policy that chooses its own sizes or whose size is fixed in
+    /// its spec.
+    pub fn set_sizes(&mut self, sizes: &[u64]) -> Result<()> {
+        let what = || format!("policy {}", self.entry.name);
+        if self.inner.chooses_size() {
+            return Err(Error::invalid(what(), "chooses its own request sizes"));
+        }
+        if Params::parse(&format!("x:{}", self.fixed))
+            .map(|(_, p)| p.contains("size"))
+            .unwrap_or(false)
+        {
+            return Err(Error::invalid(
+                what(),
+                "its size is fixed in the spec (`size=`); leave it out to refit it",
+            ));
+        }
+        if sizes.is_empty() || sizes.contains(&0) {
+            return Err(Error::invalid(
+                "refitted sizes",
+                "give at least one size, each of at least 1 byte",
+            ));
+        }
+        let mut v = sizes.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        self.sizes = v;
+        Ok(())
+    }
+
+    /// The request size the last refit chose, bytes (`None`: the size is
+    /// not refitted, or no refit yet: the run's).
+    pub fn size_bytes(&self) -> Option<u64> {
+        self.size_bytes
     }
 
     /// Call `hook` after each refit with the idle intervals seen so far,
@@ -441,25 +494,14 @@ impl OnlineTuner {
         true
     }
 
-    /// Re-fit the knob on the window and switch to the new value.
-    fn refit(&mut self, ctx: &Ctx<'_>, early: bool) {
-        let (busy_len, busy_requests): (Vec<u64>, Vec<u32>) = self.busy.iter().copied().unzip();
-        let idle_len: Vec<u64> = self.idle.iter().map(|&(i, _)| i).collect();
-        let Ok(prep) = Prepared::from_periods(&busy_len, &busy_requests, &idle_len) else {
-            return; // an empty window: keep the value
-        };
-        let sim = SimConfig {
-            bg_service: *ctx.bg_service,
-            bg_work: BgWork::Endless,
-            bg_size_bytes: ctx.bg_size_bytes,
-            switch_penalty_ns: self.cfg.switch_penalty_ns,
-            seed: self.cfg.seed.wrapping_add(self.history.len() as u64),
-        };
+    /// The knob's walk on `prep` with `sim` (`simulate --retune`'s): the
+    /// best feasible ladder index seen, if any, and every run's outcome.
+    fn sweep(&self, prep: &Prepared, sim: &SimConfig) -> (Option<usize>, HashMap<usize, Outcome>) {
         let budget = self.cfg.budget;
         let mut seen: HashMap<usize, Outcome> = HashMap::new();
         let mut ok = |i: usize| -> bool {
             seen.entry(i)
-                .or_insert_with(|| outcome(&prep, &self.spec_at(i), &sim, &budget))
+                .or_insert_with(|| outcome(prep, &self.spec_at(i), sim, &budget))
                 .met
         };
         // A coarse walk from the value in use (the window moves little
@@ -509,11 +551,68 @@ impl OnlineTuner {
                     .then(j.cmp(i))
             })
             .map(|(&i, _)| i);
-        let chosen = best.unwrap_or(0);
-        // (none feasible: the walk went down to index 0, which is in `seen`)
-        let o = seen
-            .entry(chosen)
-            .or_insert_with(|| outcome(&prep, &self.spec_at(chosen), &sim, &budget));
+        (best, seen)
+    }
+
+    /// Re-fit the knob (and the size, [`OnlineTuner::set_sizes`]) on the
+    /// window and switch to the new value.
+    fn refit(&mut self, ctx: &Ctx<'_>, early: bool) {
+        let (busy_len, busy_requests): (Vec<u64>, Vec<u32>) = self.busy.iter().copied().unzip();
+        let idle_len: Vec<u64> = self.idle.iter().map(|&(i, _)| i).collect();
+        let Ok(prep) = Prepared::from_periods(&busy_len, &busy_requests, &idle_len) else {
+            return; // an empty window: keep the value
+        };
+        let sim_at = |size: u64| SimConfig {
+            bg_service: *ctx.bg_service,
+            bg_work: BgWork::Endless,
+            bg_size_bytes: size,
+            switch_penalty_ns: self.cfg.switch_penalty_ns,
+            seed: self.cfg.seed.wrapping_add(self.history.len() as u64),
+        };
+        let sizes = if self.sizes.is_empty() {
+            vec![ctx.bg_size_bytes]
+        } else {
+            self.sizes.clone()
+        };
+        // per size the same walk (common random numbers: one seed); the
+        // best feasible (size, value): most throughput, then less delay,
+        // then the smaller size (sizes ascend, a tie keeps the first)
+        let mut runs = 0usize;
+        let mut best: Option<(u64, usize, Outcome)> = None;
+        let mut first_seen = None;
+        for &size in &sizes {
+            let (b, mut seen) = self.sweep(&prep, &sim_at(size));
+            runs += seen.len();
+            if let Some(i) = b {
+                let o = seen.remove(&i).expect("the best index was run");
+                let better = best.as_ref().is_none_or(|(_, _, bo)| {
+                    o.throughput
+                        .total_cmp(&bo.throughput)
+                        .then(bo.delay_s.total_cmp(&o.delay_s))
+                        .is_gt()
+                });
+                if better {
+                    best = Some((size, i, o));
+                }
+            }
+            first_seen.get_or_insert(seen);
+        }
+        let met = best.is_some();
+        // none feasible: the most conservative value, at the smallest size
+        // (the walk went down to index 0, which its runs hold)
+        let (size, chosen, o) = best.unwrap_or_else(|| {
+            let size = sizes[0];
+            let o = first_seen
+                .and_then(|mut seen| seen.remove(&0))
+                .unwrap_or_else(|| {
+                    runs += 1;
+                    outcome(&prep, &self.spec_at(0), &sim_at(size), &self.cfg.budget)
+                });
+            (size, 0, o)
+        });
+        if !self.sizes.is_empty() {
+            self.size_bytes = Some(size);
+        }
         // a short window's most aggressive feasible value collides more
         // than it predicts (it was picked for fitting that sample): no
         // change is called on such a prediction, except right after one
@@ -522,11 +621,11 @@ impl OnlineTuner {
         let fit = WindowFit {
             early,
             intervals: idle_len.len(),
-            met: best.is_some(),
+            met,
             mean_added_delay_s: o.delay_s,
             slowdown: o.slowdown,
             bg_throughput_bytes_per_s: o.throughput,
-            simulations: seen.len() as u32,
+            simulations: runs as u32,
         };
         if chosen != self.current {
             if let Ok(mut p) = policy::build(&self.spec_at(chosen)) {
@@ -569,6 +668,7 @@ impl OnlineTuner {
             knob: s.text.clone(),
             value: s.value,
             fit,
+            size_bytes: self.size_bytes,
             backed_off: false,
         }
     }
@@ -652,10 +752,17 @@ impl Policy for OnlineTuner {
                 hook(self.intervals);
             }
         }
+        // the refitted size is the run's size for the inner policy
+        if let Some(size) = self.size_bytes {
+            ctx.bg_size_bytes = size;
+        }
         self.inner.on_idle(ctx)
     }
 
     fn on_bg_done(&mut self, ctx: &mut Ctx<'_>, done: u64) -> Decision {
+        if let Some(size) = self.size_bytes {
+            ctx.bg_size_bytes = size;
+        }
         self.inner.on_bg_done(ctx, done)
     }
 
@@ -754,6 +861,162 @@ mod tests {
         // and the schedule restarts from it
         feed(&mut t, &[1000; 10], 10, &mut now);
         assert_eq!(t.history().len(), 2);
+    }
+
+    /// A window as a live run records it: 300 idle intervals, heavy
+    /// tailed (from a fixed-seed stream), busy periods of 1-3 requests.
+    fn recorded_window() -> Window {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let idle: Vec<(u64, bool)> = (0..300)
+            .map(|_| {
+                // Pareto, shape 1.2, from 2 ms: most gaps short, a few long
+                let u = next().max(1e-9);
+                (
+                    (2.0 * MS as f64 * u.powf(-1.0 / 1.2)).min(20e9) as u64,
+                    false,
+                )
+            })
+            .collect();
+        let busy = (0..301)
+            .map(|_| {
+                let n = 1 + (next() * 3.0) as u32;
+                (u64::from(n) * 8 * MS, n)
+            })
+            .collect();
+        (busy, idle)
+    }
+
+    /// One decision on the window (the first: it refits), with `size` as
+    /// the run's size.
+    fn decide_once(t: &mut OnlineTuner, size: u64, svc: &BgService) -> Decision {
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(1);
+        let mut ctx = Ctx {
+            now_ns: 1_000 * MS,
+            idle_start_ns: 1_000 * MS,
+            last_fg_arrival_ns: 990 * MS,
+            rng: &mut rng,
+            bg_service: svc,
+            bg_size_bytes: size,
+            future_idle_ns: None,
+        };
+        t.on_idle(&mut ctx)
+    }
+
+    #[test]
+    fn the_size_refit_matches_a_sweep_of_one_retune_per_size() {
+        let (busy, idle) = recorded_window();
+        let svc = BgService::SizeBased {
+            base_ns: 8 * MS,
+            knee_bytes: 65_536,
+            rate_bytes_per_s: 100e6,
+        };
+        let sizes = [65_536u64, 262_144, 1 << 20, 4 << 20];
+        let mut chosen_sizes = Vec::new();
+        for budget in ["100us", "500us", "5ms", "50ms"] {
+            let mut t = tuner(budget, 400, 50);
+            t.set_sizes(&sizes).unwrap();
+            t.seed_window(&busy, &idle).unwrap();
+            // the run's own size (8 MiB, not a candidate) is not used
+            let d = decide_once(&mut t, 8 << 20, &svc);
+            let fit = t.history().last().unwrap().fit.clone().unwrap();
+            assert!(fit.met, "{budget}: {fit:?}");
+            let size = t.size_bytes().unwrap();
+            assert_eq!(t.history().last().unwrap().size_bytes, Some(size));
+            // applied at this decision: the policy's request has the size
+            match d {
+                Decision::Start(s) => assert_eq!(s.size_bytes, size, "{budget}"),
+                Decision::Quiet => panic!("{budget}: fixed-wait always starts"),
+            }
+            // the independent sweep: `simulate --retune`'s tuner, one per
+            // size, that size as the run's; the best feasible by throughput
+            // (then less delay, then the smaller size)
+            let mut best: Option<(u64, String, f64, f64)> = None;
+            let mut total_runs = 0;
+            for &s in &sizes {
+                let mut one = tuner(budget, 400, 50);
+                one.seed_window(&busy, &idle).unwrap();
+                decide_once(&mut one, s, &svc);
+                let f = one.history().last().unwrap().fit.clone().unwrap();
+                total_runs += f.simulations;
+                if !f.met {
+                    continue;
+                }
+                let better = best.as_ref().is_none_or(|b| {
+                    f.bg_throughput_bytes_per_s > b.2
+                        || (f.bg_throughput_bytes_per_s == b.2 && f.mean_added_delay_s < b.3)
+                });
+                if better {
+                    best = Some((
+                        s,
+                        one.value().to_string(),
+                        f.bg_throughput_bytes_per_s,
+                        f.mean_added_delay_s,
+                    ));
+                }
+            }
+            let (s, value, thr, delay) = best.unwrap();
+            assert_eq!((size, t.value()), (s, value.as_str()), "{budget}");
+            assert_eq!(
+                (fit.bg_throughput_bytes_per_s, fit.mean_added_delay_s),
+                (thr, delay),
+                "{budget}"
+            );
+            assert_eq!(fit.simulations, total_runs, "{budget}");
+            // and the fit is what the simulator gives that (value, size) on
+            // the window, run directly
+            let (bl, bn): (Vec<u64>, Vec<u32>) = busy.iter().copied().unzip();
+            let il: Vec<u64> = idle.iter().map(|i| i.0).collect();
+            let prep = Prepared::from_periods(&bl, &bn, &il).unwrap();
+            let sim = SimConfig {
+                bg_service: svc,
+                bg_work: BgWork::Endless,
+                bg_size_bytes: size,
+                switch_penalty_ns: 0,
+                seed: crate::dist::DEFAULT_SEED + 1,
+            };
+            let mut p = policy::build(&format!("fixed-wait:t={value}")).unwrap();
+            let r = simulate(&prep, p.as_mut(), &sim).unwrap();
+            assert_eq!(r.bg.throughput_bytes_per_s, thr, "{budget}");
+            assert!(
+                r.fg.mean_added_delay_s
+                    <= budget
+                        .parse::<Budget>()
+                        .map(|b| match b {
+                            Budget::AddedDelay { ns } => ns as f64 / 1e9,
+                            Budget::Slowdown { .. } => unreachable!(),
+                        })
+                        .unwrap()
+            );
+            chosen_sizes.push((size, value));
+        }
+        // the budgets pick different sizes (a tight one the smallest, a
+        // loose one the largest): the size is chosen, not fixed
+        let mut distinct: Vec<u64> = chosen_sizes.iter().map(|c| c.0).collect();
+        distinct.dedup();
+        assert!(distinct.len() >= 3, "{chosen_sizes:?}");
+    }
+
+    #[test]
+    fn a_size_refit_is_refused_where_the_size_is_not_the_runs() {
+        let mut t = OnlineTuner::new(
+            "fixed-wait:size=1MiB",
+            OnlineConfig::new("1ms".parse().unwrap()),
+        )
+        .unwrap();
+        let e = t.set_sizes(&[65_536]).unwrap_err().to_string();
+        assert!(e.contains("size is fixed"), "{e}");
+        let mut t = tuner("1ms", 100, 50);
+        assert!(t.set_sizes(&[]).is_err());
+        assert!(t.set_sizes(&[0, 65_536]).is_err());
+        // without a refit yet, the run's size
+        t.set_sizes(&[65_536, 1 << 20]).unwrap();
+        assert_eq!(t.size_bytes(), None);
     }
 
     fn tuner(budget: &str, window: usize, every: usize) -> OnlineTuner {

@@ -23,6 +23,13 @@ use std::sync::Arc;
 /// in service waits only ~10 ms on a disk (Practical Scrubbing Fig. 4).
 pub const DEFAULT_SIZE: u64 = 1 << 20;
 
+/// Smallest request size a budget refits to (and the segment of a fresh
+/// pass under a budget with no `--size`): the low end of the sizes the
+/// live benchmark's offline tuning sweeps (`--sizes 64KiB..4MiB`).
+pub const REFIT_MIN_SIZE: u64 = 64 << 10;
+/// Largest request size a budget refits to: that sweep's high end.
+pub const REFIT_MAX_SIZE: u64 = 4 << 20;
+
 /// Everything a block scrub needs, settled (flags, config, tune result
 /// and defaults already applied; what is left open comes from the
 /// checkpoint with [`Resume::Yes`], then from the tune result, then from
@@ -168,11 +175,24 @@ impl ScrubSession {
         } else {
             None
         };
+        // a budget with no size given refits the size too, among the
+        // powers of two from the segment (REFIT_MIN_SIZE on a fresh pass,
+        // the checkpoint's on a resumed one) to REFIT_MAX_SIZE: a request
+        // reads whole segments
+        let refit_size = plan.budget.is_some() && plan.size.is_none() && plan.tuned_size.is_none();
         let size = plan
             .size
             .or(existing.as_ref().map(|c| c.request_size_bytes))
             .or(plan.tuned_size)
-            .unwrap_or(DEFAULT_SIZE);
+            .unwrap_or(if refit_size {
+                REFIT_MIN_SIZE
+            } else {
+                DEFAULT_SIZE
+            });
+        let budget = plan.budget.map(|b| crate::budget::LiveBudget {
+            sizes: (refit_size && size <= REFIT_MAX_SIZE).then_some((size, REFIT_MAX_SIZE)),
+            ..b
+        });
         let order = plan
             .order
             .or(existing.as_ref().map(|c| c.order))
@@ -259,7 +279,7 @@ impl ScrubSession {
                     .bg_service
                     .unwrap_or(DriverConfig::default().initial_bg_service),
                 seed: plan.seed,
-                budget: plan.budget,
+                budget,
             },
         )?;
         if plan.budget.is_some() {
