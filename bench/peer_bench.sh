@@ -108,7 +108,7 @@ fi
 # the reader's copy out of its page cache (indexing read it): overlay reads
 # that hit it would be served from memory, not by the peer
 python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$WORK/client/app/big.bin"
-echo "overlay: $WORK/mnt/big.bin, disk asleep; local O_DIRECT and overlay passes alternate, $REPEAT each; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "overlay: $WORK/mnt/big.bin (server pid $SERVER_PID, mount pid $MOUNT_PID), disk asleep; local O_DIRECT and overlay passes alternate, $REPEAT each; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 # OVERLAY_WRAP: a command prefix for the reads, e.g. to trace the scheduler:
 #   OVERLAY_WRAP="perf sched record -a -o /var/tmp/sched.data --" bash bench/peer_bench.sh
 ${OVERLAY_WRAP:-} python3 bench/overlay_read.py "$WORK/client/app/big.bin" "$WORK/mnt/big.bin" "$CHUNK_BYTES" "$REPEAT" > "$WORK/overlay.json"
