@@ -4,7 +4,7 @@
 //! must never be read as the answer to the next request).
 
 use crate::error::{Error, Result};
-use crate::proto::{read_frame, write_frame, Request, Response};
+use crate::proto::{read_response, write_frame, Request, Response};
 use crate::transport::{Conn, Transport};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -128,10 +128,9 @@ async fn exchange(
     write_frame(&mut conn, body)
         .await
         .map_err(|e| e.to_string())?;
-    let frame = read_frame(&mut conn)
+    let resp = read_response(&mut conn)
         .await
         .map_err(|e| e.to_string())?
         .ok_or_else(|| "connection closed before the answer".to_string())?;
-    let resp = Response::decode(&frame).map_err(|e| e.to_string())?;
     Ok((conn, resp))
 }

@@ -21,6 +21,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+thread_local! {
+    /// Whether this FUSE thread asked for a short slice yet.
+    static SHORT_SLICE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// How long the kernel may cache attributes and entries.
 const TTL: Duration = Duration::from_secs(1);
 
@@ -214,6 +219,14 @@ impl Filesystem for OverlayFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        SHORT_SLICE.with(|asked| {
+            if !asked.get() {
+                // fuser's threads are its own: ask on the first read each
+                // serves (see `sys::request_short_slice`)
+                let _ = crate::sys::request_short_slice(crate::sys::READ_PATH_SLICE_NS);
+                asked.set(true);
+            }
+        });
         let Some((file, rel)) = self.open.lock().expect("open lock").get(&fh.0).cloned() else {
             return reply.error(Errno::EBADF);
         };

@@ -264,6 +264,13 @@ impl Node {
             .max_blocking_threads(limits.max_blocking + 16)
             .enable_all()
             .thread_name("fallow-peer")
+            // every read through the overlay wakes several of these threads
+            // (and the holder's); on a busy machine each wake-up could wait
+            // out another task's slice (docs/peer.md, "Latency through the
+            // overlay"). Not fatal if refused: the threads run as before.
+            .on_thread_start(|| {
+                let _ = crate::sys::request_short_slice(crate::sys::READ_PATH_SLICE_NS);
+            })
             .build()
             .map_err(|e| Error::Net {
                 what: "tokio runtime".into(),

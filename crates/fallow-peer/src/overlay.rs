@@ -101,13 +101,13 @@ impl Overlay {
         if len == 0 {
             return Ok((Vec::new(), Served::PageCache));
         }
-        let f = file.clone();
-        let (mut buf, n) = tokio::task::spawn_blocking(move || {
-            let mut b = vec![0u8; len];
-            crate::cache::read_cached(&f, offset, &mut b).map(|n| (b, n))
-        })
-        .await
-        .map_err(io::Error::other)??;
+        // on this thread: `read_cached` never waits for the disk (residency
+        // by `cachestat`, then `RWF_NOWAIT`), and handing it to a blocking
+        // thread and back cost two thread wake-ups per read, each a chance
+        // to wait for a core on a loaded machine (docs/peer.md, "Latency
+        // through the overlay")
+        let mut buf = vec![0u8; len];
+        let n = crate::cache::read_cached(&file, offset, &mut buf)?;
         let served = if n == len {
             Served::PageCache
         } else if !self.disk.is_asleep() {
@@ -168,6 +168,30 @@ impl Overlay {
         let chunks = entry.manifest.chunks_for(offset, len as u64);
         // one deadline over every chunk and holder of this read
         let deadline = tokio::time::Instant::now() + self.shared.client.timeout;
+        if chunks.len() == 1 {
+            // one chunk (a read within a chunk: the kernel's 128 KiB reads
+            // of a file with 128 KiB chunks): fetched in this task, not a
+            // spawned one, which saves a hand-off there and back
+            let i = chunks.start;
+            let mut data = fetch_chunk(
+                &self.shared,
+                &idx,
+                &wire,
+                i,
+                &holders,
+                self.quarantine,
+                deadline,
+            )
+            .await?;
+            let r = entry.manifest.chunk_range(i);
+            let from = (offset - r.start) as usize;
+            let to = ((offset + len as u64).min(r.end) - r.start) as usize;
+            if from == 0 && to == data.len() {
+                return Ok(data);
+            }
+            data.truncate(to);
+            return Ok(data.split_off(from));
+        }
         let mut set = tokio::task::JoinSet::new();
         for i in chunks.clone() {
             let shared = self.shared.clone();

@@ -85,6 +85,39 @@ pub async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> Result<Option<Vec<u
     }
 }
 
+/// Read one response frame of at most [`MAX_FRAME_BYTES`]; `None` at a
+/// clean end of the stream. A chunk's bytes are read straight into the
+/// buffer the response holds, not into a frame buffer and copied out (a
+/// 128 KiB allocation and copy less per remote read); anything else is
+/// decoded by [`Response::decode`].
+pub async fn read_response(r: &mut (impl AsyncRead + Unpin)) -> Result<Option<Response>> {
+    let Some(len) = read_len(r, MAX_FRAME_BYTES).await? else {
+        return Ok(None);
+    };
+    let err = |e: std::io::Error| Error::Protocol(format!("reading a frame of {len} bytes: {e}"));
+    if len < 5 {
+        return Response::decode(&read_body(r, len).await?).map(Some);
+    }
+    let mut head = [0u8; 5];
+    r.read_exact(&mut head).await.map_err(err)?;
+    if head[0] == 1 {
+        // tag 1, then the chunk's length, which must fill the frame
+        let n = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
+        if u64::from(n) + 5 != u64::from(len) {
+            return Err(Error::Protocol(format!(
+                "a chunk of {n} bytes in a frame of {len}"
+            )));
+        }
+        let mut data = vec![0u8; n as usize];
+        r.read_exact(&mut data).await.map_err(err)?;
+        return Ok(Some(Response::Chunk(data)));
+    }
+    let mut body = vec![0u8; len as usize];
+    body[..5].copy_from_slice(&head);
+    r.read_exact(&mut body[5..]).await.map_err(err)?;
+    Response::decode(&body).map(Some)
+}
+
 /// Read a frame's 4-byte length, refusing more than `max`; `None` at a
 /// clean end of the stream.
 pub async fn read_len(r: &mut (impl AsyncRead + Unpin), max: u32) -> Result<Option<u32>> {
@@ -110,6 +143,17 @@ pub async fn read_body(r: &mut (impl AsyncRead + Unpin), len: u32) -> Result<Vec
         .await
         .map_err(|e| Error::Protocol(format!("reading a frame of {len} bytes: {e}")))?;
     Ok(body)
+}
+
+/// Write a whole frame made by [`Response::encode_frame`].
+pub async fn write_encoded_frame(w: &mut (impl AsyncWrite + Unpin), frame: &[u8]) -> Result<()> {
+    w.write_all(frame)
+        .await
+        .map_err(|e| Error::Protocol(format!("writing a frame: {e}")))?;
+    w.flush()
+        .await
+        .map_err(|e| Error::Protocol(format!("writing a frame: {e}")))?;
+    Ok(())
 }
 
 /// Write one frame.
@@ -173,22 +217,48 @@ impl Response {
     /// Encode as a frame body.
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::new();
+        self.encode_into(&mut b);
+        b
+    }
+
+    /// Encode as a whole frame, length prefix and body in one buffer: a
+    /// chunk's bytes are copied once (the body, then the frame, was a copy
+    /// each, about 10 µs per 128 KiB on the server of every read).
+    pub fn encode_frame(&self) -> Result<Vec<u8>> {
+        let hint = match self {
+            Response::Chunk(data) => data.len() + 16,
+            _ => 64,
+        };
+        let mut b = Vec::with_capacity(hint);
+        b.extend_from_slice(&[0; 4]);
+        self.encode_into(&mut b);
+        let len = u32::try_from(b.len() - 4)
+            .ok()
+            .filter(|l| *l <= MAX_FRAME_BYTES)
+            .ok_or_else(|| {
+                Error::Protocol(format!("frame of {} bytes is too large", b.len() - 4))
+            })?;
+        b[..4].copy_from_slice(&len.to_be_bytes());
+        Ok(b)
+    }
+
+    fn encode_into(&self, b: &mut Vec<u8>) {
         match self {
             Response::Chunk(data) => {
                 b.push(1);
-                put_bytes(&mut b, data);
+                put_bytes(b, data);
             }
             Response::NotCached => b.push(2),
             Response::Refused(why) => {
                 b.push(3);
-                put_bytes(&mut b, why.as_bytes());
+                put_bytes(b, why.as_bytes());
             }
             Response::Adverts { version, files } => {
                 b.push(4);
                 b.extend_from_slice(&version.to_be_bytes());
                 b.extend_from_slice(&(files.len() as u32).to_be_bytes());
                 for f in files {
-                    put_bytes(&mut b, f.wire.as_bytes());
+                    put_bytes(b, f.wire.as_bytes());
                     b.extend_from_slice(&f.root);
                 }
             }
@@ -198,10 +268,9 @@ impl Response {
             }
             Response::Status(json) => {
                 b.push(6);
-                put_bytes(&mut b, json.as_bytes());
+                put_bytes(b, json.as_bytes());
             }
         }
-        b
     }
 
     /// Decode a frame body.
@@ -370,6 +439,56 @@ mod tests {
         // a string length beyond the frame
         let bad = [3, 0xff, 0xff, 0xff, 0xff, b'x'];
         assert!(Response::decode(&bad).is_err());
+    }
+
+    #[tokio::test]
+    async fn responses_read_from_a_stream_decode_as_frames_do() {
+        let resps = [
+            Response::Chunk(vec![7; 1000]),
+            Response::Chunk(Vec::new()),
+            Response::NotCached,
+            Response::Refused("no".into()),
+            Response::AdvertsUnchanged { version: 4 },
+            Response::Status("{}".into()),
+        ];
+        let (mut a, mut b) = tokio::io::duplex(1 << 16);
+        for r in &resps {
+            let frame = r.encode_frame().unwrap();
+            // the one-buffer frame is the length and the body, by hand
+            let body = r.encode();
+            assert_eq!(frame[..4], (body.len() as u32).to_be_bytes());
+            assert_eq!(frame[4..], body[..]);
+            write_encoded_frame(&mut a, &frame).await.unwrap();
+        }
+        drop(a);
+        for r in &resps {
+            assert_eq!(read_response(&mut b).await.unwrap().as_ref(), Some(r));
+        }
+        assert!(read_response(&mut b).await.unwrap().is_none());
+        // a chunk whose length does not fill its frame, either way
+        for (n, frame_len) in [(3u32, 9u32), (5, 9), (u32::MAX, 9)] {
+            let (mut a, mut b) = tokio::io::duplex(64);
+            let mut f = frame_len.to_be_bytes().to_vec();
+            f.push(1);
+            f.extend(n.to_be_bytes());
+            f.extend([0; 4]);
+            a.write_all(&f).await.unwrap();
+            assert!(read_response(&mut b)
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("in a frame of 9"));
+        }
+        // a frame cut short, and one longer than allowed
+        let (mut a, mut b) = tokio::io::duplex(64);
+        a.write_all(&[0, 0, 0, 9, 1, 0, 0, 0, 4, 1]).await.unwrap();
+        drop(a);
+        assert!(read_response(&mut b).await.is_err());
+        let (mut a, mut b) = tokio::io::duplex(64);
+        a.write_all(&(MAX_FRAME_BYTES + 1).to_be_bytes())
+            .await
+            .unwrap();
+        assert!(read_response(&mut b).await.is_err());
     }
 
     #[tokio::test]

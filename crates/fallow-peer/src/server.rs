@@ -12,7 +12,9 @@
 //! once on blocking threads.
 
 use crate::node::Shared;
-use crate::proto::{read_body, read_len, write_frame, Request, Response, MAX_REQUEST_BYTES};
+use crate::proto::{
+    read_body, read_len, write_encoded_frame, Request, Response, MAX_REQUEST_BYTES,
+};
 use crate::transport::{Conn, PeerKind, Transport};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -286,9 +288,13 @@ async fn connection(mut conn: Conn, kind: PeerKind, from: SocketAddr, shared: &A
                 None => return,
             },
         };
+        let Ok(frame) = resp.encode_frame() else {
+            return;
+        };
+        drop(resp);
         let sent = tokio::time::timeout(
             limits.frame_deadline,
-            write_frame(&mut conn, &resp.encode()),
+            write_encoded_frame(&mut conn, &frame),
         )
         .await;
         if !matches!(sent, Ok(Ok(()))) {
