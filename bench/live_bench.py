@@ -1687,7 +1687,7 @@ def btrfs_shape_cells(args) -> list[tuple[str, str, float | None]]:
         ("alone", "FG alone", None),
         ("fallow", f"fallow scrub btrfs:MNT --policy {args.shapes_policy}", None),
     ]
-    for rate in BTRFS_STATIC_LIMITS:
+    for rate in args.limits:
         cells.append((f"limit-{rate / 1e6:g}", f"scrub_speed_max {rate / 1e6:g} MB/s", rate))
     cells.append(("unthrottled", "unthrottled", 0.0))
     return cells
@@ -2179,6 +2179,11 @@ def main() -> int:
         " order rotated from round to round (quick 1, full 3)",
     )
     ap.add_argument(
+        "--limits",
+        help="with --btrfs-shapes: the static scrub_speed_max values, MB/s, comma-separated"
+        " (default " + ",".join(f"{r / 1e6:g}" for r in BTRFS_STATIC_LIMITS) + ")",
+    )
+    ap.add_argument(
         "--shapes-policy",
         default=BTRFS_SHAPES_POLICY,
         help="with --btrfs-shapes: fallow scrub's --policy (default %(default)s)",
@@ -2258,6 +2263,16 @@ def main() -> int:
         # the btrfs part's quick mode: 12 runs in CI's 90 s
         quick_s, full_s = (3.0, 30.0) if args.btrfs else (5.0, 60.0)
         args.runtime = quick_s if args.quick else full_s
+    try:
+        args.limits = (
+            [float(x) * 1e6 for x in args.limits.split(",")]
+            if args.limits
+            else list(BTRFS_STATIC_LIMITS)
+        )
+    except ValueError:
+        ap.error(f"--limits {args.limits}: want MB/s values, comma-separated (e.g. 1,2,4)")
+    if not args.limits or any(not (0 < r < 1e12) for r in args.limits):
+        ap.error(f"--limits: want positive MB/s values, got {args.limits}")
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
     if args.repeats < 1:
