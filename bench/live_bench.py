@@ -69,10 +69,16 @@ random 4 KiB reads; bursts of 20 reads 5 ms apart with idle gaps uniform
 in 0.5-2 s; the same with 4-8 s gaps, written as MSR-format cuts and
 replayed), each against FG alone, `fallow scrub btrfs:MNT --policy
 fixed-wait:t=200ms` (the brake, where the event monitor runs), the kernel's
-static `scrub_speed_max` at 8, 16.5 and 33 MB/s, and an unthrottled scrub.
-Per run: FG p50 and p99 over alone, the MB scrubbed during the run, and the
+static `scrub_speed_max` at 4, 8, 16.5 and 33 MB/s (`--limits`), and an
+unthrottled scrub. `--repeats` rounds (full mode 3), each running every
+shape's every cell, FG alone included, in an order rotated from round to
+round, each ratio taken against its own round's FG alone. Per cell, mean ±
+sd over the rounds: FG p50 and p99 over alone, the MB scrubbed during the
+run (and, on the bursty shapes, while a burst was in the system), and the
 time the file system's data would take at that rate (a projection: runs
-are time-bounded).
+are time-bounded). The verdict: the static limits' scrub rate at fallow's
+FG p99, linear between the two limits around it on their efficient curve
+(the gentlest limit where fallow is gentler than all), against fallow's.
 
 Usage (as root; needs fio, losetup, ionice, /dev/fuse and BFQ; --btrfs
 also btrfs-progs):
@@ -80,6 +86,8 @@ also btrfs-progs):
   python3 bench/live_bench.py --quick --btrfs     # CI: the btrfs part, 3 s runs, ~75 s
   python3 bench/live_bench.py --btrfs --json b.json   # its figures: 30 s runs, ~10 min
   python3 bench/live_bench.py --quick --btrfs --btrfs-shapes --runtime 10   # issue 24, ~5 min
+  python3 bench/live_bench.py --btrfs --btrfs-shapes --runtime 40 --btrfs-size 4096 \
+      --btrfs-fill 3072 --json s.json   # issue 24's verdict: 3 rounds, ~50 min
   python3 bench/live_bench.py --json out.json     # full mode: the README's figures
   python3 bench/live_bench.py --fallow target/debug/fallow --devices emu --runtime 30
 
