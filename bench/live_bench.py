@@ -69,10 +69,16 @@ random 4 KiB reads; bursts of 20 reads 5 ms apart with idle gaps uniform
 in 0.5-2 s; the same with 4-8 s gaps, written as MSR-format cuts and
 replayed), each against FG alone, `fallow scrub btrfs:MNT --policy
 fixed-wait:t=200ms` (the brake, where the event monitor runs), the kernel's
-static `scrub_speed_max` at 8, 16.5 and 33 MB/s, and an unthrottled scrub.
-Per run: FG p50 and p99 over alone, the MB scrubbed during the run, and the
+static `scrub_speed_max` at 4, 8, 16.5 and 33 MB/s (`--limits`), and an
+unthrottled scrub. `--repeats` rounds (full mode 3), each running every
+shape's every cell, FG alone included, in an order rotated from round to
+round, each ratio taken against its own round's FG alone. Per cell, mean ±
+sd over the rounds: FG p50 and p99 over alone, the MB scrubbed during the
+run (and, on the bursty shapes, while a burst was in the system), and the
 time the file system's data would take at that rate (a projection: runs
-are time-bounded).
+are time-bounded). The verdict: the static limits' scrub rate at fallow's
+FG p99, linear between the two limits around it on their efficient curve
+(the gentlest limit where fallow is gentler than all), against fallow's.
 
 Usage (as root; needs fio, losetup, ionice, /dev/fuse and BFQ; --btrfs
 also btrfs-progs):
@@ -80,6 +86,8 @@ also btrfs-progs):
   python3 bench/live_bench.py --quick --btrfs     # CI: the btrfs part, 3 s runs, ~75 s
   python3 bench/live_bench.py --btrfs --json b.json   # its figures: 30 s runs, ~10 min
   python3 bench/live_bench.py --quick --btrfs --btrfs-shapes --runtime 10   # issue 24, ~5 min
+  python3 bench/live_bench.py --btrfs --btrfs-shapes --runtime 40 --btrfs-size 4096 \
+      --btrfs-fill 3072 --json s.json   # issue 24's verdict: 3 rounds, ~50 min
   python3 bench/live_bench.py --json out.json     # full mode: the README's figures
   python3 bench/live_bench.py --fallow target/debug/fallow --devices emu --runtime 30
 
@@ -92,6 +100,7 @@ SIGINT/SIGTERM/SIGHUP. Exit status 2 when something it needs is missing.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import json
 import math
@@ -504,6 +513,8 @@ def fg_command(dev: str, workload: str, args, out: Path) -> list[str]:
             f"{runtime_s:g}",
             str(out),
             f"{args.trace_start:g}",
+            # the bursty shapes' window is the whole runtime, gaps included
+            *(["hold"] if getattr(args, "replay_hold", False) else []),
         ]
     return [
         "fio",
@@ -646,7 +657,9 @@ def load_msr_cut(
     return events
 
 
-def replay(trace: Path, dev: str, runtime_s: float, out: Path, start_s: float = 0.0) -> None:
+def replay(
+    trace: Path, dev: str, runtime_s: float, out: Path, start_s: float = 0.0, hold: bool = False
+) -> None:
     """Replay `runtime_s` of the cut from `start_s`, open loop: each
     request is queued at its arrival time for the replay's worker
     (REPLAY_WORKERS), and its latency runs from that arrival to its
@@ -688,6 +701,11 @@ def replay(trace: Path, dev: str, runtime_s: float, out: Path, start_s: float = 
     for t in threads:
         t.join()
     os.close(fd)
+    if hold:
+        # a cut of bursts ends in a gap: the run's window is its runtime,
+        # not its last burst (the scrub's rate is over the window)
+        while (left := start_ns + runtime_s * 1e9 - time.monotonic_ns()) > 0:
+            time.sleep(min(left / 1e9, 0.05))
     if errors:
         raise BenchError(errors[0])
     with open(f"{out}_clat.1.log", "w") as f:
@@ -703,6 +721,9 @@ def replay(trace: Path, dev: str, runtime_s: float, out: Path, start_s: float = 
                     "runtime_s": runtime_s,
                     "workers": REPLAY_WORKERS,
                     "latest_dispatch_s": late_ns / 1e9,
+                    # CLOCK_MONOTONIC is system-wide: the bench places
+                    # the bursts on its own samples of the device's reads
+                    "start_monotonic_ns": start_ns,
                 }
             }
         )
@@ -1666,6 +1687,67 @@ class BtrfsScrubber:
         return {"reported_bytes": st["bytes"], "status": st["status"], "note": ""}
 
 
+class SectorSampler:
+    """(CLOCK_MONOTONIC ns, sectors read) of `dev` every BURST_SAMPLE_S, in a
+    thread, until stop()."""
+
+    def __init__(self, dev: str):
+        self.dev = dev
+        self.samples: list[tuple[int, int]] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append((time.monotonic_ns(), read_sectors(self.dev)))
+            if self.done.wait(BURST_SAMPLE_S):
+                self.samples.append((time.monotonic_ns(), read_sectors(self.dev)))
+                return
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(5)
+
+
+def _sectors_at(samples: list[tuple[int, int]], t_ns: int) -> float:
+    """Sectors read by `t_ns`, linear between the samples around it."""
+    i = bisect.bisect_left(samples, (t_ns, -1))
+    if i <= 0:
+        return float(samples[0][1])
+    if i >= len(samples):
+        return float(samples[-1][1])
+    (t0, s0), (t1, s1) = samples[i - 1], samples[i]
+    return s0 + (s1 - s0) * (t_ns - t0) / max(1, t1 - t0)
+
+
+def bytes_in_bursts(samples: list[tuple[int, int]], out: Path) -> int:
+    """The device's bytes read beyond the FG's own while a burst of the
+    replay `out` was in the system. A burst: requests arriving less than
+    BURST_SPLIT_MS apart (the shapes' gaps are ≥ 500 ms, their requests
+    5 ms apart); its window runs from its first arrival to its last
+    completion. The replay's log gives arrivals (ms from its start) and
+    latencies; its JSON the start on CLOCK_MONOTONIC."""
+    start_ns = int(load_fio_json(Path(f"{out}.json"))["replay"]["start_monotonic_ns"])
+    reqs = []  # (arrival_ns, completion_ns, bytes)
+    for line in Path(f"{out}_clat.1.log").read_text().splitlines():
+        f = line.split(",")
+        at = start_ns + int(f[0]) * 1_000_000
+        reqs.append((at, at + int(f[1]), int(f[3])))
+    bursts: list[list] = []
+    for at, done, size in reqs:
+        if bursts and at - bursts[-1][3] < BURST_SPLIT_MS * 1_000_000:
+            b = bursts[-1]
+            b[1], b[2], b[3] = max(b[1], done), b[2] + size, at
+        else:
+            bursts.append([at, done, size, at])
+    total = 0.0
+    for first, last_done, fg_bytes, _ in bursts:
+        dev_bytes = (_sectors_at(samples, last_done) - _sectors_at(samples, first)) * 512
+        total += max(0.0, dev_bytes - fg_bytes)
+    return round(total)
+
+
 def same_scrub(st0: dict, st1: dict) -> bool:
     """Whether the scrub of status `st1` is the one of `st0`, resumed or
     not, so that its counters go on from `st0`'s. Only a fresh start (a
@@ -1677,14 +1759,25 @@ def same_scrub(st0: dict, st1: dict) -> bool:
     return st1["started"] is None or st1["started"] == st0["started"]
 
 
-def btrfs_window(dev: str, mnt: Path, fg_cmd: list[str], out: Path, cleanup: Cleanup) -> dict:
+def btrfs_window(
+    dev: str, mnt: Path, fg_cmd: list[str], out: Path, cleanup: Cleanup, bursts: bool = False
+) -> dict:
     """One FG run; the scrub's bytes are what `btrfs scrub status -R` says
     it scrubbed during the run (data + tree bytes, which count a chunk
     re-read after a resume again), and, as a cross-check, the device's bytes
-    read beyond the FG's own."""
+    read beyond the FG's own. With `bursts` (a replayed cut of bursts), also
+    the device's bytes read beyond the FG's own while a burst was in the
+    system (first arrival to last completion): `scrub_bytes_in_bursts`."""
     st0 = scrub_status(mnt)
-    r = run_window(dev, fg_cmd, out, cleanup)
+    sampler = SectorSampler(dev) if bursts else None
+    try:
+        r = run_window(dev, fg_cmd, out, cleanup)
+    finally:
+        if sampler is not None:
+            sampler.stop()
     st1 = scrub_status(mnt)
+    if sampler is not None:
+        r["scrub_bytes_in_bursts"] = bytes_in_bursts(sampler.samples, out)
     before = st0["bytes"] if same_scrub(st0, st1) else 0
     scrubbed = max(0, st1["bytes"] - before)
     r["device_other_bytes"] = r.pop("scrub_bytes")
@@ -1897,10 +1990,16 @@ BTRFS_SHAPES = {
 }
 BURST_REQUESTS = 20
 BURST_SPACING_MS = 5.0
+# the device's reads are sampled this often to tell what the scrub read
+# while a burst was in the system; arrivals closer than BURST_SPLIT_MS
+# belong to one burst
+BURST_SAMPLE_S = 0.005
+BURST_SPLIT_MS = 250.0
 # Static scrub_speed_max values spanning the kernel limit's trade-off curve
-# on the emulated HDD (issue 24 measured 16.5 and 25 MB/s against fallow).
-BTRFS_STATIC_LIMITS = (8e6, 16.5e6, 33e6)
-# The policy fallow runs in this comparison (issue 24's runs).
+# on the emulated HDD (issue 24 measured 16.5 and 25 MB/s against fallow;
+# 4 MB/s reaches down to the FG p99 fallow keeps under the continuous FG).
+BTRFS_STATIC_LIMITS = (4e6, 8e6, 16.5e6, 33e6)
+# The policy fallow runs in this comparison by default (--shapes-policy).
 BTRFS_SHAPES_POLICY = "fixed-wait:t=200ms"
 
 
@@ -1925,16 +2024,47 @@ def bench_btrfs_shapes(
     """Issue 24's comparison on each FG shape: FG alone, fallow (its
     policy, the brake where the event monitor runs), the kernel's static
     `scrub_speed_max` at BTRFS_STATIC_LIMITS, and an unthrottled scrub.
-    Per run: FG p50/p99 over alone, the scrub's MB during the run and the
-    time it would take to scrub the file system's data at that rate."""
+    Per run: FG p50/p99 over the same repeat's alone, the scrub's MB
+    during the run (and, for bursts, during the bursts) and the time it
+    would take to scrub the file system's data at that rate.
+
+    `--repeats` rounds, each running every shape's every cell, FG alone
+    included, the cells' order rotated from round to round: load drift
+    (a shared machine) falls on every cell alike, and each ratio is taken
+    against the alone run of its own round."""
     wanted = args.shapes.split(",") if args.shapes else list(BTRFS_SHAPES)
-    return [
-        bench_btrfs_shape(fallow, device, args, cleanup, work, shape, BTRFS_SHAPES[shape])
-        for shape in wanted
+    cells = btrfs_shape_cells(args)
+    per = {shape: [] for shape in wanted}
+    for rep in range(args.repeats):
+        for shape in wanted:
+            k = rep % len(cells)
+            order = cells[k:] + cells[:k]
+            per[shape].append(
+                bench_btrfs_shape_round(
+                    fallow, device, args, cleanup, work, shape, BTRFS_SHAPES[shape], rep, order
+                )
+            )
+    out = []
+    for shape in wanted:
+        sh = summarize_shape(shape, BTRFS_SHAPES[shape], per[shape], [c[0] for c in cells])
+        sh.update(shape_verdict(sh))
+        out.append(sh)
+    return out
+
+
+def btrfs_shape_cells(args) -> list[tuple[str, str, float | None]]:
+    """(tag, label, static rate or None) of each cell of a round."""
+    cells = [
+        ("alone", "FG alone", None),
+        ("fallow", f"fallow scrub btrfs:MNT --policy {args.shapes_policy}", None),
     ]
+    for rate in args.limits:
+        cells.append((f"limit-{rate / 1e6:g}", f"scrub_speed_max {rate / 1e6:g} MB/s", rate))
+    cells.append(("unthrottled", "unthrottled", 0.0))
+    return cells
 
 
-def bench_btrfs_shape(
+def bench_btrfs_shape_round(
     fallow: Path,
     device: dict,
     args,
@@ -1942,73 +2072,194 @@ def bench_btrfs_shape(
     work: Path,
     shape: str,
     gaps: tuple[float, float] | None,
+    rep: int,
+    order: list[tuple[str, str, float | None]],
 ) -> dict:
     dev, mnt = device["device"], Path(device["mount"])
     data_bytes = device.get("fill_bytes") or args.btrfs_fill * MIB
-    wdir = work / f"btrfs-shape-{shape}"
-    wdir.mkdir()
+    wdir = work / f"btrfs-shape-{shape}" / f"round{rep}"
+    wdir.mkdir(parents=True)
     sargs = argparse.Namespace(**vars(args))
+    # each round its own draw, the same for every cell of the round
+    sargs.seed = args.seed + rep
     if gaps is None:
         sargs.fg_iops = 20
         workload = "random"
     else:
         cut = wdir / "bursts.trace"
-        write_burst_cut(cut, gaps, args.runtime, args.seed)
-        sargs.trace, sargs.trace_start = cut, 0.0
+        write_burst_cut(cut, gaps, args.runtime, sargs.seed)
+        sargs.trace, sargs.trace_start, sargs.replay_hold = cut, 0.0, True
         workload = "trace"
 
-    def one(scrubber, tag: str, label: str) -> dict:
+    def one(tag: str, label: str, rate: float | None) -> dict:
         report = None
+        if tag == "alone":
+            scrubber = None
+        elif tag == "fallow":
+            policy = Path(f"policy:{args.shapes_policy}")
+            scrubber = FallowScrubber(fallow, f"btrfs:{mnt}", policy, None, False, cleanup)
+        elif rate:
+            scrubber = BtrfsScrubber(str(mnt), "limit", cleanup, device["speed_file"], rate)
+        else:
+            scrubber = BtrfsScrubber(str(mnt), "unthrottled", cleanup, None)
         if scrubber is not None:
             scrubber.start()
         try:
             if scrubber is not None:
                 time.sleep(1.0)
             fg = fg_command(dev, workload, sargs, wdir / tag)
-            r = btrfs_window(dev, mnt, fg, wdir / tag, cleanup)
+            r = btrfs_window(dev, mnt, fg, wdir / tag, cleanup, bursts=gaps is not None)
         finally:
             if scrubber is not None:
                 report = scrubber.stop()
         r["scrubber"], r["label"], r["scrubber_report"] = tag, label, report
         mb_s = r["scrub_mb_s"]
         r["finish_s"] = data_bytes / (mb_s * 1e6) if mb_s > 0 else None
+        during = r.get("scrub_bytes_in_bursts")
         log(
-            f"btrfs/{shape}: {label}: FG p50 {_ms(r['fg']['p50_s'])},"
+            f"btrfs/{shape} round {rep + 1}: {label}: FG p50 {_ms(r['fg']['p50_s'])},"
             f" p99 {_ms(r['fg']['p99_s'])}; scrubbed {r['scrub_bytes'] / 1e6:.1f} MB"
+            + ("" if during is None else f", {during / 1e6:.1f} MB of it during bursts")
         )
         time.sleep(0.5 if args.quick else 2.0)
         return r
 
-    runs = [one(None, "alone", "FG alone")]
-    policy = Path(f"policy:{BTRFS_SHAPES_POLICY}")
-    s = FallowScrubber(fallow, f"btrfs:{mnt}", policy, None, False, cleanup)
-    runs.append(one(s, "fallow", f"fallow scrub btrfs:MNT --policy {BTRFS_SHAPES_POLICY}"))
-    for rate in BTRFS_STATIC_LIMITS:
-        s = BtrfsScrubber(str(mnt), "limit", cleanup, device["speed_file"], rate)
-        runs.append(one(s, f"limit-{rate / 1e6:g}", f"scrub_speed_max {rate / 1e6:g} MB/s"))
-    runs.append(
-        one(BtrfsScrubber(str(mnt), "unthrottled", cleanup, None), "unthrottled", "unthrottled")
-    )
-    ref = runs[0]["fg"]
-    for r in runs:
+    runs = {tag: one(tag, label, rate) for tag, label, rate in order}
+    ref = runs["alone"]["fg"]
+    for r in runs.values():
         r["fg"]["p99_ratio"] = r["fg"]["p99_s"] / ref["p99_s"]
         r["fg"]["p50_ratio"] = r["fg"]["p50_s"] / ref["p50_s"]
-    return {"shape": shape, "gaps_s": gaps, "runs": runs}
+    return {"round": rep, "seed": sargs.seed, "order": [c[0] for c in order], "runs": runs}
+
+
+def _mean_sd(xs: list[float]) -> dict:
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    return {"mean": m, "sd": sd, "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+def summarize_shape(
+    shape: str, gaps: tuple[float, float] | None, rounds: list[dict], tags: list[str]
+) -> dict:
+    """Per cell, over the rounds: FG p50/p99 × alone, MB scrubbed in the
+    run (and in the bursts), scrub rate and projected finish."""
+    cells = []
+    for tag in tags:
+        rs = [rd["runs"][tag] for rd in rounds]
+        c = {
+            "scrubber": tag,
+            "label": rs[0]["label"],
+            "p50_ratio": _mean_sd(
+                [r["fg"]["p50_s"] / rd["runs"]["alone"]["fg"]["p50_s"] for r, rd in zip(rs, rounds)]
+            ),
+            "p99_ratio": _mean_sd(
+                [r["fg"]["p99_s"] / rd["runs"]["alone"]["fg"]["p99_s"] for r, rd in zip(rs, rounds)]
+            ),
+            "p50_s": _mean_sd([r["fg"]["p50_s"] for r in rs]),
+            "p99_s": _mean_sd([r["fg"]["p99_s"] for r in rs]),
+            "scrub_mb": _mean_sd([r["scrub_bytes"] / 1e6 for r in rs]),
+            "scrub_mb_s": _mean_sd([r["scrub_mb_s"] for r in rs]),
+        }
+        if all(r.get("scrub_bytes_in_bursts") is not None for r in rs):
+            c["scrub_mb_in_bursts"] = _mean_sd([r["scrub_bytes_in_bursts"] / 1e6 for r in rs])
+        rate = c["scrub_mb_s"]["mean"]
+        data = rs[0]["finish_s"] * rs[0]["scrub_mb_s"] * 1e6 if rs[0].get("finish_s") else None
+        # the finish time at the mean rate (a mean of 1/rate would let one
+        # slow round dominate)
+        c["finish_s"] = data / (rate * 1e6) if data and rate > 0 else None
+        cells.append(c)
+    return {"shape": shape, "gaps_s": gaps, "cells": cells, "rounds": rounds}
+
+
+def equal_p99(fallow: dict, statics: list[dict]) -> dict:
+    """The static limits' scrub rate at fallow's FG p99 (× alone, means
+    over the rounds). The static cells (the limits and unthrottled, a
+    limit of infinity) make a curve of rate against p99; only its
+    efficient points count (no other point scrubs more at a p99 as low).
+    Inside the curve's span, linear between the two points around
+    fallow's p99 (a limit between theirs); below it (fallow gentler than
+    every limit), the gentlest limit, whose FG p99 is above fallow's: a
+    comparison that favours the limit; above it, the fastest."""
+    pts = sorted(
+        ((s["p99_ratio"]["mean"], s["scrub_mb_s"]["mean"], s["label"]) for s in statics),
+        key=lambda p: (p[0], -p[1]),
+    )
+    front = []
+    for p in pts:
+        if not front or p[1] > front[-1][1]:
+            front.append(p)
+    x = fallow["p99_ratio"]["mean"]
+    if x <= front[0][0]:
+        rate, how = (
+            front[0][1],
+            f"the gentlest static limit ({front[0][2]}, p99 ×{front[0][0]:.2f})",
+        )
+    elif x >= front[-1][0]:
+        rate, how = front[-1][1], f"the fastest at or below fallow's p99 ({front[-1][2]})"
+    else:
+        i = next(i for i in range(1, len(front)) if front[i][0] >= x)
+        (x0, y0, l0), (x1, y1, l1) = front[i - 1], front[i]
+        rate = y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+        how = f"interpolated between {l0} and {l1}"
+    fr = fallow["scrub_mb_s"]["mean"]
+    return {
+        "fallow_p99_ratio": x,
+        "static_mb_s": rate,
+        "how": how,
+        "fallow_mb_s": fr,
+        # finish-time ratio: static's finish over fallow's = fallow's rate over static's
+        "speedup": fr / rate if rate > 0 else None,
+    }
+
+
+def shape_verdict(sh: dict) -> dict:
+    """Issue 24's goal: at equal FG p99, fallow finishes ≥ 2× sooner than
+    the static limits on the bursty shapes and not later on the
+    continuous one."""
+    by = {c["scrubber"]: c for c in sh["cells"]}
+    statics = [c for c in sh["cells"] if c["scrubber"] not in ("alone", "fallow")]
+    eq = equal_p99(by["fallow"], statics)
+    want = 1.0 if sh["gaps_s"] is None else 2.0
+    return {
+        "equal_p99": eq,
+        "goal_speedup": want,
+        "met": bool(eq["speedup"] and eq["speedup"] >= want),
+    }
+
+
+def _pm(s: dict, fmt: str = ".2f") -> str:
+    return f"{s['mean']:{fmt}} ± {s['sd']:{fmt}}"
 
 
 def shapes_table(shapes: list[dict]) -> str:
     rows = [
-        "shape | scrubber | FG p50 × alone | FG p99 × alone | scrub MB in the run"
-        " | finish (projected)"
+        "| FG shape | scrubber | FG p50 × alone | FG p99 × alone | MB scrubbed in the run"
+        " | of it during bursts | finish (projected) |",
+        "|---|---|--:|--:|--:|--:|--:|",
     ]
     for sh in shapes:
-        for r in sh["runs"]:
-            f = r["fg"]
-            fin = "" if r.get("finish_s") is None else f"{r['finish_s']:.0f} s"
+        for c in sh["cells"]:
+            fin = "—" if c.get("finish_s") is None else f"{c['finish_s']:.0f} s"
+            if c["scrubber"] == "alone":
+                p50 = f"1 ({_ms(c['p50_s']['mean'])})"
+                p99 = f"1 ({_ms(c['p99_s']['mean'])})"
+            else:
+                p50, p99 = _pm(c["p50_ratio"]), _pm(c["p99_ratio"])
+            bursts = c.get("scrub_mb_in_bursts")
             rows.append(
-                f"{sh['shape']} | {r['label']} | {f['p50_ratio']:.2f} |"
-                f" {f['p99_ratio']:.2f} | {r['scrub_bytes'] / 1e6:.1f} | {fin}"
+                f"| {sh['shape']} | {c['label']} | {p50} | {p99} | {_pm(c['scrub_mb'], '.0f')}"
+                f" | {'—' if bursts is None else _pm(bursts, '.0f')} | {fin} |"
             )
+    rows.append("")
+    for sh in shapes:
+        eq = sh["equal_p99"]
+        sp = "—" if eq["speedup"] is None else f"{eq['speedup']:.2f}×"
+        rows.append(
+            f"- {sh['shape']}: fallow {eq['fallow_mb_s']:.1f} MB/s"
+            f" at FG p99 ×{eq['fallow_p99_ratio']:.2f};"
+            f" static at that p99 {eq['static_mb_s']:.1f} MB/s ({eq['how']}): fallow finishes"
+            f" {sp} sooner (goal ≥ {sh['goal_speedup']:g}×: {'met' if sh['met'] else 'not met'})"
+        )
     return "\n".join(rows)
 
 
@@ -2199,6 +2450,8 @@ def table_btrfs(d: dict) -> str:
                 f" {_ms(fg['p99_s']):>9} {fg['p99_ratio']:>7.3f} {mbs:>11}"
             )
         lines.append("    " + _btrfs_verdict(w))
+    if d.get("shapes"):
+        lines.append(shapes_table(d["shapes"]))
     return "\n".join(lines)
 
 
@@ -2221,6 +2474,8 @@ def markdown_btrfs(d: dict) -> str:
     for w in d["workloads"]:
         out.append(f"- {w['name']}: {_btrfs_verdict(w)}.")
     out.append("")
+    if d.get("shapes"):
+        out = out[:1] + [shapes_table(d["shapes"]), ""]
     return "\n".join(out)
 
 
@@ -2253,9 +2508,11 @@ def choose_workdir(workdir: str | None, keep: bool) -> tuple[Path, Path | None]:
 def main() -> int:
     if sys.argv[1:2] == ["__replay"]:
         # the trace workload's FG process: __replay TRACE DEV RUNTIME_S OUT START_S
+        # [hold]: hold until RUNTIME_S has passed after the last completion
         trace, dev, runtime_s, out, start_s = sys.argv[2:7]
+        hold = sys.argv[7:8] == ["hold"]
         try:
-            replay(Path(trace), dev, float(runtime_s), Path(out), float(start_s))
+            replay(Path(trace), dev, float(runtime_s), Path(out), float(start_s), hold)
         except BenchError as e:
             log(f"replay: {e}")
             return 1
@@ -2287,6 +2544,22 @@ def main() -> int:
         help="with --btrfs-shapes: which, comma-separated (default all: "
         + ",".join(BTRFS_SHAPES)
         + ")",
+    )
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        help="with --btrfs-shapes: rounds of every shape's cells, FG alone in each, the cells'"
+        " order rotated from round to round (quick 1, full 3)",
+    )
+    ap.add_argument(
+        "--limits",
+        help="with --btrfs-shapes: the static scrub_speed_max values, MB/s, comma-separated"
+        " (default " + ",".join(f"{r / 1e6:g}" for r in BTRFS_STATIC_LIMITS) + ")",
+    )
+    ap.add_argument(
+        "--shapes-policy",
+        default=BTRFS_SHAPES_POLICY,
+        help="with --btrfs-shapes: fallow scrub's --policy (default %(default)s)",
     )
     ap.add_argument("--btrfs-size", type=int, help="btrfs image MiB (quick 1024, full 8192)")
     ap.add_argument(
@@ -2368,6 +2641,8 @@ def main() -> int:
                 w.update(btrfs_goal(w["runs"], w["goal"]["p99_tolerance"]))
                 g = w["goal"]
                 g["met"] = bool(g["at_idle_cost_met"] and g["most_within_p99_met"])
+            for sh in doc.get("btrfs", {}).get("shapes", []):
+                sh.update(shape_verdict(sh))
             text = markdown(doc)
         except (OSError, ValueError, KeyError) as e:
             ap.error(f"--markdown {args.markdown}: not a live_bench JSON result ({e!r})")
@@ -2377,6 +2652,20 @@ def main() -> int:
         # the btrfs part's quick mode: 12 runs in CI's 90 s
         quick_s, full_s = (3.0, 30.0) if args.btrfs else (5.0, 60.0)
         args.runtime = quick_s if args.quick else full_s
+    try:
+        args.limits = (
+            [float(x) * 1e6 for x in args.limits.split(",")]
+            if args.limits
+            else list(BTRFS_STATIC_LIMITS)
+        )
+    except ValueError:
+        ap.error(f"--limits {args.limits}: want MB/s values, comma-separated (e.g. 1,2,4)")
+    if not args.limits or any(not (0 < r < 1e12) for r in args.limits):
+        ap.error(f"--limits: want positive MB/s values, got {args.limits}")
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 3
+    if args.repeats < 1:
+        ap.error(f"--repeats {args.repeats}: want at least 1")
     if args.sizes is None:
         args.sizes = "64KiB..4MiB/4" if args.quick else "64KiB..4MiB/8"
     plain_mib = args.plain_size or (128 if args.quick else 2048)

@@ -467,6 +467,72 @@ def test_btrfs_goal_by_hand():
     assert g["at_idle_cost"] == {"scrubber": "fallow", "over_idle_class": 6.0}
 
 
+def _cell(label: str, p99: float, mb_s: float) -> dict:
+    return {
+        "scrubber": label,
+        "label": label,
+        "p99_ratio": {"mean": p99},
+        "scrub_mb_s": {"mean": mb_s},
+    }
+
+
+def test_equal_p99_interpolates_the_static_curve_by_hand():
+    """Issue 24's verdict: the static limits' rate at fallow's FG p99."""
+    eq = _module().equal_p99
+    statics = [
+        _cell("4", 1.2, 4.0),
+        _cell("8", 1.6, 8.0),
+        # slower and no gentler than "8": not on the curve
+        _cell("8b", 1.7, 7.0),
+        _cell("16", 2.4, 16.0),
+        _cell("unthrottled", 3.0, 30.0),
+    ]
+    # between 8 (1.6) and 16 (2.4): 8 + 8 × (2.0 − 1.6) / 0.8 = 12 MB/s
+    e = eq(_cell("fallow", 2.0, 30.0), statics)
+    assert math.isclose(e["static_mb_s"], 12.0) and math.isclose(e["speedup"], 2.5)
+    assert "8 and 16" in e["how"]
+    # p99 1.65 would be 8.25 MB/s through "8b" (ignored): through 8-16 it is 8.5
+    assert math.isclose(eq(_cell("fallow", 1.65, 17.0), statics)["static_mb_s"], 8.5)
+    # gentler than every limit: the gentlest, at its higher p99
+    e = eq(_cell("fallow", 1.05, 2.0), statics)
+    assert e["static_mb_s"] == 4.0 and e["speedup"] == 0.5 and "gentlest" in e["how"]
+    # harsher than all: the fastest
+    e = eq(_cell("fallow", 4.0, 15.0), statics)
+    assert e["static_mb_s"] == 30.0 and e["speedup"] == 0.5
+
+
+def test_shape_verdict_wants_2x_on_bursts_and_1x_on_continuous():
+    mod = _module()
+    cells = [_cell("alone", 1.0, 0.0), _cell("fallow", 2.0, 19.0)]
+    cells += [_cell("a", 1.6, 8.0), _cell("b", 2.4, 16.0)]
+    cells[0]["scrubber"], cells[1]["scrubber"] = "alone", "fallow"
+    # 12 MB/s at p99 2.0: 19/12 = 1.58×
+    assert mod.shape_verdict({"gaps_s": None, "cells": cells})["met"]
+    assert not mod.shape_verdict({"gaps_s": (0.5, 2.0), "cells": cells})["met"]
+    cells[1]["scrub_mb_s"]["mean"] = 24.0
+    assert mod.shape_verdict({"gaps_s": (0.5, 2.0), "cells": cells})["met"]
+
+
+def test_bytes_in_bursts_by_hand(tmp_path):
+    """The device's reads beyond the FG's own inside each burst's window
+    (first arrival to last completion), from 5 ms samples."""
+    mod = _module()
+    start = 10_000_000_000
+    out = tmp_path / "fg"
+    (tmp_path / "fg.json").write_text(json.dumps({"replay": {"start_monotonic_ns": start}}))
+    # burst 1: arrivals 0 and 5 ms, done at 20 and 30 ms; burst 2 (1 s later):
+    # one request at 1000 ms done at 1010 ms
+    (tmp_path / "fg_clat.1.log").write_text(
+        "0, 20000000, 0, 4096, 0\n5, 25000000, 0, 4096, 0\n1000, 10000000, 0, 4096, 0\n"
+    )
+    # the device reads 1 MiB/s steadily (2048 sectors/s, 2.048 per ms)
+    samples = [(start + ms * 1_000_000, round(ms * 2.048)) for ms in range(0, 1100, 5)]
+    got = mod.bytes_in_bursts(samples, out)
+    # windows 0-30 ms and 1000-1010 ms: 40 ms of 1 MiB/s, less the FG's 3 × 4096
+    want = 0.040 * 2048 * 512 - 3 * 4096
+    assert abs(got - want) <= 2 * 512, (got, want)
+
+
 def test_btrfs_fill_beyond_the_file_system_exits_2_with_the_flag():
     r = subprocess.run(
         [sys.executable, str(SCRIPT), "--btrfs", "--btrfs-size", "1000", "--btrfs-fill", "900"],
