@@ -1338,9 +1338,13 @@ mod tests {
         // introduced by a third party, none ever speaks for itself
         assert_eq!(most_fakes, 0, "fake members listed at a");
         let gone = c_gone_after.expect("c still listed 24 s after it was killed");
-        // 12 s documented, and the loop looks every 0.5 s
+        // 11-12 s documented (measured 9.8-11.4 s); the loop looks every
+        // 0.5 s, and a CI rehearsal with the fuzz and Python builds beside
+        // the tests (nice 19) saw 13.2 s: SWIM's probe rounds stretch with
+        // the scheduler. 15 s still fails a node that is never declared
+        // down or waits out a whole extra suspicion period.
         assert!(
-            gone < Duration::from_secs(13),
+            gone < Duration::from_secs(15),
             "c declared down after {gone:?}"
         );
         // the fakes expire once the attack stops
