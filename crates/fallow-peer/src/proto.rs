@@ -145,7 +145,8 @@ pub async fn read_body(r: &mut (impl AsyncRead + Unpin), len: u32) -> Result<Vec
     Ok(body)
 }
 
-/// Write a whole frame made by [`Response::encode_frame`].
+/// Write a whole frame (length prefix and body, as [`Response::encode_frame`]
+/// makes), then flush: TLS buffers records, so push them out now.
 pub async fn write_encoded_frame(w: &mut (impl AsyncWrite + Unpin), frame: &[u8]) -> Result<()> {
     w.write_all(frame)
         .await
@@ -165,14 +166,7 @@ pub async fn write_frame(w: &mut (impl AsyncWrite + Unpin), body: &[u8]) -> Resu
     let mut out = Vec::with_capacity(4 + body.len());
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(body);
-    w.write_all(&out)
-        .await
-        .map_err(|e| Error::Protocol(format!("writing a frame: {e}")))?;
-    // TLS buffers records: push them out now
-    w.flush()
-        .await
-        .map_err(|e| Error::Protocol(format!("writing a frame: {e}")))?;
-    Ok(())
+    write_encoded_frame(w, &out).await
 }
 
 impl Request {
