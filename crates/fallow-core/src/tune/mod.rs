@@ -121,8 +121,9 @@ impl TuneConfig {
 pub enum SearchMode {
     /// Every ladder step at every size ([`Guarantee::Exact`]): provably the
     /// best point of the ladder, at a cost that grows with idle intervals
-    /// × ladder steps × sizes (9 s of CPU on HP disk 0 with 30 sizes; more
-    /// than 10 minutes on 1 M requests).
+    /// × ladder steps × sizes (9 s of CPU on HP disk 0 with 30 sizes; about
+    /// 210 s of CPU for 1 M MMPP requests, 3 budgets × 30 sizes, measured
+    /// in the dev profile: docs/tuning.md).
     Exact,
     /// The coarse 1-2-5 grid plus bisection ([`Guarantee::CoarseGrid`]):
     /// seconds on any trace, no proof of optimality between grid points.
