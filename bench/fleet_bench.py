@@ -56,6 +56,12 @@ One run:
    alone (S: the cluster's start and stop), for a projection to N workers,
    ``T(N) = S + max((T(1) − S)/N, largest task)``.
 
+With ``--memory-limit SIZE`` (root) every contender runs in a memory
+cgroup of that size; one the limit kills is reported as such, with its
+time until then, and its figures are left out of the comparison (polars
+needs about 120 MiB per million requests here, so 200 M requests do not
+fit this 24 GiB machine; DuckDB is told to spill at 3/4 of the limit).
+
 Contenders whose package is absent (duckdb) are skipped with a ``skip:``
 line; ``--only`` picks some (``fallow,extension,polars,duckdb``).
 
@@ -241,6 +247,11 @@ def work_duckdb(path: str, service_ns: int, threads: int, out: str) -> None:
 
     con = duckdb.connect()
     con.execute(f"SET threads = {int(threads)}")
+    limit = os.environ.get("FLEET_BENCH_MEMORY_LIMIT_BYTES")
+    if limit:
+        # under --memory-limit: DuckDB spills to temp_directory at 3/4 of
+        # the cgroup's limit (it does not read a v1 cgroup's limit itself)
+        con.execute(f"SET memory_limit = '{int(limit) * 3 // 4 // 2**20}MiB'")
     con.execute("SET preserve_insertion_order = false")
     con.execute(f"SET temp_directory = '{Path(out).parent / 'duckdb.tmp'}'")
     s = int(service_ns)
@@ -290,25 +301,125 @@ def run_worker(argv: list[str]) -> None:
         work_duckdb(path, int(service_ns), int(threads), out)
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict:
-    """Run `cmd` under /usr/bin/time: wall s, CPU s, peak RSS MiB."""
+def timed(
+    cmd: list[str], env: dict[str, str] | None = None, cgroup: MemoryCgroup | None = None
+) -> dict:
+    """Run `cmd` under /usr/bin/time: wall s, CPU s, peak RSS MiB. In
+    `cgroup` (``--memory-limit``), a run the limit ends is a result
+    (``failed``), not an error: at 200 M requests polars needs more memory
+    than this machine has."""
     fmt = "fleet_bench %e %U %S %M"
+    inner = cmd
+    if cgroup is not None:
+        inner = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.procs), *cmd]
+        cgroup.reset()
     o = subprocess.run(
-        ["/usr/bin/time", "-f", fmt, *cmd],
+        ["/usr/bin/time", "-f", fmt, *inner],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
     )
+    lines = [ln for ln in o.stderr.splitlines() if ln.startswith("fleet_bench ")]
     if o.returncode != 0:
+        if cgroup is not None and cgroup.oom_killed() and lines:
+            wall, user, sys_s, rss_kb = lines[-1].split()[1:]
+            return {
+                "failed": f"killed by the {cgroup.limit_bytes / 2**30:.1f} GiB memory limit",
+                "wall_s": float(wall),
+                "cpu_s": float(user) + float(sys_s),
+                "peak_rss_mib": int(rss_kb) / 1024,
+                "stdout": "",
+            }
         sys.exit(f"{' '.join(cmd)} failed ({o.returncode}):\n{o.stderr[-3000:]}")
-    line = [ln for ln in o.stderr.splitlines() if ln.startswith("fleet_bench ")][-1]
-    wall, user, sys_s, rss_kb = line.split()[1:]
+    wall, user, sys_s, rss_kb = lines[-1].split()[1:]
     return {
         "wall_s": float(wall),
         "cpu_s": float(user) + float(sys_s),
         "peak_rss_mib": int(rss_kb) / 1024,
         "stdout": o.stdout,
     }
+
+
+class MemoryCgroup:
+    """A memory cgroup of its own (v1 or v2, whichever has the memory
+    controller), child of this process's, limited to `limit_bytes`: each
+    contender is started in it, so one that outgrows the limit is killed
+    there and reported, instead of the kernel's OOM killer choosing among
+    the machine's processes."""
+
+    def __init__(self, limit_bytes: int):
+        self.limit_bytes = limit_bytes
+        own = None
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, rel = line.split(":", 2)
+            if "memory" in controllers.split(","):
+                own, self.v2 = rel, False
+        mounts = [ln.split() for ln in Path("/proc/mounts").read_text().splitlines()]
+        if own is not None:
+            roots = [m[1] for m in mounts if m[2] == "cgroup" and "memory" in m[3].split(",")]
+        else:
+            rel = next(
+                ln.split(":", 2)[2]
+                for ln in Path("/proc/self/cgroup").read_text().splitlines()
+                if ln.startswith("0::")
+            )
+            roots = (
+                [
+                    m[1]
+                    for m in mounts
+                    if m[2] == "cgroup2"
+                    and "memory"
+                    in (Path(m[1]) / rel.lstrip("/") / "cgroup.controllers").read_text().split()
+                ]
+                if rel
+                else []
+            )
+            own, self.v2 = rel, True
+        if not roots:
+            sys.exit("--memory-limit: no cgroup memory controller mounted (v1 or v2)")
+        self.path = Path(roots[0]) / own.lstrip("/") / f"fleet_bench_{os.getpid()}"
+        try:
+            self.path.mkdir()
+            limit_file = "memory.max" if self.v2 else "memory.limit_in_bytes"
+            (self.path / limit_file).write_text(str(limit_bytes))
+        except OSError as e:
+            sys.exit(f"--memory-limit: cannot make a cgroup at {self.path}: {e} (needs root)")
+        self.procs = self.path / "cgroup.procs"
+
+    def reset(self) -> None:
+        self._ooms = self._oom_count()
+
+    def _oom_count(self) -> int:
+        if self.v2:
+            events = (self.path / "memory.events").read_text().split()
+            return int(events[events.index("oom_kill") + 1])
+        # memory.oom_control's oom_kill (kernel 4.13+); not failcnt, which
+        # also counts page cache reclaimed at the limit
+        control = (self.path / "memory.oom_control").read_text().split()
+        return int(control[control.index("oom_kill") + 1])
+
+    def oom_killed(self) -> bool:
+        return self._oom_count() > self._ooms
+
+    def remove(self) -> None:
+        try:
+            self.path.rmdir()
+        except OSError:
+            pass
+
+
+def _parse_bytes(text: str) -> int:
+    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = t[-1] if t and t[-1] in units else ""
+    number = t[: len(t) - len(unit)]
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        sys.exit(f"--memory-limit {text!r}: expected a size such as 12GiB")
+    if value < 2**26:
+        sys.exit(f"--memory-limit {text!r}: at least 64 MiB")
+    return int(value)
 
 
 # ------------------------------------------------------------------ checking
@@ -504,6 +615,11 @@ def main() -> int:
         action="store_false",
         help="skip the largest-partition and start-up timings",
     )
+    ap.add_argument(
+        "--memory-limit",
+        help="run every contender in a memory cgroup of this size (e.g. 12GiB; root): "
+        "one that outgrows it is reported as killed, not left to the kernel's OOM killer",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     args.sweep_workers = [int(w) for w in args.sweep_workers.split(",") if w]
@@ -535,10 +651,18 @@ def main() -> int:
         "contenders": {},
     }
     res = results["contenders"]
+    cgroup = MemoryCgroup(_parse_bytes(args.memory_limit)) if args.memory_limit else None
+    if cgroup is not None:
+        results["memory_limit_bytes"] = cgroup.limit_bytes
     engines: dict[str, dict[int, dict]] = {}
     fallow_rows = None
     if "fallow" in only:
-        r = timed([cli, "analyze", str(path), "--device", "all", "--service", service, "--json"])
+        r = timed(
+            [cli, "analyze", str(path), "--device", "all", "--service", service, "--json"],
+            cgroup=cgroup,
+        )
+        if "failed" in r:
+            sys.exit(f"fallow analyze: {r['failed']}")
         fallow_rows = json.loads(r.pop("stdout"))["devices"]
         res["fallow analyze --device all"] = {**r, "threads": 1}
     if "extension" in only:
@@ -572,7 +696,12 @@ def main() -> int:
         dataset = work / "fleet.dataset"
         if dataset.exists():
             shutil.rmtree(dataset)
-        r = timed([cli, "convert", str(path), "--partition-by", "device", "-o", str(dataset)])
+        r = timed(
+            [cli, "convert", str(path), "--partition-by", "device", "-o", str(dataset)],
+            cgroup=cgroup,
+        )
+        if "failed" in r:
+            sys.exit(f"fallow convert: {r['failed']}")
         r.pop("stdout")
         files = list(dataset.glob("device=*/part-*.parquet"))
         r["files"] = len(files)
@@ -596,11 +725,22 @@ def main() -> int:
                 str(args.threads),
                 str(out),
             ],
-            env={"POLARS_MAX_THREADS": str(args.threads)},
+            env={
+                "POLARS_MAX_THREADS": str(args.threads),
+                "FLEET_BENCH_MEMORY_LIMIT_BYTES": str(cgroup.limit_bytes) if cgroup else "",
+            },
+            cgroup=cgroup,
         )
         r.pop("stdout")
         res[engine] = {**r, "threads": args.threads}
+        if "failed" in r:
+            print(
+                f"{engine}: {r['failed']} after {r['wall_s']:.0f} s; its figures are not compared"
+            )
+            continue
         engines[engine] = _read_raw(out)
+    if cgroup is not None:
+        cgroup.remove()
     results["machine"]["loadavg_after"] = os.getloadavg()
     bad = compare(fallow_rows, engines) if fallow_rows is not None else []
     results["agreement"] = {"devices": len(fallow_rows or []), "mismatches": bad[:50]}
@@ -640,6 +780,12 @@ def _print_table(results: dict) -> None:
     print("| contender | threads | wall s | CPU s | M req/s | M req/s per core | peak RSS MiB |")
     print("|---|---|---|---|---|---|---|")
     for name, r in results["contenders"].items():
+        if "failed" in r:
+            print(
+                f"| {name} | {r['threads']} | {r['failed']} after {r['wall_s']:.0f} s | "
+                f"{r['cpu_s']:.2f} | – | – | {r['peak_rss_mib']:.0f} |"
+            )
+            continue
         per_core = n / r["cpu_s"] / 1e6 if r["cpu_s"] > 0 else float("nan")
         print(
             f"| {name} | {r['threads']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
