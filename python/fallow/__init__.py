@@ -59,7 +59,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fallow import _trace, fleet, io
+from fallow import _trace, fleet, io, live
 from fallow._fallow import SCHEMA_VERSION as SCHEMA_VERSION
 from fallow._fallow import FallowError, ParameterError, Trace, TraceFormatError, synthetic
 from fallow._fallow import __version__ as __version__
@@ -90,6 +90,7 @@ __all__ = [
     "compare",
     "energy",
     "fleet",
+    "live",
     "from_columns",
     "pareto",
     "policies",

@@ -193,6 +193,10 @@ def energy(trace: Trace | str | os.PathLike[str], **options: Any) -> dict[str, A
     arguments are :func:`fallow.energy`'s, with ``policy=None`` running every
     spin-down policy (``fallow.energy`` defaults to the 10 s timeout)."""
 
+def scrub(target: str, **options: Any) -> dict[str, Any]:
+    """The JSON of ``fallow scrub TARGET --json`` as plain data; the keyword
+    arguments are :func:`fallow.live.scrub`'s."""
+
 class PolicyInfo:
     """One policy of the registry (``fallow policies``), read-only."""
 

@@ -177,7 +177,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
     lines.finish();
     let out = out.map_err(live_err)?;
     if a.json {
-        Doc {
+        scrub_out::print_doc(&Doc {
             report: &out.report,
             devices: Some(&devices),
             policy: &s.policy,
@@ -187,8 +187,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
             monitor_cpu_fraction: out.monitor.cpu_fraction(),
             driver: &out.drive,
             warnings: &out.warnings,
-        }
-        .print()?;
+        })?;
     } else {
         for w in &out.warnings {
             eprintln!("fallow: {w}");

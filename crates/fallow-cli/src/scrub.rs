@@ -11,13 +11,12 @@
 
 use crate::error::live_err;
 use crate::human::{bytes, count, num, secs};
-use crate::scrub_out::{self, Doc, ProgressLines, Signals};
+use crate::scrub_out::{self, ProgressLines, Signals};
 use anyhow::Result;
-use fallow_live::scrub::{Resume, ScrubEvent, ScrubPlan, ScrubSession, VerifyMode};
+use fallow_live::scrub::{Resume, ScrubEvent, ScrubSession, VerifyMode};
 use fallow_live::settings::{Command, Flags, OrderChoice, Settings};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
-use std::path::Path;
 
 pub use crate::args::scrub::{OrderArg, ScrubArgs, VerifyCmd};
 
@@ -65,54 +64,22 @@ pub fn run(args: ScrubArgs) -> Result<()> {
     {
         return crate::native_scrub::run(&args, t, s);
     }
-    let plan = ScrubPlan {
-        target: args.target.clone(),
-        policy: s.policy.clone(),
-        policy_from: s.policy_from.to_string(),
-        size: s.size,
-        tuned_size: s.tuned_size,
-        order: s.order,
-        bg_service: s.bg_service,
-        seed: s.seed,
-        budget: s.budget,
-        max_rate: s.max_rate,
-        windows: s.windows.clone(),
-        max_bytes: s.max_bytes,
-        checkpoint: s.checkpoint.clone(),
-        checkpoint_interval_ns: s.checkpoint_interval_ns,
-        log: s.log.clone(),
-        retries: s.retries,
-        verify: s.verify,
-        buffered: s.buffered,
-        monitor: s.monitor.clone(),
-        interval_ns: s.interval_ns,
-        resume: if args.resume {
-            Resume::Yes
-        } else if args.restart {
-            Resume::Restart
-        } else {
-            Resume::No
-        },
-        // the target is added by the scrubber
-        outputs: args.out.guard(
-            [
-                args.config.as_deref(),
-                s.tuned_path.as_deref(),
-                Some(Path::new(&s.monitor)),
-            ]
-            .into_iter()
-            .flatten(),
-        ),
+    let resume = if args.resume {
+        Resume::Yes
+    } else if args.restart {
+        Resume::Restart
+    } else {
+        Resume::No
     };
+    // the target is added by the scrubber; the tune result and a monitor
+    // stat file by the plan
+    let plan = s.scrub_plan(
+        args.target.clone(),
+        resume,
+        args.out.guard(args.config.as_deref()),
+    );
     let mut session = ScrubSession::open(&plan).map_err(|e| live_err(s.sources.rename(e)))?;
-    let mut warnings = session.warnings().to_vec();
-    let to_read = session
-        .target_bytes()
-        .saturating_sub(session.resumed_from_bytes())
-        .min(s.max_bytes.unwrap_or(u64::MAX));
-    warnings.extend(cannot_finish_within_a_year(
-        to_read, &s.policy, s.max_rate, &s.windows,
-    ));
+    let warnings = session.warnings().to_vec();
     if !args.json {
         for w in &warnings {
             eprintln!("fallow: {w}");
@@ -203,18 +170,7 @@ pub fn run(args: ScrubArgs) -> Result<()> {
     let (report, mon, drive) = (&out.report, &out.monitor, &out.drive);
 
     if args.json {
-        Doc {
-            report,
-            devices: None,
-            policy: &s.policy,
-            policy_from: s.policy_from,
-            outcome: drive.outcome,
-            monitor: mon,
-            monitor_cpu_fraction: mon.cpu_fraction(),
-            driver: drive,
-            warnings: &warnings,
-        }
-        .print()?;
+        scrub_out::print_doc(&out.doc(&s.policy, s.policy_from, &warnings))?;
     } else {
         crate::output::print(&summary(report, &s, mon, drive, args.verbose))?;
     }
@@ -334,107 +290,9 @@ fn summary(
 }
 
 /// A year, s: a scrub that cannot finish within it is a setting mistake.
-const YEAR_S: f64 = 365.0 * 86_400.0;
-
-/// A warning with the least time a scrub of `to_read` bytes can take when
-/// that is over a year: the fixed wait of `fixed-wait:t=…` before its first
-/// request, the rate ceiling, and the share of the day its windows are
-/// open (`--window 23:59-00:00` is one minute a day). A lower bound: idle
-/// time and the device's speed only lengthen it.
-fn cannot_finish_within_a_year(
-    to_read: u64,
-    policy: &str,
-    max_rate: Option<f64>,
-    windows: &fallow_live::scrub_pace::Windows,
-) -> Option<String> {
-    if to_read == 0 {
-        return None;
-    }
-    let open_min: u32 = windows
-        .0
-        .iter()
-        .map(|w| (w.end_min + 1440 - w.start_min) % 1440)
-        .sum();
-    let open = if windows.0.is_empty() {
-        1.0
-    } else {
-        (f64::from(open_min) / 1440.0).min(1.0)
-    };
-    let mut why = Vec::new();
-    let mut least_s = 0.0f64;
-    if let Some(rate) = max_rate.filter(|&r| r > 0.0) {
-        let t = to_read as f64 / rate / open;
-        least_s = least_s.max(t);
-        why.push(format!(
-            "{} at --max-rate {}/s",
-            bytes(to_read),
-            bytes(rate as u64)
-        ));
-    } else if open < 1.0 {
-        why.push(format!("--window open {} a day", secs(open * 86_400.0)));
-    }
-    if let Ok((name, mut params)) = fallow_core::policy::Params::parse(policy) {
-        let fixed = fallow_core::policy::entry(&name).is_ok_and(|e| e.name == "fixed-wait");
-        if let Some(t) = params.take("t").filter(|_| fixed) {
-            if let Ok(ns) = fallow_core::units::parse_duration_ns(&t) {
-                let t_s = ns as f64 / 1e9;
-                if t_s > least_s {
-                    least_s = t_s;
-                    why.push(format!("the first request waits {t} of idleness"));
-                }
-            }
-        }
-    }
-    if open < 1.0 {
-        why.push(format!("reading only {:.3} % of the day", open * 100.0));
-    }
-    (least_s > YEAR_S).then(|| {
-        format!(
-            "at these settings the scrub cannot finish within a year: it takes at least {:.3e} s (about {} years; {})",
-            least_s,
-            num(least_s / YEAR_S),
-            why.join(", ")
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn settings_that_cannot_finish_within_a_year_are_named() {
-        use fallow_live::scrub_pace::Windows;
-        let none = Windows::default();
-        let w = |s: &str| Windows(vec![s.parse().unwrap()]);
-        let tib = 1u64 << 40;
-        // 1 TiB at 1 B/s: 1.1e12 s, about 34,865 years
-        let e = cannot_finish_within_a_year(tib, "fixed-wait:t=100ms", Some(1.0), &none).unwrap();
-        assert!(e.contains("1.100e12 s"), "{e}");
-        // one minute a day at 100 KB/s: 1 TiB in 1.1e7 s of open time, 1440 times that
-        let e =
-            cannot_finish_within_a_year(tib, "fixed-wait:t=100ms", Some(1e5), &w("23:59-00:00"))
-                .unwrap();
-        assert!(
-            e.contains(&format!("{:.3e} s", tib as f64 / 1e5 * 1440.0)),
-            "{e}"
-        );
-        // a wait of 1e19 ns before the first request: 317 years
-        let e = cannot_finish_within_a_year(4096, "fixed-wait:t=1e19ns", None, &none).unwrap();
-        assert!(
-            e.contains("1.000e10 s") && e.contains("waits 1e19ns"),
-            "{e}"
-        );
-        // a day's scrub is no warning
-        assert_eq!(
-            cannot_finish_within_a_year(tib, "fixed-wait:t=100ms", Some(1e8), &w("01:00-06:00")),
-            None
-        );
-        assert_eq!(
-            cannot_finish_within_a_year(tib, "fixed-wait:t=100ms", None, &none),
-            None
-        );
-    }
 
     /// The shipped example must stay readable as it documents the keys.
     #[test]
@@ -443,7 +301,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../../docs/examples/fallow.toml"
         );
-        let cfg = fallow_live::settings::read_scrub_config(Path::new(ex)).unwrap();
+        let cfg = fallow_live::settings::read_scrub_config(std::path::Path::new(ex)).unwrap();
         assert_eq!(cfg.own.order, Some(OrderChoice::Staggered));
         assert_eq!(cfg.metrics.addr.as_deref(), Some("127.0.0.1:9464"));
         #[derive(clap::Parser)]

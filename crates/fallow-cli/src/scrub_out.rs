@@ -16,7 +16,7 @@ use crate::metrics_export::Exporter;
 use anyhow::{Context, Result};
 use fallow_live::settings::MetricsAddr;
 use fallow_live::SharedStats;
-use fallow_live::{DriveReport, Driver, MonitorStats, Outcome, Progress, ProgressProbe};
+use fallow_live::{DriveReport, Driver, Outcome, Progress, ProgressProbe};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -153,28 +153,13 @@ impl ProgressLines {
     }
 }
 
-/// The JSON report: the job's own keys, then the keys every scrub has.
-#[derive(Debug, Serialize)]
-pub struct Doc<'a, R: Serialize> {
-    #[serde(flatten)]
-    pub report: &'a R,
-    /// The devices watched (native jobs).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub devices: Option<&'a [String]>,
-    pub policy: &'a str,
-    pub policy_from: &'a str,
-    pub outcome: Outcome,
-    pub monitor: &'a MonitorStats,
-    pub monitor_cpu_fraction: f64,
-    pub driver: &'a DriveReport,
-    pub warnings: &'a [String],
-}
+/// The JSON report (fallow-live's, so Python's `fallow.live.scrub` gives
+/// the same document).
+pub use fallow_live::job_doc::JobDoc as Doc;
 
-impl<R: Serialize> Doc<'_, R> {
-    /// Print it, pretty, on stdout.
-    pub fn print(&self) -> Result<()> {
-        crate::output::print(&crate::output::json_text(self)?)
-    }
+/// Print a job's JSON report, pretty, on stdout.
+pub fn print_doc<R: Serialize>(doc: &Doc<'_, R>) -> Result<()> {
+    crate::output::print(&crate::output::json_text(doc)?)
 }
 
 /// What a budgeted run held and measured (empty without a budget): the

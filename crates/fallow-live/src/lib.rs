@@ -78,6 +78,7 @@ pub mod clock;
 pub mod combine;
 pub mod driver;
 pub mod error;
+pub mod job_doc;
 pub mod monitor;
 pub mod native;
 pub mod net;

@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use chrono::Timelike;
+use fallow_core::human::{bytes, num, secs};
 use std::fmt;
 use std::str::FromStr;
 
@@ -199,6 +200,70 @@ impl Windows {
     }
 }
 
+const YEAR_S: f64 = 365.0 * 86_400.0;
+
+/// A warning with the least time a scrub of `to_read` bytes can take when
+/// that is over a year: the fixed wait of `fixed-wait:t=…` before its first
+/// request, the rate ceiling, and the share of the day its windows are
+/// open (`--window 23:59-00:00` is one minute a day). A lower bound: idle
+/// time and the device's speed only lengthen it.
+pub fn cannot_finish_within_a_year(
+    to_read: u64,
+    policy: &str,
+    max_rate: Option<f64>,
+    windows: &Windows,
+) -> Option<String> {
+    if to_read == 0 {
+        return None;
+    }
+    let open_min: u32 = windows
+        .0
+        .iter()
+        .map(|w| (w.end_min + 1440 - w.start_min) % 1440)
+        .sum();
+    let open = if windows.0.is_empty() {
+        1.0
+    } else {
+        (f64::from(open_min) / 1440.0).min(1.0)
+    };
+    let mut why = Vec::new();
+    let mut least_s = 0.0f64;
+    if let Some(rate) = max_rate.filter(|&r| r > 0.0) {
+        let t = to_read as f64 / rate / open;
+        least_s = least_s.max(t);
+        why.push(format!(
+            "{} at --max-rate {}/s",
+            bytes(to_read),
+            bytes(rate as u64)
+        ));
+    } else if open < 1.0 {
+        why.push(format!("--window open {} a day", secs(open * 86_400.0)));
+    }
+    if let Ok((name, mut params)) = fallow_core::policy::Params::parse(policy) {
+        let fixed = fallow_core::policy::entry(&name).is_ok_and(|e| e.name == "fixed-wait");
+        if let Some(t) = params.take("t").filter(|_| fixed) {
+            if let Ok(ns) = fallow_core::units::parse_duration_ns(&t) {
+                let t_s = ns as f64 / 1e9;
+                if t_s > least_s {
+                    least_s = t_s;
+                    why.push(format!("the first request waits {t} of idleness"));
+                }
+            }
+        }
+    }
+    if open < 1.0 {
+        why.push(format!("reading only {:.3} % of the day", open * 100.0));
+    }
+    (least_s > YEAR_S).then(|| {
+        format!(
+            "at these settings the scrub cannot finish within a year: it takes at least {:.3e} s (about {} years; {})",
+            least_s,
+            num(least_s / YEAR_S),
+            why.join(", ")
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,5 +370,38 @@ mod tests {
         assert_eq!(ws.wait_s(12 * 3600 + 59 * 60 + 30), 30);
         assert_eq!(Windows::default().wait_s(0), 0);
         assert_eq!(Windows::default().wait_now_s(), 0);
+    }
+
+    #[test]
+    fn settings_that_cannot_finish_within_a_year_are_named() {
+        let none = Windows::default();
+        let w = |s: &str| Windows(vec![s.parse().unwrap()]);
+        let tib = 1u64 << 40;
+        // 1 TiB at 1 B/s: 1.1e12 s, about 34,865 years
+        let e = cannot_finish_within_a_year(tib, "fixed-wait:t=100ms", Some(1.0), &none).unwrap();
+        assert!(e.contains("1.100e12 s"), "{e}");
+        // one minute a day at 100 KB/s: 1 TiB in 1.1e7 s of open time, 1440 times that
+        let e =
+            cannot_finish_within_a_year(tib, "fixed-wait:t=100ms", Some(1e5), &w("23:59-00:00"))
+                .unwrap();
+        assert!(
+            e.contains(&format!("{:.3e} s", tib as f64 / 1e5 * 1440.0)),
+            "{e}"
+        );
+        // a wait of 1e19 ns before the first request: 317 years
+        let e = cannot_finish_within_a_year(4096, "fixed-wait:t=1e19ns", None, &none).unwrap();
+        assert!(
+            e.contains("1.000e10 s") && e.contains("waits 1e19ns"),
+            "{e}"
+        );
+        // a day's scrub is no warning
+        assert_eq!(
+            cannot_finish_within_a_year(tib, "fixed-wait:t=100ms", Some(1e8), &w("01:00-06:00")),
+            None
+        );
+        assert_eq!(
+            cannot_finish_within_a_year(tib, "fixed-wait:t=100ms", None, &none),
+            None
+        );
     }
 }

@@ -19,6 +19,7 @@ pub mod conversion;
 pub mod energy;
 pub mod errors;
 mod json;
+pub mod live;
 pub mod sim;
 pub mod stats;
 pub mod trace;
@@ -50,6 +51,7 @@ fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tune::pareto, m)?)?;
     m.add_function(wrap_pyfunction!(tune::recommend, m)?)?;
     m.add_function(wrap_pyfunction!(energy::energy, m)?)?;
+    m.add_function(wrap_pyfunction!(live::scrub, m)?)?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     Ok(())
 }

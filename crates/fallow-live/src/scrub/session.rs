@@ -93,6 +93,30 @@ pub struct ScrubOutcome {
     pub monitor: MonitorStats,
 }
 
+impl ScrubOutcome {
+    /// The JSON document of this scrub (what `fallow scrub --json` prints
+    /// and `fallow.live.scrub` returns): `policy` and `policy_from` as
+    /// settled, `warnings` as the front end gave them.
+    pub fn doc<'a>(
+        &'a self,
+        policy: &'a str,
+        policy_from: &'a str,
+        warnings: &'a [String],
+    ) -> crate::job_doc::JobDoc<'a, ScrubReport> {
+        crate::job_doc::JobDoc {
+            report: &self.report,
+            devices: None,
+            policy,
+            policy_from,
+            outcome: self.drive.outcome,
+            monitor: &self.monitor,
+            monitor_cpu_fraction: self.monitor.cpu_fraction(),
+            driver: &self.drive,
+            warnings,
+        }
+    }
+}
+
 /// Where a budgeted scrub keeps its learned window: beside its
 /// checkpoint, `NAME.budget.json` for `NAME.json`.
 pub fn budget_window_path(checkpoint: &std::path::Path) -> PathBuf {
@@ -285,6 +309,16 @@ impl ScrubSession {
         if plan.budget.is_some() {
             driver.keep_window_in(&window_path)?;
         }
+        let to_read = target
+            .size_bytes
+            .saturating_sub(scrubber.resumed_from_bytes())
+            .min(plan.max_bytes.unwrap_or(u64::MAX));
+        warnings.extend(crate::scrub_pace::cannot_finish_within_a_year(
+            to_read,
+            &plan.policy,
+            plan.max_rate,
+            &plan.windows,
+        ));
         let progress = ProgressProbe::default();
         progress.set(Progress::of_scrub(&scrubber.report()));
         Ok(ScrubSession {

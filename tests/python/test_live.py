@@ -1,0 +1,144 @@
+"""`fallow.live.scrub` (issue 28 item 5): Python takes the same budget as
+`fallow scrub --budget`, through the same settings, session and document.
+Each scrub reads a file in a temporary directory; its checkpoint and
+learned window are written there too."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+fallow = pytest.importorskip("fallow")
+
+MIB = 1 << 20
+
+
+@pytest.fixture
+def data_file(tmp_path):
+    p = tmp_path / "data.bin"
+    p.write_bytes(os.urandom(4 * MIB))
+    return p
+
+
+def test_a_budgeted_scrub_returns_what_the_cli_prints(data_file, tmp_path, cli_json):
+    """The same settings give the same document as `fallow scrub --json`:
+    the same keys, the whole file read, the budget held from no history."""
+    py = fallow.live.scrub(data_file, budget="5%", checkpoint=tmp_path / "py.json", buffered=True)
+    cli = cli_json(
+        "scrub",
+        str(data_file),
+        "--budget",
+        "5%",
+        "--checkpoint",
+        str(tmp_path / "cli.json"),
+        "--buffered",
+    )
+    # the data of the document; `schema_version` is fallow.SCHEMA_VERSION
+    assert cli["schema_version"] == fallow.SCHEMA_VERSION
+    assert py.keys() == cli.keys() - {"schema_version"}
+    assert py["scrubbed_bytes"] == cli["scrubbed_bytes"] == 4 * MIB
+    assert py["complete"] and cli["complete"]
+    assert py["bad_ranges"] == cli["bad_ranges"] == []
+    for key in ("target_bytes", "target_kind", "policy_from", "outcome", "direct_io"):
+        assert py[key] == cli[key], key
+    py_budget, cli_budget = py["driver"]["budget"], cli["driver"]["budget"]
+    assert py_budget.keys() == cli_budget.keys()
+    assert py_budget["budget"] == cli_budget["budget"] == "5%"
+    # both start where a budget with no learned window starts
+    assert py_budget["start"] == cli_budget["start"]
+    assert "no history" in py_budget["start"]
+    # the learned window is kept beside the checkpoint for the next run
+    assert (tmp_path / "py.budget.json").is_file()
+
+
+def test_a_budget_beside_a_tune_result_is_refused(data_file, tmp_path, cli_json):
+    tuned = tmp_path / "tune.json"
+    result = cli_json(
+        "tune",
+        "--workload",
+        "poisson",
+        "--requests",
+        "2000",
+        "--service",
+        "exp:5ms",
+        "--utilization",
+        "0.2",
+        "--policy",
+        "fixed-wait",
+        "--budget",
+        "1ms",
+        "--sizes",
+        "64KiB",
+    )
+    import json
+
+    tuned.write_text(json.dumps(result))
+    with pytest.raises(fallow.ParameterError, match="together"):
+        fallow.live.scrub(data_file, budget="5%", tuned=tuned, checkpoint=tmp_path / "c.json")
+    assert not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name", "text"),
+    [
+        ({"order": "diagonal"}, "order", "sequential"),
+        ({"resume": True, "restart": True}, "resume", "give one of them"),
+        ({"windows": 5}, "windows", "daily window"),
+        ({"size": "12 apples"}, "size", "unknown unit"),
+        ({"budget": "5 apples"}, None, "budget"),
+    ],
+)
+def test_wrong_settings_name_themselves(data_file, tmp_path, kwargs, name, text):
+    with pytest.raises(fallow.ParameterError, match=text) as e:
+        fallow.live.scrub(data_file, checkpoint=tmp_path / "c.json", **kwargs)
+    if name is not None:
+        assert e.value.name == name
+
+
+def test_native_targets_are_sent_to_the_command_line():
+    with pytest.raises(fallow.ParameterError, match="command line only"):
+        fallow.live.scrub("btrfs:/mnt")
+
+
+def test_a_missing_target_is_a_file_not_found_error(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        fallow.live.scrub(tmp_path / "absent.bin", checkpoint=tmp_path / "c.json")
+
+
+def test_sigint_stops_a_scrub_with_its_checkpoint_and_resume_finishes_it(tmp_path):
+    """Ctrl-C ends the call with KeyboardInterrupt after the checkpoint is
+    written; resume=True then reads the rest, not the whole file again."""
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(64 * MIB))
+    checkpoint = tmp_path / "big.json"
+    sent = {}
+
+    def interrupt():
+        sent["at"] = time.monotonic()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    # Python's own handler, whatever this process inherited (a harness
+    # started in the background inherits SIGINT ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(0.5, interrupt)
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            # 64 MiB at 4 MiB/s: 16 s uninterrupted
+            fallow.live.scrub(big, max_rate="4MiB/s", checkpoint=checkpoint, buffered=True)
+        done = time.monotonic()
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert "at" in sent, "the scrub ended before the signal was sent"
+    latency = done - sent["at"]
+    print(f"KeyboardInterrupt {latency * 1e3:.0f} ms after SIGINT")
+    assert latency < 1.0, f"KeyboardInterrupt came {latency:.2f} s after SIGINT"
+    assert checkpoint.is_file()
+    r = fallow.live.scrub(big, checkpoint=checkpoint, resume=True, buffered=True)
+    assert r["complete"]
+    assert r["scrubbed_bytes"] == 64 * MIB
+    assert 0 < r["resumed_from_bytes"] < 64 * MIB
+    assert r["run_bytes"] == 64 * MIB - r["resumed_from_bytes"]
