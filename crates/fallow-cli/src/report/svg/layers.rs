@@ -522,13 +522,18 @@ impl Chart {
                                 lead.color.class(),
                                 y0 + LINE_H - 3.0
                             );
-                            for (k, l) in lines.iter().enumerate() {
-                                let _ = write!(
-                                    labels,
-                                    r#"<tspan x="{tx:.1}" dy="{}">{}</tspan>"#,
-                                    if k == 0 { 0.0 } else { LINE_H },
-                                    esc(l)
-                                );
+                            match lines.as_slice() {
+                                [one] => labels.push_str(&esc(one)),
+                                _ => {
+                                    for (k, l) in lines.iter().enumerate() {
+                                        let _ = write!(
+                                            labels,
+                                            r#"<tspan x="{tx:.1}" dy="{}">{}</tspan>"#,
+                                            if k == 0 { 0.0 } else { LINE_H },
+                                            esc(l)
+                                        );
+                                    }
+                                }
                             }
                             labels.push_str("</text>");
                         }

@@ -1185,7 +1185,7 @@ mod tests {
         // one marker, labelled with both names
         assert!(s.contains("<title>a\nb</title>"));
         assert!(s.contains("<title>ref</title>"));
-        assert!(s.contains(">a = b</tspan></text>"));
+        assert!(s.contains(">a = b</text>"));
         assert!(s.contains(r#"data-series="a&#10;b""#));
         // 12 entries of ~230 px cannot share one 560 px row: several rows
         let legend = s.split(r#"<g class="legend">"#).nth(1).unwrap();
@@ -1220,8 +1220,8 @@ mod tests {
         // 0.1 x units is about 5 px on this axis: two markers, one label
         let s = chart(vec![pt(5.0, "p"), pt(5.1, "q"), pt(9.0, "far")]).render("c1");
         assert_eq!(s.matches("<circle").count(), 3);
-        assert!(s.contains(">p, q</tspan></text>"), "{s}");
-        assert!(s.contains(">far</tspan></text>"), "{s}");
+        assert!(s.contains(">p, q</text>"), "{s}");
+        assert!(s.contains(">far</text>"), "{s}");
         assert!(!s.contains(r#"class="key"#), "{s}");
         // a crowd (markers 2.4 px apart) whose names take more lines than
         // the plot is high: a tag beside it and
