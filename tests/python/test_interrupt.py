@@ -1,6 +1,10 @@
-"""Ctrl-C interrupts a long `fallow.tune` call (issue 11): the call releases
-the GIL and checks Python's signals every 50 ms while the core searches, so
-SIGINT raises KeyboardInterrupt promptly instead of after the search."""
+"""Ctrl-C interrupts a long `fallow.tune` call (issue 11) and every other
+long call (issue 27: within 0.5 s): the call releases the GIL and checks
+Python's signals every 20 ms while the core works, and the core reads the
+cancel flag the check sets every 64 Ki requests while preparing a trace,
+every 1,024 busy periods while simulating and every 4,096 requests in an
+energy run, so SIGINT raises KeyboardInterrupt promptly instead of after
+the call."""
 
 import os
 import signal
@@ -12,7 +16,7 @@ import pytest
 fallow = pytest.importorskip("fallow")
 
 
-def test_sigint_interrupts_a_long_tune_within_two_seconds():
+def test_sigint_interrupts_a_long_tune_within_half_a_second():
     sent = {}
 
     def interrupt():
@@ -39,7 +43,7 @@ def test_sigint_interrupts_a_long_tune_within_two_seconds():
     assert "at" in sent, "the call ended before the signal was sent"
     latency = done - sent["at"]
     print(f"interrupted {latency * 1e3:.0f} ms after SIGINT ({done - start:.2f} s in all)")
-    assert latency < 2.0, f"KeyboardInterrupt came {latency:.2f} s after SIGINT"
+    assert latency < 0.5, f"KeyboardInterrupt came {latency:.2f} s after SIGINT"
 
 
 @pytest.fixture(autouse=True)
@@ -95,35 +99,39 @@ def long_trace():
 
 
 # Issue 27 asks for 0.5 s. Preparing the trace's periods and simulating
-# both read the cancel flag (every 1 Mi requests, every 4,096 busy
-# periods): measured 53-608 ms after SIGINT in 18 runs at load 4-5 here
-# (median ~130 ms; before preparation read it, 0.85-2.6 s). The bound is
-# 1 s so a loaded CI machine does not fail it on scheduling alone.
-def test_sigint_interrupts_simulate_within_a_second(long_trace):
+# both read the cancel flag (every 64 Ki requests, every 1,024 busy
+# periods; until this bound was set, every 1 Mi requests and 4,096 periods,
+# measured 53-608 ms after SIGINT at load 4-5), and the binding looks at
+# Python's signals every 20 ms (was 50), and the one-device check no
+# longer takes a map update per request (0.2 s on 20 M, unchecked). With
+# two busy loops beside it at load 6-7 (a dev-profile build): at most
+# 76-155 ms after SIGINT for these five calls, 280 ms for tune
+# (docs/tuning.md has the table).
+def test_sigint_interrupts_simulate_within_half_a_second(long_trace):
     """Issue 27: `fallow.simulate` ran to its end after SIGINT."""
     _interrupted_within(
         lambda: fallow.simulate(long_trace, policy="cdf-estimates", bg="exp:5ms"),
-        1.0,
+        0.5,
     )
 
 
-def test_sigint_interrupts_compare_within_a_second(long_trace):
+def test_sigint_interrupts_compare_within_half_a_second(long_trace):
     """Issue 27: a 30 M-request `fallow.compare` exited 21 s after SIGINT."""
-    _interrupted_within(lambda: fallow.compare(long_trace, bg="exp:5ms"), 1.0)
+    _interrupted_within(lambda: fallow.compare(long_trace, bg="exp:5ms"), 0.5)
 
 
-def test_sigint_interrupts_pareto_within_a_second(long_trace):
+def test_sigint_interrupts_pareto_within_half_a_second(long_trace):
     """Issue 27: every long Python call stops promptly; `fallow.pareto`
     reads the flag before each setting (one simulation of the trace)."""
-    _interrupted_within(lambda: fallow.pareto(long_trace, bg="exp:5ms"), 1.0)
+    _interrupted_within(lambda: fallow.pareto(long_trace, bg="exp:5ms"), 0.5)
 
 
-def test_sigint_interrupts_recommend_within_a_second(long_trace):
+def test_sigint_interrupts_recommend_within_half_a_second(long_trace):
     """Issue 27: `fallow.recommend` stops within one batch of settings of
     the policy being tuned."""
     _interrupted_within(
         lambda: fallow.recommend(long_trace, budget="1ms", bg="exp:5ms", sizes="64KiB"),
-        1.0,
+        0.5,
     )
 
 
@@ -138,15 +146,14 @@ def energy_trace():
 
 
 # Each run of the study reads the cancel flag every 4,096 requests and
-# every step between runs reads it, so the latency is the 50 ms signal
-# poll plus scheduling; the bound is 1 s as above. Against the extension
-# before this change it failed: KeyboardInterrupt 6.81 s after SIGINT. Not
-# yet run against the new one (not rebuilt when written); CI builds it.
-def test_sigint_interrupts_energy_within_a_second(energy_trace):
+# every step between runs reads it, so the latency is the 20 ms signal
+# poll plus scheduling. Against the extension before issue 27 it failed:
+# KeyboardInterrupt 6.81 s after SIGINT.
+def test_sigint_interrupts_energy_within_half_a_second(energy_trace):
     """Issue 27: `fallow.energy` ran to its end after SIGINT."""
     # 40 shares: some 5 s of runs uninterrupted
     shares = [i / 50 for i in range(1, 41)]
-    _interrupted_within(lambda: fallow.energy(energy_trace, local_fraction=shares), 1.0)
+    _interrupted_within(lambda: fallow.energy(energy_trace, local_fraction=shares), 0.5)
 
 
 def test_sigint_stops_a_local_fleet_sweep_and_its_workers(traces_dir):
@@ -194,7 +201,7 @@ def test_sigint_stops_a_local_fleet_sweep_and_its_workers(traces_dir):
     assert "at" in sent, "the sweep ended before the signal was sent"
     latency = done - sent["at"]
     print(f"interrupted {latency * 1e3:.0f} ms after SIGINT")
-    assert latency < 2.0, f"KeyboardInterrupt came {latency:.2f} s after SIGINT"
+    assert latency < 0.5, f"KeyboardInterrupt came {latency:.2f} s after SIGINT"
     # the pool's manager thread reaps what it started: allow it a moment
     deadline = time.monotonic() + 5.0
     while multiprocessing.active_children() and time.monotonic() < deadline:

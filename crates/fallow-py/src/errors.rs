@@ -125,7 +125,7 @@ pub fn parameter(name: &str, message: impl Into<String>) -> PyFallowError {
 }
 
 /// Run `f` on a worker thread with the GIL released while this thread
-/// checks Python's signals every 50 ms: on Ctrl-C (or any signal handler
+/// checks Python's signals every 20 ms: on Ctrl-C (or any signal handler
 /// raising) `cancel` is set, `f` is expected to return soon after
 /// ([`fallow_core::Error::Interrupted`]), and the handler's exception
 /// (KeyboardInterrupt) is raised.
@@ -138,7 +138,10 @@ where
     F: FnOnce() -> fallow_core::Result<T> + Send,
     T: Send,
 {
-    let every = std::time::Duration::from_millis(50);
+    // a GIL round trip every 20 ms is nothing beside the call; the worst
+    // case adds it to the core's own time to notice the flag (issue 27:
+    // 0.5 s at most)
+    let every = std::time::Duration::from_millis(20);
     let check = || Python::with_gil(|py| py.check_signals());
     Ok(py.allow_threads(|| fallow_core::polled::run_polled(&cancel, every, f, check))??)
 }

@@ -180,6 +180,7 @@ fn points(runs: &[(String, SimResult)], xy: impl Fn(&SimResult) -> (f64, f64)) -
                     signed_pct(r.fg.slowdown),
                     secs(r.fg.mean_added_delay_s)
                 )),
+                series: String::new(),
             }
         })
         .collect()

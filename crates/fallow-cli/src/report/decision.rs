@@ -317,6 +317,7 @@ impl Decision {
                         bytes(c.request_size_bytes),
                         figures(c)
                     )),
+                    series: String::new(),
                 }
             })
             .collect();
@@ -333,6 +334,7 @@ impl Decision {
                     setting(c),
                     figures(c)
                 )),
+                series: String::new(),
             });
         }
         points.push(Point {
@@ -346,6 +348,7 @@ impl Decision {
                 "the kernel's idle class (ionice -c3 model), 64 KiB requests: {}",
                 figures(&self.baseline)
             )),
+            series: String::new(),
         });
         let xmax = points.iter().map(|p| p.x).fold(0.0f64, f64::max);
         let ymax = points.iter().map(|p| p.y).fold(0.0f64, f64::max);

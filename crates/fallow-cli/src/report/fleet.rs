@@ -180,6 +180,7 @@ fn scatter(fleet: &Fleet) -> Chart {
                     secs(d.idle_total_s),
                     pct(d.utilization)
                 )),
+                series: String::new(),
             }
         })
         .collect();

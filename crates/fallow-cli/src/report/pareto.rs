@@ -119,6 +119,7 @@ fn chart(fronts: &[Front]) -> Chart {
                     secs(p.fg_mean_added_delay_s),
                     bytes(f.request_size_bytes)
                 )),
+                series: label.clone(),
             });
         }
         c = c

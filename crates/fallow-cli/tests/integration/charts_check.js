@@ -8,7 +8,14 @@
 // - two series whose drawn paths (200 points sampled along each, in screen
 //   pixels) run within 1 px of each other everywhere share both the dash
 //   pattern (computed stroke-dasharray) and the marker shape: one would
-//   hide the other.
+//   hide the other;
+// - scatter markers (g.point) of two or more series drawn on one another
+//   (on-screen centres within the larger marker's radius, at least 2 px;
+//   groups joined transitively) without a name for every one of them: one
+//   visible text of the chart must name every series of the group, either
+//   beside it (within 24 px of the group's markers) or as a caption (a
+//   legend entry or a text of class "key"). A marker's series are its
+//   data-series lines, else its hover text's lines up to the first ": ".
 (function () {
   var W = window.innerWidth, out = [];
   function fail(m) { out.push('FAIL ' + m); }
@@ -76,7 +83,62 @@
     var f = l > 0 ? Math.max(0, Math.min(1, ((p[0] - u[0]) * dx + (p[1] - u[1]) * dy) / l)) : 0;
     return Math.hypot(p[0] - u[0] - f * dx, p[1] - u[1] - f * dy);
   }
-  out.push('charts ' + svgs.length + ' series ' + series + ' coinciding-pairs ' + pairs);
+  // scatter markers drawn on one another
+  var crowds = 0;
+  for (var k = 0; k < svgs.length; k++) {
+    var svg = svgs[k], name = svg.getAttribute('aria-label'), mks = [];
+    var gp = svg.querySelectorAll('g.point');
+    for (var i = 0; i < gp.length; i++) {
+      var shape = gp[i].querySelector('.mk');
+      if (!shape) continue;
+      var r = shape.getBoundingClientRect();
+      if (r.width === 0 && r.height === 0) continue;
+      var ds = gp[i].getAttribute('data-series'), names;
+      if (ds !== null) names = ds.split('\n');
+      else {
+        var tt = gp[i].querySelector('title');
+        names = (tt ? tt.textContent : '?').split('\n').map(function (l) { return l.split(': ')[0]; });
+      }
+      mks.push({ x: (r.left + r.right) / 2, y: (r.top + r.bottom) / 2,
+        r: Math.max(r.width, r.height) / 2, box: r,
+        names: names.filter(function (n) { return n.trim() !== ''; }) });
+    }
+    // transitive groups (union-find)
+    var up = mks.map(function (_, i) { return i; });
+    function root(i) { while (up[i] !== i) i = up[i] = up[up[i]]; return i; }
+    for (var a = 0; a < mks.length; a++)
+      for (var c = a + 1; c < mks.length; c++)
+        if (Math.hypot(mks[a].x - mks[c].x, mks[a].y - mks[c].y) <= Math.max(mks[a].r, mks[c].r, 2))
+          up[root(a)] = root(c);
+    var groups = {};
+    for (var a = 0; a < mks.length; a++) (groups[root(a)] = groups[root(a)] || []).push(mks[a]);
+    var texts = [].slice.call(svg.querySelectorAll('text')).filter(function (t) {
+      var b = t.getBoundingClientRect(), st = getComputedStyle(t);
+      return b.width > 0 && st.visibility !== 'hidden' && st.display !== 'none' && st.opacity !== '0';
+    });
+    function flat(x) { return x.replace(/\s+/g, ''); }
+    for (var key in groups) {
+      var g = groups[key], seen = {};
+      g.forEach(function (m) { m.names.forEach(function (n) { seen[n] = true; }); });
+      var want = Object.keys(seen);
+      if (want.length < 2) continue;
+      crowds++;
+      var named = texts.some(function (t) {
+        var body = flat(t.textContent);
+        if (!want.every(function (n) { return body.indexOf(flat(n)) >= 0; })) return false;
+        if (t.closest('g.legend') || (t.getAttribute('class') || '').split(' ').indexOf('key') >= 0) return true;
+        var b = t.getBoundingClientRect();
+        return g.some(function (m) {
+          var dx = Math.max(b.left - m.box.right, m.box.left - b.right, 0);
+          var dy = Math.max(b.top - m.box.bottom, m.box.top - b.bottom, 0);
+          return Math.hypot(dx, dy) <= 24;
+        });
+      });
+      if (!named)
+        fail('"' + name + '": ' + g.length + ' markers at (' + Math.round(g[0].x) + ', ' + Math.round(g[0].y) + ') of ' + want.join(', ') + ' overlap with no text naming them all');
+    }
+  }
+  out.push('charts ' + svgs.length + ' series ' + series + ' coinciding-pairs ' + pairs + ' crowded-points ' + crowds);
   var pre = document.createElement('pre');
   pre.id = 'fallow-check';
   pre.hidden = true;

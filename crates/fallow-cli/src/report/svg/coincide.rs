@@ -4,7 +4,9 @@
 //! their dash or marker, so such a group is drawn once, under one label
 //! that names every member ("fixed-wait = deadline = oracle"), with one
 //! legend entry. Markers of a scatter at the same pixel become one marker
-//! whose hover text lists every point.
+//! whose hover text lists every point; markers near enough to cover each
+//! other (a crowd) share one label naming every series among them (issue
+//! 27 item 6).
 
 use super::layers::Map;
 use super::{Chart, Layer, Legend, Marker, Swatch};
@@ -82,6 +84,48 @@ pub(super) fn point_groups(px: &[Option<(f64, f64)>]) -> Vec<Vec<usize>> {
         match joined {
             Some(g) => g.push(i),
             None => groups.push(vec![i]),
+        }
+    }
+    groups
+}
+
+/// Centres closer than this (pixels) put two scatter markers in one crowd:
+/// more than the largest marker's half-width (a plus, 4.95 px) plus the
+/// 1.35 px between a triangle's centre and its bounding box's, so any two
+/// markers of which one covers the other's centre are in one.
+pub(super) const CROWD_PX: f64 = 8.0;
+
+/// Groups of `centres` (pixels) joined, transitively, when two lie within
+/// [`CROWD_PX`] of each other; each group in the order of its members.
+pub(super) fn crowds(centres: &[(f64, f64)]) -> Vec<Vec<usize>> {
+    let n = centres.len();
+    let mut up: Vec<usize> = (0..n).collect();
+    fn root(up: &mut [usize], mut i: usize) -> usize {
+        while up[i] != i {
+            up[i] = up[up[i]];
+            i = up[i];
+        }
+        i
+    }
+    for a in 0..n {
+        for b in a + 1..n {
+            let (p, q) = (centres[a], centres[b]);
+            if (p.0 - q.0).hypot(p.1 - q.1) <= CROWD_PX {
+                let (ra, rb) = (root(&mut up, a), root(&mut up, b));
+                up[ra.max(rb)] = ra.min(rb);
+            }
+        }
+    }
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut slot: Vec<Option<usize>> = vec![None; n];
+    for i in 0..n {
+        let r = root(&mut up, i);
+        match slot[r] {
+            Some(g) => groups[g].push(i),
+            None => {
+                slot[r] = Some(groups.len());
+                groups.push(vec![i]);
+            }
         }
     }
     groups
@@ -218,5 +262,19 @@ mod tests {
         ]);
         assert_eq!(g, vec![vec![0, 2], vec![1], vec![3]]);
         assert_eq!(join_names(["a", "", "b", "a"].into_iter()), "a = b");
+    }
+
+    #[test]
+    fn crowds_join_transitively_within_eight_pixels() {
+        // 0–1 are 7 px apart, 1–2 are 8 px: one crowd through 1; 3 is
+        // 8.1 px from 2 and alone; 4 is far from all
+        let g = crowds(&[
+            (0.0, 0.0),
+            (7.0, 0.0),
+            (7.0, 8.0),
+            (7.0, 16.1),
+            (100.0, 100.0),
+        ]);
+        assert_eq!(g, vec![vec![0, 1, 2], vec![3], vec![4]]);
     }
 }

@@ -183,9 +183,9 @@ impl Chart {
         s: &mut String,
         labels: &mut String,
         ends: &mut Vec<EndLabel>,
+        keys: &mut Vec<String>,
         l: &Layer,
-        xm: &Map,
-        ym: &Map,
+        (xm, ym): (&Map, &Map),
     ) {
         match l {
             Layer::Line {
@@ -367,16 +367,15 @@ impl Chart {
                 }
             }
             Layer::Points(points) => {
-                // label boxes placed so far: (x0, x1, y0, y1) in pixels
-                let mut placed: Vec<(f64, f64, f64, f64)> = Vec::new();
                 // markers at the same pixel would hide each other: one
                 // marker (the first's) says what every one of them is
                 let at: Vec<Option<(f64, f64)>> =
                     points.iter().map(|p| xm.px(p.x).zip(ym.px(p.y))).collect();
-                for g in coincide::point_groups(&at) {
-                    let Some((px, py)) = at[g[0]] else {
-                        continue;
-                    };
+                let marks: Vec<(Vec<usize>, (f64, f64))> = coincide::point_groups(&at)
+                    .into_iter()
+                    .filter_map(|g| at[g[0]].map(|xy| (g, xy)))
+                    .collect();
+                for (g, (px, py)) in &marks {
                     let p = &points[g[0]];
                     let shape = match p.marker {
                         Marker::None => Marker::Circle,
@@ -390,43 +389,183 @@ impl Chart {
                         })
                         .collect::<Vec<_>>()
                         .join("\n");
+                    // the series under this marker, one a line (what the
+                    // page check names them by)
+                    let series = coincide::join_names(g.iter().map(|&i| points[i].series_name()))
+                        .replace(coincide::JOIN, "\n");
                     let _ = write!(
                         s,
-                        r#"<g class="point"><title>{title}</title>{}</g>"#,
-                        shape.svg(px, py, 4.5, p.color, p.hollow)
+                        r#"<g class="point" data-series="{}"><title>{title}</title>{}</g>"#,
+                        esc(&series).replace('\n', "&#10;"),
+                        shape.svg(*px, *py, 4.5, p.color, p.hollow)
                     );
-                    let text = coincide::join_names(g.iter().map(|&i| points[i].label.as_str()));
+                }
+                // markers near enough to cover each other: a crowd, named
+                // by one label that lists every series in it; crowds of
+                // several series are placed first, so they find room
+                let centres: Vec<(f64, f64)> = marks.iter().map(|m| m.1).collect();
+                // (a crowd of one series, or of series one legend entry
+                // names together: each marker labelled on its own)
+                let mut crowds: Vec<(Vec<usize>, bool)> = Vec::new();
+                for c in coincide::crowds(&centres) {
+                    let names = coincide::join_names(
+                        c.iter()
+                            .flat_map(|&m| marks[m].0.iter().map(|&i| points[i].series_name())),
+                    );
+                    let names: Vec<&str> = names.split(coincide::JOIN).collect();
+                    // series one legend entry already names together
+                    // (coinciding lines, merged) need no label of their own
+                    let in_legend = self.legend.iter().any(|l| {
+                        let parts: Vec<&str> = l.label.split(coincide::JOIN).collect();
+                        names.iter().all(|n| parts.contains(n))
+                    });
+                    if names.len() > 1 && !in_legend {
+                        crowds.push((c, true));
+                    } else {
+                        crowds.extend(c.into_iter().map(|m| (vec![m], false)));
+                    }
+                }
+                crowds.sort_by_key(|(_, several)| !several);
+                // label boxes placed so far: (x0, x1, y0, y1) in pixels; a
+                // label covers no marker either
+                let mut placed: Vec<(f64, f64, f64, f64)> = marks
+                    .iter()
+                    .map(|(_, (x, y))| (x - 5.0, x + 5.0, y - 5.0, y + 5.0))
+                    .collect();
+                let free = |placed: &[(f64, f64, f64, f64)], bx: (f64, f64, f64, f64)| {
+                    bx.0 >= xm.p0.min(xm.p1) - 2.0
+                        && bx.1 <= xm.p1.max(xm.p0) + 2.0
+                        && bx.2 >= ym.p1.min(ym.p0) - 2.0
+                        && bx.3 <= ym.p0.max(ym.p1) + 2.0
+                        && !placed
+                            .iter()
+                            .any(|o| bx.0 < o.1 && o.0 < bx.1 && bx.2 < o.3 && o.2 < bx.3)
+                };
+                let (plot_x0, plot_x1) = (xm.p0.min(xm.p1), xm.p1.max(xm.p0));
+                let (plot_y0, plot_y1) = (ym.p1.min(ym.p0), ym.p0.max(ym.p1));
+                for (crowd, several) in crowds {
+                    let members: Vec<&Vec<usize>> = crowd.iter().map(|&m| &marks[m].0).collect();
+                    let lead = &points[members[0][0]];
+                    // one item a marker: its points' names, " = " between
+                    // identical ones; ", " between markers
+                    // the names in full (the series with the label where
+                    // they differ)
+                    let full = members
+                        .iter()
+                        .map(|g| {
+                            let texts: Vec<String> =
+                                g.iter().map(|&i| points[i].crowd_text()).collect();
+                            coincide::join_names(texts.iter().map(String::as_str))
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let text = if several {
+                        full.clone()
+                    } else {
+                        coincide::join_names(
+                            members
+                                .iter()
+                                .flat_map(|g| g.iter().map(|&i| points[i].label.as_str())),
+                        )
+                    };
                     if text.is_empty() {
                         continue;
                     }
-                    let w = text.chars().count() as f64 * CHAR_W * 0.92;
-                    let h = 13.0;
-                    // right, left, above-right, below-right of the marker
+                    let lines = if several {
+                        let max_chars = ((plot_x1 - plot_x0) / 2.5 / ANNOT_CHAR_W).floor() as usize;
+                        wrap(&text, max_chars)
+                    } else {
+                        vec![text.clone()]
+                    };
+                    const LINE_H: f64 = 13.0;
+                    let w = lines.iter().map(|l| l.chars().count()).max().unwrap_or(0) as f64
+                        * if several { ANNOT_CHAR_W } else { CHAR_W * 0.92 };
+                    let h = LINE_H * lines.len() as f64;
+                    // the crowd's box, its markers' half-width around the centres
+                    let xs = crowd.iter().map(|&m| marks[m].1 .0);
+                    let ys = crowd.iter().map(|&m| marks[m].1 .1);
+                    let bx0 = xs.clone().fold(f64::INFINITY, f64::min) - 5.0;
+                    let bx1 = xs.fold(f64::NEG_INFINITY, f64::max) + 5.0;
+                    let by0 = ys.clone().fold(f64::INFINITY, f64::min) - 5.0;
+                    let by1 = ys.fold(f64::NEG_INFINITY, f64::max) + 5.0;
+                    let (cx, cy) = ((bx0 + bx1) / 2.0, (by0 + by1) / 2.0);
+                    // top-left corners: right, left, above-right,
+                    // below-right, above, below, above-left, below-left
+                    // top-left corners and the text's anchor (the side
+                    // that faces the crowd, so the text starts next to it
+                    // whatever its real width): right, left, above-right,
+                    // below-right, above, below, above-left, below-left
                     let candidates = [
-                        (px + 8.0, py + 4.0, "start"),
-                        (px - 8.0, py + 4.0, "end"),
-                        (px + 6.0, py - 9.0, "start"),
-                        (px + 6.0, py + 17.0, "start"),
+                        (bx1 + 3.0, cy - h / 2.0, "start"),
+                        (bx0 - 3.0 - w, cy - h / 2.0, "end"),
+                        (bx1 + 1.0, by0 - 1.0 - h, "start"),
+                        (bx1 + 1.0, by1 + 1.0, "start"),
+                        (cx - w / 2.0, by0 - 2.0 - h, "middle"),
+                        (cx - w / 2.0, by1 + 2.0, "middle"),
+                        (bx0 - 1.0 - w, by0 - 1.0 - h, "end"),
+                        (bx0 - 1.0 - w, by1 + 1.0, "end"),
                     ];
-                    for (tx, ty, anchor) in candidates {
-                        let x0 = if anchor == "start" { tx } else { tx - w };
-                        let bx = (x0, x0 + w, ty - h + 3.0, ty + 3.0);
-                        let inside = bx.0 >= xm.p0.min(xm.p1) - 2.0
-                            && bx.1 <= xm.p1.max(xm.p0) + 2.0
-                            && bx.2 >= ym.p1.min(ym.p0) - 2.0
-                            && bx.3 <= ym.p0.max(ym.p1) + 2.0;
-                        let clash = placed
-                            .iter()
-                            .any(|o| bx.0 < o.1 && o.0 < bx.1 && bx.2 < o.3 && o.2 < bx.3);
-                        if inside && !clash {
-                            placed.push(bx);
+                    let spot = candidates
+                        .into_iter()
+                        .find(|&(x0, y0, _)| free(&placed, (x0, x0 + w, y0, y0 + h)));
+                    match spot {
+                        Some((x0, y0, anchor)) => {
+                            placed.push((x0, x0 + w, y0, y0 + h));
+                            let tx = match anchor {
+                                "end" => x0 + w,
+                                "middle" => x0 + w / 2.0,
+                                _ => x0,
+                            };
                             let _ = write!(
                                 labels,
-                                r#"<text class="annot t-{}" x="{tx:.1}" y="{ty:.1}" text-anchor="{anchor}">{}</text>"#,
-                                p.color.class(),
-                                esc(&text)
+                                r#"<text class="annot t-{}" x="{tx:.1}" y="{:.1}" text-anchor="{anchor}">"#,
+                                lead.color.class(),
+                                y0 + LINE_H - 3.0
                             );
-                            break;
+                            match lines.as_slice() {
+                                [one] => labels.push_str(&esc(one)),
+                                _ => {
+                                    for (k, l) in lines.iter().enumerate() {
+                                        let _ = write!(
+                                            labels,
+                                            r#"<tspan x="{tx:.1}" dy="{}">{}</tspan>"#,
+                                            if k == 0 { 0.0 } else { LINE_H },
+                                            esc(l)
+                                        );
+                                    }
+                                }
+                            }
+                            labels.push_str("</text>");
+                        }
+                        // no room beside it: a numbered tag, and the names
+                        // in the key below the chart (every marker named)
+                        None => {
+                            let n = keys.len() + 1;
+                            let tag = format!("[{n}]");
+                            let (tw, th) = (tag.len() as f64 * ANNOT_CHAR_W, LINE_H);
+                            // beside the crowd where it covers nothing,
+                            // else at its right edge
+                            let at = [
+                                (bx1 + 2.0, cy - th / 2.0),
+                                (bx0 - 2.0 - tw, cy - th / 2.0),
+                                (cx - tw / 2.0, by0 - 1.0 - th),
+                                (cx - tw / 2.0, by1 + 1.0),
+                            ]
+                            .into_iter()
+                            .find(|&(x0, y0)| free(&placed, (x0, x0 + tw, y0, y0 + th)))
+                            .unwrap_or((
+                                (bx1 + 2.0).min(plot_x1 - tw),
+                                (cy - th / 2.0).clamp(plot_y0, plot_y1 - th),
+                            ));
+                            placed.push((at.0, at.0 + tw, at.1, at.1 + th));
+                            let _ = write!(
+                                labels,
+                                r#"<text class="annot t-{}" x="{:.1}" y="{:.1}">{tag}</text>"#,
+                                lead.color.class(),
+                                at.0,
+                                at.1 + th - 3.0
+                            );
+                            keys.push(format!("{tag} {full}"));
                         }
                     }
                 }

@@ -359,6 +359,30 @@ pub struct Point {
     pub marker: Marker,
     /// Hover text, when it should say more than the label.
     pub title: Option<String>,
+    /// The series it belongs to, when the label does not name it (a
+    /// Pareto front's knob value); empty: the label is its name.
+    pub series: String,
+}
+
+impl Point {
+    /// What names the point's series.
+    fn series_name(&self) -> &str {
+        if self.series.is_empty() {
+            &self.label
+        } else {
+            &self.series
+        }
+    }
+
+    /// Its text in a label shared with other points: the series and the
+    /// label when they differ.
+    fn crowd_text(&self) -> String {
+        match (self.series.is_empty(), self.label.is_empty()) {
+            (true, _) => self.label.clone(),
+            (false, true) => self.series.clone(),
+            (false, false) => format!("{} {}", self.series, self.label),
+        }
+    }
 }
 
 /// A legend entry.
@@ -404,6 +428,9 @@ pub struct Chart {
     /// much (x data units) from one to the next, centred on their true x,
     /// so markers of equal values on categorical axes sit side by side.
     pub dodge: f64,
+    /// Height (pixels) below the axis label for the key of crowded
+    /// scatter markers whose label found no room beside them.
+    foot: f64,
 }
 
 /// A legend entry's place: (entry, x, y of its first row's centre, its text's lines).
@@ -432,6 +459,8 @@ const CHAR_W: f64 = 6.7; // average glyph width at FONT, for margins
 const ANNOT_CHAR_W: f64 = 7.8;
 /// Height of the band above the plot area that holds vertical rules' labels.
 const RULE_LABEL_H: f64 = 16.0;
+/// Line height of the key of crowded markers below a chart.
+const KEY_LINE_H: f64 = 15.0;
 /// Width of the line-and-marker swatch before a direct end label.
 const END_SWATCH: f64 = 22.0;
 
@@ -447,6 +476,7 @@ impl Chart {
             legend: Vec::new(),
             title: title.into(),
             dodge: 0.0,
+            foot: 0.0,
         }
     }
 
@@ -634,7 +664,19 @@ impl Chart {
         let merged = coincide::merge_lines(self, &first.xm, &first.ym);
         let chart = merged.unwrap_or_else(|| self.clone()).dodged();
         let lay = chart.layout();
-        chart.draw(id, lay)
+        let (svg, keys) = chart.draw(id, lay);
+        if keys.is_empty() {
+            return svg;
+        }
+        // crowded markers named in a key below the chart: the same plot
+        // area (height and bottom margin grow alike), so the same crowds
+        let mut c = chart;
+        let max_chars = ((c.width - 20.0) / CHAR_W).floor() as usize;
+        let lines: usize = keys.iter().map(|k| layers::wrap(k, max_chars).len()).sum();
+        c.foot = KEY_LINE_H * lines as f64 + 6.0;
+        c.height += c.foot;
+        let lay = c.layout();
+        c.draw(id, lay).0
     }
 
     /// Axis ranges, ticks, margins and pixel maps for the chart as it is.
@@ -683,11 +725,12 @@ impl Chart {
             let spacing = (self.width - right - left) / (xhi - xlo).abs().max(1.0);
             widest_x + 6.0 > spacing
         };
-        let bottom = if rotate {
-            36.0 + widest_x * 0.643 + FONT * 0.766
-        } else {
-            50.0
-        };
+        let bottom = self.foot
+            + if rotate {
+                36.0 + widest_x * 0.643 + FONT * 0.766
+            } else {
+                50.0
+            };
         let (w, h) = (self.width, self.height);
         let xm = Map {
             scale: self.x.scale,
@@ -719,8 +762,10 @@ impl Chart {
         }
     }
 
-    /// Draw with a layout from [`Chart::layout`].
-    fn draw(&self, id: &str, lay: Layout) -> String {
+    /// Draw with a layout from [`Chart::layout`]; also the keys of crowded
+    /// markers whose labels found no room (drawn in the foot, if it has
+    /// room: see [`Chart::render`]).
+    fn draw(&self, id: &str, lay: Layout) -> (String, Vec<String>) {
         let Layout {
             xticks,
             yticks,
@@ -778,8 +823,9 @@ impl Chart {
         let _ = write!(s, r#"<g clip-path="url(#{id}-clip)">"#);
         let mut labels = String::new();
         let mut ends = Vec::new();
+        let mut keys = Vec::new();
         for l in &self.layers {
-            self.render_layer(&mut s, &mut labels, &mut ends, l, &xm, &ym);
+            self.render_layer(&mut s, &mut labels, &mut ends, &mut keys, l, (&xm, &ym));
         }
         s.push_str("</g>");
         layers::end_labels(&mut labels, ends, &ym, w - right + 6.0, right - 12.0);
@@ -882,9 +928,26 @@ impl Chart {
             s,
             r#"<text class="label" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
             (left + w - right) / 2.0,
-            h - 10.0,
+            h - self.foot - 10.0,
             esc(&xlabel)
         );
+        if self.foot > 0.0 {
+            let max_chars = ((w - 20.0) / CHAR_W).floor() as usize;
+            let mut y = h - self.foot + KEY_LINE_H;
+            for k in &keys {
+                let _ = write!(s, r#"<text class="key tick" x="10" y="{y:.1}">"#);
+                for (i, line) in layers::wrap(k, max_chars).iter().enumerate() {
+                    let _ = write!(
+                        s,
+                        r#"<tspan x="10" dy="{}">{}</tspan>"#,
+                        if i == 0 { 0.0 } else { KEY_LINE_H },
+                        esc(line)
+                    );
+                    y += KEY_LINE_H;
+                }
+                s.push_str("</text>");
+            }
+        }
         let _ = write!(
             s,
             r#"<text class="label" transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
@@ -894,7 +957,7 @@ impl Chart {
         s.push_str(&labels);
         self.render_legend(&mut s, &legend);
         s.push_str("</svg>");
-        s
+        (s, keys)
     }
 
     /// Where each legend entry goes: (entry, x, y of its row's centre,
@@ -1093,6 +1156,7 @@ mod tests {
             hollow: label == "ref",
             marker: Marker::Circle,
             title: None,
+            series: String::new(),
         };
         let mut c = Chart::new(
             "scatter",
@@ -1122,6 +1186,7 @@ mod tests {
         assert!(s.contains("<title>a\nb</title>"));
         assert!(s.contains("<title>ref</title>"));
         assert!(s.contains(">a = b</text>"));
+        assert!(s.contains(r#"data-series="a&#10;b""#));
         // 12 entries of ~230 px cannot share one 560 px row: several rows
         let legend = s.split(r#"<g class="legend">"#).nth(1).unwrap();
         let ys: std::collections::BTreeSet<String> = legend
@@ -1130,6 +1195,47 @@ mod tests {
             .map(|t| t.split('"').next().unwrap().to_string())
             .collect();
         assert!(ys.len() >= 3, "{ys:?}");
+    }
+
+    #[test]
+    fn markers_that_cover_each_other_share_one_label_or_a_key() {
+        let pt = |x: f64, label: &str| Point {
+            x,
+            y: 0.5,
+            label: label.into(),
+            color: Color::C(0),
+            hollow: false,
+            marker: Marker::Circle,
+            title: None,
+            series: String::new(),
+        };
+        let chart = |points| {
+            Chart::new(
+                "crowd",
+                Axis::new("x", Scale::Linear, Unit::Number).range(0.0, 10.0),
+                Axis::new("y", Scale::Linear, Unit::Fraction).range(0.0, 1.0),
+            )
+            .layer(Layer::Points(points))
+        };
+        // 0.1 x units is about 5 px on this axis: two markers, one label
+        let s = chart(vec![pt(5.0, "p"), pt(5.1, "q"), pt(9.0, "far")]).render("c1");
+        assert_eq!(s.matches("<circle").count(), 3);
+        assert!(s.contains(">p, q</text>"), "{s}");
+        assert!(s.contains(">far</text>"), "{s}");
+        assert!(!s.contains(r#"class="key"#), "{s}");
+        // a crowd (markers 2.4 px apart) whose names take more lines than
+        // the plot is high: a tag beside it and
+        // its names in a key below the chart, which grows to hold it
+        let names: Vec<String> = (0..60).map(|i| format!("policy-{i:02}")).collect();
+        let crowd = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| pt(5.0 + 0.05 * i as f64, n))
+            .collect();
+        let s = chart(crowd).render("c2");
+        assert!(s.contains(">[1]</text>"), "{s}");
+        assert!(s.contains(r#"<text class="key tick""#), "{s}");
+        assert!(!s.contains(r#"viewBox="0 0 560 320""#), "{s}");
     }
 
     #[test]
