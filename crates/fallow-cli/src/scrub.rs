@@ -13,7 +13,7 @@ use crate::error::live_err;
 use crate::human::{bytes, count, num, secs};
 use crate::scrub_out::{self, ProgressLines, Signals};
 use anyhow::Result;
-use fallow_live::scrub::{Resume, ScrubEvent, ScrubSession, VerifyMode};
+use fallow_live::scrub::{Resume, ScrubEvent, ScrubPlan, ScrubSession, VerifyMode};
 use fallow_live::settings::{Command, Flags, OrderChoice, Settings};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -73,7 +73,8 @@ pub fn run(args: ScrubArgs) -> Result<()> {
     };
     // the target is added by the scrubber; the tune result and a monitor
     // stat file by the plan
-    let plan = s.scrub_plan(
+    let plan = ScrubPlan::from_settings(
+        &s,
         args.target.clone(),
         resume,
         args.out.guard(args.config.as_deref()),

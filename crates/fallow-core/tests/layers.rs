@@ -55,7 +55,7 @@ const CRATES: &[(&str, &[&str])] = &[
             "fallow-peer",
         ],
     ),
-    ("fallow-py", &["fallow-core", "fallow-cli"]),
+    ("fallow-py", &["fallow-core", "fallow-live", "fallow-cli"]),
 ];
 /// Each crate's layers. Modules of one layer never import each other; the
 /// CLI's top layer is its subcommands (one per `Command` variant).
@@ -127,7 +127,7 @@ const RULES: &[Rules] = &[
                 &["combine", "driver", "net", "settings"],
                 "the policy driver; settings",
             ),
-            (&["progress", "run"], ""),
+            (&["job_doc", "progress", "run"], ""),
             (&["scrub"], ""),
             (
                 &["native", "spindown"],
@@ -202,7 +202,7 @@ const RULES: &[Rules] = &[
             (&["conversion", "json"], "argument conversion"),
             (&["trace"], ""),
             (&["energy", "sim", "stats", "workload"], ""),
-            (&["tune"], ""),
+            (&["live", "tune"], ""),
         ],
     },
 ];

@@ -3,7 +3,7 @@
 //! result (issue 28 item 5). The keyword arguments convert into
 //! fallow-live's [`Flags`]; [`Settings::resolve`] settles them with a
 //! config file, the environment and the defaults exactly as for
-//! `fallow scrub`, [`Settings::scrub_plan`] makes the plan and the session
+//! `fallow scrub`, [`ScrubPlan::from_settings`] makes the plan and the session
 //! is the CLI's. Returns what `fallow scrub --json` prints.
 
 use crate::conversion::Value;
@@ -12,7 +12,7 @@ use crate::json::to_python;
 use crate::sim::Kwargs;
 use fallow_core::outpath::OutputGuard;
 use fallow_live::native::NativeTarget;
-use fallow_live::scrub::{Resume, ScrubSession, VerifyMode};
+use fallow_live::scrub::{Resume, ScrubPlan, ScrubSession, VerifyMode};
 use fallow_live::settings::{Command, Flags, OrderChoice, Settings};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
@@ -172,7 +172,7 @@ pub fn scrub<'py>(
     if let Some(config) = &flags.config {
         outputs.add_input(config);
     }
-    let plan = s.scrub_plan(target, resume, outputs);
+    let plan = ScrubPlan::from_settings(&s, target, resume, outputs);
     let session = ScrubSession::open(&plan).map_err(|e| live_error(s.sources.rename(e)))?;
     let warnings = session.warnings().to_vec();
     // Ctrl-C sets it: the session stops at its next step, writes its

@@ -12,6 +12,7 @@ use crate::driver::{DriveReport, Driver, DriverConfig};
 use crate::error::{Error, Result};
 use crate::monitor::{Monitor, MonitorConfig, MonitorStats, OwnCounters, SharedStats, StatSource};
 use crate::progress::{Progress, ProgressProbe, Publishing};
+use crate::settings::Settings;
 use fallow_core::outpath::OutputGuard;
 use fallow_core::sim::BgService;
 use std::path::PathBuf;
@@ -91,6 +92,54 @@ pub struct ScrubOutcome {
     pub drive: DriveReport,
     /// The monitor's counts and cost.
     pub monitor: MonitorStats,
+}
+
+impl ScrubPlan {
+    /// The block scrub settings `s` describe, of `target`: every front
+    /// end (the CLI's `fallow scrub`, Python's `fallow.live.scrub`) builds
+    /// its session from this one plan. `outputs` holds the front end's own
+    /// inputs (a config file); the tune result and a monitor stat file are
+    /// added here.
+    pub fn from_settings(
+        s: &Settings,
+        target: PathBuf,
+        resume: Resume,
+        mut outputs: OutputGuard,
+    ) -> ScrubPlan {
+        for input in [
+            s.tuned_path.as_deref(),
+            Some(std::path::Path::new(&s.monitor)),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            outputs.add_input(input);
+        }
+        ScrubPlan {
+            target,
+            policy: s.policy.clone(),
+            policy_from: s.policy_from.to_string(),
+            size: s.size,
+            tuned_size: s.tuned_size,
+            order: s.order,
+            bg_service: s.bg_service,
+            seed: s.seed,
+            budget: s.budget,
+            max_rate: s.max_rate,
+            windows: s.windows.clone(),
+            max_bytes: s.max_bytes,
+            checkpoint: s.checkpoint.clone(),
+            checkpoint_interval_ns: s.checkpoint_interval_ns,
+            log: s.log.clone(),
+            retries: s.retries,
+            verify: s.verify,
+            buffered: s.buffered,
+            monitor: s.monitor.clone(),
+            interval_ns: s.interval_ns,
+            resume,
+            outputs,
+        }
+    }
 }
 
 impl ScrubOutcome {

@@ -415,52 +415,6 @@ fn scrub_sources(a: &Flags, cfg: &Config<ScrubSection>, policy_from: &str) -> So
 }
 
 impl Settings {
-    /// The block scrub these settings describe, of `target`: every front
-    /// end (the CLI's `fallow scrub`, Python's `fallow.live.scrub`) builds
-    /// its session from this one plan. `outputs` holds the front end's own
-    /// inputs (a config file); the tune result and a monitor stat file are
-    /// added here.
-    pub fn scrub_plan(
-        &self,
-        target: PathBuf,
-        resume: crate::scrub::Resume,
-        mut outputs: fallow_core::outpath::OutputGuard,
-    ) -> crate::scrub::ScrubPlan {
-        for input in [
-            self.tuned_path.as_deref(),
-            Some(std::path::Path::new(&self.monitor)),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            outputs.add_input(input);
-        }
-        crate::scrub::ScrubPlan {
-            target,
-            policy: self.policy.clone(),
-            policy_from: self.policy_from.to_string(),
-            size: self.size,
-            tuned_size: self.tuned_size,
-            order: self.order,
-            bg_service: self.bg_service,
-            seed: self.seed,
-            budget: self.budget,
-            max_rate: self.max_rate,
-            windows: self.windows.clone(),
-            max_bytes: self.max_bytes,
-            checkpoint: self.checkpoint.clone(),
-            checkpoint_interval_ns: self.checkpoint_interval_ns,
-            log: self.log.clone(),
-            retries: self.retries,
-            verify: self.verify,
-            buffered: self.buffered,
-            monitor: self.monitor.clone(),
-            interval_ns: self.interval_ns,
-            resume,
-            outputs,
-        }
-    }
-
     /// Resolve `flags` for `command` (see the module doc).
     pub fn resolve(command: Command, flags: &Flags) -> Result<Settings> {
         match command {
