@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -62,3 +65,54 @@ def _agg_backend():
     except ImportError:
         return
     matplotlib.use("Agg")
+
+
+@pytest.fixture
+def python_sigint_handler():
+    """The test runs with Python's own SIGINT handler, restored after.
+
+    A CI rehearsal saw tune, simulate and compare not interrupted at all
+    when run after the rest of the session (they pass alone): an earlier
+    test left another SIGINT handler installed. What these tests check is
+    fallow's side (the core reads the flag Python's handler trips), so the
+    handler is set here and the one found is printed."""
+    found = signal.getsignal(signal.SIGINT)
+    if found is not signal.default_int_handler:
+        print(f"SIGINT handler left by an earlier test: {found!r}; using Python's default")
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, found)
+
+
+def _interrupted_within(call, bound_s: float, after_s: float = 0.5) -> float:
+    """Run `call` with SIGINT sent `after_s` in; the latency of the
+    KeyboardInterrupt after the signal, asserting it came within `bound_s`
+    and that the call was still running when the signal was sent."""
+    sent = {}
+
+    def interrupt():
+        sent["at"] = time.monotonic()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(after_s, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call()
+    finally:
+        timer.cancel()
+    done = time.monotonic()
+    assert "at" in sent, "the call ended before the signal was sent"
+    latency = done - sent["at"]
+    print(f"interrupted {latency * 1e3:.0f} ms after SIGINT")
+    assert latency < bound_s, f"KeyboardInterrupt came {latency:.2f} s after SIGINT"
+    return latency
+
+
+@pytest.fixture
+def interrupted_within(python_sigint_handler) -> Callable[..., float]:
+    """``interrupted_within(call, bound_s, after_s=0.5)``: run `call` under
+    Python's own SIGINT handler with SIGINT sent `after_s` in; the latency of
+    the KeyboardInterrupt, asserted within `bound_s`, the call still running
+    when the signal was sent."""
+    return _interrupted_within

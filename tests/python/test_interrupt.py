@@ -15,6 +15,9 @@ import pytest
 
 fallow = pytest.importorskip("fallow")
 
+# every test here runs with Python's own SIGINT handler (conftest.py)
+pytestmark = pytest.mark.usefixtures("python_sigint_handler")
+
 
 def test_sigint_interrupts_a_long_tune_within_half_a_second():
     sent = {}
@@ -46,48 +49,6 @@ def test_sigint_interrupts_a_long_tune_within_half_a_second():
     assert latency < 0.5, f"KeyboardInterrupt came {latency:.2f} s after SIGINT"
 
 
-@pytest.fixture(autouse=True)
-def python_sigint_handler():
-    """Each test here runs with Python's own SIGINT handler, restored after.
-
-    A CI rehearsal saw tune, simulate and compare not interrupted at all
-    when run after the rest of the session (they pass alone): an earlier
-    test left another SIGINT handler installed. What these tests check is
-    fallow's side (the core reads the flag Python's handler trips), so the
-    handler is set here and the one found is printed."""
-    found = signal.getsignal(signal.SIGINT)
-    if found is not signal.default_int_handler:
-        print(f"SIGINT handler left by an earlier test: {found!r}; using Python's default")
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, found)
-
-
-def _interrupted_within(call, bound_s: float) -> float:
-    """Run `call` with SIGINT sent 0.5 s in; the latency of the
-    KeyboardInterrupt after the signal, asserting it came within `bound_s`
-    and that the call was still running when the signal was sent."""
-    sent = {}
-
-    def interrupt():
-        sent["at"] = time.monotonic()
-        os.kill(os.getpid(), signal.SIGINT)
-
-    timer = threading.Timer(0.5, interrupt)
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            call()
-    finally:
-        timer.cancel()
-    done = time.monotonic()
-    assert "at" in sent, "the call ended before the signal was sent"
-    latency = done - sent["at"]
-    print(f"interrupted {latency * 1e3:.0f} ms after SIGINT")
-    assert latency < bound_s, f"KeyboardInterrupt came {latency:.2f} s after SIGINT"
-    return latency
-
-
 @pytest.fixture(scope="module")
 def long_trace():
     # 20 M requests: cdf-estimates runs at 8-14 M requests/s in a release
@@ -107,29 +68,29 @@ def long_trace():
 # two busy loops beside it at load 6-7 (a dev-profile build): at most
 # 76-155 ms after SIGINT for these five calls, 280 ms for tune
 # (docs/tuning.md has the table).
-def test_sigint_interrupts_simulate_within_half_a_second(long_trace):
+def test_sigint_interrupts_simulate_within_half_a_second(long_trace, interrupted_within):
     """Issue 27: `fallow.simulate` ran to its end after SIGINT."""
-    _interrupted_within(
+    interrupted_within(
         lambda: fallow.simulate(long_trace, policy="cdf-estimates", bg="exp:5ms"),
         0.5,
     )
 
 
-def test_sigint_interrupts_compare_within_half_a_second(long_trace):
+def test_sigint_interrupts_compare_within_half_a_second(long_trace, interrupted_within):
     """Issue 27: a 30 M-request `fallow.compare` exited 21 s after SIGINT."""
-    _interrupted_within(lambda: fallow.compare(long_trace, bg="exp:5ms"), 0.5)
+    interrupted_within(lambda: fallow.compare(long_trace, bg="exp:5ms"), 0.5)
 
 
-def test_sigint_interrupts_pareto_within_half_a_second(long_trace):
+def test_sigint_interrupts_pareto_within_half_a_second(long_trace, interrupted_within):
     """Issue 27: every long Python call stops promptly; `fallow.pareto`
     reads the flag before each setting (one simulation of the trace)."""
-    _interrupted_within(lambda: fallow.pareto(long_trace, bg="exp:5ms"), 0.5)
+    interrupted_within(lambda: fallow.pareto(long_trace, bg="exp:5ms"), 0.5)
 
 
-def test_sigint_interrupts_recommend_within_half_a_second(long_trace):
+def test_sigint_interrupts_recommend_within_half_a_second(long_trace, interrupted_within):
     """Issue 27: `fallow.recommend` stops within one batch of settings of
     the policy being tuned."""
-    _interrupted_within(
+    interrupted_within(
         lambda: fallow.recommend(long_trace, budget="1ms", bg="exp:5ms", sizes="64KiB"),
         0.5,
     )
@@ -149,11 +110,11 @@ def energy_trace():
 # every step between runs reads it, so the latency is the 20 ms signal
 # poll plus scheduling. Against the extension before issue 27 it failed:
 # KeyboardInterrupt 6.81 s after SIGINT.
-def test_sigint_interrupts_energy_within_half_a_second(energy_trace):
+def test_sigint_interrupts_energy_within_half_a_second(energy_trace, interrupted_within):
     """Issue 27: `fallow.energy` ran to its end after SIGINT."""
     # 40 shares: some 5 s of runs uninterrupted
     shares = [i / 50 for i in range(1, 41)]
-    _interrupted_within(lambda: fallow.energy(energy_trace, local_fraction=shares), 0.5)
+    interrupted_within(lambda: fallow.energy(energy_trace, local_fraction=shares), 0.5)
 
 
 def test_sigint_stops_a_local_fleet_sweep_and_its_workers(traces_dir):

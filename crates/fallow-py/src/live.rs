@@ -6,7 +6,6 @@
 //! `fallow scrub`, [`ScrubPlan::from_settings`] makes the plan and the session
 //! is the CLI's. Returns what `fallow scrub --json` prints.
 
-use crate::conversion::Value;
 use crate::errors::{interruptible, parameter, FallowError, ParameterError, PyFallowError, Result};
 use crate::json::to_python;
 use crate::sim::Kwargs;
@@ -98,12 +97,6 @@ pub fn scrub<'py>(
         ));
     }
     let kw = Kwargs::new(options)?;
-    let size = |name: &str| -> Result<Option<u64>> {
-        Ok(kw
-            .get::<Value>(name)?
-            .map(|v| v.0.bytes(name))
-            .transpose()?)
-    };
     // `windows="01:00-06:00"` or a list of them
     let windows = match kw.raw("windows")? {
         None => Vec::new(),
@@ -123,7 +116,7 @@ pub fn scrub<'py>(
         interval_ns: kw.duration_ns("interval")?,
         seed: kw.get::<u64>("seed")?,
         monitor: kw.get::<String>("monitor")?,
-        size: size("size")?,
+        size: kw.size("size")?,
         order: choice(
             &kw,
             "order",
@@ -135,7 +128,7 @@ pub fn scrub<'py>(
         regions: kw.get::<u64>("regions")?,
         max_rate: kw.get::<String>("max_rate")?,
         windows,
-        max_bytes: size("max_bytes")?,
+        max_bytes: kw.size("max_bytes")?,
         checkpoint: kw.get::<PathBuf>("checkpoint")?,
         checkpoint_interval_ns: kw.duration_ns("checkpoint_interval")?,
         log: kw.get::<PathBuf>("log")?,
