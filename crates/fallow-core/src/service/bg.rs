@@ -396,6 +396,11 @@ struct Run {
     s2: f64,
 }
 
+/// A scheduled draw splits runs longer than 1/`COARSE_RUNS` of its due
+/// requests best-first and the shorter ones depth-first (in
+/// `scheduled_exponential_burst_coarse`).
+const COARSE_RUNS: u64 = 1 << 12;
+
 /// A [`Run`] waiting to be split, ordered by the most its interior can reach.
 struct Pending {
     bound: f64,
@@ -476,6 +481,19 @@ fn scheduled_exponential_burst(
     schedule: Schedule,
     rng: &mut Pcg64Mcg,
 ) -> (ScheduledBurst, u64) {
+    scheduled_exponential_burst_coarse(mean_ns, available_ns, schedule, None, rng)
+}
+
+/// [`scheduled_exponential_burst`] with the length below which runs are
+/// split depth-first given (`None`: the due count / [`COARSE_RUNS`]); the
+/// tests give it to exercise both phases on short intervals.
+fn scheduled_exponential_burst_coarse(
+    mean_ns: u64,
+    available_ns: u64,
+    schedule: Schedule,
+    coarse_len: Option<u64>,
+    rng: &mut Pcg64Mcg,
+) -> (ScheduledBurst, u64) {
     let mean = mean_ns.max(1) as f64;
     let l = u128::from(available_ns);
     let r = u128::from(schedule.period_ns.max(1));
@@ -506,7 +524,20 @@ fn scheduled_exponential_burst(
         s2: total,
     };
     let bound = |run: &Run| run.s2 - since(run.k1 + 1);
+    // Two phases, because the order of splits does not change the draw's
+    // law (each split's Beta share depends only on its run) but does
+    // change its cost. Best-first (highest bound first) splits the fewest
+    // runs, but at a load of 1 its heap grows to about √n runs and a
+    // 584-year draw spent 70 % of its time in the heap's cache misses;
+    // depth-first keeps the next run on top of a stack but, splitting
+    // before the highest point is found, split 1.3-2.8 times as many. So
+    // runs of at least 1/[`COARSE_RUNS`] of the requests are split
+    // best-first (a heap of at most a few thousand), which finds the highest point to
+    // within a coarse run's reach; the runs shorter than that are then
+    // split depth-first, the one with the higher bound first.
+    let coarse_len = coarse_len.unwrap_or((n / COARSE_RUNS).max(2));
     let mut leaves = Vec::new();
+    let mut fine = Vec::new();
     let mut splits = 0u64;
     let mut heap = std::collections::BinaryHeap::new();
     if n >= 2 {
@@ -519,10 +550,14 @@ fn scheduled_exponential_burst(
     }
     while let Some(Pending { bound: top, run }) = heap.pop() {
         if top <= best.0 {
-            leaves.push(run);
-            let w_hi = best.0 + best.0.abs() * 1e-9;
-            leaves.extend(heap.drain().map(|p| p.run).filter(|run| run.s1 < w_hi));
+            // the rest cannot beat the best: they may only hold U
+            fine.push((run, top));
+            fine.extend(heap.drain().map(|p| (p.run, p.bound)));
             break;
+        }
+        if run.k2 - run.k1 < coarse_len {
+            fine.push((run, top));
+            continue;
         }
         splits += 1;
         let (a, b) = split_run(run, rng);
@@ -532,22 +567,62 @@ fn scheduled_exponential_burst(
         }
         for run in [a, b] {
             let bound = bound(&run);
-            if run.k2 - run.k1 >= 2 && bound > best.0 {
+            if run.k2 - run.k1 >= coarse_len && bound > best.0 {
                 heap.push(Pending { bound, run });
-            } else if run.s1 < top + top.abs() * 1e-9 {
-                // A run whose bound is no higher than the best is never
-                // split (the best only grows, and the loop ends when the
-                // highest bound left is no higher). It is kept only if it
-                // may hold U, the least k with S(k) ≥ W, which needs
-                // S(k1) < W: W is at most `top`, the highest bound left
-                // (every X is under its run's bound or the best), and at
-                // a load of 1 most runs lie far beyond U (584 years at
-                // load 1 kept 3.3 million runs, 100 MB, for the one
-                // holding U). The margin covers f64 rounding of the sums.
-                leaves.push(run);
+            } else {
+                fine.push((run, bound));
             }
         }
     }
+    // Depth first over the rest, highest bound on top; `ceiling[i]` is the
+    // highest bound among `stack[..=i]`, so W ≤ max(best, ceiling) at
+    // every moment.
+    fine.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut stack: Vec<(Run, f64)> = Vec::with_capacity(fine.len() + 128);
+    let mut ceiling: Vec<f64> = Vec::with_capacity(fine.len() + 128);
+    let push = |stack: &mut Vec<(Run, f64)>, ceiling: &mut Vec<f64>, run: Run, b: f64| {
+        let c = ceiling.last().map_or(b, |&c| c.max(b));
+        stack.push((run, b));
+        ceiling.push(c);
+    };
+    for (run, b) in fine {
+        push(&mut stack, &mut ceiling, run, b);
+    }
+    // A run that is not split may hold U, the least k with S(k) ≥ W, only
+    // if S(k1) < W ≤ S(k2); W lies in [best, max(best, ceiling)], so a
+    // run is kept only if it straddles that range (at a load of 1 most
+    // runs lie far from U: keeping every run kept 3.3 million, 100 MB,
+    // over 584 years, for the one holding U). The margins cover f64
+    // rounding of the sums.
+    let keep = |run: &Run, best: f64, w_hi: f64| {
+        run.s1 < w_hi + w_hi.abs() * 1e-9 && run.s2 >= best - best.abs() * 1e-9
+    };
+    while let Some((run, b)) = stack.pop() {
+        ceiling.pop();
+        let w_hi = ceiling.last().map_or(best.0, |&c| c.max(best.0)).max(b);
+        if b <= best.0 || run.k2 - run.k1 < 2 {
+            if keep(&run, best.0, w_hi) {
+                leaves.push(run);
+            }
+            continue;
+        }
+        splits += 1;
+        let (a, c) = split_run(run, rng);
+        let x_mid = a.s2 - since(a.k2);
+        if x_mid > best.0 {
+            best = (x_mid, a.k2);
+        }
+        let (ba, bc) = (bound(&a), bound(&c));
+        if ba >= bc {
+            push(&mut stack, &mut ceiling, c, bc);
+            push(&mut stack, &mut ceiling, a, ba);
+        } else {
+            push(&mut stack, &mut ceiling, a, ba);
+            push(&mut stack, &mut ceiling, c, bc);
+        }
+    }
+    // the best grew after some runs were kept: drop those it rules out
+    leaves.retain(|run| run.s2 >= best.0 - best.0.abs() * 1e-9);
     let w = best.0;
     if w <= 0.0 {
         let b = ScheduledBurst {
@@ -905,24 +980,42 @@ mod tests {
                 period_ns,
                 overdue_ns,
             };
-            let mut a_rng = Pcg64Mcg::seed_from_u64(11);
-            let mut b_rng = Pcg64Mcg::seed_from_u64(12);
-            let mut a = [vec![], vec![], vec![], vec![]];
-            let mut b = [vec![], vec![], vec![], vec![]];
-            for _ in 0..trials {
-                let x = svc
-                    .scheduled_burst(available, sched, &mut a_rng)
-                    .expect("exponential schedules are closed-form");
-                let y = step_by_step(available, sched, &mut b_rng);
-                assert!(x.busy_ns <= available);
-                push_figures(&mut a, x.completed, x.residual_ns, x.busy_ns);
-                push_figures(&mut b, y.completed, y.residual_ns, y.busy_ns);
+            // as drawn (these intervals are split best-first throughout),
+            // depth-first throughout, and best-first down to 8 requests
+            for coarse in [None, Some(u64::MAX), Some(8)] {
+                let mut a_rng = Pcg64Mcg::seed_from_u64(11);
+                let mut b_rng = Pcg64Mcg::seed_from_u64(12);
+                let mut a = [vec![], vec![], vec![], vec![]];
+                let mut b = [vec![], vec![], vec![], vec![]];
+                for _ in 0..trials {
+                    let x = match coarse {
+                        None => svc
+                            .scheduled_burst(available, sched, &mut a_rng)
+                            .expect("exponential schedules are closed-form"),
+                        Some(c) => {
+                            scheduled_exponential_burst_coarse(
+                                mean_ns,
+                                available,
+                                sched,
+                                Some(c),
+                                &mut a_rng,
+                            )
+                            .0
+                        }
+                    };
+                    let y = step_by_step(available, sched, &mut b_rng);
+                    assert!(x.busy_ns <= available);
+                    push_figures(&mut a, x.completed, x.residual_ns, x.busy_ns);
+                    push_figures(&mut b, y.completed, y.residual_ns, y.busy_ns);
+                }
+                assert_same_means(
+                    &a,
+                    &b,
+                    &format!(
+                        "available {available}, period {period_ns}, overdue {overdue_ns}, coarse {coarse:?}"
+                    ),
+                );
             }
-            assert_same_means(
-                &a,
-                &b,
-                &format!("available {available}, period {period_ns}, overdue {overdue_ns}"),
-            );
         }
         // constant service has no closed form here: the caller steps
         let c = BgService::Constant { ns: 10 };
@@ -1004,8 +1097,8 @@ mod tests {
     /// 0.9, 1.1 and 2, with and without a backlog (measured over 20
     /// seeds: 40-72 at 0.5, 217-396 at 0.9, 170-464 at 1.1, 51-114 at
     /// 2; stepping would take 8.6 million to 3.7 trillion requests). At a
-    /// load of exactly 1 it grows as √n (a day: 8,918 splits; 584 years of
-    /// 10 ms requests: 3.3 million, docs/simulation.md), so a draw that
+    /// load of exactly 1 it grows as √n (a day: about 8,000 splits; 584 years of
+    /// 10 ms requests: 3.3-4.8 million, docs/simulation.md), so a draw that
     /// lost the geometric pruning fails here.
     #[test]
     fn scheduled_draws_split_a_bounded_number_of_times_away_from_load_1() {
