@@ -218,12 +218,13 @@ pub fn budget_lines(d: &DriveReport) -> String {
 /// the setting it starts at and why (no history: the least aggressive).
 pub fn budget_start_line(b: &fallow_live::budget::BudgetReport, from: Option<&str>) -> String {
     format!(
-        "fallow: budget {}{}: refitting {} of {} every {} idle intervals on a window of {}; starting at {}",
+        "fallow: budget {}{}: refitting {} of {} every {} idle intervals (or {} s) on a window of {}; starting at {}",
         b.budget,
         from.map(|f| format!(" ({f})")).unwrap_or_default(),
         b.knob,
         b.setting.split(':').next().unwrap_or_default(),
         b.every,
+        b.refit_after_s,
         b.window,
         b.start
     )

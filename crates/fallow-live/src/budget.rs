@@ -126,6 +126,13 @@ pub fn size_ladder(lo: u64, hi: u64) -> Vec<u64> {
 pub const LIVE_WINDOW: usize = 400;
 /// Idle intervals between a live run's refits.
 pub const LIVE_EVERY: usize = 50;
+/// A live run also refits this long after the last refit (or its first
+/// decision) once an idle interval ended since: a quiet device's 50
+/// intervals take minutes (a CI disk with a log write every few seconds
+/// left `fallow.live.scrub(FILE, budget="5%")` at the start value, a wait
+/// of 100 s, for over 6 minutes), and on a busy one the first refit came
+/// 5-8 s in (the benchmark's trajectories, docs/live.md).
+pub const LIVE_REFIT_AFTER_NS: u64 = 3_000_000_000;
 
 impl LiveBudget {
     /// `budget` over [`LIVE_WINDOW`] intervals, refit every [`LIVE_EVERY`].
@@ -623,6 +630,9 @@ pub struct BudgetReport {
     pub window: usize,
     /// Idle intervals between refits.
     pub every: usize,
+    /// Seconds after which a refit also runs once an idle interval ended
+    /// ([`LIVE_REFIT_AFTER_NS`]).
+    pub refit_after_s: f64,
     /// How it started: `least aggressive (no history)` or `saved window
     /// (N intervals)`.
     pub start: String,
@@ -693,6 +703,7 @@ impl Control {
             },
         )?;
         let mut tuner = tuner;
+        tuner.set_refit_after_ns(Some(LIVE_REFIT_AFTER_NS));
         if let Some((lo, hi)) = cfg.sizes {
             tuner.set_sizes(&size_ladder(lo, hi))?;
         }
@@ -932,6 +943,7 @@ impl Control {
             knob: t.knob().name.to_string(),
             window: self.cfg.window,
             every: self.cfg.every,
+            refit_after_s: LIVE_REFIT_AFTER_NS as f64 / 1e9,
             start: self.start.clone(),
             setting: setting_of(&t),
             request_size_bytes: t.size_bytes(),

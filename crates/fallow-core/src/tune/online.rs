@@ -221,6 +221,12 @@ pub struct OnlineTuner {
     sizes: Vec<u64>,
     /// The size chosen by the last refit, bytes (`None` before one).
     size_bytes: Option<u64>,
+    /// Refit also once this long passed since the last refit (or the
+    /// first decision) with at least one new idle interval
+    /// ([`OnlineTuner::set_refit_after_ns`]); `None`: on counts only.
+    refit_after_ns: Option<u64>,
+    /// When the last refit (or the first decision) was, ns.
+    last_refit_ns: Option<u64>,
 }
 
 /// A tuner's window: busy periods (length ns, FG requests) and idle
@@ -310,6 +316,8 @@ impl OnlineTuner {
             on_refit: None,
             sizes: Vec::new(),
             size_bytes: None,
+            refit_after_ns: None,
+            last_refit_ns: None,
         })
     }
 
@@ -460,6 +468,18 @@ impl OnlineTuner {
         if !self.idle.is_empty() {
             self.since_refit = self.since_refit.max(self.cfg.every);
         }
+    }
+
+    /// Refit also at the first decision after `ns` have passed since the
+    /// last refit (or the first decision) and at least one idle interval
+    /// ended, not only every `every` intervals. A live device can be quiet
+    /// for minutes: on a disk that only sees a log write every few
+    /// seconds, `every` = 50 intervals took minutes to come, and the run
+    /// sat at the least aggressive value (a 100 s wait) all that time.
+    /// Offline (`simulate --retune`) the trace's own pace is the clock and
+    /// no time trigger is set.
+    pub fn set_refit_after_ns(&mut self, ns: Option<u64>) {
+        self.refit_after_ns = ns.filter(|&n| n > 0);
     }
 
     /// The switch penalty of a collision the refits assume from now on, ns
@@ -734,10 +754,17 @@ impl Policy for OnlineTuner {
                 _ => 0,
             };
         }
+        let last_refit_ns = *self.last_refit_ns.get_or_insert(ctx.now_ns);
         // refit at a decision, where the BG service and size are known,
         // and only with the window ending in the busy period just over
-        if self.after_busy && (self.since_refit >= self.cfg.every || self.surprised()) {
-            let early = self.since_refit < self.cfg.every;
+        let by_count = self.since_refit >= self.cfg.every;
+        let early = !by_count && self.surprised();
+        let by_time = self.since_refit >= 1
+            && self
+                .refit_after_ns
+                .is_some_and(|after| ctx.now_ns.saturating_sub(last_refit_ns) >= after);
+        if self.after_busy && (by_count || early || by_time) {
+            self.last_refit_ns = Some(ctx.now_ns);
             if early {
                 // what came before the change describes another workload
                 while self.idle.len() > self.since_refit {
@@ -842,6 +869,40 @@ mod tests {
             *now += i * MS;
         }
         waits
+    }
+
+    /// A quiet device: idle intervals of 2 s, far fewer than `every` = 50
+    /// in a minute. Without a time trigger the start value (100 s) stays
+    /// for all 20 decisions; with one of 5 s a refit runs at the first
+    /// decision at least 5 s after the last (decisions are 2.01 s apart:
+    /// the 4th, 7th, 10th, … at 6.03 s, 12.06 s, …), each on the window
+    /// so far, and fits a wait under 2 s: every interval is 2 s, so BG
+    /// work that ends on the FG arrival adds no delay (constant 10 ms
+    /// requests; a wait of w leaves 2 s − w, and the ladder has waits
+    /// whose remainder is a whole number of requests).
+    #[test]
+    fn a_time_trigger_refits_a_quiet_device_between_counts() {
+        let idle = vec![2000u64; 20];
+        let mut t = tuner("1ms", 400, 50);
+        let mut now = 0;
+        feed(&mut t, &idle, 10, &mut now);
+        assert_eq!(t.history().len(), 1, "no count reached: {:?}", t.history());
+        let mut t = tuner("1ms", 400, 50);
+        t.set_refit_after_ns(Some(5_000 * MS));
+        let mut now = 0;
+        let waits = feed(&mut t, &idle, 10, &mut now);
+        let h = t.history();
+        // first decision at 10 ms; refits at decisions 4, 7, 10, 13, 16, 19
+        assert_eq!(
+            h[1..].iter().map(|r| r.intervals).collect::<Vec<_>>(),
+            [3, 6, 9, 12, 15, 18],
+            "{h:?}"
+        );
+        assert!(waits[..3].iter().all(|&w| w == 100_000 * MS), "{waits:?}");
+        let fit = h[1].fit.as_ref().unwrap();
+        assert!(fit.met && !fit.early && fit.intervals == 3, "{fit:?}");
+        assert!(h[1].value < 2000.0 * MS as f64, "{:?}", h[1]);
+        assert_eq!(waits[3], h[1].value as u64);
     }
 
     #[test]
