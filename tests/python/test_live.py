@@ -80,7 +80,10 @@ def test_a_budget_beside_a_tune_result_is_refused(data_file, tmp_path, cli_json)
     import json
 
     tuned.write_text(json.dumps(result))
-    with pytest.raises(fallow.ParameterError, match="together"):
+    # named as Python spells it, not as the command line does
+    with pytest.raises(
+        fallow.ParameterError, match=r'^budget="5%" and the tune result .* together'
+    ):
         fallow.live.scrub(data_file, budget="5%", tuned=tuned, checkpoint=tmp_path / "c.json")
     assert not (tmp_path / "c.json").exists()
 

@@ -12,7 +12,7 @@ use crate::sim::Kwargs;
 use fallow_core::outpath::OutputGuard;
 use fallow_live::native::NativeTarget;
 use fallow_live::scrub::{Resume, ScrubPlan, ScrubSession, VerifyMode};
-use fallow_live::settings::{Command, Flags, OrderChoice, Settings};
+use fallow_live::settings::{Command, Flags, Front, OrderChoice, Settings};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
@@ -109,6 +109,7 @@ pub fn scrub<'py>(
         })?,
     };
     let flags = Flags {
+        front: Front::Python,
         config: kw.get::<PathBuf>("config")?,
         policy: kw.get::<String>("policy")?,
         tuned: kw.get::<PathBuf>("tuned")?,

@@ -84,11 +84,33 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
     }
 }
 
+/// Which front end gave the flags: how a message names an option.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Front {
+    /// The command line: `--budget`.
+    #[default]
+    Cli,
+    /// Python's keyword arguments: `budget=`.
+    Python,
+}
+
+impl Front {
+    /// How this front end spells the option the CLI calls `--name`.
+    pub fn option(self, name: &str) -> String {
+        match self {
+            Front::Cli => format!("--{name}"),
+            Front::Python => format!("{}=", name.replace('-', "_")),
+        }
+    }
+}
+
 /// The flags of a live command as given (`None`, empty or false: not
 /// given). Durations and sizes are already parsed (the front end names
 /// the flag if they do not parse); the rest is checked here.
 #[derive(Debug, Clone, Default)]
 pub struct Flags {
+    /// The front end that gave them (how messages name them).
+    pub front: Front,
     /// `--config`.
     pub config: Option<PathBuf>,
     /// `--policy`.
@@ -315,7 +337,7 @@ fn apply_budget(
         .ok()
         .filter(|v| !v.trim().is_empty());
     let (text, from) = match (&a.budget, env, own, live) {
-        (Some(b), ..) => (b.clone(), "--budget".to_string()),
+        (Some(b), ..) => (b.clone(), a.front.option("budget")),
         (None, Some(e), ..) => (e, BUDGET_ENV.to_string()),
         (None, None, Some(b), _) => (
             b.to_string(),
@@ -331,7 +353,13 @@ fn apply_budget(
         .map_err(|e: fallow_core::Error| Error::Setting(format!("{from}: {e}")))?;
     if let Some(t) = &s.tuned_path {
         return Err(Error::Setting(format!(
-            "{from} {budget} and the tune result {} together: a tune result fixes the setting offline, a budget refits it live; give one of them",
+            "{} and the tune result {} together: a tune result fixes the setting offline, a budget refits it live; give one of them",
+            // `--budget 5%`, `FALLOW_BUDGET 5%`, Python's `budget="5%"`
+            if from.ends_with('=') {
+                format!("{from}\"{budget}\"")
+            } else {
+                format!("{from} {budget}")
+            },
             t.display()
         )));
     }
@@ -486,9 +514,11 @@ impl Settings {
         s.order = match (a.order.or(sc.order), regions) {
             (Some(OrderChoice::Sequential), Some(_)) => {
                 return Err(match (a.order, a.regions) {
-                    (Some(_), Some(_)) => Error::Setting(
-                        "--regions goes with --order staggered, not sequential".into(),
-                    ),
+                    (Some(_), Some(_)) => Error::Setting(format!(
+                        "{} goes with {} staggered, not sequential",
+                        a.front.option("regions"),
+                        a.front.option("order")
+                    )),
                     (_, None) => cfg.bad(
                         "scrub",
                         "regions",
@@ -836,5 +866,18 @@ mod tests {
                 "{e}"
             );
         }
+        // from Python, in Python's words
+        let e = Settings::resolve(
+            Command::Scrub,
+            &Flags {
+                front: Front::Python,
+                budget: Some("5%".into()),
+                tuned: Some(t.clone()),
+                ..Flags::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("budget=\"5%\" and the tune result"), "{e}");
     }
 }
