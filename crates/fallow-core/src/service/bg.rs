@@ -742,7 +742,7 @@ impl BgService {
             }
             _ => {
                 let s = u128::from(self.sample_ns(size_bytes, rng)); // deterministic: no draw
-                // request k (from 1) starts at (k−1)·s + H(k−1), H the gaps before it
+                                                                     // request k (from 1) starts at (k−1)·s + H(k−1), H the gaps before it
                 let start = |k: u64| u128::from(k - 1) * s + gaps.gaps_ns(spacing_ns, k - 1);
                 let started = last_fitting(1, max, |k| start(k) < l);
                 let last_start = start(started);
@@ -1195,8 +1195,10 @@ mod tests {
                     };
                     for max in [1, 3, u64::MAX] {
                         for available in 1..200 {
-                            let x = svc.batched_burst(4096, available, max, spacing, gaps, &mut rng);
-                            let y = batched_step_by_step(&svc, available, max, spacing, gaps, &mut rng);
+                            let x =
+                                svc.batched_burst(4096, available, max, spacing, gaps, &mut rng);
+                            let y =
+                                batched_step_by_step(&svc, available, max, spacing, gaps, &mut rng);
                             assert_eq!(x, y, "L {available} max {max} {gaps:?} spacing {spacing}");
                         }
                     }
@@ -1217,7 +1219,10 @@ mod tests {
         let rest = l % 120_000_000;
         let in_last = (rest / 5_000_000).min(4);
         assert_eq!(b.completed, 4 * cycles + in_last);
-        assert_eq!(b.busy_ns, b.completed * 5_000_000 + if in_last < 4 { rest % 5_000_000 } else { 0 });
+        assert_eq!(
+            b.busy_ns,
+            b.completed * 5_000_000 + if in_last < 4 { rest % 5_000_000 } else { 0 }
+        );
     }
 
     /// Batched exponential bursts (`batch=N`, doubling then Beta bisection of
@@ -1262,7 +1267,11 @@ mod tests {
                 push_figures(&mut a, x.completed, x.residual_ns, x.busy_ns);
                 push_figures(&mut b, y.completed, y.residual_ns, y.busy_ns);
             }
-            assert_same_means(&a, &b, &format!("available {available}, max {max}, spacing {spacing}, {gaps:?}"));
+            assert_same_means(
+                &a,
+                &b,
+                &format!("available {available}, max {max}, spacing {spacing}, {gaps:?}"),
+            );
         }
         // a 584-year interval answers, its mean near the renewal rate
         let gaps = BatchGaps {
@@ -1270,7 +1279,9 @@ mod tests {
             started: 0,
             end_gap_ns: 100_000_000,
         };
-        let svc = BgService::Exponential { mean_ns: 10_000_000 };
+        let svc = BgService::Exponential {
+            mean_ns: 10_000_000,
+        };
         let mut rng = Pcg64Mcg::seed_from_u64(3);
         let l = u64::MAX - 1;
         let b = svc.batched_burst(4096, l, u64::MAX, 0, gaps, &mut rng);

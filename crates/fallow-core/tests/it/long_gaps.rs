@@ -72,6 +72,10 @@ fn figures(r: &SimResult, c: Option<&IntervalCounters>) -> Vec<f64> {
         for s in [St::Bg, St::Preempt, St::Idle] {
             v.push(c.get(s, Ev::Fg) as f64);
         }
+        // what batches (batch=N) add: B[i] at each batch end, P[b] when the
+        // next batch arrives in an interval
+        v.push(c.get(St::Bg, Ev::Empty) as f64);
+        v.push(c.get(St::Preempt, Ev::Bg) as f64);
     }
     v
 }
@@ -112,17 +116,22 @@ impl Machine {
 /// mean (BG requests, collisions, BG busy time and the B[f], P[f], I[f]
 /// counters) agrees to within 5 standard errors, for the four variants
 /// with both interval starts, credit skipping (whose credits carry from
-/// interval to interval) and the adaptive interval (whose length does).
+/// interval to interval) and the adaptive interval (whose length does);
+/// each without batches and with `batch=N` (the burst's gaps repeat every
+/// batch and the first batch may be partial: its count carries over),
+/// where the counters include B[i] and P[b].
 #[test]
 fn exponential_bursts_are_one_request_at_a_time_in_distribution() {
     let prep = trace();
     let bg = BgService::Exponential { mean_ns: 2 * MS };
-    let machine = |v: IntervalVariant, start: IntervalStart| PreemptionIntervalConfig {
-        interval_ns: 10 * MS,
-        variant: v,
-        start,
-        ..PreemptionIntervalConfig::default()
-    };
+    let machine =
+        |v: IntervalVariant, start: IntervalStart, batch: Option<u64>| PreemptionIntervalConfig {
+            interval_ns: 10 * MS,
+            variant: v,
+            start,
+            batch,
+            ..PreemptionIntervalConfig::default()
+        };
     let mut builders: Vec<(String, Box<dyn Fn() -> Machine>)> = Vec::new();
     for v in [
         IntervalVariant::BurstIdle,
@@ -130,34 +139,41 @@ fn exponential_bursts_are_one_request_at_a_time_in_distribution() {
         IntervalVariant::RequestIdle,
         IntervalVariant::RequestPreempt,
     ] {
-        for start in [IntervalStart::FgEnd, IntervalStart::FgStart] {
+        for batch in [None, Some(1), Some(3)] {
+            for start in [IntervalStart::FgEnd, IntervalStart::FgStart] {
+                builders.push((
+                    format!("preemption-interval {v:?} {start:?} batch {batch:?}"),
+                    Box::new(move || {
+                        Machine::Plain(PreemptionInterval::new(machine(v, start, batch)))
+                    }),
+                ));
+            }
+            if batch == Some(1) {
+                continue;
+            }
             builders.push((
-                format!("preemption-interval {v:?} {start:?}"),
-                Box::new(move || Machine::Plain(PreemptionInterval::new(machine(v, start)))),
+                format!("credit-skip {v:?} batch {batch:?}"),
+                Box::new(move || {
+                    Machine::Credit(CreditSkip::new(CreditSkipConfig {
+                        machine: machine(v, IntervalStart::FgEnd, batch),
+                        n: 3,
+                        cap: 9,
+                        ..CreditSkipConfig::default()
+                    }))
+                }),
+            ));
+            builders.push((
+                format!("adaptive-preemption-interval {v:?} batch {batch:?}"),
+                Box::new(move || {
+                    Machine::Adaptive(AdaptivePreemptionInterval::new(
+                        AdaptivePreemptionIntervalConfig {
+                            machine: machine(v, IntervalStart::FgEnd, batch),
+                            ..AdaptivePreemptionIntervalConfig::default()
+                        },
+                    ))
+                }),
             ));
         }
-        builders.push((
-            format!("credit-skip {v:?}"),
-            Box::new(move || {
-                Machine::Credit(CreditSkip::new(CreditSkipConfig {
-                    machine: machine(v, IntervalStart::FgEnd),
-                    n: 3,
-                    cap: 9,
-                    ..CreditSkipConfig::default()
-                }))
-            }),
-        ));
-        builders.push((
-            format!("adaptive-preemption-interval {v:?}"),
-            Box::new(move || {
-                Machine::Adaptive(AdaptivePreemptionInterval::new(
-                    AdaptivePreemptionIntervalConfig {
-                        machine: machine(v, IntervalStart::FgEnd),
-                        ..AdaptivePreemptionIntervalConfig::default()
-                    },
-                ))
-            }),
-        ));
     }
     for (name, build) in &builders {
         let (mut a, mut b): (Vec<Vec<f64>>, Vec<Vec<f64>>) = (Vec::new(), Vec::new());

@@ -584,7 +584,9 @@ fn batched_bursts_in_simulation_are_the_same_run_as_one_request_at_a_time() {
     let (mut t, mut x) = (0u64, 12_345u64);
     for _ in 0..n {
         arrival.push(t);
-        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         t += ((x >> 33) % 60 + 2) * MS;
     }
     let completion: Vec<u64> = arrival.iter().map(|a| a + MS).collect();
@@ -659,7 +661,8 @@ fn batched_bursts_in_simulation_are_the_same_run_as_one_request_at_a_time() {
                             batch: Some(batch),
                             ..PreemptionIntervalConfig::default()
                         };
-                        let (mut x, mut y) = (PreemptionInterval::new(c), PreemptionInterval::new(c));
+                        let (mut x, mut y) =
+                            (PreemptionInterval::new(c), PreemptionInterval::new(c));
                         simulate(prep, &mut x, &cfg).unwrap();
                         simulate(prep, &mut OneAtATime(&mut y), &cfg).unwrap();
                         let at = format!("{v:?} {start:?} batch {batch} {bg:?} {name}");
@@ -682,7 +685,11 @@ fn batched_bursts_in_simulation_are_the_same_run_as_one_request_at_a_time() {
                     let (mut x, mut y) = (CreditSkip::new(c), CreditSkip::new(c));
                     simulate(prep, &mut x, &cfg).unwrap();
                     simulate(prep, &mut OneAtATime(&mut y), &cfg).unwrap();
-                    assert_eq!(x.counters(), y.counters(), "credit-skip {v:?} batch {batch}");
+                    assert_eq!(
+                        x.counters(),
+                        y.counters(),
+                        "credit-skip {v:?} batch {batch}"
+                    );
                     assert_eq!((x.skips(), x.credits()), (y.skips(), y.credits()));
                     let c = AdaptivePreemptionIntervalConfig {
                         machine: PreemptionIntervalConfig {
@@ -705,6 +712,9 @@ fn batched_bursts_in_simulation_are_the_same_run_as_one_request_at_a_time() {
         }
     }
     assert!(compared > 400, "{compared}");
-    assert!(bg_requests > 1_000_000, "{bg_requests} BG requests compared");
+    assert!(
+        bg_requests > 1_000_000,
+        "{bg_requests} BG requests compared"
+    );
     assert!(ties > 0, "no B[f]");
 }
