@@ -294,6 +294,39 @@ fn a_584_year_gap_is_one_burst_for_the_machine_family() {
     // spaced requests (p between them, and CFQ's slice_idle): the renewal
     // count L / (mean + spacing), to within 6 standard deviations
     // (variance L·σ²/μ³ with σ = mean, μ = mean + spacing)
+    // Batches of 4 (batch=4): a cycle of 4 services and the gaps of one
+    // batch, per batch (the gap after a batch's last request p for the
+    // *-preempt variants, the others p inside a batch for request-*),
+    // so n batches take n·(4 mean + gaps) and count 4 per cycle; the
+    // variance of the count is 4²·L·(4σ²)/μ³ with μ the cycle's mean
+    // (here the arrival is 10 s short of 2^64 ns: the engine adds the
+    // residual of the cut request to the arrival, which 10 ms would not cover)
+    let b = 4.0;
+    let l = u64::MAX - 10_000 * MS;
+    let prep = Prepared::from_periods(&[MS, MS], &[1, 1], &[l]).unwrap();
+    for (spec, per_batch_gaps) in [
+        ("preemption-interval:batch=4", 0),
+        ("preemption-interval:batch=4,variant=burst-preempt", p),
+        ("preemption-interval:batch=4,variant=request-idle", 3 * p),
+        ("preemption-interval:batch=4,variant=request-preempt", 4 * p),
+        ("credit-skip:batch=4,variant=burst-preempt", p),
+        (
+            "adaptive-preemption-interval:p=100ms,batch=4,variant=request-preempt",
+            4 * p,
+        ),
+    ] {
+        let mut pol = policy::build(spec).unwrap();
+        let r = simulate(&prep, pol.as_mut(), &cfg).unwrap();
+        let mu = b * mean_ns as f64 + per_batch_gaps as f64;
+        let span = (l - p) as f64;
+        let want = b * span / mu;
+        let sd = (b * b * span * b * (mean_ns as f64).powi(2) / mu.powi(3)).sqrt();
+        assert!(
+            (r.bg.completed as f64 - want).abs() < 6.0 * sd + b,
+            "{spec}: {} vs {want} ± {sd}",
+            r.bg.completed
+        );
+    }
     for (spec, wait, spacing) in [
         ("preemption-interval:variant=request-idle", p, p),
         ("kernel-idle-class", 100 * MS, 8 * MS),
