@@ -36,7 +36,7 @@
 //!
 //! **Bursts in simulation.** Told by the simulator that it runs simulated
 //! ([`Policy::simulated`]) with endless BG work and deterministic service
-//! (constant or size-based), and without `batch=`, the machine asks for the
+//! (constant or size-based), the machine asks for the
 //! whole idle interval's BG work in one `Start` instead: after the interval,
 //! requests back to back (`burst-*`) or `p` apart (`request-*`) until FG
 //! arrives. Every request then takes the model's service time `s`, so the
@@ -54,8 +54,24 @@
 //! their events as above. The run is then the one-request protocol's in
 //! distribution, not draw for draw (the draws differ), and an idle interval
 //! costs O(log(length / service)) however long it is (tested against the
-//! one-request protocol in `tests/it/long_gaps.rs`). Finite BG work,
-//! `batch=N` and the live driver keep one request at a time.
+//! one-request protocol in `tests/it/long_gaps.rs`).
+//!
+//! With `batch=N` the burst's gaps repeat every batch ([`Start::batch`],
+//! [`BatchGaps`]): after a request inside a batch the gap is `p` for the
+//! `request-*` variants, else 0; after a batch's last request it is `p` for
+//! the `*-preempt` variants, else 0 (the table above); the first batch of
+//! the burst holds what the last interval left of its batch
+//! (`batch_started` carries over). The engine draws it in closed form
+//! ([`BgService::batched_burst`]: an exact search over the completion times
+//! under deterministic service, Gamma doubling and Beta bisection under
+//! exponential service, exact in distribution in O(log n) draws); the
+//! machine finds the count by the same search (`batched_burst_cut`) or is
+//! told it, and replays the requests as whole cycles from B to B: those
+//! after a batch end (`ran_events` with `batch_end`) and the rest
+//! (`ran_repeat`). Tested to the bit against the one-request protocol
+//! (`tests/it/policies_et.rs`, batch 1, 2, 5) and in distribution
+//! (`tests/it/long_gaps.rs`). Finite BG work and the live driver keep one
+//! request at a time.
 //!
 //! **Batches.** In fallow, BG work never *arrives* during an idle interval
 //! (endless work is always queued, finite work only shrinks, arrival-driven
