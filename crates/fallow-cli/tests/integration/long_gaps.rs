@@ -134,6 +134,25 @@ fn every_command_finishes_on_a_584_year_span_and_a_3_year_typo() {
                 finishes(&["simulate", p, "--policy", policy.name]);
             }
         }
+        // batch=N: the preemption-interval family asks for the rest of
+        // the interval in one burst whose gaps repeat every batch
+        let mut batched: Vec<String> = [
+            "burst-idle",
+            "burst-preempt",
+            "request-idle",
+            "request-preempt",
+        ]
+        .iter()
+        .map(|v| format!("preemption-interval:batch=4,variant={v}"))
+        .collect();
+        batched.push("adaptive-preemption-interval:batch=4".into());
+        batched.push("credit-skip:batch=4".into());
+        batched.push("credit-skip:batch=3,variant=request-preempt".into());
+        for spec in &batched {
+            finishes(&["simulate", p, "--bg", SIZE_BG, "--policy", spec]);
+            finishes(&["simulate", p, "--bg", "const:5ms", "--policy", spec]);
+            finishes(&["simulate", p, "--policy", spec]);
+        }
         finishes(&["compare", p, "--bg", SIZE_BG]);
         finishes(&["pareto", p, "--bg", SIZE_BG]);
         // compare, pareto and recommend under the default BG service too,

@@ -175,6 +175,7 @@ impl AdaptiveSize {
             spacing_ns: 0,
             consult_each: true,
             schedule: None,
+            batch: None,
         })
     }
 }
@@ -210,6 +211,7 @@ impl Policy for AdaptiveSize {
                     spacing_ns: 0,
                     consult_each: false,
                     schedule: None,
+                    batch: None,
                 })
             }
             _ => self.issue(c.wait_ns, c.start_bytes),

@@ -207,6 +207,7 @@ mod tests {
                 spacing_ns: 8 * MS,
                 consult_each: false,
                 schedule: None,
+                batch: None,
             })
         );
         let mut pol = super::super::build(
@@ -231,6 +232,7 @@ mod tests {
                 spacing_ns: 0,
                 consult_each: false,
                 schedule: None,
+                batch: None,
             })
         );
         assert_eq!(ask(pol.as_mut(), Some(1)), Decision::Quiet);

@@ -130,6 +130,13 @@ pub struct Start {
     /// rest of the `Start` applies: a policy that sets it asks for one
     /// request with `consult_each`, the same run one request at a time.
     pub schedule: Option<crate::service::Schedule>,
+    /// In simulation only, BG requests in batches: the idle time left after
+    /// a batch's last request is the batch's own, `spacing_ns` applies
+    /// inside a batch ([`crate::service::BatchGaps`]; preemption-interval's
+    /// `batch=N`). The engine draws such a burst in closed form
+    /// ([`BgService::batched_burst`]); the live driver never sees one (a
+    /// policy asks for it only when told it runs simulated).
+    pub batch: Option<crate::service::BatchGaps>,
 }
 
 impl Start {
@@ -142,6 +149,7 @@ impl Start {
             spacing_ns: 0,
             consult_each: false,
             schedule: None,
+            batch: None,
         }
     }
 }

@@ -9,7 +9,9 @@
 mod bg;
 mod fg;
 
-pub use bg::{BgService, BgWork, Burst, Schedule, ScheduledBurst, MAX_SPAWNED_BG_REQUESTS};
+pub use bg::{
+    BatchGaps, BgService, BgWork, Burst, Schedule, ScheduledBurst, MAX_SPAWNED_BG_REQUESTS,
+};
 pub use fg::{
     fcfs_completions, fcfs_completions_cancellable, DiskModel, ServiceModel, ServiceSampler,
 };

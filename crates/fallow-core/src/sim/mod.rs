@@ -758,6 +758,15 @@ impl<'a> Run<'a> {
             }
             let fast = if s.consult_each || stepping_only {
                 None
+            } else if let Some(gaps) = s.batch {
+                Some(self.cfg.bg_service.batched_burst(
+                    size,
+                    idle - begin,
+                    max,
+                    s.spacing_ns,
+                    gaps,
+                    &mut self.rng,
+                ))
             } else {
                 self.cfg
                     .bg_service
@@ -795,6 +804,14 @@ impl<'a> Run<'a> {
                     // continue the same burst
                     s.max_requests = s.max_requests.saturating_sub(1);
                     s.after_ns = s.spacing_ns;
+                    if let Some(g) = s.batch.as_mut() {
+                        // the request that completed was the burst's first:
+                        // the rest is a burst of its own, one further into the batch
+                        if g.ends_batch(1) {
+                            s.after_ns = g.end_gap_ns;
+                        }
+                        g.started = (g.started + 1) % g.size.max(1);
+                    }
                     decision = Decision::Start(s);
                     continue;
                 }

@@ -555,3 +555,166 @@ fn bursts_in_simulation_are_the_same_run_as_one_request_at_a_time() {
         "{bg_requests} BG requests compared"
     );
 }
+
+/// Bursts in batches (`batch=N`; preemption_interval module docs, "Bursts
+/// in simulation"): with deterministic BG service and endless work, the
+/// whole interval's BG work in one burst whose gaps repeat every batch is
+/// the same run as one request at a time — every figure and every
+/// state×event counter, to the bit — for every variant × batch 1, 2, 5 ×
+/// both interval starts, credit skipping and the adaptive interval, on a
+/// bursty trace and on one built so that BG completions fall on FG
+/// arrivals to the ns (the tie of a delay-free B[f]) and FG arrives in
+/// every kind of gap.
+#[test]
+fn batched_bursts_in_simulation_are_the_same_run_as_one_request_at_a_time() {
+    let mmpp = synthetic(
+        ArrivalProcess::Mmpp2 {
+            rate_per_s: [200.0, 5.0],
+            switch_per_s: [2.0, 1.0],
+        },
+        ServiceModel::Exponential { mean_ns: 2 * MS },
+        8_000,
+        7,
+    );
+    // FG requests of 1 ms at gaps of 1..=60 ms in whole ms (a fixed
+    // pseudo-random walk), so the idle intervals are whole ms too and BG
+    // requests of 1 or 3 ms with p of 2 or 5 ms end on FG arrivals
+    let n = 3_000u64;
+    let mut arrival = Vec::with_capacity(n as usize);
+    let (mut t, mut x) = (0u64, 12_345u64);
+    for _ in 0..n {
+        arrival.push(t);
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        t += ((x >> 33) % 60 + 2) * MS;
+    }
+    let completion: Vec<u64> = arrival.iter().map(|a| a + MS).collect();
+    let whole_ms = Prepared::new(
+        &Trace::from_columns(
+            arrival,
+            Some(completion),
+            vec![0; n as usize],
+            vec![4096; n as usize],
+            vec![Op::Read; n as usize],
+            vec![0; n as usize],
+        )
+        .unwrap(),
+        None,
+        0,
+    )
+    .unwrap();
+    let services = [
+        BgService::Constant { ns: MS },
+        BgService::Constant { ns: 3 * MS },
+        BgService::SizeBased {
+            base_ns: 1_000_000,
+            knee_bytes: 65_536,
+            rate_bytes_per_s: 1e8,
+        },
+    ];
+    let (mut compared, mut bg_requests, mut ties) = (0, 0, 0);
+    for (name, prep) in [("mmpp", &mmpp), ("whole-ms", &whole_ms)] {
+        for bg in services {
+            let cfg = SimConfig {
+                bg_service: bg,
+                bg_size_bytes: 1 << 20,
+                seed: 3,
+                ..SimConfig::default()
+            };
+            let mut specs: Vec<String> = Vec::new();
+            for batch in [1, 2, 5] {
+                for p in ["2ms", "5ms"] {
+                    for v in ["tl", "tr", "bl", "br"] {
+                        for start in ["fg-end", "fg-start"] {
+                            specs.push(format!(
+                                "preemption-interval:p={p},variant={v},start={start},batch={batch}"
+                            ));
+                        }
+                        specs.push(format!(
+                            "credit-skip:p={p},variant={v},n=3,cap=9,batch={batch}"
+                        ));
+                        specs.push(format!(
+                            "adaptive-preemption-interval:p={p},variant={v},batch={batch}"
+                        ));
+                    }
+                }
+            }
+            for spec in &specs {
+                let mut bursts = policy::build(spec).unwrap();
+                let a = simulate(prep, bursts.as_mut(), &cfg).unwrap();
+                let mut each = policy::build(spec).unwrap();
+                let b = simulate(prep, &mut OneAtATime(each.as_mut()), &cfg).unwrap();
+                let at = format!("{spec} {bg:?} {name}");
+                assert_eq!(json_without_name(&a), json_without_name(&b), "{at}");
+                bg_requests += b.bg.completed;
+                compared += 1;
+            }
+            // the machine's counters, through the concrete types
+            for batch in [1, 2, 5] {
+                for v in VARIANTS {
+                    for start in [IntervalStart::FgEnd, IntervalStart::FgStart] {
+                        let c = PreemptionIntervalConfig {
+                            interval_ns: 2 * MS,
+                            variant: v,
+                            start,
+                            batch: Some(batch),
+                            ..PreemptionIntervalConfig::default()
+                        };
+                        let (mut x, mut y) =
+                            (PreemptionInterval::new(c), PreemptionInterval::new(c));
+                        simulate(prep, &mut x, &cfg).unwrap();
+                        simulate(prep, &mut OneAtATime(&mut y), &cfg).unwrap();
+                        let at = format!("{v:?} {start:?} batch {batch} {bg:?} {name}");
+                        assert_eq!(x.counters(), y.counters(), "{at}");
+                        assert!(x.counters().get(St::Bg, Ev::Empty) > 0, "{at}");
+                        if batch > 1 {
+                            assert!(x.counters().get(St::Bg, Ev::Bg) > 0, "{at}");
+                        }
+                        ties += x.counters().get(St::Bg, Ev::Fg);
+                    }
+                    let c = CreditSkipConfig {
+                        machine: PreemptionIntervalConfig {
+                            interval_ns: 5 * MS,
+                            variant: v,
+                            batch: Some(batch),
+                            ..PreemptionIntervalConfig::default()
+                        },
+                        ..CreditSkipConfig::default()
+                    };
+                    let (mut x, mut y) = (CreditSkip::new(c), CreditSkip::new(c));
+                    simulate(prep, &mut x, &cfg).unwrap();
+                    simulate(prep, &mut OneAtATime(&mut y), &cfg).unwrap();
+                    assert_eq!(
+                        x.counters(),
+                        y.counters(),
+                        "credit-skip {v:?} batch {batch}"
+                    );
+                    assert_eq!((x.skips(), x.credits()), (y.skips(), y.credits()));
+                    let c = AdaptivePreemptionIntervalConfig {
+                        machine: PreemptionIntervalConfig {
+                            variant: v,
+                            batch: Some(batch),
+                            ..AdaptivePreemptionIntervalConfig::default().machine
+                        },
+                        ..AdaptivePreemptionIntervalConfig::default()
+                    };
+                    let (mut x, mut y) = (
+                        AdaptivePreemptionInterval::new(c),
+                        AdaptivePreemptionInterval::new(c),
+                    );
+                    simulate(prep, &mut x, &cfg).unwrap();
+                    simulate(prep, &mut OneAtATime(&mut y), &cfg).unwrap();
+                    assert_eq!(x.counters(), y.counters(), "adaptive {v:?} batch {batch}");
+                    assert_eq!(x.interval_ns(), y.interval_ns());
+                }
+            }
+        }
+    }
+    assert!(compared > 400, "{compared}");
+    assert!(
+        bg_requests > 1_000_000,
+        "{bg_requests} BG requests compared"
+    );
+    assert!(ties > 0, "no B[f]");
+}

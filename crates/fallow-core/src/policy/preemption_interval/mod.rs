@@ -36,7 +36,7 @@
 //!
 //! **Bursts in simulation.** Told by the simulator that it runs simulated
 //! ([`Policy::simulated`]) with endless BG work and deterministic service
-//! (constant or size-based), and without `batch=`, the machine asks for the
+//! (constant or size-based), the machine asks for the
 //! whole idle interval's BG work in one `Start` instead: after the interval,
 //! requests back to back (`burst-*`) or `p` apart (`request-*`) until FG
 //! arrives. Every request then takes the model's service time `s`, so the
@@ -54,8 +54,24 @@
 //! their events as above. The run is then the one-request protocol's in
 //! distribution, not draw for draw (the draws differ), and an idle interval
 //! costs O(log(length / service)) however long it is (tested against the
-//! one-request protocol in `tests/it/long_gaps.rs`). Finite BG work,
-//! `batch=N` and the live driver keep one request at a time.
+//! one-request protocol in `tests/it/long_gaps.rs`).
+//!
+//! With `batch=N` the burst's gaps repeat every batch ([`Start::batch`],
+//! [`BatchGaps`]): after a request inside a batch the gap is `p` for the
+//! `request-*` variants, else 0; after a batch's last request it is `p` for
+//! the `*-preempt` variants, else 0 (the table above); the first batch of
+//! the burst holds what the last interval left of its batch
+//! (`batch_started` carries over). The engine draws it in closed form
+//! ([`BgService::batched_burst`]: an exact search over the completion times
+//! under deterministic service, Gamma doubling and Beta bisection under
+//! exponential service, exact in distribution in O(log n) draws); the
+//! machine finds the count by the same search (`batched_burst_cut`) or is
+//! told it, and replays the requests as whole cycles from B to B: those
+//! after a batch end (`ran_events` with `batch_end`) and the rest
+//! (`ran_repeat`). Tested to the bit against the one-request protocol
+//! (`tests/it/policies_et.rs`, batch 1, 2, 5) and in distribution
+//! (`tests/it/long_gaps.rs`). Finite BG work and the live driver keep one
+//! request at a time.
 //!
 //! **Batches.** In fallow, BG work never *arrives* during an idle interval
 //! (endless work is always queued, finite work only shrinks, arrival-driven
@@ -100,7 +116,7 @@ pub use machine::{next_state, IntervalCounters, IntervalEvent, IntervalState, In
 
 use super::{Ctx, Decision, Entry, IntervalRule, Knob, Param, ParamKind, Params, Policy, Start};
 use crate::error::{Error, Result};
-use crate::service::{BgService, BgWork};
+use crate::service::{BatchGaps, BgService, BgWork};
 use serde::Serialize;
 
 /// Registry entry: what `fallow policies`, `tune` and the builders read.
@@ -253,6 +269,8 @@ pub struct PreemptionInterval {
     random_burst: bool,
     /// That count, once told.
     cut_completed: Option<u64>,
+    /// The batches of the burst under way (`batch=N`): its gaps.
+    burst_gaps: Option<BatchGaps>,
 }
 
 impl PreemptionInterval {
@@ -271,6 +289,7 @@ impl PreemptionInterval {
             burst: None,
             random_burst: false,
             cut_completed: None,
+            burst_gaps: None,
         }
     }
 
@@ -342,7 +361,8 @@ impl PreemptionInterval {
         self.burst = None;
         self.random_burst = false;
         self.cut_completed = None;
-        let whole = self.bursts && pending.from == IntervalState::Fg && self.config.batch.is_none();
+        self.burst_gaps = None;
+        let whole = self.bursts && pending.from == IntervalState::Fg;
         if whole {
             // the rest of the interval in one burst: what one request at a
             // time would ask after each completion, B→B at once or B→P→I→B
@@ -359,8 +379,21 @@ impl PreemptionInterval {
                 // exponential: the engine draws the burst and tells the count
                 None => self.random_burst = true,
             }
+            // with batches, the gap after a batch's last request is the
+            // batch end's: B→I→B at once, or B→P→I→B after p
+            let batch = self.config.batch.map(|n| BatchGaps {
+                size: n,
+                started: self.batch_started,
+                end_gap_ns: if self.config.variant.interval_after_burst() {
+                    self.config.interval_ns
+                } else {
+                    0
+                },
+            });
+            self.burst_gaps = batch;
             return Decision::Start(Start {
                 spacing_ns,
+                batch,
                 ..Start::until_fg(after_ns, size)
             });
         }
@@ -371,6 +404,7 @@ impl PreemptionInterval {
             spacing_ns: 0,
             consult_each: true,
             schedule: None,
+            batch: None,
         })
     }
 
@@ -378,25 +412,52 @@ impl PreemptionInterval {
     /// completed (from B, not at a batch end): their events in bulk. Each
     /// request's events lead from B back to B, so `n` of them add `n` to
     /// every counter on that cycle.
+    ///
+    /// With `batch=N` the request after a batch's last sees that batch end
+    /// (`ran_events` with `batch_end`), a different cycle from B to B: of
+    /// the `n` requests, those following the completions that filled a
+    /// batch, counted from `batch_started` (the current batch's requests so
+    /// far, the last one included), take that cycle, the rest the usual.
     fn ran_repeat(&mut self, n: u64) {
         if n == 0 {
             return;
         }
         debug_assert_eq!(self.state, IntervalState::Bg);
+        let Some(size) = self.config.batch else {
+            self.add_cycles(false, n);
+            self.batch_started += n;
+            return;
+        };
+        // the completions before the n requests are the current batch's
+        // `c`-th to `(c + n − 1)`-th, counted on across batches
+        let c = u128::from(self.batch_started.clamp(1, size));
+        let last = c + u128::from(n) - 1;
+        let ends = (last / u128::from(size)) as u64;
+        self.add_cycles(true, ends);
+        self.add_cycles(false, n - ends);
+        self.batch_started = (last % u128::from(size)) as u64 + 1;
+    }
+
+    /// `k` requests' events, each after a completion that did (`batch_end`)
+    /// or did not end a batch: a cycle from B to B, so `k` of them add `k`
+    /// to every counter on it.
+    fn add_cycles(&mut self, batch_end: bool, k: u64) {
+        if k == 0 {
+            return;
+        }
         let step = Pending {
             from: IntervalState::Bg,
-            batch_end: false,
+            batch_end,
             decided_ns: 0,
             start_ns: 0,
             empty_timer_ns: None,
         };
         let mut at = self.state;
         for &e in self.ran_events(&step) {
-            self.counters.add(at, e, n);
+            self.counters.add(at, e, k);
             at = next_state(self.config.variant, at, e);
         }
         debug_assert_eq!(at, IntervalState::Bg, "one request's events are a cycle");
-        self.batch_started += n;
     }
 
     /// The burst asked at the interval's start ended after `done` requests
@@ -404,6 +465,7 @@ impl PreemptionInterval {
     /// the interval): the events one request at a time would have seen up
     /// to the last completion; the pending request is taken.
     fn burst_done(&mut self, done: u64) {
+        self.burst_gaps = None;
         let asked = self.burst.take().is_some() || std::mem::take(&mut self.random_burst);
         if let (true, Some(first)) = (asked, self.pending.take()) {
             if done > 0 {
@@ -422,9 +484,14 @@ impl PreemptionInterval {
             self.random_burst_cut(end_ns);
             return;
         }
+        let gaps = self.burst_gaps.take();
         let (Some((service_ns, cycle_ns)), Some(first)) = (self.burst.take(), self.pending) else {
             return;
         };
+        if let Some(gaps) = gaps {
+            self.batched_burst_cut(end_ns, service_ns, first, gaps);
+            return;
+        }
         // requests that completed strictly before the arrival: the k-th
         // (from 0) completes at S + k·cycle + s
         let first_end = first.start_ns.saturating_add(service_ns);
@@ -451,6 +518,46 @@ impl PreemptionInterval {
         });
     }
 
+    /// [`Self::burst_cut`] of a burst in batches: request `k` (from 1)
+    /// completes at `S + k·s + H(k−1)`, `H` the gaps of `gaps` (exact u128
+    /// arithmetic), and the count completed strictly before the arrival is
+    /// found by bisection.
+    fn batched_burst_cut(&mut self, end_ns: u64, service_ns: u64, first: Pending, gaps: BatchGaps) {
+        let spacing_ns = if self.config.variant.interval_per_request() {
+            self.config.interval_ns
+        } else {
+            0
+        };
+        let s = u128::from(service_ns);
+        let done_at = |k: u64| {
+            u128::from(first.start_ns) + u128::from(k) * s + gaps.gaps_ns(spacing_ns, k - 1)
+        };
+        let end = u128::from(end_ns);
+        if end <= done_at(1) {
+            return; // the first request is the pending one
+        }
+        // completions come at least 1 ns apart and all before end_ns < 2^64
+        let mut hi = 2u64;
+        while done_at(hi) < end {
+            hi = hi.saturating_mul(2);
+        }
+        let mut lo = 1u64;
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if done_at(mid) < end {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let completed = lo;
+        self.ran(&first);
+        self.ran_repeat(completed - 1);
+        // as bg_done would have asked after the last of them
+        let now = done_at(completed) as u64;
+        self.pending = Some(self.after_bg(now));
+    }
+
     /// The random-service burst asked at the interval's start was under way
     /// when FG arrived at `end_ns`, after the engine's count of completed
     /// requests (none told: the burst had not started). As `burst_cut`,
@@ -470,9 +577,11 @@ impl PreemptionInterval {
         self.ran(&first);
         self.ran_repeat(completed - 1);
         let v = self.config.variant;
+        // whether the last completion ended a batch (batch=N), as bg_done finds it
+        let batch_end = self.after_bg(end_ns).batch_end;
         self.pending = Some(Pending {
             from: IntervalState::Bg,
-            batch_end: false,
+            batch_end,
             decided_ns: end_ns,
             start_ns: end_ns,
             empty_timer_ns: v.interval_after_burst().then_some(end_ns),
@@ -541,7 +650,13 @@ impl PreemptionInterval {
         } else if let Some(p) = self.pending.take() {
             self.ran(&p);
         }
-        let now = ctx.now_ns;
+        let next = self.after_bg(ctx.now_ns);
+        self.ask(ctx, next)
+    }
+
+    /// The decision after a BG completion at `now`, as the machine takes it
+    /// (a full batch ends: i, then b; `batch_started` starts over).
+    fn after_bg(&mut self, now: u64) -> Pending {
         let p = self.config.interval_ns;
         let v = self.config.variant;
         let batch_end = self.config.batch.is_some_and(|n| self.batch_started >= n);
@@ -553,16 +668,13 @@ impl PreemptionInterval {
         } else {
             v.interval_per_request()
         };
-        self.ask(
-            ctx,
-            Pending {
-                from: IntervalState::Bg,
-                batch_end,
-                decided_ns: now,
-                start_ns: if wait { now.saturating_add(p) } else { now },
-                empty_timer_ns: v.interval_after_burst().then(|| now.saturating_add(p)),
-            },
-        )
+        Pending {
+            from: IntervalState::Bg,
+            batch_end,
+            decided_ns: now,
+            start_ns: if wait { now.saturating_add(p) } else { now },
+            empty_timer_ns: v.interval_after_burst().then(|| now.saturating_add(p)),
+        }
     }
 
     fn idle_end(&mut self, idle_ns: u64, collided: bool) {
