@@ -590,7 +590,10 @@ impl<'a> Run<'a> {
             let start_ns = *device_start_ns.get_or_insert(p.busy_start_ns[j]);
             device_requests = device_requests.saturating_add(p.busy_requests[j]);
             // the last FG completion, every request of the period moved by `shift`
-            let end_ns = p.busy_start_ns[j] + p.busy_len_ns[j] + shift;
+            // (saturating: a trace may end within a service time of 2^64 ns)
+            let end_ns = p.busy_start_ns[j]
+                .saturating_add(p.busy_len_ns[j])
+                .saturating_add(shift);
             let gap = p.idle_len_ns.get(j).copied();
             if let Some(gap) = gap {
                 if gap <= shift {
@@ -674,17 +677,19 @@ impl<'a> Run<'a> {
         if count == 0 {
             return;
         }
-        self.t.bg_completed += count;
+        self.t.bg_completed = self.t.bg_completed.saturating_add(count);
         match &mut self.supply {
-            Supply::Endless => self.t.bg_bytes += count * size,
+            Supply::Endless => {
+                self.t.bg_bytes = self.t.bg_bytes.saturating_add(count.saturating_mul(size))
+            }
             Supply::Requests(n) => {
                 *n -= count.min(*n);
-                self.t.bg_bytes += count * size;
+                self.t.bg_bytes = self.t.bg_bytes.saturating_add(count.saturating_mul(size));
             }
             Supply::Bytes(b) => {
-                let done = (count * size).min(*b);
+                let done = count.saturating_mul(size).min(*b);
                 *b -= done;
-                self.t.bg_bytes += done;
+                self.t.bg_bytes = self.t.bg_bytes.saturating_add(done);
             }
             Supply::Queue { arrivals, .. } => {
                 for _ in 0..count {
@@ -693,7 +698,7 @@ impl<'a> Run<'a> {
                         self.bg_response_count += 1;
                     }
                 }
-                self.t.bg_bytes += count * size;
+                self.t.bg_bytes = self.t.bg_bytes.saturating_add(count.saturating_mul(size));
             }
         }
     }
@@ -747,7 +752,11 @@ impl<'a> Run<'a> {
                     self.t.bg_busy_ns += b.busy_ns;
                     let cut = u64::from(b.residual_ns > 0);
                     // the interrupted request completes too, after the FG arrival
-                    self.complete(b.completed + cut, size, t0 + idle + b.residual_ns);
+                    self.complete(
+                        b.completed + cut,
+                        size,
+                        t0.saturating_add(idle).saturating_add(b.residual_ns),
+                    );
                     policy.on_burst_cut(b.completed);
                     return b.residual_ns;
                 }
@@ -776,7 +785,11 @@ impl<'a> Run<'a> {
                 self.t.bg_busy_ns += b.busy_ns;
                 if b.residual_ns > 0 {
                     // the interrupted request completes too, after the FG arrival
-                    self.complete(b.completed + 1, size, t0 + idle + b.residual_ns);
+                    self.complete(
+                        b.completed + 1,
+                        size,
+                        t0.saturating_add(idle).saturating_add(b.residual_ns),
+                    );
                     policy.on_burst_cut(b.completed);
                     return b.residual_ns;
                 }
@@ -790,10 +803,10 @@ impl<'a> Run<'a> {
             } else {
                 // one request at a time
                 let service = self.cfg.bg_service.sample_ns(size, &mut self.rng);
-                let end = begin + service;
+                let end = begin.saturating_add(service);
                 if end > idle {
                     self.t.bg_busy_ns += idle - begin;
-                    self.complete(1, size, t0 + end);
+                    self.complete(1, size, t0.saturating_add(end));
                     return end - idle;
                 }
                 self.t.bg_busy_ns += service;

@@ -298,11 +298,13 @@ fn a_584_year_gap_is_one_burst_for_the_machine_family() {
     // batch, per batch (the gap after a batch's last request p for the
     // *-preempt variants, the others p inside a batch for request-*),
     // so n batches take n·(4 mean + gaps) and count 4 per cycle; the
-    // variance of the count is 4²·L·(4σ²)/μ³ with μ the cycle's mean
-    // (here the arrival is 10 s short of 2^64 ns: the engine adds the
-    // residual of the cut request to the arrival, which 10 ms would not cover)
+    // variance of the count is 4²·L·(4σ²)/μ³ with μ the cycle's mean.
+    // The arrival is 1 ms short of 2^64 ns and its busy period ends at
+    // 2^64 − 1: the cut request's completion (arrival + residual, ~10 ms)
+    // lies past 2^64, which the engine saturates (it overflowed: a panic
+    // in a debug build, a wrapped time in a release one)
     let b = 4.0;
-    let l = u64::MAX - 10_000 * MS;
+    let l = u64::MAX - 2 * MS - 1;
     let prep = Prepared::from_periods(&[MS, MS], &[1, 1], &[l]).unwrap();
     for (spec, per_batch_gaps) in [
         ("preemption-interval:batch=4", 0),
