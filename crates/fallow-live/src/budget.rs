@@ -22,11 +22,15 @@
 //!
 //! ## The baseline
 //! An FG read is *clean* when no BG request was in service at any moment
-//! from [`AFTER_BG_GUARD_NS`] before its submission to its completion, and
+//! from [`AFTER_BG_GUARD_NS`] before its submission to its completion and
+//! it is not the first FG read to complete after a BG request ended, and
 //! *overlapped* otherwise. Clean reads are what the FG costs without BG
-//! work, measured on the same device, workload and minutes; the guard
-//! counts as overlapped a read that pays a seek back from where the BG
-//! request left the arm. The measured slowdown is
+//! work, measured on the same device, workload and minutes. The guard and
+//! the first-read rule count as overlapped a read that pays a seek back
+//! from where the BG request left the arm: on a sequential FG that seek
+//! comes with the stream's next read however late it is (with the guard
+//! alone, the live benchmark's sequential FG measured +3.9 % and +8.9 %
+//! here where its FG mean rose 11.5–15.7 % over FG alone). The measured slowdown is
 //!
 //! `s = f · (mean(overlapped) / mean(clean) − 1)`, with `f` the share of
 //! overlapped reads,
@@ -428,6 +432,10 @@ pub struct FgMeter {
     bg: VecDeque<(u64, u64)>,
     /// The BG request in service, since ns.
     bg_open: Option<u64>,
+    /// When the last BG request ended, ns, until an FG read completes
+    /// after it: that read carried the arm back from where BG work left
+    /// it, however long after it came.
+    arm_away_since: Option<u64>,
     samples: VecDeque<FgSample>,
     epoch: u64,
 }
@@ -441,6 +449,7 @@ impl FgMeter {
     /// The BG request in service ended at `t_ns`.
     pub fn bg_end(&mut self, t_ns: u64) {
         if let Some(s) = self.bg_open.take() {
+            self.arm_away_since = Some(t_ns);
             self.bg.push_back((s, t_ns));
             while self.bg.len() > MAX_BG_KEPT {
                 self.bg.pop_front();
@@ -451,7 +460,16 @@ impl FgMeter {
     /// An FG read submitted at `queued_ns` completed at `completed_ns`.
     pub fn fg(&mut self, queued_ns: u64, completed_ns: u64) {
         let from = queued_ns.saturating_sub(AFTER_BG_GUARD_NS);
-        let overlapped = self.bg_open.is_some_and(|s| s < completed_ns)
+        // the first read to complete after BG work ended seeks back from
+        // where it left the arm, whenever it comes: a sequential FG's next
+        // read 0.5 s after a BG request pays a full seek that its stream
+        // would not have (module docs: the baseline)
+        let first_after_bg = self.arm_away_since.is_some_and(|e| completed_ns > e);
+        if first_after_bg {
+            self.arm_away_since = None;
+        }
+        let overlapped = first_after_bg
+            || self.bg_open.is_some_and(|s| s < completed_ns)
             || self
                 .bg
                 .iter()
@@ -1194,7 +1212,7 @@ mod tests {
         m.fg(99 * MS, 115 * MS);
         // 19 ms after it ended: inside the guard
         m.fg(129 * MS, 135 * MS);
-        // 21 ms after: clean
+        // 21 ms after, and not the first to complete after it: clean
         m.fg(131 * MS, 135 * MS);
         // completed before it started: clean
         m.fg(90 * MS, 99 * MS);
@@ -1205,6 +1223,23 @@ mod tests {
         assert_eq!(got, [true, true, true, false, false, true]);
         let lat: Vec<u64> = m.samples.iter().map(|s| s.latency_ns / MS).collect();
         assert_eq!(lat, [7, 16, 6, 4, 9, 51]);
+        // a read long after BG work, the first to complete since it ended:
+        // it seeks back from where the BG request left the arm (a
+        // sequential FG's next read pays that however late it comes), so
+        // it is overlapped; the read after it is clean
+        let mut m = FgMeter::default();
+        m.bg_start(1_000 * MS);
+        m.bg_end(1_040 * MS);
+        m.fg(1_500 * MS, 1_515 * MS);
+        m.fg(1_600 * MS, 1_605 * MS);
+        // a read queued during the BG request and served after it carried
+        // the arm back itself: the one after it is clean
+        m.bg_start(2_000 * MS);
+        m.bg_end(2_040 * MS);
+        m.fg(2_010 * MS, 2_060 * MS);
+        m.fg(2_500 * MS, 2_505 * MS);
+        let got: Vec<bool> = m.samples.iter().map(|s| s.overlapped).collect();
+        assert_eq!(got, [true, false, true, false]);
     }
 
     #[test]
