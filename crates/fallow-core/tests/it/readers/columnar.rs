@@ -377,6 +377,27 @@ mod with_arrow {
         assert_eq!(good.len(), 5);
     }
 
+    /// The `parquet` fuzz target's out-of-memory input (2,281 bytes): a
+    /// dictionary page whose header claims about 800 million values, for
+    /// which parquet 60 sized a 6 GiB buffer before reading a value. The
+    /// page headers are now read before decoding and the file is refused,
+    /// naming the row group, column and byte of the page.
+    #[test]
+    fn a_page_header_claiming_more_values_than_its_bytes_is_refused() {
+        use super::super::fixture;
+        use fallow_core::trace::read_trace;
+        let path = fixture("oom-dictionary-count.parquet");
+        let err = read_trace(&path, &ReadOptions::default())
+            .expect_err("a forged page header is an error")
+            .to_string();
+        assert!(err.contains("oom-dictionary-count.parquet"), "{err}");
+        assert!(
+            err.contains("Parquet page header: row group 0, column"),
+            "{err}"
+        );
+        assert!(err.contains("a dictionary of"), "{err}");
+    }
+
     #[test]
     fn files_from_pandas_polars_and_pyarrow_read() {
         use super::super::fixture;
