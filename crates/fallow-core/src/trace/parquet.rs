@@ -181,47 +181,57 @@ mod pages {
                         pos,
                     };
                     let h = header(&mut r).map_err(|e| at(pos, e))?;
-                    let uncompressed = u64::try_from(h.uncompressed).unwrap_or(u64::MAX);
                     let compressed = usize::try_from(h.compressed)
                         .map_err(|_| at(pos, format!("compressed size {}", h.compressed)))?;
-                    if uncompressed > chunk_uncompressed.max(1) {
-                        return Err(at(
-                            pos,
-                            format!(
-                                "a page of {uncompressed} bytes once decompressed in a column chunk of {chunk_uncompressed}"
-                            ),
-                        ));
-                    }
-                    total_uncompressed = total_uncompressed.saturating_add(uncompressed);
+                    total_uncompressed = total_uncompressed
+                        .saturating_add(u64::try_from(h.uncompressed).unwrap_or(u64::MAX));
                     if total_uncompressed > budget {
                         return Err(at(
                             pos,
                             format!("pages of more than {budget} bytes once decompressed in all"),
                         ));
                     }
-                    if let Some(n) = h.dict_values {
-                        let n = u64::try_from(n).unwrap_or(u64::MAX);
-                        if n > uncompressed.saturating_mul(8).saturating_add(8) {
-                            return Err(at(
-                                pos,
-                                format!("a dictionary of {n} values in {uncompressed} bytes"),
-                            ));
-                        }
-                    }
-                    if let Some(n) = h.data_values {
-                        let n = u64::try_from(n).unwrap_or(u64::MAX);
-                        if n > chunk_values {
-                            return Err(at(
-                                pos,
-                                format!("a page of {n} values in a column chunk of {chunk_values}"),
-                            ));
-                        }
+                    if let Some(why) = problem(&h, chunk_uncompressed, chunk_values) {
+                        return Err(at(pos, why));
                     }
                     pos = r.pos.saturating_add(compressed);
                 }
             }
         }
         Ok(())
+    }
+
+    /// What is wrong with a page header in a chunk of `chunk_uncompressed`
+    /// bytes and `chunk_values` values, if anything (the rules of
+    /// [`check`]).
+    pub(super) fn problem(
+        h: &Header,
+        chunk_uncompressed: u64,
+        chunk_values: u64,
+    ) -> Option<String> {
+        let uncompressed = u64::try_from(h.uncompressed).unwrap_or(u64::MAX);
+        if uncompressed > chunk_uncompressed.max(1) {
+            return Some(format!(
+                "a page of {uncompressed} bytes once decompressed in a column chunk of {chunk_uncompressed}"
+            ));
+        }
+        if let Some(n) = h.dict_values {
+            let n = u64::try_from(n).unwrap_or(u64::MAX);
+            if n > uncompressed.saturating_mul(8).saturating_add(8) {
+                return Some(format!(
+                    "a dictionary of {n} values in {uncompressed} bytes"
+                ));
+            }
+        }
+        if let Some(n) = h.data_values {
+            let n = u64::try_from(n).unwrap_or(u64::MAX);
+            if n > chunk_values {
+                return Some(format!(
+                    "a page of {n} values in a column chunk of {chunk_values}"
+                ));
+            }
+        }
+        None
     }
 
     /// What a page header says.
@@ -405,5 +415,83 @@ mod pages {
             ));
         }
         Ok(h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pages::{header, problem, Header, Reader};
+
+    fn parse(bytes: &[u8]) -> Result<(Header, usize), String> {
+        let mut r = Reader {
+            data: bytes,
+            pos: 0,
+        };
+        header(&mut r).map(|h| (h, r.pos))
+    }
+
+    /// The header polars wrote for a 5-value dictionary page (the start
+    /// of the fuzz fixture's seed): type 2, 40 bytes uncompressed, 41
+    /// compressed, a `DictionaryPageHeader` of 5 values; 13 bytes.
+    #[test]
+    fn a_dictionary_page_header_by_hand() {
+        let bytes = [
+            0x15, 0x04, 0x15, 0x50, 0x15, 0x52, 0x4c, 0x15, 0x0a, 0x15, 0x00, 0x00, 0x00, 0x28,
+        ];
+        let (h, len) = parse(&bytes).unwrap();
+        assert_eq!(
+            h,
+            Header {
+                uncompressed: 40,
+                compressed: 41,
+                dict_values: Some(5),
+                data_values: None
+            }
+        );
+        assert_eq!(len, 13);
+        assert_eq!(problem(&h, 40, 5), None);
+        // the same page claiming 800 million values (zigzag varint of
+        // 1.6e9): refused, where parquet sized 6 GiB for it
+        let mut forged = bytes[..8].to_vec();
+        let mut v = 1_600_000_000u64;
+        while v >= 0x80 {
+            forged.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        forged.push(v as u8);
+        forged.extend_from_slice(&[0x15, 0x00, 0x00, 0x00]);
+        let (h, _) = parse(&forged).unwrap();
+        assert_eq!(h.dict_values, Some(800_000_000));
+        assert_eq!(
+            problem(&h, 40, 5).unwrap(),
+            "a dictionary of 800000000 values in 40 bytes"
+        );
+        // a data page (field 5, num_values first) past its chunk's count
+        let data = [
+            0x15, 0x02, 0x15, 0x50, 0x15, 0x52, 0x2c, 0x15, 0x14, 0x00, 0x00,
+        ];
+        let (h, _) = parse(&data).unwrap();
+        assert_eq!(h.data_values, Some(10));
+        assert!(problem(&h, 40, 5).unwrap().contains("a page of 10 values"));
+        assert!(problem(&h, 39, 10)
+            .unwrap()
+            .contains("40 bytes once decompressed"));
+    }
+
+    #[test]
+    fn malformed_headers_are_errors_not_panics() {
+        // the fuzz fixture's second column: field 3 written as a boolean
+        let e = parse(&[0x15, 0x04, 0x15, 0x50, 0x11, 0x00]).unwrap_err();
+        assert_eq!(e, "a page header without its sizes");
+        // cut short, a negative size, nesting without end, a bad type
+        assert!(parse(&[0x15, 0x04, 0x15])
+            .unwrap_err()
+            .contains("runs past"));
+        assert!(parse(&[0x15, 0x04, 0x15, 0x01, 0x15, 0x52, 0x00])
+            .unwrap_err()
+            .contains("negative"));
+        let deep: Vec<u8> = std::iter::repeat_n(0x1c, 40).collect();
+        assert!(parse(&deep).unwrap_err().contains("nested too deep"));
+        assert!(parse(&[0x1f]).unwrap_err().contains("thrift type 15"));
     }
 }

@@ -378,9 +378,9 @@ mod with_arrow {
     }
 
     /// The `parquet` fuzz target's out-of-memory input (2,281 bytes): a
-    /// dictionary page whose header claims about 800 million values, for
-    /// which parquet 60 sized a 6 GiB buffer before reading a value. The
-    /// page headers are now read before decoding and the file is refused,
+    /// page header parquet 60 read as a dictionary of about 800 million
+    /// values, sizing a 6 GiB buffer before reading a value. The page
+    /// headers are now read before decoding and the file is refused,
     /// naming the row group, column and byte of the page.
     #[test]
     fn a_page_header_claiming_more_values_than_its_bytes_is_refused() {
@@ -391,11 +391,13 @@ mod with_arrow {
             .expect_err("a forged page header is an error")
             .to_string();
         assert!(err.contains("oom-dictionary-count.parquet"), "{err}");
+        // its second column's header has a field of the wrong type (3, the
+        // compressed size, as a boolean), which parquet read past; the
+        // dictionary-count rule itself is tested in trace::parquet's tests
         assert!(
-            err.contains("Parquet page header: row group 0, column"),
+            err.contains("Parquet page header: row group 0, column 1, byte 178"),
             "{err}"
         );
-        assert!(err.contains("a dictionary of"), "{err}");
     }
 
     #[test]
