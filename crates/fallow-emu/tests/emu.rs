@@ -218,9 +218,23 @@ fn latencies_follow_the_disk_model() {
         mean(&model_ms[n as usize + 1..]),
     );
     let margin = mean(&far) - mean(&seq);
+    // What the client saw beyond each request's own draw: FUSE and the
+    // scheduler. Medians, because CI runs this beside a nice-19 fuzzer and
+    // a compiler, and one preempted request moves a mean of 40 by ~0.1 ms
+    // per ms lost (the stop-31 CI run failed on a mean).
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let seen_over = |seen: &[f64], drawn: &[f64]| -> Vec<f64> {
+        seen.iter().zip(drawn).map(|(s, d)| s - d).collect()
+    };
+    let over_seq = median(seen_over(&seq, &model_ms[1..=n as usize]));
+    let over_far = median(seen_over(&far, &model_ms[n as usize + 1..]));
     eprintln!(
         "sequential {:.2} ms (model drew {model_seq:.2}), far {:.2} ms (drew {model_far:.2}): \
-         margin {margin:.2} ms; mean seek by the formula {expected_seek:.2} ms",
+         margin {margin:.2} ms; mean seek by the formula {expected_seek:.2} ms; \
+         client overhead (median) sequential {over_seq:.3} ms, far {over_far:.3} ms",
         mean(&seq),
         mean(&far)
     );
@@ -231,18 +245,25 @@ fn latencies_follow_the_disk_model() {
         (model_far - model_seq - expected_seek).abs() < 1.0,
         "{model_far} - {model_seq} vs {expected_seek}"
     );
-    // What the client saw: the same margin, FUSE overhead cancelling out.
-    assert!(
-        (margin - (model_far - model_seq)).abs() < 0.5,
-        "{margin} vs {}",
-        model_far - model_seq
-    );
-    // sequential: half a turn plus 0.66 ms transfer, plus FUSE overhead
+    // sequential draws: half a turn plus 0.66 ms transfer (same 4-sd bound
+    // on a mean of 40 uniform rotations: sd 0.18 ms)
     let seq_model = 2.0 + size as f64 / 100e6 * 1e3;
     assert!(
-        (mean(&seq) - seq_model).abs() < 1.0,
-        "{} vs {seq_model}",
-        mean(&seq)
+        (model_seq - seq_model).abs() < 1.0,
+        "{model_seq} vs {seq_model}"
+    );
+    // What the client saw: each request took its draw plus a FUSE overhead
+    // that is small and the same near and far (the seek is served, not
+    // skipped or doubled).
+    for (what, over) in [("sequential", over_seq), ("far", over_far)] {
+        assert!(
+            (0.0..1.0).contains(&over),
+            "{what}: the client saw {over} ms beyond the drawn service time"
+        );
+    }
+    assert!(
+        (over_far - over_seq).abs() < 0.5,
+        "FUSE overhead far {over_far} ms vs sequential {over_seq} ms"
     );
     // achieved service time against the drawn one, request by request
     assert_eq!(log.len(), 2 * n as usize + 1);
