@@ -32,9 +32,11 @@ use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 
 /// Holders asked for one chunk before giving up on peers.
 pub const HOLDERS_PER_CHUNK: usize = 2;
@@ -50,6 +52,54 @@ pub const TIMEOUT_QUARANTINE: Duration = Duration::from_secs(10);
 /// read.
 pub const LATE_SHARE: f64 = 0.5;
 
+/// Chunks fetched ahead of a sequential reader: while the application
+/// takes one chunk through FUSE and asks for the next, the next two are
+/// already on their way (a read's own fetch is a TLS round trip, two to
+/// three times a local read: docs/peer.md "Latency through the overlay").
+pub const READAHEAD_CHUNKS: u32 = 2;
+
+/// At most this many chunks fetched ahead and not yet read, over all files
+/// of a mount (the memory they hold: this many chunks).
+const READAHEAD_HELD: usize = 8;
+
+/// A chunk fetched ahead and not read within this is dropped.
+const READAHEAD_KEEP: Duration = Duration::from_secs(2);
+
+/// Files whose last read's end is remembered (to tell a sequential reader).
+const SEQUENTIAL_FILES: usize = 256;
+
+/// A chunk fetched ahead: which file contents, which chunk.
+type AheadKey = (String, [u8; 32], u32);
+
+/// A chunk fetched ahead: when it was asked for, and its answer.
+type Ahead = (Instant, oneshot::Receiver<Result<Vec<u8>, Fallback>>);
+
+/// Chunks on their way or fetched for a sequential reader, and where each
+/// file's last read ended.
+#[derive(Debug, Default)]
+struct Readahead {
+    chunks: HashMap<AheadKey, Ahead>,
+    last_end: HashMap<PathBuf, u64>,
+}
+
+impl Readahead {
+    /// Whether a read at `offset` continues the last read of `rel`; notes
+    /// where this one ends.
+    fn sequential(&mut self, rel: &Path, offset: u64, end: u64) -> bool {
+        if self.last_end.len() >= SEQUENTIAL_FILES && !self.last_end.contains_key(rel) {
+            self.last_end.clear();
+        }
+        self.last_end.insert(rel.to_path_buf(), end) == Some(offset)
+    }
+
+    /// Room for one more chunk ahead: drop the stale ones, and say whether
+    /// there is room.
+    fn room(&mut self) -> bool {
+        self.chunks.retain(|_, (at, _)| at.elapsed() < READAHEAD_KEEP);
+        self.chunks.len() < READAHEAD_HELD
+    }
+}
+
 /// The overlay of one indexed root.
 #[derive(Debug)]
 pub struct Overlay {
@@ -59,6 +109,7 @@ pub struct Overlay {
     source: PathBuf,
     /// How long a peer that sent bad bytes is left out.
     pub quarantine: Duration,
+    ahead: Mutex<Readahead>,
 }
 
 impl Overlay {
@@ -73,6 +124,7 @@ impl Overlay {
             root,
             source,
             quarantine,
+            ahead: Mutex::default(),
         })
     }
 
@@ -106,6 +158,11 @@ impl Overlay {
         // thread and back cost two thread wake-ups per read, each a chance
         // to wait for a core on a loaded machine (docs/peer.md, "Latency
         // through the overlay")
+        let sequential = self
+            .ahead
+            .lock()
+            .expect("readahead lock")
+            .sequential(rel, offset, offset + len as u64);
         let mut buf = vec![0u8; len];
         let n = crate::cache::read_cached(&file, offset, &mut buf)?;
         let served = if n == len {
@@ -114,7 +171,7 @@ impl Overlay {
             buf = self.local(file, offset, len).await?;
             Served::Local
         } else {
-            match self.remote(rel, &meta, offset, len).await {
+            match self.remote(rel, &meta, offset, len, sequential).await {
                 Ok(b) => {
                     self.disk.note_read_elsewhere();
                     buf = b;
@@ -146,13 +203,16 @@ impl Overlay {
         .map_err(io::Error::other)?
     }
 
-    /// Fetch and verify `len` bytes at `offset` from peers.
+    /// Fetch and verify `len` bytes at `offset` from peers (a read
+    /// within one chunk of a `sequential` reader also starts fetching the
+    /// chunks after it).
     async fn remote(
         &self,
         rel: &Path,
         meta: &std::fs::Metadata,
         offset: u64,
         len: usize,
+        sequential: bool,
     ) -> Result<Vec<u8>, Fallback> {
         let idx = self.shared.index();
         let wire = idx.wire_of(self.root, rel).ok_or(Fallback::NotIndexed)?;
@@ -173,16 +233,41 @@ impl Overlay {
             // of a file with 128 KiB chunks): fetched in this task, not a
             // spawned one, which saves a hand-off there and back
             let i = chunks.start;
-            let mut data = fetch_chunk(
-                &self.shared,
-                &idx,
-                &wire,
-                i,
-                &holders,
-                self.quarantine,
-                deadline,
-            )
-            .await?;
+            let root = entry.manifest.root;
+            let fetched_ahead = self
+                .ahead
+                .lock()
+                .expect("readahead lock")
+                .chunks
+                .remove(&(wire.clone(), root, i));
+            if sequential {
+                self.read_ahead(&idx, &wire, root, i, &holders);
+            }
+            // a chunk fetched ahead was verified like any other; one that
+            // failed is asked for again here, under this read's deadline
+            let ahead = match fetched_ahead {
+                Some((_, rx)) => tokio::time::timeout_at(deadline, rx)
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .and_then(Result::ok),
+                None => None,
+            };
+            let mut data = match ahead {
+                Some(data) => data,
+                None => {
+                    fetch_chunk(
+                        &self.shared,
+                        &idx,
+                        &wire,
+                        i,
+                        &holders,
+                        self.quarantine,
+                        deadline,
+                    )
+                    .await?
+                }
+            };
             let r = entry.manifest.chunk_range(i);
             let from = (offset - r.start) as usize;
             let to = ((offset + len as u64).min(r.end) - r.start) as usize;
@@ -225,6 +310,43 @@ impl Overlay {
             out.extend_from_slice(&data[from as usize..to as usize]);
         }
         Ok(out)
+    }
+}
+
+impl Overlay {
+    /// Start fetching the [`READAHEAD_CHUNKS`] chunks after chunk `i` that
+    /// are not on their way yet, within [`READAHEAD_HELD`].
+    fn read_ahead(
+        &self,
+        idx: &Arc<crate::index::Index>,
+        wire: &str,
+        root: [u8; 32],
+        i: u32,
+        holders: &[SocketAddr],
+    ) {
+        let Some(count) = idx.get(wire).map(|e| e.manifest.chunk_count()) else {
+            return;
+        };
+        let last = i.saturating_add(READAHEAD_CHUNKS).min(count.saturating_sub(1));
+        let mut ahead = self.ahead.lock().expect("readahead lock");
+        for j in i + 1..=last {
+            let key = (wire.to_string(), root, j);
+            if ahead.chunks.contains_key(&key) || !ahead.room() {
+                continue;
+            }
+            let (tx, rx) = oneshot::channel();
+            ahead.chunks.insert(key, (Instant::now(), rx));
+            let shared = self.shared.clone();
+            let idx = idx.clone();
+            let wire = wire.to_string();
+            let holders = holders.to_vec();
+            let quarantine = self.quarantine;
+            tokio::spawn(async move {
+                let deadline = tokio::time::Instant::now() + shared.client.timeout;
+                let r = fetch_chunk(&shared, &idx, &wire, j, &holders, quarantine, deadline).await;
+                let _ = tx.send(r);
+            });
+        }
     }
 }
 
