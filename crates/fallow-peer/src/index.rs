@@ -54,12 +54,6 @@ pub struct Root {
     /// The directory, opened once when given: every walk and open
     /// resolves beneath it.
     fd: Arc<OwnedFd>,
-    /// Its file system keeps everything an open needs in memory once the
-    /// names are in the dentry cache (a local disk or tmpfs, not NFS or
-    /// FUSE, whose `open` asks a server): an answer may then try the
-    /// open on the runtime's thread ([`Index::open_cached`]). Every path
-    /// stays on it (`RESOLVE_NO_XDEV`).
-    local: bool,
 }
 
 impl PartialEq for Root {
@@ -107,28 +101,12 @@ impl Root {
             Mode::empty(),
         )
         .map_err(|e| Error::io(&dir, e.into()))?;
-        let local = rustix::fs::fstatfs(&fd).is_ok_and(|fs| opens_in_memory(fs.f_type));
         Ok(Root {
             name,
             dir,
             fd: Arc::new(fd),
-            local,
         })
     }
-}
-
-/// File systems (`statfs` magic numbers, `linux/magic.h`) whose `open` of
-/// a regular file whose names are cached does no I/O and asks no server.
-fn opens_in_memory(magic: i64) -> bool {
-    const LOCAL: [i64; 6] = [
-        0xEF53,      // ext2/3/4
-        0x5846_5342, // xfs
-        0x9123_683E, // btrfs
-        0x0102_1994, // tmpfs
-        0xF2F5_2010, // f2fs
-        0x858458F6,  // ramfs
-    ];
-    LOCAL.contains(&magic)
 }
 
 /// What identifies a file's contents without reading them: when any of
@@ -300,7 +278,7 @@ impl Index {
                         index.skipped.not_utf8 += 1;
                         continue;
                     }
-                    let f = match open_for_others(root, &rel, false) {
+                    let f = match open_for_others(root, &rel) {
                         Ok(f) => f,
                         Err(Denied::NotRegular) => {
                             index.skipped.not_regular += 1;
@@ -311,12 +289,6 @@ impl Index {
                             continue;
                         }
                         Err(Denied::Io(e)) => {
-                            index.skipped.unreadable.push((path, e.to_string()));
-                            continue;
-                        }
-                        // EAGAIN from an open that may wait (a lease)
-                        Err(Denied::WouldWait) => {
-                            let e = std::io::Error::from(std::io::ErrorKind::WouldBlock);
                             index.skipped.unreadable.push((path, e.to_string()));
                             continue;
                         }
@@ -460,37 +432,14 @@ impl Index {
     /// ([`open_for_others`]), and only if it is still the file that was
     /// hashed.
     pub fn open(&self, e: &Entry) -> Result<File, Refusal> {
-        self.open_checked(e, false)
-            .map(|f| f.expect("a walk that may wait always ends"))
-    }
-
-    /// [`Index::open`] without waiting for anything: every name on the
-    /// path must be in the kernel's dentry cache (`RESOLVE_CACHED`, Linux
-    /// 5.12) and the root's file system must open from memory; `Ok(None)`
-    /// when either is not so, and the caller opens on a thread that may
-    /// wait. The same checks as [`Index::open`], so an answer can run on
-    /// the runtime's thread when the file is hot (two thread hand-offs
-    /// fewer per chunk, docs/peer.md "Latency through the overlay").
-    pub fn open_cached(&self, e: &Entry) -> Result<Option<File>, Refusal> {
-        if !self.roots[e.root].local {
-            return Ok(None);
-        }
-        self.open_checked(e, true)
-    }
-
-    fn open_checked(&self, e: &Entry, cached_only: bool) -> Result<Option<File>, Refusal> {
         let changed = || Refusal::Changed(e.wire.clone());
         let root = &self.roots[e.root];
-        let f = match open_for_others(root, &e.rel, cached_only) {
-            Ok(f) => f,
-            Err(Denied::WouldWait) => return Ok(None),
-            Err(_) => return Err(changed()),
-        };
+        let f = open_for_others(root, &e.rel).map_err(|_| changed())?;
         let meta = f.metadata().map_err(|_| changed())?;
         if Stamp::of(&meta) != e.stamp {
             return Err(changed());
         }
-        Ok(Some(f))
+        Ok(f)
     }
 }
 
@@ -569,18 +518,11 @@ enum Denied {
     /// "Others" could not open it: a directory on its path (the root
     /// included) lacks `o+x`, or the file lacks `o+r`.
     NotForOthers,
-    /// A name on the path is not in the dentry cache (`RESOLVE_CACHED`):
-    /// the open would have to wait for the disk.
-    WouldWait,
 }
 
 impl From<rustix::io::Errno> for Denied {
     fn from(e: rustix::io::Errno) -> Denied {
-        if e == rustix::io::Errno::AGAIN {
-            Denied::WouldWait
-        } else {
-            Denied::Io(e.into())
-        }
+        Denied::Io(e.into())
     }
 }
 
@@ -609,7 +551,7 @@ const OTHERS_READ: u32 = 0o004;
 /// between the two opens is opened without waiting for a writer, and the
 /// second `fstat` must show the same regular inode. Reads from a regular
 /// file ignore `O_NONBLOCK`.
-fn open_for_others(root: &Root, rel: &Path, cached_only: bool) -> Result<File, Denied> {
+fn open_for_others(root: &Root, rel: &Path) -> Result<File, Denied> {
     use rustix::fs::{fstat, openat2, FileType, Mode, OFlags};
     let names: Vec<&std::ffi::OsStr> = rel
         .components()
@@ -629,11 +571,6 @@ fn open_for_others(root: &Root, rel: &Path, cached_only: bool) -> Result<File, D
         return Err(Denied::NotForOthers);
     }
     let path_flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let resolve = if cached_only {
-        beneath() | rustix::fs::ResolveFlags::CACHED
-    } else {
-        beneath()
-    };
     let mut held: Option<OwnedFd> = None;
     for d in dirs {
         let at = held.as_ref().map_or(root.fd.as_fd(), |f| f.as_fd());
@@ -642,7 +579,7 @@ fn open_for_others(root: &Root, rel: &Path, cached_only: bool) -> Result<File, D
             *d,
             path_flags | OFlags::DIRECTORY,
             Mode::empty(),
-            resolve,
+            beneath(),
         )?;
         if !searchable(&fstat(&fd)?) {
             return Err(Denied::NotForOthers);
@@ -663,7 +600,7 @@ fn open_for_others(root: &Root, rel: &Path, cached_only: bool) -> Result<File, D
         *file_name,
         OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::CLOEXEC,
         Mode::empty(),
-        resolve,
+        beneath(),
     )?;
     let again = fstat(&fd)?;
     if FileType::from_raw_mode(again.st_mode) != FileType::RegularFile
@@ -887,26 +824,21 @@ mod tests {
         assert_eq!(names, served);
         assert_eq!(idx.skipped.not_world_readable, 4);
         // checked again at open, beneath the held descriptors: a directory
-        // closed after indexing stops serving, opened again serves; the
-        // open that never waits checks the same (its names are hot here)
+        // closed after indexing stops serving, opened again serves
         let e = idx.resolve("app/search/sub/f").unwrap();
         assert!(idx.open(e).is_ok());
-        assert_same_without_waiting(&idx, e, &root);
         std::fs::set_permissions(app.join("search"), std::fs::Permissions::from_mode(0o710))
             .unwrap();
         assert_eq!(
             idx.open(e).unwrap_err(),
             Refusal::Changed("app/search/sub/f".into())
         );
-        assert_same_without_waiting(&idx, e, &root);
         std::fs::set_permissions(app.join("search"), std::fs::Permissions::from_mode(0o711))
             .unwrap();
         assert!(idx.open(e).is_ok());
-        assert_same_without_waiting(&idx, e, &root);
         // the root itself counts: a 0700 root serves nothing
         std::fs::set_permissions(&app, std::fs::Permissions::from_mode(0o700)).unwrap();
         assert!(idx.open(idx.resolve("app/top").unwrap()).is_err());
-        assert_same_without_waiting(&idx, idx.resolve("app/top").unwrap(), &root);
         let none = Index::build(&[root], 4096, None).unwrap();
         assert!(none.is_empty(), "{:?}", none.files().collect::<Vec<_>>());
     }
@@ -950,20 +882,6 @@ mod tests {
         }
     }
 
-    /// [`Index::open_cached`] decides as [`Index::open`] does when the
-    /// path's names are hot (a served file's are: it was just opened), and
-    /// declines (`Ok(None)`) only on a file system whose open may ask a
-    /// server.
-    fn assert_same_without_waiting(idx: &Index, e: &Entry, root: &Root) {
-        let waiting = idx.open(e).map(|_| ());
-        match idx.open_cached(e) {
-            Ok(None) if !root.local => {
-                eprintln!("skip: {} is not on a local file system", root.dir.display())
-            }
-            got => assert_eq!(got.map(|f| f.map(|_| ())), waiting.map(Some), "{}", e.wire),
-        }
-    }
-
     /// Runs `f` on a thread and fails if it takes more than 5 s: a blocking
     /// open of a FIFO would never return.
     fn within_5s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -996,16 +914,6 @@ mod tests {
         let i = idx.clone();
         let got = within_5s(move || i.open(i.get("app/lib/a.so").unwrap()).map(|_| ()));
         assert_eq!(got, Err(Refusal::Changed("app/lib/a.so".into())));
-        // nor the answer's open on the runtime thread
-        let i = idx.clone();
-        let got = within_5s(move || {
-            i.open_cached(i.get("app/lib/a.so").unwrap())
-                .map(|f| f.is_some())
-        });
-        assert!(
-            matches!(got, Err(Refusal::Changed(_)) | Ok(false)),
-            "{got:?}"
-        );
         // nor does the residency scan's open
         let i = idx.clone();
         assert!(within_5s(move || i
@@ -1042,7 +950,7 @@ mod tests {
             assert!(within_5s(move || i
                 .open_for_scan(i.get("app/lib/a.so").unwrap())
                 .is_none()));
-            let d = open_for_others(&root, Path::new("lib/a.so"), false);
+            let d = open_for_others(&root, Path::new("lib/a.so"));
             assert!(matches!(d, Err(Denied::NotRegular)), "{d:?}");
             std::fs::remove_file(&p).unwrap();
         } else {

@@ -11,14 +11,12 @@
 //! request, the bytes of answers in flight, and the answers computed at
 //! once on blocking threads.
 
-use crate::index::{Entry, Index, Refusal};
 use crate::node::Shared;
 use crate::proto::{
     read_body, read_len, write_encoded_frame, Request, Response, MAX_REQUEST_BYTES,
 };
 use crate::transport::{Conn, PeerKind, Transport};
 use std::collections::HashMap;
-use std::fs::File;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -323,17 +321,6 @@ async fn answer_async(
     if is_chunk && !shared.serve_delay.is_zero() {
         tokio::time::sleep(shared.serve_delay).await;
     }
-    // a hot file is answered here, on the runtime's thread: its names
-    // in the dentry cache and its chunk in the page cache, nothing waits
-    // (`Index::open_cached`, `cache::read_cached`), and the two hand-offs
-    // to an answer thread and back are most of a chunk's own latency on
-    // two busy cores; anything that might wait goes to the bounded pool
-    if let Request::Chunk { wire, root, index } = &req {
-        let open = |idx: &Index, e: &Entry| idx.open_cached(e);
-        if let Some(r) = answer_chunk(shared, wire, root, *index, open) {
-            return Some(count_chunk(shared, r));
-        }
-    }
     let deadline = shared.gate.limits.answer_deadline;
     let s = shared.clone();
     let job = async move {
@@ -376,10 +363,13 @@ fn status_allowed(kind: PeerKind, from: SocketAddr) -> bool {
 pub fn answer(shared: &Shared, req: Request) -> Response {
     match req {
         Request::Chunk { wire, root, index } => {
-            let open = |idx: &Index, e: &Entry| idx.open(e).map(Some);
-            let r = answer_chunk(shared, &wire, &root, index, open)
-                .expect("an open that may wait always answers");
-            count_chunk(shared, r)
+            let r = answer_chunk(shared, &wire, &root, index);
+            match &r {
+                Response::Chunk(d) => shared.metrics.served_chunk(d.len()),
+                Response::NotCached => shared.metrics.served_not_cached(),
+                _ => shared.metrics.served_refused(),
+            }
+            r
         }
         Request::Adverts { have } => {
             shared.metrics.served_adverts();
@@ -397,56 +387,33 @@ pub fn answer(shared: &Shared, req: Request) -> Response {
     }
 }
 
-fn count_chunk(shared: &Shared, r: Response) -> Response {
-    match &r {
-        Response::Chunk(d) => shared.metrics.served_chunk(d.len()),
-        Response::NotCached => shared.metrics.served_not_cached(),
-        _ => shared.metrics.served_refused(),
-    }
-    r
-}
-
-/// A chunk's answer, opening the file with `open` (`Ok(None)`: it would
-/// have to wait, and the answer is `None` so the caller can ask again
-/// where waiting is allowed).
-fn answer_chunk(
-    shared: &Shared,
-    wire: &str,
-    root: &[u8; 32],
-    index: u32,
-    open: impl FnOnce(&Index, &Entry) -> Result<Option<File>, Refusal>,
-) -> Option<Response> {
+fn answer_chunk(shared: &Shared, wire: &str, root: &[u8; 32], index: u32) -> Response {
     let idx = shared.index();
     let entry = match idx.resolve(wire) {
         Ok(e) => e,
-        Err(refusal) => return Some(Response::Refused(refusal.to_string())),
+        Err(refusal) => return Response::Refused(refusal.to_string()),
     };
     if &entry.manifest.root != root {
-        return Some(Response::Refused(format!(
-            "refused: `{wire}` has different contents here"
-        )));
+        return Response::Refused(format!("refused: `{wire}` has different contents here"));
     }
     if index >= entry.manifest.chunk_count() {
-        return Some(Response::Refused(format!(
-            "refused: `{wire}` has no chunk {index}"
-        )));
+        return Response::Refused(format!("refused: `{wire}` has no chunk {index}"));
     }
-    let file = match open(&idx, entry) {
-        Ok(Some(f)) => f,
-        Ok(None) => return None,
-        Err(refusal) => return Some(Response::Refused(refusal.to_string())),
+    let file = match idx.open(entry) {
+        Ok(f) => f,
+        Err(refusal) => return Response::Refused(refusal.to_string()),
     };
     let range = entry.manifest.chunk_range(index);
     let mut buf = vec![0u8; (range.end - range.start) as usize];
     match crate::cache::read_cached(&file, range.start, &mut buf) {
         Ok(n) if n == buf.len() => {}
         // partly or not cached: never wait for the disk
-        Ok(_) => return Some(Response::NotCached),
-        Err(e) => return Some(Response::Refused(format!("refused: reading `{wire}`: {e}"))),
+        Ok(_) => return Response::NotCached,
+        Err(e) => return Response::Refused(format!("refused: reading `{wire}`: {e}")),
     }
     if shared.tamper {
         // test-only (`--tamper`): a peer that lies about content
         buf[0] ^= 0xff;
     }
-    Some(Response::Chunk(buf))
+    Response::Chunk(buf)
 }
