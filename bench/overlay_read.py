@@ -9,9 +9,15 @@ the same (`os.preadv` into one 4 KiB-aligned buffer, `time.perf_counter_ns` arou
 Every chunk read through the overlay is compared with the same chunk read locally (outside the
 timed call): a wrong byte stops the bench.
 
+Each repeat reads the file twice on each side: in order (what an application loading a file
+does, and where the overlay's readahead works) and in a shuffled order fixed by a seed (no read
+follows the one before, so nothing is fetched ahead: each overlay read waits for its own chunk
+fetch).
+
 Usage: python3 bench/overlay_read.py LOCAL_FILE OVERLAY_FILE CHUNK_BYTES REPEAT
-Prints one JSON object: {"local_direct": {...}, "overlay": {...}} with n, p50_us, mean_us,
-p99_us, max_us and mb_per_s (10^6 bytes / s of read time).
+Prints one JSON object: {"local_direct": {...}, "overlay": {...}, "local_direct_shuffled":
+{...}, "overlay_shuffled": {...}} with n, p50_us, mean_us, p99_us, max_us and mb_per_s (10^6
+bytes / s of read time).
 """
 
 import ctypes
@@ -19,6 +25,7 @@ import hashlib
 import json
 import mmap
 import os
+import random
 import sys
 import time
 
@@ -41,10 +48,10 @@ def stats(lat_ns: list[int], nbytes: int) -> dict:
     }
 
 
-def one_pass(fd: int, buf: mmap.mmap, size: int, chunk: int, digests: list, check: bool):
+def one_pass(fd: int, buf: mmap.mmap, size: int, chunk: int, offsets: list, digests: dict, check: bool):
     lat = []
     total = 0
-    for i, off in enumerate(range(0, size, chunk)):
+    for off in offsets:
         want = min(chunk, size - off)
         view = memoryview(buf)[:chunk]
         t = time.perf_counter_ns()
@@ -53,10 +60,10 @@ def one_pass(fd: int, buf: mmap.mmap, size: int, chunk: int, digests: list, chec
         if n != want:
             raise SystemExit(f"overlay_read.py: short read at {off}: {n} of {want} bytes")
         d = hashlib.blake2b(view[:n], digest_size=16).digest()
-        if check and d != digests[i]:
+        if check and d != digests[off]:
             raise SystemExit(f"overlay_read.py: chunk at {off} differs from the local file")
         if not check:
-            digests.append(d)
+            digests[off] = d
         total += n
     return lat, total
 
@@ -78,24 +85,19 @@ def main() -> int:
     lfd = os.open(local, os.O_RDONLY | os.O_DIRECT)
     ofd = os.open(overlay, os.O_RDONLY)
     buf = mmap.mmap(-1, chunk)  # page-aligned, as O_DIRECT needs
-    local_lat, overlay_lat = [], []
-    local_bytes = overlay_bytes = 0
+    in_order = list(range(0, size, chunk))
+    shuffled = in_order[:]
+    random.Random(1).shuffle(shuffled)
+    lat = {k: [] for k in ("local_direct", "overlay", "local_direct_shuffled", "overlay_shuffled")}
+    nbytes = dict.fromkeys(lat, 0)
     for _ in range(repeat):
-        digests = []
-        lat, b = one_pass(lfd, buf, size, chunk, digests, check=False)
-        local_lat += lat
-        local_bytes += b
-        lat, b = one_pass(ofd, buf, size, chunk, digests, check=True)
-        overlay_lat += lat
-        overlay_bytes += b
-    print(
-        json.dumps(
-            {
-                "local_direct": stats(local_lat, local_bytes),
-                "overlay": stats(overlay_lat, overlay_bytes),
-            }
-        )
-    )
+        for offsets, suffix in ((in_order, ""), (shuffled, "_shuffled")):
+            digests = {}
+            for fd, name, check in ((lfd, "local_direct", False), (ofd, "overlay", True)):
+                got, b = one_pass(fd, buf, size, chunk, offsets, digests, check)
+                lat[name + suffix] += got
+                nbytes[name + suffix] += b
+    print(json.dumps({k: stats(v, nbytes[k]) for k, v in lat.items()}))
     return 0
 
 

@@ -146,6 +146,8 @@ pub struct Metrics {
     fallback_why: [AtomicU64; 5],
     attempts: [AtomicU64; 6],
     chunk_fetch: Latency,
+    ahead_started: AtomicU64,
+    ahead_used: AtomicU64,
     served_chunks: AtomicU64,
     served_bytes: AtomicU64,
     served_not_cached: AtomicU64,
@@ -194,6 +196,8 @@ impl Metrics {
             fallback_why: Default::default(),
             attempts: Default::default(),
             chunk_fetch: Latency::new(),
+            ahead_started: AtomicU64::new(0),
+            ahead_used: AtomicU64::new(0),
             served_chunks: AtomicU64::new(0),
             served_bytes: AtomicU64::new(0),
             served_not_cached: AtomicU64::new(0),
@@ -227,6 +231,16 @@ impl Metrics {
         if a == Attempt::Verified {
             self.chunk_fetch.record(took);
         }
+    }
+
+    /// A chunk's fetch started ahead of a sequential reader.
+    pub fn fetched_ahead(&self) {
+        self.ahead_started.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A read used a chunk fetched ahead.
+    pub fn used_ahead(&self) {
+        self.ahead_used.fetch_add(1, Ordering::Relaxed);
     }
 
     /// This node served a chunk of `bytes` to a peer.
@@ -294,6 +308,8 @@ impl Metrics {
                 timeout: a(Attempt::Timeout),
                 error: a(Attempt::Error),
                 fetch_latency: self.chunk_fetch.summary(),
+                ahead: self.ahead_started.load(Ordering::Relaxed),
+                ahead_used: self.ahead_used.load(Ordering::Relaxed),
             },
             served: ServedToPeers {
                 chunks: self.served_chunks.load(Ordering::Relaxed),
@@ -358,6 +374,11 @@ pub struct Chunks {
     pub error: u64,
     /// Latency of verified fetches (request to verified bytes).
     pub fetch_latency: LatencySummary,
+    /// Fetches started ahead of a sequential reader (counted above too,
+    /// by outcome).
+    pub ahead: u64,
+    /// Reads that used a chunk fetched ahead.
+    pub ahead_used: u64,
 }
 
 /// What this node served to peers.

@@ -28,11 +28,11 @@ use crate::index::Stamp;
 use crate::metrics::{Attempt, Fallback, Served};
 use crate::node::Shared;
 use crate::proto::{Request, Response};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -83,19 +83,21 @@ struct Readahead {
 }
 
 impl Readahead {
-    /// Whether a read at `offset` continues the last read of `rel`; notes
-    /// where this one ends.
+    /// Whether a read at `offset` continues the last read of `rel` or
+    /// starts the file (as the kernel's own readahead assumes of a read at
+    /// 0); notes where this one ends.
     fn sequential(&mut self, rel: &Path, offset: u64, end: u64) -> bool {
         if self.last_end.len() >= SEQUENTIAL_FILES && !self.last_end.contains_key(rel) {
             self.last_end.clear();
         }
-        self.last_end.insert(rel.to_path_buf(), end) == Some(offset)
+        self.last_end.insert(rel.to_path_buf(), end) == Some(offset) || offset == 0
     }
 
     /// Room for one more chunk ahead: drop the stale ones, and say whether
     /// there is room.
     fn room(&mut self) -> bool {
-        self.chunks.retain(|_, (at, _)| at.elapsed() < READAHEAD_KEEP);
+        self.chunks
+            .retain(|_, (at, _)| at.elapsed() < READAHEAD_KEEP);
         self.chunks.len() < READAHEAD_HELD
     }
 }
@@ -158,11 +160,11 @@ impl Overlay {
         // thread and back cost two thread wake-ups per read, each a chance
         // to wait for a core on a loaded machine (docs/peer.md, "Latency
         // through the overlay")
-        let sequential = self
-            .ahead
-            .lock()
-            .expect("readahead lock")
-            .sequential(rel, offset, offset + len as u64);
+        let sequential =
+            self.ahead
+                .lock()
+                .expect("readahead lock")
+                .sequential(rel, offset, offset + len as u64);
         let mut buf = vec![0u8; len];
         let n = crate::cache::read_cached(&file, offset, &mut buf)?;
         let served = if n == len {
@@ -234,12 +236,12 @@ impl Overlay {
             // spawned one, which saves a hand-off there and back
             let i = chunks.start;
             let root = entry.manifest.root;
-            let fetched_ahead = self
-                .ahead
-                .lock()
-                .expect("readahead lock")
-                .chunks
-                .remove(&(wire.clone(), root, i));
+            let fetched_ahead =
+                self.ahead
+                    .lock()
+                    .expect("readahead lock")
+                    .chunks
+                    .remove(&(wire.clone(), root, i));
             if sequential {
                 self.read_ahead(&idx, &wire, root, i, &holders);
             }
@@ -254,7 +256,10 @@ impl Overlay {
                 None => None,
             };
             let mut data = match ahead {
-                Some(data) => data,
+                Some(data) => {
+                    self.shared.metrics.used_ahead();
+                    data
+                }
                 None => {
                     fetch_chunk(
                         &self.shared,
@@ -327,7 +332,9 @@ impl Overlay {
         let Some(count) = idx.get(wire).map(|e| e.manifest.chunk_count()) else {
             return;
         };
-        let last = i.saturating_add(READAHEAD_CHUNKS).min(count.saturating_sub(1));
+        let last = i
+            .saturating_add(READAHEAD_CHUNKS)
+            .min(count.saturating_sub(1));
         let mut ahead = self.ahead.lock().expect("readahead lock");
         for j in i + 1..=last {
             let key = (wire.to_string(), root, j);
@@ -336,6 +343,7 @@ impl Overlay {
             }
             let (tx, rx) = oneshot::channel();
             ahead.chunks.insert(key, (Instant::now(), rx));
+            self.shared.metrics.fetched_ahead();
             let shared = self.shared.clone();
             let idx = idx.clone();
             let wire = wire.to_string();

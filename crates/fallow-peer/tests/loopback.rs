@@ -117,6 +117,65 @@ fn reads_from_an_honest_peer_and_fallback_from_a_tampering_one() {
     na.shutdown();
 }
 
+/// A reader going through a file in order finds each chunk after its
+/// first already fetched (and verified): every chunk is fetched once, and
+/// a reader out of order starts no fetch ahead.
+#[test]
+fn a_sequential_reader_finds_its_next_chunks_fetched_ahead() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (app(t.path(), "a"), app(t.path(), "b"));
+    let nb = Node::start(config(&b, vec![], false), None).unwrap();
+    let disk = Arc::new(
+        Disk::open(
+            &DiskSpec::parse("emulated:t=600s,spinup=50ms,shutdown=0s,start=asleep").unwrap(),
+        )
+        .unwrap(),
+    );
+    let na = Node::start(config(&a, vec![nb.addr()], false), Some(disk.clone())).unwrap();
+    if !cold(&a.join("lib/big.so")) {
+        eprintln!("skipped: readahead test (the page cache cannot be emptied here)");
+        return;
+    }
+    wait_holders(&na, 1);
+    let ov = Overlay::new(na.shared().clone(), 0, Duration::ZERO).unwrap();
+    let want = data(1_000_000, 1);
+    let chunk = 128 * 1024u64;
+    let chunks = want.len().div_ceil(chunk as usize) as u64; // 8, the last short
+    let read = |off: u64| {
+        let f = Arc::new(std::fs::File::open(a.join("lib/big.so")).unwrap());
+        let (got, how) = na
+            .handle()
+            .block_on(ov.read(f, Path::new("lib/big.so"), off, chunk as u32))
+            .unwrap();
+        assert_eq!(how, Served::Remote, "read at {off}");
+        let end = (off + chunk).min(want.len() as u64) as usize;
+        assert!(got == want[off as usize..end], "bytes at {off}");
+    };
+    for k in 0..chunks {
+        read(k * chunk);
+    }
+    let s = na.shared().metrics.snapshot();
+    eprintln!("in order: {:?}", s.chunks);
+    assert_eq!(s.chunks.verified, chunks, "each chunk fetched once");
+    assert_eq!(
+        (s.chunks.ahead, s.chunks.ahead_used),
+        (chunks - 1, chunks - 1)
+    );
+    // out of order (no read starts where the one before ended, none at 0)
+    for k in [5, 2, 7, 3, 1] {
+        read(k * chunk);
+    }
+    let s = na.shared().metrics.snapshot();
+    assert_eq!(s.chunks.verified, chunks + 5);
+    assert_eq!(
+        (s.chunks.ahead, s.chunks.ahead_used),
+        (chunks - 1, chunks - 1)
+    );
+    assert_eq!(disk.snapshot().spinups, 0);
+    nb.shutdown();
+    na.shutdown();
+}
+
 #[test]
 fn no_peer_means_the_disk() {
     let t = tempfile::tempdir().unwrap();
