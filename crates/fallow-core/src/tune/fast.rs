@@ -219,6 +219,142 @@ impl<'a> FastSweep<'a> {
         out
     }
 
+    /// A lower bound on the FG delay (ns, summed over requests) each
+    /// setting of `values` adds at `size_bytes`, from the collisions no
+    /// carried shift can touch, for all values at once (issue 21: a proof
+    /// that a setting breaks the budget without walking it).
+    ///
+    /// Why it is a bound. The walk ([`Walk::visit`]) adds to the total
+    /// only, each term `shift × requests`, so any subset of its terms is a
+    /// lower bound. A shift is below `s + p` (a residual is below one
+    /// service `s`, plus the switch penalty `p`), and across an interval
+    /// no longer than the threshold `T` it only shrinks, by that
+    /// interval's length, to 0 at the latest when the interval is longer
+    /// than the shift (`gap − shift ≤ T`: not used). So interval `j`
+    /// starts unshifted when the intervals just before it are all `≤ T`
+    /// and add up to `≥ s + p` (or reach the trace's start, where the
+    /// shift is 0): that is `T ≥ θ*_j`, the longest of the fewest
+    /// intervals before `j` that add up to `s + p`. If moreover `gap_j >
+    /// T`, it is used as if alone: `⌈(gap_j − off)/s⌉` requests, the last
+    /// running `(off − gap_j) mod s` past the FG arrival, which delays
+    /// each of the `w_j` requests of the next busy period by that much
+    /// (plus `p`, left out here). So the bound is
+    /// `Σ_{θ*_j ≤ T < gap_j} w_j·((off − gap_j) mod s)`.
+    ///
+    /// All values in one pass: with `a_j = gap_j mod s` and `b = off mod
+    /// s`, `(b − a_j) mod s = b − a_j + s·[a_j > b]`, so over the active
+    /// intervals the sum is `b·Σw − Σw·a + s·Σ_{a > b} w`: two running
+    /// sums and a Fenwick tree over the remainders, intervals entering at
+    /// `T = θ*_j` and leaving at `T = gap_j`, the values taken in order of
+    /// their threshold.
+    pub fn added_lower_bound(
+        &self,
+        rule: IntervalRule,
+        values: &[f64],
+        size_bytes: u64,
+        sim: &SimConfig,
+    ) -> Vec<u128> {
+        let plans: Vec<Option<Plan>> = values
+            .iter()
+            .map(|&v| self.plan(rule, v, size_bytes, sim, None))
+            .collect();
+        let mut out = vec![0u128; values.len()];
+        let Some(s) = plans.iter().flatten().map(|p| p.service_ns).next() else {
+            return out;
+        };
+        if s == 0 {
+            return out; // no request takes time: no residual
+        }
+        let periods = self.prep.periods();
+        let gaps = &periods.idle_len_ns;
+        let reqs = &periods.busy_requests;
+        let n = gaps.len();
+        self.visits.fetch_add(n as u64, Ordering::Relaxed);
+        // θ*_j by a sliding window: the shortest run of intervals ending
+        // at j − 1 that adds up to ≥ s + p, its longest interval (a
+        // decreasing deque of indices); the whole prefix when shorter
+        let reset = s as u128 + sim.switch_penalty_ns as u128;
+        let mut theta_star = vec![0u64; n];
+        let mut deque: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
+        let (mut k, mut sum) = (0usize, 0u128);
+        for j in 1..n {
+            let g = gaps[j - 1];
+            sum += g as u128;
+            while deque.back().is_some_and(|&b| gaps[b] <= g) {
+                deque.pop_back();
+            }
+            deque.push_back(j - 1);
+            // drop from the front while the rest still reaches the reset
+            while k < j - 1 && sum - gaps[k] as u128 >= reset {
+                sum -= gaps[k] as u128;
+                k += 1;
+            }
+            while deque.front().is_some_and(|&f| f < k) {
+                deque.pop_front();
+            }
+            theta_star[j] = gaps[*deque.front().expect("holds j − 1")];
+        }
+        // (θ*, gap, remainder, weight) of every interval that can count
+        let weight = |j: usize| reqs.get(j + 1).copied().unwrap_or(0) as u128;
+        let mut entering: Vec<usize> = (0..n)
+            .filter(|&j| theta_star[j] < gaps[j] && weight(j) > 0)
+            .collect();
+        let mut leaving = entering.clone();
+        entering.sort_unstable_by_key(|&j| theta_star[j]);
+        leaving.sort_unstable_by_key(|&j| gaps[j]);
+        let mut rems: Vec<u64> = entering.iter().map(|&j| gaps[j] % s).collect();
+        rems.sort_unstable();
+        rems.dedup();
+        let rank = |r: u64| rems.partition_point(|&x| x < r) + 1; // 1-based
+        let mut tree = vec![0u128; rems.len() + 1];
+        let add = |tree: &mut Vec<u128>, mut at: usize, w: u128, plus: bool| {
+            while at < tree.len() {
+                if plus {
+                    tree[at] += w;
+                } else {
+                    tree[at] -= w;
+                }
+                at += at & at.wrapping_neg();
+            }
+        };
+        let (mut w_sum, mut wa_sum) = (0u128, 0u128);
+        let (mut e, mut l) = (0usize, 0usize);
+        let mut by_threshold: Vec<usize> = (0..plans.len()).filter(|&i| plans[i].is_some()).collect();
+        by_threshold.sort_unstable_by_key(|&i| plans[i].map_or(0, |p| p.threshold_ns));
+        for q in by_threshold {
+            let p = plans[q].expect("filtered");
+            let t = p.threshold_ns;
+            while e < entering.len() && theta_star[entering[e]] <= t {
+                let j = entering[e];
+                let (w, a) = (weight(j), (gaps[j] % s) as u128);
+                add(&mut tree, rank(gaps[j] % s), w, true);
+                w_sum += w;
+                wa_sum += w * a;
+                e += 1;
+            }
+            while l < leaving.len() && gaps[leaving[l]] <= t {
+                let j = leaving[l];
+                // entered already: θ*_j < gap_j ≤ t
+                let (w, a) = (weight(j), (gaps[j] % s) as u128);
+                add(&mut tree, rank(gaps[j] % s), w, false);
+                w_sum -= w;
+                wa_sum -= w * a;
+                l += 1;
+            }
+            let b = (p.off_ns % s) as u128;
+            // weight of remainders ≤ b
+            let mut at = rems.partition_point(|&x| x <= b as u64);
+            let mut at_most = 0u128;
+            while at > 0 {
+                at_most += tree[at];
+                at &= at - 1;
+            }
+            let above = w_sum - at_most;
+            out[q] = b * w_sum + s as u128 * above - wa_sum;
+        }
+        out
+    }
+
     /// [`totals`](Self::totals) of several settings, the same to the bit,
     /// in fewer passes: settings that use many intervals are walked
     /// together, up to [`LANES`] in one pass over the intervals (see
