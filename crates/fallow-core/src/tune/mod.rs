@@ -704,15 +704,6 @@ impl Search<'_> {
             let values: Vec<f64> = (0..steps).map(value).collect();
             sweep.started_no_shift(*rule, &values, size, self.sim)
         };
-        // a lower bound on each step's added delay (none in the reference
-        // search): a step whose bound passes every open budget's limit is
-        // over all of them without a walk
-        let delay_floor: Vec<u128> = if self.reference {
-            vec![0; steps]
-        } else {
-            let values: Vec<f64> = (0..steps).map(value).collect();
-            sweep.added_lower_bound(*rule, &values, size, self.sim)
-        };
         let mut order: Vec<(u64, usize)> = bounds.into_iter().zip(0..steps).collect();
         order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let limit_ns = |b: &Budget| -> u128 { self.cap_added_ns(std::slice::from_ref(b)) };
@@ -736,25 +727,11 @@ impl Search<'_> {
                 if !open(bound, &best) {
                     // sorted by bound, and the bests only grow: no later
                     // step can win either
-                    skipped += (order.len() - at) as u64;
+                    skipped = (order.len() - at) as u64;
                     at = order.len();
                     break;
                 }
                 at += 1;
-                // the largest limit among the budgets this step could
-                // still win (its bound ≥ their best); over it, the walk
-                // would stop over every one of them
-                let cap = budgets
-                    .iter()
-                    .zip(&best)
-                    .filter(|(_, b)| b.is_none_or(|(n, _, _)| bound >= n))
-                    .map(|(b, _)| limit_ns(b))
-                    .max()
-                    .unwrap_or(u128::MAX);
-                if delay_floor[i] > cap {
-                    skipped += 1;
-                    continue;
-                }
                 batch.push(i);
             }
             tick(skipped);
