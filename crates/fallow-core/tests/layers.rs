@@ -1201,6 +1201,12 @@ fn literal_seeds(file: &str, text: &str) -> Vec<String> {
     if flat.contains("default_value_t = 1)] pub seed") {
         found.push(format!("{file}: `--seed` with `default_value_t = 1`"));
     }
+    // a seed resolved from layers with `1` as the last resort
+    for (i, l) in code.lines().enumerate() {
+        if l.contains("seed") && l.contains("unwrap_or(1)") {
+            found.push(format!("{file}:{} `unwrap_or(1)` for a seed", i + 1));
+        }
+    }
     found
 }
 
@@ -1236,13 +1242,14 @@ fn the_default_seed_is_written_once() {
 
 #[test]
 fn a_literal_seed_is_found() {
-    let planted = "pub struct A { seed: u64 }\nfn d() -> A {\n    A {\n        seed: 1,\n    }\n}\n#[derive(Args)]\nstruct F {\n    #[arg(long, default_value_t = 1)]\n    pub seed: u64,\n}\n#[cfg(test)]\nmod tests { fn t() -> A { A { seed: 1, } } }\n";
+    let planted = "pub struct A { seed: u64 }\nfn d() -> A {\n    A {\n        seed: 1,\n    }\n}\n#[derive(Args)]\nstruct F {\n    #[arg(long, default_value_t = 1)]\n    pub seed: u64,\n}\nfn r(a: Option<u64>) -> u64 {\n    let seed = a.unwrap_or(1);\n    seed\n}\n#[cfg(test)]\nmod tests { fn t() -> A { A { seed: 1, } } }\n";
     let found = literal_seeds("x.rs", planted);
     assert_eq!(
         found,
         [
             "x.rs:4 `seed: 1,`",
-            "x.rs: `--seed` with `default_value_t = 1`"
+            "x.rs: `--seed` with `default_value_t = 1`",
+            "x.rs:13 `unwrap_or(1)` for a seed"
         ]
     );
     assert!(literal_seeds("y.rs", "fn d() -> A { A { seed: DEFAULT_SEED } }").is_empty());

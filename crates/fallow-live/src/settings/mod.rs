@@ -573,7 +573,7 @@ impl Settings {
             live_dur(&live.interval, "interval")?,
         )
         .unwrap_or(DEFAULT_INTERVAL_NS);
-        s.seed = first(a.seed, sc.seed, live.seed).unwrap_or(1);
+        s.seed = first(a.seed, sc.seed, live.seed).unwrap_or(fallow_core::sim::DEFAULT_SEED);
         s.metrics = cfg.metrics_addr(a.metrics.as_deref());
         s.sources = scrub_sources(a, &cfg, s.policy_from);
         apply_budget(
@@ -674,7 +674,7 @@ impl Settings {
         .unwrap_or(DEFAULT_INTERVAL_NS);
         s.netns = a.netns.clone().or(own.netns.clone());
         s.slice_ns = a.slice_ns.or(file_slice).unwrap_or(DEFAULT_SLICE_NS);
-        s.seed = first(a.seed, own.seed, shared.seed).unwrap_or(1);
+        s.seed = first(a.seed, own.seed, shared.seed).unwrap_or(fallow_core::sim::DEFAULT_SEED);
         s.report = a.report.clone().or(own.report.clone());
         s.metrics = cfg.metrics_addr(a.metrics.as_deref());
         apply_budget(
