@@ -2,7 +2,7 @@
 
 The Python side of ``fallow energy`` (docs/energy.md): a trace is replayed
 through a disk's power states (busy, idle, shutdown, standby, spin-up; the
-WD2500JD of the SARD seed's Table III unless ``power=`` says otherwise)
+WD2500JD of the SARD paper's Table III unless ``power=`` says otherwise)
 under spin-down policies, on the standalone disk and with a share of the
 requests served by peers while the disk sleeps. The simulation runs in
 Rust with the GIL released; the result holds exactly the JSON of
@@ -193,7 +193,7 @@ def energy(
     the disk sleeps (SARD), as ``fallow energy`` does.
 
     Every argument is a flag of ``fallow energy`` (docs/energy.md has the
-    semantics and the seed's sections); given the same input and options,
+    semantics and the SARD paper's sections); given the same input and options,
     the result equals ``fallow energy --json``.
 
     Args:
@@ -209,7 +209,7 @@ def energy(
             CLI; ``result["input"]["device"]`` says which).
         local_fraction: shares of requests that stay local, the rest may be
             served by peers: a number or a list (default: 1, 0.15, 0.1, 0.05,
-            0.02, 0.01, the seed's rows). 100 % local is the standalone disk.
+            0.02, 0.01, the SARD paper's rows). 100 % local is the standalone disk.
         peers: a peer model instead of fixed shares: this many peers, each
             holding an application file (a 1 MiB extent of a block trace)
             with probability ``peer_prob`` (0.1).

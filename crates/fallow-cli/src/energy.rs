@@ -1,8 +1,8 @@
 //! `fallow energy`: disk spin-down and SARD in simulation. Replays a block
 //! trace (or a file-level trace) through the disk's power states under
 //! spin-down policies, with a share of requests served by peers while the
-//! disk sleeps (the SARD seed's Tables V and VI, Figures 8 and 9): a table
-//! per figure, `--json`, and `--html` with the seed's plots.
+//! disk sleeps (the SARD paper's Tables V and VI, Figures 8 and 9): a table
+//! per figure, `--json`, and `--html` with the SARD paper's plots.
 
 use crate::atomic::OverwriteArg;
 use crate::energy_text::{describe_power, headlines, ratio};
@@ -68,7 +68,7 @@ pub struct EnergyArgs {
 
     /// Shares of requests that stay local, comma-separated (the rest may
     /// be served by peers). [default: 1,0.15,0.1,0.05,0.02,0.01, the SARD
-    /// seed's rows]
+    /// paper's rows]
     #[arg(
         long,
         value_name = "F,F,…",
@@ -164,7 +164,7 @@ pub struct EnergyArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Also write a self-contained HTML page with the seed's plots.
+    /// Also write a self-contained HTML page with the SARD paper's plots.
     #[arg(long, value_name = "OUT.html", help_heading = crate::atomic::OUTPUT_FILES)]
     pub html: Option<PathBuf>,
 
@@ -392,7 +392,7 @@ fn first_only(runs: &[EnergyRun], i: usize) -> String {
     }
 }
 
-/// The terminal output: the seed's Tables V/VI and Figures 8/9 as tables.
+/// The terminal output: the SARD paper's Tables V/VI and Figures 8/9 as tables.
 fn tables(r: &EnergyReport) -> String {
     let st = Style::for_stdout();
     let mut s = String::new();

@@ -46,9 +46,9 @@ pass-through: SATA disks behind libata and USB bridges that pass ATA commands. S
 disks, which refuse ATA pass-through, get START STOP UNIT with the STANDBY power condition
 (what sg_start --pc=3 sends) and REQUEST SENSE. Loop, virtio, NVMe, device-mapper and FUSE
 devices refuse SG_IO: the daemon says so and exits 2 (with --dry-run it watches them anyway).
-NO DRIVE HAS BEEN SPUN DOWN BY FALLOW'S TESTS: the development machine has no ATA or SCSI
-disk; the commands are tested byte for byte against those the tools sent (recorded with
-strace), and for their error handling. The daemon reads only the stat counters and CHECK
+NO DRIVE HAS BEEN SPUN DOWN BY FALLOW'S TESTS: the machines they run on (development and
+CI) have no ATA or SCSI disk; the commands are tested byte for byte against those the tools
+sent (recorded with strace), and for their error handling. The daemon reads only the stat counters and CHECK
 POWER MODE / REQUEST SENSE, which never wake a sleeping disk, and never spins down a disk
 with I/O in flight.
 

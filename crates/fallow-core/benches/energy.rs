@@ -1,5 +1,5 @@
 //! Energy-study speed: one `energy::study` of the timeout policy over the
-//! six local fractions of the SARD seed's rows (`SEED_LOCAL_FRACTIONS`),
+//! six local fractions of the SARD paper's rows (`SEED_LOCAL_FRACTIONS`),
 //! on an interactive workload of sessions, in requests per second.
 //!
 //! A plain program (`harness = false`) that prints its figures; the speed

@@ -1,4 +1,4 @@
-//! The HTML page of `fallow energy --html`: the SARD seed's plots for our
+//! The HTML page of `fallow energy --html`: the SARD paper's plots for our
 //! trace — idle periods and their length (Table V), exposed spin-up delay
 //! (Table VI), energy by state normalised to the standalone disk (Figure
 //! 8, one chart per policy), energy-delay product (Figure 9) and energy

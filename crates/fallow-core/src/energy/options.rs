@@ -23,7 +23,7 @@ use std::sync::atomic::AtomicBool;
 pub struct Options {
     /// Spin-down policy specs (default: every policy).
     pub policy: Option<Vec<String>>,
-    /// Shares of requests kept local, one row each (default: the SARD seed's).
+    /// Shares of requests kept local, one row each (default: the SARD paper's).
     pub local_fraction: Option<Vec<f64>>,
     /// Number of peers that may hold a file (instead of `local_fraction`).
     pub peers: Option<u32>,

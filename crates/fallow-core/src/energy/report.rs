@@ -95,7 +95,7 @@ impl InputInfo {
 
 /// The policies of a study when none are named: every registered policy
 /// but the always-on reference (which every study runs anyway), the
-/// seed's fixed timeout first.
+/// SARD paper's fixed timeout first.
 pub fn default_policies() -> Vec<String> {
     let mut names: Vec<String> = spindown::registry()
         .iter()

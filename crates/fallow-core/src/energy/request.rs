@@ -45,7 +45,7 @@ pub fn default_bg(work_bytes: u64) -> BgPlan {
 pub struct Request {
     /// Spin-down policy specs (default: every non-reference policy).
     pub policies: Vec<String>,
-    /// The availability settings, one row each (default: the SARD seed's
+    /// The availability settings, one row each (default: the SARD paper's
     /// shares of requests kept local).
     pub availability: Vec<Availability>,
     /// When peer-held requests go to the peer.
