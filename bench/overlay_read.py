@@ -48,7 +48,9 @@ def stats(lat_ns: list[int], nbytes: int) -> dict:
     }
 
 
-def one_pass(fd: int, buf: mmap.mmap, size: int, chunk: int, offsets: list, digests: dict, check: bool):
+def one_pass(
+    fd: int, buf: mmap.mmap, size: int, chunk: int, offsets: list, digests: dict, check: bool
+):
     lat = []
     total = 0
     for off in offsets:
