@@ -315,12 +315,7 @@ mod pages {
                     };
                     let et = h & 0x0f;
                     for _ in 0..n {
-                        // a list's booleans are one byte each
-                        if et == 1 || et == 2 {
-                            self.skip_bytes(1)?;
-                        } else {
-                            self.skip(et, depth + 1)?;
-                        }
+                        self.skip_element(et, depth + 1)?;
                     }
                     Ok(())
                 }
@@ -329,14 +324,25 @@ mod pages {
                     if n > 0 {
                         let kv = self.byte()?;
                         for _ in 0..n {
-                            self.skip(kv >> 4, depth + 1)?;
-                            self.skip(kv & 0x0f, depth + 1)?;
+                            self.skip_element(kv >> 4, depth + 1)?;
+                            self.skip_element(kv & 0x0f, depth + 1)?;
                         }
                     }
                     Ok(())
                 }
                 12 => self.strukt(depth + 1, |_, t, r, d| r.skip(t, d)),
                 _ => Err(format!("thrift type {t}")),
+            }
+        }
+
+        /// Skip one element of a list, set or map of compact type `t`: a
+        /// boolean there is a byte of its own (in a field header it is the
+        /// type itself, which [`Reader::skip`] handles).
+        fn skip_element(&mut self, t: u8, depth: u32) -> Result<(), String> {
+            if t == 1 || t == 2 {
+                self.skip_bytes(1)
+            } else {
+                self.skip(t, depth)
             }
         }
 
@@ -493,5 +499,23 @@ mod tests {
         let deep: Vec<u8> = std::iter::repeat_n(0x1c, 40).collect();
         assert!(parse(&deep).unwrap_err().contains("nested too deep"));
         assert!(parse(&[0x1f]).unwrap_err().contains("thrift type 15"));
+    }
+
+    /// A field the reader does not know is skipped whatever its type,
+    /// including a map whose keys are booleans (one byte each, as in a
+    /// list): field 9, `map<bool, i32>` of one entry, then the stop byte.
+    #[test]
+    fn unknown_fields_are_skipped_whole() {
+        let bytes = [
+            0x15, 0x04, 0x15, 0x50, 0x15, 0x52, 0x6b, 0x01, 0x15, 0x01, 0x02, 0x00,
+        ];
+        let (h, len) = parse(&bytes).unwrap();
+        assert_eq!((h.uncompressed, h.compressed, len), (40, 41, bytes.len()));
+        // the same as a list of booleans: one byte each
+        let list = [
+            0x15, 0x04, 0x15, 0x50, 0x15, 0x52, 0x69, 0x21, 0x01, 0x00, 0x00,
+        ];
+        let (h, len) = parse(&list).unwrap();
+        assert_eq!((h.compressed, len), (41, list.len()));
     }
 }
