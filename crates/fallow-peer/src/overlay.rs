@@ -36,7 +36,6 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 
 /// Holders asked for one chunk before giving up on peers.
 pub const HOLDERS_PER_CHUNK: usize = 2;
@@ -71,8 +70,8 @@ const SEQUENTIAL_FILES: usize = 256;
 /// A chunk fetched ahead: which file contents, which chunk.
 type AheadKey = (String, [u8; 32], u32);
 
-/// A chunk fetched ahead: when it was asked for, and its answer.
-type Ahead = (Instant, oneshot::Receiver<Result<Vec<u8>, Fallback>>);
+/// A chunk fetched ahead: when it was asked for, and the fetch's task.
+type Ahead = (Instant, tokio::task::JoinHandle<Result<Vec<u8>, Fallback>>);
 
 /// Chunks on their way or fetched for a sequential reader, and where each
 /// file's last read ended.
@@ -93,12 +92,11 @@ impl Readahead {
         self.last_end.insert(rel.to_path_buf(), end) == Some(offset) || offset == 0
     }
 
-    /// Room for one more chunk ahead: drop the stale ones, and say whether
-    /// there is room.
-    fn room(&mut self) -> bool {
+    /// Drop the chunks fetched ahead that were not read in time (their
+    /// fetches run to their end unread).
+    fn drop_stale(&mut self) {
         self.chunks
             .retain(|_, (at, _)| at.elapsed() < READAHEAD_KEEP);
-        self.chunks.len() < READAHEAD_HELD
     }
 }
 
@@ -243,12 +241,13 @@ impl Overlay {
                     .chunks
                     .remove(&(wire.clone(), root, i));
             if sequential {
-                self.read_ahead(&idx, &wire, root, i, &holders);
+                let count = entry.manifest.chunk_count();
+                self.read_ahead(&idx, &wire, root, i, count, &holders);
             }
             // a chunk fetched ahead was verified like any other; one that
             // failed is asked for again here, under this read's deadline
             let ahead = match fetched_ahead {
-                Some((_, rx)) => tokio::time::timeout_at(deadline, rx)
+                Some((_, fetch)) => tokio::time::timeout_at(deadline, fetch)
                     .await
                     .ok()
                     .and_then(Result::ok)
@@ -316,44 +315,39 @@ impl Overlay {
         }
         Ok(out)
     }
-}
 
-impl Overlay {
-    /// Start fetching the [`READAHEAD_CHUNKS`] chunks after chunk `i` that
-    /// are not on their way yet, within [`READAHEAD_HELD`].
+    /// Start fetching the [`READAHEAD_CHUNKS`] chunks after chunk `i` (of
+    /// `count`) that are not on their way yet, within [`READAHEAD_HELD`].
     fn read_ahead(
         &self,
         idx: &Arc<crate::index::Index>,
         wire: &str,
         root: [u8; 32],
         i: u32,
+        count: u32,
         holders: &[SocketAddr],
     ) {
-        let Some(count) = idx.get(wire).map(|e| e.manifest.chunk_count()) else {
-            return;
-        };
         let last = i
             .saturating_add(READAHEAD_CHUNKS)
             .min(count.saturating_sub(1));
         let mut ahead = self.ahead.lock().expect("readahead lock");
+        ahead.drop_stale();
         for j in i + 1..=last {
             let key = (wire.to_string(), root, j);
-            if ahead.chunks.contains_key(&key) || !ahead.room() {
+            if ahead.chunks.contains_key(&key) || ahead.chunks.len() >= READAHEAD_HELD {
                 continue;
             }
-            let (tx, rx) = oneshot::channel();
-            ahead.chunks.insert(key, (Instant::now(), rx));
             self.shared.metrics.fetched_ahead();
             let shared = self.shared.clone();
             let idx = idx.clone();
             let wire = wire.to_string();
             let holders = holders.to_vec();
             let quarantine = self.quarantine;
-            tokio::spawn(async move {
+            let fetch = tokio::spawn(async move {
                 let deadline = tokio::time::Instant::now() + shared.client.timeout;
-                let r = fetch_chunk(&shared, &idx, &wire, j, &holders, quarantine, deadline).await;
-                let _ = tx.send(r);
+                fetch_chunk(&shared, &idx, &wire, j, &holders, quarantine, deadline).await
             });
+            ahead.chunks.insert(key, (Instant::now(), fetch));
         }
     }
 }
