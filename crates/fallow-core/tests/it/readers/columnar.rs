@@ -352,10 +352,16 @@ mod with_arrow {
         assert!(e.contains("decompresses to more than"), "{e}");
     }
 
-    /// Files written by pandas (pyarrow, snappy, datetime64[ns] arrivals),
-    /// polars (zstd, categorical hosts, IPC file and stream) and pyarrow's
-    /// feather (lz4): `tests/data/traces/make_columnar_fixtures.py`, whose
-    /// docstring gives the values checked here.
+    /// The error reading the fixture `name`, which must name the file.
+    fn refused_fixture(name: &str) -> String {
+        let err =
+            fallow_core::trace::read_trace(super::super::fixture(name), &ReadOptions::default())
+                .expect_err("a corrupt file is an error")
+                .to_string();
+        assert!(err.contains(name), "{err}");
+        err
+    }
+
     /// The `arrow` fuzz target's first crash: a stream whose dictionary
     /// batch of 128-bit values has a buffer length that is not a multiple
     /// of 16, on which arrow 60 asserts inside `ArrayData` validation. It
@@ -365,11 +371,7 @@ mod with_arrow {
     fn a_decoder_that_panics_on_a_corrupt_file_gives_an_error_naming_it() {
         use super::super::fixture;
         use fallow_core::trace::read_trace;
-        let path = fixture("corrupt-dictionary-width.arrows");
-        let err = read_trace(&path, &ReadOptions::default())
-            .expect_err("a corrupt stream is an error")
-            .to_string();
-        assert!(err.contains("corrupt-dictionary-width.arrows"), "{err}");
+        let err = refused_fixture("corrupt-dictionary-width.arrows");
         assert!(err.contains("Arrow IPC data: malformed"), "{err}");
         assert!(err.contains("prefix.is_empty()"), "{err}");
         // and a good file read afterwards on the same thread still reads
@@ -384,13 +386,7 @@ mod with_arrow {
     /// naming the row group, column and byte of the page.
     #[test]
     fn a_page_header_claiming_more_values_than_its_bytes_is_refused() {
-        use super::super::fixture;
-        use fallow_core::trace::read_trace;
-        let path = fixture("oom-dictionary-count.parquet");
-        let err = read_trace(&path, &ReadOptions::default())
-            .expect_err("a forged page header is an error")
-            .to_string();
-        assert!(err.contains("oom-dictionary-count.parquet"), "{err}");
+        let err = refused_fixture("oom-dictionary-count.parquet");
         // its second column's header has a field of the wrong type (3, the
         // compressed size, as a boolean), which parquet read past; the
         // dictionary-count rule itself is tested in trace::parquet's tests
@@ -400,6 +396,10 @@ mod with_arrow {
         );
     }
 
+    /// Files written by pandas (pyarrow, snappy, datetime64[ns] arrivals),
+    /// polars (zstd, categorical hosts, IPC file and stream) and pyarrow's
+    /// feather (lz4): `tests/data/traces/make_columnar_fixtures.py`, whose
+    /// docstring gives the values checked here.
     #[test]
     fn files_from_pandas_polars_and_pyarrow_read() {
         use super::super::fixture;
