@@ -1250,6 +1250,15 @@ def split_recording(trace: Path, runtime_s: float, into: tuple[Path, Path]) -> N
         path.write_text("\n".join([header, *h]) + "\n")
 
 
+def recording_mean_response_s(trace: Path) -> float:
+    """The mean ResponseTime (block-layer issue to completion, 100 ns
+    ticks) of a `fallow record` CSV."""
+    rows = [ln.split(",") for ln in trace.read_text().splitlines()[1:] if ln.strip()]
+    if not rows:
+        raise BenchError(f"{trace}: fallow record saw no FG request")
+    return sum(int(r[6]) for r in rows) / len(rows) * 1e-7
+
+
 def bench_budget_workload(
     fallow: Path, device: dict, workload: str, args, cleanup: Cleanup, work: Path
 ) -> dict:
@@ -1288,6 +1297,10 @@ def bench_budget_workload(
     )
     halves_csv = (wdir / "fg-half1.csv", wdir / "fg-half2.csv")
     split_recording(trace, rt, halves_csv)
+    # the same reads timed at the block layer: what fio's mean holds beyond
+    # it (the submitting call, the wake-up) is compared with the budgeted
+    # runs' (fio's mean against the driver's block-layer mean) in the table
+    alone["fg"]["block_mean_s"] = recording_mean_response_s(trace)
     ref = alone["fg"]
     bs = 64 * KIB if workload == "sequential" else 4 * KIB
     rand_s = device["service"]["random_read_s"][str(bs)]
@@ -1473,6 +1486,20 @@ def budget_table(d: dict, budget: str) -> str:
                 f" {h[1]['mean_slowdown'] * 100:>+10.1f}%"
                 f" {h[0]['scrub_mb_s']:>11.3g} {h[1]['scrub_mb_s']:>11.3g}"
             )
+        # time outside the block layer: fio's mean over the block layer's
+        # mean of the same reads, FG alone (the recording) and budgeted
+        # (the driver's measurement over every FG read)
+        gaps = []
+        blk = w["runs"]["alone"]["fg"].get("block_mean_s")
+        if blk is not None:
+            gaps.append(f"FG alone {_ms(w['runs']['alone']['fg']['mean_s'] - blk)}")
+        for tag, tr in w["trajectory"].items():
+            for x in tr:
+                m = x.get("measured_recent")
+                if m and m.get("fg_reads"):
+                    gaps.append(f"{tag} {_ms(w['runs'][tag]['fg']['mean_s'] - m['mean_s'])}")
+        if gaps:
+            lines.append("    fio's mean beyond the block layer's: " + ", ".join(gaps))
         for tag, tr in w["trajectory"].items():
             for x in tr:
                 # the monitor's clock: from the run's first point

@@ -22,7 +22,6 @@ use fallow_core::policy::Policy;
 use fallow_core::sim::{simulate, Prepared, SimConfig, SimResult};
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Arguments of `fallow compare`.
@@ -206,45 +205,28 @@ pub fn run_all(
     threads: usize,
     bar: Option<&Progress>,
 ) -> Vec<(String, fallow_core::Result<SimResult>)> {
-    /// A policy waiting to run, then its result.
-    type Slot = (
-        String,
-        Option<Box<dyn Policy>>,
-        Option<fallow_core::Result<SimResult>>,
-    );
-    let n = policies.len();
-    let slots: Vec<Mutex<Slot>> = policies
+    // each policy is taken by the one worker that runs it
+    let specs: Vec<String> = policies.iter().map(|(s, _)| s.clone()).collect();
+    let policies: Vec<Mutex<Option<Box<dyn Policy>>>> = policies
         .into_iter()
-        .map(|(spec, p)| Mutex::new((spec, Some(p), None)))
+        .map(|(_, p)| Mutex::new(Some(p)))
         .collect();
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, n.max(1)) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(slot) = slots.get(i) else { break };
-                let (spec, mut pol) = {
-                    let mut g = slot.lock().expect("no panics while locked");
-                    (g.0.clone(), g.1.take().expect("each policy runs once"))
-                };
-                if let Some(b) = bar {
-                    b.set_message(spec.clone());
-                }
-                let r = simulate(prep, pol.as_mut(), cfg);
-                slot.lock().expect("no panics while locked").2 = Some(r);
-                if let Some(b) = bar {
-                    b.inc(1);
-                }
-            });
+    let results = fallow_core::polled::map_indexed(policies.len(), threads, |i| {
+        let mut pol = policies[i]
+            .lock()
+            .expect("no panics while locked")
+            .take()
+            .expect("each policy runs once");
+        if let Some(b) = bar {
+            b.set_message(specs[i].clone());
         }
+        let r = simulate(prep, pol.as_mut(), cfg);
+        if let Some(b) = bar {
+            b.inc(1);
+        }
+        r
     });
-    slots
-        .into_iter()
-        .map(|m| {
-            let (spec, _, r) = m.into_inner().expect("no panics while locked");
-            (spec, r.expect("every slot ran"))
-        })
-        .collect()
+    specs.into_iter().zip(results).collect()
 }
 
 /// The comparison table, the baseline first.

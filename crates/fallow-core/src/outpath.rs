@@ -456,37 +456,112 @@ fn is_json_report(bytes: &[u8]) -> bool {
 /// failure leaves the old file and no temporary behind. The destination
 /// must not be a device node, FIFO, socket or directory (checked again
 /// right before the rename); callers check it with [`OutputGuard`] first.
+/// [`Atomic::DURABLE`]; [`Atomic`] for the other ways fallow replaces
+/// files.
 pub fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
+    Atomic::DURABLE.write(path, write)
+}
+
+/// How a file is replaced atomically: the one implementation behind every
+/// file fallow replaces (reports, checkpoints, the budget window, peer
+/// keys, the emulated disk's stat file). Every way writes a temporary file
+/// in the destination's directory, never through a symlink or over an
+/// existing file (`create_new`), refuses to rename over a device node,
+/// FIFO, socket or directory, and removes the temporary on failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Atomic {
+    /// fsync the file before the rename and the directory after it: a file
+    /// that must survive a crash whole. False for a file that describes
+    /// the running process (the emulated disk's stat line, rewritten at
+    /// every change) and is worthless after a crash.
+    pub durable: bool,
+    /// The temporary is `.NAME.tmp`, one fixed name, removed first when a
+    /// killed writer left it (a symlink there: the link, never what it
+    /// points to). For writers serialised by a lock (a checkpoint): a
+    /// crash leaves at most that one file, which the next write replaces,
+    /// and guards can check its name in advance. Otherwise
+    /// `.NAME.PID.N.tmp`, unique among concurrent writers.
+    pub fixed_temp: bool,
+    /// Permission bits of the new file (before the umask); `None`: 0o666.
+    pub mode: Option<u32>,
+}
+
+impl Atomic {
+    /// fsynced, a unique temporary, default permissions.
+    pub const DURABLE: Atomic = Atomic {
+        durable: true,
+        fixed_temp: false,
+        mode: None,
     };
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
-    check_replaceable(path)?;
-    let (tmp_path, file) = create_temp(&dir, &name.to_string_lossy())?;
-    let result = (|| -> io::Result<()> {
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        write(&mut out)?;
-        let file = out.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        drop(file);
-        check_replaceable(path)?;
-        fs::rename(&tmp_path, path)?;
-        // make the rename durable; not every file system lets a directory be synced
-        if let Ok(d) = File::open(&dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp_path);
+
+    /// The fixed temporary name of `path` ([`Atomic::fixed_temp`]).
+    pub fn fixed_temp_path(path: &Path) -> PathBuf {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        path.with_file_name(format!(".{name}.tmp"))
     }
-    result
+
+    /// Replace `path` with what `write` produces (see [`Atomic`]).
+    pub fn write(
+        self,
+        path: &Path,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = path
+            .file_name()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
+        check_replaceable(path)?;
+        let (tmp_path, file) = if self.fixed_temp {
+            let tmp = Atomic::fixed_temp_path(path);
+            match fs::remove_file(&tmp) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            let f = self.options().open(&tmp)?;
+            (tmp, f)
+        } else {
+            create_temp(&dir, &name.to_string_lossy(), self.options())?
+        };
+        let result = (|| -> io::Result<()> {
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            write(&mut out)?;
+            let file = out.into_inner().map_err(|e| e.into_error())?;
+            if self.durable {
+                file.sync_all()?;
+            }
+            drop(file);
+            check_replaceable(path)?;
+            fs::rename(&tmp_path, path)?;
+            // make the rename durable; not every file system lets a directory be synced
+            if self.durable {
+                if let Ok(d) = File::open(&dir) {
+                    let _ = d.sync_all();
+                }
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp_path);
+        }
+        result
+    }
+
+    /// A new file, never an existing one or a symlink's target.
+    fn options(self) -> OpenOptions {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut o = OpenOptions::new();
+        o.write(true).create_new(true);
+        if let Some(mode) = self.mode {
+            o.mode(mode);
+        }
+        o
+    }
 }
 
 /// Refuse to replace `path` by a rename when it is (or its symlink points
@@ -510,12 +585,12 @@ pub fn check_replaceable(path: &Path) -> io::Result<()> {
 
 /// A new, exclusively created temporary file next to the destination
 /// (never an existing file: `create_new`).
-fn create_temp(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
+fn create_temp(dir: &Path, name: &str, options: OpenOptions) -> io::Result<(PathBuf, File)> {
     let pid = std::process::id();
     let mut last_err = None;
     for attempt in 0..100u32 {
         let tmp = dir.join(format!(".{name}.{pid}.{attempt}.tmp"));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        match options.open(&tmp) {
             Ok(f) => return Ok((tmp, f)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_err = Some(e),
             Err(e) => return Err(e),

@@ -68,10 +68,56 @@ pub fn cancelled(cancel: Option<&AtomicBool>) -> bool {
     cancel.is_some_and(|c| c.load(Ordering::Relaxed))
 }
 
+/// `work(i)` for every `i` in `0..n` on `threads` scoped threads (at most
+/// `n`, at least one), each taking the next index as it finishes one, so
+/// long and short items balance; the results in index order. The one
+/// worker pool of the workspace: `fallow compare`'s line-up, `pareto`'s
+/// settings. A panic in `work` is resumed on this thread.
+pub fn map_indexed<T, F>(n: usize, threads: usize, work: F) -> Vec<T>
+where
+    T: Send,
+    F: Fn(usize) -> T + Sync,
+{
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<T>>> =
+        (0..n).map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, n.max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(slot) = slots.get(i) else { break };
+                let r = work(i);
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .expect("every index ran (a panic would have been resumed)")
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Error;
+
+    #[test]
+    fn map_indexed_keeps_the_order_on_any_number_of_threads() {
+        for threads in [0, 1, 2, 7, 100] {
+            // uneven work: later items finish first on several threads
+            let out = map_indexed(20, threads, |i| {
+                std::thread::sleep(Duration::from_micros(((20 - i) * 50) as u64));
+                i * i
+            });
+            assert_eq!(out, (0..20).map(|i| i * i).collect::<Vec<_>>(), "{threads}");
+        }
+        assert!(map_indexed(0, 2, |i| i).is_empty());
+    }
 
     #[test]
     fn a_quiet_poll_returns_the_result() {

@@ -11,8 +11,7 @@
 //! sysfs reads the file unchanged.
 
 use crate::error::{Error, Result};
-use std::fs;
-use std::io::Write;
+use fallow_core::outpath::Atomic;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -263,33 +262,22 @@ fn publish(counters: &Counters, path: &Path) {
 /// No fsync: the file describes the running process and is worthless after
 /// a crash.
 pub(crate) fn write_atomically(path: &Path, stats: &DiskStats) -> Result<()> {
-    let err = |source| Error::StatFile {
+    let line = stats.to_stat_line();
+    Atomic {
+        durable: false,
+        ..Atomic::DURABLE
+    }
+    .write(path, |w| w.write_all(line.as_bytes()))
+    .map_err(|source| Error::StatFile {
         path: path.to_path_buf(),
         source,
-    };
-    let name = path.file_name().ok_or_else(|| {
-        err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a file name",
-        ))
-    })?;
-    let tmp = path.with_file_name(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let mut f = fs::File::create(&tmp).map_err(err)?;
-    f.write_all(stats.to_stat_line().as_bytes()).map_err(err)?;
-    drop(f);
-    fs::rename(&tmp, path).map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        err(e)
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn line_has_the_sysfs_layout() {

@@ -1133,25 +1133,15 @@ impl SavedWindow {
         Ok(Some(w))
     }
 
-    /// Write atomically: a temporary file in the same directory, fsynced,
-    /// renamed over `path`, the directory fsynced.
+    /// Write atomically ([`fallow_core::outpath::write_atomically`]: a new
+    /// temporary file in the same directory, fsynced, renamed over `path`,
+    /// the directory fsynced; never through a symlink, never over a device
+    /// node, FIFO or directory).
     pub fn store(&self, path: &Path) -> Result<()> {
-        use std::io::Write;
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let tmp = path.with_extension("tmp");
         let text = serde_json::to_string(self)
             .map_err(|e| Error::Setting(format!("budget window: {e}")))?;
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)?;
-            std::fs::File::open(dir)?.sync_all()
-        };
-        write().map_err(|e| Error::io(path, "cannot write the budget window", e))
+        fallow_core::outpath::write_atomically(path, |w| w.write_all(text.as_bytes()))
+            .map_err(|e| Error::io(path, "cannot write the budget window", e))
     }
 }
 
@@ -1556,7 +1546,8 @@ mod tests {
         let w = SavedWindow::of(&busy, &idle, &"5%".parse().unwrap(), 0.25);
         w.store(&p).unwrap();
         assert_eq!(SavedWindow::load(&p).unwrap().unwrap(), w);
-        assert!(!p.with_extension("tmp").exists());
+        // no temporary left beside it
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
         // a control given the file starts from it
         let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
         c.keep_window_in(&p).unwrap();

@@ -26,7 +26,7 @@ use rcgen::{
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use std::net::IpAddr;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -45,27 +45,23 @@ fn gen(what: &str) -> impl FnOnce(rcgen::Error) -> Error + '_ {
     move |e| Error::invalid(what, e.to_string())
 }
 
-/// Write `data` to `path` atomically (a temporary file renamed over it),
-/// with `mode`; never overwrite an existing file unless `replace`.
+/// Write `data` to `path` atomically with `mode`
+/// ([`fallow_core::outpath::Atomic`]: a new temporary file, never an
+/// existing one whose permissions a key would inherit, fsynced and renamed
+/// over `path`); never overwrite an existing file unless `replace`.
 fn write_file(path: &Path, data: &[u8], mode: u32, replace: bool) -> Result<()> {
-    use std::io::Write;
     if !replace && path.exists() {
         return Err(Error::invalid(
             path.display().to_string(),
             "exists: not overwritten (remove it first)",
         ));
     }
-    let tmp = path.with_extension("tmp~");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(io(&tmp))?;
-    f.write_all(data).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    fallow_core::outpath::Atomic {
+        mode: Some(mode),
+        ..fallow_core::outpath::Atomic::DURABLE
+    }
+    .write(path, |w| w.write_all(data))
+    .map_err(io(path))
 }
 
 fn validity(p: &mut CertificateParams) {

@@ -13,7 +13,6 @@ use crate::policy;
 use crate::sim::{BgService, Prepared, SimConfig};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// One simulated setting.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -140,46 +139,35 @@ pub fn pareto_with_progress(
     } else {
         search.coarse()
     };
-    let slots: Mutex<Vec<Option<Result<ParetoPoint>>>> =
-        Mutex::new(steps.iter().map(|_| None).collect());
-    let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let total = steps.len() as u64;
     progress(0, total);
-    std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, steps.len()) {
-            s.spawn(|| loop {
-                if cancelled() {
-                    break;
-                }
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&i) = steps.get(k) else { break };
-                let r = search.run(&[(size, i)], u128::MAX);
-                let r = r.into_iter().next().expect("one setting asked").map(|c| {
-                    let c = c.expect("no cap, so always evaluated");
-                    ParetoPoint {
-                        spec: c.spec,
-                        knob: c.knob,
-                        bg_throughput_bytes_per_s: c.bg_throughput_bytes_per_s,
-                        fg_mean_added_delay_s: c.fg_mean_added_delay_s,
-                        fg_slowdown: c.fg_slowdown,
-                        fg_collision_rate: c.fg_collision_rate,
-                        idle_used_fraction: c.idle_used_fraction,
-                    }
-                });
-                slots.lock().expect("no panics")[k] = Some(r);
-                progress(done.fetch_add(1, Ordering::Relaxed) as u64 + 1, total);
-            });
+    let results = crate::polled::map_indexed(steps.len(), threads, |k| {
+        if cancelled() {
+            return None;
         }
+        let r = search.run(&[(size, steps[k])], u128::MAX);
+        let r = r.into_iter().next().expect("one setting asked").map(|c| {
+            let c = c.expect("no cap, so always evaluated");
+            ParetoPoint {
+                spec: c.spec,
+                knob: c.knob,
+                bg_throughput_bytes_per_s: c.bg_throughput_bytes_per_s,
+                fg_mean_added_delay_s: c.fg_mean_added_delay_s,
+                fg_slowdown: c.fg_slowdown,
+                fg_collision_rate: c.fg_collision_rate,
+                idle_used_fraction: c.idle_used_fraction,
+            }
+        });
+        progress(done.fetch_add(1, Ordering::Relaxed) as u64 + 1, total);
+        Some(r)
     });
     if cancelled() {
         return Err(Error::Interrupted);
     }
-    let points: Vec<ParetoPoint> = slots
-        .into_inner()
-        .expect("no panics")
+    let points: Vec<ParetoPoint> = results
         .into_iter()
-        .map(|r| r.expect("every setting ran"))
+        .map(|r| r.expect("not cancelled, so every setting ran"))
         .collect::<Result<_>>()?;
     Ok(Front {
         policy: search.entry.name.to_string(),

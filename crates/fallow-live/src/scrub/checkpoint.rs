@@ -35,10 +35,10 @@
 
 use super::order::{Order, Plan};
 use crate::error::{Error, Result};
-use fallow_core::outpath::CHECKPOINT_FORMAT;
+use fallow_core::outpath::{Atomic, CHECKPOINT_FORMAT};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 
 /// Format version written; a different one is refused with a clear message.
@@ -454,8 +454,7 @@ pub fn lock_path(path: &Path) -> PathBuf {
 /// The temporary file a save of the checkpoint at `path` writes first:
 /// `.<name>.tmp` beside it.
 pub fn temp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    path.with_file_name(format!(".{name}.tmp"))
+    Atomic::fixed_temp_path(path)
 }
 
 /// How long [`lock`] retries a lock that is held, ms. A `flock` belongs
@@ -534,58 +533,18 @@ pub fn unix_now_s() -> u64 {
 }
 
 /// Replace `path` with `bytes` atomically: temporary file in the same
-/// directory, fsync, rename, fsync the directory.
+/// directory (one fixed name, [`temp_path`]: a writer killed mid-write
+/// leaves at most this file, which the next save replaces; writers of one
+/// checkpoint are serialised by its lock, see `lock`), fsync, rename,
+/// fsync the directory ([`fallow_core::outpath::Atomic`]).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| {
-            Error::invalid("checkpoint", format!("{}: not a file name", path.display()))
-        })?
-        .to_string_lossy()
-        .into_owned();
-    // one fixed name: a writer killed mid-write leaves at most this file,
-    // which the next save truncates (writers of one checkpoint are
-    // serialised by its lock, see `lock`)
-    let tmp = dir.join(format!(".{name}.tmp"));
-    debug_assert_eq!(tmp.file_name(), temp_path(path).file_name());
-    let result = (|| {
-        // a stale one is removed (a symlink: the link, never what it points
-        // to), then created afresh
-        match fs::remove_file(&tmp) {
-            Err(e) if e.kind() != ErrorKind::NotFound => {
-                return Err(Error::io(&tmp, "cannot remove a stale temporary file", e))
-            }
-            _ => {}
-        }
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| Error::io(&tmp, "cannot create the checkpoint's temporary file", e))?;
-        f.write_all(bytes)
-            .map_err(|e| Error::io(&tmp, "cannot write the checkpoint", e))?;
-        f.sync_all()
-            .map_err(|e| Error::io(&tmp, "fsync of the checkpoint failed", e))?;
-        drop(f);
-        // never replace a device node, FIFO or directory by the rename
-        fallow_core::outpath::check_replaceable(path)
-            .map_err(|e| Error::io(path, "refusing to replace it with the checkpoint", e))?;
-        fs::rename(&tmp, path)
-            .map_err(|e| Error::io(path, "cannot move the new checkpoint into place", e))?;
-        // make the rename durable; not every file system lets a directory be synced
-        if let Ok(d) = File::open(&dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    Atomic {
+        durable: true,
+        fixed_temp: true,
+        mode: None,
     }
-    result
+    .write(path, |w| w.write_all(bytes))
+    .map_err(|e| Error::io(path, "cannot write the checkpoint", e))
 }
 
 /// Add `[first, last]` to sorted, merged `ranges`, merging with any range
