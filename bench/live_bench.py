@@ -69,10 +69,11 @@ random 4 KiB reads; bursts of 20 reads 5 ms apart with idle gaps uniform
 in 0.5-2 s; the same with 4-8 s gaps, written as MSR-format cuts and
 replayed), each against FG alone, `fallow scrub btrfs:MNT --policy
 fixed-wait:t=200ms` (the brake, where the event monitor runs), the kernel's
-static `scrub_speed_max` at 4, 8, 16.5 and 33 MB/s (`--limits`), and an
-unthrottled scrub. `--repeats` rounds (full mode 3), each running every
-shape's every cell, FG alone included, in an order rotated from round to
-round, each ratio taken against its own round's FG alone. Per cell, mean ±
+static `scrub_speed_max` (`--limits`; by default 0.5-8 MB/s under the
+continuous FG, 4-33 MB/s on the bursty shapes), and an unthrottled scrub.
+`--repeats` rounds (full mode 3), each running every shape's every cell,
+FG alone included, in an order rotated from round to round, each ratio
+taken against its own round's FG alone. Per cell, mean ±
 sd over the rounds: FG p50 and p99 over alone, the MB scrubbed during the
 run (and, on the bursty shapes, while a burst was in the system), and the
 time the file system's data would take at that rate (a projection: runs
@@ -87,7 +88,7 @@ also btrfs-progs):
   python3 bench/live_bench.py --btrfs --json b.json   # its figures: 30 s runs, ~10 min
   python3 bench/live_bench.py --quick --btrfs --btrfs-shapes --runtime 10   # issue 24, ~5 min
   python3 bench/live_bench.py --btrfs --btrfs-shapes --runtime 40 --btrfs-size 4096 \
-      --btrfs-fill 3072 --json s.json   # issue 24's verdict: 3 rounds, ~50 min
+      --btrfs-fill 3072 --json s.json   # issue 24's verdict: 3 rounds, ~55 min
   python3 bench/live_bench.py --json out.json     # full mode: the README's figures
   python3 bench/live_bench.py --fallow target/debug/fallow --devices emu --runtime 30
 
@@ -2046,9 +2047,15 @@ BURST_SPACING_MS = 5.0
 BURST_SAMPLE_S = 0.005
 BURST_SPLIT_MS = 250.0
 # Static scrub_speed_max values spanning the kernel limit's trade-off curve
-# on the emulated HDD (issue 24 measured 16.5 and 25 MB/s against fallow;
-# 4 MB/s reaches down to the FG p99 fallow keeps under the continuous FG).
-BTRFS_STATIC_LIMITS = (4e6, 8e6, 16.5e6, 33e6)
+# on the emulated HDD, per shape. Under the continuous FG fallow reads about
+# 1 MB/s at an FG p99 within 10 % of alone (idle-machine run, 2026-11-29),
+# where 4 MB/s already costs 3×: its curve is read from 0.5 MB/s up. On the
+# bursty shapes fallow reads 15-45 MB/s, so theirs spans 4-33 MB/s.
+BTRFS_STATIC_LIMITS = {
+    "continuous-20iops": (0.5e6, 1e6, 2e6, 4e6, 8e6),
+    "bursts-gaps-0.5-2s": (4e6, 8e6, 16.5e6, 33e6),
+    "bursts-gaps-4-8s": (4e6, 8e6, 16.5e6, 33e6),
+}
 # The policy fallow runs in this comparison by default (--shapes-policy).
 BTRFS_SHAPES_POLICY = "fixed-wait:t=200ms"
 
@@ -2083,10 +2090,11 @@ def bench_btrfs_shapes(
     (a shared machine) falls on every cell alike, and each ratio is taken
     against the alone run of its own round."""
     wanted = args.shapes.split(",") if args.shapes else list(BTRFS_SHAPES)
-    cells = btrfs_shape_cells(args)
+    cells_of = {shape: btrfs_shape_cells(args, shape) for shape in wanted}
     per = {shape: [] for shape in wanted}
     for rep in range(args.repeats):
         for shape in wanted:
+            cells = cells_of[shape]
             k = rep % len(cells)
             order = cells[k:] + cells[:k]
             per[shape].append(
@@ -2096,19 +2104,22 @@ def bench_btrfs_shapes(
             )
     out = []
     for shape in wanted:
-        sh = summarize_shape(shape, BTRFS_SHAPES[shape], per[shape], [c[0] for c in cells])
+        sh = summarize_shape(
+            shape, BTRFS_SHAPES[shape], per[shape], [c[0] for c in cells_of[shape]]
+        )
         sh.update(shape_verdict(sh))
         out.append(sh)
     return out
 
 
-def btrfs_shape_cells(args) -> list[tuple[str, str, float | None]]:
-    """(tag, label, static rate or None) of each cell of a round."""
+def btrfs_shape_cells(args, shape: str) -> list[tuple[str, str, float | None]]:
+    """(tag, label, static rate or None) of each cell of a round of `shape`
+    (`--limits`, else the shape's BTRFS_STATIC_LIMITS)."""
     cells = [
         ("alone", "FG alone", None),
         ("fallow", f"fallow scrub btrfs:MNT --policy {args.shapes_policy}", None),
     ]
-    for rate in args.limits:
+    for rate in args.limits or BTRFS_STATIC_LIMITS[shape]:
         cells.append((f"limit-{rate / 1e6:g}", f"scrub_speed_max {rate / 1e6:g} MB/s", rate))
     cells.append(("unthrottled", "unthrottled", 0.0))
     return cells
@@ -2604,7 +2615,12 @@ def main() -> int:
     ap.add_argument(
         "--limits",
         help="with --btrfs-shapes: the static scrub_speed_max values, MB/s, comma-separated"
-        " (default " + ",".join(f"{r / 1e6:g}" for r in BTRFS_STATIC_LIMITS) + ")",
+        " (default per shape: "
+        + "; ".join(
+            f"{shape} " + ",".join(f"{r / 1e6:g}" for r in rates)
+            for shape, rates in BTRFS_STATIC_LIMITS.items()
+        )
+        + ")",
     )
     ap.add_argument(
         "--shapes-policy",
@@ -2703,15 +2719,13 @@ def main() -> int:
         quick_s, full_s = (3.0, 30.0) if args.btrfs else (5.0, 60.0)
         args.runtime = quick_s if args.quick else full_s
     try:
-        args.limits = (
-            [float(x) * 1e6 for x in args.limits.split(",")]
-            if args.limits
-            else list(BTRFS_STATIC_LIMITS)
-        )
+        # None: each shape's own BTRFS_STATIC_LIMITS
+        given = args.limits
+        args.limits = [float(x) * 1e6 for x in given.split(",")] if given else None
     except ValueError:
-        ap.error(f"--limits {args.limits}: want MB/s values, comma-separated (e.g. 1,2,4)")
-    if not args.limits or any(not (0 < r < 1e12) for r in args.limits):
-        ap.error(f"--limits: want positive MB/s values, got {args.limits}")
+        ap.error(f"--limits {given}: want MB/s values, comma-separated (e.g. 1,2,4)")
+    if given is not None and (not args.limits or any(not (0 < r < 1e12) for r in args.limits)):
+        ap.error(f"--limits: want positive MB/s values, got {given}")
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
     if args.repeats < 1:
