@@ -996,61 +996,18 @@ fn tune_with(
         cfg.max_delay_ns
             .is_some_and(|m| single_request_delay_ns(sim, size) > m as f64)
     };
-    let work = search.fast.as_ref().map(|(_, sweep)| {
-        let sizes = cfg.sizes.iter().filter(|&&s| !excluded(s)).count();
-        exact_work_visits(sweep.intervals(), search.ladder.len(), sizes)
-    });
-    let mut exact = work.is_some_and(|w| cfg.search.picks_exact(w, cfg.auto_limit_visits));
     let stop = || {
         cfg.cancel
             .as_ref()
             .is_some_and(|c| c.load(Ordering::Relaxed))
     };
-    let mut estimate_s = work.map(|w| w as f64 / EXACT_VISITS_PER_S);
-    let mut basis = work.map(|_| "bound");
-    // The bound counts every ladder step walking every interval; the real
-    // search walks far less (steps bounded out, walks stopped at the cap,
-    // long waits visiting few intervals): up to 50× on real traces. Over
-    // the limit, auto runs the exact search on the middle size, stopped
-    // once it has used its share of the limit, and decides on what it
-    // measured. The pilot's answer is kept when exact goes on.
-    // (index of the pilot's size, its per-budget answers)
-    let mut pilot: Option<(usize, PerBudget)> = None;
-    if let (false, SearchMode::Auto, Some((_, sweep))) = (exact, cfg.search, &search.fast) {
-        let live: Vec<usize> = (0..cfg.sizes.len())
-            .filter(|&i| !excluded(cfg.sizes[i]))
-            .collect();
-        if let Some(&at) = live.get(live.len() / 2) {
-            let sizes = live.len() as f64;
-            let limit_s = cfg.auto_limit_visits as f64 / EXACT_VISITS_PER_S;
-            let share_visits = (limit_s / sizes * PILOT_VISITS_PER_S) as u64;
-            let before = sweep.visits();
-            let ticked = AtomicU64::new(0);
-            let over = || sweep.visits() - before > share_visits;
-            let r = search.exact_size(cfg.sizes[at], &cfg.budgets, &|| stop() || over(), &|k| {
-                ticked.fetch_add(k, Ordering::Relaxed);
-            });
-            let used = (sweep.visits() - before) as f64;
-            basis = Some("pilot");
-            match r {
-                Ok(res) => {
-                    let s = used * sizes / PILOT_VISITS_PER_S;
-                    estimate_s = Some(s);
-                    if s <= limit_s {
-                        exact = true;
-                        pilot = Some((at, res));
-                    }
-                }
-                Err(Error::Interrupted) if !stop() => {
-                    // over its share: scaled by the share of the ladder done
-                    let steps = search.ladder.len().max(1) as f64;
-                    let done = (ticked.load(Ordering::Relaxed) as f64).clamp(1.0, steps);
-                    estimate_s = Some(used * steps / done * sizes / PILOT_VISITS_PER_S);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
+    let SearchChoice {
+        exact,
+        work,
+        estimate_s,
+        basis,
+        pilot,
+    } = choose_search(&search, cfg, &excluded, &stop)?;
     let per_size = if exact {
         search.ladder.len().max(1) as u64
     } else {
@@ -1179,15 +1136,140 @@ fn tune_with(
             None => per_size_results.push(Vec::new()), // skipped after an error
         }
     }
-    let budgets = cfg
-        .budgets
+    let budgets = per_budget_answers(cfg, sim, &per_size_results, &excluded);
+    Ok(Tuning {
+        policy: entry.name.to_string(),
+        knob: knob_info(entry, &search.ladder),
+        max_delay_s: cfg.max_delay_ns.map(|n| n as f64 / 1e9),
+        budgets,
+        simulations: sims.into_inner(),
+        method: if search.fast.is_some() && search.sweep {
+            "sweep"
+        } else {
+            "simulation"
+        },
+        guarantee: if exact {
+            Guarantee::Exact
+        } else {
+            Guarantee::CoarseGrid
+        },
+        search: cfg.search,
+        exact_work_visits: work,
+        exact_estimate_s: estimate_s,
+        exact_estimate_basis: basis,
+        walked_visits: search.fast.as_ref().map(|(_, f)| f.visits()),
+        exact_bound_bytes_per_s: if exact {
+            None
+        } else {
+            throughput_bound(
+                &search,
+                cfg.sizes.iter().copied().filter(|&s| !excluded(s)),
+                prep.span_ns(),
+            )
+        },
+    })
+}
+
+/// Whether the exact search runs, and what `--json` says of the choice.
+struct SearchChoice {
+    exact: bool,
+    /// The bound on the exact search's work, interval visits (where the
+    /// sweep applies).
+    work: Option<u64>,
+    estimate_s: Option<f64>,
+    /// `bound` or `pilot`: what the estimate rests on.
+    basis: Option<&'static str>,
+    /// (index of the pilot's size, its per-budget answers) when `auto`
+    /// ran the pilot in full and goes on with the exact search.
+    pilot: Option<(usize, PerBudget)>,
+}
+
+/// `--search`'s choice (docs/tuning.md, "Choosing the search"): `exact`
+/// and `coarse` as asked; `auto` exact when the bound on its work is
+/// within the limit, else after a pilot on the middle size measured the
+/// whole within it.
+fn choose_search(
+    search: &Search,
+    cfg: &TuneConfig,
+    excluded: &dyn Fn(u64) -> bool,
+    stop: &dyn Fn() -> bool,
+) -> Result<SearchChoice> {
+    let work = search.fast.as_ref().map(|(_, sweep)| {
+        let sizes = cfg.sizes.iter().filter(|&&s| !excluded(s)).count();
+        exact_work_visits(sweep.intervals(), search.ladder.len(), sizes)
+    });
+    let mut exact = work.is_some_and(|w| cfg.search.picks_exact(w, cfg.auto_limit_visits));
+    let mut estimate_s = work.map(|w| w as f64 / EXACT_VISITS_PER_S);
+    let mut basis = work.map(|_| "bound");
+    // The bound counts every ladder step walking every interval; the real
+    // search walks far less (steps bounded out, walks stopped at the cap,
+    // long waits visiting few intervals): up to 50× on real traces. Over
+    // the limit, auto runs the exact search on the middle size, stopped
+    // once it has used its share of the limit, and decides on what it
+    // measured. The pilot's answer is kept when exact goes on.
+    // (index of the pilot's size, its per-budget answers)
+    let mut pilot: Option<(usize, PerBudget)> = None;
+    if let (false, SearchMode::Auto, Some((_, sweep))) = (exact, cfg.search, &search.fast) {
+        let live: Vec<usize> = (0..cfg.sizes.len())
+            .filter(|&i| !excluded(cfg.sizes[i]))
+            .collect();
+        if let Some(&at) = live.get(live.len() / 2) {
+            let sizes = live.len() as f64;
+            let limit_s = cfg.auto_limit_visits as f64 / EXACT_VISITS_PER_S;
+            let share_visits = (limit_s / sizes * PILOT_VISITS_PER_S) as u64;
+            let before = sweep.visits();
+            let ticked = AtomicU64::new(0);
+            let over = || sweep.visits() - before > share_visits;
+            let r = search.exact_size(cfg.sizes[at], &cfg.budgets, &|| stop() || over(), &|k| {
+                ticked.fetch_add(k, Ordering::Relaxed);
+            });
+            let used = (sweep.visits() - before) as f64;
+            basis = Some("pilot");
+            match r {
+                Ok(res) => {
+                    let s = used * sizes / PILOT_VISITS_PER_S;
+                    estimate_s = Some(s);
+                    if s <= limit_s {
+                        exact = true;
+                        pilot = Some((at, res));
+                    }
+                }
+                Err(Error::Interrupted) if !stop() => {
+                    // over its share: scaled by the share of the ladder done
+                    let steps = search.ladder.len().max(1) as f64;
+                    let done = (ticked.load(Ordering::Relaxed) as f64).clamp(1.0, steps);
+                    estimate_s = Some(used * steps / done * sizes / PILOT_VISITS_PER_S);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(SearchChoice {
+        exact,
+        work,
+        estimate_s,
+        basis,
+        pilot,
+    })
+}
+
+/// Per budget: each size's best setting (`per_size[i][budget]`, its
+/// answer and the settings it took) as a row, and the best size (most
+/// throughput; a tie goes to the smaller size, listed first).
+fn per_budget_answers(
+    cfg: &TuneConfig,
+    sim: &SimConfig,
+    per_size: &[Vec<(Option<Choice>, u64)>],
+    excluded: &dyn Fn(u64) -> bool,
+) -> Vec<Tuned> {
+    cfg.budgets
         .iter()
         .enumerate()
         .map(|(bi, b)| {
             let sizes: Vec<SizeRow> = cfg
                 .sizes
                 .iter()
-                .zip(&per_size_results)
+                .zip(per_size)
                 .map(|(&size, r)| {
                     let (best, steps) = r.get(bi).cloned().unwrap_or((None, 0));
                     SizeRow {
@@ -1223,52 +1305,26 @@ fn tune_with(
                 sizes,
             }
         })
-        .collect();
-    Ok(Tuning {
-        policy: entry.name.to_string(),
-        knob: entry.knob.as_ref().map(|k| {
-            let l = &search.ladder;
-            KnobInfo {
-                name: k.name,
-                kind: match k.kind {
-                    KnobKind::Duration => "duration",
-                    KnobKind::Number => "number",
-                },
-                more_aggressive: match k.more_aggressive {
-                    MoreAggressive::Smaller => "smaller",
-                    MoreAggressive::Larger => "larger",
-                },
-                range: [l[0].text.clone(), l[l.len() - 1].text.clone()],
-                steps: l.len(),
-            }
-        }),
-        max_delay_s: cfg.max_delay_ns.map(|n| n as f64 / 1e9),
-        budgets,
-        simulations: sims.into_inner(),
-        method: if search.fast.is_some() && search.sweep {
-            "sweep"
-        } else {
-            "simulation"
-        },
-        guarantee: if exact {
-            Guarantee::Exact
-        } else {
-            Guarantee::CoarseGrid
-        },
-        search: cfg.search,
-        exact_work_visits: work,
-        exact_estimate_s: estimate_s,
-        exact_estimate_basis: basis,
-        walked_visits: search.fast.as_ref().map(|(_, f)| f.visits()),
-        exact_bound_bytes_per_s: if exact {
-            None
-        } else {
-            throughput_bound(
-                &search,
-                cfg.sizes.iter().copied().filter(|&s| !excluded(s)),
-                prep.span_ns(),
-            )
-        },
+        .collect()
+}
+
+/// What `--json` says of the knob searched, and the ladder's range.
+fn knob_info(entry: &Entry, ladder: &[Step]) -> Option<KnobInfo> {
+    entry.knob.as_ref().map(|k| {
+        let l = ladder;
+        KnobInfo {
+            name: k.name,
+            kind: match k.kind {
+                KnobKind::Duration => "duration",
+                KnobKind::Number => "number",
+            },
+            more_aggressive: match k.more_aggressive {
+                MoreAggressive::Smaller => "smaller",
+                MoreAggressive::Larger => "larger",
+            },
+            range: [l[0].text.clone(), l[l.len() - 1].text.clone()],
+            steps: l.len(),
+        }
     })
 }
 
