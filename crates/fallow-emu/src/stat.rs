@@ -267,7 +267,7 @@ pub(crate) fn write_atomically(path: &Path, stats: &DiskStats) -> Result<()> {
         durable: false,
         ..Atomic::DURABLE
     }
-    .write(path, |w| w.write_all(line.as_bytes()))
+    .write_bytes(path, line.as_bytes())
     .map_err(|source| Error::StatFile {
         path: path.to_path_buf(),
         source,

@@ -1133,14 +1133,15 @@ impl SavedWindow {
         Ok(Some(w))
     }
 
-    /// Write atomically ([`fallow_core::outpath::write_atomically`]: a new
+    /// Write atomically ([`fallow_core::outpath::Atomic::DURABLE`]: a new
     /// temporary file in the same directory, fsynced, renamed over `path`,
     /// the directory fsynced; never through a symlink, never over a device
     /// node, FIFO or directory).
     pub fn store(&self, path: &Path) -> Result<()> {
         let text = serde_json::to_string(self)
             .map_err(|e| Error::Setting(format!("budget window: {e}")))?;
-        fallow_core::outpath::write_atomically(path, |w| w.write_all(text.as_bytes()))
+        fallow_core::outpath::Atomic::DURABLE
+            .write_bytes(path, text.as_bytes())
             .map_err(|e| Error::io(path, "cannot write the budget window", e))
     }
 }

@@ -60,7 +60,7 @@ fn write_file(path: &Path, data: &[u8], mode: u32, replace: bool) -> Result<()> 
         mode: Some(mode),
         ..fallow_core::outpath::Atomic::DURABLE
     }
-    .write(path, |w| w.write_all(data))
+    .write_bytes(path, data)
     .map_err(io(path))
 }
 

@@ -1309,22 +1309,19 @@ fn per_budget_answers(
 }
 
 /// What `--json` says of the knob searched, and the ladder's range.
-fn knob_info(entry: &Entry, ladder: &[Step]) -> Option<KnobInfo> {
-    entry.knob.as_ref().map(|k| {
-        let l = ladder;
-        KnobInfo {
-            name: k.name,
-            kind: match k.kind {
-                KnobKind::Duration => "duration",
-                KnobKind::Number => "number",
-            },
-            more_aggressive: match k.more_aggressive {
-                MoreAggressive::Smaller => "smaller",
-                MoreAggressive::Larger => "larger",
-            },
-            range: [l[0].text.clone(), l[l.len() - 1].text.clone()],
-            steps: l.len(),
-        }
+fn knob_info(entry: &Entry, l: &[Step]) -> Option<KnobInfo> {
+    entry.knob.as_ref().map(|k| KnobInfo {
+        name: k.name,
+        kind: match k.kind {
+            KnobKind::Duration => "duration",
+            KnobKind::Number => "number",
+        },
+        more_aggressive: match k.more_aggressive {
+            MoreAggressive::Smaller => "smaller",
+            MoreAggressive::Larger => "larger",
+        },
+        range: [l[0].text.clone(), l[l.len() - 1].text.clone()],
+        steps: l.len(),
     })
 }
 

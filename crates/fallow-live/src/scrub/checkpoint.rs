@@ -539,11 +539,10 @@ pub fn unix_now_s() -> u64 {
 /// fsync the directory ([`fallow_core::outpath::Atomic`]).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     Atomic {
-        durable: true,
         fixed_temp: true,
-        mode: None,
+        ..Atomic::DURABLE
     }
-    .write(path, |w| w.write_all(bytes))
+    .write_bytes(path, bytes)
     .map_err(|e| Error::io(path, "cannot write the checkpoint", e))
 }
 
