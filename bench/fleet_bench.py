@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fleet-scale benchmark (issue 26 item 5): every volume of a synthetic
+"""Fleet-scale benchmark (docs/fleet.md): every volume of a synthetic
 Alibaba-layout fleet file characterised in one pass, by fallow, polars and
 DuckDB, then the file partitioned and one policy swept over every
 partition with Dask.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Live benchmark (issue 5): fallow scrub against `ionice -c3` on BFQ and a
+"""Live benchmark (docs/live.md): fallow scrub against `ionice -c3` on BFQ and a
 fixed-rate scrubber, on real loop devices, under an fio foreground workload.
 
 Per device — (a) a plain loop device over an image file on this machine's
@@ -41,7 +41,7 @@ latency log; from arrival for the replay, queueing included) against FG
 alone, and the scrub rate: the device's bytes read during the FG run minus
 the FG's own, over the run's wall time.
 
-The btrfs part (`--btrfs`, issue 13 item 4) asks the same of a scrub
+The btrfs part (`--btrfs`, docs/native.md) asks the same of a scrub
 users already run: btrfs on the emulated HDD (made and filled with
 incompressible data on the raw image, then served by `fallow emulate-disk`
 and mounted from a loop device over it, BFQ), FG = the trace replay and
@@ -63,7 +63,7 @@ The scrub rate is what `btrfs scrub status -R` says was scrubbed (data +
 tree bytes) during the FG run over its wall time, cross-checked against
 the device's bytes read beyond the FG's own.
 
-`--btrfs --btrfs-shapes` (issue 24) runs, instead of those workloads, the
+`--btrfs --btrfs-shapes` (docs/native.md, "The brake") runs, instead of those workloads, the
 comparison that decides the brake: three FG shapes (continuous 20 IOPS
 random 4 KiB reads; bursts of 20 reads 5 ms apart with idle gaps uniform
 in 0.5-2 s; the same with 4-8 s gaps, written as MSR-format cuts and
@@ -86,9 +86,9 @@ also btrfs-progs):
   python3 bench/live_bench.py --quick             # CI: small images, 5 s runs, < 3 min
   python3 bench/live_bench.py --quick --btrfs     # CI: the btrfs part, 3 s runs, ~75 s
   python3 bench/live_bench.py --btrfs --json b.json   # its figures: 30 s runs, ~10 min
-  python3 bench/live_bench.py --quick --btrfs --btrfs-shapes --runtime 10   # issue 24, ~5 min
+  python3 bench/live_bench.py --quick --btrfs --btrfs-shapes --runtime 10   # the shapes, ~5 min
   python3 bench/live_bench.py --btrfs --btrfs-shapes --runtime 40 --btrfs-size 4096 \
-      --btrfs-fill 3072 --json s.json   # issue 24's verdict: 3 rounds, ~55 min
+      --btrfs-fill 3072 --json s.json   # docs/native.md's verdict: 3 rounds, ~55 min
   python3 bench/live_bench.py --json out.json     # full mode: the README's figures
   python3 bench/live_bench.py --fallow target/debug/fallow --devices emu --runtime 30
 
@@ -130,7 +130,7 @@ BASELINE_BS = 64 * KIB
 # §III-C's "Def. 16ms" scrubber: 64 KB every 16 ms (3.9 MB/s), the fixed
 # rate when fallow's own rate gives none.
 PAPER_FIXED_RATE = 64 * KIB / 0.016
-# The goal of the issue: fallow ≥ 6× the idle class at an FG p99 within 5 %.
+# The goal (docs/live.md, "Benchmark"): fallow ≥ 6× the idle class at an FG p99 within 5 %.
 GOAL_RATIO = 6.0
 
 WORKLOADS = {
@@ -174,7 +174,7 @@ REPLAY_ALIGN = 4 * KIB
 # varies from run to run, and so does every seek after: FG alone differed
 # by 30 % in mean between two identical 60 s replays on the emulated HDD.
 REPLAY_WORKERS = 1
-# Issue 28's FG: the three above and one that changes shape halfway.
+# The live budget's FG (docs/live.md): the three above and one that changes shape halfway.
 BUDGET_WORKLOADS = {
     "random": WORKLOADS["random"]["title"],
     "sequential": WORKLOADS["sequential"]["title"],
@@ -776,7 +776,7 @@ class FallowScrubber:
         # a native target (btrfs:MNT) keeps its checkpoint where its tool does
         ck_args = ["--checkpoint", str(ck)] if ck is not None else []
         # a tuned result, or a policy spec given as `policy:SPEC`
-        # (issue 28: `budget:5%`, a budget held live with no tune file)
+        # (`budget:5%`: a budget held live with no tune file, docs/live.md)
         if str(tuned).startswith("policy:"):
             how = ["--policy", str(tuned)[len("policy:") :]]
         elif str(tuned).startswith("budget:"):
@@ -1122,9 +1122,9 @@ def bench_workload(
     return out
 
 
-# ---------------------------------------------------------------- issue 28: a budget held live
+# ---------------------------------------------------------------- a budget held live (docs/live.md)
 
-# The changing FG (issue 28 item 4): for the first half, bursts of
+# The changing FG (docs/live.md, "The benchmark"): for the first half, bursts of
 # BURST_REQUESTS random 4 KiB reads BURST_SPACING_MS apart with gaps uniform
 # in CHANGING_GAPS_S; for the second, sequential 64 KiB reads (a random
 # jump on 1 % of them) at Poisson arrivals of --fg-iops, as the sequential
@@ -1263,7 +1263,7 @@ def recording_mean_response_s(trace: Path) -> float:
 def bench_budget_workload(
     fallow: Path, device: dict, workload: str, args, cleanup: Cleanup, work: Path
 ) -> dict:
-    """Issue 28 item 4 on one FG: FG alone (recorded; the whole trace and
+    """The budget benchmark (docs/live.md) on one FG: FG alone (recorded; the whole trace and
     each half tuned offline at the budget), then `fallow scrub --budget`
     with no tune file (no saved window), (a) the whole run's tuned setting,
     (b) each half's (switched at half the run, --resume): per half, the FG
@@ -1560,10 +1560,10 @@ def _wait_for_line(p: subprocess.Popen, word: str, timeout_s: float) -> None:
     raise BenchError(f"fallow record did not start ({p.returncode}): {''.join(lines).strip()}")
 
 
-# ---------------------------------------------------------------- btrfs (issue 13, item 4)
+# ---------------------------------------------------------------- btrfs (docs/native.md)
 
 # The btrfs part's workloads: the trace replay and random 4 KiB reads
-# (issue 13 item 4), on the raw device under the file system, as the block
+# (docs/native.md, "Benchmark"), on the raw device under the file system, as the block
 # part's FG runs (reads only: nothing the scrub checks is changed).
 BTRFS_WORKLOADS = "trace,random"
 # The kernel's rate limit may overshoot by its accounting period's work at
@@ -1981,7 +1981,7 @@ def bench_btrfs_workload(
 
 
 def btrfs_goal(runs: list[dict], tolerance: float) -> dict:
-    """Issue 13's goal on one workload's runs: at the idle class's own FG
+    """docs/native.md's goal on one workload's runs: at the idle class's own FG
     cost, ≥ GOAL_RATIO × its scrub rate; within `tolerance` of FG alone's
     p99, more scrubbed than by any other scrubber that stays within it."""
     by = {r["scrubber"]: r for r in runs}
@@ -2028,9 +2028,9 @@ def btrfs_goal(runs: list[dict], tolerance: float) -> dict:
     }
 
 
-# ---------------------------------------------------------------- btrfs shapes (issue 24)
+# ---------------------------------------------------------------- btrfs shapes (docs/native.md)
 
-# The FG shapes of issue 24's comparison: a continuous 20 IOPS (fio,
+# The FG shapes of the brake's comparison (docs/native.md): a continuous 20 IOPS (fio,
 # Poisson) and bursts separated by idle gaps drawn uniformly from a range.
 # A burst is BURST_REQUESTS random 4 KiB reads arriving BURST_SPACING_MS
 # apart (a 95 ms burst), written as an MSR-format cut that the replay runs.
@@ -2078,7 +2078,7 @@ def write_burst_cut(path: Path, gaps_s: tuple[float, float], runtime_s: float, s
 def bench_btrfs_shapes(
     fallow: Path, device: dict, args, cleanup: Cleanup, work: Path
 ) -> list[dict]:
-    """Issue 24's comparison on each FG shape: FG alone, fallow (its
+    """The brake's comparison (docs/native.md) on each FG shape: FG alone, fallow (its
     policy, the brake where the event monitor runs), the kernel's static
     `scrub_speed_max` at BTRFS_STATIC_LIMITS, and an unthrottled scrub.
     Per run: FG p50/p99 over the same repeat's alone, the scrub's MB
@@ -2274,7 +2274,7 @@ def equal_p99(fallow: dict, statics: list[dict]) -> dict:
 
 
 def shape_verdict(sh: dict) -> dict:
-    """Issue 24's goal: at equal FG p99, fallow finishes ≥ 2× sooner than
+    """The brake's goal (docs/native.md): at equal FG p99, fallow finishes ≥ 2× sooner than
     the static limits on the bursty shapes and not later on the
     continuous one."""
     by = {c["scrubber"]: c for c in sh["cells"]}
@@ -2333,7 +2333,7 @@ def bench_btrfs(fallow: Path, args, cleanup: Cleanup, work: Path, rng: random.Ra
     device["service"] = measure_service(device["device"], device["image_bytes"], args.quick, rng)
     if args.btrfs_shapes:
         device["shapes"] = bench_btrfs_shapes(fallow, device, args, cleanup, work)
-        log("btrfs shapes (issue 24):\n" + shapes_table(device["shapes"]))
+        log("btrfs shapes:\n" + shapes_table(device["shapes"]))
         device["workloads"] = []
         device["elapsed_s"] = time.monotonic() - t0
         return device
@@ -2590,13 +2590,13 @@ def main() -> int:
     ap.add_argument(
         "--btrfs",
         action="store_true",
-        help="run the btrfs part (issue 13): fallow scrub btrfs:MNT vs btrfs scrub -c 3, "
+        help="run the btrfs part (docs/native.md): fallow scrub btrfs:MNT vs btrfs scrub -c 3, "
         "the kernel's scrub_speed_max and an unthrottled scrub, instead of the block devices",
     )
     ap.add_argument(
         "--btrfs-shapes",
         action="store_true",
-        help="with --btrfs: issue 24's comparison instead of the workloads: FG shapes "
+        help="with --btrfs: the brake's comparison instead of the workloads: FG shapes "
         "(continuous 20 IOPS; bursts with 0.5-2 s and 4-8 s gaps) against fallow, three static "
         "scrub_speed_max values and an unthrottled scrub",
     )
@@ -2673,10 +2673,10 @@ def main() -> int:
     ap.add_argument(
         "--live-budget",
         metavar="BUDGET",
-        help="issue 28 instead of the scrubber comparison: `fallow scrub --budget BUDGET` (no "
-        "tune file) against the setting tuned offline at BUDGET for the whole run and for each "
-        "half, on random, sequential, trace and changing (bursty, then sequential) FG; "
-        "emulated HDD only",
+        help="a budget held live (docs/live.md) instead of the scrubber comparison: "
+        "`fallow scrub --budget BUDGET` (no tune file) against the setting tuned offline at "
+        "BUDGET for the whole run and for each half, on random, sequential, trace and changing "
+        "(bursty, then sequential) FG; emulated HDD only",
     )
     ap.add_argument(
         "--budget-repeats", type=int, default=1, help="with --live-budget: rounds of the 3 runs"

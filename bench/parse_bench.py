@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Speed benchmark (issue #2): read an MSR Cambridge CSV trace and extract its
+"""Speed benchmark (bench/README.md): read an MSR Cambridge CSV trace and extract its
 idle intervals, with fallow, polars and pandas + numpy.
 
 One run generates a realistic MSR-format CSV (default 10 M requests) in a
@@ -451,7 +451,7 @@ def main() -> int:
 
     if args.json:
         out = {
-            "benchmark": "parse_bench (issue #2): MSR CSV -> trace columns -> idle intervals",
+            "benchmark": "parse_bench: MSR CSV -> trace columns -> idle intervals",
             "requests": args.requests,
             "file_bytes": size,
             "generate_seconds": gen_s,

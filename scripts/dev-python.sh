@@ -87,7 +87,7 @@ if [[ $build -eq 1 ]]; then
   # One release build, two uses. The wheel: stripped and linked by zig
   # against glibc 2.28's symbols, so it installs on RHEL/Rocky 8+, Debian
   # 10+ and Ubuntu 20.04+ (a native link takes this machine's glibc 2.35;
-  # issue 27 item 5); scripts/release.sh ships the same and runs
+  # tests/python/test_install.py); scripts/release.sh ships the same and runs
   # auditwheel on it.
   rm -f "$CARGO_TARGET_DIR"/wheels/fallow-*.whl
   (cd "$root" && maturin build --release --strip --zig --compatibility "$manylinux" --quiet \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the cargo-fuzz targets of the trace readers with optimisations AND
 # overflow checks and debug assertions (`-O -a`): without `-a` an integer
-# that wraps goes unnoticed (issue 12: the fallow_bin target panicked within
+# that wraps goes unnoticed (fuzz/README.md: the fallow_bin target panicked within
 # seconds once overflow checks were on). Needs a nightly toolchain and
 # cargo-fuzz (`cargo install cargo-fuzz`).
 # Usage: bash scripts/fuzz.sh SECONDS [TARGET...]   (default: every target)

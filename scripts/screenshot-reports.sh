@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Screenshots of every HTML report in headless Chromium, to look at (issue 17
-# item 4: no overlapping series without a visual distinction, tables not cut,
+# Screenshots of every HTML report in headless Chromium, to look at
+# (docs/reports.md: no overlapping series without a visual distinction, tables not cut,
 # the title not broken inside a word), to look at by eye. The automatic check
 # of the same pages in headless Chromium is the test
 # every_page_renders_in_headless_chromium in crates/fallow-cli/tests/integration/charts.rs

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What `fallow spindown` costs on an idle disk (issue 16: <= 0.1 % of a
-# core): two daemons in the same run, one on the block-tracepoint source
+# What `fallow spindown` costs on an idle disk (goal: <= 0.1 % of a
+# core; docs/spindown.md, "Cost"): two daemons in the same run, one on the block-tracepoint source
 # (FALLOW_MONITOR=auto) and one polling the sysfs counters
 # (FALLOW_MONITOR=poll, the default --poll, 50 ms), each on its own idle loop
 # device, in dry-run mode (a loop device has no ATA actuator). CPU is the

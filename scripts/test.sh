@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Each step says when it starts, in seconds since the script began, so a CI
-# log shows where the time goes (issue 25: the loop's time, phase by phase).
+# log shows where the time goes (docs/testing.md: the loop's time, phase by phase).
 step() { printf '\n==> [%4d s] %s\n' "$SECONDS" "$*"; }
 
 # Skips are counted, never passed silently (docs/testing.md):
@@ -112,7 +112,7 @@ step "rust: build the tests"
 cargo test --workspace --exclude fallow-py --locked --no-run
 
 # Two builds that need nothing from the Rust tests run beside them, at nice
-# 19 so the tests keep the CPU they ask for (issue 25: the loop's time). The
+# 19 so the tests keep the CPU they ask for (docs/testing.md: the loop's time). The
 # Rust tests' run is mostly waiting (live tests on loop devices and emulated
 # disks, network namespaces), so the two cores are free for much of it. Each
 # writes its own log, printed when it is waited for below.
@@ -170,7 +170,7 @@ step "python: lints"
 
 step "bench smoke runs (figures in docs come from the full runs)"
 .venv/bin/python bench/parse_bench.py --requests 200000 --cli none
-# issue 26's fleet pass: fallow, polars and DuckDB (skipped if absent) agree
+# the fleet pass (docs/fleet.md): fallow, polars and DuckDB (skipped if absent) agree
 # on every volume; one Dask sweep of the partitions (~13 s on 2 loaded cores)
 .venv/bin/python bench/fleet_bench.py --requests 100000 --volumes 20 --sweep-workers 1 \
     --no-projection --fallow target/debug/fallow
@@ -181,7 +181,7 @@ step "bench smoke runs (figures in docs come from the full runs)"
 # runs (`cargo bench` without --profile, docs/testing.md).
 cargo bench -p fallow-core --bench sim --profile dev --locked -- --requests 200000
 cargo bench -p fallow-core --bench tune --profile dev --locked -- --requests 20000 --workload mmpp
-# the exact search before issue 21 against today's, same answers (~10 s of CPU)
+# the earlier exact search (tune_exact_reference) against today's, same answers (~10 s of CPU)
 cargo bench -p fallow-core --bench tune --profile dev --locked -- --requests 20000 --workload mmpp --compare-exact
 cargo bench -p fallow-core --bench energy --profile dev --locked -- --requests 200000
 bash bench/peer_bench.sh 8 1
@@ -205,7 +205,8 @@ else
 fi
 
 step "live benchmark, quick, btrfs: fallow scrub btrfs:MNT vs btrfs scrub -c 3, scrub_speed_max, unthrottled"
-# issue 13 item 4, on the emulated HDD (~75 s); tests/python/test_live_bench.py checks its JSON
+# docs/native.md's btrfs benchmark, on the emulated HDD (~75 s);
+# tests/python/test_live_bench.py checks its JSON
 if [[ $(id -u) -eq 0 ]]; then
     export FALLOW_LIVE_BTRFS_JSON="$PWD/bench/out/live-btrfs-quick.json"
     rc=0

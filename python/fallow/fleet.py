@@ -298,7 +298,7 @@ def _run_local(tasks: list[tuple], workers: int | None) -> list[list[dict[str, A
     except BaseException:
         # Ctrl-C (or a task's error): leaving a `with` block would wait for
         # every queued task (shutdown(wait=True)), so drop the queue and end
-        # the running workers now (issue 27: every long call stops promptly)
+        # the running workers now (every long call stops promptly: test_interrupt.py)
         _end_workers(pool)
         raise
     pool.shutdown(wait=True)

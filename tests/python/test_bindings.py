@@ -1,4 +1,4 @@
-"""The thin bindings (issue 14): keyword signatures spelled once
+"""The thin bindings: keyword signatures spelled once
 (fallow/_options.py) and accepted by the compiled core, errors naming the
 Python keyword, typed results, and Trace's Python-side unit conversions
 against hand calculations."""

@@ -1,4 +1,4 @@
-"""Parquet and Arrow IPC between fallow's CLI and polars/pyarrow (issue 17):
+"""Parquet and Arrow IPC between fallow's CLI and polars/pyarrow (docs/formats.md):
 polars and pyarrow read what ``fallow convert -o x.parquet/.arrow`` wrote,
 with the values of the CSV it came from, and ``fallow analyze`` reads what
 polars and pandas wrote. Only the CLI and the data-frame libraries are

@@ -1,4 +1,4 @@
-"""Issue 17: traces from data frames (pandas, polars DataFrame and
+"""Traces from data frames (pandas, polars DataFrame and
 LazyFrame, pyarrow Table) with column and unit mapping; float times that
 are not whole ns are an error, not a silent truncation; a multi-device
 trace's periods need ``device=``. Expected values are worked by hand."""
@@ -62,7 +62,7 @@ def test_from_pandas_datetime_columns():
 
 
 def test_float_seconds_passed_as_ns_are_an_error():
-    # Issue 17: from_columns truncated 0.25 (seconds) to 0 ns silently.
+    # from_columns once truncated 0.25 (seconds) to 0 ns silently.
     with pytest.raises(fallow.TraceFormatError) as e:
         fallow.Trace.from_columns([0.0, 0.25], completion_ns=[0.1, 0.3])
     assert "arrival_ns" in str(e.value) and "time_unit" in str(e.value)
@@ -104,7 +104,7 @@ def test_a_missing_mapped_column_names_it():
 
 
 def test_periods_of_a_multi_device_trace_need_device():
-    # Issue 17: idle_intervals() merged the devices' timelines silently.
+    # idle_intervals() once merged the devices' timelines silently.
     t = fallow.Trace.from_pandas(
         pd.DataFrame(SECONDS), columns=MAPPING, time_unit="s", offset_unit_bytes=512
     )

@@ -1,7 +1,7 @@
 """The CLI and Python give the same numbers for the same call.
 
 Both convert their arguments into the core's ``sim::Request`` and take its
-defaults (issue 14: the README's ``fallow.compare(workload=…,
+defaults (the README's ``fallow.compare(workload=…,
 utilization=0.3)`` used to simulate 100,000 requests where ``fallow
 compare`` simulated 1,000,000). The CLI runs as a subprocess of this
 interpreter (``python -m fallow``: the command line inside the extension).

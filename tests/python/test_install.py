@@ -1,5 +1,5 @@
 """The built wheel installs into a fresh venv and gives both the library and
-the ``fallow`` command (issue 17 item 1).
+the ``fallow`` command.
 
 The wheel is the one ``scripts/dev-python.sh`` builds once
 (``$CARGO_TARGET_DIR/wheels``, default ``target/py/wheels``) or
@@ -93,7 +93,7 @@ def test_the_wheel_is_manylinux_abi3_stripped_and_licensed(wheel: Path) -> None:
 
 
 def test_auditwheel_confirms_the_wheels_manylinux_tag(wheel: Path) -> None:
-    """Issue 27 item 5: the wheel installs on glibc 2.28 and later (RHEL/Rocky
+    """The wheel installs on glibc 2.28 and later (RHEL/Rocky
     8+, Debian 10+, Ubuntu 20.04+), which auditwheel confirms from the
     symbol versions the extension links against."""
     auditwheel = Path(sys.executable).parent / "auditwheel"
@@ -135,7 +135,7 @@ def test_a_fresh_venv_gets_the_library_and_the_command(fresh_venv: Path, tmp_pat
 
 
 def test_a_fresh_venv_runs_the_demo(fresh_venv: Path, tmp_path: Path) -> None:
-    """Issue 17's "a fresh venv pip installs the wheel and runs fallow demo":
+    """A fresh venv pip installs the wheel and runs fallow demo:
     the installed command writes the trace and a report that opens with the
     decision (a smaller workload than the default, for time)."""
     out = subprocess.run(

@@ -1,5 +1,5 @@
-"""Ctrl-C interrupts a long `fallow.tune` call (issue 11) and every other
-long call (issue 27: within 0.5 s): the call releases the GIL and checks
+"""Ctrl-C interrupts a long `fallow.tune` call and every other long call
+within 0.5 s (docs/tuning.md): the call releases the GIL and checks
 Python's signals every 20 ms while the core works, and the core reads the
 cancel flag the check sets every 64 Ki requests while preparing a trace,
 every 1,024 busy periods while simulating and every 4,096 requests in an
@@ -59,7 +59,7 @@ def long_trace():
     )
 
 
-# Issue 27 asks for 0.5 s. Preparing the trace's periods and simulating
+# The bound is 0.5 s (docs/tuning.md). Preparing the trace's periods and simulating
 # both read the cancel flag (every 64 Ki requests, every 1,024 busy
 # periods; until this bound was set, every 1 Mi requests and 4,096 periods,
 # measured 53-608 ms after SIGINT at load 4-5), and the binding looks at
@@ -69,7 +69,7 @@ def long_trace():
 # 76-155 ms after SIGINT for these five calls, 280 ms for tune
 # (docs/tuning.md has the table).
 def test_sigint_interrupts_simulate_within_half_a_second(long_trace, interrupted_within):
-    """Issue 27: `fallow.simulate` ran to its end after SIGINT."""
+    """`fallow.simulate` once ran to its end after SIGINT."""
     interrupted_within(
         lambda: fallow.simulate(long_trace, policy="cdf-estimates", bg="exp:5ms"),
         0.5,
@@ -77,18 +77,18 @@ def test_sigint_interrupts_simulate_within_half_a_second(long_trace, interrupted
 
 
 def test_sigint_interrupts_compare_within_half_a_second(long_trace, interrupted_within):
-    """Issue 27: a 30 M-request `fallow.compare` exited 21 s after SIGINT."""
+    """A 30 M-request `fallow.compare` once exited 21 s after SIGINT."""
     interrupted_within(lambda: fallow.compare(long_trace, bg="exp:5ms"), 0.5)
 
 
 def test_sigint_interrupts_pareto_within_half_a_second(long_trace, interrupted_within):
-    """Issue 27: every long Python call stops promptly; `fallow.pareto`
+    """Every long Python call stops promptly; `fallow.pareto`
     reads the flag before each setting (one simulation of the trace)."""
     interrupted_within(lambda: fallow.pareto(long_trace, bg="exp:5ms"), 0.5)
 
 
 def test_sigint_interrupts_recommend_within_half_a_second(long_trace, interrupted_within):
-    """Issue 27: `fallow.recommend` stops within one batch of settings of
+    """`fallow.recommend` stops within one batch of settings of
     the policy being tuned."""
     interrupted_within(
         lambda: fallow.recommend(long_trace, budget="1ms", bg="exp:5ms", sizes="64KiB"),
@@ -108,17 +108,17 @@ def energy_trace():
 
 # Each run of the study reads the cancel flag every 4,096 requests and
 # every step between runs reads it, so the latency is the 20 ms signal
-# poll plus scheduling. Against the extension before issue 27 it failed:
+# poll plus scheduling. Against the earlier extension it failed:
 # KeyboardInterrupt 6.81 s after SIGINT.
 def test_sigint_interrupts_energy_within_half_a_second(energy_trace, interrupted_within):
-    """Issue 27: `fallow.energy` ran to its end after SIGINT."""
+    """`fallow.energy` once ran to its end after SIGINT."""
     # 40 shares: some 5 s of runs uninterrupted
     shares = [i / 50 for i in range(1, 41)]
     interrupted_within(lambda: fallow.energy(energy_trace, local_fraction=shares), 0.5)
 
 
 def test_sigint_stops_a_local_fleet_sweep_and_its_workers(traces_dir):
-    """Issue 27: Ctrl-C in `fallow.fleet.sweep(backend="local")` reached the
+    """Ctrl-C in `fallow.fleet.sweep(backend="local")` reached the
     caller at once, but leaving the process pool waited for every queued
     task; now the queue is dropped and the workers are ended."""
     import multiprocessing

@@ -1,4 +1,4 @@
-"""`fallow.live.scrub` (issue 28 item 5): Python takes the same budget as
+"""`fallow.live.scrub` (docs/live.md, "From Python"): Python takes the same budget as
 `fallow scrub --budget`, through the same settings, session and document.
 Each scrub reads a file in a temporary directory; its checkpoint and
 learned window are written there too."""

@@ -212,7 +212,7 @@ def test_an_msr_cut_maps_onto_the_device_aligned_and_in_range(tmp_path):
 
 
 def test_burst_cuts_have_their_bursts_and_gaps(tmp_path):
-    """Issue 24's bursty FG shapes: bursts of BURST_REQUESTS 4 KiB reads
+    """The bursty FG shapes (docs/native.md): bursts of BURST_REQUESTS 4 KiB reads
     BURST_SPACING_MS apart, separated by idle gaps within the shape's range,
     read back by the replay's own loader."""
     mod = _module()
@@ -240,7 +240,7 @@ def test_bad_flags_exit_2_with_the_name():
     assert "ssd" in r.stderr
 
 
-# ---------------------------------------------------------------- the btrfs part (issue 13)
+# ---------------------------------------------------------------- the btrfs part (docs/native.md)
 
 BTRFS_SCRUBBERS = ["alone", "fallow", "idle-class", "kernel-limit"]
 
@@ -477,7 +477,7 @@ def _cell(label: str, p99: float, mb_s: float) -> dict:
 
 
 def test_equal_p99_interpolates_the_static_curve_by_hand():
-    """Issue 24's verdict: the static limits' rate at fallow's FG p99."""
+    """The verdict's figure (docs/native.md): the static limits' rate at fallow's FG p99."""
     eq = _module().equal_p99
     statics = [
         _cell("4", 1.2, 4.0),
@@ -544,7 +544,7 @@ def test_btrfs_fill_beyond_the_file_system_exits_2_with_the_flag():
 
 
 def test_the_bench_removes_only_what_it_created(tmp_path):
-    """Issue 27: `--workdir DIR` without `--keep` deleted a directory the
+    """`--workdir DIR` without `--keep` once deleted a directory the
     user already had, with its files."""
     bench = _module()
     mine = tmp_path / "mine"

@@ -1,4 +1,4 @@
-"""MSR devices named ``host:disk`` (issue 12): ``device="rsrch:0"`` works in
+"""MSR devices named ``host:disk``: ``device="rsrch:0"`` works in
 Python wherever ``--device rsrch:0`` works in the CLI. The name is parsed
 and resolved by the core; these tests check what reaches the user.
 

@@ -1,5 +1,5 @@
 """Every result's ``to_json()`` opens with the ``schema_version`` the CLI's ``--json`` opens with
-(issue 11: "every ``--json`` carries a ``schema_version``"), and the rest is the result's data.
+(every ``--json`` carries one), and the rest is the result's data.
 
 The reference is the CLI's own output (``python -m fallow … --json``, the command line inside
 the extension), not the constant the Python side reads.

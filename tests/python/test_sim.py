@@ -72,7 +72,7 @@ def test_mm1_added_delay_matches_mg1_with_setup_times(policy, p_setup):
 def test_baseline_is_mm1():
     # M/M/1 response times are Exp(μ − λ): mean 1/(100 − 50) = 20 ms, p99
     # ln(100)/50 = 92.1 ms. Each run's figure is an estimate: the same
-    # seed-to-seed tolerance. (Regression, issue 3: percentiles and CCDFs
+    # seed-to-seed tolerance. (Regression: percentiles and CCDFs
     # were all 2 ns, recorded with saturating_record into a histogram that
     # never grew past its initial bounds.)
     runs = [

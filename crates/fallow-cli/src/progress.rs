@@ -1,8 +1,8 @@
 //! Progress for the long analysis commands (`tune`, `recommend`, `pareto`,
 //! `compare`): an indicatif bar on an interactive stderr, as before, or,
 //! with `FALLOW_PROGRESS=lines`, one plain line on stderr per update (for
-//! logs, CI, and the test that counts updates: issue 11, "progress bars
-//! that move at least once a second"); `FALLOW_PROGRESS=never` hides it.
+//! logs, CI, and the test that counts updates: progress bars
+//! move at least once a second); `FALLOW_PROGRESS=never` hides it.
 //!
 //! A line reads `progress: <what> <pos>/<len> <message>` and is printed
 //! whenever the position or the message changes, so the number of lines

@@ -219,7 +219,7 @@ struct Report {
     exit_code: Option<i32>,
     /// For a command whose work runs in the kernel (btrfs scrub, zpool
     /// scrub, mdadm, fstrim): why freezing cannot pause it and what can.
-    /// Such commands are refused since issue 24, so this is null unless
+    /// Such commands are now refused (docs/run.md), so this is null unless
     /// the library's session recognises more than the CLI's check.
     native_alternative: Option<String>,
     run: RunStats,
@@ -248,10 +248,10 @@ fn say(quiet: bool, line: &str) {
 }
 
 fn run(args: RunArgs) -> Result<i32> {
-    // kernel-run maintenance (issue 24): freezing the command pauses
-    // nothing, so fallow would run it unpaused and count the device's reads
-    // as frozen time. Refused before anything runs, with the native
-    // executor's exact command.
+    // kernel-run maintenance (docs/run.md, "Work it cannot pause"):
+    // freezing the command pauses nothing, so fallow would run it unpaused
+    // and count the device's reads as frozen time. Refused before anything
+    // runs, with the native executor's exact command.
     if let Some(n) = native_alternative(&args.command) {
         return Err(BadInput(format!(
             "{n}. `fallow run` freezes the command, which pauses nothing of the work the kernel does; nothing was run"

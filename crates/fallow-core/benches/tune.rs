@@ -29,7 +29,7 @@
 //! bursty two-state MMPP (CV 9, bursts of 1000: heavy-tailed idle times
 //! like the real traces', where long waits leave few intervals to visit).
 //! `--workload poisson|mmpp` runs one of them; `--compare-exact` times
-//! the exact search before issue 21 (`tune::tune_exact_reference`)
+//! the earlier exact search (`tune::tune_exact_reference`)
 //! against today's on all cores, in one run, and checks their answers
 //! are the same; `--per-threshold` times
 //! single sweeps at several waits instead, and four sizes at one wait
@@ -312,7 +312,7 @@ fn bench(n: usize, spec: &str) {
     assert!(identical, "the sweep and the simulation disagree");
 }
 
-/// `--compare-exact` (issue 21, item 2): the exact search as it was
+/// `--compare-exact` (docs/tuning.md): the exact search as it was
 /// (`tune::tune_exact_reference`) against today's (`tune::tune`), both
 /// `--search exact` on `threads` threads, on the same trace in one run:
 /// wall and CPU seconds, intervals walked, the ratio, and whether every

@@ -59,8 +59,8 @@ where
 /// prepare a trace (completions, periods, baselines): well under a
 /// millisecond of work in a release build (a few ms in a debug one), so
 /// Ctrl-C on a trace of tens of millions of requests is answered within
-/// the 0.5 s issue 27 asks even on a loaded machine; one relaxed load per
-/// 64 Ki requests costs nothing measurable.
+/// the 0.5 s that tests/python/test_interrupt.py allows even on a loaded
+/// machine; one relaxed load per 64 Ki requests costs nothing measurable.
 pub const CANCEL_EVERY_REQUESTS: usize = 1 << 16;
 
 /// Whether an optional cancel flag is set.

@@ -1,6 +1,6 @@
 //! Mean latent error time (MLET) of a scrub order under bursts of latent
 //! sector errors: how an operator chooses `fallow scrub --order` and
-//! `--regions` (issue 11, item 6).
+//! `--regions` (docs/scrub-plan.md).
 //!
 //! Practical Scrubbing defines MLET as the time between the
 //! occurrence of an LSE and its detection (§I), describes staggered

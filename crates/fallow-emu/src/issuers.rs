@@ -3,7 +3,7 @@
 //! namespace), which the block layer's tracepoints on the mount point
 //! never show (they see the FUSE server). `MOUNTPOINT/issuers` serves the
 //! most recent requesters so that `fallow spindown` can name the process
-//! that woke the emulated disk (issue 22).
+//! that woke the emulated disk (docs/emulated-disk.md).
 //!
 //! The text, one line each:
 //!

@@ -1,4 +1,4 @@
-//! Holding an FG budget live with no offline trace (issue 28):
+//! Holding an FG budget live with no offline trace (docs/live.md):
 //! `fallow scrub TARGET --budget 5%`, the native executors and `fallow run`.
 //!
 //! Two loops, one modelled and one measured:

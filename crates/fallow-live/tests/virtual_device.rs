@@ -1,5 +1,5 @@
 //! The simulator and the live driver tell a policy the same busy periods
-//! and idle intervals (issue 11, item 4).
+//! and idle intervals (docs/simulation.md, "The model").
 //!
 //! A fake device replays a FCFS trace in virtual time: FG requests arrive
 //! at their trace times and take their trace service times, BG requests

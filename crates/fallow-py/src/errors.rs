@@ -139,8 +139,8 @@ where
     T: Send,
 {
     // a GIL round trip every 20 ms is nothing beside the call; the worst
-    // case adds it to the core's own time to notice the flag (issue 27:
-    // 0.5 s at most)
+    // case adds it to the core's own time to notice the flag (0.5 s at
+    // most: tests/python/test_interrupt.py)
     let every = std::time::Duration::from_millis(20);
     let check = || Python::with_gil(|py| py.check_signals());
     Ok(py.allow_threads(|| fallow_core::polled::run_polled(&cancel, every, f, check))??)

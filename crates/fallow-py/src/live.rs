@@ -1,6 +1,6 @@
 //! `fallow.live.scrub`: a block scrub of a device or file in the idle
 //! time a policy picks, or under an FG budget learned live with no tune
-//! result (issue 28 item 5). The keyword arguments convert into
+//! result (docs/live.md, "From Python"). The keyword arguments convert into
 //! fallow-live's [`Flags`]; [`Settings::resolve`] settles them with a
 //! config file, the environment and the defaults exactly as for
 //! `fallow scrub`, [`ScrubPlan::from_settings`] makes the plan and the session

@@ -130,7 +130,7 @@ mod tests {
             assert_eq!(parse_duration(text), Ok(ns), "{text}");
         }
         assert_eq!(parse_std_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        // a bare number has no unit (issue 21: `fixed-wait:t=100` was read
+        // a bare number has no unit (`fixed-wait:t=100` was once read
         // as 100 s while `--budget 5` was refused): an error naming it,
         // except 0, which is 0 in every unit
         let e = parse_duration("3").unwrap_err();

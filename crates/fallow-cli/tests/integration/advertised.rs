@@ -1,4 +1,4 @@
-//! Every command fallow advertises exists (issue 27 item 1): the `fallow`
+//! Every command fallow advertises exists: the `fallow`
 //! lines of the README, of `fallow --help`'s and each subcommand's
 //! examples, and of the manual page name a subcommand that `fallow SUB
 //! --help` accepts, and every `--flag` they use is one that subcommand's
@@ -211,7 +211,7 @@ fn a_command_line_is_split_into_its_subcommand_and_flags() {
     );
 }
 
-/// Issue 27: every subcommand's `--help` (nested ones included) shows at
+/// Every subcommand's `--help` (nested ones included) shows at
 /// least one example, a `fallow …` line under an `Examples` heading.
 #[test]
 fn every_subcommands_help_has_an_example() {

@@ -1,4 +1,4 @@
-//! Issue 12's flags that aborted or panicked: each now exits 2 with an
+//! Flags that once aborted or panicked: each now exits 2 with an
 //! error naming the flag, quickly and without allocating first.
 
 use crate::common;
@@ -64,8 +64,8 @@ fn a_misspelt_config_table_is_an_error_naming_file_and_table() {
 
 #[test]
 fn analyze_output_scales_with_the_data_not_the_span() {
-    // issue 12: two MSR records 584 years apart (timestamps in 100 ns
-    // ticks: 1.84e17 ticks = 1.84e19 ns) gave 5.1 million hourly counts
+    // two MSR records 584 years apart (timestamps in 100 ns
+    // ticks: 1.84e17 ticks = 1.84e19 ns) once gave 5.1 million hourly counts
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("span.csv");
     std::fs::write(
@@ -138,7 +138,7 @@ fn emulator_thread_counts_are_bounded() {
     );
 }
 
-/// Issue 21's edges: each is an error naming the flag, never a wrap, an
+/// Edge values: each is an error naming the flag, never a wrap, an
 /// abort or a panic.
 #[test]
 fn fractions_durations_service_times_and_size_counts_are_bounded() {

@@ -1,4 +1,4 @@
-//! The HTML reports' charts can be read (issue 17 item 4): in the compare,
+//! The HTML reports' charts can be read (docs/reports.md): in the compare,
 //! Pareto and energy pages every line series differs from every other in
 //! its (colour, dash, marker) triple, carries hover text and a direct label
 //! at its end; Pareto points say their knob value; the demo's report opens
@@ -482,7 +482,7 @@ fn every_page_renders_in_headless_chromium() {
 /// and nothing else is (a crowd named by a label beside it, two series
 /// under one marker named in a key below the chart, markers 30 px apart,
 /// and two markers of one series on one another all pass). Against the
-/// renderer before issue 27 the same script failed on the compare and
+/// earlier renderer the same script failed on the compare and
 /// demo scatters (markers of 2–4 policies with no label naming them).
 #[test]
 fn the_page_check_fails_on_unlabelled_overlapping_points() {

@@ -158,7 +158,7 @@ fn unknown_device_is_a_usage_error() {
 }
 
 /// two_hosts.csv: `hm,0` at 0 and 20 ms, `rsrch,0` at 10, 30 and 40 ms,
-/// each taking 1 ms. Two devices (issue 12: they were one, and the gaps
+/// each taking 1 ms. Two devices (they were once one, and the gaps
 /// between them counted as idle). rsrch:0 alone: idle 11→30 and 31→40 ms,
 /// two intervals of mean 14 ms, three busy periods.
 #[test]

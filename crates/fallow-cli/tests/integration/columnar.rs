@@ -1,4 +1,4 @@
-//! Parquet and Arrow IPC from the command line (issue 17): `fallow convert
+//! Parquet and Arrow IPC from the command line (docs/formats.md): `fallow convert
 //! -o x.parquet / x.arrow / x.arrows` and `fallow analyze` of each give the
 //! same answers as the CSV they came from (two_hosts.csv: `hm,0` at 0 and
 //! 20 ms, `rsrch,0` at 10, 30 and 40 ms, each taking 1 ms; rsrch:0 alone

@@ -1,5 +1,5 @@
-//! A bad value in the TOML config is reported as `FILE: [table] key: …`
-//! (issue 12), also when the check that finds it runs later, in
+//! A bad value in the TOML config is reported as `FILE: [table] key: …`,
+//! also when the check that finds it runs later, in
 //! fallow-live, which names parameters by their flags. A flag's bad value
 //! still names the flag.
 

@@ -1,4 +1,4 @@
-//! The command-line conveniences of issue 17 item 5, run as the built
+//! The command-line conveniences, run as the built
 //! binary: `fallow completions SHELL`, `fallow man`, `--color`, `--csv`
 //! (checked against the same run's `--json`) and blkparse devices shown and
 //! chosen as `major,minor`.
@@ -49,7 +49,7 @@ fn completions_know_every_subcommand_and_flag() {
     bad_input(&["completions", "tcsh"], &["tcsh", "bash"]);
 }
 
-/// Issue 27: completion offers the registries' names after `--format` and
+/// Completion offers the registries' names after `--format` and
 /// `--policy` (spin-down policies for `energy`), and no internal command.
 /// The lists to find are read from `fallow policies --json` and `fallow
 /// analyze --help`, not from the completion code.

@@ -1,5 +1,5 @@
 //! `fallow convert` of an MSR file of several hosts to fallow's binary
-//! cache loses nothing (issue 12): the devices keep their `host:disk`
+//! cache loses nothing: the devices keep their `host:disk`
 //! names, and `--device rsrch:0` selects the same requests from the cache
 //! as from the CSV.
 //!

@@ -200,7 +200,7 @@ fn bad_input_exits_2_with_a_clear_message() {
     assert!(err.contains("line 2") && err.contains("`op`"), "{err}");
 }
 
-/// Issue 27: on a trace whose idle intervals are all shorter than the
+/// On a trace whose idle intervals are all shorter than the
 /// timeout, `fallow energy` printed rows of zeros and drew flat lines
 /// with no word of why. Now a sentence names the longest idle interval
 /// (the independent value: `fallow analyze --json`'s idle.max_s, 3.99 s

@@ -1,4 +1,4 @@
-//! Wording a new user meets in the first hour (issue 17 item 7): a `.fbt`
+//! Wording a new user meets in the first hour: a `.fbt`
 //! converted with --skip-bad says what it lost in a whole sentence, and
 //! counts of one are singular.
 
@@ -56,7 +56,7 @@ fn block_after(readme: &str, heading: &str) -> String {
     body[..body.find("```").expect("a closing fence")].to_string()
 }
 
-/// Issue 27: the first-hour block runs as written in a fresh shell after
+/// The README's first-hour block runs as written in a fresh shell after
 /// the README's first command. That command must install `fallow` where a
 /// new shell finds it (`cargo install --path crates/fallow-cli`, whose
 /// `[[bin]]` is `fallow`, into `~/.cargo/bin`), and the block then runs as

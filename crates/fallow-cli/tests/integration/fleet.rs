@@ -1,4 +1,4 @@
-//! Issue 26 item 2 through the binary: `fallow analyze FILE --device all`
+//! The fleet analysis (docs/fleet.md) through the binary: `fallow analyze FILE --device all`
 //! gives every device the figures `fallow analyze FILE --device ID` gives
 //! it, in one pass, as JSON and CSV. The core's tests (`fleet`)
 //! check the same against the periods directly, and the state's size.
@@ -195,7 +195,7 @@ fn without_completions_or_in_disorder_the_error_says_why() {
     bad_input(&["analyze", &file, "--csv"], &["--device all"]);
 }
 
-/// Issue 26 item 3: `convert FILE --partition-by device -o DIR`, each
+/// `convert FILE --partition-by device -o DIR`, each
 /// partition analysed alone against `analyze FILE --device NAME` (the
 /// same requests in the same order give the same figures, modelled
 /// service included), the directories named as docs/fleet.md says.
@@ -398,7 +398,7 @@ fn a_partition_directory_is_new_empty_or_fallow_s_own() {
     assert!(!fresh.exists());
 }
 
-/// Issue 26 item 2's page: `--device all --html`. The "most" and "least"
+/// The page of `--device all --html`. The "most" and "least"
 /// tables against the JSON rows ranked here, the scatter's labelled points
 /// (one per device, named), and the text output still printed. The CDF's
 /// points are checked by hand in the renderer's unit tests.

@@ -1,4 +1,4 @@
-//! Issue 11: every `--json` document carries `"schema_version"`
+//! Every `--json` document carries `"schema_version"`
 //! (`fallow_core::JSON_SCHEMA_VERSION`) — an object as a key (first in the text), a
 //! list in each of its objects. Each subcommand that prints `--json` and
 //! runs unprivileged on a fixture or a synthetic workload is run here;

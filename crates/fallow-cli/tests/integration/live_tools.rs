@@ -503,7 +503,7 @@ fn mean(xs: &[f64]) -> f64 {
     xs.iter().sum::<f64>() / xs.len().max(1) as f64
 }
 
-/// Issue 28: `fallow scrub DEV --budget 5%` with no tune file on a loop
+/// `fallow scrub DEV --budget 5%` (docs/live.md) with no tune file on a loop
 /// device over the emulated 7200 rpm HDD, against random FG reads at 10/s:
 /// it starts at the least aggressive wait, refits as the window fills,
 /// measures the FG's latency on the block tracepoints in agreement with

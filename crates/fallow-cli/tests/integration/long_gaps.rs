@@ -1,4 +1,4 @@
-//! Issue 21: one outlying timestamp used to keep several policies stepping
+//! One outlying timestamp used to keep several policies stepping
 //! one BG request at a time through the gap (a 2-line trace spanning 584
 //! years kept compare, pareto and recommend running for hours). Every
 //! command now finishes on such traces: each run below must exit within
@@ -54,7 +54,7 @@ fn traces(dir: &Path) -> [(PathBuf, u64); 2] {
 
 /// The failure bound of one command: generous, for a debug build on a
 /// loaded 2-core machine (recommend, which tunes every policy, takes 8-18 s
-/// there on these traces; before issue 21 several commands ran for hours).
+/// there on these traces; several commands once ran for hours).
 const BOUND: Duration = Duration::from_secs(120);
 
 /// Run to the end within [`BOUND`]; its output.

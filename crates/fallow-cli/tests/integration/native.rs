@@ -194,7 +194,7 @@ fn a_btrfs_scrub_runs_to_the_end_and_its_own_reads_are_not_foreground() {
     );
 }
 
-/// Issue 13's acceptance test: FG random reads at 300/s for 10 s on the
+/// The acceptance test of docs/native.md: FG random reads at 300/s for 10 s on the
 /// scrubbed device; `fixed-wait:t=200ms` must keep the scrub off it (the
 /// device reads no more than the FG's own bytes plus one slice), then
 /// finish once the FG stops.
@@ -374,7 +374,7 @@ impl Drop for BioTrace {
     }
 }
 
-/// Issue 24, the brake: with the event monitor telling the scrub's bios
+/// The brake (docs/native.md): with the event monitor telling the scrub's bios
 /// (queued by the `btrfs scrub start` process) from FG ones, an FG arrival
 /// puts `scrub_speed_max` to 1 at once and the kernel's throttle stops the
 /// scrub at its next submission; no cancel, so nothing is read twice.
@@ -672,7 +672,7 @@ fn scrub_state(mnt: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Issue 24: `kill -9` while the scrub runs. Before, the slice's `btrfs
+/// `kill -9` while the scrub runs. Before, the slice's `btrfs
 /// scrub start -B` ran on unthrottled and `scrub_speed_max` went back to 0.
 /// Now the guardian brakes it (within the scrub's next submission), cancels
 /// it and writes back the user's own limit; nothing resumes it, and the
@@ -742,7 +742,7 @@ fn kill_9_while_the_scrub_runs_stops_it_within_a_second_and_restores_the_users_l
     set_user_limit(&files, "0");
 }
 
-/// Issue 24: `kill -9` while fallow holds the scrub cancelled between
+/// `kill -9` while fallow holds the scrub cancelled between
 /// requests (the cancel-and-resume mode, on the poller), and then the
 /// user's own `btrfs scrub cancel`: before, the guardian kept retrying
 /// `btrfs scrub resume` and resumed the user's cancelled scrub, which ran
@@ -800,7 +800,7 @@ fn kill_9_while_paused_leaves_it_cancelled_and_a_users_cancel_is_never_resumed()
     set_user_limit(&files, "0");
 }
 
-/// Issue 24: the user cancels the scrub while fallow runs it (brake mode):
+/// The user cancels the scrub while fallow runs it (brake mode):
 /// fallow did not issue that cancel, so it stops, says so and does not
 /// resume it; the user's limit is back.
 #[test]
@@ -899,7 +899,7 @@ fn an_interrupted_btrfs_scrub_needs_resume_and_resume_finishes_it() {
     assert_eq!(v["complete"], false, "{v}");
     assert!(status_text(fs.mnt()).contains("aborted"));
     let first = v["scrubbed_bytes"].as_u64().unwrap();
-    // issue 24: --max-bytes stops the scrub once a status read shows the
+    // --max-bytes stops the scrub once a status read shows the
     // cap (the brake first, then the cancel), not at the end of a slice
     let cap: u64 = 32 << 20;
     let run = v["run_bytes"].as_u64().unwrap();
@@ -1017,7 +1017,7 @@ fn dumpe2fs_field(dev: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no `{name}` in dumpe2fs -h {dev}"))
 }
 
-/// Issue 24: ext4 trims each free extent that starts in a FITRIM range to
+/// ext4 trims each free extent that starts in a FITRIM range to
 /// its end within the block group, so 4 MiB ranges discarded (and
 /// reported) the same space several times (4.8× `fstrim` before). Ranges
 /// now end on block-group boundaries: the bytes reported are those one
@@ -1076,7 +1076,7 @@ fn fitrim_ranges_on_ext4_groups_report_what_fstrim_reports() {
     assert!(freed >= 190 << 20, "freed {freed}");
 }
 
-/// Issue 24: `--max-bytes` is a hard cap on FITRIM: 100 MiB with 64 MiB
+/// `--max-bytes` is a hard cap on FITRIM: 100 MiB with 64 MiB
 /// requests on 16 MiB ext4 groups is one range of 64 MiB and one of the
 /// two whole groups the cap leaves (32 MiB), not a second 64 MiB range
 /// (128 MiB, the overshoot of a whole request before).
@@ -1263,7 +1263,7 @@ fn outside_its_window_no_btrfs_scrub_starts_and_a_signal_stops_the_wait() {
     assert!(st.contains("no stats available"), "{st}");
 }
 
-/// Issue 17: `systemctl stop` sends SIGTERM. A btrfs scrub under fallow
+/// `systemctl stop` sends SIGTERM. A btrfs scrub under fallow
 /// stops cleanly: status 0, the scrub left cancelled (`aborted`, which
 /// `btrfs scrub resume` continues), the speed limit put back, and
 /// `--resume` finishes it. With `--json`, progress lines on stderr say how
@@ -1339,7 +1339,7 @@ fn sigterm_stops_a_btrfs_scrub_resumable_with_status_0_and_resume_finishes_it() 
     assert!(status_text(fs.mnt()).contains("no errors found"));
 }
 
-/// Issue 28: `fallow scrub btrfs:MNT --budget 5%` runs with no tune file:
+/// `fallow scrub btrfs:MNT --budget 5%` runs with no tune file (docs/live.md):
 /// it starts at the least aggressive wait and says so, measures the FG
 /// reads this test issues on the loop device (and not the btrfs scrub's
 /// own, which kernel workers issue), and refits on the window; SIGTERM

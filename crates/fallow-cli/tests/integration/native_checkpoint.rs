@@ -1,5 +1,5 @@
 //! The checkpoints of `fallow scrub fstrim:…` and `fallow scrub md:…` pass
-//! the same output guard as the block scrub's (issue 12): never a device
+//! the same output guard as the block scrub's: never a device
 //! node, a directory, an input of the command, or a file fallow does not
 //! recognise as its own unless `--overwrite`. The guard runs before the
 //! native job is touched, so none of this needs root, md or a discard-capable

@@ -1,7 +1,7 @@
-//! Issue 12's output cases, end to end: no output path of any command may
+//! Output cases, end to end: no output path of any command may
 //! destroy what the user owns (the scrub target, an input, a device node,
 //! a file fallow did not write), and a scrub never trusts an edited
-//! checkpoint. Each test first builds the situation the issue reproduced.
+//! checkpoint. Each test first builds the situation that once went wrong.
 
 use crate::common;
 
@@ -82,7 +82,7 @@ fn the_scrub_target_is_never_the_checkpoint_or_the_log() {
             "--monitor",
             "none",
         ],
-        // named by the config key it came from (issue 12)
+        // named by the config key it came from
         &["f.toml: [scrub] log:", "input of this command"],
     );
     assert!(std::fs::read(&t).unwrap() == bytes);
@@ -273,7 +273,7 @@ fn edit(ck: &Path, from: &str, to: &str) {
 
 #[test]
 fn an_edited_checkpoint_is_refused_on_resume_never_reported_complete() {
-    // issue 12: an 8 MiB target, 1 MiB requests, stopped after 3
+    // an 8 MiB target, 1 MiB requests, stopped after 3
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path().join("t.img");
     std::fs::write(&t, vec![5u8; 8 << 20]).unwrap();
@@ -416,7 +416,7 @@ fn input_bytes(path: &str) -> Vec<u8> {
 /// heading), run against an input file of the same command, a FIFO, a
 /// character device node made with mknod in a temp dir and a foreign
 /// file: each is refused with the flag named, and none is replaced or
-/// written (issue 22: `fallow spindown --state` replaced a FIFO, a device
+/// written (before, `fallow spindown --state` replaced a FIFO, a device
 /// node, `--power` and a foreign file; `--state /dev/null` made the
 /// machine's /dev/null a regular file).
 #[test]

@@ -748,7 +748,7 @@ fn flood(
     v
 }
 
-/// The attacks of issue 15, from the network and from a local user, each
+/// The attacks of docs/peer.md's threat model, from the network and from a local user, each
 /// asserting that it now fails: an outsider's reads, status requests and
 /// join; a 0600 file and a 0644 file in a 0700 directory; a whitelisted directory swapped for a link; huge
 /// advertisements; slow frames; a connection flood against a node whose

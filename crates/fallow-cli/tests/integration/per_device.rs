@@ -1,4 +1,4 @@
-//! Issue 21 through the binary: one device of a multi-device file gets the
+//! Per-device figures through the binary: one device of a multi-device file gets the
 //! figures of a file holding only its requests (the MSR file of hosts `hm`
 //! and `rsrch`, where `hm:0`'s BG throughput came out 11x too low), and a
 //! biosnoop capture's disks are listed and chosen by name (`--device sda`).

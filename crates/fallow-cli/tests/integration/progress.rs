@@ -1,5 +1,5 @@
-//! Progress that moves (issue 11: "progress bars that move at least once a
-//! second on any command that runs over a second"): `tune`, `recommend`,
+//! Progress that moves (bars that move at least once a
+//! second on any command that runs over a second): `tune`, `recommend`,
 //! `pareto`, `compare`, `simulate --retune` and `scrub-plan --check` run
 //! with `FALLOW_PROGRESS=lines`, which prints one
 //! line per progress update, and the number of lines is checked against the
@@ -216,7 +216,7 @@ fn scrub_plan_check_reports_every_plan() {
     assert_eq!(done, (1..=rows).map(|k| (k, rows)).collect::<Vec<_>>());
 }
 
-/// Issue 27: `fallow demo` said nothing for its whole run (41 s under
+/// `fallow demo` once said nothing for its whole run (41 s under
 /// load). It says each phase on stderr, and its tuning moves like
 /// `recommend`'s, naming every policy it tunes (the list from its own
 /// report.json); `FALLOW_PROGRESS=never` silences both.

@@ -1,5 +1,5 @@
-//! Every `fallow` command the README shows runs as written (issue 17 item
-//! 7): the commands on the demo's trace after a (small) `fallow demo`, the
+//! Every `fallow` command the README shows runs as written:
+//! the commands on the demo's trace after a (small) `fallow demo`, the
 //! ones on the shared real traces when they are there, and the ones that
 //! need root and a real device or name a placeholder input are listed as
 //! skipped, each with its reason.
@@ -488,8 +488,8 @@ fn the_placeholder_is_the_subcommands_first_positional_word() {
     );
 }
 
-/// The README's example outputs are the binary's (issue 21: the HP
-/// `analyze` example showed Threshold 3, CWS 7 and "long 5.8 %" where the
+/// The README's example outputs are the binary's (the HP
+/// `analyze` example once showed Threshold 3, CWS 7 and "long 5.8 %" where the
 /// binary prints 2, 3 and 12 %): every line of each `$ fallow …` console
 /// block on a shared trace appears, in order, in what the command prints
 /// today (non-breaking spaces read as spaces; `…` stands for lines left

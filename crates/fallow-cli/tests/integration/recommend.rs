@@ -149,7 +149,7 @@ fn pareto_fronts_are_non_dominated_and_the_page_has_a_plot() {
 /// Every entry's `reproduce_args` reproduce its figures; Busy Bee, which
 /// never finishes learning on this 10-second trace (its window is 5 h),
 /// says so and ranks below fixed-wait, which it behaves as; adaptive-size
-/// reports the mean size of the requests it completed (issue 21).
+/// reports the mean size of the requests it completed.
 #[test]
 fn every_entry_reproduces_and_a_policy_that_never_learned_says_so() {
     let mut args = vec!["recommend", "--budget", "2ms", "--sizes", "64KiB,1MiB"];

@@ -1,4 +1,4 @@
-//! Issue 17's readers from the command line: `fallow analyze` on the
+//! The readers of docs/formats.md from the command line: `fallow analyze` on the
 //! hand-made fixtures of `tests/data/traces` (values worked out in
 //! crates/fallow-core/tests/it/readers/recorded.rs), the fio iolog's missing
 //! completions said where they matter, and plain's completion column.

@@ -122,7 +122,7 @@ fn alive(pid: u32) -> bool {
 
 // ---------------------------------------------------------------- no root needed
 
-/// Issue 24: a command fallow recognises as kernel-run maintenance is
+/// A command fallow recognises as kernel-run maintenance is
 /// refused before it runs (exit 2), naming the exact native command:
 /// freezing it would pause nothing, and its time would have been counted
 /// as frozen while the device read. The shell's `touch` shows nothing ran.

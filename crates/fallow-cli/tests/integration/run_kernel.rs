@@ -188,8 +188,8 @@ fn a_btrfs_scrub_frozen_in_vain_is_reported_within_a_second() {
     let before = sectors_read(fs.name());
     let mnt = fs.mnt.to_str().unwrap();
     // the default policy, as a user would run it; through a script,
-    // since `fallow run -- btrfs scrub start` itself is refused (issue
-    // 24): this is the kernel-run work fallow can only find out at run time
+    // since `fallow run -- btrfs scrub start` itself is refused
+    // (docs/run.md): this is the kernel-run work fallow can only find out at run time
     let script = format!("exec btrfs scrub start -B {mnt}");
     let (mut child, lines) =
         run_watched(&["--device", &fs.dev, "--", "sh", "-c", &script], &report);

@@ -899,7 +899,7 @@ fn gauge(body: &str, name: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
-/// Issue 17: progress — bytes done of the total, the pass, the rate and
+/// Progress — bytes done of the total, the pass, the rate and
 /// the time left — as `--json` lines on stderr (stdout keeps the one
 /// report) and as `fallow_scrub_*` gauges on the metrics endpoint.
 #[test]

@@ -97,7 +97,7 @@ fn simulate_notes_busy_bees_threshold_rule() {
     );
 }
 
-/// `scrub-plan` recommends a region count (issue 21): the one of lowest
+/// `scrub-plan` recommends a region count (docs/scrub-plan.md): the one of lowest
 /// MLET among sequential and every power-of-two staggered count a 4 MiB
 /// burst allows, here the argmin of the rows the same command prints when
 /// asked for all of them.

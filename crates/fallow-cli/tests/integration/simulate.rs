@@ -23,8 +23,8 @@ use common::{assert_close, fallow, json, num, stderr, stdout, stdout_text, tiny}
 /// collisions; 3 BG requests complete (the cut ones finish too) = 196,608 B
 /// in the 150 ms span; BG device time 3·20 = 60 ms; idle used (15 + 35)/70;
 /// utilisation (75 + 60)/150 = 0.9. Response times with BG: 10, 10, 15,
-/// 25, 10, 35 ms, so p99 is 35 ms (within the histogram's 0.1 %; issue 3
-/// regression: every percentile used to come out as 2 ns).
+/// 25, 10, 35 ms, so p99 is 35 ms (within the histogram's 0.1 %; a
+/// regression test: every percentile used to come out as 2 ns).
 #[test]
 fn fixed_wait_on_the_tiny_trace_matches_hand_calculation() {
     let v = json(&[
@@ -295,7 +295,7 @@ fn compare_runs_each_policy_as_simulate_does() {
 
 /// Without --policy, compare runs the whole registry with default
 /// parameters (clairvoyant references last). A model that charges for
-/// size: under `const:` adaptive-size would be left out (issue 11).
+/// size: under `const:` adaptive-size would be left out (docs/tuning.md, "Request sizes").
 #[test]
 fn compare_defaults_to_the_registry() {
     let v = json(&[

@@ -188,7 +188,7 @@ fn the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged() {
     let o = fallow(&["spindown", "status", "--state", state.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("down"), "{}", stdout(&o));
-    // issue 11: every JSON fallow writes carries the schema version
+    // every JSON fallow writes carries the schema version
     let version = Value::from(fallow_core::JSON_SCHEMA_VERSION);
     let o = fallow(&[
         "spindown",
@@ -272,7 +272,7 @@ fn the_daemon_spins_the_emulated_disk_down_and_every_wake_is_logged() {
 #[test]
 #[ignore = "needs root"]
 fn a_spin_up_budget_lengthens_the_timeout_and_says_so() {
-    // issue 22: `--max-spinups N/h` is N in any hour (it was a bucket of a
+    // `--max-spinups N/h` is N in any hour (it was a bucket of a
     // day's rate), and `budget-held` is logged once per spell of
     // exhaustion, not once per idle interval it holds back. 2/h: the
     // spin-downs at ~0.3 s and ~1.4 s (0.8 s wake + 0.3 s spin-up + 0.3 s)
@@ -334,7 +334,7 @@ fn a_spin_up_budget_lengthens_the_timeout_and_says_so() {
 #[test]
 #[ignore = "needs root"]
 fn the_daemons_energy_equals_the_emulated_disks_own_counters() {
-    // issue 22: the daemon counted each spin-up's wait as busy at 10.6 W
+    // the daemon once counted each spin-up's wait as busy at 10.6 W
     // and again as spin-up energy (15–41 % too high). The same run seen by
     // both: the daemon's status against the emulator's counters (the
     // difference of two snapshots around it), within 1 %. Spin-up 1 s and
@@ -452,7 +452,7 @@ fn processes_running(words: &[&str]) -> Vec<u32> {
 #[test]
 #[ignore = "needs root"]
 fn sighup_reloads_sigterm_stops_the_jobs_and_status_knows_the_daemon_is_gone() {
-    // issue 22: SIGHUP exited 0 (a logrotate HUP stopped the daemon for
+    // SIGHUP once exited 0 (a logrotate HUP stopped the daemon for
     // good under Restart=on-failure); SIGTERM orphaned a running job and
     // the status still called it running; `status` reported an exited
     // daemon as running.
@@ -553,7 +553,7 @@ fn sighup_reloads_sigterm_stops_the_jobs_and_status_knows_the_daemon_is_gone() {
     assert_eq!(file["disks"][0]["jobs"][0]["stopped"], true);
 }
 
-/// Issue 22 item 4: a reload changes the disk list (a disk removed is
+/// A reload changes the disk list (a disk removed is
 /// closed, one added is opened and logged as at a start, one kept keeps
 /// its state) and the log's path (the `reloaded` event is the new log's
 /// first line); a new status path is refused, said in that event; a
@@ -868,7 +868,7 @@ fn simulation_and_live_agree_under_the_adaptive_policy() {
     // the same window under a policy that learns: its timeout after each
     // interval depends on how the interval ended, live as in simulation;
     // and at the default poll (50 ms), which must keep the decisions
-    // (issue 22: at the old 1 s default spin-ups differed by -18 %/+40 %)
+    // (at the old 1 s default spin-ups differed by -18 %/+40 %)
     simulation_and_live_agree(
         "simulation_and_live_agree_under_the_adaptive_policy",
         "adaptive:t=2s,min=1s,max=8s",
@@ -993,7 +993,7 @@ fn simulation_and_live_agree(test: &str, policy: &str, poll: Option<&str>) {
         within(live_delay, sim_delay),
         "delay {live_delay} vs {sim_delay}"
     );
-    // energy (issue 22): the daemon's figure and the simulation's within
+    // energy: the daemon's figure and the simulation's within
     // 1 %, over the same window. The daemon ran before the first request
     // (idle, spinning) and a moment after the last: its extra time is
     // priced at idle power (10 W) and taken off.
@@ -1047,7 +1047,7 @@ fn busiest_idle_window(
     )
 }
 
-/// Issue 22 item 3: the 50 ms poll fallback over a long window of the HP
+/// The 50 ms poll fallback over a long window of the HP
 /// trace (the emulated disk's counters are polled; the agreement tests
 /// above use a 23 s window with 2–3 spin-ups). Every idle interval's
 /// decision under `timeout:t=2s` is compared: the simulation's from an
@@ -1358,7 +1358,7 @@ fn dd_read(disk: &Path, skip: u32) -> (u32, std::process::Output) {
 /// The emulated disk's own mount point has no tracepoints (the block
 /// layer sees the FUSE server), but FUSE hands the emulator each
 /// request's pid: its `issuers` file names the requester, and the daemon
-/// names the process that woke the disk. Issue 22: every wake of an
+/// names the process that woke the disk. Before, every wake of an
 /// emulated disk was "unknown".
 #[test]
 #[ignore = "needs root"]
@@ -1426,7 +1426,7 @@ fn a_wake_on_the_emulated_disks_mount_point_names_the_process() {
 #[test]
 #[ignore = "needs root"]
 fn with_tracefs_unmounted_at_start_attribution_still_names_the_process() {
-    // issue 22: without tracefs the daemon polled once a second and named
+    // without tracefs the daemon once polled once a second and named
     // every waker "unknown". It now mounts tracefs as perf and bpftrace
     // do. The daemon runs in a private mount namespace (unshare -m) with
     // tracefs unmounted there, so the host's mount table, and the other

@@ -143,7 +143,7 @@ fn the_service_command_line_parses() {
 
 /// `fallow spindown units` writes a service for the binary that runs it:
 /// ExecStart is this binary, the directories it writes are created by
-/// systemd (StateDirectory=, RuntimeDirectory=, LogsDirectory=: issue 22,
+/// systemd (StateDirectory=, RuntimeDirectory=, LogsDirectory=;
 /// the old unit listed /var/lib/fallow as writable without creating it and
 /// failed with status 226 on a fresh machine), `systemd-analyze verify`
 /// accepts it and `systemd-analyze security` scores it at most 2.0. Its
@@ -315,7 +315,7 @@ fn in_container(init: u32, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// "Units that start on a fresh machine" (issue 22): a real systemd (the
+/// Units that start on a fresh machine (docs/spindown.md): a real systemd (the
 /// machine's, as PID 1 of a throw-away container on a tmpfs root with an
 /// empty /var and /run, `tests/data/spindown/boot-systemd.sh`) starts the
 /// service `fallow spindown units -o FILE --device DEV` wrote; it reaches

@@ -41,8 +41,8 @@ pub struct PowerSpans {
 
 impl EnergyByState {
     /// The one definition of a disk's energy, shared by `fallow energy`'s
-    /// simulation and `fallow spindown`'s live estimate (issue 22: the
-    /// daemon counted a spin-up's wait as busy at read/write power and
+    /// simulation and `fallow spindown`'s live estimate (the daemon
+    /// once counted a spin-up's wait as busy at read/write power and
     /// again as spin-up energy, 15–41 % too high): serving at read/write
     /// power (its seek part at seek power), idle at idle power, standby at
     /// standby power, and each spin-up and shutdown its energy once

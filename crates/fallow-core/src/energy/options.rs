@@ -226,7 +226,7 @@ impl Request {
     /// The study of device `id` of a block trace, its input described by
     /// the trace's path and `service` (the service model as given, `None`:
     /// recorded completions). It stops with [`Error::Interrupted`] soon
-    /// after `cancel` is set (a front end's Ctrl-C, issue 27): the flag is
+    /// after `cancel` is set (a front end's Ctrl-C): the flag is
     /// read between the steps and within every run.
     pub fn run_block(
         &self,

@@ -143,8 +143,8 @@ impl EnergyReport {
 
 impl EnergyReport {
     /// Why every chart of spin-downs is empty, and what to try, when no
-    /// run spun the disk down (issue 27: `fallow energy` on the demo's
-    /// trace printed rows of zeros and flat lines with no word of why).
+    /// run spun the disk down (`fallow energy` on the demo's trace once
+    /// printed rows of zeros and flat lines with no word of why).
     /// `None` when some run did.
     pub fn no_spindown_note(&self) -> Option<String> {
         if self.runs.iter().any(|r| r.shutdowns > 0) {

@@ -155,7 +155,7 @@ impl Request {
     }
 
     /// [`Request::run`] that stops with [`Error::Interrupted`] soon after
-    /// `cancel` is set (a front end's Ctrl-C, issue 27); with the flag
+    /// `cancel` is set (a front end's Ctrl-C); with the flag
     /// clear or `None` it is [`Request::run`].
     pub fn run_until(
         &self,

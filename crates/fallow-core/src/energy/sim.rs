@@ -386,7 +386,7 @@ enum Cause {
 }
 
 /// Requests between two reads of a cancel flag in [`simulate_until`]: tens
-/// of µs of work, so Ctrl-C is answered at once (issue 27).
+/// of µs of work, so Ctrl-C is answered at once (docs/energy.md, "Python: `fallow.energy`").
 pub const CANCEL_EVERY_REQUESTS: usize = 4096;
 
 /// Run one spin-down policy over `input` with the given routes.

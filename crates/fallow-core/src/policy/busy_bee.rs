@@ -257,7 +257,7 @@ impl BusyBee {
         if b.long_fraction == 0.0 {
             // Threshold degenerates: no period of the window is long, and
             // learning it would make every interval aggressive (3x the FG
-            // delay of the same idle wait on a real trace, issue 21).
+            // delay of the same idle wait on a real trace; docs/policies.md).
             // Nothing was learned: back to the fixed wait it starts from.
             self.learned = None;
             self.degenerate_windows += 1;
@@ -496,7 +496,7 @@ mod tests {
         // Window 1 = [0, 1 s) from the first decision: 20 periods, ten of 8
         // and ten of 1. At most ⌊0.1·20⌋ = 2 may be long, but ten are ≥ 8,
         // so Threshold = 9: nothing is long. That Threshold degenerates
-        // (it would run fully aggressive): the fixed wait stays (issue 21).
+        // (it would run fully aggressive): the fixed wait stays.
         let mut bb = build("busy-bee:idle-wait=5ms,window=1s,rule=top-decile");
         let mut t = 0;
         for k in 0..20 {

@@ -470,7 +470,7 @@ pub fn simulate_cancellable(
 }
 
 /// Busy periods between two reads of a cancel flag: under a millisecond of
-/// work in a release build (issue 27 asks for Ctrl-C within 0.5 s); a
+/// work in a release build (Ctrl-C within 0.5 s: tests/python/test_interrupt.py); a
 /// relaxed load per 1,024 periods is lost in the period's own work.
 pub const CANCEL_EVERY: usize = 1024;
 

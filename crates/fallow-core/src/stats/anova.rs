@@ -166,7 +166,7 @@ mod tests {
 
     #[test]
     fn counts_scale_with_the_data_not_the_span() {
-        // issue 12: two requests 584 years apart
+        // two requests 584 years apart
         assert_eq!(Periodicity::of(&[0, u64::MAX - 1]), None);
         // sparse: 100 requests over a week (168 hours) say nothing hourly
         let sparse: Vec<u64> = (0..100).map(|i| i * 168 * HOUR_NS / 100).collect();

@@ -84,7 +84,7 @@ pub fn busy_clusters(lengths: &[u32], max_lag: usize) -> BusyClusters {
 
 /// As [`busy_clusters`], with the Threshold rule chosen: `P90` falls back
 /// to the top decile only where every period would be long; `TopDecile`
-/// always uses the top decile (fallow's rule before issue 11).
+/// always uses the top decile (fallow's earlier rule; docs/policies.md).
 pub fn busy_clusters_with(lengths: &[u32], max_lag: usize, rule: ThresholdRule) -> BusyClusters {
     let n = lengths.len();
     if n == 0 {

@@ -403,7 +403,7 @@ mod tests {
         assert_eq!(bad(b"8,0 1 2 0.5 1 D W q + 8 [a]"), "sector");
         assert_eq!(bad(b"8,0 1 2 0.5 1 D"), "rwbs");
         assert_eq!(bad(b"5000,0 1 2 0.5 1 D W 8 + 8 [a]"), "device");
-        // The corruptions of issue 12: device, action, RWBS and `+`.
+        // Corrupt fields: device, action, RWBS and `+`.
         assert_eq!(bad(b"8;0 1 2 0.5 1 D W 8 + 8 [a]"), "device");
         assert_eq!(bad(b"8,0 1 2 0.5 1 Z W 8 + 8 [a]"), "action");
         assert_eq!(bad(b"8,0 1 2 0.5 1 D Q 8 + 8 [a]"), "rwbs");
@@ -450,7 +450,7 @@ mod tests {
 
     #[test]
     fn concurrent_requests_to_one_sector_both_survive() {
-        // Issue 12: `D D C C` on one sector kept one request. FIFO: the
+        // `D D C C` on one sector once kept one request. FIFO: the
         // first completion is the first issue's.
         let t = read_text(
             "8,0 0 1 0.000001000 1 D R 64 + 8 [a]\n\

@@ -59,7 +59,7 @@ mod tests {
 
     #[test]
     fn a_fio_log_is_refused_naming_format() {
-        // Issue 12: fio's default latency log was read as `plain`.
+        // fio's default latency log was once read as `plain`.
         for log in [
             &b"1, 523, 0, 4096, 0\n2, 611, 1, 4096, 8192\n"[..],
             b"3, 1024, 0, 4096, 0, 0\n",

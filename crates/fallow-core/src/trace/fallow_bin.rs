@@ -702,8 +702,8 @@ mod tests {
 
     #[test]
     fn header_counts_saturate_instead_of_wrapping() {
-        // Issue 12: `skipped`/`reordered` near u64::MAX wrapped to small
-        // numbers (and panicked with overflow checks on).
+        // `skipped`/`reordered` near u64::MAX once wrapped to small
+        // numbers (and panicked with overflow checks on; fuzz/README.md).
         let mut out = Vec::new();
         write_fallow_bin(&sample(), &mut out).unwrap();
         for at in [40, 48, 56] {

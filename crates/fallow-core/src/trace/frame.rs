@@ -215,7 +215,7 @@ mod tests {
 
     #[test]
     fn float_seconds_as_ns_are_an_error_not_zeros() {
-        // Issue 17: 0.25 (seconds) passed as arrival_ns became 0.
+        // 0.25 (seconds) passed as arrival_ns once became 0.
         let e = ns_from_f64("arrival_ns", &[0.0, 0.25], 1)
             .unwrap_err()
             .to_string();

@@ -561,7 +561,7 @@ impl Trace {
         // counted by runs of one id: a one-device trace (what every
         // simulate, compare and energy call checks for) is one linear
         // scan, not a map update per request (about 0.2 s on 20 M
-        // requests, and done before a call could be interrupted: issue 27)
+        // requests, and done before a call could be interrupted: docs/tuning.md)
         let mut counts: std::collections::BTreeMap<u32, u64> = Default::default();
         let ids = &self.device[..];
         let mut i = 0;

@@ -693,7 +693,7 @@ mod tests {
 
     #[test]
     fn a_device_is_a_host_and_a_disk() {
-        // Issue 12: `hm,0` and `rsrch,0` were one device.
+        // `hm,0` and `rsrch,0` were once one device.
         let t = read_with(
             b"100,hm,0,Read,0,512,10\n\
               200,rsrch,0,Write,4096,512,10\n\

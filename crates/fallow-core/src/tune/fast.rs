@@ -148,7 +148,7 @@ impl<'a> FastSweep<'a> {
     /// ⌊(Σx + c(s − 1))/s⌋`), which rounds the sum instead of each term:
     /// the difference is about half a request per used interval, which
     /// at short waits is hundreds of ladder steps that the exact search
-    /// no longer has to walk (issue 21).
+    /// no longer has to walk (docs/tuning.md, "How it works").
     ///
     /// All values at once, from the lengths sorted longest first: with
     /// `L = a·s + α` and `off = b·s + β` (`L > off`), `⌈(L − off)/s⌉ =

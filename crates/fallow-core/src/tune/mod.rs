@@ -199,8 +199,8 @@ pub const PILOT_VISITS_PER_S: f64 = 1.65e8;
 
 /// The exact search's limit for `fallow tune`'s `auto` when it shows a
 /// progress bar: what `threads` threads walk in `wall_s` seconds at
-/// [`EXACT_VISITS_PER_S`] (issue 21: run exact, with a moving bar, when
-/// it takes under a minute).
+/// [`EXACT_VISITS_PER_S`] (run exact, with a moving bar, when it takes
+/// under a minute: docs/tuning.md, "Choosing the search").
 pub fn auto_limit_visits_for_wall(wall_s: f64, threads: usize) -> u64 {
     (wall_s * threads.max(1) as f64 * EXACT_VISITS_PER_S) as u64
 }
@@ -501,7 +501,7 @@ struct Search<'a> {
     fast: Option<(IntervalRule, FastSweep<'a>)>,
     /// Evaluate settings by the sweep (else by simulating them: `--no-fast`).
     sweep: bool,
-    /// Order and bound the exact search's steps as before issue 21
+    /// Order and bound the exact search's steps as it first did
     /// ([`FastSweep::started_upper_bound`]) instead of by
     /// [`FastSweep::started_no_shift`]: [`tune_exact_reference`].
     reference: bool,
@@ -955,7 +955,7 @@ pub fn tune(
     tune_with(prep, policy_spec, sim, cfg, progress, false)
 }
 
-/// [`tune`] with the exact search as it was before issue 21: the same
+/// [`tune`] with the exact search as it first was: the same
 /// settings evaluated the same way, but ordered and bounded out by the
 /// looser [`FastSweep::started_upper_bound`], so it walks more of them.
 /// Every answer (each budget's and each size's best point) equals

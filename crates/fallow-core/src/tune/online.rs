@@ -364,7 +364,7 @@ impl OnlineTuner {
     }
 
     /// Call `hook` after each refit with the idle intervals seen so far,
-    /// for progress (issue 11: a 1 M-request run refits ~1,000 times over
+    /// for progress (a 1 M-request run refits ~1,000 times over
     /// several seconds).
     pub fn on_refit(&mut self, hook: RefitHook) {
         self.on_refit = Some(hook);

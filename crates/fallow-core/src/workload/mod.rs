@@ -228,7 +228,7 @@ impl ArrivalProcess {
         }
         let mut out = Vec::with_capacity(n);
         let mut t = 0.0f64; // seconds
-                            // a rate so low that the arrivals pass the ns range (issue 12:
+                            // a rate so low that the arrivals pass the ns range (before,
                             // --arrival-rate 1e-6 saturated them, and completions then came
                             // before arrivals): checked on each arrival, as the gaps are random
         let fits = |t: f64, k: usize| {

@@ -1,4 +1,4 @@
-//! The busy periods a policy hears are the device's (issue 11, item 4):
+//! The busy periods a policy hears are the device's (docs/simulation.md, "The model"):
 //! a BG collision delays a busy period, the delay counts in its length
 //! (its FG requests were outstanding from their arrival), and a delay that
 //! carries it past the next FG arrival merges the two into one.

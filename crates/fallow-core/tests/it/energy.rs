@@ -291,7 +291,7 @@ fn one_pass_over_a_million_requests_gives_every_setting() {
     assert_eq!(runs[0].local_requests, 1_000_000);
 }
 
-/// Issue 27: an energy study stops with `Interrupted` once its cancel flag
+/// An energy study stops with `Interrupted` once its cancel flag
 /// is set, and with the flag clear it is the plain study: `run_block`
 /// gives, run by run, what `study` gives (BG work included, so both passes
 /// of each run read the flag), and one run alone is `simulate`.

@@ -232,7 +232,7 @@ fn tune_gives_the_same_answers_by_sweep_and_by_simulation() {
     // a fixed parameter besides the knob and size, or exponential service: simulated
     let exp = SimConfig::default();
     let mut cfg = TuneConfig::new(Budget::parse_list("1ms").unwrap());
-    // one size: exponential service charges nothing for size (issue 11)
+    // one size: exponential service charges nothing for size (docs/tuning.md, "Request sizes")
     cfg.sizes = vec![65_536];
     let t = tune::tune(&prep, "fixed-wait", &exp, &cfg, &|_, _| {}).unwrap();
     assert_eq!(t.method, "simulation");

@@ -149,7 +149,7 @@ fn recommend_ranks_by_throughput_and_its_top_meets_the_budget() {
         })
         .collect();
     // by throughput, but a throughput within THROUGHPUT_TOLERANCE of the
-    // one above it may rank first for a lower added delay (issue 21:
+    // one above it may rank first for a lower added delay (once,
     // a 0.006 % edge won at 43 % more FG delay)
     let tol = fallow_core::tune::recommend::THROUGHPUT_TOLERANCE;
     assert!(tp.windows(2).all(|w| w[0] >= w[1] * (1.0 - tol)), "{tp:?}");

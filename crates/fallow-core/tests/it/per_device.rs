@@ -1,11 +1,11 @@
-//! Per-device figures (issue 21): for every reader whose records carry a
+//! Per-device figures (docs/characterisation.md): for every reader whose records carry a
 //! device, one device's analysis, simulation, tuning and energy study read
 //! from a file of several devices equal those of a file holding only that
 //! device's requests, and its span is its own: from its first arrival to
 //! its last completion (recorded, or modelled by a service model), the
 //! value this test computes from the requests it wrote (not from fallow).
 //!
-//! Devices start and end at very different times (the case of the issue:
+//! Devices start and end at very different times (the case that went wrong:
 //! an MSR file of `hm` and `rsrch`, where `hm`'s span was measured from
 //! `rsrch`'s first request and its BG throughput came out 11× too low).
 //! A deterministic generator over many seeds stands in for proptest: each

@@ -242,7 +242,7 @@ proptest::proptest! {
     }
 }
 
-/// Issue 11, "defaults that cannot mislead": `fallow compare --workload
+/// Defaults that cannot mislead (docs/tuning.md, "Request sizes"): `fallow compare --workload
 /// mmpp:cv=9,burst=1000 --utilization 0.3` showed adaptive-size at
 /// 200 MB/s against ≤ 4.6 MB/s for every other policy, because the default
 /// BG service (`exp:10ms`) takes as long for 4 MiB as for 64 KiB. A policy
@@ -298,7 +298,7 @@ fn issue11_sizes_are_chosen_only_under_a_model_that_charges_for_them() {
     );
 }
 
-/// Issue 27: `simulate_cancellable` stops with `Interrupted` once its flag
+/// `simulate_cancellable` stops with `Interrupted` once its flag
 /// is set (Python's Ctrl-C), and with the flag clear it is `simulate`,
 /// figure for figure.
 #[test]
@@ -327,7 +327,7 @@ fn a_cancelled_run_stops_and_an_uncancelled_one_is_simulate() {
     );
 }
 
-/// Issue 27: preparing a trace (completions, periods, baselines) stops
+/// Preparing a trace (completions, periods, baselines) stops
 /// with `Interrupted` once its flag is set, as the simulation does, and
 /// with the flag clear it is `Prepared::new`. A flag set by another thread
 /// while a trace of several cancel strides is prepared stops it too.

@@ -367,7 +367,7 @@ fn auto_searches_exactly_up_to_its_limit_and_measures_above_it() {
     }
 }
 
-/// Issue 21: a 150,000-request trace of the shape where auto used to
+/// The pilot (docs/tuning.md): a 150,000-request trace of the shape where auto used to
 /// estimate the exact search at 12.9 s and answer the coarse search's
 /// point, 44.8 % below the optimum (a bursty MMPP, 30 % busy, 30 sizes):
 /// the pilot measures the exact search far under the limit, so `tune`
@@ -528,7 +528,7 @@ fn generated_prep(n: usize, seed: u64) -> Prepared {
     Prepared::from_periods(&busy, &reqs, &idle).unwrap()
 }
 
-/// Issue 21, item 2: the exact search ordered and bounded out by the
+/// The exact search ordered and bounded out by the
 /// no-shift start count (`FastSweep::started_no_shift`) answers exactly
 /// what the search before it (`tune::tune_exact_reference`, bounded by
 /// `started_upper_bound`) answers — every budget's best point and every

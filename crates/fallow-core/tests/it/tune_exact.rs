@@ -1,11 +1,11 @@
-//! Exact tuning against an exhaustive run of the simulator (issue 11,
-//! item 1): on every shared real trace, for fixed-wait (the one-pass
+//! Exact tuning against an exhaustive run of the simulator
+//! (docs/tuning.md): on every shared real trace, for fixed-wait (the one-pass
 //! sweep's policy), every step of the knob ladder is simulated at several
 //! sizes with [`simulate`], and the best point within each of three budgets
 //! is picked by hand; `tune`'s answer per size must equal it (throughput,
 //! then added delay) and its overall answer must be at least the best
 //! exhaustive point. The traces are cut to their first 2,000 requests (the
-//! size of the issue's `hm` sample) so the ~11,000 simulations per trace stay
+//! size of an `hm` sample) so the ~11,000 simulations per trace stay
 //! quick; traces without completion times get an exponential 5 ms service.
 
 use crate::readers::shared;

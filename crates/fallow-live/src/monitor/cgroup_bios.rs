@@ -1,8 +1,8 @@
 //! A managed command's own I/O as the event-driven monitor sees it: each
 //! bio queued on the watched disk (`block:block_bio_queue`) is the
 //! command's when the task that queued it is in the command's cgroup (v2)
-//! or below it (issue 16, the last item: `fallow run` on the event
-//! monitor).
+//! or below it (`fallow run` on the event
+//! monitor; docs/run.md, "How it works").
 //!
 //! Why this way: the event monitor already samples `block_bio_queue` on
 //! every CPU to wake up; asking the kernel to add the submitter's cgroup
@@ -26,7 +26,7 @@
 //! command queues itself (`O_DIRECT`, `fsync`'s own write-out) are
 //! attributed like its reads.
 //!
-//! A btrfs scrub (issue 24) runs in the kernel, in the ioctl of the
+//! A btrfs scrub (docs/native.md, "The brake") runs in the kernel, in the ioctl of the
 //! `btrfs scrub start` process, which queues the scrub's reads itself
 //! (seen with `block_bio_queue`: every bio of a scrub had that process's
 //! pid and comm `btrfs`). Such a job is told apart by process instead
@@ -461,7 +461,7 @@ mod tests {
     }
 
     /// A btrfs scrub's bios are queued by the `btrfs scrub start` process
-    /// (issue 24): by pid they are the job's, in any cgroup, and a new run
+    /// (docs/native.md, "The brake"): by pid they are the job's, in any cgroup, and a new run
     /// replaces the pid; anyone else's read is FG.
     #[test]
     fn a_job_told_apart_by_process_counts_its_pids_bios_only() {

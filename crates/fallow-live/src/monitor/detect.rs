@@ -206,7 +206,7 @@ impl Detector {
     }
 
     /// A bio was queued on the device at `t_ns` (the block tracepoint that
-    /// woke the event-driven monitor, issue 16 item 2). At the next sample
+    /// woke the event-driven monitor, docs/monitor.md). At the next sample
     /// it is FG activity if fallow's own I/O stood still since the sample
     /// before (then the bio was someone else's), and stays so for up to
     /// [`ANNOUNCE_HOLD_NS`] until the counters show it: the arrival is seen

@@ -1,7 +1,7 @@
 //! The event-driven monitor: every block request on a set of devices, as
 //! the kernel's block tracepoints report it, read through
 //! `perf_event_open` ([`super::perf`]) with no BPF, and attributed to the
-//! process and cgroup that issued it (issue 16 items 2 and 3).
+//! process and cgroup that issued it (docs/monitor.md).
 //!
 //! [`EventMonitor::wait`] sleeps in `poll` until the kernel has a block
 //! event for one of the devices, so an idle disk costs no CPU, and

@@ -214,7 +214,7 @@ impl Waker {
         // (`block_rq_issue`), which under plugging or an I/O scheduler comes
         // from a kworker a millisecond or more later on a loaded machine.
         // Waking at the issue as well only woke the thread twice per read
-        // (issue 16 item 2; docs/monitor.md has the figures). No
+        // (docs/monitor.md has the figures). No
         // completions: after a wake the thread samples at the interval
         // until the device is idle, and each tracepoint costs a probe
         // registration at start.

@@ -162,8 +162,8 @@ pub const PROMPT_SLICE_NS: u64 = 100_000;
 /// slice gives a waking task an earlier virtual deadline, and
 /// `PREEMPT_SHORT` lets it preempt a running task with a longer slice, so
 /// a monitor woken by a block event runs within its wakeup latency even on
-/// a loaded machine, without a real-time class or privileges (issue 16
-/// item 2: an FG arrival seen within 1 ms). Returns why not where the
+/// a loaded machine, without a real-time class or privileges (the goal:
+/// an FG arrival seen within 1 ms; docs/monitor.md). Returns why not where the
 /// kernel refuses (older than 6.12: `EINVAL`, the default slice stays).
 pub fn prefer_prompt_wakeups() -> std::result::Result<(), String> {
     // SAFETY: getpriority reads the calling thread's nice value (who 0 =

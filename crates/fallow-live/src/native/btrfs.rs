@@ -67,7 +67,7 @@
 //! - **Own I/O**: a [`Gate`] over every member device (from
 //!   `/sys/fs/btrfs/<fsid>/devices/`), open from just before the start or
 //!   resume until the child has exited after the cancel.
-//! - **The brake** (issue 24): where every member has `scrub_speed_max`
+//! - **The brake** (docs/native.md, "The brake"): where every member has `scrub_speed_max`
 //!   and the event monitor tells the scrub's bios (queued by the `btrfs
 //!   scrub start` process) from FG ones, nothing of the above: the scrub
 //!   runs once, `scrub_speed_max` = [`BRAKE_BYTES_PER_S`] stops it at its
@@ -1334,7 +1334,7 @@ Duration:         0:00:01
         assert_eq!(r.tool, "btrfs-progs v6.2");
     }
 
-    /// Issue 24: `--max-bytes` stops the scrub as soon as a status read
+    /// `--max-bytes` stops the scrub as soon as a status read
     /// shows the cap reached, mid-slice, not at the slice's end (10 s here)
     /// or the next chunk boundary: the slice is watched at half the time
     /// the rest would take at the measured rate.
@@ -1612,7 +1612,7 @@ device tree key (DEV_TREE ROOT_ITEM 0)
         assert!(e.contains("absolute"), "{e}");
     }
 
-    /// Issue 24, the brake: with the scrub's bios told apart (the event
+    /// The brake (docs/native.md): with the scrub's bios told apart (the event
     /// monitor attached), a request lifts `scrub_speed_max` to the user's
     /// value, an FG bio puts it to 1 at once and ends the request,
     /// `pause` keeps it braked without a cancel, the next request lifts it
@@ -1701,7 +1701,7 @@ device tree key (DEV_TREE ROOT_ITEM 0)
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "50000000");
         assert!(b.rate_limit.as_deref().unwrap().contains("scrub_speed_max"));
         // if fallow dies: brake, cancel ("not running" is done), the
-        // user's limit back; never a resume (issue 24)
+        // user's limit back; never a resume (docs/native.md)
         let rel = b.release_actions();
         assert_eq!(
             rel,

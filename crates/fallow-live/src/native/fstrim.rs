@@ -19,7 +19,7 @@
 //! repeated after a crash costs a little time and nothing else (trimming
 //! free space twice is harmless).
 //!
-//! **ext4: ranges on block-group boundaries** (issue 24). ext4 trims each
+//! **ext4: ranges on block-group boundaries**. ext4 trims each
 //! free extent that starts in the range to its end within the block group
 //! (fs/ext4/mballoc.c `ext4_try_to_trim_range`: `next =
 //! mb_find_next_bit(bitmap, last + 1, start)`, `last` the group's last
@@ -539,7 +539,7 @@ mod tests {
         b
     }
 
-    /// Issue 24: `--max-bytes` is a hard cap on the ranges' bytes.
+    /// `--max-bytes` is a hard cap on the ranges' bytes (docs/native.md).
     #[test]
     fn ranges_stop_at_the_cap_on_group_or_mib_boundaries() {
         const MIB: u64 = 1 << 20;

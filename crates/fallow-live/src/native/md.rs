@@ -45,7 +45,7 @@
 //! window there: a window cut short by a crash is done again, none is
 //! skipped.
 //!
-//! **The brake** (issue 24): a window need not run blind to its end.
+//! **The brake** (docs/native.md, `md:/dev/mdX`): a window need not run blind to its end.
 //! While it runs, the array's own counters (`/sys/block/mdX/stat`: I/O to
 //! the array, never the check's, which goes to the members) are polled;
 //! on the first I/O `sync_speed_min` = `sync_speed_max` =
@@ -418,7 +418,7 @@ impl Md {
         // md_set_array_sectors(mddev, size); mddev->resync_max_sectors =
         // size`), which `/sys/block/mdX/size` shows in sectors. Member
         // size × 2 there made a 4-disk raid10 stop at its first window
-        // ("the array now has N sectors to check") (issue 24).
+        // ("the array now has N sectors to check").
         let level = read("level")?.trim().to_string();
         let (total_file, total_sectors) = if level == "raid10" {
             let f = format!("/sys/block/{name}/size");

@@ -570,7 +570,7 @@ mod tests {
         assert!(h("fstrim -v /home")
             .unwrap()
             .contains("`fallow trim /home`"));
-        // issue 24: the exact command, with --resume for a resume, and
+        // the exact command, with --resume for a resume, and
         // md's sync_action written by a shell or tee
         assert!(h("btrfs scrub resume -B /srv")
             .unwrap()

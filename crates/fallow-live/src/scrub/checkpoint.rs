@@ -649,7 +649,7 @@ mod tests {
         e
     }
 
-    /// An 8 MiB target in 1 MiB requests, 3 segments done (issue 12's case).
+    /// An 8 MiB target in 1 MiB requests, 3 segments done.
     fn eight() -> Checkpoint {
         let mut t = target();
         t.size_bytes = 8 << 20;
@@ -672,7 +672,7 @@ mod tests {
             text.starts_with("{\n  \"format\": \"fallow-scrub-checkpoint\""),
             "{text}"
         );
-        // issue 12: segments 8 -> 4, next_visit 3 -> 7, by hand
+        // segments 8 -> 4, next_visit 3 -> 7, by hand
         for (from, to) in [
             ("\"segments\": 8", "\"segments\": 4"),
             ("\"next_visit\": 3", "\"next_visit\": 7"),

@@ -357,7 +357,7 @@ impl Scrubber {
     }
 
     /// `--max-bytes` is a hard cap: spent once the next segment would
-    /// take the run past it (a segment is the smallest request; issue 27:
+    /// take the run past it (a segment is the smallest request; before,
     /// adaptive-size's larger requests overshot 16 MiB by 2 MiB).
     fn budget_spent(&self) -> bool {
         self.cfg.max_bytes.is_some_and(|m| {
@@ -648,7 +648,7 @@ mod tests {
         assert_eq!(sorted, (0..16).collect::<Vec<_>>());
     }
 
-    /// Issue 27: `--max-bytes` is a hard cap whatever size the policy asks
+    /// `--max-bytes` is a hard cap whatever size the policy asks
     /// (adaptive-size asked for more and overshot 16 MiB by 2 MiB): 5.5
     /// segments' budget with 4-segment requests reads 4 + 1 segments, and
     /// a budget below one segment reads nothing.

@@ -385,7 +385,7 @@ mod tests {
         let e = bad("h.toml", "policy = \"x\"\n");
         assert!(e.contains("top-level key `policy`"), "{e}");
         assert!(bad("i.toml", "[scrub\n").contains("i.toml"));
-        // issue 12: a misspelt table is an error naming the file and the table
+        // a misspelt table is an error naming the file and the table
         let e = bad("j.toml", "[scrubb]\nsize = \"4MiB\"\n");
         assert!(
             e.contains("j.toml") && e.contains("unknown table [scrubb]"),

@@ -3,7 +3,7 @@
 //! disk's `MOUNTPOINT/stat`) every poll interval: it sees that I/O
 //! happened and how much is in flight, but not who issued it.
 //! [`super::traced::TracedSource`], on the block tracepoints (the
-//! event-driven monitor, issue 16 items 2–3), wakes on I/O and names the
+//! event-driven monitor, docs/monitor.md), wakes on I/O and names the
 //! process and cgroup of each request in [`Observation::issuers`]; it is
 //! used for block devices wherever the monitor can run (the emulated
 //! disk's `stat` file has no tracepoints: a loop device over it does).

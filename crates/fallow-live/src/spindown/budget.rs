@@ -1,14 +1,14 @@
 //! The spin-up budget, `--max-spinups N/UNIT`: a drive is rated for a
 //! number of load/unload (start/stop) cycles — 300,000 or 600,000, which
-//! over a 3-year life is ~275 or ~550 a day (hd-idle issue 55) — and WD
-//! asks for idle timers of at least 10 minutes. Each spin-down the daemon
-//! commands is followed by at most one spin-up, so the budget is spent on
-//! spin-downs.
+//! over a 3-year life is ~275 or ~550 a day (from hd-idle's tracker, as
+//! docs/spindown.md cites it) — and WD asks for idle timers of at least 10
+//! minutes. Each spin-down the daemon commands is followed by at most one
+//! spin-up, so the budget is spent on spin-downs.
 //!
 //! `N/UNIT` means what it says: at most `N` spin-downs in ANY window of
 //! that length, a sliding window over the spin-downs' times. (It was a
 //! token bucket with a day's rate that held an hour's share, so `30/h`
-//! became 720 a day and allowed 34 in 10 minutes: issue 22.) When the
+//! became 720 a day and allowed 34 in 10 minutes.) When the
 //! window is full the daemon lengthens the policy's timeout to the moment
 //! the oldest of the last `N` leaves it (`earliest_ns`), and says so.
 
@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn thirty_an_hour_is_thirty_in_any_hour() {
-        // issue 22: `30/h` allowed 34 spin-downs in 10 minutes. By hand,
+        // `30/h` once allowed 34 spin-downs in 10 minutes. By hand,
         // a greedy spender at 1 ns steps: 30 at 0..29 ns, then the 31st
         // only when the first leaves the window, at 1 h, and so on: 30
         // at the start of each hour, 90 in 3 hours.

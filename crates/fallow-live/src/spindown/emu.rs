@@ -111,7 +111,7 @@ impl Actuator for EmuActuator {
 /// An emulated disk's I/O: its `stat` counters polled, and the
 /// requesters of the requests since the previous look from its
 /// `issuers` file (FUSE gives the emulator each request's pid; the block
-/// tracepoints of a FUSE mount show only the FUSE server). Issue 22: the
+/// tracepoints of a FUSE mount show only the FUSE server). Before, the
 /// daemon named every waker of an emulated disk "unknown".
 #[derive(Debug)]
 pub struct EmuSource {
@@ -161,7 +161,7 @@ pub fn parse_issuers(text: &str, after: u64, path: &Path) -> Result<(Vec<Issuer>
 
 impl EmuSource {
     /// Poll the emulated disk in `dir` (its mount point). `None` when the
-    /// emulator serves no `issuers` file (one older than issue 22).
+    /// emulator serves no `issuers` file (an older one).
     pub fn open(dir: &Path) -> Result<Option<EmuSource>> {
         let issuers_path = dir.join("issuers");
         if !issuers_path.is_file() {

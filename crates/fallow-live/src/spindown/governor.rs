@@ -53,7 +53,7 @@ pub enum Tick {
     /// The policy's timeout expired but the budget has no spin-up to spare
     /// until `until_ns`: the timeout is lengthened to that. Reported once
     /// each time the budget becomes exhausted (not each idle interval it
-    /// holds back: issue 22 logged one per interval); it is released by
+    /// holds back: it once logged one per interval); it is released by
     /// the next spin-down.
     BudgetHeld {
         /// The policy's timeout, ns.

@@ -198,7 +198,7 @@ impl Jobs {
         Ok(events)
     }
 
-    /// Stop every running job (the daemon is stopping; issue 22: SIGTERM
+    /// Stop every running job (the daemon is stopping; SIGTERM once
     /// orphaned them and the status still called them running): SIGTERM
     /// to its process group, SIGKILL after `grace`; each run is recorded
     /// as ended and `stopped`.

@@ -25,7 +25,7 @@
 //! ([`Governor::deadline_ns`]), a job due ([`Jobs::next_due_ns`]), a polled
 //! source's next read, a busy disk's next look, the status heartbeat
 //! ([`STATUS_EVERY_NS`]) or `--duration`. An idle or spun-down disk on the
-//! block-tracepoint source thus costs a wake-up a minute (issue 16: ≤ 0.1 %
+//! block-tracepoint source thus costs a wake-up a minute (goal: ≤ 0.1 %
 //! of a core; docs/spindown.md#cost has the figures).
 
 pub mod activity;
@@ -63,7 +63,7 @@ pub const DEFAULT_POLICY: &str = "timeout:t=10min";
 /// they must be polled (an emulated disk; no events) a spin-down or a wake
 /// is seen at most 50 ms late. At 1 s live spin-ups differed from
 /// `fallow energy`'s by −18 % and +40 % on an emulated disk with 2 s
-/// timeouts (issue 22). An event-driven source does not poll an idle disk.
+/// timeouts. An event-driven source does not poll an idle disk.
 pub const DEFAULT_POLL_NS: u64 = 50_000_000;
 
 /// One disk's settings.
@@ -403,7 +403,7 @@ pub fn process_start_ticks(pid: u32) -> Option<u64> {
 
 impl Status {
     /// Whether the daemon that wrote this status still runs: its pid
-    /// exists and started when the status says (issue 22: `status`
+    /// exists and started when the status says (`status` once
     /// reported a daemon that had exited as running). `Err` says why not.
     pub fn daemon_alive(&self) -> std::result::Result<(), String> {
         match (process_start_ticks(self.pid), self.pid_start_ticks) {
@@ -500,7 +500,7 @@ pub type StatusHook = Box<dyn FnMut(&Status) + Send>;
 /// How often the status (file and hook) is rewritten when nothing
 /// changes, ns. Only the clock-driven figures (uptime, time by state and
 /// its energy) move then; rewriting them every second was most of an idle
-/// daemon's cost (issue 16: ≤ 0.1 % of a core).
+/// daemon's cost (goal: ≤ 0.1 % of a core; docs/spindown.md, "Cost").
 pub const STATUS_EVERY_NS: u64 = 60_000_000_000;
 
 /// How long a job has to end after SIGTERM when the daemon stops, before
@@ -906,7 +906,7 @@ impl Daemon {
         loop {
             if !first {
                 // sleep until something can happen: I/O on an event-driven
-                // source, a deadline, or a stop (issue 16: an idle disk
+                // source, a deadline, or a stop (docs/spindown.md, "Cost": an idle disk
                 // under the event-driven monitor wakes nothing but timers)
                 if self.sleep_until(self.next_deadline_ns(last_status_ns))? {
                     self.wakeups.io += 1;

@@ -66,7 +66,7 @@ pub const TRACEFS_MOUNT: &str = "/sys/kernel/tracing";
 /// Make the block tracepoints reachable: tracefs where it is mounted, or
 /// mounted at [`TRACEFS_MOUNT`] now (as perf and bpftrace do; it stays
 /// mounted, as theirs does). `Ok(true)` when this call mounted it.
-/// (Issue 22: without tracefs the daemon polled once a second and named
+/// (Before, without tracefs the daemon polled once a second and named
 /// every waker "unknown".)
 pub fn ensure_tracefs() -> std::result::Result<bool, String> {
     if crate::monitor::tracepoint::tracefs_root().is_some() {

@@ -1,5 +1,5 @@
 //! An [`ActivitySource`] from the kernel's block tracepoints (the
-//! event-driven [`EventMonitor`], issue 16 items 2–3): it waits in
+//! event-driven [`EventMonitor`], docs/monitor.md): it waits in
 //! `poll(2)` until I/O happens instead of polling, and names who issued
 //! each request — the process, pid and cgroup of the submitter
 //! (`block_bio_queue`), or the flusher and the inode's dirtier for

@@ -1,12 +1,12 @@
-//! Series that would be drawn on top of each other (issue 17 item 4: "no
-//! overlapping series without a visual distinction"). Lines whose drawn
+//! Series that would be drawn on top of each other (docs/reports.md: no
+//! overlapping series without a visual distinction). Lines whose drawn
 //! points lie within a pixel of each other show only the top one whatever
 //! their dash or marker, so such a group is drawn once, under one label
 //! that names every member ("fixed-wait = deadline = oracle"), with one
 //! legend entry. Markers of a scatter at the same pixel become one marker
 //! whose hover text lists every point; markers near enough to cover each
-//! other (a crowd) share one label naming every series among them (issue
-//! 27 item 6).
+//! other (a crowd) share one label naming every series among them
+//! (docs/reports.md).
 
 use super::layers::Map;
 use super::{Chart, Layer, Legend, Marker, Swatch};

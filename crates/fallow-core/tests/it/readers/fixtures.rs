@@ -115,7 +115,7 @@ fn spc_small() {
     assert_eq!(t.completion_ns(), None);
 }
 
-/// Issue 26: the Alibaba Cloud layout, values worked out by hand from
+/// The Alibaba Cloud layout (docs/formats.md), values worked out by hand from
 /// the fixture's lines (µs → ns, arrivals sorted across volumes, volume
 /// ids kept as device ids).
 #[test]
@@ -131,7 +131,7 @@ fn alibaba_small() {
     assert_eq!(t.completion_ns(), None);
 }
 
-/// Issue 26: the Tencent CBS layout: whole seconds, 512-byte sectors,
+/// The Tencent CBS layout: whole seconds, 512-byte sectors,
 /// IOType 0 = read, the volume id as the device id.
 #[test]
 fn tencent_small() {

@@ -1,4 +1,4 @@
-//! The readers of what people record (issue 17): bcc biosnoop, fallow's
+//! The readers of what people record (docs/formats.md): bcc biosnoop, fallow's
 //! bpftrace one-liner, blktrace's binary per-CPU files, fio iologs and
 //! latency logs, on the hand-made fixtures in `tests/data/traces` (every
 //! expected value below is worked out by hand from the fixture's lines in

@@ -4,9 +4,9 @@
 //! and completion times (where the format has them), offsets, sizes,
 //! directions and devices. Requests are compared as sorted lists, so the
 //! writers may emit lines out of time order, which the readers must sort,
-//! not drop. blkparse includes concurrent requests to one sector (issue 12:
+//! not drop. blkparse includes concurrent requests to one sector (once
 //! `D D C C` kept one of two), MSR files several hosts with the same disk
-//! numbers (issue 12: `hm,0` and `rsrch,0` were one device), also after a
+//! numbers (once `hm,0` and `rsrch,0` were one device), also after a
 //! round trip through fallow's binary cache, which keeps the host names.
 
 use fallow_core::trace::{read_from, write_fallow_bin, Format, Op, ReadOptions};
@@ -376,7 +376,7 @@ proptest! {
     }
 }
 
-/// The case of issue 12 in full: 1,000 MSR-like requests, many of them to
+/// The concurrent-sector case in full: 1,000 MSR-like requests, many of them to
 /// the same few sectors while others are in flight, written as blkparse
 /// and read back: all 1,000 (the old reader kept 883).
 #[test]
@@ -419,7 +419,7 @@ fn rebased(mut v: Vec<Req>) -> Vec<Req> {
     v
 }
 
-/// Checks for the readers of issue 17: `ignored` records ignored by
+/// Checks for the readers of recorded formats: `ignored` records ignored by
 /// design (banners, file actions), nothing skipped, the requests equal.
 fn check_ignoring(
     t: &Trace,

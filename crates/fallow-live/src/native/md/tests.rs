@@ -319,7 +319,7 @@ fn a_whole_check_runs_window_by_window_through_the_driver() {
     );
 }
 
-/// Issue 24: a 4-disk raid10 (`md1` in the fixture: members sdd, sde,
+/// A 4-disk raid10 (`md1` in the fixture: members sdd, sde,
 /// sdf, sdg of 32 MiB, near=2, so 64 MiB = 131072 sectors of array). md
 /// checks a raid10 over the array's address space: raid10.c `raid10_run`
 /// sets `resync_max_sectors` to `raid10_size()`, the array size, which
@@ -489,7 +489,7 @@ fn busy_absent_and_misconfigured_arrays_are_clear_errors() {
 
 /// The checkpoint passes the output guard before anything is written, and
 /// a checkpoint is checked against the array (its size, its chunk) before
-/// `--resume` trusts it (issue 12).
+/// `--resume` trusts it.
 #[test]
 fn checkpoints_are_guarded_and_checked_against_the_array() {
     let (dir, _md) = tree();
@@ -635,7 +635,7 @@ fn array_read_after(dir: &Path, delay_ms: u64) -> std::thread::JoinHandle<()> {
     })
 }
 
-/// Issue 24, the md brake: I/O to the array mid-window puts
+/// The md brake (docs/native.md): I/O to the array mid-window puts
 /// `sync_speed_min` = `sync_speed_max` = 1 KiB/s, and md's throttle
 /// (`md_do_sync`, modelled by the fake kernel) holds the check within one
 /// 128 KiB throttle window; the next request lifts the brake to the user's
@@ -687,7 +687,7 @@ fn the_brake_holds_a_window_on_array_io_and_the_next_request_lifts_it() {
     );
 }
 
-/// Issue 24: `kill -9` while the brake holds a check: the guardian's
+/// `kill -9` while the brake holds a check: the guardian's
 /// release actions stop the check and put back the user's own limits (a
 /// local 50000 KiB/s here, written back as a number), not the brake's.
 #[test]
@@ -753,7 +753,7 @@ fn speed_files_and_the_lifted_values() {
     assert_eq!(e.0, "sync_speed_min");
 }
 
-/// Issue 24: `--max-bytes` is a hard cap on md: the last window's
+/// `--max-bytes` is a hard cap on md: the last window's
 /// `sync_max` ends at the cap (whole chunks), so the kernel checks nothing
 /// past it. 10.75 MiB with 1 MiB windows and 512 KiB chunks: ten windows
 /// and a last one of half a MiB = 21 chunks = 21504 sectors, where the

@@ -187,7 +187,7 @@ fn stopped_midway_it_stays_paused_and_resume_continues_it() {
     assert!(!f.log()[n..].iter().any(|l| l == "scrub -s tank"));
 }
 
-/// Issue 24: what `fallow __guardian` does if fallow dies. A scrub fallow
+/// What `fallow __guardian` does if fallow dies. A scrub fallow
 /// was running (killed mid-slice) is paused, never left running; one
 /// paused (by fallow between slices, or by the user), cancelled by the
 /// user or finished is left as it is: the guardian never runs `zpool
