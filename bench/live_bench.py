@@ -1175,15 +1175,61 @@ def fg_halves(out: Path, runtime_s: float) -> list[dict]:
         lats = sorted(x for x, _ in h)
         if not lats:
             raise BenchError(f"{out}: no FG request in a half of the run")
+        mean = sum(lats) / len(lats)
+        var = sum((x - mean) ** 2 for x in lats) / (len(lats) - 1) if len(lats) > 1 else 0.0
         result.append(
             {
                 "requests": len(lats),
                 "bytes": sum(b for _, b in h),
-                "mean_s": sum(lats) / len(lats),
+                "mean_s": mean,
+                # unbiased, s²: the half's mean is known to ±1.96·sqrt(var/n)
+                "var_s2": var,
                 "p99_s": quantile(lats, 0.99),
             }
         )
     return result
+
+
+def slowdown_ci95(half: dict, alones: list[dict]) -> float:
+    """95 % half-width of a half's mean slowdown over the mean of FG
+    alone's same half in `alones` (the rounds): the delta method for the
+    ratio of two independent means, r·1.96·sqrt(var/(n·m²) + var0/m0²),
+    where the baseline's variance of its mean is that of the rounds' mean
+    of means. Request-to-request variance only: what one run of this
+    length can resolve, not the drift between runs (the alone rounds'
+    own deviations show that)."""
+    k = len(alones)
+    m0 = sum(a["mean_s"] for a in alones) / k
+    var_m0 = sum(a["var_s2"] / a["requests"] for a in alones) / (k * k)
+    m, n = half["mean_s"], half["requests"]
+    if m0 <= 0 or m <= 0:
+        return math.inf
+    r = m / m0
+    return 1.96 * r * math.sqrt(half["var_s2"] / (n * m * m) + var_m0 / (m0 * m0))
+
+
+def budget_fraction(budget: str) -> float | None:
+    """A slowdown budget (`5%`) as a fraction; None for a delay budget."""
+    b = budget.strip()
+    if not b.endswith("%"):
+        return None
+    try:
+        return float(b[:-1]) / 100
+    except ValueError:
+        return None
+
+
+def budget_half_verdict(slowdown: float, ci: float, budget: float) -> str:
+    """A half against the goal (its FG mean slowdown within the budget,
+    ± 20 % of it): `within` when even the interval's upper end is at most
+    1.2·budget, `over` when its lower end is above, `unresolved` when the
+    interval contains 1.2·budget (the run is too short to tell)."""
+    limit = 1.2 * budget
+    if slowdown + ci <= limit:
+        return "within"
+    if slowdown - ci > limit:
+        return "over"
+    return "unresolved"
 
 
 def run_window_halves(
@@ -1423,8 +1469,10 @@ def bench_budget_workload(
     base_fg = sum(r["fg"]["mean_s"] for r in alones) / len(alones)
     out["alone_rounds"] = len(alones)
     for r in runs.values():
-        for h, h0 in zip(r["halves"], base_halves):
+        for i, (h, h0) in enumerate(zip(r["halves"], base_halves)):
             h["mean_slowdown"] = h["mean_s"] / h0 - 1
+            if all("var_s2" in a["halves"][i] for a in alones) and "var_s2" in h:
+                h["mean_slowdown_ci95"] = slowdown_ci95(h, [a["halves"][i] for a in alones])
         r["fg"]["mean_slowdown"] = r["fg"]["mean_s"] / base_fg - 1
     out["runs"] = runs
     out["trajectory"] = {}
@@ -1487,6 +1535,22 @@ def budget_table(d: dict, budget: str) -> str:
                 f" {h[1]['mean_slowdown'] * 100:>+10.1f}%"
                 f" {h[0]['scrub_mb_s']:>11.3g} {h[1]['scrub_mb_s']:>11.3g}"
             )
+            if all("mean_slowdown_ci95" in x for x in h):
+                # what a run of this length can tell (request-to-request
+                # variance), and the goal's verdict on it for a % budget
+                frac = budget_fraction(budget)
+                parts = []
+                for x in h:
+                    v = x["mean_slowdown"] * 100
+                    ci = x["mean_slowdown_ci95"] * 100
+                    part = f"{v:+.1f} % ± {ci:.1f}"
+                    if frac is not None and tag.startswith("budget"):
+                        verdict = budget_half_verdict(
+                            x["mean_slowdown"], x["mean_slowdown_ci95"], frac
+                        )
+                        part += f" ({verdict})"
+                    parts.append(part)
+                lines.append(f"    {'':<4}95 % intervals per half: " + "; ".join(parts))
         # time outside the block layer: fio's mean over the block layer's
         # mean of the same reads, FG alone (the recording) and budgeted
         # (the driver's measurement over every FG read)
