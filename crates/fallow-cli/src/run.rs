@@ -20,13 +20,14 @@ use crate::{exit_code_of, message, BadInput};
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_live::run::{
-    guard, native_alternative, FreezerKind, GuardianSpec, RunNote, RunSession, RunSignals, RunStats,
+    guard, native_alternative, FreezerKind, GuardianSpec, RunNote, RunOutcome, RunSession,
+    RunSignals, RunStats,
 };
 use fallow_live::settings::{Command, Flags, Settings};
 use fallow_live::{DriveReport, MonitorStats};
 use serde::Serialize;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -248,86 +249,12 @@ fn say(quiet: bool, line: &str) {
 }
 
 fn run(args: RunArgs) -> Result<i32> {
-    // kernel-run maintenance (docs/run.md, "Work it cannot pause"):
-    // freezing the command pauses nothing, so fallow would run it unpaused
-    // and count the device's reads as frozen time. Refused before anything
-    // runs, with the native executor's exact command.
-    if let Some(n) = native_alternative(&args.command) {
-        return Err(BadInput(format!(
-            "{n}. `fallow run` freezes the command, which pauses nothing of the work the kernel does; nothing was run"
-        ))
-        .into());
-    }
+    refuse_kernel_run(&args.command)?;
     let s = settings(&args)?;
-    // the report must not replace an input or a device, found out at the end
-    if let Some(p) = &s.report {
-        let guard = args.out.guard(
-            [args.config.as_deref(), args.tuned.as_deref()]
-                .into_iter()
-                .flatten(),
-        );
-        crate::atomic::check(
-            &guard,
-            p,
-            fallow_core::outpath::OutputKind::JsonReport,
-            "--report",
-        )?;
-    }
-    // signals: a flag per kind; any of them stops the driver
-    let signals = RunSignals::default();
-    {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-        use signal_hook::flag;
-        let reg =
-            |r: std::io::Result<signal_hook::SigId>| r.context("cannot install a signal handler");
-        // a second Ctrl-C ends fallow at once (the command was thawed at the first)
-        reg(flag::register_conditional_shutdown(
-            SIGINT,
-            130,
-            signals.int.clone(),
-        ))?;
-        reg(flag::register(SIGINT, signals.int.clone()))?;
-        reg(flag::register(SIGINT, signals.stop.clone()))?;
-        for (sig, f) in [(SIGTERM, &signals.term), (SIGHUP, &signals.hup)] {
-            reg(flag::register(sig, f.clone()))?;
-            reg(flag::register(sig, signals.stop.clone()))?;
-        }
-    }
-
+    check_report_path(&args, &s)?;
+    let signals = install_signal_handlers()?;
     let quiet = args.quiet;
-    let mut note = |n: RunNote| {
-        let line = match n {
-            RunNote::Text(t) => t,
-            RunNote::MonitorFailed(e) => format!("the monitor failed at the end: {e}"),
-            RunNote::LeftRunning {
-                signal,
-                pid,
-                running_s,
-            } => format!(
-                "ended by signal {signal}: the command (pid {pid}) runs on, unpaused, after {} of running",
-                secs(running_s)
-            ),
-            RunNote::Interrupting => "interrupted: passing SIGINT on to the command".into(),
-            RunNote::LeftToGuardian(why) => {
-                format!("left to the guardian (a child of the command still runs): {why}")
-            }
-        };
-        say(quiet, &line);
-    };
-    // said at once, from the watch's thread, while the driver waits
-    // (a command fallow recognises as kernel-run was refused above; this
-    // is one it does not, e.g. a script that starts a scrub)
-    let why = "its work runs outside its processes (in the kernel), where freezing does not reach";
-    let on_frozen_io = Box::new(move |n: &fallow_live::run::FrozenIoNotice| {
-        say(
-            quiet,
-            &format!(
-                "warning: frozen, the command still read {} in {}: freezing does not pause its I/O; {why}. Its time frozen but reading is reported as frozen_io_s, not as frozen",
-                bytes(n.bytes),
-                secs(n.after_freeze_s)
-            ),
-        );
-    });
+    let mut note = |n: RunNote| say(quiet, &note_line(n));
     let guardian = Some(crate::invocation::guardian()?);
     let mut session = RunSession::open(
         &s,
@@ -335,7 +262,7 @@ fn run(args: RunArgs) -> Result<i32> {
         guardian,
         &signals,
         &mut note,
-        on_frozen_io,
+        frozen_io_warning(quiet),
     )
     .map_err(live)?;
     let exporter = match &s.metrics {
@@ -366,6 +293,107 @@ fn run(args: RunArgs) -> Result<i32> {
         say(args.quiet, &format!("metrics at http://{a}/metrics"));
     }
     let out = session.run(&signals, &mut note).map_err(live)?;
+    say_outcome(&args, &out);
+    if let Some(path) = &s.report {
+        write_report(path, &args, &s, &out)?;
+    }
+    Ok(out.code)
+}
+
+/// Kernel-run maintenance (docs/run.md, "Work it cannot pause"): freezing
+/// the command pauses nothing, so fallow would run it unpaused and count
+/// the device's reads as frozen time. Refused before anything runs, with
+/// the native executor's exact command.
+fn refuse_kernel_run(command: &[OsString]) -> Result<()> {
+    if let Some(n) = native_alternative(command) {
+        return Err(BadInput(format!(
+            "{n}. `fallow run` freezes the command, which pauses nothing of the work the kernel does; nothing was run"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The report must not replace an input or a device, found out at the end.
+fn check_report_path(args: &RunArgs, s: &Settings) -> Result<()> {
+    if let Some(p) = &s.report {
+        let guard = args.out.guard(
+            [args.config.as_deref(), args.tuned.as_deref()]
+                .into_iter()
+                .flatten(),
+        );
+        crate::atomic::check(
+            &guard,
+            p,
+            fallow_core::outpath::OutputKind::JsonReport,
+            "--report",
+        )?;
+    }
+    Ok(())
+}
+
+/// Signals: a flag per kind; any of them stops the driver.
+fn install_signal_handlers() -> Result<RunSignals> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    use signal_hook::flag;
+    let signals = RunSignals::default();
+    let reg = |r: std::io::Result<signal_hook::SigId>| r.context("cannot install a signal handler");
+    // a second Ctrl-C ends fallow at once (the command was thawed at the first)
+    reg(flag::register_conditional_shutdown(
+        SIGINT,
+        130,
+        signals.int.clone(),
+    ))?;
+    reg(flag::register(SIGINT, signals.int.clone()))?;
+    reg(flag::register(SIGINT, signals.stop.clone()))?;
+    for (sig, f) in [(SIGTERM, &signals.term), (SIGHUP, &signals.hup)] {
+        reg(flag::register(sig, f.clone()))?;
+        reg(flag::register(sig, signals.stop.clone()))?;
+    }
+    Ok(signals)
+}
+
+/// The line the session's note `n` is said as.
+fn note_line(n: RunNote) -> String {
+    match n {
+        RunNote::Text(t) => t,
+        RunNote::MonitorFailed(e) => format!("the monitor failed at the end: {e}"),
+        RunNote::LeftRunning {
+            signal,
+            pid,
+            running_s,
+        } => format!(
+            "ended by signal {signal}: the command (pid {pid}) runs on, unpaused, after {} of running",
+            secs(running_s)
+        ),
+        RunNote::Interrupting => "interrupted: passing SIGINT on to the command".into(),
+        RunNote::LeftToGuardian(why) => {
+            format!("left to the guardian (a child of the command still runs): {why}")
+        }
+    }
+}
+
+/// The warning said at once, from the watch's thread, while the driver
+/// waits, when the frozen command still reads (a command fallow recognises
+/// as kernel-run was refused by [`refuse_kernel_run`]; this is one it does
+/// not, e.g. a script that starts a scrub).
+fn frozen_io_warning(quiet: bool) -> fallow_live::run::OnFrozenIo {
+    let why = "its work runs outside its processes (in the kernel), where freezing does not reach";
+    Box::new(move |n: &fallow_live::run::FrozenIoNotice| {
+        say(
+            quiet,
+            &format!(
+                "warning: frozen, the command still read {} in {}: freezing does not pause its I/O; {why}. Its time frozen but reading is reported as frozen_io_s, not as frozen",
+                bytes(n.bytes),
+                secs(n.after_freeze_s)
+            ),
+        );
+    })
+}
+
+/// The closing lines: how the command ended, the budget's lines and, with
+/// `--verbose`, the monitor's.
+fn say_outcome(args: &RunArgs, out: &RunOutcome) {
     let (stats, mon, drive) = (&out.stats, &out.monitor, &out.drive);
     if let Some(c) = out.exit_code {
         let leaked = if stats.frozen_io_intervals > 0 {
@@ -422,38 +450,39 @@ fn run(args: RunArgs) -> Result<i32> {
             ),
         );
     }
-    if let Some(path) = &s.report {
-        let report = Report {
-            generator: format!("fallow {}", env!("CARGO_PKG_VERSION")),
-            command: args
-                .command
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
-            pid: out.pid,
-            freezer: out.freezer,
-            cgroup: out.cgroup.clone(),
-            io_accounting: out.io_accounting.clone(),
-            policy: s.policy.clone(),
-            policy_from: s.policy_from,
-            netns: s.netns.clone(),
-            slice_s: s.slice_ns as f64 / 1e9,
-            end: out.end,
-            exit_code: out.exit_code,
-            native_alternative: out.native_alternative.clone(),
-            run: out.stats.clone(),
-            driver: out.drive.clone(),
-            monitor: out.monitor.clone(),
-            bios: out.bios,
-        };
-        crate::atomic::write_atomically(path, |w| {
-            serde_json::to_writer_pretty(&mut *w, &report)?;
-            writeln!(w)?;
-            Ok(())
-        })
-        .with_context(|| format!("cannot write the report {}", path.display()))?;
-    }
-    Ok(out.code)
+}
+
+/// Write the JSON report of the run to `path`.
+fn write_report(path: &Path, args: &RunArgs, s: &Settings, out: &RunOutcome) -> Result<()> {
+    let report = Report {
+        generator: format!("fallow {}", env!("CARGO_PKG_VERSION")),
+        command: args
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        pid: out.pid,
+        freezer: out.freezer,
+        cgroup: out.cgroup.clone(),
+        io_accounting: out.io_accounting.clone(),
+        policy: s.policy.clone(),
+        policy_from: s.policy_from,
+        netns: s.netns.clone(),
+        slice_s: s.slice_ns as f64 / 1e9,
+        end: out.end,
+        exit_code: out.exit_code,
+        native_alternative: out.native_alternative.clone(),
+        run: out.stats.clone(),
+        driver: out.drive.clone(),
+        monitor: out.monitor.clone(),
+        bios: out.bios,
+    };
+    crate::atomic::write_atomically(path, |w| {
+        serde_json::to_writer_pretty(&mut *w, &report)?;
+        writeln!(w)?;
+        Ok(())
+    })
+    .with_context(|| format!("cannot write the report {}", path.display()))
 }
 
 /// `fallow __guardian`: watch over a command until fallow says `done` on

@@ -131,6 +131,86 @@ struct BudgetGauges {
     unmet: Gauge,
 }
 
+impl BudgetGauges {
+    /// A budgeted run's gauges, registered in `registry`; the limits and
+    /// the measurements start unknown (NaN).
+    fn registered(registry: &mut Registry) -> BudgetGauges {
+        let g = BudgetGauges {
+            slowdown_limit: Gauge::default(),
+            added_delay_limit: Gauge::default(),
+            slowdown: Gauge::default(),
+            slowdown_ci95: Gauge::default(),
+            p99_slowdown: Gauge::default(),
+            added_delay: Gauge::default(),
+            knob_value: Gauge::default(),
+            refits: Gauge::default(),
+            backoffs: Gauge::default(),
+            unmet: Gauge::default(),
+        };
+        registry.register(
+            "budget_slowdown_limit",
+            "The FG mean slowdown the budget allows (NaN: the budget is a delay)",
+            g.slowdown_limit.clone(),
+        );
+        registry.register(
+            "budget_added_delay_limit_seconds",
+            "The mean delay per FG request the budget allows, seconds (NaN: the budget is a slowdown)",
+            g.added_delay_limit.clone(),
+        );
+        registry.register(
+            "budget_measured_slowdown",
+            "FG mean slowdown measured at the current setting (NaN: too few reads yet)",
+            g.slowdown.clone(),
+        );
+        registry.register(
+            "budget_measured_slowdown_ci95",
+            "Half-width of the measured slowdown's 95% confidence interval",
+            g.slowdown_ci95.clone(),
+        );
+        registry.register(
+            "budget_measured_p99_slowdown",
+            "FG p99 slowdown measured at the current setting",
+            g.p99_slowdown.clone(),
+        );
+        registry.register(
+            "budget_measured_added_delay_seconds",
+            "Mean delay added to an FG read at the current setting, seconds",
+            g.added_delay.clone(),
+        );
+        registry.register(
+            "budget_knob_value",
+            "The refitted knob's value in use (ns for a wait)",
+            g.knob_value.clone(),
+        );
+        registry.register(
+            "budget_refits",
+            "Refits of the knob so far",
+            g.refits.clone(),
+        );
+        registry.register(
+            "budget_backoffs",
+            "Back-offs after a measured overrun so far",
+            g.backoffs.clone(),
+        );
+        registry.register(
+            "budget_unmet",
+            "1 when the budget is not being met on this device",
+            g.unmet.clone(),
+        );
+        for x in [
+            &g.slowdown_limit,
+            &g.added_delay_limit,
+            &g.slowdown,
+            &g.slowdown_ci95,
+            &g.p99_slowdown,
+            &g.added_delay,
+        ] {
+            x.set(f64::NAN);
+        }
+        g
+    }
+}
+
 /// A budgeted run's state, as [`Metrics::budget`] takes it. Unknowns are
 /// `None` (exported as NaN).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -174,6 +254,72 @@ struct ScrubGauges {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ErrorLabels {
     kind: &'static str,
+}
+
+impl ScrubGauges {
+    /// The scrub's gauges, registered in `registry`; the rate and the
+    /// time left start unknown (NaN).
+    fn registered(registry: &mut Registry) -> ScrubGauges {
+        let g = ScrubGauges {
+            done_bytes: Gauge::default(),
+            target_bytes: Gauge::default(),
+            pass: Gauge::default(),
+            rate: Gauge::default(),
+            eta_seconds: Gauge::default(),
+            bad_ranges: Gauge::default(),
+            bad_bytes: Gauge::default(),
+            errors: Family::default(),
+            complete: Gauge::default(),
+        };
+        registry.register(
+            "scrub_done_bytes",
+            "Bytes the scrub has done in this pass (scrubbed, or ranges trimmed)",
+            g.done_bytes.clone(),
+        );
+        registry.register(
+            "scrub_target_bytes",
+            "Bytes the pass covers (0: not known)",
+            g.target_bytes.clone(),
+        );
+        registry.register(
+            "scrub_pass",
+            "The pass, from 1 (0: the tool keeps no pass count)",
+            g.pass.clone(),
+        );
+        registry.register(
+            "scrub_rate_bytes_per_second",
+            "This run's scrub rate over its wall time, idle waits included (NaN before the first byte)",
+            g.rate.clone(),
+        );
+        registry.register(
+            "scrub_eta_seconds",
+            "Time left at this run's rate (NaN: not known)",
+            g.eta_seconds.clone(),
+        );
+        registry.register(
+            "scrub_bad_ranges",
+            "Unreadable ranges found in this pass",
+            g.bad_ranges.clone(),
+        );
+        registry.register(
+            "scrub_bad_bytes",
+            "Bytes in the unreadable ranges found in this pass",
+            g.bad_bytes.clone(),
+        );
+        registry.register(
+            "scrub_errors",
+            "Errors the native tool reports, corrected or uncorrectable",
+            g.errors.clone(),
+        );
+        registry.register(
+            "scrub_complete",
+            "1 once the pass is complete",
+            g.complete.clone(),
+        );
+        g.rate.set(f64::NAN);
+        g.eta_seconds.set(f64::NAN);
+        g
+    }
 }
 
 /// Where a scrub is, as [`Metrics::scrub_progress`] takes it. Unknowns
@@ -321,140 +467,8 @@ impl Metrics {
             let _ = state_seconds.get_or_create(&labels);
             let _ = state.get_or_create(&labels);
         }
-        let scrub = scrub.then(|| {
-            let g = ScrubGauges {
-                done_bytes: Gauge::default(),
-                target_bytes: Gauge::default(),
-                pass: Gauge::default(),
-                rate: Gauge::default(),
-                eta_seconds: Gauge::default(),
-                bad_ranges: Gauge::default(),
-                bad_bytes: Gauge::default(),
-                errors: Family::default(),
-                complete: Gauge::default(),
-            };
-            let r = &mut registry;
-            r.register(
-                "scrub_done_bytes",
-                "Bytes the scrub has done in this pass (scrubbed, or ranges trimmed)",
-                g.done_bytes.clone(),
-            );
-            r.register(
-                "scrub_target_bytes",
-                "Bytes the pass covers (0: not known)",
-                g.target_bytes.clone(),
-            );
-            r.register(
-                "scrub_pass",
-                "The pass, from 1 (0: the tool keeps no pass count)",
-                g.pass.clone(),
-            );
-            r.register(
-                "scrub_rate_bytes_per_second",
-                "This run's scrub rate over its wall time, idle waits included (NaN before the first byte)",
-                g.rate.clone(),
-            );
-            r.register(
-                "scrub_eta_seconds",
-                "Time left at this run's rate (NaN: not known)",
-                g.eta_seconds.clone(),
-            );
-            r.register(
-                "scrub_bad_ranges",
-                "Unreadable ranges found in this pass",
-                g.bad_ranges.clone(),
-            );
-            r.register(
-                "scrub_bad_bytes",
-                "Bytes in the unreadable ranges found in this pass",
-                g.bad_bytes.clone(),
-            );
-            r.register(
-                "scrub_errors",
-                "Errors the native tool reports, corrected or uncorrectable",
-                g.errors.clone(),
-            );
-            r.register(
-                "scrub_complete",
-                "1 once the pass is complete",
-                g.complete.clone(),
-            );
-            g.rate.set(f64::NAN);
-            g.eta_seconds.set(f64::NAN);
-            g
-        });
-        let budget = budget.then(|| {
-            let g = BudgetGauges {
-                slowdown_limit: Gauge::default(),
-                added_delay_limit: Gauge::default(),
-                slowdown: Gauge::default(),
-                slowdown_ci95: Gauge::default(),
-                p99_slowdown: Gauge::default(),
-                added_delay: Gauge::default(),
-                knob_value: Gauge::default(),
-                refits: Gauge::default(),
-                backoffs: Gauge::default(),
-                unmet: Gauge::default(),
-            };
-            let r = &mut registry;
-            r.register(
-                "budget_slowdown_limit",
-                "The FG mean slowdown the budget allows (NaN: the budget is a delay)",
-                g.slowdown_limit.clone(),
-            );
-            r.register(
-                "budget_added_delay_limit_seconds",
-                "The mean delay per FG request the budget allows, seconds (NaN: the budget is a slowdown)",
-                g.added_delay_limit.clone(),
-            );
-            r.register(
-                "budget_measured_slowdown",
-                "FG mean slowdown measured at the current setting (NaN: too few reads yet)",
-                g.slowdown.clone(),
-            );
-            r.register(
-                "budget_measured_slowdown_ci95",
-                "Half-width of the measured slowdown's 95% confidence interval",
-                g.slowdown_ci95.clone(),
-            );
-            r.register(
-                "budget_measured_p99_slowdown",
-                "FG p99 slowdown measured at the current setting",
-                g.p99_slowdown.clone(),
-            );
-            r.register(
-                "budget_measured_added_delay_seconds",
-                "Mean delay added to an FG read at the current setting, seconds",
-                g.added_delay.clone(),
-            );
-            r.register(
-                "budget_knob_value",
-                "The refitted knob's value in use (ns for a wait)",
-                g.knob_value.clone(),
-            );
-            r.register("budget_refits", "Refits of the knob so far", g.refits.clone());
-            r.register(
-                "budget_backoffs",
-                "Back-offs after a measured overrun so far",
-                g.backoffs.clone(),
-            );
-            r.register(
-                "budget_unmet",
-                "1 when the budget is not being met on this device",
-                g.unmet.clone(),
-            );
-            for x in [
-                &g.slowdown_limit,
-                &g.added_delay_limit,
-                &g.slowdown,
-                &g.slowdown_ci95,
-                &g.p99_slowdown,
-                &g.added_delay,
-            ] {
-                x.set(f64::NAN);
-            }
-            g
-        });
+        let scrub = scrub.then(|| ScrubGauges::registered(&mut registry));
+        let budget = budget.then(|| BudgetGauges::registered(&mut registry));
         Metrics {
             registry: Arc::new(registry),
             fg_requests,

@@ -409,6 +409,20 @@ pub fn simulate_until(
     cfg: &EnergyConfig,
     cancel: Option<&AtomicBool>,
 ) -> Result<EnergyRun> {
+    check_run(input, routes, cfg)?;
+    let mut walk = Walk::new(cfg, policy.name(), input.requests());
+    for (i, &route) in routes.iter().enumerate() {
+        if i % CANCEL_EVERY_REQUESTS == 0 && cancelled(cancel) {
+            return Err(Error::Interrupted);
+        }
+        walk.request(input, i, route, policy);
+    }
+    walk.end_window(input.span_ns, policy);
+    Ok(walk.into_run(input))
+}
+
+/// The checks of [`simulate_until`]'s arguments, before any request is walked.
+fn check_run(input: &EnergyInput, routes: &[Route], cfg: &EnergyConfig) -> Result<()> {
     if routes.len() != input.requests() {
         return Err(Error::invalid(
             "routes",
@@ -422,246 +436,361 @@ pub fn simulate_until(
             return Err(Error::invalid("BG request size", "must be at least 1 byte"));
         }
     }
-    let p = &cfg.power;
-    let net_seed = cfg.seed ^ NET_STREAM;
+    Ok(())
+}
 
-    // The current local busy period, on the baseline clock, and its shift.
-    let mut base_end: u64 = 0;
-    let mut shift: u64 = 0;
-    let mut cause = Cause::SpinUp;
-    let mut ready_at: u64 = 0;
-    let mut busy_start: u64 = 0; // disk time the busy period started serving
-    let mut seek_in_busy: u64 = 0;
-    let mut head: u64 = 0;
-    let mut gap: Option<Gap> = None;
+/// One run of [`simulate_until`] in progress: the disk's current local busy
+/// period and the totals so far, request by request.
+struct Walk<'a> {
+    cfg: &'a EnergyConfig,
+    /// Seed of the network contention draws.
+    net_seed: u64,
+    /// The current local busy period's end on the baseline clock, ns.
+    base_end_ns: u64,
+    /// How far the disk's busy period is shifted past `base_end_ns`, ns.
+    shift_ns: u64,
+    /// What caused the current shift.
+    cause: Cause,
+    /// Disk time a spin-up completes, ns.
+    ready_at_ns: u64,
+    /// Disk time the busy period started serving, ns.
+    busy_start_ns: u64,
+    /// Estimated seek time of the busy period's requests, ns.
+    seek_in_busy_ns: u64,
+    /// Where the disk head is after the last local request, bytes.
+    head_bytes: u64,
+    /// The idle interval the disk is in, once its timeout was asked for.
+    gap: Option<Gap>,
+    /// Time in each state, ns (converted at the end).
+    time_ns: TimeByState<u64>,
+    run: EnergyRun,
+    remote: RemoteStats,
+    server: RemoteStats,
+    /// Idle intervals that ended in a spin-down, summed, ns.
+    idle_period_ns: u128,
+    /// All idle intervals ended by a local request, summed, ns.
+    gap_ns_total: u128,
+    /// Waits for spin-ups, ns.
+    stall_ns: u128,
+    /// Delays of requests behind a spin-up, summed, ns.
+    spin_delay_ns: u128,
+    /// BG work not done yet, bytes.
+    bg_left_bytes: u64,
+    bg: BgStats,
+    /// Delays of FG requests behind BG requests, summed, ns.
+    bg_delay_ns: u128,
+    /// Seek time of the busy periods closed, ns.
+    seek_total_ns: u64,
+}
 
-    let mut t = TimeByState::default(); // ns, converted at the end
-    let mut run = EnergyRun::new(policy.name(), input.requests() as u64);
-    let mut remote = RemoteStats::default();
-    let mut server = RemoteStats::default();
-    let mut idle_period_ns: u128 = 0;
-    let mut gap_ns_total: u128 = 0;
-    let mut stall_ns: u128 = 0;
-    let mut spin_delay_ns: u128 = 0;
-    let mut bg_left = cfg.bg.map_or(0, |b| b.work_bytes);
-    let mut bg = BgStats::default();
-    let mut bg_delay_ns: u128 = 0;
-    let mut seek_total: u64 = 0;
+impl<'a> Walk<'a> {
+    fn new(cfg: &'a EnergyConfig, policy_name: &str, requests: usize) -> Walk<'a> {
+        Walk {
+            cfg,
+            net_seed: cfg.seed ^ NET_STREAM,
+            base_end_ns: 0,
+            shift_ns: 0,
+            cause: Cause::SpinUp,
+            ready_at_ns: 0,
+            busy_start_ns: 0,
+            seek_in_busy_ns: 0,
+            head_bytes: 0,
+            gap: None,
+            time_ns: TimeByState::default(),
+            run: EnergyRun::new(policy_name, requests as u64),
+            remote: RemoteStats::default(),
+            server: RemoteStats::default(),
+            idle_period_ns: 0,
+            gap_ns_total: 0,
+            stall_ns: 0,
+            spin_delay_ns: 0,
+            bg_left_bytes: cfg.bg.map_or(0, |b| b.work_bytes),
+            bg: BgStats::default(),
+            bg_delay_ns: 0,
+            seek_total_ns: 0,
+        }
+    }
 
-    let decide = |gap: &mut Option<Gap>, start: u64, policy: &mut dyn SpinDown| {
-        if gap.is_none() {
+    /// Ask the policy for the timeout of the idle interval starting at
+    /// `start_ns`, once per interval.
+    fn open_gap(&mut self, start_ns: u64, policy: &mut dyn SpinDown) {
+        if self.gap.is_none() {
             let timeout_ns = policy.on_idle(&IdleCtx {
-                now_ns: start,
-                power: p,
+                now_ns: start_ns,
+                power: &self.cfg.power,
             });
-            *gap = Some(Gap {
-                start_ns: start,
+            self.gap = Some(Gap {
+                start_ns,
                 timeout_ns,
             });
         }
-    };
+    }
 
-    for (i, &route) in routes.iter().enumerate() {
-        if i % CANCEL_EVERY_REQUESTS == 0 && cancelled(cancel) {
-            return Err(Error::Interrupted);
+    /// The disk fell idle at `disk_end_ns`: count the busy period that ends.
+    fn close_busy_period(&mut self, disk_end_ns: u64) {
+        let busy = disk_end_ns - self.busy_start_ns;
+        self.time_ns.busy += busy;
+        self.seek_total_ns += self.seek_in_busy_ns.min(busy);
+        self.seek_in_busy_ns = 0;
+    }
+
+    /// Request `i`, routed by `route`: to the file server, a peer or the disk.
+    fn request(&mut self, input: &EnergyInput, i: usize, route: Route, policy: &mut dyn SpinDown) {
+        let size = input.size_bytes[i] as u64;
+        if route == Route::Server {
+            let ns = self.network_ns(i, size);
+            self.server.add(ns, size);
+            return;
         }
+        if !self.served_locally(input.arrival_ns[i], route, policy) {
+            let ns = self.network_ns(i, size);
+            self.remote.add(ns, size);
+            return;
+        }
+        self.serve_locally(input, i, policy);
+    }
+
+    /// Network time of request `i` of `size` bytes, to a peer or the
+    /// server, with its contention draw, ns.
+    fn network_ns(&self, i: usize, size: u64) -> u64 {
+        self.cfg
+            .network
+            .time_ns(size, uniform(self.net_seed, i as u64))
+    }
+
+    /// Whether a request arriving at `arrival_ns` with `route` goes to the
+    /// disk; an arrival after the busy period ends it and opens the gap.
+    fn served_locally(&mut self, arrival_ns: u64, route: Route, policy: &mut dyn SpinDown) -> bool {
+        let cfg = self.cfg;
+        let disk_end = self.base_end_ns + self.shift_ns;
+        if arrival_ns <= disk_end {
+            // busy, or spinning up for an earlier request
+            return route == Route::Local
+                || (cfg.remote_when == RemoteWhen::Asleep && arrival_ns >= self.ready_at_ns);
+        }
+        if self.gap.is_none() {
+            // the disk fell idle at disk_end: close the busy period
+            self.close_busy_period(disk_end);
+        }
+        self.open_gap(disk_end, policy);
+        let g = self.gap.as_ref().expect("decided");
+        let asleep = g.timeout_ns.is_some_and(|to| arrival_ns - g.start_ns > to);
+        match route {
+            Route::Local => true,
+            _ => cfg.remote_when == RemoteWhen::Asleep && !asleep,
+        }
+    }
+
+    /// Request `i` served by the disk: it ends an idle interval or joins
+    /// (or follows) the busy period, and may be delayed by its shift.
+    fn serve_locally(&mut self, input: &EnergyInput, i: usize, policy: &mut dyn SpinDown) {
         let a = input.arrival_ns[i];
         let c = input.completion_ns[i];
         let size = input.size_bytes[i] as u64;
-        if route == Route::Server {
-            server.add(cfg.network.time_ns(size, uniform(net_seed, i as u64)), size);
-            continue;
-        }
-        let disk_end = base_end + shift;
-        let local = if a <= disk_end {
-            // busy, or spinning up for an earlier request
-            route == Route::Local || (cfg.remote_when == RemoteWhen::Asleep && a >= ready_at)
-        } else {
-            let gap_start = disk_end;
-            if gap.is_none() {
-                // the disk fell idle at disk_end: close the busy period
-                let busy = disk_end - busy_start;
-                t.busy += busy;
-                seek_total += seek_in_busy.min(busy);
-                seek_in_busy = 0;
-            }
-            decide(&mut gap, gap_start, policy);
-            let g = gap.as_ref().expect("decided");
-            let asleep = g.timeout_ns.is_some_and(|to| a - g.start_ns > to);
-            match route {
-                Route::Local => true,
-                _ => cfg.remote_when == RemoteWhen::Asleep && !asleep,
-            }
-        };
-        if !local {
-            remote.add(cfg.network.time_ns(size, uniform(net_seed, i as u64)), size);
-            continue;
-        }
-        run.local_requests += 1;
+        self.run.local_requests += 1;
         let service = c.saturating_sub(a);
         let pos = input.position_bytes[i];
-        let seek = cfg.disk.seek_ns(pos.abs_diff(head)).round() as u64;
-        head = pos.saturating_add(size);
+        let seek = self.cfg.disk.seek_ns(pos.abs_diff(self.head_bytes)).round() as u64;
+        self.head_bytes = pos.saturating_add(size);
 
-        if let Some(g) = gap.take() {
+        if let Some(g) = self.gap.take() {
             // a local request ends the idle interval
-            let l = a - g.start_ns;
-            gap_ns_total += l as u128;
-            run.idle_intervals += 1;
-            let spun = g.timeout_ns.is_some_and(|to| l > to);
-            let deadline = g.timeout_ns.map(|to| g.start_ns.saturating_add(to));
-            let slice = match &cfg.bg {
-                Some(plan) => bg_slice(plan, bg_left, g.start_ns, deadline, a, !spun),
-                None => BgSlice::default(),
-            };
-            if let Some(plan) = &cfg.bg {
-                let bytes = (slice.completed * plan.size_bytes).min(bg_left);
-                bg_left -= bytes;
-                bg.done_bytes += bytes;
-                bg.done_requests += slice.completed;
-                t.bg += slice.busy_ns + slice.residual_ns;
-            }
-            if spun {
-                let to = g.timeout_ns.expect("spun down");
-                let sd = g.start_ns + to;
-                let sd_end = sd + p.shutdown_ns;
-                t.idle += to - slice.busy_ns;
-                t.shutdown += p.shutdown_ns;
-                t.standby += a.saturating_sub(sd_end);
-                let ready = a.max(sd_end) + p.spinup_ns;
-                t.spinup += p.spinup_ns;
-                run.shutdowns += 1;
-                run.spinups += 1;
-                run.idle_periods += 1;
-                idle_period_ns += l as u128;
-                let wait = ready - a;
-                stall_ns += wait as u128;
-                shift = wait;
-                cause = Cause::SpinUp;
-                ready_at = ready;
-                busy_start = ready;
-                policy.on_idle_end(l, true);
-            } else {
-                t.idle += l - slice.busy_ns;
-                shift = slice.residual_ns;
-                cause = Cause::Bg;
-                if slice.residual_ns > 0 {
-                    bg.collisions += 1;
-                }
-                busy_start = a + slice.residual_ns;
-                policy.on_idle_end(l, false);
-            }
-            base_end = c;
-        } else if a <= base_end {
-            base_end = base_end.max(c);
+            self.end_gap(&g, a, policy);
+            self.base_end_ns = c;
+        } else if a <= self.base_end_ns {
+            self.base_end_ns = self.base_end_ns.max(c);
         } else {
             // a new baseline busy period that the shift reaches into
-            shift = base_end + shift - a;
-            base_end = c;
+            self.shift_ns = self.base_end_ns + self.shift_ns - a;
+            self.base_end_ns = c;
         }
-        seek_in_busy += seek.min(service);
-        if shift > 0 {
-            match cause {
+        self.seek_in_busy_ns += seek.min(service);
+        if self.shift_ns > 0 {
+            match self.cause {
                 Cause::SpinUp => {
-                    run.delayed_requests += 1;
-                    spin_delay_ns += shift as u128;
+                    self.run.delayed_requests += 1;
+                    self.spin_delay_ns += self.shift_ns as u128;
                 }
                 Cause::Bg => {
-                    bg.fg_delayed_requests += 1;
-                    bg_delay_ns += shift as u128;
+                    self.bg.fg_delayed_requests += 1;
+                    self.bg_delay_ns += self.shift_ns as u128;
                 }
             }
         }
     }
 
-    // The end of the window: the trace's span, or later if the disk's
-    // work was pushed past it.
-    let disk_end = base_end + shift;
-    let end = input.span_ns.max(disk_end);
-    if gap.is_none() {
-        let busy = disk_end - busy_start;
-        t.busy += busy;
-        seek_total += seek_in_busy.min(busy);
-    }
-    if end > disk_end {
-        decide(&mut gap, disk_end, policy);
-        let g = gap.take().expect("decided");
-        let l = end - g.start_ns;
+    /// The idle interval `g` ended by a local request arriving at
+    /// `arrival_ns`: its BG work, its spin-down and spin-up if the timeout
+    /// expired, and the shift the request starts its busy period with.
+    fn end_gap(&mut self, g: &Gap, arrival_ns: u64, policy: &mut dyn SpinDown) {
+        let cfg = self.cfg;
+        let p = &cfg.power;
+        let a = arrival_ns;
+        let l = a - g.start_ns;
+        self.gap_ns_total += l as u128;
+        self.run.idle_intervals += 1;
         let spun = g.timeout_ns.is_some_and(|to| l > to);
-        let deadline = g.timeout_ns.map(|to| g.start_ns.saturating_add(to));
-        let slice = match &cfg.bg {
-            Some(plan) => bg_slice(plan, bg_left, g.start_ns, deadline, end, false),
-            None => BgSlice::default(),
-        };
-        if let Some(plan) = &cfg.bg {
-            bg.done_bytes += (slice.completed * plan.size_bytes).min(bg_left);
-            bg.done_requests += slice.completed;
-            t.bg += slice.busy_ns;
-        }
+        let slice = self.run_bg(g, a, !spun);
+        let t = &mut self.time_ns;
         if spun {
             let to = g.timeout_ns.expect("spun down");
             let sd = g.start_ns + to;
+            let sd_end = sd + p.shutdown_ns;
             t.idle += to - slice.busy_ns;
-            let shutdown = p.shutdown_ns.min(end - sd);
-            t.shutdown += shutdown;
-            t.standby += end - sd - shutdown;
-            run.shutdowns += 1;
-            run.idle_periods += 1;
-            idle_period_ns += l as u128;
+            t.shutdown += p.shutdown_ns;
+            t.standby += a.saturating_sub(sd_end);
+            let ready = a.max(sd_end) + p.spinup_ns;
+            t.spinup += p.spinup_ns;
+            self.run.shutdowns += 1;
+            self.run.spinups += 1;
+            self.run.idle_periods += 1;
+            self.idle_period_ns += l as u128;
+            let wait = ready - a;
+            self.stall_ns += wait as u128;
+            self.shift_ns = wait;
+            self.cause = Cause::SpinUp;
+            self.ready_at_ns = ready;
+            self.busy_start_ns = ready;
+            policy.on_idle_end(l, true);
         } else {
             t.idle += l - slice.busy_ns;
+            self.shift_ns = slice.residual_ns;
+            self.cause = Cause::Bg;
+            if slice.residual_ns > 0 {
+                self.bg.collisions += 1;
+            }
+            self.busy_start_ns = a + slice.residual_ns;
+            policy.on_idle_end(l, false);
         }
     }
-    t.total = end;
 
-    // Energy by state, J.
-    let ns_s = |ns: u64| ns as f64 / 1e9;
-    let seek_s = ns_s(seek_total);
-    let busy_s = ns_s(t.busy);
-    let bg_j = ns_s(t.bg) * p.read_write_w;
-    // the one definition of a disk's energy, the live daemon's too
-    run.energy_j = EnergyByState::of(
-        p,
-        &super::metrics::PowerSpans {
-            serve_s: busy_s,
-            seek_s,
-            idle_s: ns_s(t.idle),
-            standby_s: ns_s(t.standby),
-            spinups: run.spinups,
-            shutdowns: run.shutdowns,
-        },
-    );
-    // BG work is served at read/write power
-    run.energy_j.busy += bg_j;
-    run.energy_j.total += bg_j;
-    run.time_s = t.to_seconds();
-    run.seek_s = seek_s;
-    run.mean_idle_s = if run.idle_periods > 0 {
-        idle_period_ns as f64 / run.idle_periods as f64 / 1e9
-    } else {
-        0.0
-    };
-    run.mean_idle_interval_s = if run.idle_intervals > 0 {
-        gap_ns_total as f64 / run.idle_intervals as f64 / 1e9
-    } else {
-        0.0
-    };
-    run.exposed_delay_s = stall_ns as f64 / 1e9;
-    run.request_delay_s = spin_delay_ns as f64 / 1e9;
-    run.exposed_delay_per_request_s = run.request_delay_s / (input.requests().max(1) as f64);
-    run.span_s = ns_s(input.span_ns);
-    run.execution_s = run.span_s + run.exposed_delay_s;
-    run.edp = run.energy_j.total * run.execution_s;
-    run.remote = remote.finish();
-    run.server = server.finish();
-    if let Some(plan) = &cfg.bg {
-        bg.requested_bytes = plan.work_bytes;
-        bg.energy_j = bg_j;
-        bg.fg_added_delay_s = bg_delay_ns as f64 / 1e9;
-        bg.busy_s = ns_s(t.bg);
-        run.bg = Some(bg);
+    /// The BG work done in the idle interval `g` ending at `end_ns` (see
+    /// [`bg_slice`]), counted. Without an FG arrival nothing is left in
+    /// service (`residual_ns` is 0), so the end of the trace counts only
+    /// the BG service time.
+    fn run_bg(&mut self, g: &Gap, end_ns: u64, fg_arrives: bool) -> BgSlice {
+        let cfg = self.cfg;
+        let Some(plan) = &cfg.bg else {
+            return BgSlice::default();
+        };
+        let deadline = g.timeout_ns.map(|to| g.start_ns.saturating_add(to));
+        let slice = bg_slice(
+            plan,
+            self.bg_left_bytes,
+            g.start_ns,
+            deadline,
+            end_ns,
+            fg_arrives,
+        );
+        let bytes = (slice.completed * plan.size_bytes).min(self.bg_left_bytes);
+        self.bg_left_bytes -= bytes;
+        self.bg.done_bytes += bytes;
+        self.bg.done_requests += slice.completed;
+        self.time_ns.bg += slice.busy_ns + slice.residual_ns;
+        slice
     }
-    Ok(run)
+
+    /// The end of the window: the trace's span, or later if the disk's
+    /// work was pushed past it. Closes the last busy period and the idle
+    /// interval after it.
+    fn end_window(&mut self, span_ns: u64, policy: &mut dyn SpinDown) {
+        let cfg = self.cfg;
+        let p = &cfg.power;
+        let disk_end = self.base_end_ns + self.shift_ns;
+        let end = span_ns.max(disk_end);
+        if self.gap.is_none() {
+            self.close_busy_period(disk_end);
+        }
+        if end > disk_end {
+            self.open_gap(disk_end, policy);
+            let g = self.gap.take().expect("decided");
+            let l = end - g.start_ns;
+            let spun = g.timeout_ns.is_some_and(|to| l > to);
+            let slice = self.run_bg(&g, end, false);
+            let t = &mut self.time_ns;
+            if spun {
+                let to = g.timeout_ns.expect("spun down");
+                let sd = g.start_ns + to;
+                t.idle += to - slice.busy_ns;
+                let shutdown = p.shutdown_ns.min(end - sd);
+                t.shutdown += shutdown;
+                t.standby += end - sd - shutdown;
+                self.run.shutdowns += 1;
+                self.run.idle_periods += 1;
+                self.idle_period_ns += l as u128;
+            } else {
+                t.idle += l - slice.busy_ns;
+            }
+        }
+        self.time_ns.total = end;
+    }
+
+    /// The run's report: energy by state, J, and the delays and means.
+    fn into_run(self, input: &EnergyInput) -> EnergyRun {
+        let Walk {
+            cfg,
+            time_ns: t,
+            mut run,
+            remote,
+            server,
+            idle_period_ns,
+            gap_ns_total,
+            stall_ns,
+            spin_delay_ns,
+            mut bg,
+            bg_delay_ns,
+            seek_total_ns,
+            ..
+        } = self;
+        let p = &cfg.power;
+        let ns_s = |ns: u64| ns as f64 / 1e9;
+        let seek_s = ns_s(seek_total_ns);
+        let busy_s = ns_s(t.busy);
+        let bg_j = ns_s(t.bg) * p.read_write_w;
+        // the one definition of a disk's energy, the live daemon's too
+        run.energy_j = EnergyByState::of(
+            p,
+            &super::metrics::PowerSpans {
+                serve_s: busy_s,
+                seek_s,
+                idle_s: ns_s(t.idle),
+                standby_s: ns_s(t.standby),
+                spinups: run.spinups,
+                shutdowns: run.shutdowns,
+            },
+        );
+        // BG work is served at read/write power
+        run.energy_j.busy += bg_j;
+        run.energy_j.total += bg_j;
+        run.time_s = t.to_seconds();
+        run.seek_s = seek_s;
+        run.mean_idle_s = if run.idle_periods > 0 {
+            idle_period_ns as f64 / run.idle_periods as f64 / 1e9
+        } else {
+            0.0
+        };
+        run.mean_idle_interval_s = if run.idle_intervals > 0 {
+            gap_ns_total as f64 / run.idle_intervals as f64 / 1e9
+        } else {
+            0.0
+        };
+        run.exposed_delay_s = stall_ns as f64 / 1e9;
+        run.request_delay_s = spin_delay_ns as f64 / 1e9;
+        run.exposed_delay_per_request_s = run.request_delay_s / (input.requests().max(1) as f64);
+        run.span_s = ns_s(input.span_ns);
+        run.execution_s = run.span_s + run.exposed_delay_s;
+        run.edp = run.energy_j.total * run.execution_s;
+        run.remote = remote.finish();
+        run.server = server.finish();
+        if let Some(plan) = &cfg.bg {
+            bg.requested_bytes = plan.work_bytes;
+            bg.energy_j = bg_j;
+            bg.fg_added_delay_s = bg_delay_ns as f64 / 1e9;
+            bg.busy_s = ns_s(t.bg);
+            run.bg = Some(bg);
+        }
+        run
+    }
 }
 
 #[cfg(test)]

@@ -1022,127 +1022,33 @@ fn tune_with(
         }
     };
     progress(0, total);
-    let sims = AtomicU64::new(0);
-    let next = AtomicUsize::new(0);
-    type SizeResult = Result<Vec<(Option<Choice>, u64)>>;
-    let results: Mutex<Vec<Option<SizeResult>>> =
-        Mutex::new((0..cfg.sizes.len()).map(|_| None).collect());
-    let coarse = search.coarse();
-    let max_steps = search.max_steps();
-    let cap = search.cap_added_ns(&cfg.budgets);
-    // sizes each thread keeps going: as many as the sweep walks in one pass
-    let lanes = if search.fast.is_some() && search.sweep {
-        fast::LANES
-    } else {
-        1
+    let searches = SizeSearches {
+        search: &search,
+        cfg,
+        excluded: &excluded,
+        stop: &stop,
+        tick: &tick,
+        per_size,
+        next: AtomicUsize::new(0),
+        sims: AtomicU64::new(0),
+        results: Mutex::new((0..cfg.sizes.len()).map(|_| None).collect()),
     };
     if let Some((at, res)) = pilot {
-        sims.fetch_add(res.first().map_or(0, |x| x.1), Ordering::Relaxed);
-        results.lock().expect("no panics")[at] = Some(Ok(res));
+        searches
+            .sims
+            .fetch_add(res.first().map_or(0, |x| x.1), Ordering::Relaxed);
+        searches.set(at, Ok(res));
         tick(per_size);
     }
-    std::thread::scope(|s| {
-        for _ in 0..cfg.threads.clamp(1, cfg.sizes.len()) {
-            s.spawn(|| {
-                if exact {
-                    // one size at a time: its whole ladder
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(&size) = cfg.sizes.get(i) else {
-                            break;
-                        };
-                        if results.lock().expect("no panics")[i].is_some() {
-                            continue; // the pilot's size
-                        }
-                        let r = if excluded(size) {
-                            tick(per_size);
-                            Ok(Vec::new())
-                        } else {
-                            search.exact_size(size, &cfg.budgets, &stop, &tick)
-                        };
-                        if let Ok(r) = &r {
-                            sims.fetch_add(r.first().map_or(0, |x| x.1), Ordering::Relaxed);
-                        } else {
-                            next.store(cfg.sizes.len(), Ordering::Relaxed);
-                        }
-                        results.lock().expect("no panics")[i] = Some(r);
-                    }
-                    return;
-                }
-                // (index in cfg.sizes, its search)
-                let mut going: Vec<(usize, SizeSearch)> = Vec::new();
-                loop {
-                    while going.len() < lanes {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(&size) = cfg.sizes.get(i) else {
-                            break;
-                        };
-                        if excluded(size) {
-                            tick(per_size);
-                            results.lock().expect("no panics")[i] = Some(Ok(Vec::new()));
-                        } else {
-                            going.push((i, SizeSearch::new(size)));
-                        }
-                    }
-                    if going.is_empty() {
-                        break;
-                    }
-                    // each size's next setting (asks[g] for going[g]); finished sizes leave
-                    let mut asks = Vec::with_capacity(going.len());
-                    let mut g = 0;
-                    while g < going.len() {
-                        match going[g].1.next(&coarse, &cfg.budgets, max_steps, &tick) {
-                            Some(step) => {
-                                asks.push((going[g].1.size, step));
-                                g += 1;
-                            }
-                            None => {
-                                let (i, done) = going.swap_remove(g);
-                                results.lock().expect("no panics")[i] = Some(Ok(done.done));
-                            }
-                        }
-                    }
-                    if stop() {
-                        for (i, _) in going.drain(..) {
-                            results.lock().expect("no panics")[i] = Some(Err(Error::Interrupted));
-                        }
-                        next.store(cfg.sizes.len(), Ordering::Relaxed);
-                        break;
-                    }
-                    sims.fetch_add(asks.len() as u64, Ordering::Relaxed);
-                    let evaluated = search.run(&asks, cap);
-                    // backwards, so that a failed size's removal moves only sizes already fed
-                    for (g, r) in evaluated.into_iter().enumerate().rev() {
-                        match r {
-                            Ok(c) => {
-                                going[g].1.cache.insert(asks[g].1, c);
-                            }
-                            Err(e) => {
-                                let (i, _) = going.swap_remove(g);
-                                results.lock().expect("no panics")[i] = Some(Err(e));
-                                // stop handing out sizes; the error is reported below
-                                next.store(cfg.sizes.len(), Ordering::Relaxed);
-                            }
-                        }
-                    }
-                }
-            });
-        }
-    });
-    let mut per_size_results = Vec::with_capacity(cfg.sizes.len());
-    for r in results.into_inner().expect("no panics") {
-        match r {
-            Some(r) => per_size_results.push(r?),
-            None => per_size_results.push(Vec::new()), // skipped after an error
-        }
-    }
+    searches.run(exact);
+    let (per_size_results, simulations) = searches.into_answers()?;
     let budgets = per_budget_answers(cfg, sim, &per_size_results, &excluded);
     Ok(Tuning {
         policy: entry.name.to_string(),
         knob: knob_info(entry, &search.ladder),
         max_delay_s: cfg.max_delay_ns.map(|n| n as f64 / 1e9),
         budgets,
-        simulations: sims.into_inner(),
+        simulations,
         method: if search.fast.is_some() && search.sweep {
             "sweep"
         } else {
@@ -1168,6 +1074,173 @@ fn tune_with(
             )
         },
     })
+}
+
+/// One size's per-budget answers, or why its search failed.
+type SizeResult = Result<PerBudget>;
+
+/// The per-size searches of one [`tune_with`], shared by its threads: each
+/// thread takes the next size of `cfg.sizes` and leaves its answers in
+/// `results`; an error stops the handing out of sizes.
+struct SizeSearches<'w, 's> {
+    search: &'w Search<'s>,
+    cfg: &'w TuneConfig,
+    /// Sizes whose single request is over `--max-delay`: not searched.
+    excluded: &'w (dyn Fn(u64) -> bool + Sync),
+    /// The cancel flag is set.
+    stop: &'w (dyn Fn() -> bool + Sync),
+    /// Settings done, for progress.
+    tick: &'w (dyn Fn(u64) + Sync),
+    /// Settings of one size, for progress.
+    per_size: u64,
+    /// The next index of `cfg.sizes` to hand out.
+    next: AtomicUsize,
+    /// Simulations run.
+    sims: AtomicU64,
+    /// Per size of `cfg.sizes`, once done.
+    results: Mutex<Vec<Option<SizeResult>>>,
+}
+
+impl SizeSearches<'_, '_> {
+    fn set(&self, i: usize, r: SizeResult) {
+        self.results.lock().expect("no panics")[i] = Some(r);
+    }
+
+    /// Hand out no more sizes (after an error or a cancel).
+    fn stop_handing_out(&self) {
+        self.next.store(self.cfg.sizes.len(), Ordering::Relaxed);
+    }
+
+    /// Search every size on `cfg.threads` threads: with the exact search
+    /// or the coarse grid and bisection.
+    fn run(&self, exact: bool) {
+        let search = self.search;
+        let coarse = search.coarse();
+        let max_steps = search.max_steps();
+        let cap = search.cap_added_ns(&self.cfg.budgets);
+        // sizes each thread keeps going: as many as the sweep walks in one pass
+        let lanes = if search.fast.is_some() && search.sweep {
+            fast::LANES
+        } else {
+            1
+        };
+        std::thread::scope(|s| {
+            for _ in 0..self.cfg.threads.clamp(1, self.cfg.sizes.len()) {
+                s.spawn(|| {
+                    if exact {
+                        self.exact_sizes();
+                    } else {
+                        self.stepped_sizes(lanes, &coarse, max_steps, cap);
+                    }
+                });
+            }
+        });
+    }
+
+    /// One thread of the exact search: one size at a time, its whole ladder.
+    fn exact_sizes(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(&size) = self.cfg.sizes.get(i) else {
+                break;
+            };
+            if self.results.lock().expect("no panics")[i].is_some() {
+                continue; // the pilot's size
+            }
+            let r = if (self.excluded)(size) {
+                (self.tick)(self.per_size);
+                Ok(Vec::new())
+            } else {
+                self.search
+                    .exact_size(size, &self.cfg.budgets, self.stop, self.tick)
+            };
+            if let Ok(r) = &r {
+                self.sims
+                    .fetch_add(r.first().map_or(0, |x| x.1), Ordering::Relaxed);
+            } else {
+                self.stop_handing_out();
+            }
+            self.set(i, r);
+        }
+    }
+
+    /// One thread of the coarse-grid search: up to `lanes` sizes going at
+    /// once, each asking for its next setting, evaluated together.
+    fn stepped_sizes(&self, lanes: usize, coarse: &[usize], max_steps: u64, cap: u128) {
+        // (index in cfg.sizes, its search)
+        let mut going: Vec<(usize, SizeSearch)> = Vec::new();
+        loop {
+            while going.len() < lanes {
+                let i = self.next.fetch_add(1, Ordering::Relaxed);
+                let Some(&size) = self.cfg.sizes.get(i) else {
+                    break;
+                };
+                if (self.excluded)(size) {
+                    (self.tick)(self.per_size);
+                    self.set(i, Ok(Vec::new()));
+                } else {
+                    going.push((i, SizeSearch::new(size)));
+                }
+            }
+            if going.is_empty() {
+                break;
+            }
+            // each size's next setting (asks[g] for going[g]); finished sizes leave
+            let mut asks = Vec::with_capacity(going.len());
+            let mut g = 0;
+            while g < going.len() {
+                match going[g]
+                    .1
+                    .next(coarse, &self.cfg.budgets, max_steps, self.tick)
+                {
+                    Some(step) => {
+                        asks.push((going[g].1.size, step));
+                        g += 1;
+                    }
+                    None => {
+                        let (i, done) = going.swap_remove(g);
+                        self.set(i, Ok(done.done));
+                    }
+                }
+            }
+            if (self.stop)() {
+                for (i, _) in going.drain(..) {
+                    self.set(i, Err(Error::Interrupted));
+                }
+                self.stop_handing_out();
+                break;
+            }
+            self.sims.fetch_add(asks.len() as u64, Ordering::Relaxed);
+            let evaluated = self.search.run(&asks, cap);
+            // backwards, so that a failed size's removal moves only sizes already fed
+            for (g, r) in evaluated.into_iter().enumerate().rev() {
+                match r {
+                    Ok(c) => {
+                        going[g].1.cache.insert(asks[g].1, c);
+                    }
+                    Err(e) => {
+                        let (i, _) = going.swap_remove(g);
+                        self.set(i, Err(e));
+                        // stop handing out sizes; the error is reported below
+                        self.stop_handing_out();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Each size's answers in the order of `cfg.sizes` (none for a size
+    /// skipped after an error), or the first error; and the simulations run.
+    fn into_answers(self) -> Result<(Vec<PerBudget>, u64)> {
+        let mut per_size_results = Vec::with_capacity(self.cfg.sizes.len());
+        for r in self.results.into_inner().expect("no panics") {
+            match r {
+                Some(r) => per_size_results.push(r?),
+                None => per_size_results.push(Vec::new()), // skipped after an error
+            }
+        }
+        Ok((per_size_results, self.sims.into_inner()))
+    }
 }
 
 /// Whether the exact search runs, and what `--json` says of the choice.

@@ -11,6 +11,7 @@ use crate::policy;
 use crate::sim::{simulate, Prepared, SimConfig};
 use crate::stats;
 use serde::Serialize;
+use std::collections::HashMap;
 
 /// The trace features the explanations use.
 #[derive(Debug, Clone, Serialize)]
@@ -198,177 +199,210 @@ pub fn recommend(
         // each policy's search reads it (tune stops within one batch)
         cancel,
     };
+    let TunedCandidates {
+        mut tuned,
+        guarantees,
+        skipped,
+        simulations,
+    } = tune_candidates(prep, sim, &cfg, progress)?;
+    let working = order_by_throughput(&mut tuned);
+    let runs = BestRuns::of(prep, sim, &tuned, cfg.cancel.as_deref())?;
+    below_what_it_behaved_as(&mut tuned[..working], &runs.unlearned);
+    let traits = Traits::of(prep);
+    let ranking = ranked_entries(tuned, &guarantees, &runs, budget, &traits.phrase());
+    Ok(Recommendation {
+        budget,
+        budget_text: budget.to_string(),
+        sizes: sizes.to_vec(),
+        traits,
+        ranking,
+        simulations,
+        search,
+        skipped,
+        throughput_tolerance: THROUGHPUT_TOLERANCE,
+    })
+}
+
+/// What [`tune_candidates`] found.
+struct TunedCandidates {
+    /// (policy, its best setting within the budget), in registry order.
+    tuned: Vec<(String, Option<Choice>)>,
+    /// Each tuned policy's search guarantee.
+    guarantees: HashMap<String, Guarantee>,
+    /// Candidates left out, each with why.
+    skipped: Vec<String>,
+    /// Distinct simulations run.
+    simulations: u64,
+}
+
+/// Tune every [`candidates`] policy with `cfg` (one budget), leaving out a
+/// policy that chooses its own request sizes under a BG model that does
+/// not charge for size.
+fn tune_candidates(
+    prep: &Prepared,
+    sim: &SimConfig,
+    cfg: &TuneConfig,
+    progress: &(dyn Fn(usize, usize, u64, u64) + Sync),
+) -> Result<TunedCandidates> {
     let names = candidates();
-    let mut simulations = 0;
-    let mut tuned: Vec<(String, Option<Choice>)> = Vec::new();
-    let mut guarantees = std::collections::HashMap::new();
-    let mut skipped = Vec::new();
+    let mut found = TunedCandidates {
+        tuned: Vec::new(),
+        guarantees: HashMap::new(),
+        skipped: Vec::new(),
+        simulations: 0,
+    };
     for (i, name) in names.iter().enumerate() {
         progress(i, names.len(), 0, 0);
         if policy::build(name)?.chooses_size() {
             if let Err(e) = crate::sim::check_sizes(&sim.bg_service, Some(name), 1) {
-                skipped.push(format!("{name}: {e}"));
+                found.skipped.push(format!("{name}: {e}"));
                 continue;
             }
         }
-        let t = tune(prep, name, sim, &cfg, &|d, n| {
-            progress(i, names.len(), d, n)
-        })?;
-        simulations += t.simulations;
-        guarantees.insert(t.policy.clone(), t.guarantee);
-        tuned.push((t.policy, t.budgets.into_iter().next().and_then(|b| b.best)));
+        let t = tune(prep, name, sim, cfg, &|d, n| progress(i, names.len(), d, n))?;
+        found.simulations += t.simulations;
+        found.guarantees.insert(t.policy.clone(), t.guarantee);
+        found
+            .tuned
+            .push((t.policy, t.budgets.into_iter().next().and_then(|b| b.best)));
     }
     progress(names.len(), names.len(), 0, 0);
-    // 0: does BG work within the budget, 1: does none, 2: cannot meet it
-    let class = |c: &Option<Choice>| match c {
+    Ok(found)
+}
+
+/// 0: does BG work within the budget, 1: does none, 2: cannot meet it.
+fn budget_class(c: &Option<Choice>) -> u8 {
+    match c {
         Some(c) if c.bg_throughput_bytes_per_s > 0.0 => 0,
         Some(_) => 1,
         None => 2,
-    };
-    // most throughput first, ties to the lower added delay, then by name
-    tuned.sort_by(|(an, a), (bn, b)| {
-        class(a).cmp(&class(b)).then_with(|| match (a, b) {
-            (Some(a), Some(b)) => b
-                .bg_throughput_bytes_per_s
-                .total_cmp(&a.bg_throughput_bytes_per_s)
-                .then(a.fg_mean_added_delay_s.total_cmp(&b.fg_mean_added_delay_s))
-                .then(an.cmp(bn)),
-            _ => an.cmp(bn),
-        })
-    });
-    let working = tuned.iter().filter(|(_, c)| class(c) == 0).count();
-    within_tolerance_by_delay(&mut tuned[..working]);
-    // What each policy reached and whether it learned, from one run of its
-    // best setting.
-    let mut mean_sizes = std::collections::HashMap::new();
-    let mut unlearned = std::collections::HashMap::new();
-    let cancelled = || {
-        cfg.cancel
-            .as_ref()
-            .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
-    };
-    for (name, best) in &tuned {
-        if cancelled() {
-            return Err(crate::error::Error::Interrupted);
-        }
-        let Some(c) = best.as_ref().filter(|c| c.bg_throughput_bytes_per_s > 0.0) else {
-            continue;
-        };
-        let cfg = SimConfig {
-            bg_size_bytes: c.bg_size_bytes,
-            ..sim.clone()
-        };
-        if name == "busy-bee" {
-            let (_, params) = policy::Params::parse(&c.spec)?;
-            let mut bb = policy::BusyBee::from_params(params)?;
-            simulate(prep, &mut bb, &cfg)?;
-            if bb.learned().is_none() {
-                unlearned.insert(name.clone(), "fixed-wait".to_string());
-            }
-        } else if policy::build(&c.spec)?.chooses_size() {
-            let r = simulate(prep, policy::build(&c.spec)?.as_mut(), &cfg)?;
-            if r.bg.completed > 0 {
-                mean_sizes.insert(name.clone(), r.bg.bytes as f64 / r.bg.completed as f64);
-            }
-        }
     }
-    // a policy that never learned sits right below what it behaved as
-    for (name, like) in &unlearned {
-        let at = tuned[..working].iter().position(|(n, _)| n == name);
-        let like_at = tuned[..working].iter().position(|(n, _)| n == like);
+}
+
+/// Sort `tuned` by [`budget_class`], then most throughput first, ties to the
+/// lower added delay, then by name; then let throughputs within
+/// [`THROUGHPUT_TOLERANCE`] go by delay. Returns how many do BG work.
+fn order_by_throughput(tuned: &mut [(String, Option<Choice>)]) -> usize {
+    tuned.sort_by(|(an, a), (bn, b)| {
+        budget_class(a)
+            .cmp(&budget_class(b))
+            .then_with(|| match (a, b) {
+                (Some(a), Some(b)) => b
+                    .bg_throughput_bytes_per_s
+                    .total_cmp(&a.bg_throughput_bytes_per_s)
+                    .then(a.fg_mean_added_delay_s.total_cmp(&b.fg_mean_added_delay_s))
+                    .then(an.cmp(bn)),
+                _ => an.cmp(bn),
+            })
+    });
+    let working = tuned.iter().filter(|(_, c)| budget_class(c) == 0).count();
+    within_tolerance_by_delay(&mut tuned[..working]);
+    working
+}
+
+/// What each policy reached and whether it learned, from one run of its
+/// best setting.
+struct BestRuns {
+    /// Mean BG request size, bytes, of a policy that chooses its own sizes.
+    mean_sizes: HashMap<String, f64>,
+    /// A policy that never finished learning → what it behaved as.
+    unlearned: HashMap<String, String>,
+}
+
+impl BestRuns {
+    /// One simulation of each policy's best setting that does BG work:
+    /// Busy Bee's to see whether it learned, a size-choosing policy's for
+    /// the sizes it reached.
+    fn of(
+        prep: &Prepared,
+        sim: &SimConfig,
+        tuned: &[(String, Option<Choice>)],
+        cancel: Option<&std::sync::atomic::AtomicBool>,
+    ) -> Result<BestRuns> {
+        let mut runs = BestRuns {
+            mean_sizes: HashMap::new(),
+            unlearned: HashMap::new(),
+        };
+        let cancelled = || cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed));
+        for (name, best) in tuned {
+            if cancelled() {
+                return Err(crate::error::Error::Interrupted);
+            }
+            let Some(c) = best.as_ref().filter(|c| c.bg_throughput_bytes_per_s > 0.0) else {
+                continue;
+            };
+            let cfg = SimConfig {
+                bg_size_bytes: c.bg_size_bytes,
+                ..sim.clone()
+            };
+            if name == "busy-bee" {
+                let (_, params) = policy::Params::parse(&c.spec)?;
+                let mut bb = policy::BusyBee::from_params(params)?;
+                simulate(prep, &mut bb, &cfg)?;
+                if bb.learned().is_none() {
+                    runs.unlearned
+                        .insert(name.clone(), "fixed-wait".to_string());
+                }
+            } else if policy::build(&c.spec)?.chooses_size() {
+                let r = simulate(prep, policy::build(&c.spec)?.as_mut(), &cfg)?;
+                if r.bg.completed > 0 {
+                    runs.mean_sizes
+                        .insert(name.clone(), r.bg.bytes as f64 / r.bg.completed as f64);
+                }
+            }
+        }
+        Ok(runs)
+    }
+}
+
+/// Move a policy of `working` (the ranked ones) that never learned to
+/// right below what it behaved as.
+fn below_what_it_behaved_as(
+    working: &mut [(String, Option<Choice>)],
+    unlearned: &HashMap<String, String>,
+) {
+    for (name, like) in unlearned {
+        let at = working.iter().position(|(n, _)| n == name);
+        let like_at = working.iter().position(|(n, _)| n == like);
         if let (Some(at), Some(like_at)) = (at, like_at) {
             if at < like_at {
-                let entry = tuned.remove(at);
-                tuned.insert(like_at, entry);
+                // to right after `like`; those in between move up one
+                working[at..=like_at].rotate_left(1);
             }
         }
     }
-    let traits = Traits::of(prep);
-    let phrase = traits.phrase();
-    // only policies that do BG work within the budget are ranked
-    let tp = |c: &Option<Choice>| {
-        c.as_ref()
-            .map(|c| c.bg_throughput_bytes_per_s)
-            .filter(|&t| t > 0.0)
+}
+
+/// The BG throughput of a policy that does BG work within the budget
+/// (only those are ranked), bytes/s.
+fn ranked_throughput(c: &Option<Choice>) -> Option<f64> {
+    c.as_ref()
+        .map(|c| c.bg_throughput_bytes_per_s)
+        .filter(|&t| t > 0.0)
+}
+
+/// The ranking's entries from `tuned` in its final order, each with its
+/// reason; `phrase` is the trace's [`Traits::phrase`].
+fn ranked_entries(
+    tuned: Vec<(String, Option<Choice>)>,
+    guarantees: &HashMap<String, Guarantee>,
+    runs: &BestRuns,
+    budget: Budget,
+    phrase: &str,
+) -> Vec<Ranked> {
+    let named_throughput =
+        |(n, c): &(String, Option<Choice>)| ranked_throughput(c).map(|t| (n.clone(), t));
+    let leaders = Leaders {
+        top: tuned.first().and_then(named_throughput),
+        runner_up: tuned.get(1).and_then(named_throughput),
     };
-    let top = tuned
-        .first()
-        .and_then(|(n, c)| tp(c).map(|t| (n.clone(), t)));
-    let runner_up = tuned
-        .get(1)
-        .and_then(|(n, c)| tp(c).map(|t| (n.clone(), t)));
-    let ranking = tuned
+    tuned
         .into_iter()
         .enumerate()
         .map(|(i, (name, best))| {
-            let never_learned = unlearned.get(&name).cloned();
-            let mean_bg_request_bytes = mean_sizes.get(&name).copied();
-            let (relative, reason) = match (&best, i) {
-                (None, _) => (
-                    None,
-                    format!(
-                        "{name}: no setting meets {budget} at any size; even its most \
-                         conservative setting costs the foreground too much"
-                    ),
-                ),
-                (Some(c), _) if c.bg_throughput_bytes_per_s <= 0.0 => (
-                    None,
-                    format!(
-                        "{name}: not ranked: within {budget} it does no BG work at all \
-                         (its best point starts no request)"
-                    ),
-                ),
-                (Some(c), 0) => match &runner_up {
-                    Some((other, t)) if *t > 0.0 => {
-                        let gain = c.bg_throughput_bytes_per_s / t - 1.0;
-                        let how = if gain < 0.0 {
-                            format!(
-                                "{name} is within {:.0} % of {other}'s throughput ({:.3} % less) \
-                                 at a lower added delay",
-                                THROUGHPUT_TOLERANCE * 100.0,
-                                -gain * 100.0
-                            )
-                        } else {
-                            format!("{name} gains {:.0} % over {other}", gain * 100.0)
-                        };
-                        (Some(gain), format!("{phrase}: {how}{}", setting(c)))
-                    }
-                    Some((other, _)) => (
-                        None,
-                        format!(
-                            "{phrase}: {name} gets BG work done within {budget}, \
-                             {other} none{}",
-                            setting(c)
-                        ),
-                    ),
-                    None => (
-                        None,
-                        format!(
-                            "{phrase}: {name} is the only policy that does BG work within {budget}{}",
-                            setting(c)
-                        ),
-                    ),
-                },
-                (Some(c), _) => {
-                    let (top_name, top_tp) = top.clone().expect("a feasible top entry");
-                    let rel = if top_tp > 0.0 {
-                        Some(c.bg_throughput_bytes_per_s / top_tp - 1.0)
-                    } else {
-                        None
-                    };
-                    let how = match rel {
-                        Some(r) if r < 0.0 => format!("{:.0} % less than {top_name}", -r * 100.0),
-                        Some(r) if r > 0.0 => format!(
-                            "{:.3} % more than {top_name}, within the {:.0} % tolerance, \
-                             at a higher added delay",
-                            r * 100.0,
-                            THROUGHPUT_TOLERANCE * 100.0
-                        ),
-                        _ => format!("as much as {top_name}, at no lower added delay"),
-                    };
-                    (rel, format!("{name}: {how}{}", setting(c)))
-                }
-            };
+            let never_learned = runs.unlearned.get(&name).cloned();
+            let mean_bg_request_bytes = runs.mean_sizes.get(&name).copied();
+            let (relative, reason) = explain_place(&name, &best, i, budget, phrase, &leaders);
             let reason = match (&never_learned, &best) {
                 (Some(like), Some(c)) => format!(
                     "{name}: never finished learning on this trace (no learning window of \
@@ -392,25 +426,115 @@ pub fn recommend(
                     .get(&name)
                     .copied()
                     .unwrap_or(Guarantee::CoarseGrid),
-                rank: if tp(&best).is_some() { i + 1 } else { 0 },
+                rank: if ranked_throughput(&best).is_some() {
+                    i + 1
+                } else {
+                    0
+                },
                 policy: name,
                 best,
                 relative,
                 reason,
             }
         })
-        .collect();
-    Ok(Recommendation {
-        budget,
-        budget_text: budget.to_string(),
-        sizes: sizes.to_vec(),
-        traits,
-        ranking,
-        simulations,
-        search,
-        skipped,
-        throughput_tolerance: THROUGHPUT_TOLERANCE,
-    })
+        .collect()
+}
+
+/// The first two places of the ranking, (policy, throughput in bytes/s),
+/// when they do BG work within the budget.
+struct Leaders {
+    top: Option<(String, f64)>,
+    runner_up: Option<(String, f64)>,
+}
+
+/// Why `name`, with its tuned setting `best`, is at place `i` (from 0),
+/// and its throughput relative to the others ([`Ranked::relative`]).
+fn explain_place(
+    name: &str,
+    best: &Option<Choice>,
+    i: usize,
+    budget: Budget,
+    phrase: &str,
+    leaders: &Leaders,
+) -> (Option<f64>, String) {
+    match (best, i) {
+        (None, _) => (
+            None,
+            format!(
+                "{name}: no setting meets {budget} at any size; even its most \
+                 conservative setting costs the foreground too much"
+            ),
+        ),
+        (Some(c), _) if c.bg_throughput_bytes_per_s <= 0.0 => (
+            None,
+            format!(
+                "{name}: not ranked: within {budget} it does no BG work at all \
+                 (its best point starts no request)"
+            ),
+        ),
+        (Some(c), 0) => explain_top(name, c, budget, phrase, &leaders.runner_up),
+        (Some(c), _) => {
+            let (top_name, top_tp) = leaders.top.clone().expect("a feasible top entry");
+            let rel = if top_tp > 0.0 {
+                Some(c.bg_throughput_bytes_per_s / top_tp - 1.0)
+            } else {
+                None
+            };
+            let how = match rel {
+                Some(r) if r < 0.0 => format!("{:.0} % less than {top_name}", -r * 100.0),
+                Some(r) if r > 0.0 => format!(
+                    "{:.3} % more than {top_name}, within the {:.0} % tolerance, \
+                     at a higher added delay",
+                    r * 100.0,
+                    THROUGHPUT_TOLERANCE * 100.0
+                ),
+                _ => format!("as much as {top_name}, at no lower added delay"),
+            };
+            (rel, format!("{name}: {how}{}", setting(c)))
+        }
+    }
+}
+
+/// Why `name`, with its tuned setting `c`, ranks first: its gain over the
+/// `runner_up`, or that it alone does BG work within the budget.
+fn explain_top(
+    name: &str,
+    c: &Choice,
+    budget: Budget,
+    phrase: &str,
+    runner_up: &Option<(String, f64)>,
+) -> (Option<f64>, String) {
+    match runner_up {
+        Some((other, t)) if *t > 0.0 => {
+            let gain = c.bg_throughput_bytes_per_s / t - 1.0;
+            let how = if gain < 0.0 {
+                format!(
+                    "{name} is within {:.0} % of {other}'s throughput ({:.3} % less) \
+                     at a lower added delay",
+                    THROUGHPUT_TOLERANCE * 100.0,
+                    -gain * 100.0
+                )
+            } else {
+                format!("{name} gains {:.0} % over {other}", gain * 100.0)
+            };
+            (Some(gain), format!("{phrase}: {how}{}", setting(c)))
+        }
+        Some((other, _)) => (
+            None,
+            format!(
+                "{phrase}: {name} gets BG work done within {budget}, \
+                 {other} none{}",
+                setting(c)
+            ),
+        ),
+        None => (
+            None,
+            format!(
+                "{phrase}: {name} is the only policy that does BG work within {budget}{}",
+                setting(c)
+            ),
+        ),
+    }
 }
 
 /// Reorder `ranked` (best throughput first) so that each place goes to the

@@ -243,41 +243,84 @@ impl Detector {
         own_before: OwnIo,
         own_after: OwnIo,
     ) -> Option<Event> {
-        let (base, base_own) = *self.base.get_or_insert((*sample, own_after));
+        let base = *self.base.get_or_insert((*sample, own_after));
         let Some(prev) = self.prev else {
-            // the first sample only sets the zero
-            self.prev = Some(Prev {
-                t_ns,
-                sample: *sample,
-                own: own_after,
-                fg_in_flight: 0,
-            });
-            if let State::Busy {
-                start_ns,
-                last_active_ns,
-                last_arrival_ns,
-                ..
-            } = &mut self.state
-            {
-                (*start_ns, *last_active_ns, *last_arrival_ns) = (t_ns, t_ns, t_ns);
-            }
+            self.first_sample(t_ns, sample, own_after);
             return None;
         };
         self.totals.samples += 1;
-        let (a, b, k) = (own_before, own_after, &sample.stat);
-        let own_reads_moving =
-            a.reads_in_flight || b.reads_in_flight || a.read_sectors != b.read_sectors;
-        let own_writes_moving =
-            a.writes_in_flight || b.writes_in_flight || a.write_sectors != b.write_sectors;
-        let shield =
-            a.shield_open() || b.shield_open() || prev.own.shield_events != b.shield_events;
+        let own = OwnMotion::of(own_before, own_after, &prev);
+        let fg = self.fg_seen(t_ns, sample, base, own_after, &own, &prev);
+        let (awaited, new_pending) = self.settle_pending(t_ns, &fg, &prev);
 
+        let counted_active = fg.new_read > 0
+            || fg.new_write > 0
+            || fg.new_flush > 0
+            || fg.in_flight > 0
+            || awaited > 0
+            || new_pending > 0;
+        let announced = self.announced_still(t_ns, counted_active, &own, own_after, &prev);
+        let active = counted_active || announced;
+        let arrived = fg.new_read > 0
+            || fg.new_write > 0
+            || fg.new_flush > 0
+            || fg.in_flight > prev.fg_in_flight
+            || announced;
+        self.totals.fg_read_bytes += fg.new_read * STAT_SECTOR_BYTES;
+        self.totals.fg_write_bytes += fg.new_write * STAT_SECTOR_BYTES;
+        let counted = if active {
+            fg.ios.max(u64::from(fg.new_flush > 0))
+        } else {
+            0
+        };
+        self.totals.fg_requests += counted;
+        self.prev = Some(Prev {
+            t_ns,
+            sample: *sample,
+            own: own_after,
+            fg_in_flight: fg.in_flight,
+        });
+        self.advance(t_ns, prev.t_ns, active, arrived, counted)
+    }
+
+    /// The first sample only sets the zero, and the start of the busy
+    /// period the detector assumes.
+    fn first_sample(&mut self, t_ns: u64, sample: &Sample, own_after: OwnIo) {
+        self.prev = Some(Prev {
+            t_ns,
+            sample: *sample,
+            own: own_after,
+            fg_in_flight: 0,
+        });
+        if let State::Busy {
+            start_ns,
+            last_active_ns,
+            last_arrival_ns,
+            ..
+        } = &mut self.state
+        {
+            (*start_ns, *last_active_ns, *last_arrival_ns) = (t_ns, t_ns, t_ns);
+        }
+    }
+
+    /// The FG work `sample` shows beyond fallow's own (`own_after`), from
+    /// the zero `base`; moves the running maxima of the estimates.
+    fn fg_seen(
+        &mut self,
+        t_ns: u64,
+        sample: &Sample,
+        (base, base_own): (Sample, OwnIo),
+        own_after: OwnIo,
+        own: &OwnMotion,
+        prev: &Prev,
+    ) -> FgSeen {
+        let (b, k) = (own_after, &sample.stat);
         // FG sectors read: kernel − own since the start, reported as growth
         // beyond the running maximum
         let read_est = (k.read_sectors.wrapping_sub(base.stat.read_sectors) as i128)
             - (b.read_sectors.wrapping_sub(base_own.read_sectors) as i128);
         let new_read = (read_est - self.read_max).max(0) as u64;
-        if own_reads_moving {
+        if own.reads_moving {
             self.own_reads_moved_ns = t_ns;
         }
         let settled = t_ns.saturating_sub(self.own_reads_moved_ns) >= OWN_SETTLE_NS;
@@ -296,13 +339,13 @@ impl Detector {
         };
         let write_est =
             writes(sample) as i128 - (b.write_sectors.wrapping_sub(base_own.write_sectors) as i128);
-        let (new_write, new_flush) = if shield {
+        let (new_write, new_flush) = if own.shield {
             // every write of the sample is ours: absorb it
             self.write_max = write_est;
             (0, 0)
         } else {
             let n = (write_est - self.write_max).max(0) as u64;
-            self.write_max = if own_writes_moving {
+            self.write_max = if own.writes_moving {
                 self.write_max.max(write_est)
             } else {
                 write_est
@@ -310,22 +353,22 @@ impl Detector {
             (n, k.flush_ios.wrapping_sub(prev.sample.stat.flush_ios))
         };
 
-        let fg_in_flight = match sample.inflight {
+        let in_flight = match sample.inflight {
             Some(i) => {
-                (if own_reads_moving { 0 } else { i.reads })
-                    + (if shield || own_writes_moving {
+                (if own.reads_moving { 0 } else { i.reads })
+                    + (if own.shield || own.writes_moving {
                         0
                     } else {
                         i.writes
                     })
             }
-            None if own_reads_moving || own_writes_moving || shield => 0,
+            None if own.reads_moving || own.writes_moving || own.shield => 0,
             None => k.in_flight,
         };
 
         // FG requests completed: device requests minus fallow's estimate
         let p = &prev.sample.stat;
-        let dev_ios = if shield {
+        let dev_ios = if own.shield {
             k.read_ios.wrapping_sub(p.read_ios)
         } else {
             k.read_ios
@@ -333,11 +376,20 @@ impl Detector {
                 .wrapping_sub(p.read_ios)
                 .wrapping_sub(p.modifying_ios())
         };
-        let fg_ios = dev_ios.saturating_sub(b.ios.wrapping_sub(prev.own.ios));
+        let ios = dev_ios.saturating_sub(b.ios.wrapping_sub(prev.own.ios));
+        FgSeen {
+            new_read,
+            new_write,
+            new_flush,
+            in_flight,
+            ios,
+        }
+    }
 
-        // completions the kernel has not finished counting (module docs):
-        // earlier ones still awaited keep this sample busy, and late counts
-        // settle them first
+    /// Completions the kernel has not finished counting (module docs):
+    /// earlier ones still awaited keep this sample busy, and late counts
+    /// settle them first. Returns (awaited, newly pending).
+    fn settle_pending(&mut self, t_ns: u64, fg: &FgSeen, prev: &Prev) -> (u64, u64) {
         let was_pending = self.pending_completions > 0
             && (self.pending_samples < COMPLETION_HOLD_SAMPLES
                 || t_ns.saturating_sub(self.pending_since_ns) < COMPLETION_HOLD_NS);
@@ -348,28 +400,35 @@ impl Detector {
         };
         let left_uncounted = prev
             .fg_in_flight
-            .saturating_sub(fg_in_flight)
-            .saturating_sub(fg_ios + new_flush);
-        let sectors_without_ios = u64::from((new_read > 0 || new_write > 0) && fg_ios == 0);
+            .saturating_sub(fg.in_flight)
+            .saturating_sub(fg.ios + fg.new_flush);
+        let sectors_without_ios = u64::from((fg.new_read > 0 || fg.new_write > 0) && fg.ios == 0);
         let new_pending = left_uncounted.max(sectors_without_ios);
-        self.pending_completions = awaited.saturating_sub(fg_ios) + new_pending;
+        self.pending_completions = awaited.saturating_sub(fg.ios) + new_pending;
         if new_pending > 0 {
             (self.pending_since_ns, self.pending_samples) = (t_ns, 0);
         } else {
             self.pending_samples = self.pending_samples.saturating_add(1);
         }
+        (awaited, new_pending)
+    }
 
-        let counted_active = new_read > 0
-            || new_write > 0
-            || new_flush > 0
-            || fg_in_flight > 0
-            || awaited > 0
-            || new_pending > 0;
-        // an announced bio: FG if nothing of fallow's moved since the last
-        // sample, until the counters take over or the hold runs out
-        let own_still = !own_reads_moving
-            && !own_writes_moving
-            && !shield
+    /// Whether an announced bio still counts as FG activity: if nothing of
+    /// fallow's moved since the last sample (or it is known to be someone
+    /// else's), until the counters take over or the hold runs out. Forgets
+    /// the announcement otherwise.
+    fn announced_still(
+        &mut self,
+        t_ns: u64,
+        counted_active: bool,
+        own: &OwnMotion,
+        own_after: OwnIo,
+        prev: &Prev,
+    ) -> bool {
+        let b = own_after;
+        let own_still = !own.reads_moving
+            && !own.writes_moving
+            && !own.shield
             && b.read_sectors == prev.own.read_sectors
             && b.write_sectors == prev.own.write_sectors
             && b.ios == prev.own.ios;
@@ -382,27 +441,20 @@ impl Detector {
             self.announced_ns = None;
             self.announced_fg = false;
         }
-        let active = counted_active || announced;
-        let arrived = new_read > 0
-            || new_write > 0
-            || new_flush > 0
-            || fg_in_flight > prev.fg_in_flight
-            || announced;
-        self.totals.fg_read_bytes += new_read * STAT_SECTOR_BYTES;
-        self.totals.fg_write_bytes += new_write * STAT_SECTOR_BYTES;
-        let counted = if active {
-            fg_ios.max(u64::from(new_flush > 0))
-        } else {
-            0
-        };
-        self.totals.fg_requests += counted;
-        self.prev = Some(Prev {
-            t_ns,
-            sample: *sample,
-            own: b,
-            fg_in_flight,
-        });
+        announced
+    }
 
+    /// The busy/idle state after a sample at `t_ns` (the one before at
+    /// `prev_t_ns`) that was `active`, saw an FG arrival (`arrived`) and
+    /// `counted` FG requests: the event of a change, if any.
+    fn advance(
+        &mut self,
+        t_ns: u64,
+        prev_t_ns: u64,
+        active: bool,
+        arrived: bool,
+        counted: u64,
+    ) -> Option<Event> {
         match &mut self.state {
             State::Busy {
                 start_ns,
@@ -439,7 +491,7 @@ impl Detector {
                 self.totals.busy_samples += 1;
                 self.totals.busy_periods += 1;
                 self.state = State::Busy {
-                    start_ns: prev.t_ns,
+                    start_ns: prev_t_ns,
                     last_active_ns: t_ns,
                     requests: counted,
                     last_arrival_ns: t_ns,
@@ -447,11 +499,51 @@ impl Detector {
                 };
                 Some(Event::Busy {
                     at_ns: t_ns,
-                    after_ns: prev.t_ns,
+                    after_ns: prev_t_ns,
                 })
             }
         }
     }
+}
+
+/// What fallow's own I/O did around one sample, from its counts just
+/// before and just after the device's and at the sample before.
+struct OwnMotion {
+    /// Its reads were in flight or moved while the device was read.
+    reads_moving: bool,
+    /// Its writes were in flight or moved while the device was read.
+    writes_moving: bool,
+    /// A write shield was open, or opened or closed since the sample before.
+    shield: bool,
+}
+
+impl OwnMotion {
+    fn of(before: OwnIo, after: OwnIo, prev: &Prev) -> OwnMotion {
+        let (a, b) = (before, after);
+        OwnMotion {
+            reads_moving: a.reads_in_flight
+                || b.reads_in_flight
+                || a.read_sectors != b.read_sectors,
+            writes_moving: a.writes_in_flight
+                || b.writes_in_flight
+                || a.write_sectors != b.write_sectors,
+            shield: a.shield_open() || b.shield_open() || prev.own.shield_events != b.shield_events,
+        }
+    }
+}
+
+/// The FG work one sample shows beyond fallow's own.
+struct FgSeen {
+    /// New FG sectors read, beyond the running maximum.
+    new_read: u64,
+    /// New FG sectors written or discarded.
+    new_write: u64,
+    /// New flushes (0 under a write shield).
+    new_flush: u64,
+    /// FG requests in flight.
+    in_flight: u64,
+    /// FG requests completed since the sample before (estimated).
+    ios: u64,
 }
 
 #[cfg(test)]

@@ -347,18 +347,7 @@ impl Md {
                 format!("{label}: give the array's device, like md:/dev/md0"),
             ));
         }
-        let action = cfg
-            .options
-            .get("action")
-            .map(String::as_str)
-            .unwrap_or("check")
-            .to_string();
-        if action != "check" && action != "repair" {
-            return Err(Error::invalid(
-                "--option action",
-                format!("`{action}`: use check or repair"),
-            ));
-        }
+        let action = action_of(cfg)?;
         // the checkpoint path is checked before anything is read or written
         let ck_path = cfg.checkpoint_path.clone().ok_or_else(|| {
             Error::invalid(
@@ -368,87 +357,20 @@ impl Md {
         })?;
         check_paths(&ck_path, &cfg.outputs)?;
         let dir = PathBuf::from(format!("/sys/block/{name}/md"));
-        let read = |f: &str| ctl.read(&dir.join(f));
-        let state = read("sync_action").map_err(|e| match e {
-            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                Error::Unsupported(format!(
-                    "{label}: {} does not exist: not an md array with redundancy (raid1/4/5/6/10), or md is not in this kernel",
-                    ctl.resolve(&dir.join("sync_action")).display()
-                ))
-            }
-            e => e,
-        })?;
-        let state = state.trim().to_string();
-        if state != "idle" {
-            return Err(Error::Unsupported(format!(
-                "{label}: the array is busy (sync_action is `{state}`): fallow starts a {action} only on an idle array"
-            )));
-        }
-        let parse_err = |f: &str, m: String| Error::Parse {
-            path: ctl.resolve(&dir.join(f)),
-            message: m,
+        let files = MdFiles {
+            ctl: ctl.as_ref(),
+            dir: &dir,
         };
-        let number = |f: &str| -> Result<u64> {
-            let t = read(f)?;
-            t.trim()
-                .parse::<u64>()
-                .map_err(|_| parse_err(f, format!("`{}` is not a number", t.trim())))
-        };
-        let chunk_bytes = number("chunk_size")?;
-        // raid1 has no chunks: any sector will do
-        let chunk_sectors = (chunk_bytes / SECTOR_BYTES).max(1);
-        if let Some(m) = cfg.max_bytes {
-            let chunk_bytes = chunk_sectors * SECTOR_BYTES;
-            if m < chunk_bytes {
-                return Err(Error::invalid(
-                    "--max-bytes",
-                    format!(
-                        "{m} bytes is less than one chunk of {label} ({chunk_bytes} bytes): md bounds a check only on chunk boundaries"
-                    ),
-                ));
-            }
-        }
-        // The check's total, in the units of sync_min/sync_max and of
-        // sync_completed (md.c `sync_completed_show` prints
-        // `resync_max_sectors` for a sync or check; `md_do_sync` runs from
-        // 0 to it): the member size for raid1/4/5/6 (raid1.c, raid5.c run:
-        // `resync_max_sectors = dev_sectors`), but the array's size for
-        // raid10, whose resync walks the array's address space (raid10.c
-        // `raid10_run`: `size = raid10_size(mddev, 0, 0);
-        // md_set_array_sectors(mddev, size); mddev->resync_max_sectors =
-        // size`), which `/sys/block/mdX/size` shows in sectors. Member
-        // size × 2 there made a 4-disk raid10 stop at its first window
-        // ("the array now has N sectors to check").
-        let level = read("level")?.trim().to_string();
-        let (total_file, total_sectors) = if level == "raid10" {
-            let f = format!("/sys/block/{name}/size");
-            let t = ctl.read(Path::new(&f))?;
-            let n = t.trim().parse::<u64>().map_err(|_| Error::Parse {
-                path: ctl.resolve(Path::new(&f)),
-                message: format!("`{}` is not a number of sectors", t.trim()),
-            })?;
-            ("size", n)
-        } else {
-            let n = number("component_size")?
-                .checked_mul(2)
-                .ok_or_else(|| parse_err("component_size", "too large".into()))?;
-            ("component_size", n)
-        };
-        if total_sectors == 0 {
-            return Err(parse_err(total_file, "the array has no size".into()));
-        }
-        let user_min = read("sync_min")?.trim().to_string();
-        let user_max = read("sync_max")?.trim().to_string();
-        user_min
-            .parse::<u64>()
-            .map_err(|_| parse_err("sync_min", format!("`{user_min}` is not a sector")))?;
-        parse_sync_max(&user_max).map_err(|m| parse_err("sync_max", m))?;
+        files.check_idle(&label, &action)?;
+        let chunk_sectors = files.chunk_sectors(&label, cfg.max_bytes)?;
+        let total_sectors = files.total_sectors(&name)?;
+        let (user_min, user_max) = files.user_bounds()?;
 
         let fresh = MdCheckpoint::new(
             &label,
             total_sectors * SECTOR_BYTES,
             MdDetail {
-                action: action.clone(),
+                action,
                 chunk_sectors,
                 mismatch_sectors: 0,
             },
@@ -501,12 +423,20 @@ impl Md {
             t0_ns: monotonic_ns(),
             ctl,
         };
-        let speed_min = md.read("sync_speed_min").ok();
-        let speed_max = md.read("sync_speed_max").ok();
+        md.set_up_speeds(cfg, &name)?;
+        Ok(md)
+    }
+
+    /// The brake (where the array has `sync_speed_min`/`_max` and its own
+    /// counters) and `--max-rate` (md's per-array limit, and fallow's
+    /// pacing between windows), with the speeds to restore at the end.
+    fn set_up_speeds(&mut self, cfg: &NativeConfig, name: &str) -> Result<()> {
+        let speed_min = self.read("sync_speed_min").ok();
+        let speed_max = self.read("sync_speed_max").ok();
         let stat = PathBuf::from(format!("/sys/block/{name}/stat"));
         let brakes = speed_min.is_some()
             && speed_max.is_some()
-            && md
+            && self
                 .ctl
                 .read(&stat)
                 .ok()
@@ -515,12 +445,12 @@ impl Md {
             if speed_max.is_none() {
                 return Err(Error::Unsupported(format!(
                     "{}: {} is missing: --max-rate needs md's own per-array limit",
-                    md.label,
-                    md.ctl.resolve(&md.path("sync_speed_max")).display()
+                    self.label,
+                    self.ctl.resolve(&self.path("sync_speed_max")).display()
                 )));
             }
             // and fallow's pacing between windows, so the policy sees it
-            md.bucket = Some(TokenBucket::new(rate, SECTOR_BYTES * chunk_sectors)?);
+            self.bucket = Some(TokenBucket::new(rate, SECTOR_BYTES * self.chunk_sectors)?);
         }
         if brakes || cfg.max_rate_bytes_per_s.is_some() {
             let speeds = Speeds::new(
@@ -529,18 +459,18 @@ impl Md {
                 cfg.max_rate_bytes_per_s,
             )
             .map_err(|(f, m)| Error::Parse {
-                path: md.ctl.resolve(&md.path(f)),
+                path: self.ctl.resolve(&self.path(f)),
                 message: m,
             })?;
-            md.speeds = Some(speeds);
+            self.speeds = Some(speeds);
             if cfg.max_rate_bytes_per_s.is_some() {
-                md.lift()?;
+                self.lift()?;
             }
         }
         if brakes {
-            md.array_stat = Some(stat);
+            self.array_stat = Some(stat);
         }
-        Ok(md)
+        Ok(())
     }
 
     /// The checkpoint as it stands.
@@ -696,6 +626,133 @@ impl Md {
             self.braked = false;
         }
         self.ck.save(&self.ck_path)
+    }
+}
+
+/// The `action` option: `check` (the default) or `repair`.
+fn action_of(cfg: &NativeConfig) -> Result<String> {
+    let action = cfg
+        .options
+        .get("action")
+        .map(String::as_str)
+        .unwrap_or("check")
+        .to_string();
+    if action != "check" && action != "repair" {
+        return Err(Error::invalid(
+            "--option action",
+            format!("`{action}`: use check or repair"),
+        ));
+    }
+    Ok(action)
+}
+
+/// An array's md files (`/sys/block/mdX/md`), read while it is opened.
+struct MdFiles<'a> {
+    ctl: &'a dyn Control,
+    dir: &'a Path,
+}
+
+impl MdFiles<'_> {
+    fn read(&self, f: &str) -> Result<String> {
+        self.ctl.read(&self.dir.join(f))
+    }
+
+    fn parse_err(&self, f: &str, message: String) -> Error {
+        Error::Parse {
+            path: self.ctl.resolve(&self.dir.join(f)),
+            message,
+        }
+    }
+
+    fn number(&self, f: &str) -> Result<u64> {
+        let t = self.read(f)?;
+        t.trim()
+            .parse::<u64>()
+            .map_err(|_| self.parse_err(f, format!("`{}` is not a number", t.trim())))
+    }
+
+    /// fallow starts an `action` only on an idle array with redundancy.
+    fn check_idle(&self, label: &str, action: &str) -> Result<()> {
+        let state = self.read("sync_action").map_err(|e| match e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Error::Unsupported(format!(
+                    "{label}: {} does not exist: not an md array with redundancy (raid1/4/5/6/10), or md is not in this kernel",
+                    self.ctl.resolve(&self.dir.join("sync_action")).display()
+                ))
+            }
+            e => e,
+        })?;
+        let state = state.trim().to_string();
+        if state != "idle" {
+            return Err(Error::Unsupported(format!(
+                "{label}: the array is busy (sync_action is `{state}`): fallow starts a {action} only on an idle array"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The array's chunk, sectors, which `max_bytes` must hold at least once.
+    fn chunk_sectors(&self, label: &str, max_bytes: Option<u64>) -> Result<u64> {
+        let chunk_bytes = self.number("chunk_size")?;
+        // raid1 has no chunks: any sector will do
+        let chunk_sectors = (chunk_bytes / SECTOR_BYTES).max(1);
+        if let Some(m) = max_bytes {
+            let chunk_bytes = chunk_sectors * SECTOR_BYTES;
+            if m < chunk_bytes {
+                return Err(Error::invalid(
+                    "--max-bytes",
+                    format!(
+                        "{m} bytes is less than one chunk of {label} ({chunk_bytes} bytes): md bounds a check only on chunk boundaries"
+                    ),
+                ));
+            }
+        }
+        Ok(chunk_sectors)
+    }
+
+    /// The check's total, sectors, in the units of sync_min/sync_max and of
+    /// sync_completed (md.c `sync_completed_show` prints
+    /// `resync_max_sectors` for a sync or check; `md_do_sync` runs from
+    /// 0 to it): the member size for raid1/4/5/6 (raid1.c, raid5.c run:
+    /// `resync_max_sectors = dev_sectors`), but the array's size for
+    /// raid10, whose resync walks the array's address space (raid10.c
+    /// `raid10_run`: `size = raid10_size(mddev, 0, 0);
+    /// md_set_array_sectors(mddev, size); mddev->resync_max_sectors =
+    /// size`), which `/sys/block/mdX/size` shows in sectors. Member
+    /// size × 2 there made a 4-disk raid10 stop at its first window
+    /// ("the array now has N sectors to check").
+    fn total_sectors(&self, name: &str) -> Result<u64> {
+        let level = self.read("level")?.trim().to_string();
+        let (total_file, total_sectors) = if level == "raid10" {
+            let f = format!("/sys/block/{name}/size");
+            let t = self.ctl.read(Path::new(&f))?;
+            let n = t.trim().parse::<u64>().map_err(|_| Error::Parse {
+                path: self.ctl.resolve(Path::new(&f)),
+                message: format!("`{}` is not a number of sectors", t.trim()),
+            })?;
+            ("size", n)
+        } else {
+            let n = self
+                .number("component_size")?
+                .checked_mul(2)
+                .ok_or_else(|| self.parse_err("component_size", "too large".into()))?;
+            ("component_size", n)
+        };
+        if total_sectors == 0 {
+            return Err(self.parse_err(total_file, "the array has no size".into()));
+        }
+        Ok(total_sectors)
+    }
+
+    /// The user's `sync_min` and `sync_max`, checked, to restore at the end.
+    fn user_bounds(&self) -> Result<(String, String)> {
+        let user_min = self.read("sync_min")?.trim().to_string();
+        let user_max = self.read("sync_max")?.trim().to_string();
+        user_min
+            .parse::<u64>()
+            .map_err(|_| self.parse_err("sync_min", format!("`{user_min}` is not a sector")))?;
+        parse_sync_max(&user_max).map_err(|m| self.parse_err("sync_max", m))?;
+        Ok((user_min, user_max))
     }
 }
 

@@ -338,158 +338,29 @@ impl Managed {
             Err(_) if cfg.freezer.is_none() => CgroupLayout::default(),
             Err(e) => return Err(e),
         };
-        // unique per process and per command (a library may manage several)
-        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let name = format!(
-            "fallow-run-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = unique_cgroup_name();
         let mut freezer = Freezer::create(cfg.freezer, &layout, &name)?;
-
-        // the command's I/O: v2 io.stat where the io controller is on, else v1 blkio
-        let mut blkio_dir = None;
-        let accounting = match cfg.account_dev {
-            None => IoAccounting::None,
-            Some(dev) => match freezer.cgroup_dir() {
-                Some(d) if freezer.kind() == FreezerKind::Cgroup2 && d.join("io.stat").exists() => {
-                    IoAccounting::CgroupV2(d.to_path_buf())
-                }
-                _ => match layout.v1_dir("blkio").map(|d| d.join(&name)) {
-                    Some(d) if io::make_blkio_cgroup(&d, dev).is_ok() => {
-                        blkio_dir = Some(d.clone());
-                        IoAccounting::BlkioV1(d)
-                    }
-                    _ => IoAccounting::Proc,
-                },
-            },
-        };
-        let undo_blkio = |d: &Option<PathBuf>| {
-            if let Some(d) = d {
-                let _ = freezer::remove_cgroup(d, 0);
-            }
-        };
-
+        let (accounting, blkio_dir) = command_accounting(cfg, &freezer, &layout, &name);
         let mut guardian = match &cfg.guardian {
-            Some(g) => {
-                let spec = GuardianSpec {
-                    kind: freezer.kind(),
-                    control: freezer.control(),
-                    cgroups: freezer
-                        .cgroup_dir()
-                        .map(Path::to_path_buf)
-                        .into_iter()
-                        .chain(blkio_dir.clone())
-                        .collect(),
-                    release: vec![],
-                };
-                match Guardian::spawn(&g.program, &g.leading_args, &spec) {
-                    Ok(g) => Some(g),
-                    Err(e) => {
-                        undo_blkio(&blkio_dir);
-                        return Err(e);
-                    }
+            Some(g) => match start_guardian(g, &freezer, &blkio_dir) {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    remove_blkio_cgroup(&blkio_dir);
+                    return Err(e);
                 }
-            }
+            },
             None => None,
         };
-
-        let script = if freezer.kind() == FreezerKind::Signal {
-            TRAMPOLINE_SIGNAL
-        } else {
-            TRAMPOLINE
-        };
-        let mut child = match Command::new("/bin/sh")
-            .arg("-c")
-            .arg(script)
-            .arg("fallow-run")
-            .args(cmd.argv())
-            .process_group(0)
-            .spawn()
-        {
+        let mut child = match start_trampoline(cmd, &freezer) {
             Ok(c) => c,
             Err(e) => {
-                undo_blkio(&blkio_dir);
-                return Err(Error::io(
-                    "/bin/sh",
-                    "cannot start the command's trampoline",
-                    e,
-                ));
+                remove_blkio_cgroup(&blkio_dir);
+                return Err(e);
             }
         };
         let pid = child.id();
-        // kill first, then thaw: a v1-frozen process acts on SIGKILL only
-        // once thawed, and then dies before running another instruction
-        let fail = |child: &mut Child, freezer: &mut Freezer, e: Error| {
-            let _ = child.kill();
-            let _ = freezer.thaw();
-            let _ = child.wait();
-            undo_blkio(&blkio_dir);
-            e
-        };
-        // until the trampoline has stopped itself
-        match wait_stopped(pid) {
-            Ok(true) => {}
-            Ok(false) => {
-                let st = child.wait().map(exit_code).unwrap_or(-1);
-                undo_blkio(&blkio_dir);
-                return Err(Error::Unsupported(format!(
-                    "the command's trampoline (/bin/sh) exited with status {st} before it started the command"
-                )));
-            }
-            Err(e) => return Err(fail(&mut child, &mut freezer, e)),
-        }
-        if let Err(e) = freezer.attach(pid) {
-            return Err(fail(&mut child, &mut freezer, e));
-        }
-        if let Some(d) = &blkio_dir {
-            if let Err(e) = freezer::move_into(d, pid) {
-                return Err(fail(&mut child, &mut freezer, e));
-            }
-        }
-        if let Some(g) = &mut guardian {
-            if let Err(e) = g.watch_group(pid) {
-                return Err(fail(&mut child, &mut freezer, e));
-            }
-        }
-        if freezer.kind() != FreezerKind::Signal {
-            // the cgroup holds it frozen from here
-            let p = Pid::from_raw(pid as i32).expect("a child's pid is positive");
-            if let Err(e) = kill_process(p, Signal::CONT) {
-                return Err(fail(
-                    &mut child,
-                    &mut freezer,
-                    Error::io(format!("process {pid}"), "cannot continue", e.into()),
-                ));
-            }
-        }
-        let grace = io::Linger::<CgroupIo>::DEFAULT_GRACE_NS;
-        let counters: Option<Box<dyn OwnIoSource>> = match (&accounting, cfg.account_dev) {
-            (IoAccounting::CgroupV2(d), Some(dev)) => {
-                Some(Box::new(io::Linger::new(CgroupIo::new(d, dev), grace)))
-            }
-            (IoAccounting::BlkioV1(d), Some(dev)) => {
-                Some(Box::new(io::Linger::new(BlkioIo::new(d, dev), grace)))
-            }
-            (IoAccounting::Proc, _) => Some(Box::new(io::Linger::new(
-                ProcGroupIo::new(match freezer.cgroup_dir() {
-                    Some(d) => Members::Cgroup(d.to_path_buf()),
-                    None => Members::Tree(pid),
-                }),
-                grace,
-            ))),
-            _ => None,
-        };
-        // in a v2 cgroup of its own, the event monitor can tell the
-        // command's bios apart by cgroup (monitor::cgroup_bios); the
-        // counters stay for its writes and for the poller
-        let own_io: Option<Arc<dyn OwnIoSource>> = match (counters, freezer.cgroup_dir()) {
-            (Some(c), Some(d)) if freezer.kind() == FreezerKind::Cgroup2 => {
-                Some(Arc::new(CommandIo::new(d, c)))
-            }
-            (Some(c), _) => Some(Arc::from(c)),
-            (None, _) => None,
-        };
+        hold_frozen(&mut child, &mut freezer, &blkio_dir, guardian.as_mut())?;
+        let own_io = own_io_source(&accounting, cfg.account_dev, &freezer, pid);
         let frozen_at_ns = monotonic_ns();
         let frozen_io = FrozenIoWatch::start(
             read_bytes_of(&accounting, cfg.account_dev, &freezer, pid),
@@ -497,23 +368,7 @@ impl Managed {
             frozen_at_ns,
         )
         .map_err(|e| Error::io("thread", "cannot start the frozen-I/O watch", e))?;
-        let exit = Arc::new(ExitWatch::default());
-        let exit2 = exit.clone();
-        std::thread::Builder::new()
-            .name("fallow-run-exit".into())
-            .spawn(move || {
-                let p = Pid::from_raw(pid as i32).expect("a child's pid is positive");
-                // NOWAIT: see the exit without reaping (Child::wait reaps)
-                while let Err(rustix::io::Errno::INTR) = rustix::process::waitid(
-                    WaitId::Pid(p),
-                    WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
-                ) {}
-                // wake first: whoever sees `exited` may rely on it being raised
-                wake.store(true, Ordering::SeqCst);
-                *exit2.exited.lock().unwrap_or_else(|p| p.into_inner()) = true;
-                exit2.cv.notify_all();
-            })
-            .map_err(|e| Error::io("thread", "cannot start the exit watcher", e))?;
+        let exit = watch_exit(pid, wake)?;
         Ok(Managed {
             child,
             pid,
@@ -730,6 +585,209 @@ impl BgExecutor for Managed {
     fn pause(&mut self) -> Result<()> {
         self.suspend()
     }
+}
+
+/// The name of a managed command's cgroups: unique per process and per
+/// command (a library may manage several).
+fn unique_cgroup_name() -> String {
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    format!(
+        "fallow-run-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// How the command's I/O on `cfg.account_dev` is counted: v2 io.stat
+/// where the io controller is on, else v1 blkio (in a cgroup `name` made
+/// for it, returned to be removed at the end), else /proc.
+fn command_accounting(
+    cfg: &RunConfig,
+    freezer: &Freezer,
+    layout: &CgroupLayout,
+    name: &str,
+) -> (IoAccounting, Option<PathBuf>) {
+    let mut blkio_dir = None;
+    let accounting = match cfg.account_dev {
+        None => IoAccounting::None,
+        Some(dev) => match freezer.cgroup_dir() {
+            Some(d) if freezer.kind() == FreezerKind::Cgroup2 && d.join("io.stat").exists() => {
+                IoAccounting::CgroupV2(d.to_path_buf())
+            }
+            _ => match layout.v1_dir("blkio").map(|d| d.join(name)) {
+                Some(d) if io::make_blkio_cgroup(&d, dev).is_ok() => {
+                    blkio_dir = Some(d.clone());
+                    IoAccounting::BlkioV1(d)
+                }
+                _ => IoAccounting::Proc,
+            },
+        },
+    };
+    (accounting, blkio_dir)
+}
+
+/// Remove the blkio cgroup made by [`command_accounting`], if any: a step
+/// after it failed.
+fn remove_blkio_cgroup(blkio_dir: &Option<PathBuf>) {
+    if let Some(d) = blkio_dir {
+        let _ = freezer::remove_cgroup(d, 0);
+    }
+}
+
+/// Start the guardian `g` over the command's freezer and cgroups.
+fn start_guardian(
+    g: &GuardianCommand,
+    freezer: &Freezer,
+    blkio_dir: &Option<PathBuf>,
+) -> Result<Guardian> {
+    let spec = GuardianSpec {
+        kind: freezer.kind(),
+        control: freezer.control(),
+        cgroups: freezer
+            .cgroup_dir()
+            .map(Path::to_path_buf)
+            .into_iter()
+            .chain(blkio_dir.clone())
+            .collect(),
+        release: vec![],
+    };
+    Guardian::spawn(&g.program, &g.leading_args, &spec)
+}
+
+/// Start `cmd` behind the trampoline that stops it before its first
+/// instruction (see the module documentation), in a new process group.
+fn start_trampoline(cmd: &CommandSpec, freezer: &Freezer) -> Result<Child> {
+    let script = if freezer.kind() == FreezerKind::Signal {
+        TRAMPOLINE_SIGNAL
+    } else {
+        TRAMPOLINE
+    };
+    Command::new("/bin/sh")
+        .arg("-c")
+        .arg(script)
+        .arg("fallow-run")
+        .args(cmd.argv())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Error::io("/bin/sh", "cannot start the command's trampoline", e))
+}
+
+/// Wait until the trampoline has stopped itself, then put it into the
+/// freezer ([`enter_freezer`]). On failure the child is killed and
+/// reaped and the blkio cgroup removed.
+fn hold_frozen(
+    child: &mut Child,
+    freezer: &mut Freezer,
+    blkio_dir: &Option<PathBuf>,
+    guardian: Option<&mut Guardian>,
+) -> Result<()> {
+    let pid = child.id();
+    // kill first, then thaw: a v1-frozen process acts on SIGKILL only
+    // once thawed, and then dies before running another instruction
+    let fail = |child: &mut Child, freezer: &mut Freezer, e: Error| {
+        let _ = child.kill();
+        let _ = freezer.thaw();
+        let _ = child.wait();
+        remove_blkio_cgroup(blkio_dir);
+        e
+    };
+    match wait_stopped(pid) {
+        Ok(true) => {}
+        Ok(false) => {
+            let st = child.wait().map(exit_code).unwrap_or(-1);
+            remove_blkio_cgroup(blkio_dir);
+            return Err(Error::Unsupported(format!(
+                "the command's trampoline (/bin/sh) exited with status {st} before it started the command"
+            )));
+        }
+        Err(e) => return Err(fail(child, freezer, e)),
+    }
+    enter_freezer(pid, freezer, blkio_dir, guardian).map_err(|e| fail(child, freezer, e))
+}
+
+/// Move the stopped trampoline `pid` into the freezer and the blkio
+/// cgroup, tell the guardian its process group, and continue it where a
+/// cgroup holds it frozen.
+fn enter_freezer(
+    pid: u32,
+    freezer: &mut Freezer,
+    blkio_dir: &Option<PathBuf>,
+    guardian: Option<&mut Guardian>,
+) -> Result<()> {
+    freezer.attach(pid)?;
+    if let Some(d) = blkio_dir {
+        freezer::move_into(d, pid)?;
+    }
+    if let Some(g) = guardian {
+        g.watch_group(pid)?;
+    }
+    if freezer.kind() != FreezerKind::Signal {
+        // the cgroup holds it frozen from here
+        let p = Pid::from_raw(pid as i32).expect("a child's pid is positive");
+        kill_process(p, Signal::CONT)
+            .map_err(|e| Error::io(format!("process {pid}"), "cannot continue", e.into()))?;
+    }
+    Ok(())
+}
+
+/// The command's I/O on the monitored disk as the monitor subtracts it,
+/// from its `accounting`.
+fn own_io_source(
+    accounting: &IoAccounting,
+    account_dev: Option<(u32, u32)>,
+    freezer: &Freezer,
+    pid: u32,
+) -> Option<Arc<dyn OwnIoSource>> {
+    let grace = io::Linger::<CgroupIo>::DEFAULT_GRACE_NS;
+    let counters: Option<Box<dyn OwnIoSource>> = match (accounting, account_dev) {
+        (IoAccounting::CgroupV2(d), Some(dev)) => {
+            Some(Box::new(io::Linger::new(CgroupIo::new(d, dev), grace)))
+        }
+        (IoAccounting::BlkioV1(d), Some(dev)) => {
+            Some(Box::new(io::Linger::new(BlkioIo::new(d, dev), grace)))
+        }
+        (IoAccounting::Proc, _) => Some(Box::new(io::Linger::new(
+            ProcGroupIo::new(match freezer.cgroup_dir() {
+                Some(d) => Members::Cgroup(d.to_path_buf()),
+                None => Members::Tree(pid),
+            }),
+            grace,
+        ))),
+        _ => None,
+    };
+    // in a v2 cgroup of its own, the event monitor can tell the
+    // command's bios apart by cgroup (monitor::cgroup_bios); the
+    // counters stay for its writes and for the poller
+    match (counters, freezer.cgroup_dir()) {
+        (Some(c), Some(d)) if freezer.kind() == FreezerKind::Cgroup2 => {
+            Some(Arc::new(CommandIo::new(d, c)))
+        }
+        (Some(c), _) => Some(Arc::from(c)),
+        (None, _) => None,
+    }
+}
+
+/// A thread that sees the command `pid` exit (without reaping it), then
+/// raises `wake` and the returned watch.
+fn watch_exit(pid: u32, wake: Arc<AtomicBool>) -> Result<Arc<ExitWatch>> {
+    let exit = Arc::new(ExitWatch::default());
+    let exit2 = exit.clone();
+    std::thread::Builder::new()
+        .name("fallow-run-exit".into())
+        .spawn(move || {
+            let p = Pid::from_raw(pid as i32).expect("a child's pid is positive");
+            // NOWAIT: see the exit without reaping (Child::wait reaps)
+            while let Err(rustix::io::Errno::INTR) = rustix::process::waitid(
+                WaitId::Pid(p),
+                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+            ) {}
+            // wake first: whoever sees `exited` may rely on it being raised
+            wake.store(true, Ordering::SeqCst);
+            *exit2.exited.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            exit2.cv.notify_all();
+        })
+        .map_err(|e| Error::io("thread", "cannot start the exit watcher", e))?;
+    Ok(exit)
 }
 
 /// The bytes read charged to the command, as the frozen-I/O watch reads
