@@ -31,7 +31,7 @@ pub struct PoliciesArgs {
 struct Item {
     name: &'static str,
     summary: &'static str,
-    params: &'static str,
+    params: String,
     clairvoyant: bool,
 }
 
@@ -42,7 +42,7 @@ pub fn run(args: PoliciesArgs) -> Result<()> {
         .map(|e| Item {
             name: e.name,
             summary: e.summary,
-            params: e.params,
+            params: e.params_help(),
             clairvoyant: e.clairvoyant,
         })
         .collect();
@@ -60,7 +60,7 @@ pub fn run(args: PoliciesArgs) -> Result<()> {
             t.push(vec![
                 Cell::text(i.name),
                 Cell::text(i.summary),
-                Cell::text(i.params),
+                Cell::text(&i.params),
                 Cell::text(i.clairvoyant.to_string()),
             ]);
         }

@@ -88,7 +88,7 @@ impl DiskSpec {
             }
             let (_, mut p) =
                 Params::parse(&format!("device:{}", parts.collect::<Vec<_>>().join(",")))?;
-            let shadow_timeout_ns = p.duration_ns("t", 10_000_000_000)?;
+            let shadow_timeout_ns = p.duration_ns_or("t", 10_000_000_000)?;
             p.finish(&["t"])?;
             return Ok(DiskSpec::Device {
                 path,
@@ -114,9 +114,9 @@ impl DiskSpec {
             }
         };
         let cfg = EmulatedConfig {
-            timeout_ns: p.duration_ns("t", d.timeout_ns)?,
-            spinup_ns: p.duration_ns("spinup", d.spinup_ns)?,
-            shutdown_ns: p.duration_ns("shutdown", d.shutdown_ns)?,
+            timeout_ns: p.duration_ns_or("t", d.timeout_ns)?,
+            spinup_ns: p.duration_ns_or("spinup", d.spinup_ns)?,
+            shutdown_ns: p.duration_ns_or("shutdown", d.shutdown_ns)?,
             start_asleep,
         };
         p.finish(&["t", "spinup", "shutdown", "start"])?;

@@ -279,7 +279,7 @@ pub fn policies() -> Vec<PolicyInfo> {
     let info = |e: &policy::Entry| PolicyInfo {
         name: e.name.into(),
         summary: e.summary.into(),
-        params: e.params.into(),
+        params: e.params_help(),
         clairvoyant: e.clairvoyant,
     };
     policy::registry().iter().map(info).collect()

@@ -333,7 +333,7 @@ fn policies_lists_the_registry() {
     for (item, e) in list.iter().zip(reg) {
         assert_eq!(item["name"], e.name);
         assert_eq!(item["summary"], e.summary);
-        assert_eq!(item["params"], e.params);
+        assert_eq!(item["params"], e.params_help());
         assert_eq!(item["clairvoyant"], e.clairvoyant);
     }
     let o = fallow(&["policies"]);

@@ -23,6 +23,7 @@
 
 use super::preemption_interval::{
     IntervalCounters, IntervalEvent, IntervalState, PreemptionInterval, PreemptionIntervalConfig,
+    BATCH, SIZE, START, VARIANT,
 };
 use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy};
 use crate::error::{Error, Result};
@@ -33,21 +34,21 @@ pub const ENTRY: Entry = Entry {
     name: "adaptive-preemption-interval",
     aliases: &[],
     summary: "preemption interval that doubles on a B[f] event (FG found BG in service) and shrinks by 1/32 otherwise (Eggert & Touch §5.2)",
-    params: "p=DURATION (start, default 10ms), min=DURATION (1ms), max=DURATION (10s), grow=FACTOR (2), shrink=FRACTION (1/32), variant=, start=, batch=, size= as preemption-interval",
     keys: &[
-        Param { key: "p", kind: ParamKind::Duration, example: "10ms", requires: "" },
-        Param { key: "variant", kind: ParamKind::Choice(&["burst-idle", "burst-preempt", "request-idle", "request-preempt", "tl", "tr", "bl", "br"]), example: "request-preempt", requires: "" },
-        Param { key: "start", kind: ParamKind::Choice(&["fg-end", "fg-start"]), example: "fg-start", requires: "" },
-        Param { key: "batch", kind: ParamKind::Other("N|inf"), example: "4", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
-        Param { key: "min", kind: ParamKind::Duration, example: "1ms", requires: "" },
-        Param { key: "max", kind: ParamKind::Duration, example: "10s", requires: "" },
-        Param { key: "grow", kind: ParamKind::Number, example: "2", requires: "" },
-        Param { key: "shrink", kind: ParamKind::Number, example: "0.03125", requires: "" },
+        Param::new("p", ParamKind::Duration, "10ms").note("start"),
+        VARIANT,
+        START,
+        BATCH,
+        SIZE,
+        Param::new("min", ParamKind::Duration, "1ms"),
+        Param::new("max", ParamKind::Duration, "10s"),
+        Param::new("grow", ParamKind::Number("FACTOR"), "2"),
+        // Eggert & Touch's 1/32
+        Param::new("shrink", ParamKind::Number("FRACTION"), "0.03125"),
     ],
     clairvoyant: false,
     build: AdaptivePreemptionInterval::build,
-    knob: Some(Knob::wait("p", "10ms")),
+    knob: Some(Knob::wait("p")),
     size_param: None,
     interval_rule: None,
 };
@@ -68,21 +69,25 @@ pub struct AdaptivePreemptionIntervalConfig {
 }
 
 impl Default for AdaptivePreemptionIntervalConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        AdaptivePreemptionIntervalConfig {
-            machine: PreemptionIntervalConfig {
-                interval_ns: 10_000_000,
-                ..PreemptionIntervalConfig::default()
-            },
-            min_ns: 1_000_000,
-            max_ns: 10_000_000_000,
-            grow: 2.0,
-            shrink: 1.0 / 32.0,
-        }
+        ENTRY.read_defaults(AdaptivePreemptionIntervalConfig::take)
     }
 }
 
 impl AdaptivePreemptionIntervalConfig {
+    /// Take `p=` (start), `min=`, `max=`, `grow=`, `shrink=` and the
+    /// machine's keys, each not given from the key table.
+    fn take(p: &mut Params) -> Result<Self> {
+        Ok(AdaptivePreemptionIntervalConfig {
+            machine: PreemptionIntervalConfig::take(p, ENTRY.name)?,
+            min_ns: p.duration_ns("min")?,
+            max_ns: p.duration_ns("max")?,
+            grow: p.number("grow")?,
+            shrink: p.number("shrink")?,
+        })
+    }
+
     /// The long-run fraction of idle intervals ending in `B[f]` while the
     /// interval stays inside its bounds (module doc).
     pub fn equilibrium_collision_fraction(&self) -> f64 {
@@ -119,16 +124,8 @@ impl AdaptivePreemptionInterval {
     /// machine's `variant=`, `start=`, `batch=`, `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
         const NAME: &str = "adaptive-preemption-interval";
-        let d = AdaptivePreemptionIntervalConfig::default();
-        let machine = PreemptionIntervalConfig::take(&mut p, NAME, d.machine.interval_ns)?;
-        let config = AdaptivePreemptionIntervalConfig {
-            machine,
-            min_ns: p.duration_ns("min", d.min_ns)?,
-            max_ns: p.duration_ns("max", d.max_ns)?,
-            grow: p.number("grow", d.grow)?,
-            shrink: p.number("shrink", d.shrink)?,
-        };
-        p.finish_keys(ENTRY.keys)?;
+        let config = AdaptivePreemptionIntervalConfig::take(&mut p)?;
+        p.finish_keys()?;
         if config.min_ns == 0 || config.min_ns > config.max_ns {
             return Err(Error::invalid(
                 format!("{NAME}:min"),

@@ -31,19 +31,18 @@ pub const ENTRY: Entry = Entry {
     name: "adaptive-size",
     aliases: &[],
     summary: "Waiting with a request size that grows within each idle interval (exponential, linear, swapping)",
-    params: "mode=exponential|linear|swapping (default exponential), t=DURATION (wait, default 100ms), s=BYTES (start, 64KiB), a=FACTOR (2), b=BYTES (0), max=BYTES (4MiB), swap-after=DURATION|inf (1s)",
     keys: &[
-        Param { key: "mode", kind: ParamKind::Choice(&["exponential", "linear", "swapping"]), example: "linear", requires: "" },
-        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
-        Param { key: "s", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
-        Param { key: "a", kind: ParamKind::Number, example: "2", requires: "" },
-        Param { key: "b", kind: ParamKind::Bytes, example: "0", requires: "" },
-        Param { key: "max", kind: ParamKind::Bytes, example: "4MiB", requires: "" },
-        Param { key: "swap-after", kind: ParamKind::Other("DURATION|inf"), example: "1s", requires: "" },
+        Param::new("mode", ParamKind::Choice(&["exponential", "linear", "swapping"]), "exponential").example("linear"),
+        Param::new("t", ParamKind::Duration, "100ms").note("wait"),
+        Param::new("s", ParamKind::Bytes, "64KiB").note("start"),
+        Param::new("a", ParamKind::Number("FACTOR"), "2"),
+        Param::new("b", ParamKind::Bytes, "0"),
+        Param::new("max", ParamKind::Bytes, "4MiB"),
+        Param::new("swap-after", ParamKind::Other("DURATION|inf"), "1s"),
     ],
     clairvoyant: false,
     build: AdaptiveSize::build,
-    knob: Some(Knob::wait("t", "100ms")),
+    knob: Some(Knob::wait("t")),
     size_param: Some("s"),
     interval_rule: None,
 };
@@ -80,16 +79,51 @@ pub struct AdaptiveSizeConfig {
 }
 
 impl Default for AdaptiveSizeConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        AdaptiveSizeConfig {
-            mode: SizeMode::Exponential,
-            wait_ns: 100_000_000,
-            start_bytes: 64 << 10,
-            factor: 2.0,
-            add_bytes: 0,
-            max_bytes: 4 << 20,
-            swap_after_ns: 1_000_000_000,
+        ENTRY.read_defaults(AdaptiveSizeConfig::take)
+    }
+}
+
+impl AdaptiveSizeConfig {
+    /// Take every key of the table, each not given from it, and check that
+    /// the sizes and the factor make sense.
+    fn take(p: &mut Params) -> Result<Self> {
+        let mode = match p.value("mode")?.as_str() {
+            "exponential" | "exp" => SizeMode::Exponential,
+            "linear" => SizeMode::Linear,
+            "swapping" | "swap" => SizeMode::Swapping,
+            other => {
+                return Err(Error::invalid(
+                    "adaptive-size:mode",
+                    format!("`{other}`: use exponential, linear or swapping"),
+                ))
+            }
+        };
+        let swap_after_ns = match p.value("swap-after")?.as_str() {
+            "inf" | "never" => u64::MAX,
+            v => crate::units::parse_duration_ns(v)
+                .map_err(|e| Error::invalid("adaptive-size:swap-after", e.to_string()))?,
+        };
+        let config = AdaptiveSizeConfig {
+            mode,
+            wait_ns: p.duration_ns("t")?,
+            start_bytes: p.bytes_value("s")?,
+            factor: p.number("a")?,
+            add_bytes: p.bytes_value("b")?,
+            max_bytes: p.bytes_value("max")?,
+            swap_after_ns,
+        };
+        if config.factor < 1.0 {
+            return Err(Error::invalid("adaptive-size:a", "must be at least 1"));
         }
+        if config.start_bytes == 0 || config.max_bytes < config.start_bytes {
+            return Err(Error::invalid(
+                "adaptive-size",
+                "need 0 < s ≤ max (start and maximum request sizes)",
+            ));
+        }
+        Ok(config)
     }
 }
 
@@ -110,43 +144,8 @@ impl AdaptiveSize {
 
     /// Build from `mode=`, `t=`, `s=`, `a=`, `b=`, `max=` and `swap-after=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let d = AdaptiveSizeConfig::default();
-        let mode = match p.take("mode").as_deref() {
-            None | Some("exponential") | Some("exp") => SizeMode::Exponential,
-            Some("linear") => SizeMode::Linear,
-            Some("swapping") | Some("swap") => SizeMode::Swapping,
-            Some(other) => {
-                return Err(Error::invalid(
-                    "adaptive-size:mode",
-                    format!("`{other}`: use exponential, linear or swapping"),
-                ))
-            }
-        };
-        let swap_after_ns = match p.take("swap-after").as_deref() {
-            Some("inf" | "never") => u64::MAX,
-            Some(v) => crate::units::parse_duration_ns(v)
-                .map_err(|e| Error::invalid("adaptive-size:swap-after", e.to_string()))?,
-            None => d.swap_after_ns,
-        };
-        let config = AdaptiveSizeConfig {
-            mode,
-            wait_ns: p.duration_ns("t", d.wait_ns)?,
-            start_bytes: p.bytes("s", Some(d.start_bytes))?.unwrap_or(d.start_bytes),
-            factor: p.number("a", d.factor)?,
-            add_bytes: p.bytes("b", Some(d.add_bytes))?.unwrap_or(0),
-            max_bytes: p.bytes("max", Some(d.max_bytes))?.unwrap_or(d.max_bytes),
-            swap_after_ns,
-        };
-        if config.factor < 1.0 {
-            return Err(Error::invalid("adaptive-size:a", "must be at least 1"));
-        }
-        if config.start_bytes == 0 || config.max_bytes < config.start_bytes {
-            return Err(Error::invalid(
-                "adaptive-size",
-                "need 0 < s ≤ max (start and maximum request sizes)",
-            ));
-        }
-        p.finish_keys(ENTRY.keys)?;
+        let config = AdaptiveSizeConfig::take(&mut p)?;
+        p.finish_keys()?;
         Ok(Box::new(AdaptiveSize::new(config)))
     }
 

@@ -11,9 +11,8 @@ pub const ENTRY: Entry = Entry {
     name: "aggressive",
     aliases: &[],
     summary: "start BG work the moment the device is idle; stop when FG arrives",
-    params: "size=BYTES (default: the run's BG size)",
     keys: &[
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param::new("size", ParamKind::Bytes, "").note("default: the run's BG size").example("64KiB"),
     ],
     clairvoyant: false,
     build: Aggressive::build,
@@ -32,8 +31,8 @@ pub struct Aggressive {
 impl Aggressive {
     /// Build from `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let size_bytes = p.bytes("size", None)?;
-        p.finish_keys(ENTRY.keys)?;
+        let size_bytes = p.bytes("size")?;
+        p.finish_keys()?;
         Ok(Box::new(Aggressive { size_bytes }))
     }
 }

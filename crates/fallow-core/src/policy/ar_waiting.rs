@@ -21,18 +21,17 @@ pub const ENTRY: Entry = Entry {
     name: "ar-waiting",
     aliases: &[],
     summary: "wait t, then BG until FG arrives, if the AR(p) prediction of the idle length exceeds c (AR+Waiting)",
-    params: "t=DURATION (default 100ms), c=DURATION (default 100ms), history=N (2000 intervals), max-order=N (8), refit=N (100 intervals), size=BYTES",
     keys: &[
-        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
-        Param { key: "c", kind: ParamKind::Duration, example: "100ms", requires: "" },
-        Param { key: "history", kind: ParamKind::Count, example: "2000", requires: "" },
-        Param { key: "max-order", kind: ParamKind::Count, example: "8", requires: "" },
-        Param { key: "refit", kind: ParamKind::Count, example: "100", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param::new("t", ParamKind::Duration, "100ms"),
+        Param::new("c", ParamKind::Duration, "100ms"),
+        Param::new("history", ParamKind::Count, "2000").note("intervals fitted"),
+        Param::new("max-order", ParamKind::Count, "8"),
+        Param::new("refit", ParamKind::Count, "100").note("intervals between fits"),
+        Param::new("size", ParamKind::Bytes, "").example("64KiB"),
     ],
     clairvoyant: false,
     build: ArWaiting::build,
-    knob: Some(Knob::wait("t", "100ms")),
+    knob: Some(Knob::wait("t")),
     size_param: None,
     interval_rule: None,
 };
@@ -51,13 +50,22 @@ pub struct ArWaitingConfig {
 }
 
 impl Default for ArWaitingConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        ArWaitingConfig {
-            wait_ns: 100_000_000,
-            threshold_ns: 100_000_000,
-            predictor: PredictorConfig::default(),
-            size_bytes: None,
-        }
+        ENTRY.read_defaults(ArWaitingConfig::take)
+    }
+}
+
+impl ArWaitingConfig {
+    /// Take `t=`, `c=`, the predictor's keys and `size=`, each not given
+    /// from the key table.
+    fn take(p: &mut Params) -> Result<Self> {
+        Ok(ArWaitingConfig {
+            wait_ns: p.duration_ns("t")?,
+            threshold_ns: p.duration_ns("c")?,
+            predictor: PredictorConfig::from_params(p, "ar-waiting")?,
+            size_bytes: p.bytes("size")?,
+        })
     }
 }
 
@@ -80,14 +88,8 @@ impl ArWaiting {
 
     /// Build from `t=`, `c=`, `history=`, `max-order=`, `refit=` and `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let d = ArWaitingConfig::default();
-        let config = ArWaitingConfig {
-            wait_ns: p.duration_ns("t", d.wait_ns)?,
-            threshold_ns: p.duration_ns("c", d.threshold_ns)?,
-            predictor: PredictorConfig::from_params(&mut p, "ar-waiting")?,
-            size_bytes: p.bytes("size", None)?,
-        };
-        p.finish_keys(ENTRY.keys)?;
+        let config = ArWaitingConfig::take(&mut p)?;
+        p.finish_keys()?;
         Ok(Box::new(ArWaiting::new(config)))
     }
 

@@ -26,17 +26,16 @@ pub const ENTRY: Entry = Entry {
     name: "autoregressive",
     aliases: &[],
     summary: "BG from the start of an idle interval until FG arrives if its AR(p) predicted length exceeds c (AR)",
-    params: "c=DURATION (default 100ms), history=N (2000 intervals), max-order=N (8), refit=N (100 intervals), size=BYTES",
     keys: &[
-        Param { key: "c", kind: ParamKind::Duration, example: "100ms", requires: "" },
-        Param { key: "history", kind: ParamKind::Count, example: "2000", requires: "" },
-        Param { key: "max-order", kind: ParamKind::Count, example: "8", requires: "" },
-        Param { key: "refit", kind: ParamKind::Count, example: "100", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param::new("c", ParamKind::Duration, "100ms"),
+        Param::new("history", ParamKind::Count, "2000").note("intervals fitted"),
+        Param::new("max-order", ParamKind::Count, "8"),
+        Param::new("refit", ParamKind::Count, "100").note("intervals between fits"),
+        Param::new("size", ParamKind::Bytes, "").example("64KiB"),
     ],
     clairvoyant: false,
     build: Autoregressive::build,
-    knob: Some(Knob::wait("c", "100ms")),
+    knob: Some(Knob::wait("c")),
     size_param: None,
     interval_rule: None,
 };
@@ -53,21 +52,18 @@ pub struct PredictorConfig {
 }
 
 impl Default for PredictorConfig {
+    /// The defaults of autoregressive's key table.
     fn default() -> Self {
-        PredictorConfig {
-            history: 2_000,
-            max_order: 8,
-            refit_every: 100,
-        }
+        ENTRY.read_defaults(|p| PredictorConfig::from_params(p, ENTRY.name))
     }
 }
 
 impl PredictorConfig {
-    /// Take `history=`, `max-order=` and `refit=` from `p`.
+    /// Take `history=`, `max-order=` and `refit=` from `p`, each not given
+    /// from its key table.
     pub(crate) fn from_params(p: &mut Params, policy: &str) -> Result<Self> {
-        let d = PredictorConfig::default();
-        let mut whole = |key: &str, default: usize, min: f64| -> Result<usize> {
-            let v = p.number(key, default as f64)?;
+        let mut whole = |key: &str, min: f64| -> Result<usize> {
+            let v = p.number(key)?;
             if v < min || v.fract() != 0.0 || v > 1e9 {
                 return Err(Error::invalid(
                     format!("{policy}:{key}"),
@@ -77,9 +73,9 @@ impl PredictorConfig {
             Ok(v as usize)
         };
         let c = PredictorConfig {
-            history: whole("history", d.history, 1.0)?,
-            max_order: whole("max-order", d.max_order, 0.0)?,
-            refit_every: whole("refit", d.refit_every, 1.0)?,
+            history: whole("history", 1.0)?,
+            max_order: whole("max-order", 0.0)?,
+            refit_every: whole("refit", 1.0)?,
         };
         if c.history < 2 * c.max_order + 10 {
             return Err(Error::invalid(
@@ -159,12 +155,21 @@ pub struct AutoregressiveConfig {
 }
 
 impl Default for AutoregressiveConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        AutoregressiveConfig {
-            threshold_ns: 100_000_000,
-            predictor: PredictorConfig::default(),
-            size_bytes: None,
-        }
+        ENTRY.read_defaults(AutoregressiveConfig::take)
+    }
+}
+
+impl AutoregressiveConfig {
+    /// Take `c=`, the predictor's keys and `size=`, each not given from the
+    /// key table.
+    fn take(p: &mut Params) -> Result<Self> {
+        Ok(AutoregressiveConfig {
+            threshold_ns: p.duration_ns("c")?,
+            predictor: PredictorConfig::from_params(p, "autoregressive")?,
+            size_bytes: p.bytes("size")?,
+        })
     }
 }
 
@@ -187,13 +192,8 @@ impl Autoregressive {
 
     /// Build from `c=`, `history=`, `max-order=`, `refit=` and `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let d = AutoregressiveConfig::default();
-        let config = AutoregressiveConfig {
-            threshold_ns: p.duration_ns("c", d.threshold_ns)?,
-            predictor: PredictorConfig::from_params(&mut p, "autoregressive")?,
-            size_bytes: p.bytes("size", None)?,
-        };
-        p.finish_keys(ENTRY.keys)?;
+        let config = AutoregressiveConfig::take(&mut p)?;
+        p.finish_keys()?;
         Ok(Box::new(Autoregressive::new(config)))
     }
 

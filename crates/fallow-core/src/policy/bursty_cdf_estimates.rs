@@ -36,17 +36,16 @@ pub const ENTRY: Entry = Entry {
     name: "bursty-cdf-estimates",
     aliases: &[],
     summary: "cdf-estimates, but after a large idle interval, when P(large→large) ≥ rho, run Eq. 2's T·((CV+1)·mean − wait)/mean BG (Bursty+CDF/w-estimates)",
-    params: "T=FACTOR (default 1), rho=PROBABILITY (default 0.5), angle=DEGREES (30), warmup=N (32 intervals), size=BYTES",
     keys: &[
-        Param { key: "T", kind: ParamKind::Number, example: "1", requires: "" },
-        Param { key: "rho", kind: ParamKind::Number, example: "0.5", requires: "" },
-        Param { key: "angle", kind: ParamKind::Number, example: "30", requires: "" },
-        Param { key: "warmup", kind: ParamKind::Count, example: "32", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param::new("T", ParamKind::Number("FACTOR"), "1"),
+        Param::new("rho", ParamKind::Number("PROBABILITY"), "0.5"),
+        Param::new("angle", ParamKind::Number("DEGREES"), "30"),
+        Param::new("warmup", ParamKind::Count, "32").note("first intervals, quiet"),
+        Param::new("size", ParamKind::Bytes, "").example("64KiB"),
     ],
     clairvoyant: false,
     build: BurstyCdfEstimates::build,
-    knob: Some(Knob::factor("T", 0.01, 100.0, "1")),
+    knob: Some(Knob::factor("T", 0.01, 100.0)),
     size_param: None,
     interval_rule: None,
 };
@@ -63,12 +62,26 @@ pub struct BurstyCdfEstimatesConfig {
 }
 
 impl Default for BurstyCdfEstimatesConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        BurstyCdfEstimatesConfig {
-            t: 1.0,
-            rho: 0.5,
-            cdf: CdfBasedConfig::default(),
+        ENTRY.read_defaults(BurstyCdfEstimatesConfig::take)
+    }
+}
+
+impl BurstyCdfEstimatesConfig {
+    /// Take `T=`, `rho=` and cdf-based's keys, each not given from the key
+    /// table.
+    fn take(p: &mut Params) -> Result<Self> {
+        let t = take_t(p)?;
+        let rho = p.number("rho")?;
+        if !(0.0..=1.0).contains(&rho) {
+            return Err(Error::invalid(
+                "policy rho",
+                format!("must be a probability in [0, 1], got {rho}"),
+            ));
         }
+        let cdf = CdfBasedConfig::take(p)?;
+        Ok(BurstyCdfEstimatesConfig { t, rho, cdf })
     }
 }
 
@@ -101,20 +114,9 @@ impl BurstyCdfEstimates {
 
     /// Build from `T=`, `rho=`, `angle=`, `warmup=` and `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let d = BurstyCdfEstimatesConfig::default();
-        let t = take_t(&mut p, d.t)?;
-        let rho = p.number("rho", d.rho)?;
-        if !(0.0..=1.0).contains(&rho) {
-            return Err(Error::invalid(
-                "policy rho",
-                format!("must be a probability in [0, 1], got {rho}"),
-            ));
-        }
-        let cdf = CdfBasedConfig::take(&mut p)?;
-        p.finish_keys(ENTRY.keys)?;
-        Ok(Box::new(BurstyCdfEstimates::new(
-            BurstyCdfEstimatesConfig { t, rho, cdf },
-        )))
+        let config = BurstyCdfEstimatesConfig::take(&mut p)?;
+        p.finish_keys()?;
+        Ok(Box::new(BurstyCdfEstimates::new(config)))
     }
 
     /// Measured P(large → large) at lag 1 (`None` before any large interval
@@ -257,7 +259,7 @@ mod tests {
 
     #[test]
     fn parameters_are_checked() {
-        let b = |s: &str| BurstyCdfEstimates::build(Params::parse(s).unwrap().1);
+        let b = |s: &str| ENTRY.build_with(Params::parse(s).unwrap().1);
         assert!(b("bursty-cdf-estimates:T=0.5,rho=0.6,angle=30").is_ok());
         assert!(b("bursty-cdf-estimates:rho=1.5").is_err());
         assert!(b("bursty-cdf-estimates:T=0").is_err());

@@ -58,20 +58,21 @@ pub const ENTRY: Entry = Entry {
     name: "busy-bee",
     aliases: &[],
     summary: "conservative (idle wait) for CWS idle intervals after a long busy period, aggressive otherwise; Threshold and CWS relearned every window",
-    params: "idle-wait=DURATION (default 100ms), window=DURATION|Nbp (default 5h), max-lag=N (20), rule=p90|top-decile (Threshold: 90th percentile, Fig. 4, the default; top decile where that makes every period long), threshold=N and cws=N (fix instead of learning), size=BYTES",
     keys: &[
-        Param { key: "rule", kind: ParamKind::Choice(&["p90", "top-decile"]), example: "top-decile", requires: "" },
-        Param { key: "idle-wait", kind: ParamKind::Duration, example: "100ms", requires: "" },
-        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
-        Param { key: "window", kind: ParamKind::Other("DURATION|Nbp"), example: "5h", requires: "" },
-        Param { key: "max-lag", kind: ParamKind::Count, example: "20", requires: "" },
-        Param { key: "threshold", kind: ParamKind::Count, example: "4", requires: "cws=2" },
-        Param { key: "cws", kind: ParamKind::Count, example: "2", requires: "threshold=4" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param::new("rule", ParamKind::Choice(&["p90", "top-decile"]), "p90").note("Threshold: p90 is Fig. 4's 90th percentile, the top decile where that makes every period long").example("top-decile"),
+        Param::new("idle-wait", ParamKind::Duration, "100ms"),
+        // idle-wait's other name: its default is idle-wait's
+        Param::new("t", ParamKind::Duration, "").note("as idle-wait").example("100ms"),
+        // Busy Bee §5.1's learning window
+        Param::new("window", ParamKind::Other("DURATION|Nbp"), "5h"),
+        Param::new("max-lag", ParamKind::Count, "20"),
+        Param::new("threshold", ParamKind::Count, "").note("fix instead of learning, with cws").example("4").requires("cws=2"),
+        Param::new("cws", ParamKind::Count, "").note("fix instead of learning, with threshold").example("2").requires("threshold=4"),
+        Param::new("size", ParamKind::Bytes, "").example("64KiB"),
     ],
     clairvoyant: false,
     build: BusyBee::build,
-    knob: Some(Knob::wait("idle-wait", "100ms")),
+    knob: Some(Knob::wait("idle-wait")),
     size_param: None,
     interval_rule: None,
 };
@@ -115,17 +116,70 @@ pub struct BusyBeeConfig {
 }
 
 impl Default for BusyBeeConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        BusyBeeConfig {
-            idle_wait_ns: 100_000_000,
-            window: Window::Time {
-                ns: 5 * 3_600_000_000_000,
-            },
-            max_lag: 20,
-            fixed: None,
-            size_bytes: None,
-            rule: ThresholdRule::P90,
+        ENTRY.read_defaults(BusyBeeConfig::take)
+    }
+}
+
+impl BusyBeeConfig {
+    /// Take every key of the table, each not given from it (`threshold=`
+    /// and `cws=`, which have no default, are learned).
+    fn take(p: &mut Params) -> Result<Self> {
+        let idle_wait_ns = match p.take("idle-wait") {
+            Some(v) => crate::units::parse_duration_ns(&v)
+                .map_err(|e| Error::invalid("busy-bee:idle-wait", e.to_string()))?,
+            // `t=` is idle-wait's other name; with neither, idle-wait's default
+            None if p.contains("t") => p.duration_ns("t")?,
+            None => p.duration_ns("idle-wait")?,
+        };
+        let window = parse_window(&p.value("window")?)?;
+        let max_lag = p.number("max-lag")?;
+        if !(1.0..=1000.0).contains(&max_lag) || max_lag.fract() != 0.0 {
+            return Err(Error::invalid(
+                "busy-bee:max-lag",
+                "must be a whole number from 1 to 1000",
+            ));
         }
+        let threshold = p.take("threshold");
+        let cws = p.take("cws");
+        let fixed = match (threshold, cws) {
+            (None, None) => None,
+            (Some(t), Some(c)) => {
+                let t: u64 = t.parse().map_err(|_| {
+                    Error::invalid("busy-bee:threshold", "needs a whole number of requests")
+                })?;
+                let c: u32 = c.parse().map_err(|_| {
+                    Error::invalid("busy-bee:cws", "needs a whole number of idle intervals")
+                })?;
+                Some((t, c))
+            }
+            _ => {
+                return Err(Error::invalid(
+                    "busy-bee",
+                    "give both threshold= and cws= (or neither, to learn them)",
+                ))
+            }
+        };
+        let size_bytes = p.bytes("size")?;
+        let rule = match p.value("rule")?.trim() {
+            "p90" => ThresholdRule::P90,
+            "top-decile" => ThresholdRule::TopDecile,
+            v => {
+                return Err(Error::invalid(
+                    "busy-bee:rule",
+                    format!("`{v}`: use p90 (Busy Bee Fig. 4, the default) or top-decile"),
+                ))
+            }
+        };
+        Ok(BusyBeeConfig {
+            idle_wait_ns,
+            window,
+            max_lag: max_lag as usize,
+            fixed,
+            size_bytes,
+            rule,
+        })
     }
 }
 
@@ -170,70 +224,21 @@ impl BusyBee {
     }
 
     /// Build from `idle-wait=` (or `t=`), `window=`, `max-lag=`,
-    /// `threshold=`, `cws=` and `size=`.
-    pub fn build(p: Params) -> Result<Box<dyn Policy>> {
-        Ok(Box::new(BusyBee::from_params(p)?))
+    /// `threshold=`, `cws=`, `rule=` and `size=`.
+    pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
+        let config = BusyBeeConfig::take(&mut p)?;
+        p.finish_keys()?;
+        Ok(Box::new(BusyBee::new(config)))
     }
 
-    /// The concrete policy from its parameters (see [`BusyBee::build`]).
-    pub fn from_params(mut p: Params) -> Result<BusyBee> {
-        let d = BusyBeeConfig::default();
-        let idle_wait_ns = match p.take("idle-wait") {
-            Some(v) => crate::units::parse_duration_ns(&v)
-                .map_err(|e| Error::invalid("busy-bee:idle-wait", e.to_string()))?,
-            None => p.duration_ns("t", d.idle_wait_ns)?,
-        };
-        let window = match p.take("window") {
-            Some(v) => parse_window(&v)?,
-            None => d.window,
-        };
-        let max_lag = p.number("max-lag", d.max_lag as f64)?;
-        if !(1.0..=1000.0).contains(&max_lag) || max_lag.fract() != 0.0 {
-            return Err(Error::invalid(
-                "busy-bee:max-lag",
-                "must be a whole number from 1 to 1000",
-            ));
-        }
-        let threshold = p.take("threshold");
-        let cws = p.take("cws");
-        let fixed = match (threshold, cws) {
-            (None, None) => None,
-            (Some(t), Some(c)) => {
-                let t: u64 = t.parse().map_err(|_| {
-                    Error::invalid("busy-bee:threshold", "needs a whole number of requests")
-                })?;
-                let c: u32 = c.parse().map_err(|_| {
-                    Error::invalid("busy-bee:cws", "needs a whole number of idle intervals")
-                })?;
-                Some((t, c))
-            }
-            _ => {
-                return Err(Error::invalid(
-                    "busy-bee",
-                    "give both threshold= and cws= (or neither, to learn them)",
-                ))
-            }
-        };
-        let size_bytes = p.bytes("size", None)?;
-        let rule = match p.take("rule").as_deref().map(str::trim) {
-            None | Some("p90") => ThresholdRule::P90,
-            Some("top-decile") => ThresholdRule::TopDecile,
-            Some(v) => {
-                return Err(Error::invalid(
-                    "busy-bee:rule",
-                    format!("`{v}`: use p90 (Busy Bee Fig. 4, the default) or top-decile"),
-                ))
-            }
-        };
-        p.finish_keys(ENTRY.keys)?;
-        Ok(BusyBee::new(BusyBeeConfig {
-            idle_wait_ns,
-            window,
-            max_lag: max_lag as usize,
-            fixed,
-            size_bytes,
-            rule,
-        }))
+    /// The concrete policy from parsed parameters ([`Params::parse`]),
+    /// with busy-bee's key table for the keys not given (see
+    /// [`BusyBee::build`]): for callers that ask it what it learned.
+    pub fn from_params(p: Params) -> Result<BusyBee> {
+        let mut p = p.with_keys(ENTRY.keys);
+        let config = BusyBeeConfig::take(&mut p)?;
+        p.finish_keys()?;
+        Ok(BusyBee::new(config))
     }
 
     /// Threshold (requests) and CWS (idle intervals) in force, if learned.

@@ -45,15 +45,14 @@ pub const ENTRY: Entry = Entry {
     name: "cdf-based",
     aliases: &[],
     summary: "no wait when idle CV < 1, else wait until the idle CDF's slope falls to tan(angle); then BG until FG arrives",
-    params: "angle=DEGREES (default 30), warmup=N (32 intervals: no wait before), size=BYTES",
     keys: &[
-        Param { key: "angle", kind: ParamKind::Number, example: "30", requires: "" },
-        Param { key: "warmup", kind: ParamKind::Count, example: "32", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param::new("angle", ParamKind::Number("DEGREES"), "30"),
+        Param::new("warmup", ParamKind::Count, "32").note("first intervals, no wait"),
+        Param::new("size", ParamKind::Bytes, "").example("64KiB"),
     ],
     clairvoyant: false,
     build: CdfBased::build,
-    knob: Some(Knob::factor("angle", 1.0, 89.0, "30")),
+    knob: Some(Knob::factor("angle", 1.0, 89.0)),
     size_param: None,
     interval_rule: None,
 };
@@ -296,27 +295,24 @@ pub struct CdfBasedConfig {
 }
 
 impl Default for CdfBasedConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        CdfBasedConfig {
-            angle_deg: 30.0,
-            warmup: 32,
-            size_bytes: None,
-        }
+        ENTRY.read_defaults(CdfBasedConfig::take)
     }
 }
 
 impl CdfBasedConfig {
-    /// Take `angle=` and `warmup=` (shared with the estimate policies).
+    /// Take `angle=`, `warmup=` and `size=` (shared with the estimate
+    /// policies), each not given from the key table.
     pub(crate) fn take(p: &mut Params) -> Result<Self> {
-        let d = CdfBasedConfig::default();
-        let angle_deg = p.number("angle", d.angle_deg)?;
+        let angle_deg = p.number("angle")?;
         if !(angle_deg > 0.0 && angle_deg < 90.0) {
             return Err(Error::invalid(
                 "policy angle",
                 format!("must be between 0 and 90 degrees, got {angle_deg}"),
             ));
         }
-        let warmup = p.number("warmup", d.warmup as f64)?;
+        let warmup = p.number("warmup")?;
         if !(warmup >= 0.0 && warmup.fract() == 0.0) {
             return Err(Error::invalid(
                 "policy warmup",
@@ -326,7 +322,7 @@ impl CdfBasedConfig {
         Ok(CdfBasedConfig {
             angle_deg,
             warmup: warmup as u64,
-            size_bytes: p.bytes("size", None)?,
+            size_bytes: p.bytes("size")?,
         })
     }
 }
@@ -351,7 +347,7 @@ impl CdfBased {
     /// Build from `angle=`, `warmup=` and `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
         let config = CdfBasedConfig::take(&mut p)?;
-        p.finish_keys(ENTRY.keys)?;
+        p.finish_keys()?;
         Ok(Box::new(CdfBased::new(config)))
     }
 
@@ -587,7 +583,7 @@ pub(crate) mod tests {
 
     #[test]
     fn parameters_are_checked() {
-        let b = |s: &str| CdfBased::build(Params::parse(s).unwrap().1);
+        let b = |s: &str| ENTRY.build_with(Params::parse(s).unwrap().1);
         assert!(b("cdf-based:angle=45,warmup=10,size=4KiB").is_ok());
         assert!(b("cdf-based:angle=90").is_err());
         assert!(b("cdf-based:angle=0").is_err());

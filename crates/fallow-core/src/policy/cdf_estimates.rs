@@ -35,16 +35,15 @@ pub const ENTRY: Entry = Entry {
     name: "cdf-estimates",
     aliases: &[],
     summary: "wait as cdf-based, then at most Eq. 1's T·(p90(idle) − wait)/mean BG requests (CDF/w-estimates)",
-    params: "T=FACTOR (default 1), angle=DEGREES (30), warmup=N (32 intervals: quiet before), size=BYTES",
     keys: &[
-        Param { key: "T", kind: ParamKind::Number, example: "1", requires: "" },
-        Param { key: "angle", kind: ParamKind::Number, example: "30", requires: "" },
-        Param { key: "warmup", kind: ParamKind::Count, example: "32", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param::new("T", ParamKind::Number("FACTOR"), "1"),
+        Param::new("angle", ParamKind::Number("DEGREES"), "30"),
+        Param::new("warmup", ParamKind::Count, "32").note("first intervals, quiet"),
+        Param::new("size", ParamKind::Bytes, "").example("64KiB"),
     ],
     clairvoyant: false,
     build: CdfEstimates::build,
-    knob: Some(Knob::factor("T", 0.01, 100.0, "1")),
+    knob: Some(Knob::factor("T", 0.01, 100.0)),
     size_param: None,
     interval_rule: None,
 };
@@ -59,17 +58,25 @@ pub struct CdfEstimatesConfig {
 }
 
 impl Default for CdfEstimatesConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        CdfEstimatesConfig {
-            t: 1.0,
-            cdf: CdfBasedConfig::default(),
-        }
+        ENTRY.read_defaults(CdfEstimatesConfig::take)
+    }
+}
+
+impl CdfEstimatesConfig {
+    /// Take `T=` and cdf-based's keys, each not given from the key table.
+    fn take(p: &mut Params) -> Result<Self> {
+        Ok(CdfEstimatesConfig {
+            t: take_t(p)?,
+            cdf: CdfBasedConfig::take(p)?,
+        })
     }
 }
 
 /// Take `T=` (a positive number).
-pub(crate) fn take_t(p: &mut Params, default: f64) -> Result<f64> {
-    let t = p.number("T", default)?;
+pub(crate) fn take_t(p: &mut Params) -> Result<f64> {
+    let t = p.number("T")?;
     if t > 0.0 {
         Ok(t)
     } else {
@@ -133,10 +140,9 @@ impl CdfEstimates {
 
     /// Build from `T=`, `angle=`, `warmup=` and `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let t = take_t(&mut p, CdfEstimatesConfig::default().t)?;
-        let cdf = CdfBasedConfig::take(&mut p)?;
-        p.finish_keys(ENTRY.keys)?;
-        Ok(Box::new(CdfEstimates::new(CdfEstimatesConfig { t, cdf })))
+        let config = CdfEstimatesConfig::take(&mut p)?;
+        p.finish_keys()?;
+        Ok(Box::new(CdfEstimates::new(config)))
     }
 }
 
@@ -261,7 +267,7 @@ mod tests {
 
     #[test]
     fn parameters_are_checked() {
-        let b = |s: &str| CdfEstimates::build(Params::parse(s).unwrap().1);
+        let b = |s: &str| ENTRY.build_with(Params::parse(s).unwrap().1);
         assert!(b("cdf-estimates:T=0.3,angle=20,warmup=50,size=64KiB").is_ok());
         assert!(b("cdf-estimates:T=0").is_err());
         assert!(b("cdf-estimates:T=-1").is_err());

@@ -28,7 +28,9 @@
 //! Intervals that are not skipped behave exactly as `preemption-interval`
 //! with the same parameters.
 
-use super::preemption_interval::{IntervalCounters, PreemptionInterval, PreemptionIntervalConfig};
+use super::preemption_interval::{
+    IntervalCounters, PreemptionInterval, PreemptionIntervalConfig, BATCH, SIZE, START, VARIANT,
+};
 use super::{Ctx, Decision, Entry, Knob, Param, ParamKind, Params, Policy};
 use crate::error::{Error, Result};
 use crate::service::{BgService, BgWork};
@@ -38,20 +40,21 @@ pub const ENTRY: Entry = Entry {
     name: "credit-skip",
     aliases: &[],
     summary: "preemption interval skipped when n credits (undisturbed FG requests) are saved; a collision costs n; leaky bucket capped (Eggert & Touch §5.1)",
-    params: "n=N (credits per skip and per collision, default 10), cap=N (bucket size, 100), unit=request|interval (what earns a credit, request), p=, variant=, start=, batch=, size= as preemption-interval",
     keys: &[
-        Param { key: "p", kind: ParamKind::Duration, example: "100ms", requires: "" },
-        Param { key: "variant", kind: ParamKind::Choice(&["burst-idle", "burst-preempt", "request-idle", "request-preempt", "tl", "tr", "bl", "br"]), example: "request-preempt", requires: "" },
-        Param { key: "start", kind: ParamKind::Choice(&["fg-end", "fg-start"]), example: "fg-start", requires: "" },
-        Param { key: "batch", kind: ParamKind::Other("N|inf"), example: "4", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
-        Param { key: "n", kind: ParamKind::Count, example: "10", requires: "" },
-        Param { key: "cap", kind: ParamKind::Count, example: "100", requires: "" },
-        Param { key: "unit", kind: ParamKind::Choice(&["request", "interval"]), example: "interval", requires: "" },
+        Param::new("p", ParamKind::Duration, "100ms"),
+        VARIANT,
+        START,
+        BATCH,
+        SIZE,
+        // §5.1's example: a 10 % foreground budget
+        Param::new("n", ParamKind::Count, "10").note("credits per skip and per collision"),
+        // at most ten skips in a row
+        Param::new("cap", ParamKind::Count, "100").note("bucket size"),
+        Param::new("unit", ParamKind::Choice(&["request", "interval"]), "request").note("what earns a credit").example("interval"),
     ],
     clairvoyant: false,
     build: CreditSkip::build,
-    knob: Some(Knob::wait("p", "100ms")),
+    knob: Some(Knob::wait("p")),
     size_param: None,
     interval_rule: None,
 };
@@ -79,15 +82,47 @@ pub struct CreditSkipConfig {
 }
 
 impl Default for CreditSkipConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        CreditSkipConfig {
-            machine: PreemptionIntervalConfig::default(),
-            // §5.1's example: a 10 % foreground budget
-            n: 10,
-            // at most ten skips in a row
-            cap: 100,
-            unit: CreditUnit::Request,
-        }
+        ENTRY.read_defaults(CreditSkipConfig::take)
+    }
+}
+
+impl CreditSkipConfig {
+    /// Take `n=`, `cap=`, `unit=` and the machine's keys, each not given
+    /// from the key table.
+    fn take(p: &mut Params) -> Result<Self> {
+        const NAME: &str = "credit-skip";
+        let machine = PreemptionIntervalConfig::take(p, NAME)?;
+        let whole = |p: &mut Params, key: &str| -> Result<u64> {
+            let v = p.number(key)?;
+            if v >= 1.0 && v.fract() == 0.0 && v < 9e15 {
+                Ok(v as u64)
+            } else {
+                Err(Error::invalid(
+                    format!("{NAME}:{key}"),
+                    format!("`{v}` is not a positive whole number"),
+                ))
+            }
+        };
+        let n = whole(p, "n")?;
+        let cap = whole(p, "cap")?;
+        let unit = match p.value("unit")?.as_str() {
+            "request" => CreditUnit::Request,
+            "interval" => CreditUnit::Interval,
+            v => {
+                return Err(Error::invalid(
+                    format!("{NAME}:unit"),
+                    format!("`{v}` (request or interval)"),
+                ))
+            }
+        };
+        Ok(CreditSkipConfig {
+            machine,
+            n,
+            cap,
+            unit,
+        })
     }
 }
 
@@ -119,45 +154,16 @@ impl CreditSkip {
     /// Build from `n=`, `cap=`, `unit=request|interval` and the machine's
     /// `p=`, `variant=`, `start=`, `batch=`, `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        const NAME: &str = "credit-skip";
-        let d = CreditSkipConfig::default();
-        let machine = PreemptionIntervalConfig::take(&mut p, NAME, d.machine.interval_ns)?;
-        let whole = |p: &mut Params, key: &str, default: u64| -> Result<u64> {
-            let v = p.number(key, default as f64)?;
-            if v >= 1.0 && v.fract() == 0.0 && v < 9e15 {
-                Ok(v as u64)
-            } else {
-                Err(Error::invalid(
-                    format!("{NAME}:{key}"),
-                    format!("`{v}` is not a positive whole number"),
-                ))
-            }
-        };
-        let n = whole(&mut p, "n", d.n)?;
-        let cap = whole(&mut p, "cap", d.cap)?;
-        let unit = match p.take("unit").as_deref() {
-            None | Some("request") => CreditUnit::Request,
-            Some("interval") => CreditUnit::Interval,
-            Some(v) => {
-                return Err(Error::invalid(
-                    format!("{NAME}:unit"),
-                    format!("`{v}` (request or interval)"),
-                ))
-            }
-        };
-        p.finish_keys(ENTRY.keys)?;
+        let config = CreditSkipConfig::take(&mut p)?;
+        p.finish_keys()?;
+        let CreditSkipConfig { n, cap, .. } = config;
         if cap < n {
             return Err(Error::invalid(
-                format!("{NAME}:cap"),
+                "credit-skip:cap",
                 format!("{cap} is below n = {n}: no interval could ever be skipped"),
             ));
         }
-        Ok(Box::new(CreditSkip::new(CreditSkipConfig {
-            machine,
-            n,
-            cap,
-            unit,
-        })))
+        Ok(Box::new(CreditSkip::new(config)))
     }
 
     /// Its parameters.

@@ -45,18 +45,17 @@ pub const ENTRY: Entry = Entry {
     name: "deadline",
     aliases: &[],
     summary: "finite BG work by a deadline: Waiting whose wait shrinks as remaining work nears the idle time left",
-    params: "work=N|BYTES (requests or bytes, default 1GiB), by=DURATION (default 1h, from the first decision), t=DURATION (wait without urgency, 100ms), size=BYTES",
     keys: &[
-        Param { key: "work", kind: ParamKind::Other("N|BYTES"), example: "1GiB", requires: "" },
-        Param { key: "by", kind: ParamKind::Duration, example: "1h", requires: "" },
-        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
-        Param { key: "margin", kind: ParamKind::Number, example: "1.25", requires: "" },
-        Param { key: "history", kind: ParamKind::Count, example: "4096", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param::new("work", ParamKind::Other("N|BYTES"), "1GiB").note("requests or bytes"),
+        Param::new("by", ParamKind::Duration, "1h").note("from the first decision"),
+        Param::new("t", ParamKind::Duration, "100ms").note("wait without urgency"),
+        Param::new("margin", ParamKind::Number("FACTOR"), "1.25").note("on the time the work left needs"),
+        Param::new("history", ParamKind::Count, "4096").note("idle intervals measured"),
+        Param::new("size", ParamKind::Bytes, "").example("64KiB"),
     ],
     clairvoyant: false,
     build: Deadline::build,
-    knob: Some(Knob::wait("t", "100ms")),
+    knob: Some(Knob::wait("t")),
     size_param: None,
     interval_rule: None,
 };
@@ -88,15 +87,45 @@ pub struct DeadlineConfig {
 }
 
 impl Default for DeadlineConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        DeadlineConfig {
-            work: Work::Bytes(1 << 30),
-            by_ns: 3_600_000_000_000,
-            wait_ns: 100_000_000,
-            margin: 1.25,
-            history: 4096,
-            size_bytes: None,
+        ENTRY.read_defaults(DeadlineConfig::take)
+    }
+}
+
+impl DeadlineConfig {
+    /// Take every key of the table, each not given from it, and check them.
+    fn take(p: &mut Params) -> Result<Self> {
+        let v = p.value("work")?;
+        let work = match v.trim().parse::<u64>() {
+            Ok(n) => Work::Requests(n),
+            Err(_) => Work::Bytes(
+                crate::units::parse_bytes(&v)
+                    .map_err(|e| Error::invalid("deadline:work", e.to_string()))?,
+            ),
+        };
+        let history = p.number("history")?;
+        if !(1.0..=1e8).contains(&history) || history.fract() != 0.0 {
+            return Err(Error::invalid(
+                "deadline:history",
+                "must be a whole number ≥ 1",
+            ));
         }
+        let config = DeadlineConfig {
+            work,
+            by_ns: p.duration_ns("by")?,
+            wait_ns: p.duration_ns("t")?,
+            margin: p.number("margin")?,
+            history: history as usize,
+            size_bytes: p.bytes("size")?,
+        };
+        if config.by_ns == 0 {
+            return Err(Error::invalid("deadline:by", "must be positive"));
+        }
+        if config.margin < 1.0 {
+            return Err(Error::invalid("deadline:margin", "must be at least 1"));
+        }
+        Ok(config)
     }
 }
 
@@ -173,39 +202,8 @@ impl Deadline {
     /// Build from `work=` (a count of requests, or a size such as `10GiB`),
     /// `by=`, `t=`, `margin=`, `history=` and `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let d = DeadlineConfig::default();
-        let work = match p.take("work") {
-            None => d.work,
-            Some(v) => match v.trim().parse::<u64>() {
-                Ok(n) => Work::Requests(n),
-                Err(_) => Work::Bytes(
-                    crate::units::parse_bytes(&v)
-                        .map_err(|e| Error::invalid("deadline:work", e.to_string()))?,
-                ),
-            },
-        };
-        let history = p.number("history", d.history as f64)?;
-        if !(1.0..=1e8).contains(&history) || history.fract() != 0.0 {
-            return Err(Error::invalid(
-                "deadline:history",
-                "must be a whole number ≥ 1",
-            ));
-        }
-        let config = DeadlineConfig {
-            work,
-            by_ns: p.duration_ns("by", d.by_ns)?,
-            wait_ns: p.duration_ns("t", d.wait_ns)?,
-            margin: p.number("margin", d.margin)?,
-            history: history as usize,
-            size_bytes: p.bytes("size", None)?,
-        };
-        if config.by_ns == 0 {
-            return Err(Error::invalid("deadline:by", "must be positive"));
-        }
-        if config.margin < 1.0 {
-            return Err(Error::invalid("deadline:margin", "must be at least 1"));
-        }
-        p.finish_keys(ENTRY.keys)?;
+        let config = DeadlineConfig::take(&mut p)?;
+        p.finish_keys()?;
         Ok(Box::new(Deadline::new(config)))
     }
 

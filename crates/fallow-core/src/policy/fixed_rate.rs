@@ -55,14 +55,13 @@ pub const ENTRY: Entry = Entry {
     name: "fixed-rate",
     aliases: &[],
     summary: "a BG request due every r whatever FG does; due requests wait for idle time (FG first) and run back to back when backlogged (commercial scrubbers)",
-    params: "r=DURATION (default 100ms), size=BYTES",
     keys: &[
-        Param { key: "r", kind: ParamKind::Duration, example: "100ms", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param::new("r", ParamKind::Duration, "100ms"),
+        Param::new("size", ParamKind::Bytes, "").example("64KiB"),
     ],
     clairvoyant: false,
     build: FixedRate::build,
-    knob: Some(Knob::wait("r", "100ms")),
+    knob: Some(Knob::wait("r")),
     size_param: None,
     interval_rule: None,
 };
@@ -77,11 +76,19 @@ pub struct FixedRateConfig {
 }
 
 impl Default for FixedRateConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        FixedRateConfig {
-            period_ns: 100_000_000,
-            size_bytes: None,
-        }
+        ENTRY.read_defaults(FixedRateConfig::take)
+    }
+}
+
+impl FixedRateConfig {
+    /// Take `r=` and `size=`, each not given from the key table.
+    fn take(p: &mut Params) -> Result<Self> {
+        Ok(FixedRateConfig {
+            period_ns: p.duration_ns("r")?,
+            size_bytes: p.bytes("size")?,
+        })
     }
 }
 
@@ -133,12 +140,8 @@ impl FixedRate {
 
     /// Build from `r=` and `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let d = FixedRateConfig::default();
-        let config = FixedRateConfig {
-            period_ns: p.duration_ns("r", d.period_ns)?,
-            size_bytes: p.bytes("size", None)?,
-        };
-        p.finish_keys(ENTRY.keys)?;
+        let config = FixedRateConfig::take(&mut p)?;
+        p.finish_keys()?;
         if config.period_ns == 0 {
             return Err(Error::invalid("fixed-rate:r", "must be positive"));
         }

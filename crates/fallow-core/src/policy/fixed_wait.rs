@@ -14,14 +14,13 @@ pub const ENTRY: Entry = Entry {
     name: "fixed-wait",
     aliases: &["waiting", "conservative"],
     summary: "wait t after the last FG completion, then BG back to back until FG arrives (Waiting, conservative)",
-    params: "t=DURATION (default 100ms), size=BYTES",
     keys: &[
-        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param::new("t", ParamKind::Duration, "100ms"),
+        Param::new("size", ParamKind::Bytes, "").example("64KiB"),
     ],
     clairvoyant: false,
     build: FixedWait::build,
-    knob: Some(Knob::wait("t", "100ms")),
+    knob: Some(Knob::wait("t")),
     size_param: None,
     interval_rule: Some(IntervalRule::WaitThenRun),
 };
@@ -36,11 +35,19 @@ pub struct FixedWaitConfig {
 }
 
 impl Default for FixedWaitConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        FixedWaitConfig {
-            wait_ns: 100_000_000,
-            size_bytes: None,
-        }
+        ENTRY.read_defaults(FixedWaitConfig::take)
+    }
+}
+
+impl FixedWaitConfig {
+    /// Take `t=` and `size=`, each not given from the key table.
+    fn take(p: &mut Params) -> Result<Self> {
+        Ok(FixedWaitConfig {
+            wait_ns: p.duration_ns("t")?,
+            size_bytes: p.bytes("size")?,
+        })
     }
 }
 
@@ -54,12 +61,8 @@ pub struct FixedWait {
 impl FixedWait {
     /// Build from `t=` and `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let d = FixedWaitConfig::default();
-        let config = FixedWaitConfig {
-            wait_ns: p.duration_ns("t", d.wait_ns)?,
-            size_bytes: p.bytes("size", None)?,
-        };
-        p.finish_keys(ENTRY.keys)?;
+        let config = FixedWaitConfig::take(&mut p)?;
+        p.finish_keys()?;
         Ok(Box::new(FixedWait { config }))
     }
 }

@@ -46,17 +46,19 @@ pub const ENTRY: Entry = Entry {
     name: "kernel-idle-class",
     aliases: &[],
     summary: "Linux idle I/O class: CFQ (100 ms grace after the last FG completion, 8 ms slice idle between requests) or BFQ (one request after 200 ms idle)",
-    params: "scheduler=cfq|bfq (default cfq); cfq: grace=DURATION (100ms), slice-idle=DURATION (8ms); bfq: timeout=DURATION (200ms); size=BYTES",
     keys: &[
-        Param { key: "scheduler", kind: ParamKind::Choice(&["cfq", "bfq"]), example: "bfq", requires: "" },
-        Param { key: "grace", kind: ParamKind::Duration, example: "100ms", requires: "" },
-        Param { key: "slice-idle", kind: ParamKind::Duration, example: "8ms", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
-        Param { key: "timeout", kind: ParamKind::Duration, example: "200ms", requires: "scheduler=bfq" },
+        Param::new("scheduler", ParamKind::Choice(&["cfq", "bfq"]), "cfq").example("bfq"),
+        // CFQ_IDLE_GRACE = HZ / 10
+        Param::new("grace", ParamKind::Duration, "100ms").note("cfq"),
+        // cfq_slice_idle = HZ / 125
+        Param::new("slice-idle", ParamKind::Duration, "8ms").note("cfq"),
+        Param::new("size", ParamKind::Bytes, "").example("64KiB"),
+        // BFQ_CL_IDLE_TIMEOUT = HZ / 5
+        Param::new("timeout", ParamKind::Duration, "200ms").note("bfq").requires("scheduler=bfq"),
     ],
     clairvoyant: false,
     build: KernelIdleClass::build,
-    knob: Some(Knob::wait("grace", "100ms")),
+    knob: Some(Knob::wait("grace")),
     size_param: None,
     interval_rule: None,
 };
@@ -86,14 +88,42 @@ pub struct KernelIdleClassConfig {
 }
 
 impl Default for KernelIdleClassConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        KernelIdleClassConfig {
-            scheduler: IoScheduler::Cfq,
-            grace_ns: 100_000_000,    // CFQ_IDLE_GRACE = HZ / 10
-            slice_idle_ns: 8_000_000, // cfq_slice_idle = HZ / 125
-            timeout_ns: 200_000_000,  // BFQ_CL_IDLE_TIMEOUT = HZ / 5
-            size_bytes: None,
-        }
+        ENTRY.read_defaults(KernelIdleClassConfig::take)
+    }
+}
+
+impl KernelIdleClassConfig {
+    /// Take `scheduler=`, that scheduler's keys and `size=`, each not given
+    /// from the key table. The other scheduler's keys stay in `p` (for
+    /// `finish` to refuse) and its fields take the table's defaults.
+    fn take(p: &mut Params) -> Result<Self> {
+        let scheduler = match p.value("scheduler")?.as_str() {
+            "cfq" => IoScheduler::Cfq,
+            "bfq" => IoScheduler::Bfq,
+            v => {
+                return Err(Error::invalid(
+                    "kernel-idle-class:scheduler",
+                    format!("`{v}` (cfq or bfq)"),
+                ))
+            }
+        };
+        let mut table = p.defaults();
+        let (cfq, bfq) = match scheduler {
+            IoScheduler::Cfq => (&mut *p, &mut table),
+            IoScheduler::Bfq => (&mut table, &mut *p),
+        };
+        let grace_ns = cfq.duration_ns("grace")?;
+        let slice_idle_ns = cfq.duration_ns("slice-idle")?;
+        let timeout_ns = bfq.duration_ns("timeout")?;
+        Ok(KernelIdleClassConfig {
+            scheduler,
+            grace_ns,
+            slice_idle_ns,
+            timeout_ns,
+            size_bytes: p.bytes("size")?,
+        })
     }
 }
 
@@ -108,34 +138,9 @@ impl KernelIdleClass {
     /// Build from `scheduler=cfq|bfq`, CFQ's `grace=` and `slice-idle=`,
     /// BFQ's `timeout=`, and `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let d = KernelIdleClassConfig::default();
-        let scheduler = match p.take("scheduler").as_deref() {
-            None | Some("cfq") => IoScheduler::Cfq,
-            Some("bfq") => IoScheduler::Bfq,
-            Some(v) => {
-                return Err(Error::invalid(
-                    "kernel-idle-class:scheduler",
-                    format!("`{v}` (cfq or bfq)"),
-                ))
-            }
-        };
-        let config = match scheduler {
-            IoScheduler::Cfq => KernelIdleClassConfig {
-                scheduler,
-                grace_ns: p.duration_ns("grace", d.grace_ns)?,
-                slice_idle_ns: p.duration_ns("slice-idle", d.slice_idle_ns)?,
-                size_bytes: p.bytes("size", None)?,
-                ..d
-            },
-            IoScheduler::Bfq => KernelIdleClassConfig {
-                scheduler,
-                timeout_ns: p.duration_ns("timeout", d.timeout_ns)?,
-                size_bytes: p.bytes("size", None)?,
-                ..d
-            },
-        };
+        let config = KernelIdleClassConfig::take(&mut p)?;
         // parameters of the other scheduler are errors, not silently ignored
-        p.finish(match scheduler {
+        p.finish(match config.scheduler {
             IoScheduler::Cfq => &["scheduler", "grace", "slice-idle", "size"],
             IoScheduler::Bfq => &["scheduler", "timeout", "size"],
         })?;

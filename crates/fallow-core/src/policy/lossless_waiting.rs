@@ -20,14 +20,14 @@ pub const ENTRY: Entry = Entry {
     name: "lossless-waiting",
     aliases: &[],
     summary: "CLAIRVOYANT upper bound: the intervals fixed-wait(t) uses, used from their start until FG arrives",
-    params: "t=DURATION (default 100ms), size=BYTES",
     keys: &[
-        Param { key: "t", kind: ParamKind::Duration, example: "100ms", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        // fixed-wait's default: the bound of the setting it bounds
+        Param::new("t", ParamKind::Duration, "100ms"),
+        Param::new("size", ParamKind::Bytes, "").example("64KiB"),
     ],
     clairvoyant: true,
     build: LosslessWaiting::build,
-    knob: Some(Knob::wait("t", "100ms")),
+    knob: Some(Knob::wait("t")),
     size_param: None,
     interval_rule: Some(IntervalRule::WholeIfLonger),
 };
@@ -42,12 +42,19 @@ pub struct LosslessWaitingConfig {
 }
 
 impl Default for LosslessWaitingConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        // fixed-wait's default
-        LosslessWaitingConfig {
-            wait_ns: 100_000_000,
-            size_bytes: None,
-        }
+        ENTRY.read_defaults(LosslessWaitingConfig::take)
+    }
+}
+
+impl LosslessWaitingConfig {
+    /// Take `t=` and `size=`, each not given from the key table.
+    fn take(p: &mut Params) -> Result<Self> {
+        Ok(LosslessWaitingConfig {
+            wait_ns: p.duration_ns("t")?,
+            size_bytes: p.bytes("size")?,
+        })
     }
 }
 
@@ -61,12 +68,8 @@ pub struct LosslessWaiting {
 impl LosslessWaiting {
     /// Build from `t=` and `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let d = LosslessWaitingConfig::default();
-        let config = LosslessWaitingConfig {
-            wait_ns: p.duration_ns("t", d.wait_ns)?,
-            size_bytes: p.bytes("size", None)?,
-        };
-        p.finish_keys(ENTRY.keys)?;
+        let config = LosslessWaitingConfig::take(&mut p)?;
+        p.finish_keys()?;
         Ok(Box::new(LosslessWaiting { config }))
     }
 }
@@ -135,8 +138,8 @@ mod tests {
 
     #[test]
     fn clairvoyant_and_built_from_parameters() {
-        let p = LosslessWaiting::build(Params::parse("lossless-waiting:t=5ms").unwrap().1).unwrap();
-        assert!(p.clairvoyant());
-        assert!(LosslessWaiting::build(Params::parse("lossless-waiting:x=5").unwrap().1).is_err());
+        let b = |s: &str| ENTRY.build_with(Params::parse(s).unwrap().1);
+        assert!(b("lossless-waiting:t=5ms").unwrap().clairvoyant());
+        assert!(b("lossless-waiting:x=5").is_err());
     }
 }

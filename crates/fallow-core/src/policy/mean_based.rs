@@ -17,9 +17,8 @@ pub const ENTRY: Entry = Entry {
     name: "mean-based",
     aliases: &[],
     summary: "wait the mean BG service time, then BG until FG arrives (Mi et al. baseline)",
-    params: "size=BYTES (default: the run's BG size)",
     keys: &[
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param::new("size", ParamKind::Bytes, "").note("default: the run's BG size").example("64KiB"),
     ],
     clairvoyant: false,
     build: MeanBased::build,
@@ -38,8 +37,8 @@ pub struct MeanBased {
 impl MeanBased {
     /// Build from `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let size_bytes = p.bytes("size", None)?;
-        p.finish_keys(ENTRY.keys)?;
+        let size_bytes = p.bytes("size")?;
+        p.finish_keys()?;
         Ok(Box::new(MeanBased { size_bytes }))
     }
 }
@@ -92,7 +91,8 @@ mod tests {
 
     #[test]
     fn builds_and_rejects_unknown_parameters() {
-        assert!(MeanBased::build(Params::parse("mean-based:size=1MiB").unwrap().1).is_ok());
-        assert!(MeanBased::build(Params::parse("mean-based:t=1s").unwrap().1).is_err());
+        let b = |s: &str| ENTRY.build_with(Params::parse(s).unwrap().1);
+        assert!(b("mean-based:size=1MiB").is_ok());
+        assert!(b("mean-based:t=1s").is_err());
     }
 }

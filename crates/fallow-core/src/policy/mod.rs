@@ -238,15 +238,20 @@ pub trait Policy: Send {
     }
 }
 
-/// Parameters as given on the command line (`fixed-wait:t=1s` → `{t: "1s"}`).
+/// Parameters as given on the command line (`fixed-wait:t=1s` → `{t: "1s"}`),
+/// with the key table of the entry they are built through: a key not given
+/// takes its default from there ([`Entry::build_with`]), so a default is
+/// written once, in its key's row.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Params {
     values: BTreeMap<String, String>,
     policy: String,
+    keys: &'static [Param],
 }
 
 impl Params {
-    /// Parse `name[:k=v,k=v]` into the name and its parameters.
+    /// Parse `name[:k=v,k=v]` into the name and its parameters (no key
+    /// table yet: the entry the name selects brings it).
     pub fn parse(spec: &str) -> Result<(String, Params)> {
         let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
         let name = name.trim().to_string();
@@ -262,8 +267,25 @@ impl Params {
             Params {
                 values,
                 policy: name,
+                keys: &[],
             },
         ))
+    }
+
+    /// The same parameters with `keys` as their key table, where a key not
+    /// given takes its default.
+    pub(crate) fn with_keys(self, keys: &'static [Param]) -> Params {
+        Params { keys, ..self }
+    }
+
+    /// No parameters given, with the same key table: every read gives the
+    /// table's default.
+    pub fn defaults(&self) -> Params {
+        Params {
+            values: BTreeMap::new(),
+            policy: self.policy.clone(),
+            keys: self.keys,
+        }
     }
 
     /// True if the parameter was given.
@@ -276,49 +298,89 @@ impl Params {
         self.values.remove(key)
     }
 
-    /// Take a duration parameter, ns.
-    pub fn duration_ns(&mut self, key: &str, default: u64) -> Result<u64> {
+    /// The default of `key` in the key table (`None`: no row, or a row
+    /// without a default, like `size=`'s "the run's size").
+    fn table_default(&self, key: &str) -> Option<&'static str> {
+        self.keys
+            .iter()
+            .find(|p| p.key == key)
+            .map(|p| p.default)
+            .filter(|d| !d.is_empty())
+    }
+
+    /// Take a parameter, or its key's default from the key table when it
+    /// was not given; an error when the table has none to give.
+    pub fn value(&mut self, key: &str) -> Result<String> {
         match self.take(key) {
-            Some(v) => crate::units::parse_duration_ns(&v).map_err(|e| self.wrap(key, e)),
-            None => Ok(default),
+            Some(v) => Ok(v),
+            None => self.table_default(key).map(String::from).ok_or_else(|| {
+                Error::invalid(
+                    format!("{}:{key}", self.policy),
+                    "needs a value (its key table gives no default)",
+                )
+            }),
         }
     }
 
-    /// Take a size parameter, bytes.
-    pub fn bytes(&mut self, key: &str, default: Option<u64>) -> Result<Option<u64>> {
+    /// Take a duration parameter, ns (default: the key table's).
+    pub fn duration_ns(&mut self, key: &str) -> Result<u64> {
+        let v = self.value(key)?;
+        crate::units::parse_duration_ns(&v).map_err(|e| self.wrap(key, e))
+    }
+
+    /// Take a duration parameter, ns, with `default_ns` when not given: for
+    /// specs that have no registry entry (the peer's disk spec). A policy's
+    /// defaults come from its key table ([`Params::duration_ns`]).
+    pub fn duration_ns_or(&mut self, key: &str, default_ns: u64) -> Result<u64> {
         match self.take(key) {
+            Some(v) => crate::units::parse_duration_ns(&v).map_err(|e| self.wrap(key, e)),
+            None => Ok(default_ns),
+        }
+    }
+
+    /// Take a size parameter, bytes (default: the key table's; `None` where
+    /// it has none, such as `size=`, whose default is the run's size).
+    pub fn bytes(&mut self, key: &str) -> Result<Option<u64>> {
+        match self
+            .take(key)
+            .or_else(|| self.table_default(key).map(String::from))
+        {
             Some(v) => crate::units::parse_bytes(&v)
                 .map(Some)
                 .map_err(|e| self.wrap(key, e)),
-            None => Ok(default),
+            None => Ok(None),
         }
     }
 
-    /// Take a number parameter.
-    pub fn number(&mut self, key: &str, default: f64) -> Result<f64> {
-        match self.take(key) {
-            Some(v) => v
-                .parse::<f64>()
-                .ok()
-                .filter(|x| x.is_finite())
-                .ok_or_else(|| {
-                    Error::invalid(
-                        format!("{}:{key}", self.policy),
-                        format!("`{v}` is not a number"),
-                    )
-                }),
-            None => Ok(default),
-        }
+    /// Take a size parameter that always has a value, bytes (default: the
+    /// key table's; an error where it has none).
+    pub fn bytes_value(&mut self, key: &str) -> Result<u64> {
+        let v = self.value(key)?;
+        crate::units::parse_bytes(&v).map_err(|e| self.wrap(key, e))
+    }
+
+    /// Take a number parameter (default: the key table's).
+    pub fn number(&mut self, key: &str) -> Result<f64> {
+        let v = self.value(key)?;
+        v.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| {
+                Error::invalid(
+                    format!("{}:{key}", self.policy),
+                    format!("`{v}` is not a number"),
+                )
+            })
     }
 
     fn wrap(&self, key: &str, e: Error) -> Error {
         Error::invalid(format!("{}:{key}", self.policy), e.to_string())
     }
 
-    /// Fail on parameters nobody took, listing the keys of a registry
-    /// entry's table as the known ones.
-    pub fn finish_keys(self, keys: &[Param]) -> Result<()> {
-        let known: Vec<&str> = keys.iter().map(|p| p.key).collect();
+    /// Fail on parameters nobody took, listing the keys of the key table
+    /// as the known ones.
+    pub fn finish_keys(self) -> Result<()> {
+        let known: Vec<&str> = self.keys.iter().map(|p| p.key).collect();
         self.finish(&known)
     }
 
@@ -334,6 +396,32 @@ impl Params {
     }
 }
 
+/// What `read` makes of no parameters with `keys` as their key table: the
+/// table's defaults, as a config's `Default` takes them (through the same
+/// code as `build`, so the two cannot differ). A default that does not
+/// parse is a bug in the table, which the registry tests build and catch.
+pub(crate) fn read_defaults<T>(
+    name: &'static str,
+    keys: &'static [Param],
+    read: impl FnOnce(&mut Params) -> Result<T>,
+) -> T {
+    let mut p = Params {
+        policy: name.to_string(),
+        keys,
+        ..Params::default()
+    };
+    read(&mut p).unwrap_or_else(|e| panic!("{name}'s key table: {e}"))
+}
+
+/// The parameters as `fallow policies` shows them, one `key=TYPE (note,
+/// default VALUE)` per row of `keys`, in the table's order.
+pub(crate) fn params_help(keys: &[Param]) -> String {
+    if keys.is_empty() {
+        return "(none)".to_string();
+    }
+    keys.iter().map(Param::help).collect::<Vec<_>>().join(", ")
+}
+
 /// One registry entry.
 pub struct Entry {
     /// Name on the command line, in configs and in Python.
@@ -342,13 +430,14 @@ pub struct Entry {
     pub aliases: &'static [&'static str],
     /// One-line summary.
     pub summary: &'static str,
-    /// Parameters with units and defaults, as `fallow policies` shows them.
-    pub params: &'static str,
-    /// The same parameters, typed: every key `build` accepts.
+    /// The key table: every key `build` accepts, with its kind and its
+    /// default (the one place a default is written; the help text, the
+    /// knob's default and the config's `Default` read it).
     pub keys: &'static [Param],
     /// True for clairvoyant references.
     pub clairvoyant: bool,
-    /// Build from parameters.
+    /// Build from parameters that carry this entry's key table: call
+    /// [`Entry::build_with`], which attaches it.
     pub build: fn(Params) -> Result<Box<dyn Policy>>,
     /// The parameter `tune` searches to make the policy more or less
     /// aggressive (`None`: the policy has none; only its request size is tuned).
@@ -365,19 +454,103 @@ pub struct Entry {
 
 crate::registry::describe_by_fields!(Entry);
 
-/// One parameter of a policy (`t` of `fixed-wait:t=1s`).
+impl Entry {
+    /// Build from `params`, a key not given taking its default from this
+    /// entry's key table (so a copy of an entry with a changed default
+    /// builds with that default).
+    pub fn build_with(&self, params: Params) -> Result<Box<dyn Policy>> {
+        (self.build)(params.with_keys(self.keys))
+    }
+
+    /// The parameters with units and defaults, as `fallow policies` shows
+    /// them: generated from the key table.
+    pub fn params_help(&self) -> String {
+        params_help(self.keys)
+    }
+
+    /// The knob's default as written on the command line: its key's
+    /// default in the key table (where `tune` starts).
+    pub fn knob_default(&self) -> Option<&'static str> {
+        let knob = self.knob?;
+        let row = self.keys.iter().find(|p| p.key == knob.name)?;
+        Some(row.default).filter(|d| !d.is_empty())
+    }
+
+    /// What `read` (a config's reader, the one `build` uses) makes of no
+    /// parameters: the key table's defaults, for the config's `Default`.
+    /// Panics if a default does not parse, a bug the registry tests catch.
+    pub fn read_defaults<T>(&self, read: impl FnOnce(&mut Params) -> Result<T>) -> T {
+        read_defaults(self.name, self.keys, read)
+    }
+}
+
+/// One parameter of a policy (`t` of `fixed-wait:t=1s`): a row of its
+/// entry's key table. Written with [`Param::new`] and, where needed,
+/// [`Param::note`], [`Param::example`] and [`Param::requires`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Param {
     /// The key.
     pub key: &'static str,
     /// What its values are.
     pub kind: ParamKind,
-    /// A value the policy accepts (its default where it has one): the
+    /// The value the key takes when not given, as written on the command
+    /// line (`100ms`); empty where there is none to write (`size=`: the
+    /// run's size; busy-bee's `threshold=`: learned). The only place the
+    /// default is written: `build`, the config's `Default`, the help text
+    /// and the knob's default all read it here.
+    pub default: &'static str,
+    /// What the help says of the key beside its default (`start`,
+    /// `intervals`, `bucket size`), empty for nothing.
+    pub note: &'static str,
+    /// A value the policy accepts (its default unless written apart): the
     /// registry test builds `name:key=example` for every key.
     pub example: &'static str,
     /// Other parameters this one needs beside it (`k=v[,k=v]`, empty for
     /// none): BFQ's `timeout` needs `scheduler=bfq`.
     pub requires: &'static str,
+}
+
+impl Param {
+    /// A key of `kind` with `default` (empty: none), its default as its
+    /// example, no note and no prerequisite.
+    pub const fn new(key: &'static str, kind: ParamKind, default: &'static str) -> Param {
+        Param {
+            key,
+            kind,
+            default,
+            note: "",
+            example: default,
+            requires: "",
+        }
+    }
+
+    /// The same row with `note` in the help (`start`, `intervals`).
+    pub const fn note(self, note: &'static str) -> Param {
+        Param { note, ..self }
+    }
+
+    /// The same row with `example` as the value the registry test tries
+    /// (for a key without a default, or to try a value other than it).
+    pub const fn example(self, example: &'static str) -> Param {
+        Param { example, ..self }
+    }
+
+    /// The same row needing `requires` (`k=v[,k=v]`) beside it.
+    pub const fn requires(self, requires: &'static str) -> Param {
+        Param { requires, ..self }
+    }
+
+    /// The row as the help shows it: `key=TYPE (note, default VALUE)`,
+    /// the parenthesis holding what the row has of the two.
+    pub fn help(&self) -> String {
+        let said = match (self.note, self.default) {
+            ("", "") => String::new(),
+            (note, "") => format!(" ({note})"),
+            ("", default) => format!(" (default {default})"),
+            (note, default) => format!(" ({note}, default {default})"),
+        };
+        format!("{}={}{said}", self.key, self.kind.shown())
+    }
 }
 
 /// What a parameter's values are.
@@ -387,14 +560,28 @@ pub enum ParamKind {
     Duration,
     /// A size (`64KiB`, `4MiB`).
     Bytes,
-    /// A real number (factor, probability, degrees, percent).
-    Number,
+    /// A real number, named in the help by what it is (`FACTOR`,
+    /// `PROBABILITY`, `DEGREES`, `PERCENT`, `FRACTION`).
+    Number(&'static str),
     /// A whole number (requests, intervals, lags).
     Count,
     /// One of these words.
     Choice(&'static [&'static str]),
-    /// Another form, as written in the summary (`DURATION|inf`).
+    /// Another form, as written in the help (`DURATION|inf`).
     Other(&'static str),
+}
+
+impl ParamKind {
+    /// The values as the help names them (`DURATION`, `N`, `cfq|bfq`).
+    pub fn shown(&self) -> String {
+        match self {
+            ParamKind::Duration => "DURATION".to_string(),
+            ParamKind::Bytes => "BYTES".to_string(),
+            ParamKind::Number(what) | ParamKind::Other(what) => what.to_string(),
+            ParamKind::Count => "N".to_string(),
+            ParamKind::Choice(words) => words.join("|"),
+        }
+    }
 }
 
 /// A policy's whole behaviour as a function of an idle interval's length
@@ -433,7 +620,8 @@ pub enum MoreAggressive {
     Larger,
 }
 
-/// A policy's aggressiveness parameter, as `tune` searches it.
+/// A policy's aggressiveness parameter, as `tune` searches it. Its default
+/// is its key's in the entry's key table ([`Entry::knob_default`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Knob {
     /// Parameter name in `NAME:k=v` (`t`, `T`, `idle-wait`).
@@ -446,32 +634,28 @@ pub struct Knob {
     pub max: f64,
     /// Which way is more aggressive.
     pub more_aggressive: MoreAggressive,
-    /// The policy's default, as written on the command line.
-    pub default: &'static str,
 }
 
 impl Knob {
     /// A duration knob searched from 100 µs to 100 s.
-    const fn wait(name: &'static str, default: &'static str) -> Knob {
+    pub const fn wait(name: &'static str) -> Knob {
         Knob {
             name,
             kind: KnobKind::Duration,
             min: 1e5,
             max: 1e11,
             more_aggressive: MoreAggressive::Smaller,
-            default,
         }
     }
 
     /// A number knob from `min` to `max`, larger = more aggressive.
-    const fn factor(name: &'static str, min: f64, max: f64, default: &'static str) -> Knob {
+    pub const fn factor(name: &'static str, min: f64, max: f64) -> Knob {
         Knob {
             name,
             kind: KnobKind::Number,
             min,
             max,
             more_aggressive: MoreAggressive::Larger,
-            default,
         }
     }
 }
@@ -491,10 +675,10 @@ pub fn policies() -> Registry<Entry> {
 /// Table III reports CFQ, at 64 KiB and its default parameters.
 pub const BASELINE: &str = "kernel-idle-class";
 
-/// Build a policy from `name[:k=v,…]`.
+/// Build a policy from `name[:k=v,…]`, its defaults from its entry's key table.
 pub fn build(spec: &str) -> Result<Box<dyn Policy>> {
     let (name, params) = Params::parse(spec)?;
-    (entry(&name)?.build)(params)
+    entry(&name)?.build_with(params)
 }
 
 /// The registry entry of `name`, or of an alias (`waiting` and
@@ -534,23 +718,38 @@ mod tests {
         assert_eq!(entry("conservative").unwrap().name, "fixed-wait");
     }
 
+    /// True if `v` is a value of `kind` as written on the command line.
+    fn is_of_kind(kind: ParamKind, v: &str) -> bool {
+        match kind {
+            ParamKind::Duration => crate::units::parse_duration_ns(v).is_ok(),
+            ParamKind::Bytes => crate::units::parse_bytes(v).is_ok(),
+            ParamKind::Number(_) => v.parse::<f64>().is_ok(),
+            ParamKind::Count => v.parse::<u64>().is_ok(),
+            ParamKind::Choice(words) => words.contains(&v),
+            ParamKind::Other(form) => !form.is_empty() && !v.is_empty(),
+        }
+    }
+
     #[test]
     fn every_documented_key_is_accepted_with_its_example() {
         for e in registry() {
             for k in e.keys {
-                // the example is a value of its kind
-                let ok = match k.kind {
-                    ParamKind::Duration => crate::units::parse_duration_ns(k.example).is_ok(),
-                    ParamKind::Bytes => crate::units::parse_bytes(k.example).is_ok(),
-                    ParamKind::Number => k.example.parse::<f64>().is_ok(),
-                    ParamKind::Count => k.example.parse::<u64>().is_ok(),
-                    ParamKind::Choice(words) => words.contains(&k.example),
-                    ParamKind::Other(form) => !form.is_empty(),
-                };
+                // the example, and the default where there is one, are values of its kind
                 assert!(
-                    ok,
+                    is_of_kind(k.kind, k.example),
                     "{}:{} example `{}` is no {:?}",
-                    e.name, k.key, k.example, k.kind
+                    e.name,
+                    k.key,
+                    k.example,
+                    k.kind
+                );
+                assert!(
+                    k.default.is_empty() || is_of_kind(k.kind, k.default),
+                    "{}:{} default `{}` is no {:?}",
+                    e.name,
+                    k.key,
+                    k.default,
+                    k.kind
                 );
                 let spec = match k.requires {
                     "" => format!("{}:{}={}", e.name, k.key, k.example),
@@ -559,6 +758,50 @@ mod tests {
                 build(&spec).unwrap_or_else(|err| panic!("{spec}: {err}"));
             }
         }
+    }
+
+    #[test]
+    fn the_help_is_the_key_table() {
+        const KEYS: &[Param] = &[
+            Param::new("t", ParamKind::Duration, "100ms"),
+            Param::new("p", ParamKind::Duration, "10ms").note("start"),
+            Param::new("cap", ParamKind::Count, "100").note("bucket size"),
+            Param::new("rule", ParamKind::Choice(&["p90", "top-decile"]), "p90"),
+            Param::new("T", ParamKind::Number("FACTOR"), "1"),
+            Param::new("threshold", ParamKind::Count, "").note("learned"),
+            Param::new("size", ParamKind::Bytes, "").example("64KiB"),
+        ];
+        assert_eq!(
+            params_help(KEYS),
+            "t=DURATION (default 100ms), p=DURATION (start, default 10ms), \
+             cap=N (bucket size, default 100), rule=p90|top-decile (default p90), \
+             T=FACTOR (default 1), threshold=N (learned), size=BYTES"
+        );
+        assert_eq!(params_help(&[]), "(none)");
+        // the example is the default unless written apart
+        assert_eq!(KEYS[0].example, "100ms");
+        assert_eq!(KEYS[6].example, "64KiB");
+    }
+
+    #[test]
+    fn the_knobs_default_is_its_keys() {
+        let e = entry("fixed-wait").unwrap();
+        assert_eq!(e.knob_default(), Some("100ms"));
+        assert_eq!(entry("aggressive").unwrap().knob_default(), None);
+        for e in registry().iter().filter(|e| e.knob.is_some()) {
+            let d = e.knob_default();
+            assert!(d.is_some(), "{}: its knob's key has no default", e.name);
+        }
+    }
+
+    #[test]
+    fn a_key_given_nowhere_with_no_default_is_an_error() {
+        const KEYS: &[Param] = &[Param::new("t", ParamKind::Duration, "")];
+        let (_, p) = Params::parse("x:").unwrap();
+        let mut p = p.with_keys(KEYS);
+        let err = p.duration_ns("t").unwrap_err().to_string();
+        assert!(err.contains("x:t") && err.contains("no default"), "{err}");
+        assert_eq!(p.bytes("size").unwrap(), None);
     }
 
     #[test]

@@ -37,15 +37,14 @@ pub const ENTRY: Entry = Entry {
     name: "oracle",
     aliases: &[],
     summary: "CLAIRVOYANT upper bound: only the x % longest idle intervals, each used whole (one collision each)",
-    params: "x=PERCENT (default 10) or min=DURATION, size=BYTES",
     keys: &[
-        Param { key: "x", kind: ParamKind::Number, example: "10", requires: "" },
-        Param { key: "min", kind: ParamKind::Duration, example: "1s", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        Param::new("x", ParamKind::Number("PERCENT"), "10"),
+        Param::new("min", ParamKind::Duration, "").note("instead of x").example("1s"),
+        Param::new("size", ParamKind::Bytes, "").example("64KiB"),
     ],
     clairvoyant: true,
     build: Oracle::build,
-    knob: Some(Knob::factor("x", 0.01, 100.0, "10")),
+    knob: Some(Knob::factor("x", 0.01, 100.0)),
     size_param: None,
     interval_rule: Some(IntervalRule::WholeIfAmongLongestPercent),
 };
@@ -69,11 +68,41 @@ pub struct OracleConfig {
 }
 
 impl Default for OracleConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        OracleConfig {
-            choice: OracleChoice::Percent(10.0),
-            size_bytes: None,
-        }
+        ENTRY.read_defaults(OracleConfig::take)
+    }
+}
+
+impl OracleConfig {
+    /// Take `x=` or `min=` (not both; neither: the key table's `x`) and `size=`.
+    fn take(p: &mut Params) -> Result<Self> {
+        let choice = match p.take("min") {
+            Some(_) if p.contains("x") => {
+                return Err(Error::invalid(
+                    "policy oracle",
+                    "give x=PERCENT or min=DURATION, not both",
+                ))
+            }
+            Some(v) => OracleChoice::MinNs(crate::units::parse_duration_ns(&v)?),
+            None => {
+                let v = p.value("x")?;
+                let x = v.trim_end_matches('%').trim().parse::<f64>().ok();
+                match x {
+                    Some(x) if (0.0..=100.0).contains(&x) => OracleChoice::Percent(x),
+                    _ => {
+                        return Err(Error::invalid(
+                            "policy oracle:x",
+                            format!("`{v}` is not a percentage in [0, 100]"),
+                        ))
+                    }
+                }
+            }
+        };
+        Ok(OracleConfig {
+            choice,
+            size_bytes: p.bytes("size")?,
+        })
     }
 }
 
@@ -101,33 +130,9 @@ impl Oracle {
 
     /// Build from `x=PERCENT` or `min=DURATION` (not both), and `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let x = p.take("x");
-        let min = p.take("min");
-        let choice = match (x, min) {
-            (Some(_), Some(_)) => {
-                return Err(Error::invalid(
-                    "policy oracle",
-                    "give x=PERCENT or min=DURATION, not both",
-                ))
-            }
-            (None, Some(v)) => OracleChoice::MinNs(crate::units::parse_duration_ns(&v)?),
-            (Some(v), None) => {
-                let x = v.trim_end_matches('%').trim().parse::<f64>().ok();
-                match x {
-                    Some(x) if (0.0..=100.0).contains(&x) => OracleChoice::Percent(x),
-                    _ => {
-                        return Err(Error::invalid(
-                            "policy oracle:x",
-                            format!("`{v}` is not a percentage in [0, 100]"),
-                        ))
-                    }
-                }
-            }
-            (None, None) => OracleConfig::default().choice,
-        };
-        let size_bytes = p.bytes("size", None)?;
-        p.finish_keys(ENTRY.keys)?;
-        Ok(Box::new(Oracle::new(OracleConfig { choice, size_bytes })))
+        let config = OracleConfig::take(&mut p)?;
+        p.finish_keys()?;
+        Ok(Box::new(Oracle::new(config)))
     }
 
     /// The threshold in use, ns (`None`: nothing is used).
@@ -280,7 +285,7 @@ mod tests {
 
     #[test]
     fn clairvoyant_and_built_from_parameters() {
-        let b = |s: &str| Oracle::build(Params::parse(s).unwrap().1);
+        let b = |s: &str| ENTRY.build_with(Params::parse(s).unwrap().1);
         assert!(b("oracle").unwrap().clairvoyant());
         assert!(b("oracle:x=5%").is_ok());
         assert!(b("oracle:min=10ms").is_ok());

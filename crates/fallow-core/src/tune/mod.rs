@@ -1425,6 +1425,6 @@ pub fn baseline(prep: &Prepared, sim: &SimConfig) -> Result<Choice> {
         SIZE,
         cfg.bg_size_bytes,
         &r.mean_figures(),
-        entry.knob.map(|k| k.default.to_string()),
+        entry.knob_default().map(str::to_string),
     ))
 }

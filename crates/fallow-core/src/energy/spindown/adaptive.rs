@@ -22,13 +22,12 @@ pub const ENTRY: Entry = Entry {
     name: "adaptive",
     aliases: &[],
     summary: "timeout that doubles after a spin-down that did not pay off (next request within the break-even time) and shrinks after one that did (Douglis et al. 1995)",
-    params: "t=DURATION (start, default 10s), min=DURATION (1s), max=DURATION (5min), grow=FACTOR (2), shrink=FACTOR (0.75)",
     keys: &[
-        Param { key: "t", kind: ParamKind::Duration, example: "10s", requires: "" },
-        Param { key: "min", kind: ParamKind::Duration, example: "1s", requires: "" },
-        Param { key: "max", kind: ParamKind::Duration, example: "5min", requires: "" },
-        Param { key: "grow", kind: ParamKind::Number, example: "2", requires: "" },
-        Param { key: "shrink", kind: ParamKind::Number, example: "0.75", requires: "" },
+        Param::new("t", ParamKind::Duration, "10s").note("start"),
+        Param::new("min", ParamKind::Duration, "1s"),
+        Param::new("max", ParamKind::Duration, "5min"),
+        Param::new("grow", ParamKind::Number("FACTOR"), "2"),
+        Param::new("shrink", ParamKind::Number("FACTOR"), "0.75"),
     ],
     reference: false,
     build: Adaptive::build,
@@ -50,14 +49,23 @@ pub struct AdaptiveConfig {
 }
 
 impl Default for AdaptiveConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        AdaptiveConfig {
-            start_ns: 10_000_000_000,
-            min_ns: 1_000_000_000,
-            max_ns: 300_000_000_000,
-            grow: 2.0,
-            shrink: 0.75,
-        }
+        ENTRY.read_defaults(AdaptiveConfig::take)
+    }
+}
+
+impl AdaptiveConfig {
+    /// Take `t=`, `min=`, `max=`, `grow=` and `shrink=`, each not given
+    /// from the key table.
+    fn take(p: &mut Params) -> Result<Self> {
+        Ok(AdaptiveConfig {
+            start_ns: p.duration_ns("t")?,
+            min_ns: p.duration_ns("min")?,
+            max_ns: p.duration_ns("max")?,
+            grow: p.number("grow")?,
+            shrink: p.number("shrink")?,
+        })
     }
 }
 
@@ -88,15 +96,8 @@ impl Adaptive {
 
     /// Build from `t=`, `min=`, `max=`, `grow=`, `shrink=`.
     pub fn build(mut p: Params) -> Result<Box<dyn SpinDown>> {
-        let d = AdaptiveConfig::default();
-        let config = AdaptiveConfig {
-            start_ns: p.duration_ns("t", d.start_ns)?,
-            min_ns: p.duration_ns("min", d.min_ns)?,
-            max_ns: p.duration_ns("max", d.max_ns)?,
-            grow: p.number("grow", d.grow)?,
-            shrink: p.number("shrink", d.shrink)?,
-        };
-        p.finish_keys(ENTRY.keys)?;
+        let config = AdaptiveConfig::take(&mut p)?;
+        p.finish_keys()?;
         if config.min_ns > config.max_ns {
             return Err(Error::invalid(
                 "adaptive min",

@@ -10,7 +10,6 @@ pub const ENTRY: Entry = Entry {
     name: "always-on",
     aliases: &["on", "none"],
     summary: "never spin down: the reference without power management",
-    params: "(none)",
     keys: &[],
     reference: true,
     build: AlwaysOn::build,
@@ -23,7 +22,7 @@ pub struct AlwaysOn;
 impl AlwaysOn {
     /// Build (no parameters).
     pub fn build(p: Params) -> Result<Box<dyn SpinDown>> {
-        p.finish_keys(ENTRY.keys)?;
+        p.finish_keys()?;
         Ok(Box::new(AlwaysOn))
     }
 }

@@ -59,16 +59,12 @@ pub trait SpinDown: Send {
     }
 }
 
-/// A duration parameter that may be `never` (`None`).
-pub(crate) fn duration_or_never(
-    p: &mut Params,
-    key: &str,
-    default: Option<u64>,
-) -> Result<Option<u64>> {
-    match p.take(key) {
-        None => Ok(default),
-        Some(v) if matches!(v.trim(), "never" | "inf" | "off") => Ok(None),
-        Some(v) => crate::units::parse_duration_ns(&v)
+/// A duration parameter that may be `never` (`None`); not given, the key
+/// table's default.
+pub(crate) fn duration_or_never(p: &mut Params, key: &str) -> Result<Option<u64>> {
+    match p.value(key)? {
+        v if matches!(v.trim(), "never" | "inf" | "off") => Ok(None),
+        v => crate::units::parse_duration_ns(&v)
             .map(Some)
             .map_err(|e| Error::invalid(format!("spin-down policy {key}"), e.to_string())),
     }
@@ -82,14 +78,33 @@ pub struct Entry {
     pub aliases: &'static [&'static str],
     /// One-line summary.
     pub summary: &'static str,
-    /// Parameters with units and defaults.
-    pub params: &'static str,
-    /// The same parameters, typed: every key `build` accepts.
+    /// The key table: every key `build` accepts, with its default (the one
+    /// place it is written).
     pub keys: &'static [Param],
     /// True for the reference that never spins down.
     pub reference: bool,
-    /// Build from parameters.
+    /// Build from parameters that carry this entry's key table: call
+    /// [`Entry::build_with`], which attaches it.
     pub build: fn(Params) -> Result<Box<dyn SpinDown>>,
+}
+
+impl Entry {
+    /// Build from `params`, a key not given taking its default from this
+    /// entry's key table.
+    pub fn build_with(&self, params: Params) -> Result<Box<dyn SpinDown>> {
+        (self.build)(params.with_keys(self.keys))
+    }
+
+    /// The parameters with units and defaults, generated from the key table.
+    pub fn params_help(&self) -> String {
+        crate::policy::params_help(self.keys)
+    }
+
+    /// What `read` (a config's reader, the one `build` uses) makes of no
+    /// parameters: the key table's defaults, for the config's `Default`.
+    pub fn read_defaults<T>(&self, read: impl FnOnce(&mut Params) -> Result<T>) -> T {
+        crate::policy::read_defaults(self.name, self.keys, read)
+    }
 }
 
 crate::registry::describe_by_fields!(Entry);
@@ -104,10 +119,10 @@ pub fn spindowns() -> Registry<Entry> {
     Registry::new("spin-down policy", REGISTRY)
 }
 
-/// Build a policy from `name[:k=v,…]`.
+/// Build a policy from `name[:k=v,…]`, its defaults from its entry's key table.
 pub fn build(spec: &str) -> Result<Box<dyn SpinDown>> {
     let (name, params) = Params::parse(spec)?;
-    (entry(&name)?.build)(params)
+    entry(&name)?.build_with(params)
 }
 
 /// The registry entry of `name` or of an alias (`fixed` and `timeout` are

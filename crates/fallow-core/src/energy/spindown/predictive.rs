@@ -35,13 +35,13 @@ pub const ENTRY: Entry = Entry {
     name: "predictive",
     aliases: &[],
     summary: "spin down early when an idle interval k ≤ 9 places back was large ((CV+1)·mean) and P_k(large→large) ≥ rho, else fall back to a timeout (Mi et al. §5)",
-    params: "rho=PROBABILITY (default 0.5), wait=DURATION (timeout when large is predicted, 1s), else=DURATION|never (timeout otherwise, 10s), warmup=N (32 intervals), lags=N (1..9, default 9)",
     keys: &[
-        Param { key: "rho", kind: ParamKind::Number, example: "0.5", requires: "" },
-        Param { key: "wait", kind: ParamKind::Duration, example: "1s", requires: "" },
-        Param { key: "else", kind: ParamKind::Other("DURATION|never"), example: "never", requires: "" },
-        Param { key: "warmup", kind: ParamKind::Count, example: "32", requires: "" },
-        Param { key: "lags", kind: ParamKind::Count, example: "9", requires: "" },
+        Param::new("rho", ParamKind::Number("PROBABILITY"), "0.5"),
+        Param::new("wait", ParamKind::Duration, "1s").note("timeout when large is predicted"),
+        Param::new("else", ParamKind::Other("DURATION|never"), "10s").note("timeout otherwise").example("never"),
+        Param::new("warmup", ParamKind::Count, "32").note("intervals"),
+        // every lag Mi et al. count pairs at (MAX_LAG)
+        Param::new("lags", ParamKind::Count, "9").note("1..9"),
     ],
     reference: false,
     build: Predictive::build,
@@ -63,14 +63,46 @@ pub struct PredictiveConfig {
 }
 
 impl Default for PredictiveConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        PredictiveConfig {
-            rho: 0.5,
-            wait_ns: 1_000_000_000,
-            else_ns: Some(10_000_000_000),
-            warmup: 32,
-            lags: MAX_LAG,
+        ENTRY.read_defaults(PredictiveConfig::take)
+    }
+}
+
+impl PredictiveConfig {
+    /// Take `rho=`, `wait=`, `else=`, `warmup=` and `lags=`, each not given
+    /// from the key table, and check them.
+    fn take(p: &mut Params) -> Result<Self> {
+        let rho = p.number("rho")?;
+        if !(0.0..=1.0).contains(&rho) {
+            return Err(Error::invalid(
+                "predictive rho",
+                format!("must be a probability in [0, 1], got {rho}"),
+            ));
         }
+        let wait_ns = p.duration_ns("wait")?;
+        let else_ns = duration_or_never(p, "else")?;
+        let warmup = p.number("warmup")?;
+        if warmup < 0.0 || warmup.fract() != 0.0 {
+            return Err(Error::invalid(
+                "predictive warmup",
+                format!("must be a whole number of intervals, got {warmup}"),
+            ));
+        }
+        let lags = p.number("lags")?;
+        if !(1.0..=MAX_LAG as f64).contains(&lags) || lags.fract() != 0.0 {
+            return Err(Error::invalid(
+                "predictive lags",
+                format!("must be a whole number from 1 to {MAX_LAG}, got {lags}"),
+            ));
+        }
+        Ok(PredictiveConfig {
+            rho,
+            wait_ns,
+            else_ns,
+            warmup: warmup as u64,
+            lags: lags as usize,
+        })
     }
 }
 
@@ -108,40 +140,11 @@ impl Predictive {
         }
     }
 
-    /// Build from `rho=`, `wait=`, `else=`, `warmup=`.
+    /// Build from `rho=`, `wait=`, `else=`, `warmup=` and `lags=`.
     pub fn build(mut p: Params) -> Result<Box<dyn SpinDown>> {
-        let d = PredictiveConfig::default();
-        let rho = p.number("rho", d.rho)?;
-        if !(0.0..=1.0).contains(&rho) {
-            return Err(Error::invalid(
-                "predictive rho",
-                format!("must be a probability in [0, 1], got {rho}"),
-            ));
-        }
-        let wait_ns = p.duration_ns("wait", d.wait_ns)?;
-        let else_ns = duration_or_never(&mut p, "else", d.else_ns)?;
-        let warmup = p.number("warmup", d.warmup as f64)?;
-        if warmup < 0.0 || warmup.fract() != 0.0 {
-            return Err(Error::invalid(
-                "predictive warmup",
-                format!("must be a whole number of intervals, got {warmup}"),
-            ));
-        }
-        let lags = p.number("lags", MAX_LAG as f64)?;
-        if !(1.0..=MAX_LAG as f64).contains(&lags) || lags.fract() != 0.0 {
-            return Err(Error::invalid(
-                "predictive lags",
-                format!("must be a whole number from 1 to {MAX_LAG}, got {lags}"),
-            ));
-        }
-        p.finish_keys(ENTRY.keys)?;
-        Ok(Box::new(Predictive::new(PredictiveConfig {
-            rho,
-            wait_ns,
-            else_ns,
-            warmup: warmup as u64,
-            lags: lags as usize,
-        })))
+        let config = PredictiveConfig::take(&mut p)?;
+        p.finish_keys()?;
+        Ok(Box::new(Predictive::new(config)))
     }
 
     /// The small/large split `(CV + 1) · mean`, ns (population CV).

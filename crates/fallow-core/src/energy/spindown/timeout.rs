@@ -12,9 +12,8 @@ pub const ENTRY: Entry = Entry {
     name: "timeout",
     aliases: &["fixed", "fixed-timeout"],
     summary: "spin down after t without a local request (the fixed timeout of the SARD seed, Figure 1)",
-    params: "t=DURATION (default 10s)",
     keys: &[
-        Param { key: "t", kind: ParamKind::Duration, example: "10s", requires: "" },
+        Param::new("t", ParamKind::Duration, "10s"),
     ],
     reference: false,
     build: Timeout::build,
@@ -28,10 +27,18 @@ pub struct TimeoutConfig {
 }
 
 impl Default for TimeoutConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        TimeoutConfig {
-            timeout_ns: 10_000_000_000,
-        }
+        ENTRY.read_defaults(TimeoutConfig::take)
+    }
+}
+
+impl TimeoutConfig {
+    /// Take `t=`, not given from the key table.
+    fn take(p: &mut Params) -> Result<Self> {
+        Ok(TimeoutConfig {
+            timeout_ns: p.duration_ns("t")?,
+        })
     }
 }
 
@@ -45,11 +52,8 @@ pub struct Timeout {
 impl Timeout {
     /// Build from `t=`.
     pub fn build(mut p: Params) -> Result<Box<dyn SpinDown>> {
-        let d = TimeoutConfig::default();
-        let config = TimeoutConfig {
-            timeout_ns: p.duration_ns("t", d.timeout_ns)?,
-        };
-        p.finish_keys(ENTRY.keys)?;
+        let config = TimeoutConfig::take(&mut p)?;
+        p.finish_keys()?;
         Ok(Box::new(Timeout { config }))
     }
 }

@@ -124,17 +124,17 @@ pub const ENTRY: Entry = Entry {
     name: "preemption-interval",
     aliases: &[],
     summary: "Eggert & Touch's I/F/B/P machine: no BG request starts within p of FG work; four Appendix-A variants; per state×event counters",
-    params: "p=DURATION (default 100ms), variant=burst-idle|burst-preempt|request-idle|request-preempt (or tl|tr|bl|br; default burst-idle), start=fg-end|fg-start (default fg-end), batch=N (BG requests queued at a time, default unbounded), size=BYTES",
     keys: &[
-        Param { key: "p", kind: ParamKind::Duration, example: "100ms", requires: "" },
-        Param { key: "variant", kind: ParamKind::Choice(&["burst-idle", "burst-preempt", "request-idle", "request-preempt", "tl", "tr", "bl", "br"]), example: "request-preempt", requires: "" },
-        Param { key: "start", kind: ParamKind::Choice(&["fg-end", "fg-start"]), example: "fg-start", requires: "" },
-        Param { key: "batch", kind: ParamKind::Other("N|inf"), example: "4", requires: "" },
-        Param { key: "size", kind: ParamKind::Bytes, example: "64KiB", requires: "" },
+        // the paper's disk experiments span 0 to a few hundred ms (§4)
+        Param::new("p", ParamKind::Duration, "100ms"),
+        VARIANT,
+        START,
+        BATCH,
+        SIZE,
     ],
     clairvoyant: false,
     build: PreemptionInterval::build,
-    knob: Some(Knob::wait("p", "100ms")),
+    knob: Some(Knob::wait("p")),
     size_param: None,
     // at its defaults (burst-idle, fg-end, no batch) the machine
     // waits p after FG work and then runs BG until FG arrives
@@ -167,47 +167,50 @@ pub struct PreemptionIntervalConfig {
     pub size_bytes: Option<u64>,
 }
 
+/// The machine's keys after `p=`, one row each for the key tables of every
+/// policy built on it (this one, adaptive-preemption-interval,
+/// credit-skip), whose `p=` defaults differ.
+pub(crate) const VARIANT: Param = Param::new("variant", ParamKind::Choice(&["burst-idle", "burst-preempt", "request-idle", "request-preempt"]), "burst-idle").note("or tl|tr|bl|br").example("request-preempt");
+/// Where an interval after FG work starts (see [`VARIANT`]).
+pub(crate) const START: Param = Param::new("start", ParamKind::Choice(&["fg-end", "fg-start"]), "fg-end").example("fg-start");
+/// BG requests queued at a time (see [`VARIANT`]).
+pub(crate) const BATCH: Param = Param::new("batch", ParamKind::Other("N|inf"), "unbounded").note("BG requests queued at a time").example("4");
+/// BG request size (see [`VARIANT`]).
+pub(crate) const SIZE: Param = Param::new("size", ParamKind::Bytes, "").example("64KiB");
+
 impl Default for PreemptionIntervalConfig {
+    /// The key table's defaults.
     fn default() -> Self {
-        PreemptionIntervalConfig {
-            // the paper's disk experiments span 0 to a few hundred ms (§4)
-            interval_ns: 100_000_000,
-            variant: IntervalVariant::BurstIdle,
-            start: IntervalStart::FgEnd,
-            batch: None,
-            size_bytes: None,
-        }
+        ENTRY.read_defaults(|p| PreemptionIntervalConfig::take(p, ENTRY.name))
     }
 }
 
 impl PreemptionIntervalConfig {
     /// Take `p=`, `variant=`, `start=`, `batch=`, `size=` (shared with the
-    /// policies built on this machine); `interval_ns` defaults to `default_ns`.
-    pub(crate) fn take(p: &mut Params, policy: &str, default_ns: u64) -> Result<Self> {
-        let interval_ns = p.duration_ns("p", default_ns)?;
-        let variant = match p.take("variant") {
-            None => IntervalVariant::BurstIdle,
-            Some(v) => IntervalVariant::parse(&v).ok_or_else(|| {
-                Error::invalid(
-                    format!("{policy}:variant"),
-                    format!("`{v}` (burst-idle, burst-preempt, request-idle, request-preempt; or tl, tr, bl, br)"),
-                )
-            })?,
-        };
-        let start = match p.take("start").as_deref() {
-            None | Some("fg-end") => IntervalStart::FgEnd,
-            Some("fg-start") => IntervalStart::FgStart,
-            Some(v) => {
+    /// policies built on this machine), each not given from the key table
+    /// of the policy being built.
+    pub(crate) fn take(p: &mut Params, policy: &str) -> Result<Self> {
+        let interval_ns = p.duration_ns("p")?;
+        let v = p.value("variant")?;
+        let variant = IntervalVariant::parse(&v).ok_or_else(|| {
+            Error::invalid(
+                format!("{policy}:variant"),
+                format!("`{v}` (burst-idle, burst-preempt, request-idle, request-preempt; or tl, tr, bl, br)"),
+            )
+        })?;
+        let start = match p.value("start")?.as_str() {
+            "fg-end" => IntervalStart::FgEnd,
+            "fg-start" => IntervalStart::FgStart,
+            v => {
                 return Err(Error::invalid(
                     format!("{policy}:start"),
                     format!("`{v}` (fg-end or fg-start)"),
                 ))
             }
         };
-        let batch = match p.take("batch") {
-            None => None,
-            Some(v) if v == "inf" || v == "unbounded" => None,
-            Some(v) => match v.parse::<u64>() {
+        let batch = match p.value("batch")? {
+            v if v == "inf" || v == "unbounded" => None,
+            v => match v.parse::<u64>() {
                 Ok(n) if n > 0 => Some(n),
                 _ => {
                     return Err(Error::invalid(
@@ -222,7 +225,7 @@ impl PreemptionIntervalConfig {
             variant,
             start,
             batch,
-            size_bytes: p.bytes("size", None)?,
+            size_bytes: p.bytes("size")?,
         })
     }
 }
@@ -295,9 +298,8 @@ impl PreemptionInterval {
 
     /// Build from `p=`, `variant=`, `start=`, `batch=`, `size=`.
     pub fn build(mut p: Params) -> Result<Box<dyn Policy>> {
-        let d = PreemptionIntervalConfig::default();
-        let config = PreemptionIntervalConfig::take(&mut p, "preemption-interval", d.interval_ns)?;
-        p.finish_keys(ENTRY.keys)?;
+        let config = PreemptionIntervalConfig::take(&mut p, "preemption-interval")?;
+        p.finish_keys()?;
         Ok(Box::new(PreemptionInterval::new(config)))
     }
 
