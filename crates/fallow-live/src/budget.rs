@@ -36,9 +36,10 @@
 //! overlapped reads,
 //!
 //! i.e. mean(all) / mean(clean) − 1 when the baseline is the clean mean.
-//! Its 95 % confidence interval is the delta method's for the ratio of two
-//! independent means (normal approximation, 1.96 standard errors), `f`
-//! taken as fixed. The added delay per FG read is `f · (mean(overlapped) −
+//! Its 95 % confidence interval is the delta method's for `f` times the
+//! ratio of two independent means, `f` a binomial share (normal
+//! approximation, 1.96 standard errors: `var(s) = (r − 1)² f(1 − f)/n +
+//! f² var(r)`). The added delay per FG read is `f · (mean(overlapped) −
 //! mean(clean))`, its interval likewise. The p99 slowdown is
 //! p99(all) / p99(clean) − 1 (nearest rank), a point estimate.
 //!
@@ -408,12 +409,18 @@ pub fn estimate(clean: &[f64], overlapped: &[f64]) -> Option<Measured> {
         } else {
             0.0
         } + vc / (nc as f64 * mc * mc);
-        let se_d = (vo / no as f64 + vc / nc as f64).sqrt();
+        // the share of overlapped reads is itself a sample (binomial):
+        // with it taken as fixed, an epoch with one or two overlapped reads
+        // got an interval of a few tenths of a point and loosened the
+        // budget ×1.5 on it, again and again (docs/live.md)
+        let var_f = f * (1.0 - f) / (nc + no) as f64;
+        let var_s = (r - 1.0).powi(2) * var_f + f * f * r * r * rel_var;
+        let var_d = (mo - mc).powi(2) * var_f + f * f * (vo / no as f64 + vc / nc as f64);
         (
             f * (r - 1.0),
-            Z95 * f * r * rel_var.sqrt(),
+            Z95 * var_s.sqrt(),
             f * (mo - mc),
-            Z95 * f * se_d,
+            Z95 * var_d.sqrt(),
         )
     };
     let (p99c, p99) = (quantile(clean, 0.99), quantile(&all, 0.99));
@@ -1187,19 +1194,22 @@ mod tests {
         assert!(close(m.mean_s, 16e-3 / 5.0));
         // s = 0.4 · (2.5 − 1) = 0.6 = mean(all)/mean(clean) − 1 = 3.2/2 − 1
         assert!(close(m.slowdown, 0.6));
-        // se(r) = 2.5 · sqrt(2/(2·25) + 1/(3·4)) = 2.5 · sqrt(0.1233…)
+        // se(r) = 2.5 · sqrt(2/(2·25) + 1/(3·4)) = 2.5 · sqrt(0.1233…);
+        // var(f) = 0.4 · 0.6 / 5 = 0.048 (the share is a sample too):
+        // var(s) = (r − 1)² var(f) + f² var(r) = 2.25 · 0.048 + 0.16 · se_r²
         let se_r = 2.5 * (0.04f64 + 1.0 / 12.0).sqrt();
-        assert!(close(m.slowdown_ci95, 1.96 * 0.4 * se_r));
+        let var_s = 2.25 * 0.048 + 0.16 * se_r * se_r;
+        assert!(close(m.slowdown_ci95, 1.96 * var_s.sqrt()));
         assert!(
-            (m.slowdown_ci95 - 0.688_329).abs() < 1e-6,
+            (m.slowdown_ci95 - 0.942_704).abs() < 1e-6,
             "{}",
             m.slowdown_ci95
         );
-        // added delay 0.4 · 3 ms; se = sqrt(2/2 + 1/3) ms
+        // added delay 0.4 · 3 ms; var = 3² · 0.048 + 0.16 · (2/2 + 1/3) ms²
         assert!(close(m.added_delay_s, 1.2e-3));
         assert!(close(
             m.added_delay_ci95_s,
-            1.96 * 0.4 * (1.0f64 + 1.0 / 3.0).sqrt() * 1e-3
+            1.96 * (9.0 * 0.048 + 0.16 * (1.0f64 + 1.0 / 3.0)).sqrt() * 1e-3
         ));
         // nearest rank: p99 of 3 clean = 3 ms, of all 5 = 6 ms
         assert!(close(m.baseline_p99_s, 3e-3));
@@ -1285,8 +1295,11 @@ mod tests {
         assert!(close(m.slowdown, 1.0 / 6.0));
         assert!(m.slowdown - m.slowdown_ci95 > 0.05, "{m:?}");
         assert_eq!(m.verdict(&five), Verdict::Over);
-        // the same as an added delay: (1/6) · 10 ms = 1.67 ms, over 1 ms
-        assert_eq!(m.verdict(&Budget::AddedDelay { ns: MS }), Verdict::Over);
+        // the same as an added delay: (1/6) · 10 ms = 1.67 ms ± 0.67 ms
+        // (the share of overlapped reads, 20 of 120, is most of it): over
+        // 0.5 ms, not beyond doubt over 1 ms
+        assert_eq!(m.verdict(&Budget::AddedDelay { ns: MS / 2 }), Verdict::Over);
+        assert_eq!(m.verdict(&Budget::AddedDelay { ns: MS }), Verdict::Within);
         assert_eq!(
             m.verdict(&Budget::AddedDelay { ns: 10 * MS }),
             Verdict::WellWithin
