@@ -1367,31 +1367,8 @@ mod tests {
         assert_eq!(c.report().model_budget, "2.5%");
         assert_eq!(c.tuner().config().budget, "2.5%".parse().unwrap());
         // let the tuner reach its most aggressive value (every value meets 10 s)
-        c.tuner().set_budget("10s".parse().unwrap());
-        {
-            let mut t = c.tuner();
-            let svc = fallow_core::sim::BgService::Constant { ns: 10 * MS };
-            let mut rng = <rand_pcg::Pcg64Mcg as rand::SeedableRng>::seed_from_u64(1);
-            let mut now = 0;
-            for k in 0..12u64 {
-                t.on_busy_end(10 * MS, 1);
-                now += 10 * MS;
-                let mut ctx = Ctx {
-                    now_ns: now,
-                    idle_start_ns: now,
-                    last_fg_arrival_ns: now,
-                    rng: &mut rng,
-                    bg_service: &svc,
-                    bg_size_bytes: 65536,
-                    future_idle_ns: None,
-                };
-                t.on_idle(&mut ctx);
-                let i = if k % 2 == 0 { 5 } else { 1000 };
-                t.on_idle_end(i * MS, false);
-                now += i * MS;
-            }
-            assert_eq!(t.value(), "100us");
-        }
+        move_the_knob(&c);
+        assert_eq!(c.tuner().value(), "100us");
         c.check(0); // nothing measured yet
                     // 16.7 % measured at this setting
         {
