@@ -1505,6 +1505,7 @@ def bench_budget_workload(
 
 
 def budget_table(d: dict, budget: str) -> str:
+    frac = budget_fraction(budget)
     lines = [
         f"\n{d['title']}: {d['device']}; budget {budget}"
         " (FG mean slowdown per half over the mean of FG alone's same half, every round)"
@@ -1538,7 +1539,6 @@ def budget_table(d: dict, budget: str) -> str:
             if all("mean_slowdown_ci95" in x for x in h):
                 # what a run of this length can tell (request-to-request
                 # variance), and the goal's verdict on it for a % budget
-                frac = budget_fraction(budget)
                 parts = []
                 for x in h:
                     v = x["mean_slowdown"] * 100

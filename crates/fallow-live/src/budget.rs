@@ -712,8 +712,6 @@ pub(crate) struct Control {
     baseline_ns: Option<u64>,
     steps: VecDeque<ControlStep>,
     backoffs: u64,
-    /// The setting seen at the last check (what a control step reports).
-    last_setting: String,
     window_file: Option<PathBuf>,
     /// When the measurement was last looked at, ns.
     last_check_ns: Option<u64>,
@@ -740,7 +738,6 @@ impl Control {
         if let Some((lo, hi)) = cfg.sizes {
             tuner.set_sizes(&size_ladder(lo, hi))?;
         }
-        let setting = setting_of(&tuner);
         let c = Control {
             cfg,
             start: format!(
@@ -755,7 +752,6 @@ impl Control {
             baseline_ns: None,
             steps: VecDeque::new(),
             backoffs: 0,
-            last_setting: setting,
             window_file: None,
             last_check_ns: None,
         };
@@ -842,8 +838,6 @@ impl Control {
     /// 2.0 % over 180 s (the driver's own whole-run measurement) against a
     /// 5 % budget.
     pub(crate) fn check(&mut self, now_ns: u64) {
-        let setting = setting_of(&self.tuner());
-        self.last_setting = setting;
         if self
             .last_check_ns
             .is_some_and(|t| now_ns.saturating_sub(t) < CHECK_EVERY_NS)
@@ -899,6 +893,8 @@ impl Control {
         }
         let b = self.model_budget();
         let mut backed_off = false;
+        // the setting the step's measurement ends at, before a back-off moves it
+        let setting = setting_of(&self.tuner());
         {
             let mut t = self.tuner();
             t.set_budget(b);
@@ -913,7 +909,7 @@ impl Control {
         self.backoffs += u64::from(backed_off);
         self.steps.push_back(ControlStep {
             time_s: now_ns as f64 / 1e9,
-            setting: self.last_setting.clone(),
+            setting,
             predicted,
             measured,
             measured_ci95: ci,
@@ -927,8 +923,6 @@ impl Control {
             self.steps.pop_front();
         }
         self.meter().new_epoch();
-        let setting = setting_of(&self.tuner());
-        self.last_setting = setting;
     }
 
     /// The 95 % upper end of the slowdown (or added delay) of an epoch
