@@ -41,6 +41,7 @@ pub const ENTRY: Entry = Entry {
         Param::new("rho", ParamKind::Number("PROBABILITY"), "0.5"),
         Param::new("angle", ParamKind::Number("DEGREES"), "30"),
         Param::new("warmup", ParamKind::Count, "32").note("first intervals, quiet"),
+        Param::new("min_wait", ParamKind::Duration, "0s").note("floor under the wait").example("50ms"),
         Param::new("size", ParamKind::Bytes, "").example("64KiB"),
     ],
     clairvoyant: false,
@@ -147,8 +148,9 @@ impl Policy for BurstyCdfEstimates {
         } else {
             e.p90_ns // Eq. 1
         };
-        let x = self.config.t * (horizon_ns - e.wait_ns as f64) / ctx.bg_service.mean_ns(size);
-        burst(e.wait_ns, size, self.budget.take(x))
+        let wait_ns = self.config.cdf.floored(e.wait_ns);
+        let x = self.config.t * (horizon_ns - wait_ns as f64) / ctx.bg_service.mean_ns(size);
+        burst(wait_ns, size, self.budget.take(x))
     }
 
     fn on_idle_end(&mut self, idle_ns: u64, _collided: bool) {

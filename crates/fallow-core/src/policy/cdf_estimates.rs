@@ -39,6 +39,7 @@ pub const ENTRY: Entry = Entry {
         Param::new("T", ParamKind::Number("FACTOR"), "1"),
         Param::new("angle", ParamKind::Number("DEGREES"), "30"),
         Param::new("warmup", ParamKind::Count, "32").note("first intervals, quiet"),
+        Param::new("min_wait", ParamKind::Duration, "0s").note("floor under the wait").example("50ms"),
         Param::new("size", ParamKind::Bytes, "").example("64KiB"),
     ],
     clairvoyant: false,
@@ -157,9 +158,10 @@ impl Policy for CdfEstimates {
         }
         let size = self.config.cdf.size_bytes.unwrap_or(ctx.bg_size_bytes);
         let e = self.cdf.estimate();
+        let wait_ns = self.config.cdf.floored(e.wait_ns);
         // Eq. 1
-        let x = self.config.t * (e.p90_ns - e.wait_ns as f64) / ctx.bg_service.mean_ns(size);
-        burst(e.wait_ns, size, self.budget.take(x))
+        let x = self.config.t * (e.p90_ns - wait_ns as f64) / ctx.bg_service.mean_ns(size);
+        burst(wait_ns, size, self.budget.take(x))
     }
 
     fn on_idle_end(&mut self, idle_ns: u64, _collided: bool) {
@@ -265,11 +267,61 @@ mod tests {
         assert_eq!(got.iter().sum::<u64>(), 2, "{got:?}");
     }
 
+    /// Bursts whose reads leave 2 ms gaps inside them (four per burst)
+    /// between 4–8 s gaps: the histogram's body is the 2 ms cluster, so
+    /// its wait is a few ms and BG work would start inside a burst;
+    /// `min_wait=50ms` raises the wait to 50 ms, and Eq. 1 counts from it.
+    #[test]
+    fn min_wait_floors_the_wait_and_eq1_counts_from_it() {
+        let gaps: Vec<u64> = (0..500u64)
+            .map(|i| {
+                if i % 5 == 4 {
+                    4_000_000_000 + (i * 40_000_000) % 4_000_000_000
+                } else {
+                    2_000_000
+                }
+            })
+            .collect();
+        let with = |spec: &str| {
+            let mut p = ENTRY.build_with(Params::parse(spec).unwrap().1).unwrap();
+            for &g in &gaps {
+                p.on_idle_end(g, false);
+            }
+            match decide(p.as_mut(), 10_000_000) {
+                Decision::Start(s) => s,
+                Decision::Quiet => panic!("{spec}: should start"),
+            }
+        };
+        let plain = with("cdf-estimates:T=0.5");
+        assert!(plain.after_ns < 50_000_000, "{}", plain.after_ns);
+        assert!(plain.after_ns >= 2_000_000, "{}", plain.after_ns);
+        let floored = with("cdf-estimates:T=0.5,min_wait=50ms");
+        assert_eq!(floored.after_ns, 50_000_000);
+        // Eq. 1 from the floored wait, on the same histogram's p90
+        let mut cdf = IdleCdf::new(30.0);
+        gaps.iter().for_each(|&g| cdf.observe(g));
+        let p90 = cdf.compute().p90_ns;
+        assert!(p90 > 4e9, "{p90}");
+        assert_eq!(floored.max_requests, (0.5 * (p90 - 50e6) / 10e6).floor() as u64);
+        // cdf-based floors its wait too, warm-up included
+        let b = |spec: &str| {
+            let e = super::super::cdf_based::ENTRY;
+            let mut p = e.build_with(Params::parse(spec).unwrap().1).unwrap();
+            match decide(p.as_mut(), 10_000_000) {
+                Decision::Start(s) => s.after_ns,
+                Decision::Quiet => panic!("{spec}: should start"),
+            }
+        };
+        assert_eq!(b("cdf-based"), 0);
+        assert_eq!(b("cdf-based:min_wait=50ms"), 50_000_000);
+    }
+
     #[test]
     fn parameters_are_checked() {
         let b = |s: &str| ENTRY.build_with(Params::parse(s).unwrap().1);
         assert!(b("cdf-estimates:T=0.3,angle=20,warmup=50,size=64KiB").is_ok());
         assert!(b("cdf-estimates:T=0").is_err());
+        assert!(b("cdf-estimates:min_wait=soon").is_err());
         assert!(b("cdf-estimates:T=-1").is_err());
         assert!(b("cdf-estimates:rho=0.5").is_err());
     }
