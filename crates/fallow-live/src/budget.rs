@@ -75,7 +75,10 @@
 //! [`MIN_OVERLAPPED`] overlapped) whose interval does not hold the limit,
 //! or after [`QUIET_CLEAN`] clean reads with fewer overlapped ones; a
 //! refit does not restart the count, so an undecided measurement narrows
-//! until it decides ([`MAX_EPOCH_READS`] at most). It starts
+//! until it decides, or until [`POINT_STEP_READS`] reads with
+//! [`MIN_OVERLAPPED`] overlapped, when it takes half a step on its point
+//! estimate ([`POINT_GAIN`]; [`MAX_EPOCH_READS`] and a full step with
+//! fewer overlapped). It starts
 //! at [`START_SCALE`] of the budget. When the slowdown measured is over the
 //! budget beyond its confidence interval the knob also steps one coarse
 //! value more conservative at once ([`OnlineTuner::back_off`]); otherwise
@@ -175,6 +178,17 @@ pub const QUIET_CLEAN: usize = 80;
 /// the next epoch measures what the FG meets now (100 s of a 10/s FG; the
 /// interval of a sequential 10/s FG's slowdown is about ±2.7 points there).
 pub const MAX_EPOCH_READS: usize = 1000;
+/// FG reads after which an epoch still undecided, with at least
+/// [`MIN_OVERLAPPED`] overlapped reads, steps on its point estimate with
+/// gain [`POINT_GAIN`] (30 s of a 10/s FG). Waiting for the interval to
+/// decide took 1000 reads (100 s) on a sequential FG measuring +8.7 % on
+/// 5 %, so a 180 s run took two steps and ran over its budget; a point
+/// estimate on 300 reads (about 12 overlapped) is noisy (±6 points), and
+/// half a step on it moves the budget most of the way in two steps while
+/// one noisy epoch moves it by at most √2 up or 2 down.
+pub const POINT_STEP_READS: usize = 300;
+/// Gain of a step on an undecided epoch's point estimate.
+pub const POINT_GAIN: f64 = 0.5;
 /// Lowest share of the given budget the refits may be held to.
 pub const MIN_MODEL_SCALE: f64 = 1.0 / 64.0;
 /// Share of the budget the first refits fit to, before anything is
@@ -213,7 +227,14 @@ impl Integral {
     /// One step on `measured` against `limit` (the same unit: a fraction
     /// or seconds); returns the factor applied.
     pub fn step(&mut self, measured: f64, limit: f64) -> f64 {
-        let factor = if measured <= 0.0 || !measured.is_finite() {
+        self.step_with_gain(measured, limit, 1.0)
+    }
+
+    /// [`Integral::step`] with gain `gain` on `ln(limit / measured)`: the
+    /// factor is the full step's to the power `gain` (the bounds taken
+    /// first, so a gain below 1 moves less than they allow).
+    pub fn step_with_gain(&mut self, measured: f64, limit: f64, gain: f64) -> f64 {
+        let full = if measured <= 0.0 || !measured.is_finite() {
             if measured.is_finite() {
                 MAX_STEP_UP
             } else {
@@ -222,6 +243,7 @@ impl Integral {
         } else {
             (limit / measured).clamp(MAX_STEP_DOWN, MAX_STEP_UP)
         };
+        let factor = full.powf(gain);
         self.scale = (self.scale * factor).clamp(MIN_MODEL_SCALE, 1.0);
         factor
     }
@@ -882,14 +904,19 @@ impl Control {
         let predicted = self.predicted();
         let mut factor = self.integral.step_on_interval(measured, ci, limit);
         if factor == 1.0 && verdict != Verdict::Over {
-            if m.fg_reads < MAX_EPOCH_READS {
+            if m.fg_reads >= POINT_STEP_READS && m.overlapped >= MIN_OVERLAPPED {
+                // undecided on enough reads: half a step on the point
+                // estimate now beats a full one in 100 s (POINT_STEP_READS)
+                factor = self.integral.step_with_gain(measured, limit, POINT_GAIN);
+            } else if m.fg_reads >= MAX_EPOCH_READS {
+                // as many reads as an epoch gets, still undecided, with few
+                // overlapped: the point estimate is the best there is (a
+                // sequential FG's 1000-read epochs measured +7.9 % ± 3.3 %
+                // and +7.6 % ± 3.8 % on 5 %, and ended with no step)
+                factor = self.integral.step(measured, limit);
+            } else {
                 return; // undecided: the epoch gathers more reads
             }
-            // as many reads as an epoch gets and still undecided: the point
-            // estimate is the best there is (a sequential FG's 1000-read
-            // epochs measured +7.9 % ± 3.3 % and +7.6 % ± 3.8 % on 5 %, and
-            // ended with no step)
-            factor = self.integral.step(measured, limit);
         }
         let b = self.model_budget();
         let mut backed_off = false;
@@ -1506,26 +1533,67 @@ mod tests {
         assert!(c.meter().current().is_none());
     }
 
-    /// An epoch still undecided at [`MAX_EPOCH_READS`] (+4.9 % ± ~3 % on
-    /// 5 %: overlapped reads of 1.2 and 25.2 ms against a 10.2 ms clean
-    /// mean) steps on its point estimate rather than ending with none.
+    /// One FG read `k` of a 10/s stream; read `k` is overlapped when
+    /// `over(k)`, with the latency `lat_us(k, overlapped)`.
+    fn read_k(m: &mut FgMeter, k: u64, over: bool, lat_us: u64) {
+        let t = k * 100 * MS;
+        if over {
+            m.bg_start(t);
+            m.bg_end(t + MS);
+        }
+        m.fg(t, t + lat_us * 1_000);
+    }
+
+    /// An epoch still undecided at [`POINT_STEP_READS`] with enough
+    /// overlapped reads (+6.5 % ± ~6 % on 5 %: one read in six overlapped
+    /// at 1.2 or 27.2 ms against a 10.2 ms clean mean) takes half a step
+    /// on its point estimate; one read fewer, none.
+    #[test]
+    fn an_undecided_epoch_steps_on_its_point_estimate_with_gain_half() {
+        let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
+        let read = |m: &mut FgMeter, k: u64| {
+            let over = k % 6 == 0;
+            let lat_us = match (over, (k / 6) % 2 == 0, k % 2 == 0) {
+                (true, true, _) => 1_200,
+                (true, false, _) => 27_200,
+                (false, _, true) => 12_000,
+                (false, _, false) => 9_000,
+            };
+            read_k(m, k, over, lat_us);
+        };
+        for k in 0..(POINT_STEP_READS as u64 - 1) {
+            read(&mut c.meter(), k);
+        }
+        c.check(200_000 * MS);
+        assert!(c.report().control.is_empty());
+        read(&mut c.meter(), POINT_STEP_READS as u64 - 1);
+        let m = c.meter().current().unwrap();
+        assert!(m.overlapped >= MIN_OVERLAPPED, "{m:?}");
+        assert!((m.slowdown - 0.05).abs() < m.slowdown_ci95, "{m:?}");
+        assert!(m.slowdown > 0.06, "{m:?}");
+        c.check(200_200 * MS);
+        let r = c.report();
+        assert_eq!(r.control.len(), 1, "{r:?}");
+        let half = (0.05 / m.slowdown).sqrt();
+        assert!(close(r.control[0].factor, half), "{r:?}");
+        assert!(close(c.integral.scale, START_SCALE * half));
+    }
+
+    /// An epoch still undecided at [`MAX_EPOCH_READS`] with too few
+    /// overlapped reads for a point step (4 of 1000, +5.0 % ± ~5 % on 5 %)
+    /// steps on its point estimate in full rather than ending with none.
     #[test]
     fn an_epoch_undecided_at_its_cap_steps_on_the_point_estimate() {
         let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
         let read = |m: &mut FgMeter, k: u64| {
-            let t = k * 100 * MS;
-            let over = k % 6 == 0;
-            if over {
-                m.bg_start(t);
-                m.bg_end(t + MS);
-            }
-            let lat_us = match (over, (k / 6) % 2 == 0, k % 2 == 0) {
-                (true, true, _) => 1_200,
-                (true, false, _) => 25_200,
+            let over = k % 250 == 100;
+            let lat_us = match (over, (k / 250) % 2 == 0, k % 2 == 0) {
+                (true, true, _) => 120_000,
+                (true, false, _) => 163_000,
                 (false, _, true) => 12_000,
                 (false, _, false) => 9_000,
             };
-            m.fg(t, t + lat_us * 1_000);
+            read_k(m, k, over, lat_us);
         };
         for k in 0..(MAX_EPOCH_READS as u64 - 1) {
             read(&mut c.meter(), k);
@@ -1534,6 +1602,7 @@ mod tests {
         assert!(c.report().control.is_empty());
         read(&mut c.meter(), MAX_EPOCH_READS as u64 - 1);
         let m = c.meter().current().unwrap();
+        assert!(m.overlapped < MIN_OVERLAPPED, "{m:?}");
         assert!((m.slowdown - 0.05).abs() < m.slowdown_ci95, "{m:?}");
         c.check(200_200 * MS);
         let r = c.report();
@@ -1575,6 +1644,12 @@ mod tests {
         // an added-delay budget in seconds: 2 ms against 1 ms
         let mut d = Integral::new();
         assert!(close(d.step(2e-3, 1e-3), 0.5));
+        // gain 1/2: the square root of the bounded factor
+        let mut g = Integral { scale: 0.5 };
+        assert!(close(g.step_with_gain(0.08, 0.05, 0.5), 0.625f64.sqrt()));
+        assert!(close(g.step_with_gain(0.4, 0.05, 0.5), 0.5));
+        assert!(close(g.scale, 0.5 * 0.625f64.sqrt() * 0.5));
+        assert!(close(g.step_with_gain(0.0, 0.05, 0.5), 2f64.sqrt()));
     }
 
     #[test]
