@@ -2,9 +2,9 @@
 # Set up the Python development environment of fallow:
 #   .venv/ with maturin, numpy, pandas, matplotlib, polars, dask[distributed],
 #   ray (the fleet backends), pytest and ruff,
-#   and the `fallow` package built in release mode and installed into it,
+#   and the `fallow` package built optimised (profile wheel-dev) and installed into it,
 #   with its `fallow` command (.venv/bin/fallow: the CLI inside the extension).
-#   The one release build makes the wheel `pip install` takes
+#   The one build makes the wheel `pip install` takes
 #   ($CARGO_TARGET_DIR/wheels/fallow-*-abi3-manylinux_2_28_x86_64.whl, linked
 #   by zig), which tests/python/test_install.py installs into a fresh venv,
 #   and the venv's extension is taken from it: one build, two uses.
@@ -24,7 +24,7 @@
 #   FALLOW_MANYLINUX  the wheel's manylinux policy (default manylinux_2_28)
 #   CARGO_TARGET_DIR  cargo target dir (default <repo>/target/py, kept apart
 #                     from the workspace's target/ so the extension's
-#                     release build does not evict the CLI's)
+#                     build does not evict the CLI's)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -83,21 +83,24 @@ if [[ $build -eq 1 ]]; then
   export VIRTUAL_ENV="$venv"
   export PATH="$venv/bin:$PATH"
   export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/py}"
-  echo "dev-python: building the extension (release) into $venv" >&2
-  # One release build, two uses. The wheel: stripped and linked by zig
+  echo "dev-python: building the extension (profile wheel-dev: optimised, no LTO) into $venv" >&2
+  # One build, two uses. The wheel: stripped and linked by zig
   # against glibc 2.28's symbols, so it installs on RHEL/Rocky 8+, Debian
   # 10+ and Ubuntu 20.04+ (a native link takes this machine's glibc 2.35;
-  # tests/python/test_install.py); scripts/release.sh ships the same and runs
+  # tests/python/test_install.py); scripts/release.sh builds the same in release and runs
   # auditwheel on it.
   rm -f "$CARGO_TARGET_DIR"/wheels/fallow-*.whl
-  (cd "$root" && maturin build --release --strip --zig --compatibility "$manylinux" --quiet \
+  # Profile wheel-dev (Cargo.toml): release's optimisation without its
+  # thin LTO, 4 codegen units and line tables (docs/testing.md: its time);
+  # scripts/release.sh builds the shipped wheel with --release.
+  (cd "$root" && maturin build --profile wheel-dev --strip --zig --compatibility "$manylinux" --quiet \
     --out "$CARGO_TARGET_DIR/wheels")
   # The venv, from that wheel, as `maturin develop` would install it: the
   # extension module into python/fallow (the package is used in place, so
   # Python edits need no rebuild), a .pth naming python/, and the `fallow`
   # console script. Not `maturin develop` itself: it cannot link with zig,
   # and a native link changes the linker every crate's fingerprint holds,
-  # i.e. a second release build of everything.
+  # i.e. a second build of everything.
   wheel="$(ls "$CARGO_TARGET_DIR"/wheels/fallow-*.whl)"
   "$venv/bin/python" - "$wheel" "$root" <<'PY'
 import os
