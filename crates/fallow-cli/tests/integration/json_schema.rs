@@ -46,7 +46,7 @@ fn run(name: &str, args: &[&str]) {
 }
 
 #[test]
-fn issue11_every_json_document_carries_the_schema_version() {
+fn every_json_document_carries_the_schema_version() {
     let tiny = fixture("tiny.csv");
     let tiny = path_str(&tiny);
     run("analyze", &["analyze", tiny, "--json"]);

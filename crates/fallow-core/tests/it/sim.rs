@@ -252,7 +252,7 @@ proptest::proptest! {
 /// says (8 ms + (4 MiB − 64 KiB)/100 MB/s), so adaptive-size gets no more
 /// BG throughput than the device's transfer rate over the idle time.
 #[test]
-fn issue11_sizes_are_chosen_only_under_a_model_that_charges_for_them() {
+fn sizes_are_chosen_only_under_a_model_that_charges_for_them() {
     let prep = mm1(30.0, 0.01, 20_000, 4);
     let budget = fallow_core::tune::Budget::parse_list("5%").unwrap();
     for blind in ["exp:10ms", "const:5ms"] {
