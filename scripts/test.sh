@@ -195,27 +195,17 @@ bench_smoke tune -- --requests 20000 --workload mmpp --compare-exact
 bench_smoke energy -- --requests 200000
 bash bench/peer_bench.sh 8 1
 
-step "python: set up .venv and build the extension (waiting for the background build)"
-wait_for "python: set up .venv and build the extension" "$PYBUILD_PID" "$LOGS/python-build.out"
-
-step "python: lints"
-.venv/bin/ruff check python tests/python bench docs
-.venv/bin/ruff format --check python tests/python bench docs
-
-step "bench smoke runs, Python"
-.venv/bin/python bench/parse_bench.py --requests 200000 --cli none
-# the fleet pass (docs/fleet.md): fallow, polars and DuckDB (skipped if absent) agree
-# on every volume; one Dask sweep of the partitions (~13 s on 2 loaded cores)
-.venv/bin/python bench/fleet_bench.py --requests 100000 --volumes 20 --sweep-workers 1 \
-    --no-projection --fallow target/debug/fallow
-
 step "live benchmark, quick: fallow scrub vs ionice -c3 vs a fixed rate on loop devices"
+# Before the wait for the Python build, which goes on beside it at nice 19
+# (its autogroup too): the benchmark is the standard library only, mostly
+# waits on emulated disks, and its smoke figures are checked for
+# consistency, not speed (tests/python/test_live_bench.py).
 # As root only (loop devices, FUSE, tracefs); pytest checks its JSON
 # (tests/python/test_live_bench.py). Exit status 2: something it needs is missing.
 if [[ $(id -u) -eq 0 ]]; then
     export FALLOW_LIVE_BENCH_JSON="$PWD/bench/out/live-quick.json"
     rc=0
-    .venv/bin/python bench/live_bench.py --quick --fallow target/debug/fallow \
+    python3 bench/live_bench.py --quick --fallow target/debug/fallow \
         --json "$FALLOW_LIVE_BENCH_JSON" || rc=$?
     if ((rc == 2)); then
         echo "skip: the live benchmark cannot run here (see above)"
@@ -233,7 +223,7 @@ step "live benchmark, quick, btrfs: fallow scrub btrfs:MNT vs btrfs scrub -c 3, 
 if [[ $(id -u) -eq 0 ]]; then
     export FALLOW_LIVE_BTRFS_JSON="$PWD/bench/out/live-btrfs-quick.json"
     rc=0
-    .venv/bin/python bench/live_bench.py --quick --btrfs --fallow target/debug/fallow \
+    python3 bench/live_bench.py --quick --btrfs --fallow target/debug/fallow \
         --json "$FALLOW_LIVE_BTRFS_JSON" || rc=$?
     if ((rc == 2)); then
         echo "skip: the btrfs benchmark cannot run here (see above: btrfs-progs, fio or FUSE missing)"
@@ -244,6 +234,20 @@ if [[ $(id -u) -eq 0 ]]; then
 else
     echo "skip: the btrfs benchmark needs root (loop devices, FUSE, mount)"
 fi
+
+step "python: set up .venv and build the extension (waiting for the background build)"
+wait_for "python: set up .venv and build the extension" "$PYBUILD_PID" "$LOGS/python-build.out"
+
+step "python: lints"
+.venv/bin/ruff check python tests/python bench docs
+.venv/bin/ruff format --check python tests/python bench docs
+
+step "bench smoke runs, Python"
+.venv/bin/python bench/parse_bench.py --requests 200000 --cli none
+# the fleet pass (docs/fleet.md): fallow, polars and DuckDB (skipped if absent) agree
+# on every volume; one Dask sweep of the partitions (~13 s on 2 loaded cores)
+.venv/bin/python bench/fleet_bench.py --requests 100000 --volumes 20 --sweep-workers 1 \
+    --no-projection --fallow target/debug/fallow
 
 step "python: tests"
 rc=0
