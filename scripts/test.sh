@@ -146,8 +146,9 @@ fuzz_job() {
         cargo install cargo-fuzz --locked || { echo "skip: cannot install cargo-fuzz"; return 0; }
     fi
     bash scripts/fuzz.sh --build
-    # every trace reader for 20 s with overflow checks
-    bash scripts/fuzz.sh 20
+    # every trace reader for 20 s with overflow checks, two at a time: the
+    # job ends the loop, when the machine has nothing else to do
+    FUZZ_PARALLEL=2 bash scripts/fuzz.sh 20
 }
 # setsid: each job leads its own process group, so the trap below ends
 # its cargo and rustc children too. A new session is also a new scheduler
