@@ -1478,6 +1478,25 @@ mod tests {
         }
     }
 
+    /// FG read `k` of a 10/s stream (at k · 100 ms), overlapped by a 1 ms
+    /// BG request when `k % every == at`: clean reads take 12 ms (even `k`)
+    /// or 9 ms (odd), overlapped ones `over_us[0]` and `over_us[1]` by
+    /// turns of `every` reads.
+    fn read_k(m: &mut FgMeter, k: u64, (every, at): (u64, u64), over_us: [u64; 2]) {
+        let t = k * 100 * MS;
+        let over = k % every == at;
+        if over {
+            m.bg_start(t);
+            m.bg_end(t + MS);
+        }
+        let lat_us = match (over, k % 2 == 0) {
+            (true, _) => over_us[((k / every) % 2) as usize],
+            (false, true) => 12_000,
+            (false, false) => 9_000,
+        };
+        m.fg(t, t + lat_us * 1_000);
+    }
+
     /// Clean reads of 9 and 12 ms (mean 10.2 ms), one read in six
     /// overlapped at 6 or 18 ms (mean 12 ms): +2.9 % on a 5 % budget. On
     /// 60 reads the interval (±6 points) holds the limit, so no step is
@@ -1486,26 +1505,9 @@ mod tests {
     #[test]
     fn an_undecided_epoch_gathers_reads_across_refits_until_it_decides() {
         let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
-        let mut t = 0;
-        let mut feed = |c: &mut Control, n: u64| {
-            let mut m = c.meter();
-            for k in 0..n {
-                let over = k % 6 == 0;
-                if over {
-                    m.bg_start(t);
-                    m.bg_end(t + MS);
-                }
-                let lat = match (over, (k / 6) % 2 == 0, k % 2 == 0) {
-                    (true, true, _) => 6 * MS,
-                    (true, false, _) => 18 * MS,
-                    (false, _, true) => 12 * MS,
-                    (false, _, false) => 9 * MS,
-                };
-                m.fg(t, t + lat);
-                t += 100 * MS;
-            }
-        };
-        feed(&mut c, 60);
+        for k in 0..60 {
+            read_k(&mut c.meter(), k, (6, 0), [6_000, 18_000]);
+        }
         let first = c.meter().current().unwrap();
         assert!(
             first.slowdown - first.slowdown_ci95 < 0.05
@@ -1519,7 +1521,9 @@ mod tests {
         assert_ne!(setting_of(&c.tuner()), before);
         c.check(10_200 * MS);
         assert_eq!(c.meter().current().unwrap().fg_reads, 60);
-        feed(&mut c, 600);
+        for k in 60..660 {
+            read_k(&mut c.meter(), k, (6, 0), [6_000, 18_000]);
+        }
         let m = c.meter().current().unwrap();
         assert_eq!(m.fg_reads, 660);
         assert!(m.slowdown + m.slowdown_ci95 < 0.05, "{m:?}");
@@ -1533,17 +1537,6 @@ mod tests {
         assert!(c.meter().current().is_none());
     }
 
-    /// One FG read `k` of a 10/s stream; read `k` is overlapped when
-    /// `over(k)`, with the latency `lat_us(k, overlapped)`.
-    fn read_k(m: &mut FgMeter, k: u64, over: bool, lat_us: u64) {
-        let t = k * 100 * MS;
-        if over {
-            m.bg_start(t);
-            m.bg_end(t + MS);
-        }
-        m.fg(t, t + lat_us * 1_000);
-    }
-
     /// An epoch still undecided at [`POINT_STEP_READS`] with enough
     /// overlapped reads (+6.5 % ± ~6 % on 5 %: one read in six overlapped
     /// at 1.2 or 27.2 ms against a 10.2 ms clean mean) takes half a step
@@ -1551,16 +1544,7 @@ mod tests {
     #[test]
     fn an_undecided_epoch_steps_on_its_point_estimate_with_gain_half() {
         let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
-        let read = |m: &mut FgMeter, k: u64| {
-            let over = k % 6 == 0;
-            let lat_us = match (over, (k / 6) % 2 == 0, k % 2 == 0) {
-                (true, true, _) => 1_200,
-                (true, false, _) => 27_200,
-                (false, _, true) => 12_000,
-                (false, _, false) => 9_000,
-            };
-            read_k(m, k, over, lat_us);
-        };
+        let read = |m: &mut FgMeter, k: u64| read_k(m, k, (6, 0), [1_200, 27_200]);
         for k in 0..(POINT_STEP_READS as u64 - 1) {
             read(&mut c.meter(), k);
         }
@@ -1585,16 +1569,7 @@ mod tests {
     #[test]
     fn an_epoch_undecided_at_its_cap_steps_on_the_point_estimate() {
         let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
-        let read = |m: &mut FgMeter, k: u64| {
-            let over = k % 250 == 100;
-            let lat_us = match (over, (k / 250) % 2 == 0, k % 2 == 0) {
-                (true, true, _) => 120_000,
-                (true, false, _) => 163_000,
-                (false, _, true) => 12_000,
-                (false, _, false) => 9_000,
-            };
-            read_k(m, k, over, lat_us);
-        };
+        let read = |m: &mut FgMeter, k: u64| read_k(m, k, (250, 100), [120_000, 163_000]);
         for k in 0..(MAX_EPOCH_READS as u64 - 1) {
             read(&mut c.meter(), k);
         }
