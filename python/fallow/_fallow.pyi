@@ -197,6 +197,22 @@ def scrub(target: str, **options: Any) -> dict[str, Any]:
     """The JSON of ``fallow scrub TARGET --json`` as plain data; the keyword
     arguments are :func:`fallow.live.scrub`'s."""
 
+def scrub_plan(
+    *,
+    capacity: int | str | None = None,
+    segments: Sequence[int | str] | None = None,
+    regions: Sequence[int] | None = None,
+    burst_span: int | str | None = None,
+    rpm: float | None = None,
+    rate: int | str | None = None,
+    full_stroke: float | str | None = None,
+    duty: float | None = None,
+    check: int | None = None,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """The JSON of ``fallow scrub-plan --json`` as plain data, without its
+    ``schema_version``; see :func:`fallow.live.scrub_plan`."""
+
 class PolicyInfo:
     """One policy of the registry (``fallow policies``), read-only."""
 

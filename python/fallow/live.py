@@ -1,6 +1,8 @@
 """Live maintenance from Python: :func:`scrub` reads a block device or a
 file in the idle time a policy picks, or holds a foreground budget learned
-as it runs, with no trace and no tune result (``budget="5%"``). It is
+as it runs, with no trace and no tune result (``budget="5%"``);
+:func:`scrub_plan` says which scrub order and region count to give it
+(``fallow scrub-plan``). :func:`scrub` is
 ``fallow scrub TARGET``: the same settings (a config file,
 ``FALLOW_BUDGET``, the defaults) resolved by the same library, the same
 session, the same checkpoint, and the same document as ``--json``
@@ -26,7 +28,7 @@ from typing import Any
 
 from fallow import _fallow
 
-__all__ = ["scrub"]
+__all__ = ["scrub", "scrub_plan"]
 
 
 def scrub(
@@ -117,3 +119,63 @@ def scrub(
         "overwrite": overwrite,
     }
     return _fallow.scrub(os.fspath(target), **options)
+
+
+def scrub_plan(
+    *,
+    capacity: int | str | None = None,
+    segments: Sequence[int | str] | None = None,
+    regions: Sequence[int] | None = None,
+    burst_span: int | str | None = None,
+    rpm: float | None = None,
+    rate: int | str | None = None,
+    full_stroke: float | str | None = None,
+    duty: float | None = None,
+    check: int | None = None,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """The mean latent error time (MLET: how long a burst of latent sector
+    errors stays undetected) and the pass time of a sequential scrub and of
+    staggered ones over ``regions``, at each segment (request) size, with
+    the recommended order per size: ``fallow scrub-plan --json`` without
+    its ``schema_version`` (docs/scrub-plan.md has the model). Arguments
+    left out take the command's defaults: Practical Scrubbing's 300 GB
+    15K rpm disk, 4 MiB bursts, 64 KiB and 1 MiB segments, regions 16, 128,
+    1024 and 8192.
+
+    Args:
+        capacity: bytes scrubbed (``"4TB"``).
+        segments: request sizes (``[65536, "1MiB"]``).
+        regions: region counts of the staggered order.
+        burst_span: bytes one burst of errors covers.
+        rpm, rate, full_stroke: the spindle speed, the media rate
+            (bytes/s) and the full-stroke seek time (``"8ms"``).
+        duty: the fraction of the time spent scrubbing.
+        check: also estimate every figure by a Monte Carlo of this many
+            bursts (``monte_carlo`` in each row), with ``seed``.
+
+    Returns:
+        ``disk``, ``burst_span_bytes``, ``rows`` (one per plan: ``plan``,
+        ``pass_s``, ``mlet_s``, ``mlet_vs_sequential``, ...) and
+        ``recommended`` (one per segment size). A wrong value raises
+        :class:`fallow.ParameterError` naming it.
+
+    >>> import fallow.live
+    >>> p = fallow.live.scrub_plan(regions=[128], segments=["64KiB"])
+    >>> [r["plan"]["order"] for r in p["rows"]]
+    ['sequential', 'staggered']
+    >>> p["recommended"][0]["mlet_vs_sequential"] < 1
+    True
+    """
+    return _fallow.scrub_plan(
+        capacity=capacity,
+        segments=segments,
+        regions=regions,
+        burst_span=burst_span,
+        rpm=rpm,
+        rate=rate,
+        full_stroke=full_stroke,
+        duty=duty,
+        check=check,
+        seed=seed,
+    )

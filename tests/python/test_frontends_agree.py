@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import fallow
+import fallow.live
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -122,3 +125,51 @@ def test_analyze_is_the_clis_json(cli_json):
     # the busiest device asked for by name gives the same report
     again = fallow.analyze(fallow.read_trace(path), device=py["trace"]["device"])
     assert again == py
+
+
+def test_scrub_plan_is_the_clis_json(cli_json):
+    # one request (fallow_core::scrubplan::PlanRequest) behind both: with
+    # the defaults, and with every setting given (the Monte Carlo seeded)
+    ref = cli_json("scrub-plan")
+    assert ref.pop("schema_version") == fallow.SCHEMA_VERSION
+    assert fallow.live.scrub_plan() == ref
+    ref = cli_json(
+        "scrub-plan",
+        "--capacity", "10GB",
+        "--segment", "64KiB,256KiB",
+        "--regions", "16,128",
+        "--burst-span", "1MiB",
+        "--rpm", "7200",
+        "--rate", "150MB",
+        "--full-stroke", "15ms",
+        "--duty", "0.5",
+        "--check", "2000",
+        "--seed", "3",
+    )  # fmt: skip
+    ref.pop("schema_version")
+    py = fallow.live.scrub_plan(
+        capacity="10GB",
+        segments=[65536, "256KiB"],
+        regions=[16, 128],
+        burst_span="1MiB",
+        rpm=7200,
+        rate="150MB",
+        full_stroke="15ms",
+        duty=0.5,
+        check=2000,
+        seed=3,
+    )
+    assert py == ref
+    assert all("monte_carlo" in row for row in py["rows"])
+
+
+def test_scrub_plan_names_a_wrong_value():
+    for kwargs, name in [
+        (dict(rpm=0), "rpm"),
+        (dict(regions=[]), "regions"),
+        (dict(segments=["1x"]), "segments"),
+        (dict(duty=2.0), "duty"),
+    ]:
+        with pytest.raises(fallow.ParameterError) as e:
+            fallow.live.scrub_plan(**kwargs)
+        assert e.value.name == name, (kwargs, e.value)

@@ -396,6 +396,21 @@ fn first_only(runs: &[EnergyRun], i: usize) -> String {
 fn tables(r: &EnergyReport) -> String {
     let st = Style::for_stdout();
     let mut s = String::new();
+    heading(&mut s, r, &st);
+    delay_table(&mut s, r, &st);
+    energy_table(&mut s, r, &st);
+    bg_table(&mut s, r, &st);
+    for line in headlines(r) {
+        let _ = writeln!(s, "{line}");
+    }
+    if let Some(note) = r.no_spindown_note() {
+        let _ = writeln!(s, "{note}");
+    }
+    s
+}
+
+/// The trace, the power model and the network, one line each.
+fn heading(s: &mut String, r: &EnergyReport, st: &Style) {
     let name = std::path::Path::new(&r.input.path)
         .file_name()
         .map_or(r.input.path.clone(), |n| n.to_string_lossy().into_owned());
@@ -438,8 +453,10 @@ fn tables(r: &EnergyReport) -> String {
         ))
     );
     let _ = writeln!(s);
+}
 
-    // Tables V and VI
+/// Idle periods and spin-up delay (SARD Tables V, VI).
+fn delay_table(s: &mut String, r: &EnergyReport, st: &Style) {
     let _ = writeln!(
         s,
         "{}",
@@ -476,14 +493,16 @@ fn tables(r: &EnergyReport) -> String {
             ]
         })
         .collect();
-    s.push_str(&render_table(&header, &rows, &st));
+    s.push_str(&render_table(&header, &rows, st));
     let _ = writeln!(
         s,
         "idle periods: idle intervals with a spin-down; exposed delay: per spin-up, the wait of the request\n\
          that woke the disk; per request: every request's wait for spin-ups over all requests.\n"
     );
+}
 
-    // Figures 8 and 9
+/// Energy by state (SARD Figures 8, 9).
+fn energy_table(s: &mut String, r: &EnergyReport, st: &Style) {
     let _ = writeln!(
         s,
         "{}",
@@ -524,63 +543,60 @@ fn tables(r: &EnergyReport) -> String {
             ]
         })
         .collect();
-    s.push_str(&render_table(&header, &rows, &st));
+    s.push_str(&render_table(&header, &rows, st));
     let _ = writeln!(
         s,
         "EDP: energy × (span + exposed delay). always-on: the standalone disk without power management.\n"
     );
+}
 
-    if let Some(plan) = &r.bg {
-        let _ = writeln!(
-            s,
-            "{}",
-            st.bold(&format!(
-                "BG work only while the disk spins anyway: {} in {} requests, after {} idle",
-                bytes(plan.work_bytes),
-                bytes(plan.size_bytes),
-                secs(plan.wait_ns as f64 / 1e9)
-            ))
-        );
-        let header = [
-            "policy",
-            "setting",
-            "done",
-            "share",
-            "BG time",
-            "extra energy",
-            "FG delayed",
-            "FG added delay",
-        ];
-        let rows: Vec<Vec<String>> = r
-            .runs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, x)| {
-                let b = x.bg?;
-                Some(vec![
-                    first_only(&r.runs, i),
-                    x.setting.clone(),
-                    bytes(b.done_bytes),
-                    pct(b.done_bytes as f64 / b.requested_bytes.max(1) as f64),
-                    secs(b.busy_s),
-                    b.extra_energy_j.map_or("–".into(), joules),
-                    count(b.fg_delayed_requests),
-                    secs(b.fg_added_delay_s),
-                ])
-            })
-            .collect();
-        s.push_str(&render_table(&header, &rows, &st));
-        let _ = writeln!(
-            s,
-            "BG work never wakes the disk and stops at the spin-down; extra energy: the run with BG work\n\
-             minus the same run without.\n"
-        );
-    }
-    for line in headlines(r) {
-        let _ = writeln!(s, "{line}");
-    }
-    if let Some(note) = r.no_spindown_note() {
-        let _ = writeln!(s, "{note}");
-    }
-    s
+/// BG work while the disk spins anyway (`--bg`), when asked for.
+fn bg_table(s: &mut String, r: &EnergyReport, st: &Style) {
+    let Some(plan) = &r.bg else {
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "{}",
+        st.bold(&format!(
+            "BG work only while the disk spins anyway: {} in {} requests, after {} idle",
+            bytes(plan.work_bytes),
+            bytes(plan.size_bytes),
+            secs(plan.wait_ns as f64 / 1e9)
+        ))
+    );
+    let header = [
+        "policy",
+        "setting",
+        "done",
+        "share",
+        "BG time",
+        "extra energy",
+        "FG delayed",
+        "FG added delay",
+    ];
+    let rows: Vec<Vec<String>> = r
+        .runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, x)| {
+            let b = x.bg?;
+            Some(vec![
+                first_only(&r.runs, i),
+                x.setting.clone(),
+                bytes(b.done_bytes),
+                pct(b.done_bytes as f64 / b.requested_bytes.max(1) as f64),
+                secs(b.busy_s),
+                b.extra_energy_j.map_or("–".into(), joules),
+                count(b.fg_delayed_requests),
+                secs(b.fg_added_delay_s),
+            ])
+        })
+        .collect();
+    s.push_str(&render_table(&header, &rows, st));
+    let _ = writeln!(
+        s,
+        "BG work never wakes the disk and stops at the spin-down; extra energy: the run with BG work\n\
+         minus the same run without.\n"
+    );
 }

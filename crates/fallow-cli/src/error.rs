@@ -88,10 +88,10 @@ pub(crate) fn message(err: &anyhow::Error) -> String {
 }
 
 /// The flag of a parameter the core names (the core validates, the CLI
-/// says which flag to change): the parameters of `fallow_core::sim::Request`
-/// and `fallow_core::energy::Request` by their names there (Python's keyword
-/// spelling), and a few older names in words; other names are shown as they
-/// are.
+/// says which flag to change): the parameters of `fallow_core::sim::Request`,
+/// `fallow_core::energy::Request` and `fallow_core::scrubplan::PlanRequest`
+/// by their names there (Python's keyword spelling), and a few older names
+/// in words; other names are shown as they are.
 fn flag_of(name: &str) -> &str {
     match name {
         "requests" => "--requests",
@@ -102,6 +102,11 @@ fn flag_of(name: &str) -> &str {
         "request_size" | "request size" => "--request-size",
         "write_fraction" => "--write-fraction",
         "switch_penalty" => "--switch-penalty",
+        // fallow_core::scrubplan::PlanRequest
+        "check" => "--check",
+        "segments" => "--segment",
+        "regions" => "--regions",
+        "rpm" => "--rpm",
         other => other,
     }
 }

@@ -52,41 +52,9 @@ fn refuse_block_flags(a: &ScrubArgs, t: &NativeTarget) -> Result<()> {
 pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
     refuse_block_flags(a, &t)?;
     let size = s.size.or(s.tuned_size).unwrap_or(DEFAULT_NATIVE_SIZE);
-    let checkpoint_path = match s.checkpoint.clone() {
-        Some(p) => Some(p),
-        // kinds whose tool keeps no position of its own
-        None if t.prefix == "fstrim" || t.prefix == "md" => {
-            let p = native::default_checkpoint(&t).map_err(live_err)?;
-            if let Some(dir) = p.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    BadInput(format!(
-                        "cannot create {} for the checkpoint ({e}); give --checkpoint FILE",
-                        dir.display()
-                    ))
-                })?;
-            }
-            Some(p)
-        }
-        None => None,
-    };
-    // a budgeted run keeps its learned window beside the checkpoint (or
-    // where the checkpoint would be by default)
-    let window_path = match (&s.budget, &checkpoint_path) {
-        (None, _) => None,
-        (Some(_), Some(p)) => Some(fallow_live::scrub::session::budget_window_path(p)),
-        (Some(_), None) => {
-            let p = native::default_checkpoint(&t).map_err(live_err)?;
-            if let Some(dir) = p.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    BadInput(format!(
-                        "cannot create {} for the budget window ({e}); give --checkpoint FILE",
-                        dir.display()
-                    ))
-                })?;
-            }
-            Some(fallow_live::scrub::session::budget_window_path(&p))
-        }
-    };
+    // the checkpoint, and a budgeted run's learned window beside it
+    let (checkpoint_path, window_path) =
+        native::state_paths(&t, s.checkpoint.clone(), s.budget.is_some()).map_err(live_err)?;
     let mut options = std::collections::BTreeMap::new();
     if let Some(m) = a.minlen {
         options.insert("minlen".to_string(), m.to_string());

@@ -10,9 +10,7 @@ use crate::progress::Progress;
 use crate::BadInput;
 use anyhow::Result;
 use clap::Args;
-use fallow_core::scrubplan::{
-    mlet, mlet_monte_carlo, Disk, Estimate, Order, Plan, Sampled, MONTE_CARLO_MAX_SEGMENTS,
-};
+use fallow_core::scrubplan::{Disk, Order, PlanReport, PlanRequest};
 use fallow_core::units::{parse_bytes, parse_duration_ns};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -86,199 +84,96 @@ pub struct ScrubPlanArgs {
     pub json: bool,
 }
 
+/// `--json`: the report after the schema version.
 #[derive(Debug, Serialize)]
-struct Row {
-    #[serde(flatten)]
-    estimate: Estimate,
-    mlet_vs_sequential: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    monte_carlo: Option<Sampled>,
-}
-
-#[derive(Debug, Serialize)]
-struct Doc {
+struct Doc<'a> {
     schema_version: u32,
-    disk: Disk,
-    burst_span_bytes: u64,
-    rows: Vec<Row>,
-    recommended: Vec<Recommended>,
-}
-
-/// The order and region count to use at one segment size: the lowest MLET
-/// among sequential and staggered orders of every power-of-two region
-/// count from 2 to the most regions the burst span allows (a region holds
-/// at least one burst), whatever `--regions` lists.
-#[derive(Debug, Serialize)]
-struct Recommended {
-    segment_bytes: u64,
-    /// 1 for the sequential order.
-    regions: u64,
-    mlet_s: f64,
-    pass_s: f64,
-    mlet_vs_sequential: f64,
-    pass_vs_sequential: f64,
-    /// Region counts compared.
-    candidates: u32,
-}
-
-/// Most region counts [`recommend`] tries at one segment size.
-const MAX_CANDIDATES: u32 = 40;
-
-fn recommend(disk: &Disk, segment: u64, span: u64) -> Result<Recommended> {
-    let seq = mlet(
-        disk,
-        &Plan {
-            order: Order::Sequential,
-            regions: 1,
-            segment_bytes: segment,
-        },
-        span,
-    )?;
-    let mut best = seq;
-    let mut candidates = 1;
-    let mut regions = 2u64;
-    while candidates < MAX_CANDIDATES {
-        let plan = Plan {
-            order: Order::Staggered,
-            regions,
-            segment_bytes: segment,
-        };
-        // past the burst span (a region smaller than a burst) or the disk
-        let Ok(e) = mlet(disk, &plan, span) else {
-            break;
-        };
-        candidates += 1;
-        if e.mlet_s < best.mlet_s {
-            best = e;
-        }
-        regions = match regions.checked_mul(2) {
-            Some(r) => r,
-            None => break,
-        };
-    }
-    Ok(Recommended {
-        segment_bytes: segment,
-        regions: best.plan.regions,
-        mlet_s: best.mlet_s,
-        pass_s: best.pass_s,
-        mlet_vs_sequential: best.mlet_s / seq.mlet_s,
-        pass_vs_sequential: best.pass_s / seq.pass_s,
-        candidates,
-    })
+    #[serde(flatten)]
+    report: &'a PlanReport,
 }
 
 fn size(flag: &str, v: &str) -> Result<u64> {
     parse_bytes(v).map_err(|e| BadInput(format!("--{flag} {v}: {e}")).into())
 }
 
-fn list<T>(flag: &str, v: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>> {
-    let items: Vec<&str> = v
-        .split(',')
+/// A comma-separated list (the count is the library's to check).
+fn list<T>(v: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>> {
+    v.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .collect();
-    if items.is_empty() || items.len() > 64 {
-        return Err(BadInput(format!("--{flag} {v}: give 1 to 64 values")).into());
-    }
-    items.into_iter().map(parse).collect()
+        .map(parse)
+        .collect()
+}
+
+/// The request the flags describe.
+fn request(args: &ScrubPlanArgs) -> Result<PlanRequest> {
+    let full_stroke_ns = parse_duration_ns(&args.full_stroke)
+        .map_err(|e| BadInput(format!("--full-stroke {}: {e}", args.full_stroke)))?;
+    Ok(PlanRequest {
+        disk: Disk {
+            capacity_bytes: size("capacity", &args.capacity)?,
+            revolution_ns: Disk::revolution_ns_at(args.rpm)?,
+            rate_bytes_per_s: size("rate", &args.rate)? as f64,
+            full_stroke_ns: full_stroke_ns as f64,
+            duty: args.duty,
+        },
+        span_bytes: size("burst-span", &args.burst_span)?,
+        segments: list(&args.segment, |v| size("segment", v))?,
+        regions: list(&args.regions, |v| {
+            v.parse::<u64>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                BadInput(format!("--regions {v}: not a positive whole number")).into()
+            })
+        })?,
+        check: args.check,
+        seed: args.seed,
+    })
 }
 
 /// Run `fallow scrub-plan`.
 pub fn run(args: ScrubPlanArgs) -> Result<()> {
-    if !(args.rpm.is_finite() && args.rpm > 0.0) {
-        return Err(BadInput(format!("--rpm {}: must be positive", args.rpm)).into());
-    }
-    let full_stroke_ns = parse_duration_ns(&args.full_stroke)
-        .map_err(|e| BadInput(format!("--full-stroke {}: {e}", args.full_stroke)))?;
-    let disk = Disk {
-        capacity_bytes: size("capacity", &args.capacity)?,
-        revolution_ns: 60e9 / args.rpm,
-        rate_bytes_per_s: size("rate", &args.rate)? as f64,
-        full_stroke_ns: full_stroke_ns as f64,
-        duty: args.duty,
-    };
-    let span = size("burst-span", &args.burst_span)?;
-    let segments = list("segment", &args.segment, |v| size("segment", v))?;
-    let regions = list("regions", &args.regions, |v| {
-        v.parse::<u64>()
-            .ok()
-            .filter(|&n| n > 0)
-            .ok_or_else(|| BadInput(format!("--regions {v}: not a positive whole number")).into())
-    })?;
-    let mut rows = vec![];
+    let request = request(&args)?;
     // the Monte Carlo of a plan can take seconds (--check 1000000: ~0.3 s a
     // plan): one step per plan, so the bar moves with each
-    let plans_total = (segments.len() * (regions.len() + 1)) as u64;
     let bar = Progress::new(
         "plans",
         "{msg} [{wide_bar}] {pos}/{len} plans {eta}",
-        plans_total,
+        request.plans(),
         args.check.is_some(),
     )?;
-    for &seg in &segments {
-        let mut plans = vec![Plan {
-            order: Order::Sequential,
-            regions: 1,
-            segment_bytes: seg,
-        }];
-        plans.extend(regions.iter().map(|&r| Plan {
-            order: Order::Staggered,
-            regions: r,
-            segment_bytes: seg,
-        }));
-        let mut seq_mlet = None;
-        for plan in plans {
-            let estimate = mlet(&disk, &plan, span)?;
-            let base = *seq_mlet.get_or_insert(estimate.mlet_s);
-            let monte_carlo = match args.check {
-                Some(n) => {
-                    if disk.capacity_bytes / seg > MONTE_CARLO_MAX_SEGMENTS {
-                        return Err(BadInput(format!(
-                            "--check walks every segment: {} segments of {} is over {MONTE_CARLO_MAX_SEGMENTS}; use a smaller --capacity or a larger --segment",
-                            disk.capacity_bytes / seg,
-                            bytes(seg)
-                        ))
-                        .into());
-                    }
-                    Some(mlet_monte_carlo(&disk, &plan, span, n, args.seed)?)
-                }
-                None => None,
-            };
-            rows.push(Row {
-                mlet_vs_sequential: estimate.mlet_s / base,
-                estimate,
-                monte_carlo,
-            });
-            if let Some(b) = &bar {
-                b.set_position(rows.len() as u64);
-            }
+    let report = request.run(&mut |done| {
+        if let Some(b) = &bar {
+            b.set_position(done);
         }
-    }
+    })?;
     if let Some(b) = bar {
         b.finish();
     }
-    let recommended = segments
-        .iter()
-        .map(|&seg| recommend(&disk, seg, span))
-        .collect::<Result<Vec<_>>>()?;
     if args.json {
         let doc = Doc {
             schema_version: fallow_core::JSON_SCHEMA_VERSION,
-            disk,
-            burst_span_bytes: span,
-            rows,
-            recommended,
+            report: &report,
         };
         let mut text = serde_json::to_string_pretty(&doc)?;
         text.push('\n');
         return output::print(&text);
     }
+    output::print(&table(&report, args.rpm, args.check.is_some()))
+}
+
+/// The terminal table of a report, and the recommendations under it.
+fn table(report: &PlanReport, rpm: f64, check: bool) -> String {
+    let PlanReport {
+        disk,
+        burst_span_bytes: span,
+        rows,
+        recommended,
+    } = report;
     let mut s = String::new();
     let _ = writeln!(
         s,
         "Scrub plans for {} at {} rpm, {}/s, {} full stroke, scrubbing {:.0} % of the time;",
         bytes(disk.capacity_bytes),
-        args.rpm,
+        rpm,
         bytes(disk.rate_bytes_per_s as u64),
         secs(disk.full_stroke_ns / 1e9),
         disk.duty * 100.0
@@ -286,7 +181,7 @@ pub fn run(args: ScrubPlanArgs) -> Result<()> {
     let _ = writeln!(
         s,
         "bursts of latent errors spanning {} (MLET: mean time a burst stays undetected).\n",
-        bytes(span)
+        bytes(*span)
     );
     let _ = writeln!(
         s,
@@ -298,13 +193,9 @@ pub fn run(args: ScrubPlanArgs) -> Result<()> {
         "throughput",
         "MLET",
         "vs seq",
-        if args.check.is_some() {
-            "  Monte Carlo (± s.e.)"
-        } else {
-            ""
-        }
+        if check { "  Monte Carlo (± s.e.)" } else { "" }
     );
-    for r in &rows {
+    for r in rows {
         let e = &r.estimate;
         let order = match e.plan.order {
             Order::Sequential => "sequential",
@@ -328,7 +219,7 @@ pub fn run(args: ScrubPlanArgs) -> Result<()> {
         );
     }
     let _ = writeln!(s);
-    for r in &recommended {
+    for r in recommended {
         let how = if r.regions == 1 {
             "--order sequential".to_string()
         } else {
@@ -345,5 +236,25 @@ pub fn run(args: ScrubPlanArgs) -> Result<()> {
             (r.pass_vs_sequential - 1.0) * 100.0
         );
     }
-    output::print(&s)
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ScrubPlanArgs,
+    }
+
+    /// The flags' defaults are the library's (`PlanRequest::default`):
+    /// help shows the clap defaults, the library is what Python gets.
+    #[test]
+    fn the_flags_defaults_are_the_librarys() {
+        let cli = Cli::try_parse_from(["scrub-plan"]).unwrap();
+        assert_eq!(request(&cli.args).unwrap(), PlanRequest::default());
+    }
 }

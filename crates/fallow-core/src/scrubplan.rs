@@ -97,6 +97,14 @@ impl Default for Disk {
 pub const CROSSOVER_REGIONS: f64 = 128.0;
 
 impl Disk {
+    /// The revolution time of a spindle at `rpm` revolutions per minute, ns.
+    pub fn revolution_ns_at(rpm: f64) -> Result<f64> {
+        if !(rpm.is_finite() && rpm > 0.0) {
+            return Err(Error::invalid("rpm", format!("{rpm}: must be positive")));
+        }
+        Ok(60e9 / rpm)
+    }
+
     fn validate(&self) -> Result<()> {
         let ok = |v: f64| v.is_finite() && v > 0.0;
         if self.capacity_bytes == 0
@@ -446,9 +454,276 @@ pub fn mlet_monte_carlo(
     })
 }
 
+/// `fallow scrub-plan` as a request: every plan of `segments` ×
+/// (sequential, staggered over each of `regions`), and a recommendation
+/// per segment size. Front ends parse into it and print the
+/// [`PlanReport`] it gives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanRequest {
+    /// The disk and its scrubber.
+    pub disk: Disk,
+    /// Bytes one burst of latent errors spans.
+    pub span_bytes: u64,
+    /// Segment (request) sizes, bytes.
+    pub segments: Vec<u64>,
+    /// Region counts of the staggered plans.
+    pub regions: Vec<u64>,
+    /// Also a Monte Carlo of this many bursts per plan ([`mlet_monte_carlo`]).
+    pub check: Option<u64>,
+    /// The Monte Carlo's seed.
+    pub seed: u64,
+}
+
+impl Default for PlanRequest {
+    /// Practical Scrubbing's disk ([`Disk::default`]) with bursts of 4 MiB,
+    /// 64 KiB and 1 MiB segments (Fig. 4's flat VERIFY time up to 64 KB, and
+    /// a large request), and region counts around Fig. 5b's crossover of 128.
+    fn default() -> Self {
+        PlanRequest {
+            disk: Disk::default(),
+            span_bytes: 4 << 20,
+            segments: vec![64 << 10, 1 << 20],
+            regions: vec![16, 128, 1024, 8192],
+            check: None,
+            seed: crate::dist::DEFAULT_SEED,
+        }
+    }
+}
+
+/// One plan's figures in a [`PlanReport`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PlanRow {
+    /// The analytic estimate.
+    #[serde(flatten)]
+    pub estimate: Estimate,
+    /// MLET over the sequential plan's at the same segment size.
+    pub mlet_vs_sequential: f64,
+    /// The Monte Carlo's, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub monte_carlo: Option<Sampled>,
+}
+
+/// The order and region count to use at one segment size: the lowest MLET
+/// among sequential and staggered orders of every power-of-two region
+/// count from 2 to the most regions the burst span allows (a region holds
+/// at least one burst), whatever the request's `regions` list.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Recommended {
+    /// The segment size.
+    pub segment_bytes: u64,
+    /// 1 for the sequential order.
+    pub regions: u64,
+    /// Its MLET, s.
+    pub mlet_s: f64,
+    /// Its pass time, s.
+    pub pass_s: f64,
+    /// MLET over the sequential order's.
+    pub mlet_vs_sequential: f64,
+    /// Pass time over the sequential order's.
+    pub pass_vs_sequential: f64,
+    /// Region counts compared.
+    pub candidates: u32,
+}
+
+/// What [`PlanRequest::run`] gives.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanReport {
+    /// The disk.
+    pub disk: Disk,
+    /// Bytes one burst spans.
+    pub burst_span_bytes: u64,
+    /// Each segment size's sequential plan, then its staggered ones.
+    pub rows: Vec<PlanRow>,
+    /// One per segment size.
+    pub recommended: Vec<Recommended>,
+}
+
+/// Most region counts [`recommend`] tries at one segment size.
+pub const MAX_CANDIDATES: u32 = 40;
+
+/// Most segment sizes, and most region counts, in one [`PlanRequest`].
+pub const MAX_LISTED: usize = 64;
+
+impl PlanRequest {
+    /// Plans the request evaluates (a progress bar's length).
+    pub fn plans(&self) -> u64 {
+        (self.segments.len() * (self.regions.len() + 1)) as u64
+    }
+
+    /// Evaluate every plan, calling `on_plan` with the number done after
+    /// each (a Monte Carlo of a plan can take a second).
+    pub fn run(&self, on_plan: &mut dyn FnMut(u64)) -> Result<PlanReport> {
+        for (name, n) in [
+            ("segments", self.segments.len()),
+            ("regions", self.regions.len()),
+        ] {
+            if n == 0 || n > MAX_LISTED {
+                let msg = format!("{n} values: give 1 to {MAX_LISTED}");
+                return Err(Error::invalid(name, msg));
+            }
+        }
+        let (disk, span) = (&self.disk, self.span_bytes);
+        let mut rows = Vec::new();
+        for &seg in &self.segments {
+            let sequential = Plan {
+                order: Order::Sequential,
+                regions: 1,
+                segment_bytes: seg,
+            };
+            let staggered = self.regions.iter().map(|&r| Plan {
+                order: Order::Staggered,
+                regions: r,
+                segment_bytes: seg,
+            });
+            let mut seq_mlet = None;
+            for plan in std::iter::once(sequential).chain(staggered) {
+                let estimate = mlet(disk, &plan, span)?;
+                let base = *seq_mlet.get_or_insert(estimate.mlet_s);
+                let monte_carlo = match self.check {
+                    Some(n) => {
+                        // `mlet` above refused a zero segment
+                        if disk.capacity_bytes / seg > MONTE_CARLO_MAX_SEGMENTS {
+                            return Err(Error::invalid(
+                                "check",
+                                format!(
+                                    "a Monte Carlo walks every segment: {} segments of {seg} bytes is over {MONTE_CARLO_MAX_SEGMENTS}; use a smaller capacity or a larger segment",
+                                    disk.capacity_bytes / seg
+                                ),
+                            ));
+                        }
+                        Some(mlet_monte_carlo(disk, &plan, span, n, self.seed)?)
+                    }
+                    None => None,
+                };
+                rows.push(PlanRow {
+                    mlet_vs_sequential: estimate.mlet_s / base,
+                    estimate,
+                    monte_carlo,
+                });
+                on_plan(rows.len() as u64);
+            }
+        }
+        let recommended = self
+            .segments
+            .iter()
+            .map(|&seg| recommend(disk, seg, span))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(PlanReport {
+            disk: self.disk,
+            burst_span_bytes: span,
+            rows,
+            recommended,
+        })
+    }
+}
+
+/// The [`Recommended`] plan at `segment` bytes for bursts of `span` bytes.
+pub fn recommend(disk: &Disk, segment: u64, span: u64) -> Result<Recommended> {
+    let seq = mlet(
+        disk,
+        &Plan {
+            order: Order::Sequential,
+            regions: 1,
+            segment_bytes: segment,
+        },
+        span,
+    )?;
+    let mut best = seq;
+    let mut candidates = 1;
+    let mut regions = 2u64;
+    while candidates < MAX_CANDIDATES {
+        let plan = Plan {
+            order: Order::Staggered,
+            regions,
+            segment_bytes: segment,
+        };
+        // past the burst span (a region smaller than a burst) or the disk
+        let Ok(e) = mlet(disk, &plan, span) else {
+            break;
+        };
+        candidates += 1;
+        if e.mlet_s < best.mlet_s {
+            best = e;
+        }
+        regions = match regions.checked_mul(2) {
+            Some(r) => r,
+            None => break,
+        };
+    }
+    Ok(Recommended {
+        segment_bytes: segment,
+        regions: best.plan.regions,
+        mlet_s: best.mlet_s,
+        pass_s: best.pass_s,
+        mlet_vs_sequential: best.mlet_s / seq.mlet_s,
+        pass_vs_sequential: best.pass_s / seq.pass_s,
+        candidates,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request gives one row per plan, sequential first at each segment
+    /// size (each row against it), each row the plan's own estimate, and
+    /// one recommendation per segment size, the best of what `recommend`
+    /// compares; `on_plan` counts every plan.
+    #[test]
+    fn a_request_evaluates_every_plan_and_recommends_per_segment() {
+        let req = PlanRequest {
+            segments: vec![64 << 10, 1 << 20],
+            regions: vec![16, 128],
+            ..PlanRequest::default()
+        };
+        let mut calls = Vec::new();
+        let r = req.run(&mut |done| calls.push(done)).unwrap();
+        assert_eq!(calls, (1..=6).collect::<Vec<u64>>());
+        assert_eq!(r.rows.len() as u64, req.plans());
+        for (k, row) in r.rows.iter().enumerate() {
+            let seg = req.segments[k / 3];
+            let plan = row.estimate.plan;
+            assert_eq!(plan.segment_bytes, seg);
+            let seq = r.rows[k / 3 * 3].estimate;
+            assert_eq!(seq.plan.order, Order::Sequential);
+            assert_eq!(
+                row.estimate,
+                mlet(&req.disk, &plan, req.span_bytes).unwrap()
+            );
+            assert_eq!(row.mlet_vs_sequential, row.estimate.mlet_s / seq.mlet_s);
+            assert!(row.monte_carlo.is_none());
+        }
+        assert_eq!(r.recommended.len(), 2);
+        for rec in &r.recommended {
+            // no listed plan beats the recommendation (it tries 2, 4, … regions)
+            let best = r
+                .rows
+                .iter()
+                .filter(|row| row.estimate.plan.segment_bytes == rec.segment_bytes)
+                .map(|row| row.estimate.mlet_s)
+                .fold(f64::INFINITY, f64::min);
+            assert!(rec.mlet_s <= best * (1.0 + 1e-12), "{rec:?} against {best}");
+        }
+    }
+
+    /// `check` on a disk of more segments than a Monte Carlo walks is an
+    /// error naming `check`, before any sampling.
+    #[test]
+    fn a_check_too_large_for_the_disk_is_refused() {
+        let req = PlanRequest {
+            disk: Disk {
+                capacity_bytes: 4_000_000_000_000,
+                ..Disk::default()
+            },
+            check: Some(10),
+            ..PlanRequest::default()
+        };
+        let e = req.run(&mut |_| {}).unwrap_err().to_string();
+        assert!(
+            e.starts_with("invalid check: a Monte Carlo walks every segment"),
+            "{e}"
+        );
+    }
 
     fn small_disk() -> Disk {
         // 1 GiB, so the Monte Carlo walks 16,384 segments of 64 KiB

@@ -67,10 +67,10 @@ const RULES: &[Rules] = &[
                 &["error", "human", "stats"],
                 "errors; numbers for people; statistics of plain numbers",
             ),
-            (&["dist", "polled", "registry", "scrubplan", "units"], ""),
+            (&["dist", "polled", "registry", "units"], ""),
             (
-                &["quantity", "service", "trace"],
-                "a size or duration as given; FG and BG service models; traces and their readers",
+                &["quantity", "scrubplan", "service", "trace"],
+                "a size or duration as given; scrub plans; FG and BG service models; traces and their readers",
             ),
             (
                 &["outpath", "period", "workload"],
@@ -201,7 +201,7 @@ const RULES: &[Rules] = &[
             (&["cli", "errors"], ""),
             (&["conversion", "json"], "argument conversion"),
             (&["trace"], ""),
-            (&["energy", "sim", "stats", "workload"], ""),
+            (&["energy", "scrubplan", "sim", "stats", "workload"], ""),
             (&["live", "tune"], ""),
         ],
     },

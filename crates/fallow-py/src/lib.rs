@@ -8,7 +8,8 @@
 //! One file per area, mirroring the core: [`trace`] (the `Trace` class and
 //! `read_trace`), [`stats`] (`characterize`, `analyze`), [`workload`] (`synthetic`),
 //! [`sim`] (`simulate`, `compare`, `policies`), [`tune`] (`tune`, `pareto`, `recommend`),
-//! [`energy`] (`energy`); [`conversion`] converts Python values into core types.
+//! [`energy`] (`energy`), [`live`] (`scrub`), [`scrubplan`] (`scrub_plan`);
+//! [`conversion`] converts Python values into core types.
 //! [`errors`] is the one place where core errors become Python exceptions
 //! and holds the one helper that releases the GIL around long calls.
 //! Methods are thin: they convert arguments, call the core, convert results.
@@ -20,6 +21,7 @@ pub mod energy;
 pub mod errors;
 mod json;
 pub mod live;
+pub mod scrubplan;
 pub mod sim;
 pub mod stats;
 pub mod trace;
@@ -52,6 +54,7 @@ fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tune::recommend, m)?)?;
     m.add_function(wrap_pyfunction!(energy::energy, m)?)?;
     m.add_function(wrap_pyfunction!(live::scrub, m)?)?;
+    m.add_function(wrap_pyfunction!(scrubplan::scrub_plan, m)?)?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     Ok(())
 }

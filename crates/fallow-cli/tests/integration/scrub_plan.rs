@@ -52,7 +52,7 @@ fn bad_flags_exit_2_naming_them() {
     bad_input(&["scrub-plan", "--duty", "2"], &["duty"]);
     bad_input(
         &["scrub-plan", "--capacity", "4TB", "--check", "10"],
-        &["--check walks every segment"],
+        &["invalid --check: a Monte Carlo walks every segment"],
     );
 }
 

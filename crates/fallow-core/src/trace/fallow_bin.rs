@@ -175,24 +175,39 @@ pub(crate) const READER: ReaderEntry = ReaderEntry {
     }],
 };
 
-pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
-    let fatal =
-        |ctx: &ReadContext<'_>, at: u64, field: &'static str, message: String| Error::Record {
-            path: ctx.path.to_path_buf(),
-            location: Location::Offset(at),
-            field,
-            message,
-        };
+/// An error at byte `at` of the file, in `field`.
+fn fatal(ctx: &ReadContext<'_>, at: u64, field: &'static str, message: String) -> Error {
+    Error::Record {
+        path: ctx.path.to_path_buf(),
+        location: Location::Offset(at),
+        field,
+        message,
+    }
+}
+
+/// The fixed 64-byte header, checked (the layout is on [`write_fallow_bin`]).
+struct Header {
+    /// Requests: the length of every column.
+    n: u64,
+    /// Whether a `completion_ns` column follows `arrival_ns`.
+    has_completion: bool,
+    origin_ns: u64,
+    /// MSR host names after the columns (version 2 on).
+    n_hosts: u32,
+    /// The source format's code ([`format_code`]).
+    source_code: u32,
+    /// The original read's counts: skipped, reordered, ignored.
+    skipped: u64,
+    reordered: u64,
+    ignored: u64,
+}
+
+fn read_header(input: &mut dyn BufRead, ctx: &ReadContext<'_>) -> Result<Header> {
     let mut h = [0u8; HEADER];
     let got = read_full(input, &mut h).map_err(|e| ctx.io(e))?;
     if !h.starts_with(MAGIC) {
-        let field = "magic";
-        return Err(fatal(
-            ctx,
-            0,
-            field,
-            "not a fallow binary trace (no `FALLOWT\\x01` magic)".into(),
-        ));
+        let msg = "not a fallow binary trace (no `FALLOWT\\x01` magic)";
+        return Err(fatal(ctx, 0, "magic", msg.into()));
     }
     if got < HEADER {
         let msg = format!("truncated header: {got} of {HEADER} bytes");
@@ -200,22 +215,14 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
     }
     let version = le_u32(&h, 8);
     if !(OLDEST_VERSION..=VERSION).contains(&version) {
-        return Err(fatal(
-            ctx,
-            8,
-            "version",
-            format!("version {version}, this fallow reads {OLDEST_VERSION} to {VERSION}"),
-        ));
+        let msg = format!("version {version}, this fallow reads {OLDEST_VERSION} to {VERSION}");
+        return Err(fatal(ctx, 8, "version", msg));
     }
     // version 1 wrote 0 here and nothing after the columns
     let n_hosts = if version >= 2 { le_u32(&h, 36) } else { 0 };
     if n_hosts > MAX_HOSTS {
-        return Err(fatal(
-            ctx,
-            36,
-            "hosts",
-            format!("{n_hosts} MSR hosts, at most {MAX_HOSTS}"),
-        ));
+        let msg = format!("{n_hosts} MSR hosts, at most {MAX_HOSTS}");
+        return Err(fatal(ctx, 36, "hosts", msg));
     }
     let flags = le_u32(&h, 12);
     if flags & !FLAG_COMPLETION != 0 {
@@ -226,9 +233,21 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
             format!("unknown flags 0x{flags:08x}"),
         ));
     }
-    let n = le_u64(&h, 16);
-    let origin_ns = le_u64(&h, 24);
+    Ok(Header {
+        n: le_u64(&h, 16),
+        has_completion: flags & FLAG_COMPLETION != 0,
+        origin_ns: le_u64(&h, 24),
+        n_hosts,
+        source_code: le_u32(&h, 32),
+        skipped: le_u64(&h, 40),
+        reordered: le_u64(&h, 48),
+        ignored: le_u64(&h, 56),
+    })
+}
 
+pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result<()> {
+    let head = read_header(input, ctx)?;
+    let n = head.n;
     let mut at = HEADER as u64;
     let truncated = |ctx: &ReadContext<'_>, name, (off, got, e): ColumnError| match e {
         Some(io) => ctx.io(io),
@@ -241,7 +260,7 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
     };
     let arrival_ns = read_column(input, n, &mut at, u64::from_le_bytes)
         .map_err(|e| truncated(ctx, "arrival_ns", e))?;
-    let completion_ns = if flags & FLAG_COMPLETION != 0 {
+    let completion_ns = if head.has_completion {
         let c_at = at;
         let c = read_column(input, n, &mut at, u64::from_le_bytes)
             .map_err(|e| truncated(ctx, "completion_ns", e))?;
@@ -259,74 +278,35 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
     let device_at = at;
     let device = read_column(input, n, &mut at, u32::from_le_bytes)
         .map_err(|e| truncated(ctx, "device", e))?;
-    let hosts = read_hosts(input, n_hosts, &mut at).map_err(|(off, e)| match e {
+    let hosts = read_hosts(input, head.n_hosts, &mut at).map_err(|(off, e)| match e {
         HostError::Io(io) => ctx.io(io),
         HostError::Bad(msg) => fatal(ctx, off, "hosts", msg),
     })?;
     let mut extra = [0u8; 1];
     if read_full(input, &mut extra).map_err(|e| ctx.io(e))? != 0 {
-        return Err(fatal(
-            ctx,
-            at,
-            "count",
-            format!("data after the last of {n} requests (count too small?)"),
-        ));
+        let msg = format!("data after the last of {n} requests (count too small?)");
+        return Err(fatal(ctx, at, "count", msg));
     }
+    let origin_ns = head.origin_ns;
     if let Some(&max) = arrival_ns.iter().max() {
         if origin_ns.checked_add(max).is_none() {
-            return Err(fatal(
-                ctx,
-                24,
-                "origin_ns",
-                format!("{origin_ns} plus arrival {max} ns overflows"),
-            ));
+            let msg = format!("{origin_ns} plus arrival {max} ns overflows");
+            return Err(fatal(ctx, 24, "origin_ns", msg));
         }
     }
 
-    // Row checks, as `TraceBuilder::push` would make them; bad rows are
-    // errors or (with skip_bad) dropped.
-    let mut keep: Vec<bool> = Vec::new();
-    let mut op = Vec::with_capacity(op_raw.len());
-    for (i, &b) in op_raw.iter().enumerate() {
-        let mut bad: Option<(u64, &'static str, String)> = None;
-        op.push(match b {
-            0 => Op::Read,
-            1 => Op::Write,
-            _ => {
-                bad = Some((
-                    op_at + i as u64,
-                    "op",
-                    format!("{b} is neither 0 (read) nor 1 (write)"),
-                ));
-                Op::Read
-            }
-        });
-        if let Some((c_at, c)) = &completion_ns {
-            if let (Some(&ci), Some(&ai)) = (c.get(i), arrival_ns.get(i)) {
-                if ci < ai && bad.is_none() {
-                    let msg = format!("completes {} ns before it arrives", ai - ci);
-                    bad = Some((c_at + 8 * i as u64, "completion_ns", msg));
-                }
-            }
-        }
-        // a trace with host names names every device's host
-        if let Some(&d) = device.get(i).filter(|_| !hosts.is_empty()) {
-            let host = d >> MSR_DISK_BITS;
-            if host as usize >= hosts.len() && bad.is_none() {
-                let msg = format!("host index {host}, but the file names {}", hosts.len());
-                bad = Some((device_at + 4 * i as u64, "device", msg));
-            }
-        }
-        if let Some((off, field, msg)) = bad {
-            ctx.bad(Location::Offset(off), field, msg)?;
-            if keep.is_empty() {
-                keep = vec![true; op_raw.len()];
-            }
-            if let Some(k) = keep.get_mut(i) {
-                *k = false;
-            }
-        }
-    }
+    let rows = Rows {
+        arrival_ns: &arrival_ns,
+        completion_ns: completion_ns
+            .as_ref()
+            .map(|(c_at, c)| (*c_at, c.as_slice())),
+        op_at,
+        op_raw: &op_raw,
+        device_at,
+        device: &device,
+        n_hosts: hosts.len(),
+    };
+    let (op, keep) = rows.check(ctx)?;
     let mut t = Trace {
         arrival_ns,
         completion_ns: completion_ns.map(|(_, c)| c),
@@ -336,7 +316,7 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
         device,
         report: ReadReport::default(),
     };
-    if !keep.is_empty() {
+    if let Some(keep) = keep {
         let idx: Vec<usize> = (0..t.len())
             .filter(|&i| keep.get(i) == Some(&true))
             .collect();
@@ -347,13 +327,72 @@ pub(crate) fn read(input: &mut dyn BufRead, ctx: &mut ReadContext<'_>) -> Result
     ctx.hosts = hosts.into_iter().map(String::into_bytes).collect();
     let r = &mut ctx.report;
     r.origin_ns = origin_ns;
-    r.source_format = format_of(le_u32(&h, 32));
+    r.source_format = format_of(head.source_code);
     // The header's counts come from the file: saturate rather than wrap (a
     // corrupt header must not turn "many skipped" into "none skipped").
-    r.skipped = r.skipped.saturating_add(le_u64(&h, 40));
-    r.reordered = r.reordered.saturating_add(le_u64(&h, 48));
-    r.ignored = r.ignored.saturating_add(le_u64(&h, 56));
+    r.skipped = r.skipped.saturating_add(head.skipped);
+    r.reordered = r.reordered.saturating_add(head.reordered);
+    r.ignored = r.ignored.saturating_add(head.ignored);
     Ok(())
+}
+
+/// The columns a row check reads, with where each starts in the file (an
+/// error names the byte of the bad value).
+struct Rows<'a> {
+    arrival_ns: &'a [u64],
+    completion_ns: Option<(u64, &'a [u64])>,
+    op_at: u64,
+    op_raw: &'a [u8],
+    device_at: u64,
+    device: &'a [u32],
+    /// Host names in the file (0: devices are not host-numbered).
+    n_hosts: usize,
+}
+
+impl Rows<'_> {
+    /// Row checks, as `TraceBuilder::push` would make them: the decoded
+    /// ops, and which rows to keep when a bad one was dropped (`skip_bad`;
+    /// without it the first bad row is the error). `None`: keep all.
+    fn check(&self, ctx: &mut ReadContext<'_>) -> Result<(Vec<Op>, Option<Vec<bool>>)> {
+        let mut keep: Option<Vec<bool>> = None;
+        let mut op = Vec::with_capacity(self.op_raw.len());
+        for (i, &b) in self.op_raw.iter().enumerate() {
+            let mut bad: Option<(u64, &'static str, String)> = None;
+            op.push(match b {
+                0 => Op::Read,
+                1 => Op::Write,
+                _ => {
+                    let msg = format!("{b} is neither 0 (read) nor 1 (write)");
+                    bad = Some((self.op_at + i as u64, "op", msg));
+                    Op::Read
+                }
+            });
+            if let Some((c_at, c)) = self.completion_ns {
+                if let (Some(&ci), Some(&ai)) = (c.get(i), self.arrival_ns.get(i)) {
+                    if ci < ai && bad.is_none() {
+                        let msg = format!("completes {} ns before it arrives", ai - ci);
+                        bad = Some((c_at + 8 * i as u64, "completion_ns", msg));
+                    }
+                }
+            }
+            // a trace with host names names every device's host
+            if let Some(&d) = self.device.get(i).filter(|_| self.n_hosts > 0) {
+                let host = d >> MSR_DISK_BITS;
+                if host as usize >= self.n_hosts && bad.is_none() {
+                    let msg = format!("host index {host}, but the file names {}", self.n_hosts);
+                    bad = Some((self.device_at + 4 * i as u64, "device", msg));
+                }
+            }
+            if let Some((off, field, msg)) = bad {
+                ctx.bad(Location::Offset(off), field, msg)?;
+                let keep = keep.get_or_insert_with(|| vec![true; self.op_raw.len()]);
+                if let Some(k) = keep.get_mut(i) {
+                    *k = false;
+                }
+            }
+        }
+        Ok((op, keep))
+    }
 }
 
 /// Why the host names could not be read: the input failed, or a name is

@@ -144,12 +144,35 @@ impl std::fmt::Display for NativeTarget {
     }
 }
 
-/// Where a target's checkpoint goes when none is given (for kinds that
-/// keep one): the block scrubber's directory, named after the target
-/// (`fstrim:/srv` → `fstrim_srv.json`).
-pub fn default_checkpoint(t: &NativeTarget) -> Result<PathBuf> {
+/// Where a native run keeps its state: its checkpoint (`checkpoint` if
+/// given; else the default path for kinds whose tool keeps no position of
+/// its own, fstrim and md; else none, the tool keeping its own) and, when
+/// `budgeted`, its learned window beside the checkpoint or where the
+/// checkpoint would be by default. A default path is the block
+/// scrubber's directory, named after the target (`fstrim:/srv` →
+/// `fstrim_srv.json`); its directory is made.
+pub fn state_paths(
+    t: &NativeTarget,
+    checkpoint: Option<PathBuf>,
+    budgeted: bool,
+) -> Result<(Option<PathBuf>, Option<PathBuf>)> {
     let name = format!("/{}/{}", t.prefix, t.arg.trim_start_matches('/'));
-    crate::scrub::checkpoint::default_path(std::path::Path::new(&name))
+    let name = std::path::Path::new(&name);
+    let made = crate::scrub::checkpoint::default_path_made;
+    let checkpoint = match checkpoint {
+        Some(p) => Some(p),
+        None if t.prefix == "fstrim" || t.prefix == "md" => Some(made(name, "the checkpoint")?),
+        None => None,
+    };
+    let window = match (budgeted, &checkpoint) {
+        (false, _) => None,
+        (true, Some(p)) => Some(crate::scrub::session::budget_window_path(p)),
+        (true, None) => Some(crate::scrub::session::budget_window_path(&made(
+            name,
+            "the budget window",
+        )?)),
+    };
+    Ok((checkpoint, window))
 }
 
 fn example(prefix: &str) -> &'static str {

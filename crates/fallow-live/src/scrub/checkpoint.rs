@@ -395,6 +395,21 @@ impl Checkpoint {
     }
 }
 
+/// [`default_path`] for `target`, its directory made; `what` names the
+/// file in the error (`the checkpoint`, `the budget window`).
+pub fn default_path_made(target: &Path, what: &str) -> Result<PathBuf> {
+    let p = default_path(target)?;
+    if let Some(dir) = p.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::Setting(format!(
+                "cannot create {} for {what} ({e}); give --checkpoint FILE",
+                dir.display()
+            ))
+        })?;
+    }
+    Ok(p)
+}
+
 /// Where a target's checkpoint goes when none is given:
 /// `/var/lib/fallow/scrub/` for root, else `$XDG_STATE_HOME/fallow/scrub/`
 /// (`~/.local/state/fallow/scrub/`), named after the target's absolute

@@ -172,6 +172,81 @@ pub fn budget_window_path(checkpoint: &std::path::Path) -> PathBuf {
     checkpoint.with_extension("budget.json")
 }
 
+/// The checkpoint file: `--checkpoint`, else the default path for the
+/// target, its directory made.
+fn checkpoint_path(plan: &ScrubPlan) -> Result<PathBuf> {
+    match &plan.checkpoint {
+        Some(p) => Ok(p.clone()),
+        None => checkpoint::default_path_made(&plan.target, "the checkpoint"),
+    }
+}
+
+/// The read path and its name: SCSI VERIFY if asked and possible, else
+/// reads (a warning says why when VERIFY was asked and is not possible;
+/// `--verify-cmd=required` makes that an error).
+fn read_path(
+    plan: &ScrubPlan,
+    target: &Target,
+    own: Arc<OwnCounters>,
+    warnings: &mut Vec<String>,
+) -> Result<(Box<dyn Verifier + Send>, &'static str)> {
+    let reads: Box<dyn Verifier + Send> = Box::new(target.reader(own)?);
+    if plan.verify == VerifyMode::Off {
+        return Ok((reads, "read"));
+    }
+    let start = match (&target.device, target.kind) {
+        (Some(d), TargetKind::Block) => d.start_bytes,
+        _ => 0,
+    };
+    match SgVerifier::probe(target.file(), start, target.granule_bytes) {
+        Ok(v) => Ok((Box::new(v), "scsi-verify")),
+        Err(why) if plan.verify == VerifyMode::Required => Err(Error::Setting(format!(
+            "--verify-cmd=required: {}: {why}",
+            target.path.display()
+        ))),
+        Err(why) => {
+            warnings.push(format!(
+                "--verify-cmd: {}: {why}; verifying with {} reads instead",
+                target.path.display(),
+                if target.direct {
+                    "O_DIRECT"
+                } else {
+                    "buffered"
+                }
+            ));
+            Ok((reads, "read"))
+        }
+    }
+}
+
+/// The FG monitor `--monitor` names: `auto` watches the device under the
+/// target (a warning when there is none), `none` nothing, else the one given.
+fn start_monitor(
+    plan: &ScrubPlan,
+    target: &Target,
+    own: Arc<OwnCounters>,
+    warnings: &mut Vec<String>,
+) -> Result<Monitor> {
+    let mcfg = MonitorConfig {
+        interval_ns: plan.interval_ns,
+    };
+    let start = |src: &StatSource| Monitor::start(src, vec![own.clone()], mcfg);
+    Ok(match plan.monitor.as_str() {
+        "none" => Monitor::without_device(),
+        "auto" => match &target.device {
+            Some(d) => start(&d.stat_source()?)?,
+            None => {
+                warnings.push(format!(
+                    "{}: no block device under it that sysfs knows (tmpfs, overlayfs?); scrubbing without watching for foreground I/O (--monitor DEV to name one)",
+                    target.path.display()
+                ));
+                Monitor::without_device()
+            }
+        },
+        spec => start(&StatSource::parse(spec)?)?,
+    })
+}
+
 /// An open block scrub, ready to run.
 pub struct ScrubSession {
     scrubber: Scrubber,
@@ -225,21 +300,7 @@ impl ScrubSession {
                 ));
             }
         }
-        let checkpoint_path = match &plan.checkpoint {
-            Some(p) => p.clone(),
-            None => {
-                let p = checkpoint::default_path(&plan.target)?;
-                if let Some(dir) = p.parent() {
-                    std::fs::create_dir_all(dir).map_err(|e| {
-                        Error::Setting(format!(
-                            "cannot create {} for the checkpoint ({e}); give --checkpoint FILE",
-                            dir.display()
-                        ))
-                    })?;
-                }
-                p
-            }
-        };
+        let checkpoint_path = checkpoint_path(plan)?;
         // the learned window of a budgeted run lives beside the checkpoint
         let window_path = budget_window_path(&checkpoint_path);
         // with --resume, what the settings leave open comes from the checkpoint
@@ -276,35 +337,7 @@ impl ScrubSession {
         let own = Arc::new(OwnCounters::new(
             dev.as_ref().and_then(|d| d.max_request_bytes),
         ));
-        let mut method = "read";
-        let mut verifier: Box<dyn Verifier + Send> = Box::new(target.reader(own.clone())?);
-        if plan.verify != VerifyMode::Off {
-            let start = match (&dev, target.kind) {
-                (Some(d), TargetKind::Block) => d.start_bytes,
-                _ => 0,
-            };
-            match SgVerifier::probe(target.file(), start, target.granule_bytes) {
-                Ok(v) => {
-                    verifier = Box::new(v);
-                    method = "scsi-verify";
-                }
-                Err(why) if plan.verify == VerifyMode::Required => {
-                    return Err(Error::Setting(format!(
-                        "--verify-cmd=required: {}: {why}",
-                        target.path.display()
-                    )))
-                }
-                Err(why) => warnings.push(format!(
-                    "--verify-cmd: {}: {why}; verifying with {} reads instead",
-                    target.path.display(),
-                    if target.direct {
-                        "O_DIRECT"
-                    } else {
-                        "buffered"
-                    }
-                )),
-            }
-        }
+        let (verifier, method) = read_path(plan, &target, own.clone(), &mut warnings)?;
 
         let scrubber = Scrubber::new(
             &target,
@@ -326,24 +359,7 @@ impl ScrubSession {
             plan.resume,
         )?;
 
-        let mcfg = MonitorConfig {
-            interval_ns: plan.interval_ns,
-        };
-        let start = |src: &StatSource| Monitor::start(src, vec![own.clone()], mcfg);
-        let monitor = match plan.monitor.as_str() {
-            "none" => Monitor::without_device(),
-            "auto" => match &dev {
-                Some(d) => start(&d.stat_source()?)?,
-                None => {
-                    warnings.push(format!(
-                        "{}: no block device under it that sysfs knows (tmpfs, overlayfs?); scrubbing without watching for foreground I/O (--monitor DEV to name one)",
-                        target.path.display()
-                    ));
-                    Monitor::without_device()
-                }
-            },
-            spec => start(&StatSource::parse(spec)?)?,
-        };
+        let monitor = start_monitor(plan, &target, own.clone(), &mut warnings)?;
         let mut driver = Driver::from_spec(
             &plan.policy,
             DriverConfig {

@@ -795,29 +795,12 @@ impl Chart {
             (w - right - left).max(0.0),
             (h - bottom - top + 2.0).max(0.0)
         );
-        // grid
-        s.push_str(r#"<g class="grid">"#);
-        for t in yticks.iter().filter(|t| t.major || !t.label.is_empty()) {
-            if let Some(y) = ym.px(t.value) {
-                let _ = write!(
-                    s,
-                    r#"<line x1="{left:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}"/>"#,
-                    w - right
-                );
-            }
-        }
-        if self.x.ticks.is_none() {
-            for t in xticks.iter().filter(|t| t.major) {
-                if let Some(x) = xm.px(t.value) {
-                    let _ = write!(
-                        s,
-                        r#"<line x1="{x:.1}" x2="{x:.1}" y1="{top:.1}" y2="{:.1}"/>"#,
-                        h - bottom
-                    );
-                }
-            }
-        }
-        s.push_str("</g>");
+        self.draw_grid(
+            &mut s,
+            (xticks.as_slice(), yticks.as_slice()),
+            (&xm, &ym),
+            (left, right, top, bottom),
+        );
 
         // data
         let _ = write!(s, r#"<g clip-path="url(#{id}-clip)">"#);
@@ -847,7 +830,95 @@ impl Chart {
             );
         }
 
-        // axes and ticks
+        let ticks = (xticks.as_slice(), yticks.as_slice());
+        self.draw_axes(
+            &mut s,
+            ticks,
+            (&xm, &ym),
+            (left, right, top, bottom),
+            rotate,
+        );
+        let _ = write!(
+            s,
+            r#"<text class="label" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            (left + w - right) / 2.0,
+            h - self.foot - 10.0,
+            esc(&xlabel)
+        );
+        if self.foot > 0.0 {
+            let max_chars = ((w - 20.0) / CHAR_W).floor() as usize;
+            let mut y = h - self.foot + KEY_LINE_H;
+            for k in &keys {
+                let _ = write!(s, r#"<text class="key tick" x="10" y="{y:.1}">"#);
+                for (i, line) in layers::wrap(k, max_chars).iter().enumerate() {
+                    let _ = write!(
+                        s,
+                        r#"<tspan x="10" dy="{}">{}</tspan>"#,
+                        if i == 0 { 0.0 } else { KEY_LINE_H },
+                        esc(line)
+                    );
+                    y += KEY_LINE_H;
+                }
+                s.push_str("</text>");
+            }
+        }
+        let _ = write!(
+            s,
+            r#"<text class="label" transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+            (top + h - bottom) / 2.0,
+            esc(&ylabel)
+        );
+        s.push_str(&labels);
+        self.render_legend(&mut s, &legend);
+        s.push_str("</svg>");
+        (s, keys)
+    }
+
+    /// The grid: a line at each major or labelled y tick, and at each
+    /// major x tick unless the x axis has ticks of its own.
+    fn draw_grid(
+        &self,
+        s: &mut String,
+        (xticks, yticks): (&[Tick], &[Tick]),
+        (xm, ym): (&Map, &Map),
+        (left, right, top, bottom): (f64, f64, f64, f64),
+    ) {
+        let (w, h) = (self.width, self.height);
+        s.push_str(r#"<g class="grid">"#);
+        for t in yticks.iter().filter(|t| t.major || !t.label.is_empty()) {
+            if let Some(y) = ym.px(t.value) {
+                let _ = write!(
+                    s,
+                    r#"<line x1="{left:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}"/>"#,
+                    w - right
+                );
+            }
+        }
+        if self.x.ticks.is_none() {
+            for t in xticks.iter().filter(|t| t.major) {
+                if let Some(x) = xm.px(t.value) {
+                    let _ = write!(
+                        s,
+                        r#"<line x1="{x:.1}" x2="{x:.1}" y1="{top:.1}" y2="{:.1}"/>"#,
+                        h - bottom
+                    );
+                }
+            }
+        }
+        s.push_str("</g>");
+    }
+
+    /// The axes, their ticks and the tick labels (an x label that would
+    /// overlap the one before is left out).
+    fn draw_axes(
+        &self,
+        s: &mut String,
+        (xticks, yticks): (&[Tick], &[Tick]),
+        (xm, ym): (&Map, &Map),
+        (left, right, top, bottom): (f64, f64, f64, f64),
+        rotate: bool,
+    ) {
+        let (w, h) = (self.width, self.height);
         let _ = write!(
             s,
             r#"<g class="axis"><line x1="{left:.1}" x2="{left:.1}" y1="{top:.1}" y2="{:.1}"/><line x1="{left:.1}" x2="{:.1}" y1="{:.1}" y2="{:.1}"/>"#,
@@ -856,7 +927,7 @@ impl Chart {
             h - bottom,
             h - bottom
         );
-        for t in &yticks {
+        for t in yticks {
             let Some(y) = ym.px(t.value) else { continue };
             let len = if t.major || !t.label.is_empty() {
                 5.0
@@ -880,7 +951,7 @@ impl Chart {
         }
         // x tick labels: skip any that would overlap the previous one
         let mut last_end = f64::NEG_INFINITY;
-        for t in &xticks {
+        for t in xticks {
             let Some(x) = xm.px(t.value) else { continue };
             let len = if t.major || !t.label.is_empty() {
                 5.0
@@ -924,40 +995,6 @@ impl Chart {
             }
         }
         s.push_str("</g>");
-        let _ = write!(
-            s,
-            r#"<text class="label" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            (left + w - right) / 2.0,
-            h - self.foot - 10.0,
-            esc(&xlabel)
-        );
-        if self.foot > 0.0 {
-            let max_chars = ((w - 20.0) / CHAR_W).floor() as usize;
-            let mut y = h - self.foot + KEY_LINE_H;
-            for k in &keys {
-                let _ = write!(s, r#"<text class="key tick" x="10" y="{y:.1}">"#);
-                for (i, line) in layers::wrap(k, max_chars).iter().enumerate() {
-                    let _ = write!(
-                        s,
-                        r#"<tspan x="10" dy="{}">{}</tspan>"#,
-                        if i == 0 { 0.0 } else { KEY_LINE_H },
-                        esc(line)
-                    );
-                    y += KEY_LINE_H;
-                }
-                s.push_str("</text>");
-            }
-        }
-        let _ = write!(
-            s,
-            r#"<text class="label" transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-            (top + h - bottom) / 2.0,
-            esc(&ylabel)
-        );
-        s.push_str(&labels);
-        self.render_legend(&mut s, &legend);
-        s.push_str("</svg>");
-        (s, keys)
     }
 
     /// Where each legend entry goes: (entry, x, y of its row's centre,
