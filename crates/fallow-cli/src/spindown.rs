@@ -6,20 +6,13 @@
 use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use fallow_core::energy::{PowerFile, PowerModel};
 use fallow_core::outpath::OutputKind;
-use fallow_live::spindown::{
-    Daemon, DiskSpec, Event, EventKind, JobSpec, SpindownConfig, SpinupLimit, Status,
-    DEFAULT_POLICY, DEFAULT_POLL_NS,
-};
-use serde::Deserialize;
+use fallow_live::spindown::settings::{SpindownFlags, DEFAULT_STATE};
+use fallow_live::spindown::{Daemon, Event, EventKind, SpindownConfig, Status};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-
-/// Default status file.
-const DEFAULT_STATE: &str = "/run/fallow/spindown.json";
 
 /// Arguments of `fallow spindown`.
 #[derive(Debug, Args)]
@@ -123,13 +116,13 @@ pub struct SpindownArgs {
     pub job: Vec<String>,
 
     /// How often each --job is due. [default: 24h]
-    #[arg(long, value_name = "DURATION", default_value = "24h")]
-    pub job_every: String,
+    #[arg(long, value_name = "DURATION")]
+    pub job_every: Option<String>,
 
     /// How long a due --job waits for the disk to spin anyway before one
     /// spin-up is spent on it. [default: 6h]
-    #[arg(long, value_name = "DURATION", default_value = "6h")]
-    pub job_deadline: String,
+    #[arg(long, value_name = "DURATION")]
+    pub job_deadline: Option<String>,
 
     /// Stop after this long (tests, benchmarks). [default: until SIGINT/SIGTERM]
     #[arg(long, value_name = "DURATION")]
@@ -200,93 +193,8 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-/// The TOML settings file.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    poll: Option<String>,
-    policy: Option<String>,
-    max_spinups: Option<String>,
-    power: Option<PathBuf>,
-    log: Option<PathBuf>,
-    state: Option<PathBuf>,
-    metrics: Option<String>,
-    /// As `--dry-run` (either one makes it a dry run): a service can be
-    /// tried without spinning anything down.
-    dry_run: Option<bool>,
-    #[serde(default)]
-    disk: Vec<FileDisk>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileDisk {
-    dev: String,
-    policy: Option<String>,
-    max_spinups: Option<String>,
-    #[serde(default)]
-    jobs: Vec<FileJob>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileJob {
-    command: String,
-    every: Option<String>,
-    deadline: Option<String>,
-}
-
 fn bad(e: impl std::fmt::Display) -> anyhow::Error {
     BadInput(e.to_string()).into()
-}
-
-fn duration(what: &str, s: &str) -> Result<u64> {
-    fallow_core::units::parse_duration_ns(s).map_err(|e| bad(format!("{what} `{s}`: {e}")))
-}
-
-fn read_config(path: &Path) -> Result<FileConfig> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| bad(format!("--config {}: {e}", path.display())))?;
-    toml::from_str(&text).map_err(|e| {
-        let line = e.span().map_or(1, |s| {
-            text[..s.start.min(text.len())].matches('\n').count() + 1
-        });
-        bad(format!(
-            "--config {}: line {line}: {}",
-            path.display(),
-            e.message()
-        ))
-    })
-}
-
-/// `[DEV=]VALUE` flags: the value for `dev`, the last matching one winning
-/// over the last one without a DEV.
-fn per_disk<'a>(flags: &'a [String], devs: &[String], dev: &str) -> Result<Option<&'a str>> {
-    let mut all = None;
-    let mut own = None;
-    for f in flags {
-        // a DEV= prefix names one of the DEV arguments; anything else
-        // (`timeout:t=10s`) is a value for every disk
-        match f.split_once('=') {
-            Some((d, v)) if devs.iter().any(|x| x == d) => {
-                if d == dev {
-                    own = Some(v);
-                }
-            }
-            Some((d, _)) if d.starts_with('/') && !d.contains(':') => {
-                return Err(bad(format!(
-                    "`{f}`: {d} is not one of the disks given ({})",
-                    devs.join(", ")
-                )))
-            }
-            _ => all = Some(f.as_str()),
-        }
-    }
-    Ok(own.or(all))
-}
-
-fn rate(what: &str, s: &str) -> Result<SpinupLimit> {
-    SpinupLimit::parse(s).map_err(|e| bad(format!("{what}: {e}")))
 }
 
 /// Refuse the status file and the log where writing them would destroy
@@ -295,22 +203,10 @@ fn rate(what: &str, s: &str) -> Result<SpinupLimit> {
 /// (without --overwrite), or each other.
 fn check_outputs(
     args: &SpindownArgs,
-    file: &FileConfig,
-    devs: &[String],
+    inputs: &[PathBuf],
     state: &Path,
     log: Option<&Path>,
 ) -> Result<()> {
-    let mut inputs: Vec<PathBuf> = args.config.iter().cloned().collect();
-    inputs.extend(args.power.clone());
-    inputs.extend(file.power.clone());
-    for d in devs {
-        let p = PathBuf::from(d);
-        inputs.push(p.join("disk"));
-        if !d.starts_with('/') && !d.starts_with('.') {
-            inputs.push(Path::new("/dev").join(d));
-        }
-        inputs.push(p);
-    }
     let mut guard = args.overwrite.guard(inputs.iter().map(PathBuf::as_path));
     crate::atomic::check(&guard, state, OutputKind::SpindownStatus, "--state")?;
     if let Some(log) = log {
@@ -336,106 +232,36 @@ struct Settings {
 }
 
 fn settings(args: &SpindownArgs) -> Result<Settings> {
-    let file = match &args.config {
-        Some(p) => read_config(p)?,
-        None => FileConfig::default(),
+    let flags = SpindownFlags {
+        devs: args.devs.clone(),
+        policies: args.policies.clone(),
+        max_spinups: args.max_spinups.clone(),
+        dry_run: args.dry_run,
+        poll: args.poll.clone(),
+        power: args.power.clone(),
+        config: args.config.clone(),
+        log: args.log.clone(),
+        state: args.state.clone(),
+        metrics: args.metrics.clone(),
+        jobs: args.job.clone(),
+        job_every: args.job_every.clone(),
+        job_deadline: args.job_deadline.clone(),
+        duration: args.duration.clone(),
     };
-    let mut devs = args.devs.clone();
-    for d in &file.disk {
-        if !devs.contains(&d.dev) {
-            devs.push(d.dev.clone());
-        }
+    let r = flags.resolve().map_err(bad)?;
+    for w in &r.warnings {
+        eprintln!("fallow: {w}");
     }
-    if devs.is_empty() {
-        return Err(bad(
-            "no disk given: name one or more DEV, or [[disk]] tables in --config",
-        ));
-    }
-    let poll_ns = match args.poll.as_deref().or(file.poll.as_deref()) {
-        Some(s) => duration("--poll", s)?,
-        None => DEFAULT_POLL_NS,
-    };
-    let power = match args.power.as_ref().or(file.power.as_ref()) {
-        Some(p) => PowerFile::read(p)
-            .and_then(|f| f.model(None))
-            .map_err(|e| bad(format!("--power: {e}")))?,
-        None => PowerModel::default(),
-    };
-    let every_ns = duration("--job-every", &args.job_every)?;
-    let deadline_ns = duration("--job-deadline", &args.job_deadline)?;
-    let mut disks = Vec::new();
-    for (i, dev) in devs.iter().enumerate() {
-        let fd = file.disk.iter().find(|d| &d.dev == dev);
-        let policy = per_disk(&args.policies, &devs, dev)?
-            .map(str::to_string)
-            .or_else(|| fd.and_then(|d| d.policy.clone()))
-            .or_else(|| file.policy.clone())
-            .unwrap_or_else(|| DEFAULT_POLICY.to_string());
-        let max = match per_disk(&args.max_spinups, &devs, dev)? {
-            Some(s) => Some(rate("--max-spinups", s)?),
-            None => match fd
-                .and_then(|d| d.max_spinups.as_deref())
-                .or(file.max_spinups.as_deref())
-            {
-                Some(s) => Some(rate("max_spinups in --config", s)?),
-                None => None,
-            },
-        };
-        let mut jobs = Vec::new();
-        if i == 0 {
-            jobs.extend(args.job.iter().map(|c| JobSpec {
-                command: c.clone(),
-                every_ns,
-                deadline_ns,
-            }));
-        }
-        for j in fd.map_or(&[][..], |d| &d.jobs[..]) {
-            jobs.push(JobSpec {
-                command: j.command.clone(),
-                every_ns: match &j.every {
-                    Some(s) => duration("job every", s)?,
-                    None => every_ns,
-                },
-                deadline_ns: match &j.deadline {
-                    Some(s) => duration("job deadline", s)?,
-                    None => deadline_ns,
-                },
-            });
-        }
-        disks.push(DiskSpec {
-            target: dev.clone(),
-            policy,
-            max_spinups: max,
-            jobs,
-        });
-    }
-    let state = args
-        .state
-        .clone()
-        .or(file.state.clone())
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE));
-    let log_path = args.log.clone().or(file.log.clone());
-    check_outputs(args, &file, &devs, &state, log_path.as_deref())?;
+    let state = r.config.state_file.clone().unwrap_or_default();
+    check_outputs(args, &r.inputs, &state, r.log.as_deref())?;
     if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the directory of {}", state.display()))?;
     }
-    let cfg = SpindownConfig {
-        disks,
-        poll_ns,
-        dry_run: args.dry_run || file.dry_run.unwrap_or(false),
-        power,
-        state_file: Some(state.clone()),
-        duration_ns: args
-            .duration
-            .as_deref()
-            .map(|s| duration("--duration", s))
-            .transpose()?,
-    };
     Ok(Settings {
-        cfg,
-        log: log_path,
-        metrics: args.metrics.clone().or(file.metrics.clone()),
+        cfg: r.config,
+        log: r.log,
+        metrics: r.metrics,
     })
 }
 
@@ -945,43 +771,22 @@ fn status(a: StatusArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use fallow_live::spindown::settings::{DEFAULT_JOB_DEADLINE, DEFAULT_JOB_EVERY, DEFAULT_STATE};
+    use fallow_live::spindown::DEFAULT_POLICY;
 
+    /// The defaults `--help` states are the library's.
     #[test]
-    fn the_example_config_parses() {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples/spindown.toml");
-        let c = read_config(&p).unwrap();
-        assert_eq!(c.disk.len(), 2);
-        assert_eq!(c.disk[1].jobs.len(), 1);
-        assert_eq!(
-            rate("x", c.max_spinups.as_deref().unwrap()).unwrap().count,
-            50
-        );
-        for j in &c.disk[1].jobs {
-            duration("every", j.every.as_deref().unwrap()).unwrap();
-            duration("deadline", j.deadline.as_deref().unwrap()).unwrap();
+    fn help_states_the_librarys_defaults() {
+        use clap::Args as _;
+        let mut cmd = super::SpindownArgs::augment_args(clap::Command::new("spindown"));
+        let help = cmd.render_long_help().to_string();
+        for d in [
+            DEFAULT_POLICY,
+            DEFAULT_STATE,
+            DEFAULT_JOB_EVERY,
+            DEFAULT_JOB_DEADLINE,
+        ] {
+            assert!(help.contains(&format!("[default: {d}]")), "{d} in\n{help}");
         }
-    }
-
-    #[test]
-    fn per_disk_flags_pick_the_disk_or_fall_back() {
-        let devs = vec!["/dev/sdb".to_string(), "/dev/sdc".to_string()];
-        let flags = vec![
-            "timeout:t=10s".to_string(),
-            "/dev/sdc=adaptive:t=5s".to_string(),
-        ];
-        assert_eq!(
-            per_disk(&flags, &devs, "/dev/sdb").unwrap(),
-            Some("timeout:t=10s")
-        );
-        assert_eq!(
-            per_disk(&flags, &devs, "/dev/sdc").unwrap(),
-            Some("adaptive:t=5s")
-        );
-        assert_eq!(per_disk(&[], &devs, "/dev/sdb").unwrap(), None);
-        let e = per_disk(&["/dev/sdz=adaptive".to_string()], &devs, "/dev/sdb")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("/dev/sdz"), "{e}");
     }
 }

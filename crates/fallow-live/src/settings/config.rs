@@ -1,13 +1,14 @@
-//! The TOML config of the live commands (`fallow scrub`, `fallow run`):
-//! its `[live]` and `[metrics]` tables, the policy's precedence of flags,
-//! config, tune result and defaults, and what a `fallow tune --json` result
-//! says to run.
+//! The TOML config of the live commands (`fallow scrub`, `fallow run`,
+//! `fallow spindown`): its `[live]` and `[metrics]` tables, the policy's
+//! precedence of flags, config, tune result and defaults, and what a
+//! `fallow tune --json` result says to run.
 //!
 //! A config file holds a `[live]` table (policy, tune result, monitor,
 //! interval, seed), a `[metrics]` table (`addr`) and one table per command
-//! (`[scrub]`, `[run]`); each command reads its own strictly and ignores
-//! the other commands'. A key outside any table is an error, as is an
-//! unknown key in `[live]` or `[metrics]`, and a table no command reads
+//! (`[scrub]`, `[run]`, and `[spindown]`, read by
+//! `crate::spindown::settings`); each command reads its own strictly and
+//! ignores the other commands'. A key outside any table is an error, as is
+//! an unknown key in `[live]` or `[metrics]`, and a table no command reads
 //! (`[scrubb]`): a misspelt table would otherwise be ignored in silence.
 
 use crate::error::{Error, Result};
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 /// Every table a config file may hold: the shared ones and one per live
 /// command. Another command's table is skipped; any other name is an error.
-pub const TABLES: [&str; 4] = ["live", "metrics", "scrub", "run"];
+pub const TABLES: [&str; 5] = ["live", "metrics", "scrub", "run", "spindown"];
 
 /// `[live]`: settings shared by the live commands.
 #[derive(Debug, Default, Deserialize)]

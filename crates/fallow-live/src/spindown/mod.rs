@@ -36,6 +36,7 @@ pub mod emu;
 pub mod governor;
 pub mod jobs;
 pub mod scsi;
+pub mod settings;
 pub mod target;
 pub mod traced;
 
@@ -81,7 +82,7 @@ pub struct DiskSpec {
 }
 
 /// The daemon's settings.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SpindownConfig {
     /// The disks.
     pub disks: Vec<DiskSpec>,
