@@ -36,14 +36,8 @@
 //!   deviations, plus 4), the workload has changed under it. The window
 //!   then restarts from those intervals and a refit runs at once (no
 //!   sooner than `every / 8` intervals after the last one, so at most 8
-//!   refits per `every` intervals). A change either way is also looked
-//!   for at every refit: when the window's newest idle intervals (at least
-//!   64, spanning at least 10 s) differ in distribution from the older ones
-//!   (two-sample Kolmogorov–Smirnov at α = 0.001), the older ones describe
-//!   another workload and the window restarts from the newest. Without it
-//!   a change that makes the value too conservative (a bursty FG turning
-//!   sequential) was followed only as new intervals pushed the old out of
-//!   the window (40 s of a 400-interval window live).
+//!   refits per `every` intervals). This only guards the budget: a change
+//!   that makes the value too conservative is followed by the window.
 //! - If the value changed, the inner policy is rebuilt with it and warmed
 //!   up by replaying the window through `on_busy_end` / `on_idle_end`, so
 //!   policies that learn from idle history (cdf-based, autoregressive, …)
@@ -82,17 +76,6 @@ use crate::policy::{self, Ctx, Decision, Entry, Knob, Params, Policy};
 use crate::sim::{simulate, BgWork, Prepared, SimConfig};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
-
-/// Fewest idle intervals on each side of the window's shift test
-/// ([`OnlineTuner::shifted`]).
-pub const SHIFT_MIN_INTERVALS: usize = 64;
-/// The newest part of the window the shift test compares with the rest
-/// spans at least this much time (idle and busy), ns: at least a few of a
-/// bursty workload's bursts, so one burst's short gaps are not a change.
-pub const SHIFT_RECENT_NS: u64 = 10_000_000_000;
-/// Kolmogorov–Smirnov's c(α) at α = 0.001: two samples of n and m differ
-/// when their largest CDF gap D exceeds c·√((n + m)/(n·m)).
-const SHIFT_KS_C: f64 = 1.949;
 
 /// Idle intervals in the window when none is given.
 pub const DEFAULT_WINDOW: usize = crate::sim::DEFAULT_RETUNE_WINDOW;
@@ -160,9 +143,8 @@ pub struct Refit {
 /// What a refit saw on its window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WindowFit {
-    /// True when the window restarted at a change (collisions since the
-    /// last refit over its prediction, or newest intervals unlike the
-    /// older ones), false when it slid as usual.
+    /// True when collisions since the last refit called it early (a
+    /// change), false when `every` intervals had passed.
     pub early: bool,
     /// Idle intervals in the window.
     pub intervals: usize,
@@ -698,42 +680,6 @@ impl OnlineTuner {
         self.collided_since as f64 > m + 4.0 * m.sqrt() + 4.0
     }
 
-    /// How many of the window's newest idle intervals to keep when they
-    /// come from another distribution than the older ones: the newest
-    /// [`SHIFT_MIN_INTERVALS`] or more, spanning [`SHIFT_RECENT_NS`] of idle
-    /// and busy time, against the rest (as many at least), by the
-    /// two-sample Kolmogorov–Smirnov test on the idle lengths at α = 0.001.
-    /// `None`: no change seen (or too few intervals to tell).
-    fn shifted(&self) -> Option<usize> {
-        let n_all = self.idle.len();
-        if n_all < 2 * SHIFT_MIN_INTERVALS {
-            return None;
-        }
-        // busy periods precede the idle interval of the same index
-        let mut span_ns = 0u64;
-        let mut k = 0;
-        for (i, &(idle_ns, _)) in self.idle.iter().enumerate().rev() {
-            if k >= SHIFT_MIN_INTERVALS && span_ns >= SHIFT_RECENT_NS {
-                break;
-            }
-            let busy_ns = self.busy.get(i).map_or(0, |b| b.0);
-            span_ns = span_ns.saturating_add(idle_ns).saturating_add(busy_ns);
-            k += 1;
-        }
-        if n_all - k < SHIFT_MIN_INTERVALS {
-            return None;
-        }
-        let sorted = |it: &mut dyn Iterator<Item = u64>| {
-            let mut v: Vec<u64> = it.collect();
-            v.sort_unstable();
-            v
-        };
-        let older = sorted(&mut self.idle.iter().take(n_all - k).map(|x| x.0));
-        let newer = sorted(&mut self.idle.iter().skip(n_all - k).map(|x| x.0));
-        let (n, m) = (newer.len() as f64, older.len() as f64);
-        (ks_distance(&older, &newer) > SHIFT_KS_C * ((n + m) / (n * m)).sqrt()).then_some(k)
-    }
-
     fn point(&self, now_ns: u64, fit: Option<WindowFit>) -> Refit {
         let s = &self.ladder[self.current];
         Refit {
@@ -746,25 +692,6 @@ impl OnlineTuner {
             backed_off: false,
         }
     }
-}
-
-/// The two-sample Kolmogorov–Smirnov distance of two sorted samples: the
-/// largest gap between their empirical CDFs.
-fn ks_distance(a: &[u64], b: &[u64]) -> f64 {
-    let (na, nb) = (a.len() as f64, b.len() as f64);
-    let (mut i, mut j, mut d) = (0usize, 0usize, 0f64);
-    while i < a.len() && j < b.len() {
-        // step past every copy of the smaller value in both samples
-        let x = a[i].min(b[j]);
-        while i < a.len() && a[i] == x {
-            i += 1;
-        }
-        while j < b.len() && b[j] == x {
-            j += 1;
-        }
-        d = d.max((i as f64 / na - j as f64 / nb).abs());
-    }
-    d
 }
 
 /// What one window run of one value gave.
@@ -838,21 +765,16 @@ impl Policy for OnlineTuner {
                 .is_some_and(|after| ctx.now_ns.saturating_sub(last_refit_ns) >= after);
         if self.after_busy && (by_count || early || by_time) {
             self.last_refit_ns = Some(ctx.now_ns);
-            let keep = if early {
-                Some(self.since_refit)
-            } else {
-                self.shifted()
-            };
-            if let Some(keep) = keep {
+            if early {
                 // what came before the change describes another workload
-                while self.idle.len() > keep {
+                while self.idle.len() > self.since_refit {
                     self.idle.pop_front();
                     self.busy.pop_front();
                 }
             }
             self.since_refit = 0;
             self.collided_since = 0;
-            self.refit(ctx, keep.is_some());
+            self.refit(ctx, early);
             if let Some(hook) = &mut self.on_refit {
                 hook(self.intervals);
             }
@@ -913,7 +835,7 @@ impl Policy for OnlineTuner {
 mod tests {
     use super::*;
     use crate::sim::BgService;
-    use rand::{Rng, SeedableRng};
+    use rand::SeedableRng;
 
     const MS: u64 = 1_000_000;
 
@@ -981,74 +903,6 @@ mod tests {
         assert!(fit.met && !fit.early && fit.intervals == 3, "{fit:?}");
         assert!(h[1].value < 2000.0 * MS as f64, "{:?}", h[1]);
         assert_eq!(waits[3], h[1].value as u64);
-    }
-
-    /// The KS distance, by hand: {1, 2, 3} against {2, 4}: after 1 the
-    /// CDFs are 1/3 and 0; after 2, 2/3 and 1/2; after 3, 1 and 1/2 (the
-    /// largest gap, 1/2); ties step both samples at once.
-    #[test]
-    fn ks_distance_is_the_largest_cdf_gap() {
-        assert_eq!(ks_distance(&[1, 2, 3], &[2, 4]), 0.5);
-        assert_eq!(ks_distance(&[5, 5], &[5]), 0.0);
-        assert_eq!(ks_distance(&[1, 2], &[3, 4]), 1.0);
-        assert_eq!(ks_distance(&[1, 3], &[2, 4]), 0.5);
-    }
-
-    /// A workload whose gaps turn from 1.5-2.5 s to 80-120 ms: without the
-    /// shift test the window (400) holds the old gaps until 400 new ones
-    /// push them out; with it, a refit after the change's first 64
-    /// intervals spanning 10 s (about 100 of them here) restarts the
-    /// window from them, marks the fit early, and no longer fits the long
-    /// gaps' wait. The same gaps in one order (a stationary mix) never
-    /// restart it.
-    #[test]
-    fn a_shift_in_the_gaps_restarts_the_window() {
-        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(7);
-        let mut gaps = |n: usize, lo: u64, hi: u64| -> Vec<u64> {
-            (0..n).map(|_| rng.random_range(lo..=hi)).collect()
-        };
-        let long = gaps(200, 1500, 2500);
-        let short = gaps(300, 80, 120);
-        let mut t = tuner("1ms", 400, 50);
-        let mut now = 0;
-        feed(&mut t, &long, 10, &mut now);
-        feed(&mut t, &short, 10, &mut now);
-        let h = t.history();
-        let restart = h
-            .iter()
-            .position(|r| r.fit.as_ref().is_some_and(|f| f.early))
-            .expect("a restart");
-        let fit = h[restart].fit.as_ref().unwrap();
-        assert!(
-            fit.intervals >= SHIFT_MIN_INTERVALS && fit.intervals < 200,
-            "{fit:?}"
-        );
-        // seen within 100 intervals of the change; the window keeps the
-        // newest 64 then, a few long gaps among them, and never again
-        // holds more (without the test: 200 until 400 short ones came)
-        assert!(h[restart].intervals <= 200 + 100, "{:?}", h[restart]);
-        let long_gaps = t.window().1.iter().filter(|g| g.0 >= 1500 * MS).count();
-        assert!(long_gaps < SHIFT_MIN_INTERVALS - 32, "{long_gaps}");
-        eprintln!(
-            "restart at interval {}, {long_gaps} long gaps left",
-            h[restart].intervals
-        );
-        // a stationary mix of the same gaps: no restart in 500 intervals
-        let mut mixed: Vec<u64> = long.iter().chain(&short).copied().collect();
-        let mut shuffle = rand_pcg::Pcg64Mcg::seed_from_u64(3);
-        for i in (1..mixed.len()).rev() {
-            mixed.swap(i, shuffle.random_range(0..=i));
-        }
-        let mut t = tuner("1ms", 400, 50);
-        let mut now = 0;
-        feed(&mut t, &mixed, 10, &mut now);
-        assert!(
-            t.history()
-                .iter()
-                .all(|r| r.fit.as_ref().is_none_or(|f| !f.early)),
-            "{:?}",
-            t.history()
-        );
     }
 
     #[test]
