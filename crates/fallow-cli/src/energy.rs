@@ -5,7 +5,7 @@
 //! per figure, `--json`, and `--html` with the SARD paper's plots.
 
 use crate::atomic::OverwriteArg;
-use crate::energy_text::{describe_power, headlines, ratio};
+use crate::energy_text::{bg_cells, describe_power, headlines, ratio};
 use crate::human::{bandwidth, bytes, count, joules, pct, secs};
 use crate::input::{self, ReadArgs};
 use crate::output::{self, describe_model, Style};
@@ -580,17 +580,12 @@ fn bg_table(s: &mut String, r: &EnergyReport, st: &Style) {
         .iter()
         .enumerate()
         .filter_map(|(i, x)| {
-            let b = x.bg?;
-            Some(vec![
-                first_only(&r.runs, i),
-                x.setting.clone(),
-                bytes(b.done_bytes),
-                pct(b.done_bytes as f64 / b.requested_bytes.max(1) as f64),
-                secs(b.busy_s),
-                b.extra_energy_j.map_or("–".into(), joules),
-                count(b.fg_delayed_requests),
-                secs(b.fg_added_delay_s),
-            ])
+            let cells = bg_cells(x)?;
+            Some(
+                std::iter::once(first_only(&r.runs, i))
+                    .chain(cells)
+                    .collect(),
+            )
         })
         .collect();
     s.push_str(&render_table(&header, &rows, st));

@@ -2,7 +2,7 @@
 //! `fallow energy` and in its HTML report: the power model in one line and
 //! one headline per policy.
 
-use crate::human::{count, pct, secs};
+use crate::human::{bytes, count, joules, pct, secs};
 use fallow_core::energy::{EnergyReport, EnergyRun, PowerModel};
 
 /// The power model in one line, its figures as given.
@@ -20,6 +20,22 @@ pub fn describe_power(p: &PowerModel, break_even_s: f64) -> String {
         secs(p.shutdown_ns as f64 / 1e9),
         secs(break_even_s)
     )
+}
+
+/// A run's BG-work cells after its policy (setting, done, share, BG time,
+/// extra energy, FG requests delayed, FG added delay): the same in the
+/// terminal table and the HTML report. `None` without BG work.
+pub fn bg_cells(x: &EnergyRun) -> Option<[String; 7]> {
+    let b = x.bg?;
+    Some([
+        x.setting.clone(),
+        bytes(b.done_bytes),
+        pct(b.done_bytes as f64 / b.requested_bytes.max(1) as f64),
+        secs(b.busy_s),
+        b.extra_energy_j.map_or("–".into(), joules),
+        count(b.fg_delayed_requests),
+        secs(b.fg_added_delay_s),
+    ])
 }
 
 /// `12.3 %` of a ratio, `–` when there is none.

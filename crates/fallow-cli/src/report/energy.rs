@@ -6,7 +6,7 @@
 //! plotting module as the other reports.
 
 use super::svg::{esc, series_style, Axis, BarSeries, Chart, Color, Layer, Scale, Swatch, Unit};
-use crate::energy_text::{describe_power, headlines};
+use crate::energy_text::{bg_cells, describe_power, headlines};
 use crate::human::{bytes, count, joules, pct, secs};
 use anyhow::Result;
 use fallow_core::energy::{EnergyReport, EnergyRun};
@@ -379,16 +379,7 @@ fn bg_table(r: &EnergyReport) -> String {
     }
     s.push_str("</tr></thead>\n<tbody>\n");
     for x in &r.runs {
-        let Some(b) = x.bg else { continue };
-        let cells = [
-            x.setting.clone(),
-            bytes(b.done_bytes),
-            pct(b.done_bytes as f64 / b.requested_bytes.max(1) as f64),
-            secs(b.busy_s),
-            b.extra_energy_j.map_or("–".into(), joules),
-            count(b.fg_delayed_requests),
-            secs(b.fg_added_delay_s),
-        ];
+        let Some(cells) = bg_cells(x) else { continue };
         let _ = write!(s, "<tr><th>{}</th>", esc(&x.policy));
         for c in cells {
             let _ = write!(s, "<td>{}</td>", esc(&c));
