@@ -333,9 +333,8 @@ impl ScrubSession {
             .unwrap_or(Order::Sequential);
 
         // the read path: SCSI VERIFY if asked and possible, else reads
-        let dev = target.device.clone();
         let own = Arc::new(OwnCounters::new(
-            dev.as_ref().and_then(|d| d.max_request_bytes),
+            target.device.as_ref().and_then(|d| d.max_request_bytes),
         ));
         let (verifier, method) = read_path(plan, &target, own.clone(), &mut warnings)?;
 

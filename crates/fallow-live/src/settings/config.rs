@@ -67,10 +67,20 @@ pub struct Config<S> {
 pub fn read_config<S: DeserializeOwned + Default>(path: &Path, command: &str) -> Result<Config<S>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::Setting(format!("{}: cannot read the config: {e}", path.display())))?;
-    let bad = |m: String| Error::Setting(format!("{}: {m}", path.display()));
     let table: toml::Table = text
         .parse()
-        .map_err(|e: toml::de::Error| bad(e.to_string()))?;
+        .map_err(|e: toml::de::Error| Error::Setting(format!("{}: {e}", path.display())))?;
+    config_of(path, table, command)
+}
+
+/// [`read_config`] of a file already parsed into `table` (a caller that
+/// looked at its layout first reads and parses it once).
+pub fn config_of<S: DeserializeOwned + Default>(
+    path: &Path,
+    table: toml::Table,
+    command: &str,
+) -> Result<Config<S>> {
+    let bad = |m: String| Error::Setting(format!("{}: {m}", path.display()));
     let mut cfg = Config {
         path: path.to_path_buf(),
         live: LiveSection::default(),

@@ -15,7 +15,7 @@
 
 use super::{DiskSpec, JobSpec, SpindownConfig, SpinupLimit, DEFAULT_POLICY, DEFAULT_POLL_NS};
 use crate::error::{Error, Result};
-use crate::settings::config::{read_config, TABLES};
+use crate::settings::config::{config_of, TABLES};
 use fallow_core::energy::{PowerFile, PowerModel};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -167,7 +167,7 @@ pub fn read_section(path: &Path) -> Result<(SpindownSection, Option<String>)> {
         .iter()
         .any(|(k, v)| v.is_table() && TABLES.contains(&k.as_str()));
     if table.is_empty() || shared {
-        let cfg = read_config::<SpindownSection>(path, "spindown")?;
+        let cfg = config_of::<SpindownSection>(path, table, "spindown")?;
         return Ok((cfg.own, None));
     }
     // the layout before the shared one: strict, with the line of an error
@@ -387,7 +387,7 @@ mod tests {
         assert!(b.warnings.is_empty());
         assert!(a.warnings[0].contains("[spindown]"), "{:?}", a.warnings);
         // the scrub's reader skips [spindown]
-        let scrub = read_config::<toml::Table>(&new, "scrub").unwrap();
+        let scrub = crate::settings::config::read_config::<toml::Table>(&new, "scrub").unwrap();
         assert!(scrub.own.contains_key("size"));
     }
 
