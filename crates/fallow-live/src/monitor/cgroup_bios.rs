@@ -31,7 +31,13 @@
 //! (seen with `block_bio_queue`: every bio of a scrub had that process's
 //! pid and comm `btrfs`). Such a job is told apart by process instead
 //! ([`BioAttribution::of_processes`], [`BioAttribution::set_pids`]): its
-//! cgroup would be fallow's own, shared with fallow's other I/O.
+//! cgroup would be fallow's own, shared with fallow's other I/O. A child
+//! of fallow's is counted as the job's before its pid is named: the
+//! scrub's first bios (its superblock reads, 4 KiB each) are queued a few
+//! ms after `exec`, and on a loaded machine fallow's thread could name the
+//! pid only after the monitor had taken one of them for an FG read
+//! (seen once in a test run: one 4 KiB FG read, one busy period, during
+//! an unthrottled scrub with no FG).
 //!
 //! [`CommandIo`] is the source `fallow run` hands the monitor: the
 //! attributed counts while the event monitor runs
@@ -99,6 +105,9 @@ struct Ids {
     ours: HashSet<u64>,
     theirs: HashSet<u64>,
     scanned_ns: Option<u64>,
+    /// Processes found not to be fallow's children (by-process mode;
+    /// cleared when the pids are named again).
+    not_children: HashSet<u32>,
 }
 
 /// The command's bios on the watched disk, counted by the event monitor's
@@ -170,6 +179,38 @@ impl BioAttribution {
     /// on, replacing those named before (a new `btrfs scrub start`).
     pub fn set_pids(&self, pids: &[u32]) {
         *self.pids.lock().unwrap_or_else(|p| p.into_inner()) = pids.to_vec();
+        // a pid found not a child may since be a new job's
+        self.ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .not_children
+            .clear();
+    }
+
+    /// By process: whether `pid` is one of the job's, named or a child of
+    /// this process not yet named (then it is named from now on; see the
+    /// module's docs).
+    fn is_jobs_process(&self, pid: u32) -> bool {
+        let mut pids = self.pids.lock().unwrap_or_else(|p| p.into_inner());
+        if pids.contains(&pid) {
+            return true;
+        }
+        if !self.cgroup_dir.as_os_str().is_empty() || pid == 0 {
+            return false;
+        }
+        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        if ids.not_children.contains(&pid) {
+            return false;
+        }
+        if parent_pid(pid) == Some(std::process::id()) {
+            pids.push(pid);
+            return true;
+        }
+        if ids.not_children.len() >= MAX_THEIRS {
+            ids.not_children.clear();
+        }
+        ids.not_children.insert(pid);
+        false
     }
 
     /// Whose a bio is: queued by a task of cgroup `cgroup_id`, a write
@@ -196,12 +237,7 @@ impl BioAttribution {
         sectors: u64,
         t_ns: u64,
     ) -> BioOwner {
-        let by_pid = self
-            .pids
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&pid);
-        let o = if by_pid {
+        let o = if self.is_jobs_process(pid) {
             BioOwner::Command
         } else {
             self.owner(cgroup_id, write, kernel_thread)
@@ -421,6 +457,20 @@ impl OwnIoSource for CommandIo {
     }
 }
 
+/// The parent of process `pid`, from `/proc/PID/stat` (None: gone, or
+/// unreadable).
+fn parent_pid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parent_of_stat(&stat)
+}
+
+/// The ppid field of a `/proc/PID/stat` line: the second after the comm,
+/// which may hold spaces and `)`, so counted from the last `)`.
+fn parent_of_stat(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,6 +545,50 @@ mod tests {
         let (io, _) = a.snapshot_at(60);
         assert_eq!(io.read_sectors, 192);
         assert!(io.reads_in_flight);
+    }
+
+    /// A child of this process queues bios before its pid is named (the
+    /// race of a scrub's first superblock reads against `set_pids`): they
+    /// are the job's; another process's are FG, and stay so once found.
+    #[test]
+    fn a_child_not_yet_named_is_the_jobs_and_others_are_not() {
+        let a = BioAttribution::of_processes();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let root_cg = std::fs::metadata("/").unwrap().ino();
+        let pid = child.id();
+        assert_eq!(
+            a.count(root_cg, pid, false, false, 8, 10),
+            BioOwner::Command
+        );
+        // pid 1 is no child of a test (the init, or the container's)
+        assert_eq!(parent_pid(1).map(|p| p == std::process::id()), Some(false));
+        assert_eq!(
+            a.count(root_cg, 1, false, false, 8, 20),
+            BioOwner::Foreground
+        );
+        let c = a.counts();
+        assert_eq!((c.command_bios, c.foreground_bios), (1, 1));
+        // a cgroup-told command does not adopt fallow's children
+        let d = tempfile::tempdir().unwrap();
+        let by_cgroup = BioAttribution::new(d.path());
+        assert_eq!(
+            by_cgroup.count(root_cg, pid, false, false, 8, 30),
+            BioOwner::Foreground
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn the_parent_is_read_past_a_comm_with_spaces_and_parentheses() {
+        let stat = "4242 (a (b) c) S 77 4242 4242 0 -1 4194560 0 0";
+        assert_eq!(parent_of_stat(stat), Some(77));
+        assert_eq!(parent_of_stat("garbage"), None);
+        let ppid = std::os::unix::process::parent_id();
+        assert_eq!(parent_pid(std::process::id()), Some(ppid));
     }
 
     /// A polled source that reports fixed counts and says they moved.
