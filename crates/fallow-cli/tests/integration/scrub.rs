@@ -649,10 +649,14 @@ fn kill_9_at_100_random_moments_then_resume_covers_the_device_exactly() {
     // times, then a last run finishes.
     // So that the kills spread over the whole scrub whatever the machine's
     // speed, each run is given twice its share of the work (--max-bytes)
-    // at a rate that takes ~40 ms (--max-rate; neither is part of a
-    // checkpoint's identity): a kill lands on average half-way. A run that
-    // finishes its share first exits by itself and is not counted as a
-    // kill; no run may complete the pass before the last.
+    // at a rate that takes ~100 ms (--max-rate; neither is part of a
+    // checkpoint's identity): a kill 0-50 ms after its first request lands
+    // on average a quarter of the way. A run that finishes its work first
+    // exits by itself and is not counted as a kill; no run may complete
+    // the pass before the last. (At ~40 ms, a loaded machine's late kills
+    // let runs finish theirs: the progress per kill outran the share, the
+    // shares fell to one request, which a run completes before it can be
+    // killed, and the pass completed after 88 kills.)
     let Some(lo) = Loop::new(64 << 20) else {
         return;
     };
@@ -682,7 +686,7 @@ fn kill_9_at_100_random_moments_then_resume_covers_the_device_exactly() {
         let share = (size as f64 * 0.95 - done as f64).max(0.0) / (100 - kills) as f64;
         let cap = ((share * 2.0) as u64 / req * req)
             .clamp(req, (size - done).saturating_sub(req).max(req));
-        let rate = ((cap as f64 / 0.040) as u64).max(1 << 20);
+        let rate = ((cap as f64 / 0.100) as u64).max(1 << 20);
         // xorshift
         seed ^= seed << 13;
         seed ^= seed >> 7;
