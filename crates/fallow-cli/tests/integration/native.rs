@@ -51,7 +51,7 @@ impl LoopFs {
             eprintln!("skip: {} is not installed", mkfs[0]);
             return None;
         }
-        let dir = tempfile::tempdir().unwrap();
+        let dir = common::scratch_dir();
         let backing = dir.path().join("fs.img");
         let attached = match LoopDev::sparse(&backing, len) {
             Ok(l) => l,
@@ -110,7 +110,8 @@ impl LoopFs {
             f.write_all(&buf).unwrap();
         }
         f.sync_all().unwrap();
-        sh("sync", &[]).unwrap();
+        // this file system's commit (syncfs), not every file system's
+        sh("sync", &["-f", path_str(&self.mnt)]).unwrap();
     }
 }
 
@@ -969,7 +970,7 @@ fn ext4_with_freed_space() -> Option<LoopFs> {
     )?;
     fs.fill("junk", 200 << 20);
     std::fs::remove_file(fs.mnt.join("junk")).unwrap();
-    sh("sync", &[]).unwrap();
+    sh("sync", &["-f", fs.mnt()]).unwrap();
     Some(fs)
 }
 
@@ -1168,7 +1169,7 @@ fn a_two_device_btrfs_is_watched_on_both_devices() {
         eprintln!("skip: btrfs-progs is not installed");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::scratch_dir();
     let mut loops = Vec::new();
     for i in 0..2 {
         match LoopDev::sparse(&dir.path().join(format!("d{i}.img")), 512 << 20) {
@@ -1203,7 +1204,7 @@ fn a_two_device_btrfs_is_watched_on_both_devices() {
     f.write_all(&vec![0x5a; 64 << 20]).unwrap();
     f.sync_all().unwrap();
     drop(f);
-    sh("sync", &[]).unwrap();
+    sh("sync", &["-f", path_str(&mnt)]).unwrap();
     let v = scrub(&format!("btrfs:{}", path_str(&mnt)), "aggressive").json();
     let mut want: Vec<String> = devs
         .iter()

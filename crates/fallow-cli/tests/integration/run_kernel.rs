@@ -46,8 +46,11 @@ impl BtrfsLoop {
             .unwrap()
             .set_len(1200 << 20)
             .unwrap();
+        // direct I/O: the device reads the image on the disk, never the
+        // image's pages in the page cache, so the scrub reads at the disk's
+        // pace (the freezes below must catch it reading)
         let o = Command::new("losetup")
-            .args(["-f", "--show"])
+            .args(["-f", "--show", "--direct-io=on"])
             .arg(&img)
             .output()
             .unwrap();
@@ -96,9 +99,13 @@ impl BtrfsLoop {
             &format!("count={data_mib}"),
             "status=none",
         ]));
-        run_ok(&mut Command::new("sync"));
-        // the scrub and dd must read the disk, not the page cache
-        std::fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+        // the scrub and dd must read the disk, not the page cache: a
+        // remount drops this file system's cached pages (a global
+        // drop_caches would also drop what the tests beside it hold in
+        // memory, such as the peer tests' warm copies), and the loop
+        // device reads the image with direct I/O
+        run_ok(Command::new("umount").arg(&fs.mnt));
+        run_ok(Command::new("mount").arg(&fs.dev).arg(&fs.mnt));
         Some(fs)
     }
 

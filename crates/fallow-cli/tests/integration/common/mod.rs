@@ -21,6 +21,34 @@ use std::time::{Duration, Instant};
 /// [`fallow_cmd`] (run under `nsenter` or `setpriv`, or without `NO_COLOR`).
 pub const BIN: &str = env!("CARGO_BIN_EXE_fallow");
 
+/// A temporary directory for a test's disk images: in `/dev/shm` where it
+/// is a writable tmpfs, else the default temporary directory. Why: a loop
+/// device over an image on the machine's disk makes each flush of the file
+/// system on it (a btrfs commit, `sync -f`) an fsync of the image, which
+/// waits on every other test's disk I/O; the native btrfs tests took 119 s
+/// alone and 318 s beside the rest of this binary with their images in
+/// /tmp on the disk.
+pub fn scratch_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if is_tmpfs(shm) {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
+/// Whether `dir` is the root of a tmpfs mount (`/proc/self/mounts`).
+fn is_tmpfs(dir: &Path) -> bool {
+    std::fs::read_to_string("/proc/self/mounts").is_ok_and(|m| {
+        m.lines().any(|l| {
+            let mut f = l.split_whitespace();
+            let (_, at, kind) = (f.next(), f.next(), f.next());
+            at == dir.to_str() && kind == Some("tmpfs")
+        })
+    })
+}
+
 /// `fallow ARGS`, not yet started, with colour off (`NO_COLOR`) so that its
 /// output can be matched as text.
 pub fn fallow_cmd(args: &[&str]) -> Command {

@@ -130,9 +130,12 @@ fn whole_scrub(json: bool) {
     assert_eq!(r.tool.contains("status -j"), json, "{}", r.tool);
     // it only moves while running: 1 s of slices at the least
     assert!(r.run_active_s >= 0.95, "{r:?}");
-    // started once, then paused and resumed between slices
+    // started once, then paused and resumed between slices: about 9
+    // pauses on an idle machine; on a loaded one each slice ends at a
+    // `status` poll (a shell script here) that may come 400 ms late, and
+    // the fake's second of running fits in two slices
     let (starts, pauses) = (count(&log, "scrub tank"), count(&log, "scrub -p tank"));
-    assert!(pauses >= 3, "{log:#?}");
+    assert!(pauses >= 1, "{log:#?}");
     assert!(starts == pauses || starts == pauses + 1, "{log:#?}");
     // never two resumes without a pause between
     let ctl: Vec<&String> = log.iter().filter(|l| l.starts_with("scrub")).collect();
