@@ -9,10 +9,12 @@ use fuser::{
     KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty,
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, WriteFlags,
 };
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// The name of the disk file.
@@ -46,6 +48,48 @@ pub(crate) struct DiskFs {
     pub(crate) gid: u32,
     pub(crate) mtime: SystemTime,
     pub(crate) issuers: Issuers,
+    pub(crate) snapshots: Snapshots,
+}
+
+/// Most small-file snapshots held at once (one per open file; beyond it
+/// an open reads the text as it is at each read).
+const MAX_SNAPSHOTS: usize = 1024;
+
+/// The text of a small file as it was when it was opened, per open file
+/// handle, as procfs's `seq_file` gives it: a reader that takes the text
+/// in two reads (`read_to_string` reads again at the end to find EOF)
+/// otherwise got the tail of a newer, longer text (a counter that gained
+/// a digit: `power: line 19: expected key value, got 6` in a loaded test
+/// run).
+#[derive(Debug, Default)]
+pub(crate) struct Snapshots {
+    next_fh: AtomicU64,
+    texts: Mutex<HashMap<u64, Arc<[u8]>>>,
+}
+
+impl Snapshots {
+    /// Keep `text` for a new handle; 0 (no snapshot) when too many are held.
+    fn keep(&self, text: String) -> u64 {
+        let mut texts = self.texts.lock().unwrap_or_else(|p| p.into_inner());
+        if texts.len() >= MAX_SNAPSHOTS {
+            return 0;
+        }
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed) + 1;
+        texts.insert(fh, Arc::from(text.into_bytes()));
+        fh
+    }
+
+    /// The text kept for `fh`.
+    fn get(&self, fh: u64) -> Option<Arc<[u8]>> {
+        let texts = self.texts.lock().unwrap_or_else(|p| p.into_inner());
+        texts.get(&fh).cloned()
+    }
+
+    /// The handle is closed.
+    fn drop_handle(&self, fh: u64) {
+        let mut texts = self.texts.lock().unwrap_or_else(|p| p.into_inner());
+        texts.remove(&fh);
+    }
 }
 
 impl DiskFs {
@@ -177,7 +221,8 @@ impl Filesystem for DiskFs {
             return reply.error(Errno::EACCES);
         }
         if Self::is_small(ino) {
-            return reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
+            let fh = self.snapshots.keep(self.small_text(ino));
+            return reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO);
         }
         if ino != DISK_INO {
             return reply.error(Errno::EISDIR);
@@ -193,7 +238,7 @@ impl Filesystem for DiskFs {
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         size: u32,
         _flags: OpenFlags,
@@ -201,9 +246,13 @@ impl Filesystem for DiskFs {
         reply: ReplyData,
     ) {
         if Self::is_small(ino) {
-            // bookkeeping, not a request: never reaches the server's queue
-            let text = self.small_text(ino);
-            let b = text.as_bytes();
+            // bookkeeping, not a request: never reaches the server's queue;
+            // the text as it was at open
+            let text = self
+                .snapshots
+                .get(fh.0)
+                .unwrap_or_else(|| Arc::from(self.small_text(ino).into_bytes()));
+            let b = &text[..];
             let from = (offset as usize).min(b.len());
             let to = from.saturating_add(size as usize).min(b.len());
             return reply.data(&b[from..to]);
@@ -270,6 +319,21 @@ impl Filesystem for DiskFs {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.snapshots.drop_handle(fh.0);
+        reply.ok();
+    }
+
     fn flush(
         &self,
         _req: &Request,
@@ -333,5 +397,30 @@ impl Filesystem for DiskFs {
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let blocks = self.size_bytes.div_ceil(4096);
         reply.statfs(blocks, 0, 0, 2, 0, 4096, 255, 4096);
+    }
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+
+    #[test]
+    fn a_handle_reads_the_text_it_opened_until_closed_and_the_count_is_bounded() {
+        let s = Snapshots::default();
+        let a = s.keep("spinups 9\n".into());
+        let b = s.keep("spinups 10\n".into());
+        assert!(a != 0 && b != 0 && a != b);
+        assert_eq!(&s.get(a).unwrap()[..], b"spinups 9\n");
+        assert_eq!(&s.get(b).unwrap()[..], b"spinups 10\n");
+        s.drop_handle(a);
+        assert!(s.get(a).is_none());
+        assert!(s.get(0).is_none());
+        for _ in 1..MAX_SNAPSHOTS {
+            assert_ne!(s.keep(String::new()), 0);
+        }
+        // full: no snapshot (the live text), until a handle is closed
+        assert_eq!(s.keep(String::new()), 0);
+        s.drop_handle(b);
+        assert_ne!(s.keep(String::new()), 0);
     }
 }

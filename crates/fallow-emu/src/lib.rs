@@ -224,6 +224,7 @@ impl Emulator {
             gid: meta.gid(),
             mtime: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
             issuers: issuers::Issuers::default(),
+            snapshots: fs::Snapshots::default(),
         };
         let mut fuse_cfg = fuser::Config::default();
         fuse_cfg.mount_options = vec![

@@ -525,3 +525,30 @@ fn the_power_file_spins_the_disk_down_and_the_next_read_pays_the_spin_up() {
     let e = std::fs::write(&power, "wake\n").unwrap_err();
     assert_eq!(e.raw_os_error(), Some(22));
 }
+
+/// An open small file reads as it was when it was opened (like procfs's
+/// seq_file): a reader that takes it in two reads once got the tail of a
+/// newer, longer text after the first (`read_to_string` reads again at the
+/// end to find EOF).
+#[test]
+#[ignore = "needs root"]
+fn a_small_file_reads_as_it_was_when_opened() {
+    let fx = fixture("a_small_file_reads_as_it_was_when_opened");
+    let emu = Emulator::mount(config(&fx, fast()), &fx.mnt).unwrap();
+    let issuers = fx.mnt.join("issuers");
+    let mut f = File::open(&issuers).unwrap();
+    let mut first = vec![0u8; 4096];
+    let n = std::io::Read::read(&mut f, &mut first).unwrap();
+    assert_eq!(&first[..n], b"requests 0\n");
+    // a request of this process: the text now has a line more
+    File::open(emu.disk_path())
+        .unwrap()
+        .read_exact_at(&mut [0u8; 4096], 0)
+        .unwrap();
+    let live = std::fs::read_to_string(&issuers).unwrap();
+    assert!(live.starts_with("requests 1\n") && live.len() > n, "{live}");
+    // the handle opened before reads on to the end of its own text
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut f, &mut rest).unwrap();
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+}

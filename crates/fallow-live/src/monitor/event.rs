@@ -413,8 +413,7 @@ impl EventMonitor {
         if std::env::var(MONITOR_ENV).is_ok_and(|v| v.trim() == "poll") {
             return Err(format!("{MONITOR_ENV}=poll"));
         }
-        let root = tracefs_root()
-            .ok_or("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)")?;
+        let (root, _) = super::tracepoint::tracefs_root_mounted()?;
         let tp = Tracepoint::load(&root, "block", "block_rq_issue").map_err(|e| e.to_string())?;
         PerfRings::open(
             &[TpOpen {

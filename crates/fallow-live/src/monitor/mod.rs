@@ -201,7 +201,7 @@ impl Waker {
         if std::env::var(MONITOR_ENV).is_ok_and(|v| v.trim() == "poll") {
             return Err(format!("{MONITOR_ENV}=poll"));
         }
-        let root = tracepoint::tracefs_root().ok_or("tracefs is not mounted")?;
+        let (root, _) = tracepoint::tracefs_root_mounted()?;
         let filter = devs
             .iter()
             .map(|d| format!("dev == {}", d.to_kernel()))

@@ -84,6 +84,47 @@ pub fn tracefs_root() -> Option<PathBuf> {
         .find(|p| p.join("events").is_dir())
 }
 
+/// Where tracefs is mounted at boot on systemd machines, and where perf
+/// and bpftrace mount it when it is not.
+pub const TRACEFS_MOUNT: &str = "/sys/kernel/tracing";
+
+/// The block tracepoints' tracefs: where it is mounted, or mounted at
+/// [`TRACEFS_MOUNT`] now (as perf and bpftrace do; it stays mounted, as
+/// theirs does), with `true` when this call mounted it. `Err`: why it is
+/// not there (not root, a kernel without tracefs). Why mount: tracefs is
+/// not mounted at boot on every machine, and without it the event
+/// monitor cannot run (the daemon polled once a second and named every
+/// waker "unknown"; `fallow run --monitor events` refused to start; a
+/// btrfs scrub had no brake).
+pub fn tracefs_root_mounted() -> std::result::Result<(PathBuf, bool), String> {
+    // one mount at a time in this process; another process may mount it
+    // between the look and the mount (then EBUSY, and it is there)
+    static MOUNTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = MOUNTING.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(root) = tracefs_root() {
+        return Ok((root, false));
+    }
+    let mounted = rustix::mount::mount(
+        "nodev",
+        TRACEFS_MOUNT,
+        "tracefs",
+        rustix::mount::MountFlags::NOSUID
+            | rustix::mount::MountFlags::NODEV
+            | rustix::mount::MountFlags::NOEXEC,
+        None,
+    );
+    match (mounted, tracefs_root()) {
+        (Ok(()), Some(root)) => Ok((root, true)),
+        (Err(_), Some(root)) => Ok((root, false)),
+        (Ok(()), None) => Err(format!(
+            "{TRACEFS_MOUNT} has no events/ after mounting tracefs"
+        )),
+        (Err(e), None) => Err(format!(
+            "tracefs is not mounted and mounting it at {TRACEFS_MOUNT} failed: {e}"
+        )),
+    }
+}
+
 /// Longest `format` file read (the largest in a 6.x kernel is ~6 KiB).
 const MAX_FORMAT_BYTES: u64 = 1 << 20;
 

@@ -59,32 +59,13 @@ fn emulated_dir(path: &Path) -> Option<PathBuf> {
     (dir.join("power").is_file() && dir.join("stat").is_file()).then_some(dir)
 }
 
-/// Where tracefs is mounted at boot on systemd machines, and where perf
-/// and bpftrace mount it when it is not.
-pub const TRACEFS_MOUNT: &str = "/sys/kernel/tracing";
+pub use crate::monitor::tracepoint::TRACEFS_MOUNT;
 
-/// Make the block tracepoints reachable: tracefs where it is mounted, or
-/// mounted at [`TRACEFS_MOUNT`] now (as perf and bpftrace do; it stays
-/// mounted, as theirs does). `Ok(true)` when this call mounted it.
-/// (Before, without tracefs the daemon polled once a second and named
-/// every waker "unknown".)
+/// Make the block tracepoints reachable (see
+/// [`crate::monitor::tracepoint::tracefs_root_mounted`]); `Ok(true)` when
+/// this call mounted tracefs.
 pub fn ensure_tracefs() -> std::result::Result<bool, String> {
-    if crate::monitor::tracepoint::tracefs_root().is_some() {
-        return Ok(false);
-    }
-    rustix::mount::mount(
-        "nodev",
-        TRACEFS_MOUNT,
-        "tracefs",
-        rustix::mount::MountFlags::NOSUID
-            | rustix::mount::MountFlags::NODEV
-            | rustix::mount::MountFlags::NOEXEC,
-        None,
-    )
-    .map_err(|e| {
-        format!("tracefs is not mounted and mounting it at {TRACEFS_MOUNT} failed: {e}")
-    })?;
-    Ok(true)
+    crate::monitor::tracepoint::tracefs_root_mounted().map(|(_, mounted)| mounted)
 }
 
 /// The block-tracepoint source where the monitor can run here (it names
