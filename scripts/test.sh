@@ -172,7 +172,7 @@ PYBUILD_PID=$!
 trap 'kill -- "-$FUZZ_PID" "-$PYBUILD_PID" 2>/dev/null || true; rm -rf "$LOGS"' EXIT
 step "rust: tests ($IGNORED_MODE the tests marked #[ignore = \"needs …\"])"
 # fallow-py is a Python extension (no libpython link); pytest tests it below.
-libtest_args=(--show-output)
+libtest_args=(--show-output --test-threads 1)
 [[ $IGNORED_MODE == include ]] && libtest_args+=(--include-ignored)
 # The CLI's integration binary (crates/fallow-cli/tests/integration) is run
 # directly, in two parts: its root and shared-trace tests (the ignored ones)
@@ -182,11 +182,13 @@ libtest_args=(--show-output)
 # a thread each while they wait in their lanes' locks, hence 64 test
 # threads. Run through one `cargo test`, the binary took 6 min of the
 # loop on its own, a tenth of the machine busy (docs/testing.md). The
-# rest runs at nice 19, on the CPU the root tests leave: their emulated
-# disks, daemons and timers come first. (In a rehearsal with the rest at
-# nice 10, the budget test's FG on the emulated HDD read 3.2 times slower
-# during its scrub than in its first 8 s, where the driver's same-minute
-# baseline measured -0.1 %: the machine's load had changed.) Targets are named, not packages dropped: `--exclude fallow-cli`
+# rest runs one test at a time at nice 19: at most one CPU-bound test
+# beside the root tests, as when they shared one libtest run of 2 threads.
+# Nice is not enough: with the rest on 2 threads the budget test's FG on
+# the emulated HDD read 3.2 times (nice 10) and 1.85 times (nice 19) slower
+# during its scrub than in its first 8 s, with 9-11 BG requests in 30 s
+# and the driver's same-minute baseline at -0.1 % and +1.4 %: the load
+# beside it had changed, not the scrub. Targets are named, not packages dropped: `--exclude fallow-cli`
 # would resolve other features and rebuild the tree (2 min).
 cli_tests=$(cargo test -p fallow-cli --test integration --locked --no-run --message-format=json \
     | python3 -c 'import json, sys
@@ -211,7 +213,7 @@ nice -n 19 cargo test --workspace --exclude fallow-py --locked --no-fail-fast \
 nice -n 19 cargo test --workspace --exclude fallow-py --locked --no-fail-fast --doc \
     -- "${libtest_args[@]}" 2>&1 | tee "$LOGS/rust-doc.log" || rc=$?
 echo "--- the CLI's integration tests that need no root or shared traces"
-(cd crates/fallow-cli && exec nice -n 19 "$cli_tests" --show-output) 2>&1 \
+(cd crates/fallow-cli && exec nice -n 19 "$cli_tests" --show-output --test-threads 1) 2>&1 \
     | tee "$LOGS/rust-cli.log" || rc=$?
 if [[ -n $CLI_ROOT_PID ]]; then
     wait_for "the CLI's root and shared-trace tests" "$CLI_ROOT_PID" "$LOGS/rust-cli-root.log" || rc=$?
