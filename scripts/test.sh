@@ -172,92 +172,12 @@ PYBUILD_PID=$!
 trap 'kill -- "-$FUZZ_PID" "-$PYBUILD_PID" 2>/dev/null || true; rm -rf "$LOGS"' EXIT
 step "rust: tests ($IGNORED_MODE the tests marked #[ignore = \"needs …\"])"
 # fallow-py is a Python extension (no libpython link); pytest tests it below.
-libtest_args=(--show-output --test-threads 1)
+libtest_args=(--show-output)
 [[ $IGNORED_MODE == include ]] && libtest_args+=(--include-ignored)
-# The CLI's integration binary (crates/fallow-cli/tests/integration) is run
-# directly, in two parts: its root and shared-trace tests (the ignored ones)
-# in the background, the rest of the workspace's tests beside them. The
-# root tests mostly wait (loop devices, emulated disks, namespaces) and run
-# in lanes side by side (tests/integration/common/exclusive.rs); they need
-# a thread each while they wait in their lanes' locks, hence 64 test
-# threads. Run through one `cargo test`, the binary took 6 min of the
-# loop on its own, a tenth of the machine busy (docs/testing.md). The
-# rest runs one test at a time at nice 19: at most one CPU-bound test
-# beside the root tests, as when they shared one libtest run of 2 threads.
-# Nice is not enough: with the rest on 2 threads the budget test's FG on
-# the emulated HDD read 3.2 times (nice 10) and 1.85 times (nice 19) slower
-# during its scrub than in its first 8 s, with 9-11 BG requests in 30 s
-# and the driver's same-minute baseline at -0.1 % and +1.4 %: the load
-# beside it had changed, not the scrub. Targets are named, not packages dropped: `--exclude fallow-cli`
-# would resolve other features and rebuild the tree (2 min).
-cli_tests=$(cargo test -p fallow-cli --test integration --locked --no-run --message-format=json \
-    | python3 -c 'import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "integration" and m.get("executable"):
-        print(m["executable"])')
-other_tests=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c 'import json, sys
-m = json.load(sys.stdin)
-print(" ".join("--test " + t["name"] for p in m["packages"] if p["name"] != "fallow-py"
-    for t in p["targets"] if "test" in t["kind"] and (p["name"], t["name"]) != ("fallow-cli", "integration")))')
 rc=0
-CLI_ROOT_PID=
-if [[ $IGNORED_MODE == include ]]; then
-    (cd crates/fallow-cli && exec "$cli_tests" --ignored --test-threads 64 --show-output) \
-        >"$LOGS/rust-cli-root.log" 2>&1 &
-    CLI_ROOT_PID=$!
-fi
-# shellcheck disable=SC2086 # $other_tests is a list of flags
-nice -n 19 cargo test --workspace --exclude fallow-py --locked --no-fail-fast \
-    --lib --bins --examples $other_tests -- "${libtest_args[@]}" 2>&1 | tee "$LOGS/rust.log" || rc=$?
-nice -n 19 cargo test --workspace --exclude fallow-py --locked --no-fail-fast --doc \
-    -- "${libtest_args[@]}" 2>&1 | tee "$LOGS/rust-doc.log" || rc=$?
-echo "--- the CLI's integration tests that need no root or shared traces"
-# where the background run has the ignored ones, they are filtered out
-# here by name (not counted as ignored: they ran)
-cli_skip=()
-if [[ -n $CLI_ROOT_PID ]]; then
-    while read -r name; do cli_skip+=(--skip "$name"); done < <("$cli_tests" --ignored --list \
-        --format terse | sed -n 's/: test$//p')
-fi
-(cd crates/fallow-cli && exec nice -n 19 "$cli_tests" --show-output --test-threads 1 \
-    --exact "${cli_skip[@]}") 2>&1 | tee "$LOGS/rust-cli.log" || rc=$?
-if [[ -n $CLI_ROOT_PID ]]; then
-    wait_for "the CLI's root and shared-trace tests" "$CLI_ROOT_PID" "$LOGS/rust-cli-root.log" || rc=$?
-fi
+cargo test --workspace --exclude fallow-py --locked --no-fail-fast -- "${libtest_args[@]}" 2>&1 \
+    | tee "$LOGS/rust.log" || rc=$?
 ((rc == 0)) || { summary; exit "$rc"; }
-
-step "background: the quick live benchmarks (loop devices, then btrfs), beside the steps up to pytest"
-# fallow scrub vs ionice -c3 vs a fixed rate on loop devices, then
-# docs/native.md's btrfs benchmark on the emulated HDD (fallow scrub
-# btrfs:MNT vs btrfs scrub -c 3, scrub_speed_max, unthrottled): about
-# 245 s, mostly waiting on emulated disks, so they run beside the Rust
-# bench smoke runs, the Python build's wait, the lints and pytest, which
-# run at nice 10. Their smoke figures are checked for consistency, not
-# speed (tests/python/test_live_bench.py, run once they are done). As
-# root only (loop devices, FUSE, tracefs, mount). Exit status 2: something
-# a benchmark needs is missing (it says what).
-live_benches() {
-    local rc=0
-    python3 bench/live_bench.py --quick --fallow target/debug/fallow \
-        --json bench/out/live-quick.json || rc=$?
-    echo "$rc" >"$LOGS/live-quick.rc"
-    rc=0
-    python3 bench/live_bench.py --quick --btrfs --fallow target/debug/fallow \
-        --json bench/out/live-btrfs-quick.json || rc=$?
-    echo "$rc" >"$LOGS/live-btrfs.rc"
-}
-LIVE_PID=
-if [[ $(id -u) -eq 0 ]]; then
-    # its own session, so that an early exit's trap ends it (and its
-    # emulated disks) with the other background jobs
-    LOGS="$LOGS" setsid bash -c "$(declare -f live_benches); set -uo pipefail; live_benches" \
-        >"$LOGS/live-benches.out" 2>&1 &
-    LIVE_PID=$!
-    trap 'kill -- "-$FUZZ_PID" "-$PYBUILD_PID" "-$LIVE_PID" 2>/dev/null || true; rm -rf "$LOGS"' EXIT
-else
-    echo "skip: the live benchmarks need root (loop devices, FUSE, tracefs)"
-fi
 
 step "bench smoke runs, Rust (figures in docs come from the full runs); the Python build goes on beside them"
 # In the dev profile the tests built (fallow-core at opt-level 2): a smoke
@@ -268,13 +188,53 @@ step "bench smoke runs, Rust (figures in docs come from the full runs); the Pyth
 # the test build's (--workspace --exclude fallow-py), so cargo resolves the
 # same features and reuses its dependencies instead of building them again
 # for fallow-core alone.
-bench_smoke() { nice -n 10 cargo bench --workspace --exclude fallow-py --profile dev --locked --bench "$@"; }
+bench_smoke() { cargo bench --workspace --exclude fallow-py --profile dev --locked --bench "$@"; }
 bench_smoke sim -- --requests 200000
 bench_smoke tune -- --requests 20000 --workload mmpp
 # the earlier exact search (tune_exact_reference) against today's, same answers (~10 s of CPU)
 bench_smoke tune -- --requests 20000 --workload mmpp --compare-exact
 bench_smoke energy -- --requests 200000
-nice -n 10 bash bench/peer_bench.sh 8 1
+bash bench/peer_bench.sh 8 1
+
+step "live benchmark, quick: fallow scrub vs ionice -c3 vs a fixed rate on loop devices"
+# Before the wait for the Python build, which goes on beside it at nice 19
+# (its autogroup too): the benchmark is the standard library only, mostly
+# waits on emulated disks, and its smoke figures are checked for
+# consistency, not speed (tests/python/test_live_bench.py).
+# As root only (loop devices, FUSE, tracefs); pytest checks its JSON
+# (tests/python/test_live_bench.py). Exit status 2: something it needs is missing.
+if [[ $(id -u) -eq 0 ]]; then
+    export FALLOW_LIVE_BENCH_JSON="$PWD/bench/out/live-quick.json"
+    rc=0
+    python3 bench/live_bench.py --quick --fallow target/debug/fallow \
+        --json "$FALLOW_LIVE_BENCH_JSON" || rc=$?
+    if ((rc == 2)); then
+        echo "skip: the live benchmark cannot run here (see above)"
+        unset FALLOW_LIVE_BENCH_JSON
+    elif ((rc != 0)); then
+        exit "$rc"
+    fi
+else
+    echo "skip: the live benchmark needs root (loop devices, FUSE, tracefs)"
+fi
+
+step "live benchmark, quick, btrfs: fallow scrub btrfs:MNT vs btrfs scrub -c 3, scrub_speed_max, unthrottled"
+# docs/native.md's btrfs benchmark, on the emulated HDD (~75 s);
+# tests/python/test_live_bench.py checks its JSON
+if [[ $(id -u) -eq 0 ]]; then
+    export FALLOW_LIVE_BTRFS_JSON="$PWD/bench/out/live-btrfs-quick.json"
+    rc=0
+    python3 bench/live_bench.py --quick --btrfs --fallow target/debug/fallow \
+        --json "$FALLOW_LIVE_BTRFS_JSON" || rc=$?
+    if ((rc == 2)); then
+        echo "skip: the btrfs benchmark cannot run here (see above: btrfs-progs, fio or FUSE missing)"
+        unset FALLOW_LIVE_BTRFS_JSON
+    elif ((rc != 0)); then
+        exit "$rc"
+    fi
+else
+    echo "skip: the btrfs benchmark needs root (loop devices, FUSE, mount)"
+fi
 
 step "python: set up .venv and build the extension (waiting for the background build)"
 wait_for "python: set up .venv and build the extension" "$PYBUILD_PID" "$LOGS/python-build.out"
@@ -284,10 +244,10 @@ step "python: lints"
 .venv/bin/ruff format --check python tests/python bench docs
 
 step "bench smoke runs, Python"
-nice -n 10 .venv/bin/python bench/parse_bench.py --requests 200000 --cli none
+.venv/bin/python bench/parse_bench.py --requests 200000 --cli none
 # the fleet pass (docs/fleet.md): fallow, polars and DuckDB (skipped if absent) agree
 # on every volume; one Dask sweep of the partitions (~13 s on 2 loaded cores)
-nice -n 10 .venv/bin/python bench/fleet_bench.py --requests 100000 --volumes 20 --sweep-workers 1 \
+.venv/bin/python bench/fleet_bench.py --requests 100000 --volumes 20 --sweep-workers 1 \
     --no-projection --fallow target/debug/fallow
 
 step "python: tests"
@@ -296,36 +256,8 @@ rc=0
 # one with cargo, whose narrower feature set (one package) rebuilds part of
 # the tree and then the next test build rebuilds it back
 export FALLOW_BIN="$PWD/target/debug/fallow"
-# tests/python + doctests (pyproject.toml); -rs lists each skip's reason;
-# the live benchmarks' checks once they are done (below)
-nice -n 10 .venv/bin/python -m pytest -q -rs --ignore tests/python/test_live_bench.py 2>&1 \
-    | tee "$LOGS/pytest.log" || rc=$?
-
-step "live benchmarks (waiting for the background job), then pytest's checks of their JSON"
-live_failed=0
-if [[ -n $LIVE_PID ]]; then
-    wait_for "the quick live benchmarks" "$LIVE_PID" "$LOGS/live-benches.out" || true
-    for part in quick:FALLOW_LIVE_BENCH_JSON:live-quick btrfs:FALLOW_LIVE_BTRFS_JSON:live-btrfs-quick; do
-        IFS=: read -r name var json <<<"$part"
-        live_rc=$(cat "$LOGS/live-$name.rc" 2>/dev/null || echo "none")
-        case $live_rc in
-        0) export "$var=$PWD/bench/out/$json.json" ;;
-        2) echo "skip: the live benchmark ($name) cannot run here (see above)" ;;
-        *)
-            echo "the live benchmark ($name) failed (exit status $live_rc; its output is above)"
-            live_failed=1
-            ;;
-        esac
-    done
-fi
-if ((live_failed)); then
-    rc=1
-else
-    # without a benchmark's JSON (not root, or it could not run here) the
-    # test runs the benchmark itself, or skips saying why
-    .venv/bin/python -m pytest -q -rs tests/python/test_live_bench.py 2>&1 \
-        | tee "$LOGS/pytest-live.log" || rc=$?
-fi
+# tests/python + doctests (pyproject.toml); -rs lists each skip's reason
+.venv/bin/python -m pytest -q -rs 2>&1 | tee "$LOGS/pytest.log" || rc=$?
 
 step "fuzz smoke (waiting for the background job; then the closing line totals every test)"
 fuzz_rc=0
