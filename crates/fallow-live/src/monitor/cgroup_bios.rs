@@ -461,14 +461,7 @@ impl OwnIoSource for CommandIo {
 /// unreadable).
 fn parent_pid(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parent_of_stat(&stat)
-}
-
-/// The ppid field of a `/proc/PID/stat` line: the second after the comm,
-/// which may hold spaces and `)`, so counted from the last `)`.
-fn parent_of_stat(stat: &str) -> Option<u32> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+    super::stat_field(&stat, 1)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -585,8 +578,8 @@ mod tests {
     #[test]
     fn the_parent_is_read_past_a_comm_with_spaces_and_parentheses() {
         let stat = "4242 (a (b) c) S 77 4242 4242 0 -1 4194560 0 0";
-        assert_eq!(parent_of_stat(stat), Some(77));
-        assert_eq!(parent_of_stat("garbage"), None);
+        assert_eq!(super::super::stat_field(stat, 1), Some("77"));
+        assert_eq!(super::super::stat_field("garbage", 1), None);
         let ppid = std::os::unix::process::parent_id();
         assert_eq!(parent_pid(std::process::id()), Some(ppid));
     }

@@ -156,11 +156,16 @@ fn is_kernel_thread(pid: u32) -> bool {
     kthread_flag(&stat).unwrap_or(false)
 }
 
-/// `PF_KTHREAD` of a `/proc/PID/stat` line (flags are the 7th field after
-/// the command name in parentheses, which may hold spaces and `)`).
+/// Field `n` (0: the state) after the command name of a `/proc/PID/stat`
+/// line; the name is in parentheses and may itself hold spaces and `)`,
+/// so the fields are counted from the last `)`.
+pub(crate) fn stat_field(stat: &str, n: usize) -> Option<&str> {
+    stat[stat.rfind(')')? + 1..].split_ascii_whitespace().nth(n)
+}
+
+/// `PF_KTHREAD` of a `/proc/PID/stat` line (flags: field 6 after the name).
 fn kthread_flag(stat: &str) -> Option<bool> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let flags: u64 = rest.split_ascii_whitespace().nth(6)?.parse().ok()?;
+    let flags: u64 = stat_field(stat, 6)?.parse().ok()?;
     Some(flags & PF_KTHREAD != 0)
 }
 

@@ -288,9 +288,7 @@ impl ProcGroupIo {
     /// The parent pid of a `/proc/<pid>/stat` line (field 4, after the
     /// command name in parentheses, which may itself hold spaces and `)`).
     pub fn parse_ppid(stat: &str) -> Option<u32> {
-        let rest = &stat[stat.rfind(')')? + 1..];
-        // state ppid
-        rest.split_ascii_whitespace().nth(1)?.parse().ok()
+        crate::monitor::stat_field(stat, 1)?.parse().ok()
     }
 
     /// Children of `pid` from `task/*/children`; `None` if the kernel has

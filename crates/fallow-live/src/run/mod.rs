@@ -843,10 +843,7 @@ fn is_frozen_of(freezer: &Freezer, pid: u32) -> frozen_io::IsFrozen {
         _ => Box::new(move || {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
-                .and_then(|s| {
-                    let rest = &s[s.rfind(')')? + 1..];
-                    rest.split_ascii_whitespace().next().map(|st| st == "T")
-                })
+                .and_then(|s| crate::monitor::stat_field(&s, 0).map(|st| st == "T"))
                 .unwrap_or(false)
         }),
     }

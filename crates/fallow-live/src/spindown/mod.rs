@@ -398,8 +398,7 @@ impl Status {
 /// parenthesis, since the command may hold spaces and parentheses).
 pub fn process_start_ticks(pid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &text[text.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
+    crate::monitor::stat_field(&text, 19)?.parse().ok()
 }
 
 impl Status {
