@@ -121,6 +121,11 @@ step "rust: build the tests, and beside them the lints (clippy, its own target d
 # chain), so clippy's check build of every target runs beside it, not
 # before it. Its own target directory: cargo locks a build directory for
 # the whole of one command, so in target/ the two would take turns.
+# target/ is made first: each cargo makes a missing build directory by
+# renaming a temporary one into place (CACHEDIR.TAG inside), and two of
+# them making target/ and target/clippy at once raced on a fresh clone
+# (CI of stop 35: clippy's temporary target/clippyXXXX vanished, exit 101).
+mkdir -p target
 CARGO_TARGET_DIR="$PWD/target/clippy" setsid cargo clippy --workspace --all-targets --locked \
     -- -D warnings >"$LOGS/clippy.out" 2>&1 &
 CLIPPY_PID=$!
