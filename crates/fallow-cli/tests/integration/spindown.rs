@@ -340,7 +340,12 @@ fn the_daemons_energy_equals_the_emulated_disks_own_counters() {
     // difference of two snapshots around it), within 1 %. Spin-up 1 s and
     // shutdown 0.5 s, so the waits are long next to the service; timeout
     // 0.5 s: down at ~0.5, woken at 2.5 (up 3.5), reads at 3.7–3.9, down
-    // at ~4.4, woken at 6.0 (up 7.0), down at ~7.5, the end at 8.5.
+    // at ~4.4, woken at 6.0 (up 7.0), the end at 7.3, idle. The end falls
+    // in idle time on purpose: the emulator goes on counting the state the
+    // disk is in after the daemon's exit, until the snapshot below, and
+    // that slack is taken out of its idle figures. With the end at 8.5 s,
+    // in standby, the slack went to standby instead (daemon 3.06 s, disk
+    // 3.16 s, on a loaded machine).
     let _serial = can_emulate("the_daemons_energy_equals_the_emulated_disks_own_counters");
     let (dir, mnt, _cleanup) =
         emulated(16 << 20, "const:5ms", "spinup_s = 1.0\nshutdown_s = 0.5\n");
@@ -357,7 +362,7 @@ fn the_daemons_energy_equals_the_emulated_disks_own_counters() {
         "--poll",
         "10ms",
         "--duration",
-        "8.5s",
+        "7.3s",
         "--state",
         dir.path().join("s.json").to_str().unwrap(),
         "--json",
@@ -372,9 +377,10 @@ fn the_daemons_energy_equals_the_emulated_disks_own_counters() {
     let d = &status["disks"][0];
     assert_eq!(d["spinups"].as_f64().unwrap(), diff("spinups"), "{err}");
     assert_eq!(d["spindowns"].as_f64().unwrap(), diff("spindowns"), "{err}");
-    assert_eq!((diff("spinups"), diff("spindowns")), (2.0, 3.0), "{err}");
+    assert_eq!((diff("spinups"), diff("spindowns")), (2.0, 2.0), "{err}");
     // the emulator also counted the daemon's start and exit (idle, at
-    // 10 W): take that slack out of its idle figures
+    // 10 W, both: the schedule above ends in idle): take that slack out
+    // of its idle figures
     let slack_s = diff("elapsed_ns") / 1e9 - status["uptime_s"].as_f64().unwrap();
     assert!((0.0..1.0).contains(&slack_s), "{slack_s}");
     let e = &d["energy_j"];
