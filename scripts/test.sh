@@ -249,7 +249,10 @@ step "python: lints"
 .venv/bin/ruff format --check python tests/python bench docs
 
 step "bench smoke runs, Python"
-.venv/bin/python bench/parse_bench.py --requests 200000 --cli none
+# --allow-debug: the extension is scripts/dev-python.sh's dev-profile build
+# (docs/testing.md: its CPU); the smoke run checks that every contender
+# gives the same idle intervals, and says its times are not fallow's
+.venv/bin/python bench/parse_bench.py --requests 200000 --cli none --allow-debug
 # the fleet pass (docs/fleet.md): fallow, polars and DuckDB (skipped if absent) agree
 # on every volume; one Dask sweep of the partitions (~13 s on 2 loaded cores)
 .venv/bin/python bench/fleet_bench.py --requests 100000 --volumes 20 --sweep-workers 1 \

@@ -494,28 +494,20 @@ fn scheduled_exponential_burst_coarse(
     coarse_len: Option<u64>,
     rng: &mut Pcg64Mcg,
 ) -> (ScheduledBurst, u64) {
-    let mean = mean_ns.max(1) as f64;
-    let l = u128::from(available_ns);
-    let r = u128::from(schedule.period_ns.max(1));
-    let o = u128::from(schedule.overdue_ns);
-    // requests due before the arrival: j·r − o < L; fits u64 as L + o does
-    let n = ((l + o - 1) / r + 1) as u64;
-    let due = |j: u64| (u128::from(j) * r).saturating_sub(o);
-    let since = |k: u64| -> f64 {
-        if k == 0 {
-            0.0
-        } else {
-            (l - due(n - k)) as f64
-        }
-    };
-    let total = Gamma::new(n as f64, mean)
+    let due = DueBefore::new(available_ns, schedule);
+    let n = due.n;
+    let total = Gamma::new(n as f64, mean_ns.max(1) as f64)
         .map(|g| g.sample(rng))
         .unwrap_or(f64::INFINITY);
-    // the highest X found, and where
-    let mut best = (0.0f64, 0u64);
-    let x_n = total - since(n);
-    if x_n > best.0 {
-        best = (x_n, n);
+    let mut search = Search {
+        due,
+        best: (0.0, 0),
+        splits: 0,
+        rng,
+    };
+    let x_n = total - search.due.since(n);
+    if x_n > search.best.0 {
+        search.best = (x_n, n);
     }
     let root = Run {
         k1: 0,
@@ -523,7 +515,6 @@ fn scheduled_exponential_burst_coarse(
         s1: 0.0,
         s2: total,
     };
-    let bound = |run: &Run| run.s2 - since(run.k1 + 1);
     // Two phases, because the order of splits does not change the draw's
     // law (each split's Beta share depends only on its run) but does
     // change its cost. Best-first (highest bound first) splits the fewest
@@ -536,91 +527,9 @@ fn scheduled_exponential_burst_coarse(
     // within a coarse run's reach; the runs shorter than that are then
     // split depth-first, the one with the higher bound first.
     let coarse_len = coarse_len.unwrap_or((n / COARSE_RUNS).max(2));
-    let mut leaves = Vec::new();
-    let mut fine = Vec::new();
-    let mut splits = 0u64;
-    let mut heap = std::collections::BinaryHeap::new();
-    if n >= 2 {
-        heap.push(Pending {
-            bound: bound(&root),
-            run: root,
-        });
-    } else {
-        leaves.push(root);
-    }
-    while let Some(Pending { bound: top, run }) = heap.pop() {
-        if top <= best.0 {
-            // the rest cannot beat the best: they may only hold U
-            fine.push((run, top));
-            fine.extend(heap.drain().map(|p| (p.run, p.bound)));
-            break;
-        }
-        if run.k2 - run.k1 < coarse_len {
-            fine.push((run, top));
-            continue;
-        }
-        splits += 1;
-        let (a, b) = split_run(run, rng);
-        let x_mid = a.s2 - since(a.k2);
-        if x_mid > best.0 {
-            best = (x_mid, a.k2);
-        }
-        for run in [a, b] {
-            let bound = bound(&run);
-            if run.k2 - run.k1 >= coarse_len && bound > best.0 {
-                heap.push(Pending { bound, run });
-            } else {
-                fine.push((run, bound));
-            }
-        }
-    }
-    // Depth first over the rest, highest bound on top; `ceiling[i]` is the
-    // highest bound among `stack[..=i]`, so W ≤ max(best, ceiling) at
-    // every moment.
-    fine.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let mut stack: Vec<(Run, f64)> = Vec::with_capacity(fine.len() + 128);
-    let mut ceiling: Vec<f64> = Vec::with_capacity(fine.len() + 128);
-    let push = |stack: &mut Vec<(Run, f64)>, ceiling: &mut Vec<f64>, run: Run, b: f64| {
-        let c = ceiling.last().map_or(b, |&c| c.max(b));
-        stack.push((run, b));
-        ceiling.push(c);
-    };
-    for (run, b) in fine {
-        push(&mut stack, &mut ceiling, run, b);
-    }
-    // A run that is not split may hold U, the least k with S(k) ≥ W, only
-    // if S(k1) < W ≤ S(k2); W lies in [best, max(best, ceiling)], so a
-    // run is kept only if it straddles that range (at a load of 1 most
-    // runs lie far from U: keeping every run kept 3.3 million, 100 MB,
-    // over 584 years, for the one holding U). The margins cover f64
-    // rounding of the sums.
-    let keep = |run: &Run, best: f64, w_hi: f64| {
-        run.s1 < w_hi + w_hi.abs() * 1e-9 && run.s2 >= best - best.abs() * 1e-9
-    };
-    while let Some((run, b)) = stack.pop() {
-        ceiling.pop();
-        let w_hi = ceiling.last().map_or(best.0, |&c| c.max(best.0)).max(b);
-        if b <= best.0 || run.k2 - run.k1 < 2 {
-            if keep(&run, best.0, w_hi) {
-                leaves.push(run);
-            }
-            continue;
-        }
-        splits += 1;
-        let (a, c) = split_run(run, rng);
-        let x_mid = a.s2 - since(a.k2);
-        if x_mid > best.0 {
-            best = (x_mid, a.k2);
-        }
-        let (ba, bc) = (bound(&a), bound(&c));
-        if ba >= bc {
-            push(&mut stack, &mut ceiling, c, bc);
-            push(&mut stack, &mut ceiling, a, ba);
-        } else {
-            push(&mut stack, &mut ceiling, a, ba);
-            push(&mut stack, &mut ceiling, c, bc);
-        }
-    }
+    let (fine, mut leaves) = search.best_first(root, coarse_len);
+    search.depth_first(fine, &mut leaves);
+    let Search { best, splits, .. } = search;
     // the best grew after some runs were kept: drop those it rules out
     leaves.retain(|run| run.s2 >= best.0 - best.0.abs() * 1e-9);
     let w = best.0;
@@ -632,31 +541,181 @@ fn scheduled_exponential_burst_coarse(
         };
         return (b, splits);
     }
-    // the run holding U: S(k1) < W ≤ S(k2) (the first in k, should
-    // rounding let two claim it), split down to one request
-    let mut run = leaves
-        .iter()
-        .copied()
-        .filter(|run| run.s1 < w && w <= run.s2)
-        .min_by_key(|run| run.k1)
-        .unwrap_or(Run {
-            k1: best.1.saturating_sub(1),
-            k2: best.1.max(1),
-            s1: 0.0,
-            s2: w,
-        });
-    while run.k2 - run.k1 >= 2 {
-        splits += 1;
-        let (a, b) = split_run(run, rng);
-        run = if w <= a.s2 { a } else { b };
-    }
+    let (run, splits_to_u) = run_holding_u(&leaves, w, best.1, rng);
     let unfinished = run.k2;
     let b = ScheduledBurst {
         completed: n - unfinished,
         residual_ns: ((w - run.s1).round() as u64).max(1),
         busy_ns: ((total - w).round().max(0.0) as u64).min(available_ns),
     };
-    (b, splits)
+    (b, splits + splits_to_u)
+}
+
+/// The requests due before an FG arrival at `l` on a schedule of period
+/// `r`, the first `o` overdue: `n` of them (j·r − o < l), and the time
+/// from each to the arrival.
+struct DueBefore {
+    l: u128,
+    r: u128,
+    o: u128,
+    n: u64,
+}
+
+impl DueBefore {
+    fn new(available_ns: u64, schedule: Schedule) -> DueBefore {
+        let l = u128::from(available_ns);
+        let r = u128::from(schedule.period_ns.max(1));
+        let o = u128::from(schedule.overdue_ns);
+        // fits u64 as L + o does
+        let n = ((l + o - 1) / r + 1) as u64;
+        DueBefore { l, r, o, n }
+    }
+
+    /// E(k): the time from the k-th most recent due time to the arrival.
+    fn since(&self, k: u64) -> f64 {
+        if k == 0 {
+            0.0
+        } else {
+            let due = (u128::from(self.n - k) * self.r).saturating_sub(self.o);
+            (self.l - due) as f64
+        }
+    }
+
+    /// Inside a run `k1..k2`, X ≤ S(k2) − E(k1+1).
+    fn bound(&self, run: &Run) -> f64 {
+        run.s2 - self.since(run.k1 + 1)
+    }
+}
+
+/// The search for W = max(0, max_k X(k)) over the split runs: the highest
+/// X found and where, and the splits made (the tests count them).
+struct Search<'a> {
+    due: DueBefore,
+    best: (f64, u64),
+    splits: u64,
+    rng: &'a mut Pcg64Mcg,
+}
+
+impl Search<'_> {
+    /// Split `run` at its middle; X at the split point may be the best.
+    fn split(&mut self, run: Run) -> (Run, Run) {
+        self.splits += 1;
+        let (a, b) = split_run(run, self.rng);
+        let x_mid = a.s2 - self.due.since(a.k2);
+        if x_mid > self.best.0 {
+            self.best = (x_mid, a.k2);
+        }
+        (a, b)
+    }
+
+    /// The coarse phase: runs of at least `coarse_len` requests split
+    /// highest bound first. Returns the runs left for the fine phase
+    /// (with their bounds) and the leaves (a root of one request).
+    fn best_first(&mut self, root: Run, coarse_len: u64) -> (Vec<(Run, f64)>, Vec<Run>) {
+        let mut leaves = Vec::new();
+        let mut fine = Vec::new();
+        let mut heap = std::collections::BinaryHeap::new();
+        if root.k2 >= 2 {
+            heap.push(Pending {
+                bound: self.due.bound(&root),
+                run: root,
+            });
+        } else {
+            leaves.push(root);
+        }
+        while let Some(Pending { bound: top, run }) = heap.pop() {
+            if top <= self.best.0 {
+                // the rest cannot beat the best: they may only hold U
+                fine.push((run, top));
+                fine.extend(heap.drain().map(|p| (p.run, p.bound)));
+                break;
+            }
+            if run.k2 - run.k1 < coarse_len {
+                fine.push((run, top));
+                continue;
+            }
+            let (a, b) = self.split(run);
+            for run in [a, b] {
+                let bound = self.due.bound(&run);
+                if run.k2 - run.k1 >= coarse_len && bound > self.best.0 {
+                    heap.push(Pending { bound, run });
+                } else {
+                    fine.push((run, bound));
+                }
+            }
+        }
+        (fine, leaves)
+    }
+
+    /// The fine phase: depth first over the rest, highest bound on top;
+    /// the runs that may hold U go to `leaves`.
+    fn depth_first(&mut self, mut fine: Vec<(Run, f64)>, leaves: &mut Vec<Run>) {
+        // `ceiling[i]` is the highest bound among `stack[..=i]`, so
+        // W ≤ max(best, ceiling) at every moment.
+        fine.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let mut stack: Vec<(Run, f64)> = Vec::with_capacity(fine.len() + 128);
+        let mut ceiling: Vec<f64> = Vec::with_capacity(fine.len() + 128);
+        let push = |stack: &mut Vec<(Run, f64)>, ceiling: &mut Vec<f64>, run: Run, b: f64| {
+            let c = ceiling.last().map_or(b, |&c| c.max(b));
+            stack.push((run, b));
+            ceiling.push(c);
+        };
+        for (run, b) in fine {
+            push(&mut stack, &mut ceiling, run, b);
+        }
+        // A run that is not split may hold U, the least k with S(k) ≥ W, only
+        // if S(k1) < W ≤ S(k2); W lies in [best, max(best, ceiling)], so a
+        // run is kept only if it straddles that range (at a load of 1 most
+        // runs lie far from U: keeping every run kept 3.3 million, 100 MB,
+        // over 584 years, for the one holding U). The margins cover f64
+        // rounding of the sums.
+        let keep = |run: &Run, best: f64, w_hi: f64| {
+            run.s1 < w_hi + w_hi.abs() * 1e-9 && run.s2 >= best - best.abs() * 1e-9
+        };
+        while let Some((run, b)) = stack.pop() {
+            ceiling.pop();
+            let best = self.best.0;
+            let w_hi = ceiling.last().map_or(best, |&c| c.max(best)).max(b);
+            if b <= best || run.k2 - run.k1 < 2 {
+                if keep(&run, best, w_hi) {
+                    leaves.push(run);
+                }
+                continue;
+            }
+            let (a, c) = self.split(run);
+            let (ba, bc) = (self.due.bound(&a), self.due.bound(&c));
+            if ba >= bc {
+                push(&mut stack, &mut ceiling, c, bc);
+                push(&mut stack, &mut ceiling, a, ba);
+            } else {
+                push(&mut stack, &mut ceiling, a, ba);
+                push(&mut stack, &mut ceiling, c, bc);
+            }
+        }
+    }
+}
+
+/// The run holding U: S(k1) < W ≤ S(k2) (the first in k, should rounding
+/// let two claim it), split down to one request; with the splits it took.
+fn run_holding_u(leaves: &[Run], w: f64, best_k: u64, rng: &mut Pcg64Mcg) -> (Run, u64) {
+    let mut run = leaves
+        .iter()
+        .copied()
+        .filter(|run| run.s1 < w && w <= run.s2)
+        .min_by_key(|run| run.k1)
+        .unwrap_or(Run {
+            k1: best_k.saturating_sub(1),
+            k2: best_k.max(1),
+            s1: 0.0,
+            s2: w,
+        });
+    let mut splits = 0;
+    while run.k2 - run.k1 >= 2 {
+        splits += 1;
+        let (a, b) = split_run(run, rng);
+        run = if w <= a.s2 { a } else { b };
+    }
+    (run, splits)
 }
 
 /// Batches in a burst ([`BgService::batched_burst`]): the BG producer

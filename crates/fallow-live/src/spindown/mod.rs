@@ -476,6 +476,194 @@ pub struct Disk {
     recent_wakes: std::collections::VecDeque<(u64, String, Option<String>)>,
 }
 
+impl Disk {
+    /// Split the time since the last look into busy, idle, down (spinning
+    /// down, then standby) and spinning up, and tell the governor what was
+    /// seen; the wake, if this look saw one.
+    fn account(
+        &mut self,
+        obs: &Observation,
+        now: u64,
+        power: &PowerModel,
+        dry_run: bool,
+    ) -> Option<Wake> {
+        let dt = now.saturating_sub(self.last_ns);
+        self.last_ns = now;
+        // the counters' busy time since the last look: a request that found
+        // the disk down counts in it from its arrival, so on a wake the
+        // time before that is down time
+        let busy_ns = obs.busy_ns.min(dt);
+        // the time after the disk was down (all of it when it was not)
+        let (mut busy_part, mut idle_part) = (busy_ns, dt - busy_ns);
+        if matches!(self.gov.state(), GovState::Down { .. }) {
+            let down_ns = if obs.io || obs.in_flight > 0 {
+                dt - busy_ns
+            } else {
+                dt
+            };
+            let spinning_down = down_ns.min(power.shutdown_ns.saturating_sub(self.down_for_ns));
+            self.down_for_ns += down_ns;
+            self.times.down += secs(down_ns);
+            self.times.spinning_down += secs(spinning_down);
+            self.times.standby += secs(down_ns - spinning_down);
+            (busy_part, idle_part) = (dt - down_ns, 0);
+        }
+        let woke = self.gov.observe(now, obs.io, obs.in_flight > 0);
+        if woke.is_some() && !dry_run {
+            // the waking request waits for the rest of a shutdown, then a
+            // whole spin-up (fallow-emu's and the simulation's rule)
+            self.spinup_left_ns =
+                power.spinup_ns + power.shutdown_ns.saturating_sub(self.down_for_ns);
+        }
+        // the spin-up's time is the model's: taken from the counters' busy
+        // time (the waiting requests count there) and, where they show
+        // less, from what looked idle, so that it is priced once
+        let from_busy = busy_part.min(self.spinup_left_ns);
+        let from_idle = idle_part.min(self.spinup_left_ns - from_busy);
+        self.spinup_left_ns -= from_busy + from_idle;
+        busy_part -= from_busy;
+        idle_part -= from_idle;
+        self.times.spinning_up += secs(from_busy + from_idle);
+        self.times.busy += secs(busy_part);
+        self.times.idle += secs(idle_part);
+        woke
+    }
+
+    /// Count a wake and the processes (and cgroups) that caused it, the
+    /// last 24 h's kept for the spin-up budget's report.
+    fn record_wake(&mut self, w: Wake, obs: &Observation, now: u64, dry_run: bool) -> EventKind {
+        self.spinups += 1;
+        let unattributed = if obs.issuers.is_empty() {
+            Some(
+                self.source
+                    .attribution_gap()
+                    .unwrap_or("the monitor saw no issuer")
+                    .to_string(),
+            )
+        } else {
+            None
+        };
+        let mut who: Vec<(String, Option<String>)> = obs
+            .issuers
+            .iter()
+            .map(|i| (i.comm.clone(), i.cgroup.clone()))
+            .collect();
+        if who.is_empty() {
+            who.push(("unknown".into(), None));
+        }
+        for (process, cgroup) in who {
+            *self
+                .wakers
+                .entry((process.clone(), cgroup.clone()))
+                .or_insert(0) += 1;
+            self.recent_wakes.push_back((now, process, cgroup));
+        }
+        while self
+            .recent_wakes
+            .front()
+            .is_some_and(|w| w.0.saturating_add(budget::DAY_NS) <= now)
+        {
+            self.recent_wakes.pop_front();
+        }
+        EventKind::Wake {
+            idle_s: secs(w.idle_ns),
+            down_s: secs(w.down_ns),
+            issuers: obs.issuers.clone(),
+            unattributed,
+            dry_run,
+        }
+    }
+
+    /// What the governor says now: wait, hold the disk up for the spin-up
+    /// budget, or spin it down (never with I/O in flight).
+    fn act_on_tick(&mut self, now: u64, dry_run: bool) -> Result<Option<EventKind>> {
+        let kind = match self.gov.tick(now, self.jobs.running()) {
+            Tick::Wait => return Ok(None),
+            Tick::BudgetHeld {
+                policy_timeout_ns,
+                timeout_ns,
+                used_in_window,
+            } => {
+                self.budget_held += 1;
+                EventKind::BudgetHeld {
+                    policy_timeout_s: secs(policy_timeout_ns),
+                    timeout_s: secs(timeout_ns),
+                    used_in_window,
+                    max_spinups: self
+                        .spec
+                        .max_spinups
+                        .map(|l| l.to_string())
+                        .unwrap_or_default(),
+                }
+            }
+            Tick::SpinDown {
+                idle_ns,
+                timeout_ns,
+            } => {
+                // never with I/O in flight: look again right before
+                let in_flight = self.source.in_flight()?;
+                if in_flight > 0 {
+                    self.gov.observe(now, true, true);
+                    return Ok(Some(EventKind::SpinDownSkipped { in_flight }));
+                }
+                let result = match (&mut self.actuator, dry_run) {
+                    (_, true) => Ok(()),
+                    (Some(a), false) => a.standby(),
+                    (None, false) => Err(Error::Unsupported("no actuator".into())),
+                };
+                match result {
+                    Ok(()) => {
+                        self.gov.spun_down(now);
+                        self.spindowns += 1;
+                        self.down_for_ns = 0;
+                        EventKind::SpinDown {
+                            idle_s: secs(idle_ns),
+                            timeout_s: secs(timeout_ns),
+                            dry_run,
+                        }
+                    }
+                    Err(e) => {
+                        // start a new interval rather than retry every poll
+                        self.gov.observe(now, true, false);
+                        EventKind::Error {
+                            message: e.to_string(),
+                        }
+                    }
+                }
+            }
+        };
+        Ok(Some(kind))
+    }
+
+    /// The jobs that started or ended since the last look.
+    fn job_events(&mut self, now: u64, start_ns: u64) -> Result<Vec<EventKind>> {
+        let spinning = !matches!(self.gov.state(), GovState::Down { .. });
+        let mut kinds = Vec::new();
+        for je in self.jobs.poll(now, start_ns, spinning)? {
+            let kind = match je {
+                jobs::JobEvent::Started(k) => {
+                    let r = &self.jobs.runs()[k];
+                    EventKind::JobStart {
+                        command: r.command.clone(),
+                        trigger: r.trigger,
+                    }
+                }
+                jobs::JobEvent::Ended(k) => {
+                    let r = &self.jobs.runs()[k];
+                    EventKind::JobEnd {
+                        command: r.command.clone(),
+                        exit_code: r.exit_code,
+                        duration_s: r.ended_s.unwrap_or(r.started_s) - r.started_s,
+                        stopped: false,
+                    }
+                }
+            };
+            kinds.push(kind);
+        }
+        Ok(kinds)
+    }
+}
+
 impl std::fmt::Debug for Disk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Disk")
@@ -1006,168 +1194,15 @@ impl Daemon {
     /// on what it says.
     fn step(&mut self, i: usize) -> Result<Vec<Event>> {
         let dry_run = self.cfg.dry_run;
-        let start_ns = self.start_ns;
-        let power = self.cfg.power.clone();
-        let mut kinds = Vec::new();
         let d = &mut self.disks[i];
         let obs = d.source.next(0)?;
         let now = monotonic_ns();
-        let dt = now.saturating_sub(d.last_ns);
-        d.last_ns = now;
-        // the counters' busy time since the last look: a request that found
-        // the disk down counts in it from its arrival, so on a wake the
-        // time before that is down time
-        let busy_ns = obs.busy_ns.min(dt);
-        // the time after the disk was down (all of it when it was not)
-        let (mut busy_part, mut idle_part) = (busy_ns, dt - busy_ns);
-        if matches!(d.gov.state(), GovState::Down { .. }) {
-            let down_ns = if obs.io || obs.in_flight > 0 {
-                dt - busy_ns
-            } else {
-                dt
-            };
-            let spinning_down = down_ns.min(power.shutdown_ns.saturating_sub(d.down_for_ns));
-            d.down_for_ns += down_ns;
-            d.times.down += secs(down_ns);
-            d.times.spinning_down += secs(spinning_down);
-            d.times.standby += secs(down_ns - spinning_down);
-            (busy_part, idle_part) = (dt - down_ns, 0);
+        let mut kinds = Vec::new();
+        if let Some(w) = d.account(&obs, now, &self.cfg.power, dry_run) {
+            kinds.push(d.record_wake(w, &obs, now, dry_run));
         }
-        let woke = d.gov.observe(now, obs.io, obs.in_flight > 0);
-        if woke.is_some() && !dry_run {
-            // the waking request waits for the rest of a shutdown, then a
-            // whole spin-up (fallow-emu's and the simulation's rule)
-            d.spinup_left_ns = power.spinup_ns + power.shutdown_ns.saturating_sub(d.down_for_ns);
-        }
-        // the spin-up's time is the model's: taken from the counters' busy
-        // time (the waiting requests count there) and, where they show
-        // less, from what looked idle, so that it is priced once
-        let from_busy = busy_part.min(d.spinup_left_ns);
-        let from_idle = idle_part.min(d.spinup_left_ns - from_busy);
-        d.spinup_left_ns -= from_busy + from_idle;
-        busy_part -= from_busy;
-        idle_part -= from_idle;
-        d.times.spinning_up += secs(from_busy + from_idle);
-        d.times.busy += secs(busy_part);
-        d.times.idle += secs(idle_part);
-        if let Some(w) = woke {
-            d.spinups += 1;
-            let unattributed = if obs.issuers.is_empty() {
-                Some(
-                    d.source
-                        .attribution_gap()
-                        .unwrap_or("the monitor saw no issuer")
-                        .to_string(),
-                )
-            } else {
-                None
-            };
-            let mut who: Vec<(String, Option<String>)> = obs
-                .issuers
-                .iter()
-                .map(|i| (i.comm.clone(), i.cgroup.clone()))
-                .collect();
-            if who.is_empty() {
-                who.push(("unknown".into(), None));
-            }
-            for (process, cgroup) in who {
-                *d.wakers
-                    .entry((process.clone(), cgroup.clone()))
-                    .or_insert(0) += 1;
-                d.recent_wakes.push_back((now, process, cgroup));
-            }
-            while d
-                .recent_wakes
-                .front()
-                .is_some_and(|w| w.0.saturating_add(budget::DAY_NS) <= now)
-            {
-                d.recent_wakes.pop_front();
-            }
-            kinds.push(EventKind::Wake {
-                idle_s: secs(w.idle_ns),
-                down_s: secs(w.down_ns),
-                issuers: obs.issuers.clone(),
-                unattributed,
-                dry_run,
-            });
-        }
-        match d.gov.tick(now, d.jobs.running()) {
-            Tick::Wait => {}
-            Tick::BudgetHeld {
-                policy_timeout_ns,
-                timeout_ns,
-                used_in_window,
-            } => {
-                d.budget_held += 1;
-                kinds.push(EventKind::BudgetHeld {
-                    policy_timeout_s: secs(policy_timeout_ns),
-                    timeout_s: secs(timeout_ns),
-                    used_in_window,
-                    max_spinups: d
-                        .spec
-                        .max_spinups
-                        .map(|l| l.to_string())
-                        .unwrap_or_default(),
-                });
-            }
-            Tick::SpinDown {
-                idle_ns,
-                timeout_ns,
-            } => {
-                // never with I/O in flight: look again right before
-                let in_flight = d.source.in_flight()?;
-                if in_flight > 0 {
-                    d.gov.observe(now, true, true);
-                    kinds.push(EventKind::SpinDownSkipped { in_flight });
-                } else {
-                    let result = match (&mut d.actuator, dry_run) {
-                        (_, true) => Ok(()),
-                        (Some(a), false) => a.standby(),
-                        (None, false) => Err(Error::Unsupported("no actuator".into())),
-                    };
-                    match result {
-                        Ok(()) => {
-                            d.gov.spun_down(now);
-                            d.spindowns += 1;
-                            d.down_for_ns = 0;
-                            kinds.push(EventKind::SpinDown {
-                                idle_s: secs(idle_ns),
-                                timeout_s: secs(timeout_ns),
-                                dry_run,
-                            });
-                        }
-                        Err(e) => {
-                            // start a new interval rather than retry every poll
-                            d.gov.observe(now, true, false);
-                            kinds.push(EventKind::Error {
-                                message: e.to_string(),
-                            });
-                        }
-                    }
-                }
-            }
-        }
-        let spinning = !matches!(d.gov.state(), GovState::Down { .. });
-        for je in d.jobs.poll(now, start_ns, spinning)? {
-            match je {
-                jobs::JobEvent::Started(k) => {
-                    let r = &d.jobs.runs()[k];
-                    kinds.push(EventKind::JobStart {
-                        command: r.command.clone(),
-                        trigger: r.trigger,
-                    });
-                }
-                jobs::JobEvent::Ended(k) => {
-                    let r = &d.jobs.runs()[k];
-                    kinds.push(EventKind::JobEnd {
-                        command: r.command.clone(),
-                        exit_code: r.exit_code,
-                        duration_s: r.ended_s.unwrap_or(r.started_s) - r.started_s,
-                        stopped: false,
-                    });
-                }
-            }
-        }
+        kinds.extend(d.act_on_tick(now, dry_run)?);
+        kinds.extend(d.job_events(now, self.start_ns)?);
         let name = self.disks[i].name.clone();
         Ok(kinds.into_iter().map(|k| self.event(&name, k)).collect())
     }
