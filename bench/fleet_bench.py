@@ -666,10 +666,10 @@ def main() -> int:
         fallow_rows = json.loads(r.pop("stdout"))["devices"]
         res["fallow analyze --device all"] = {**r, "threads": 1}
     if "extension" in only:
-        # the same command through the Python extension's CLI: a release
-        # build where the CLI above may be a dev-profile one (a debug build,
-        # as scripts/dev-python.sh makes for the tests, is run and checked
-        # all the same, and named so: its time is not fallow's)
+        # the same command through the Python extension's CLI, its rows
+        # checked against the CLI's; an optimised build is timed as such, a
+        # debug one (scripts/dev-python.sh's default, for the tests) is run
+        # and checked all the same and named so: its time is not fallow's
         import fallow
 
         build = "debug build" if fallow._fallow._debug_build else "release"

@@ -30,9 +30,10 @@ Usage:
   python bench/parse_bench.py --requests 200000    # CI smoke size
   python bench/parse_bench.py --json out.json --repeat 3
 
-The fallow extension must be a release build (scripts/dev-python.sh does
-`maturin develop --release`); the script refuses a debug build unless
---allow-debug is given.
+The fallow extension must be an optimised build for figures
+(`FALLOW_PY_PROFILE=release scripts/dev-python.sh`; the script's default,
+the dev profile, is a debug build); the script refuses a debug build unless
+--allow-debug is given, and then says its times are not fallow's.
 """
 
 from __future__ import annotations

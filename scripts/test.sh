@@ -201,45 +201,40 @@ bench_smoke tune -- --requests 20000 --workload mmpp --compare-exact
 bench_smoke energy -- --requests 200000
 bash bench/peer_bench.sh 8 1
 
+# live_bench JSON_VAR JSON WHAT NEEDS [ARGS...]: `bench/live_bench.py
+# --quick ARGS` as root, its JSON exported in JSON_VAR for pytest
+# (tests/python/test_live_bench.py checks it); exit status 2 (something it
+# needs is missing, it says what) and a run without root are counted skips.
+live_bench() {
+    local var=$1 json=$2 what=$3 needs=$4
+    shift 4
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "skip: $what needs root ($needs)"
+        return 0
+    fi
+    export "$var=$json"
+    local rc=0
+    python3 bench/live_bench.py --quick "$@" --fallow target/debug/fallow --json "$json" || rc=$?
+    if ((rc == 2)); then
+        echo "skip: $what cannot run here (see above: $needs)"
+        unset "$var"
+    elif ((rc != 0)); then
+        exit "$rc"
+    fi
+}
+
 step "live benchmark, quick: fallow scrub vs ionice -c3 vs a fixed rate on loop devices"
 # Before the wait for the Python build, which goes on beside it at nice 19
 # (its autogroup too): the benchmark is the standard library only, mostly
 # waits on emulated disks, and its smoke figures are checked for
-# consistency, not speed (tests/python/test_live_bench.py).
-# As root only (loop devices, FUSE, tracefs); pytest checks its JSON
-# (tests/python/test_live_bench.py). Exit status 2: something it needs is missing.
-if [[ $(id -u) -eq 0 ]]; then
-    export FALLOW_LIVE_BENCH_JSON="$PWD/bench/out/live-quick.json"
-    rc=0
-    python3 bench/live_bench.py --quick --fallow target/debug/fallow \
-        --json "$FALLOW_LIVE_BENCH_JSON" || rc=$?
-    if ((rc == 2)); then
-        echo "skip: the live benchmark cannot run here (see above)"
-        unset FALLOW_LIVE_BENCH_JSON
-    elif ((rc != 0)); then
-        exit "$rc"
-    fi
-else
-    echo "skip: the live benchmark needs root (loop devices, FUSE, tracefs)"
-fi
+# consistency, not speed.
+live_bench FALLOW_LIVE_BENCH_JSON "$PWD/bench/out/live-quick.json" \
+    "the live benchmark" "loop devices, FUSE, tracefs, fio"
 
 step "live benchmark, quick, btrfs: fallow scrub btrfs:MNT vs btrfs scrub -c 3, scrub_speed_max, unthrottled"
-# docs/native.md's btrfs benchmark, on the emulated HDD (~75 s);
-# tests/python/test_live_bench.py checks its JSON
-if [[ $(id -u) -eq 0 ]]; then
-    export FALLOW_LIVE_BTRFS_JSON="$PWD/bench/out/live-btrfs-quick.json"
-    rc=0
-    python3 bench/live_bench.py --quick --btrfs --fallow target/debug/fallow \
-        --json "$FALLOW_LIVE_BTRFS_JSON" || rc=$?
-    if ((rc == 2)); then
-        echo "skip: the btrfs benchmark cannot run here (see above: btrfs-progs, fio or FUSE missing)"
-        unset FALLOW_LIVE_BTRFS_JSON
-    elif ((rc != 0)); then
-        exit "$rc"
-    fi
-else
-    echo "skip: the btrfs benchmark needs root (loop devices, FUSE, mount)"
-fi
+# docs/native.md's btrfs benchmark, on the emulated HDD (~60 s)
+live_bench FALLOW_LIVE_BTRFS_JSON "$PWD/bench/out/live-btrfs-quick.json" \
+    "the btrfs benchmark" "loop devices, FUSE, mount, btrfs-progs, fio" --btrfs
 
 step "python: set up .venv and build the extension (waiting for the background build)"
 wait_for "python: set up .venv and build the extension" "$PYBUILD_PID" "$LOGS/python-build.out"
