@@ -24,9 +24,8 @@
 #   FALLOW_FORCE_BUILD=1  rebuild even when the extension looks up to date
 #   FALLOW_MANYLINUX  the wheel's manylinux policy (default manylinux_2_28)
 #   FALLOW_PY_PROFILE the cargo profile of the build (default dev)
-#   CARGO_TARGET_DIR  cargo target dir (default <repo>/target/py, kept apart
-#                     from the workspace's target/ so the extension's
-#                     build does not evict the CLI's)
+#   CARGO_TARGET_DIR  cargo target dir (default <repo>/target, the workspace's:
+#                     the extension reuses what the test build compiled)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -81,7 +80,7 @@ if [[ $build -eq 1 && "${FALLOW_FORCE_BUILD:-0}" != 1 ]]; then
   if [[ -n "$so" ]] \
     && [[ -z "$(find "$root/crates" "$root/Cargo.toml" "$root/Cargo.lock" "$root/pyproject.toml" \
                      -newer "$so" -print -quit)" ]] \
-    && ls "${CARGO_TARGET_DIR:-$root/target/py}"/wheels/fallow-*.whl >/dev/null 2>&1 \
+    && ls "${CARGO_TARGET_DIR:-$root/target}"/wheels/fallow-*.whl >/dev/null 2>&1 \
     && (cd / && "$venv/bin/python" -c 'import fallow._fallow' 2>/dev/null); then
     echo "dev-python: extension up to date ($so)" >&2
     build=0
@@ -91,23 +90,49 @@ fi
 if [[ $build -eq 1 ]]; then
   export VIRTUAL_ENV="$venv"
   export PATH="$venv/bin:$PATH"
-  export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/py}"
+  export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
   echo "dev-python: building the extension (cargo profile $profile) into $venv" >&2
   # One build, two uses. The wheel: stripped and linked by zig
   # against glibc 2.28's symbols, so it installs on RHEL/Rocky 8+, Debian
   # 10+ and Ubuntu 20.04+ (a native link takes this machine's glibc 2.35;
   # tests/python/test_install.py); scripts/release.sh builds the same in release and runs
   # auditwheel on it.
+  #
+  # zig links the extension only: its linker is given to the last rustc
+  # call (maturin's trailing arguments go to `cargo rustc -- ...`). `maturin
+  # --zig` names the target triple (a build directory of its own) and sets
+  # the linker of every crate (cargo's fingerprints hold it), so every
+  # dependency compiled a second time: 365 s of CPU from nothing. Here,
+  # after `cargo test --workspace --no-run` in the same target directory,
+  # only pyo3, numpy and the extension compile (docs/testing.md). The two
+  # builds share a crate only if its features agree in both:
+  # crates/fallow-py/Cargo.toml says how that is kept.
+  glibc="${manylinux#manylinux_}"
+  if [[ ! "$glibc" =~ ^[0-9]+_[0-9]+$ ]]; then
+    echo "dev-python: FALLOW_MANYLINUX must be manylinux_X_Y (X.Y: the oldest glibc), not $manylinux" >&2
+    exit 2
+  fi
+  glibc="${glibc/_/.}"
+  zig_cc="$CARGO_TARGET_DIR/zig/cc-$(uname -m)-linux-gnu.$glibc.sh"
+  mkdir -p "$(dirname "$zig_cc")"
+  # the wrapper `maturin --zig` writes for its linker
+  cat >"$zig_cc.tmp" <<EOF
+#!/bin/sh
+# zig as the extension's linker, for glibc $glibc's symbols (scripts/dev-python.sh)
+export CARGO_ZIGBUILD_ZIG_COMMAND="$venv/bin/python3" CARGO_ZIGBUILD_ZIG_COMMAND_ARGS='-m ziglang'
+exec "$venv/bin/maturin" zig cc -- -g -fno-sanitize=all -target $(uname -m)-linux-gnu.$glibc "\$@"
+EOF
+  chmod +x "$zig_cc.tmp"
+  mv "$zig_cc.tmp" "$zig_cc"
   rm -f "$CARGO_TARGET_DIR"/wheels/fallow-*.whl
   # scripts/release.sh builds the shipped wheel with --release.
-  (cd "$root" && maturin build --profile "$profile" --strip --zig --compatibility "$manylinux" --quiet \
-    --out "$CARGO_TARGET_DIR/wheels")
+  (cd "$root" && maturin build --profile "$profile" --strip --compatibility "$manylinux" --quiet \
+    --out "$CARGO_TARGET_DIR/wheels" -- -C linker="$zig_cc")
   # The venv, from that wheel, as `maturin develop` would install it: the
   # extension module into python/fallow (the package is used in place, so
   # Python edits need no rebuild), a .pth naming python/, and the `fallow`
-  # console script. Not `maturin develop` itself: it cannot link with zig,
-  # and a native link changes the linker every crate's fingerprint holds,
-  # i.e. a second build of everything.
+  # console script. Not `maturin develop` itself: it would build again, to
+  # link natively.
   wheel="$(ls "$CARGO_TARGET_DIR"/wheels/fallow-*.whl)"
   "$venv/bin/python" - "$wheel" "$root" <<'PY'
 import os

@@ -14,8 +14,9 @@
 #   FALLOW_MANYLINUX  manylinux policy (default manylinux_2_28: zig links the
 #                     extension against glibc 2.28's symbols; a native link
 #                     would take the build machine's glibc, 2.35 here)
-#   CARGO_TARGET_DIR  cargo target dir (default <repo>/target/py, shared with
-#                     dev-python.sh so its release build is reused)
+#   CARGO_TARGET_DIR  cargo target dir (default <repo>/target/py: `maturin
+#                     --zig` builds every crate for its own linker and
+#                     target triple, so nothing of target/ would be reused)
 # The binary for `cargo install` is not built here: `cargo install --path
 # crates/fallow-cli` builds it from the same sources.
 set -euo pipefail

@@ -130,7 +130,10 @@ CARGO_TARGET_DIR="$PWD/target/clippy" setsid cargo clippy --workspace --all-targ
     -- -D warnings >"$LOGS/clippy.out" 2>&1 &
 CLIPPY_PID=$!
 trap 'kill -- "-$CLIPPY_PID" 2>/dev/null || true; rm -rf "$LOGS"' EXIT
-cargo test --workspace --exclude fallow-py --locked --no-run
+# --workspace includes fallow-py, which has no Rust tests: its features
+# then count in the build, and the extension's build below reuses it
+# (crates/fallow-py/Cargo.toml).
+cargo test --workspace --locked --no-run
 wait_for "rust: lints (clippy --workspace --all-targets -D warnings)" "$CLIPPY_PID" "$LOGS/clippy.out"
 
 # Two builds that need nothing from the Rust tests run beside them, at nice
@@ -138,7 +141,7 @@ wait_for "rust: lints (clippy --workspace --all-targets -D warnings)" "$CLIPPY_P
 # Rust tests' run is mostly waiting (live tests on loop devices and emulated
 # disks, network namespaces), so the two cores are free for much of it. Each
 # writes its own log, printed when it is waited for below.
-step "background (nice 19): cargo-fuzz build of the fuzz targets, then their smoke runs; the Python extension's build"
+step "background (nice 19): cargo-fuzz build of the fuzz targets, then their smoke runs; the Python packages"
 fuzz_job() {
     # The first build compiles every dependency with the sanitizer (7 min
     # on an idle 2-core machine); later runs reuse it.
@@ -151,9 +154,10 @@ fuzz_job() {
         cargo install cargo-fuzz --locked || { echo "skip: cannot install cargo-fuzz"; return 0; }
     fi
     bash scripts/fuzz.sh --build
-    # every trace reader for 20 s with overflow checks, two at a time: the
-    # job ends the loop, when the machine has nothing else to do
-    FUZZ_PARALLEL=2 bash scripts/fuzz.sh 20
+    # every trace reader with overflow checks, for the time its coverage
+    # needs (scripts/fuzz.sh --smoke: 10 s or 25 s), two at a time: the job
+    # ends the loop, when the machine has nothing else to do
+    FUZZ_PARALLEL=2 bash scripts/fuzz.sh --smoke
 }
 # setsid: each job leads its own process group, so the trap below ends
 # its cargo and rustc children too. A new session is also a new scheduler
@@ -168,7 +172,11 @@ at_nice_19='echo 19 >"/proc/$$/autogroup" 2>/dev/null || true; exec "$@"'
 setsid nice -n 19 bash -c "$at_nice_19" bash \
     bash -c "$(declare -f fuzz_job); set -euo pipefail; fuzz_job" >"$LOGS/fuzz.out" 2>&1 &
 FUZZ_PID=$!
-setsid nice -n 19 bash -c "$at_nice_19" bash bash scripts/dev-python.sh >"$LOGS/python-build.out" 2>&1 &
+# The venv and its packages now; the extension once the Rust tests and
+# their bench smoke runs have let go of target/ (cargo locks it for a whole
+# command), beside the live benchmarks below.
+setsid nice -n 19 bash -c "$at_nice_19" bash bash scripts/dev-python.sh --no-build \
+    >"$LOGS/python-build.out" 2>&1 &
 PYBUILD_PID=$!
 # An early exit (a failed step below) must not leave them running. The
 # "|| true" matters: at the normal end both jobs are gone, kill fails, and
@@ -176,24 +184,23 @@ PYBUILD_PID=$!
 # status (stop 29's CI: every test passed and the run still exited 1).
 trap 'kill -- "-$FUZZ_PID" "-$PYBUILD_PID" 2>/dev/null || true; rm -rf "$LOGS"' EXIT
 step "rust: tests ($IGNORED_MODE the tests marked #[ignore = \"needs …\"])"
-# fallow-py is a Python extension (no libpython link); pytest tests it below.
 libtest_args=(--show-output)
 [[ $IGNORED_MODE == include ]] && libtest_args+=(--include-ignored)
 rc=0
-cargo test --workspace --exclude fallow-py --locked --no-fail-fast -- "${libtest_args[@]}" 2>&1 \
+cargo test --workspace --locked --no-fail-fast -- "${libtest_args[@]}" 2>&1 \
     | tee "$LOGS/rust.log" || rc=$?
 ((rc == 0)) || { summary; exit "$rc"; }
 
-step "bench smoke runs, Rust (figures in docs come from the full runs); the Python build goes on beside them"
+step "bench smoke runs, Rust (figures in docs come from the full runs)"
 # In the dev profile the tests built (fallow-core at opt-level 2): a smoke
 # run checks that each bench runs and agrees with itself (tune's sweep =
 # its simulation), which needs no second, release build of every
 # dependency (minutes on 2 cores); the figures in docs come from release
 # runs (`cargo bench` without --profile, docs/testing.md). The packages are
-# the test build's (--workspace --exclude fallow-py), so cargo resolves the
+# the test build's (--workspace), so cargo resolves the
 # same features and reuses its dependencies instead of building them again
 # for fallow-core alone.
-bench_smoke() { cargo bench --workspace --exclude fallow-py --profile dev --locked --bench "$@"; }
+bench_smoke() { cargo bench --workspace --profile dev --locked --bench "$@"; }
 bench_smoke sim -- --requests 200000
 bench_smoke tune -- --requests 20000 --workload mmpp
 # the earlier exact search (tune_exact_reference) against today's, same answers (~10 s of CPU)
@@ -223,6 +230,12 @@ live_bench() {
     fi
 }
 
+step "background (nice 19): the Python extension's build, in target/ (it waits for the packages first)"
+wait_for "python: set up .venv and its packages" "$PYBUILD_PID" "$LOGS/python-build.out"
+setsid nice -n 19 bash -c "$at_nice_19" bash bash scripts/dev-python.sh >"$LOGS/python-build.out" 2>&1 &
+PYBUILD_PID=$!
+trap 'kill -- "-$FUZZ_PID" "-$PYBUILD_PID" 2>/dev/null || true; rm -rf "$LOGS"' EXIT
+
 step "live benchmark, quick: fallow scrub vs ionice -c3 vs a fixed rate on loop devices"
 # Before the wait for the Python build, which goes on beside it at nice 19
 # (its autogroup too): the benchmark is the standard library only, mostly
@@ -236,8 +249,8 @@ step "live benchmark, quick, btrfs: fallow scrub btrfs:MNT vs btrfs scrub -c 3, 
 live_bench FALLOW_LIVE_BTRFS_JSON "$PWD/bench/out/live-btrfs-quick.json" \
     "the btrfs benchmark" "loop devices, FUSE, mount, btrfs-progs, fio" --btrfs
 
-step "python: set up .venv and build the extension (waiting for the background build)"
-wait_for "python: set up .venv and build the extension" "$PYBUILD_PID" "$LOGS/python-build.out"
+step "python: the extension (waiting for the background build)"
+wait_for "python: build the extension" "$PYBUILD_PID" "$LOGS/python-build.out"
 
 step "python: lints"
 .venv/bin/ruff check python tests/python bench docs

@@ -2,7 +2,7 @@
 the ``fallow`` command.
 
 The wheel is the one ``scripts/dev-python.sh`` builds once
-(``$CARGO_TARGET_DIR/wheels``, default ``target/py/wheels``) or
+(``$CARGO_TARGET_DIR/wheels``, default ``target/wheels``) or
 ``$FALLOW_WHEEL``; no second release build runs here. The fresh venv
 installs the wheel with ``pip`` (numpy and pandas come from pip's cache
 after the first time) and the checks run from a directory outside the
@@ -28,7 +28,7 @@ def _wheel() -> Path:
     env = os.environ.get("FALLOW_WHEEL")
     if env:
         return Path(env)
-    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target" / "py"))
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     wheels = sorted((target / "wheels").glob("fallow-*.whl"), key=lambda p: p.stat().st_mtime)
     if not wheels:
         pytest.skip(
@@ -200,6 +200,52 @@ def test_the_command_is_the_real_cli(fresh_venv: Path, tmp_path: Path) -> None:
     )
     assert head.returncode == 0 and head.stdout.strip(), head.stderr
     assert "Traceback" not in head.stderr and "panicked" not in head.stderr, head.stderr
+
+
+def _unit_features(args: list[str]) -> dict[tuple[str, str], set[tuple[str, ...]]]:
+    """Each compiled crate of a build, with the features it gets (cargo's
+    unit graph; nightly only), keyed by package and target."""
+    out = subprocess.run(
+        ["cargo", "+nightly", *args, "--locked", "--unit-graph", "-Z", "unstable-options"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        # nothing is built, but cargo would take target/'s lock
+        env={**os.environ, "CARGO_TARGET_DIR": str(ROOT / "target" / "unit-graph")},
+    )
+    assert out.returncode == 0, out.stderr
+    units: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+    for u in json.loads(out.stdout)["units"]:
+        if u["mode"] != "build" or u["target"]["kind"] == ["custom-build"]:
+            continue
+        key = (u["pkg_id"], u["target"]["name"])
+        units.setdefault(key, set()).add(tuple(sorted(u["features"])))
+    return units
+
+
+def test_the_extension_build_reuses_the_test_builds_crates() -> None:
+    """scripts/dev-python.sh builds the extension in the test build's target
+    directory, where cargo reuses a crate only if both builds give it the
+    same features; else every crate above it compiles again (365 s of CPU
+    on 2 cores, against about 20 s shared: docs/testing.md).
+    crates/fallow-py/Cargo.toml keeps them equal; a new dev-dependency
+    feature breaks that silently, so it is checked here."""
+    probe = subprocess.run(["cargo", "+nightly", "--version"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(
+            "cargo's unit graph needs a nightly toolchain (rustup toolchain install nightly)"
+        )
+    tests = _unit_features(["test", "--workspace", "--no-run"])
+    ext = _unit_features(["build", "-p", "fallow-py", "--lib"])
+    differ = {
+        key[0]: (sorted(tests[key]), sorted(ext[key]))
+        for key in tests.keys() & ext.keys()
+        if tests[key] != ext[key]
+    }
+    assert not differ, f"features the test build and the extension's build differ in: {differ}"
+    # the check sees the crates both builds compile
+    shared = {target for _, target in tests.keys() & ext.keys()}
+    assert {"fallow_core", "fallow_cli", "serde"} <= shared, sorted(shared)
 
 
 if __name__ == "__main__":
