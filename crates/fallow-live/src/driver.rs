@@ -471,7 +471,8 @@ impl Driver {
         Ok(r)
     }
 
-    /// [`Driver::run`] on any source of events and time.
+    /// [`Driver::run`] on any source of events and time: busy periods and
+    /// idle intervals in turn, until the work or the stop flag ends it.
     pub fn run_on(
         &mut self,
         monitor: &mut dyn EventSource,
@@ -479,170 +480,277 @@ impl Driver {
         stop: &AtomicBool,
     ) -> Result<DriveReport> {
         let t_start = monitor.now_ns();
-        'busy: loop {
+        let outcome = loop {
             self.observe(|o| o.state(DriveState::Busy));
-            // Busy (or not yet known idle): wait for the device to fall idle.
-            let (idle_start, last_arrival) = loop {
-                match Self::wait(monitor, exec, None, stop)? {
-                    Wake::Stop => {
-                        return Ok(self.finish(Outcome::Stopped, t_start, monitor.now_ns()))
-                    }
-                    Wake::Deadline | Wake::Event(Event::Busy { .. }) => continue,
-                    Wake::Event(Event::Idle {
-                        idle_start_ns,
-                        busy_ns,
-                        fg_requests,
-                        last_arrival_ns,
-                        first,
-                        ..
-                    }) => {
-                        if !first {
-                            self.report.busy_periods += 1;
-                            self.policy.on_busy_end(busy_ns, fg_requests.max(1));
-                        }
-                        break (idle_start_ns, last_arrival_ns);
-                    }
-                }
+            let Some((idle_start, last_arrival)) = self.wait_for_idle(monitor, exec, stop)? else {
+                break Outcome::Stopped;
             };
-            self.report.idle_intervals += 1;
-            if let Some(c) = &mut self.budget {
-                let now = monitor.now_ns();
-                c.check(now);
-                // the observer (metrics) hears it at most once a second
-                if self.observer.is_some()
-                    && self
-                        .budget_told_ns
-                        .is_none_or(|t| now.saturating_sub(t) >= 1_000_000_000)
-                {
-                    self.budget_told_ns = Some(now);
-                    let r = c.report();
-                    self.observe(|o| o.budget(&r));
-                }
+            match self.run_idle_interval(monitor, exec, stop, idle_start, last_arrival)? {
+                IntervalEnd::FgArrived => continue,
+                IntervalEnd::Run(outcome) => break outcome,
             }
-            let mut done = 0u64;
-            self.observe(|o| o.state(DriveState::IdleWaiting));
-            let mut decision = self.decide_idle(idle_start, last_arrival);
-            let mut base = idle_start;
-            // An FG arrival ends the interval: tell the policy how long it was.
-            let end_idle = |policy: &mut Box<dyn Policy>, after_ns: u64, at_ns: u64, collided| {
-                let arrival = after_ns + (at_ns.saturating_sub(after_ns)) / 2;
-                policy.on_idle_end(arrival.saturating_sub(idle_start), collided);
-            };
-            loop {
-                let s = match decision {
-                    Decision::Start(s) if s.max_requests > 0 => s,
-                    _ => {
-                        // quiet until the next FG arrival
-                        match Self::wait(monitor, exec, None, stop)? {
-                            Wake::Stop => {
-                                return Ok(self.finish(Outcome::Stopped, t_start, monitor.now_ns()))
-                            }
-                            Wake::Event(Event::Busy { at_ns, after_ns }) => {
-                                end_idle(&mut self.policy, after_ns, at_ns, false);
-                                continue 'busy;
-                            }
-                            Wake::Deadline | Wake::Event(Event::Idle { .. }) => continue,
-                        }
+        };
+        Ok(self.finish(outcome, t_start, monitor.now_ns()))
+    }
+
+    /// Busy (or not yet known idle): wait for the device to fall idle,
+    /// telling the policy how the busy period went. `None`: stop raised.
+    fn wait_for_idle(
+        &mut self,
+        monitor: &mut dyn EventSource,
+        exec: &mut dyn BgExecutor,
+        stop: &AtomicBool,
+    ) -> Result<Option<(u64, u64)>> {
+        loop {
+            match Self::wait(monitor, exec, None, stop)? {
+                Wake::Stop => return Ok(None),
+                Wake::Deadline | Wake::Event(Event::Busy { .. }) => continue,
+                Wake::Event(Event::Idle {
+                    idle_start_ns,
+                    busy_ns,
+                    fg_requests,
+                    last_arrival_ns,
+                    first,
+                    ..
+                }) => {
+                    if !first {
+                        self.report.busy_periods += 1;
+                        self.policy.on_busy_end(busy_ns, fg_requests.max(1));
                     }
-                };
-                let size = s.size_bytes.max(1);
-                let mut deadline = base.saturating_add(s.after_ns);
-                let mut left = s.max_requests;
-                loop {
-                    // wait for the policy's time and the executor's readiness
-                    loop {
-                        let now = monitor.now_ns();
-                        let ready = exec.ready_in_ns(size, now)?;
-                        let target = deadline.max(now.saturating_add(ready));
-                        if now >= target {
-                            break;
-                        }
-                        let throttle_from = now.max(deadline);
-                        let wake = Self::wait(monitor, exec, Some(target), stop)?;
-                        let waited_to = monitor.now_ns().min(target);
-                        if ready > 0 && waited_to > throttle_from {
-                            self.report.throttled_s += (waited_to - throttle_from) as f64 / 1e9;
-                        }
-                        match wake {
-                            Wake::Stop => {
-                                return Ok(self.finish(Outcome::Stopped, t_start, monitor.now_ns()))
-                            }
-                            Wake::Event(Event::Busy { at_ns, after_ns }) => {
-                                end_idle(&mut self.policy, after_ns, at_ns, false);
-                                continue 'busy;
-                            }
-                            Wake::Deadline | Wake::Event(Event::Idle { .. }) => {}
-                        }
-                    }
-                    // last look before a non-preemptible request
-                    if let Some(Event::Busy { at_ns, after_ns }) = monitor.try_recv()? {
-                        end_idle(&mut self.policy, after_ns, at_ns, false);
-                        continue 'busy;
-                    }
-                    let t0 = monitor.now_ns();
-                    self.observe(|o| o.state(DriveState::BgRunning));
-                    if let Some(c) = &self.budget {
-                        c.meter
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .bg_start(t0);
-                    }
-                    let step = exec.run_one(size);
-                    let t1 = monitor.now_ns();
-                    if let Some(c) = &self.budget {
-                        c.meter.lock().unwrap_or_else(|p| p.into_inner()).bg_end(t1);
-                    }
-                    let step = step?;
-                    self.observe(|o| {
-                        o.bg_request(size, t1 - t0);
-                        o.state(DriveState::IdleWaiting);
-                    });
-                    let took = (t1 - t0) as f64;
-                    self.report.bg_requests += 1;
-                    self.report.bg_service_s += took / 1e9;
-                    self.measured_ns = Some(match self.measured_ns {
-                        Some(m) => m + SERVICE_EWMA * (took - m),
-                        None => took,
-                    });
-                    let model = self.cfg.initial_bg_service.mean_ns(size);
-                    if self.refits_size() && model > 0.0 {
-                        let k = took / model;
-                        self.measured_scale = Some(match self.measured_scale {
-                            Some(m) => m + SERVICE_EWMA * (k - m),
-                            None => k,
-                        });
-                    }
-                    if step == Step::Finished {
-                        return Ok(self.finish(Outcome::Finished, t_start, monitor.now_ns()));
-                    }
-                    monitor.look(LOOK_TIMEOUT_NS);
-                    // in an idle interval only an FG arrival can come
-                    if let Some(Event::Busy { at_ns, after_ns }) = monitor.try_recv()? {
-                        // the arrival came before the request ended: it waited for it
-                        let collided = after_ns < t1;
-                        self.report.collisions += u64::from(collided);
-                        if collided {
-                            self.observe(|o| o.collision());
-                        }
-                        end_idle(&mut self.policy, after_ns, at_ns, collided);
-                        continue 'busy;
-                    }
-                    if stop.load(Ordering::SeqCst) {
-                        return Ok(self.finish(Outcome::Stopped, t_start, monitor.now_ns()));
-                    }
-                    done += 1;
-                    left = left.saturating_sub(1);
-                    if !s.consult_each && left > 0 {
-                        deadline = t1.saturating_add(s.spacing_ns);
-                        continue;
-                    }
-                    decision = self.decide_done(t1, idle_start, last_arrival, done);
-                    base = t1;
-                    break;
+                    return Ok(Some((idle_start_ns, last_arrival_ns)));
                 }
             }
         }
     }
+
+    /// One idle interval: the policy's decisions and the requests they
+    /// start, until an FG arrival ends it (or the work, or the stop flag,
+    /// ends the run).
+    fn run_idle_interval(
+        &mut self,
+        monitor: &mut dyn EventSource,
+        exec: &mut dyn BgExecutor,
+        stop: &AtomicBool,
+        idle_start: u64,
+        last_arrival: u64,
+    ) -> Result<IntervalEnd> {
+        self.count_idle_interval(monitor.now_ns());
+        let mut done = 0u64;
+        self.observe(|o| o.state(DriveState::IdleWaiting));
+        let mut decision = self.decide_idle(idle_start, last_arrival);
+        let mut base = idle_start;
+        loop {
+            let s = match decision {
+                Decision::Start(s) if s.max_requests > 0 => s,
+                _ => {
+                    // quiet until the next FG arrival
+                    match Self::wait(monitor, exec, None, stop)? {
+                        Wake::Stop => return Ok(IntervalEnd::Run(Outcome::Stopped)),
+                        Wake::Event(Event::Busy { at_ns, after_ns }) => {
+                            self.end_idle(idle_start, after_ns, at_ns, false);
+                            return Ok(IntervalEnd::FgArrived);
+                        }
+                        Wake::Deadline | Wake::Event(Event::Idle { .. }) => continue,
+                    }
+                }
+            };
+            let size = s.size_bytes.max(1);
+            let mut deadline = base.saturating_add(s.after_ns);
+            let mut left = s.max_requests;
+            loop {
+                if let Some(end) = self.wait_until_ready(monitor, exec, stop, size, deadline)? {
+                    return Ok(self.interrupted(end, idle_start));
+                }
+                let (step, t1) = self.run_request(monitor, exec, size)?;
+                if step == Step::Finished {
+                    return Ok(IntervalEnd::Run(Outcome::Finished));
+                }
+                monitor.look(LOOK_TIMEOUT_NS);
+                // in an idle interval only an FG arrival can come
+                if let Some(Event::Busy { at_ns, after_ns }) = monitor.try_recv()? {
+                    // the arrival came before the request ended: it waited for it
+                    let collided = after_ns < t1;
+                    self.report.collisions += u64::from(collided);
+                    if collided {
+                        self.observe(|o| o.collision());
+                    }
+                    let end = Interrupted::FgArrived {
+                        at_ns,
+                        after_ns,
+                        collided,
+                    };
+                    return Ok(self.interrupted(end, idle_start));
+                }
+                if stop.load(Ordering::SeqCst) {
+                    return Ok(IntervalEnd::Run(Outcome::Stopped));
+                }
+                done += 1;
+                left = left.saturating_sub(1);
+                if !s.consult_each && left > 0 {
+                    deadline = t1.saturating_add(s.spacing_ns);
+                    continue;
+                }
+                decision = self.decide_done(t1, idle_start, last_arrival, done);
+                base = t1;
+                break;
+            }
+        }
+    }
+
+    /// An idle interval begins: count it, and let the budget check what
+    /// it measured (the observer hears of it at most once a second).
+    fn count_idle_interval(&mut self, now_ns: u64) {
+        self.report.idle_intervals += 1;
+        let Some(c) = &mut self.budget else {
+            return;
+        };
+        c.check(now_ns);
+        if self.observer.is_some()
+            && self
+                .budget_told_ns
+                .is_none_or(|t| now_ns.saturating_sub(t) >= 1_000_000_000)
+        {
+            self.budget_told_ns = Some(now_ns);
+            let r = c.report();
+            self.observe(|o| o.budget(&r));
+        }
+    }
+
+    /// Wait for the policy's time (`deadline_ns`) and the executor's
+    /// readiness, counting a wait the executor asked for as throttled;
+    /// then take a last look before a request that cannot be preempted.
+    /// `Some`: what ended the wait instead.
+    fn wait_until_ready(
+        &mut self,
+        monitor: &mut dyn EventSource,
+        exec: &mut dyn BgExecutor,
+        stop: &AtomicBool,
+        size: u64,
+        deadline_ns: u64,
+    ) -> Result<Option<Interrupted>> {
+        loop {
+            let now = monitor.now_ns();
+            let ready = exec.ready_in_ns(size, now)?;
+            let target = deadline_ns.max(now.saturating_add(ready));
+            if now >= target {
+                break;
+            }
+            let throttle_from = now.max(deadline_ns);
+            let wake = Self::wait(monitor, exec, Some(target), stop)?;
+            let waited_to = monitor.now_ns().min(target);
+            if ready > 0 && waited_to > throttle_from {
+                self.report.throttled_s += (waited_to - throttle_from) as f64 / 1e9;
+            }
+            match wake {
+                Wake::Stop => return Ok(Some(Interrupted::Stop)),
+                Wake::Event(Event::Busy { at_ns, after_ns }) => {
+                    return Ok(Some(Interrupted::FgArrived {
+                        at_ns,
+                        after_ns,
+                        collided: false,
+                    }))
+                }
+                Wake::Deadline | Wake::Event(Event::Idle { .. }) => {}
+            }
+        }
+        Ok(match monitor.try_recv()? {
+            Some(Event::Busy { at_ns, after_ns }) => Some(Interrupted::FgArrived {
+                at_ns,
+                after_ns,
+                collided: false,
+            }),
+            _ => None,
+        })
+    }
+
+    /// Run one request of `size` bytes, timed (for the budget's meter, the
+    /// observer and the measured service model). Returns what the executor
+    /// said and when the request ended.
+    fn run_request(
+        &mut self,
+        monitor: &mut dyn EventSource,
+        exec: &mut dyn BgExecutor,
+        size: u64,
+    ) -> Result<(Step, u64)> {
+        let t0 = monitor.now_ns();
+        self.observe(|o| o.state(DriveState::BgRunning));
+        if let Some(c) = &self.budget {
+            c.meter
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .bg_start(t0);
+        }
+        let step = exec.run_one(size);
+        let t1 = monitor.now_ns();
+        if let Some(c) = &self.budget {
+            c.meter.lock().unwrap_or_else(|p| p.into_inner()).bg_end(t1);
+        }
+        let step = step?;
+        self.observe(|o| {
+            o.bg_request(size, t1 - t0);
+            o.state(DriveState::IdleWaiting);
+        });
+        let took = (t1 - t0) as f64;
+        self.report.bg_requests += 1;
+        self.report.bg_service_s += took / 1e9;
+        self.measured_ns = Some(match self.measured_ns {
+            Some(m) => m + SERVICE_EWMA * (took - m),
+            None => took,
+        });
+        let model = self.cfg.initial_bg_service.mean_ns(size);
+        if self.refits_size() && model > 0.0 {
+            let k = took / model;
+            self.measured_scale = Some(match self.measured_scale {
+                Some(m) => m + SERVICE_EWMA * (k - m),
+                None => k,
+            });
+        }
+        Ok((step, t1))
+    }
+
+    /// What a wait or a request in an idle interval was ended by.
+    fn interrupted(&mut self, end: Interrupted, idle_start_ns: u64) -> IntervalEnd {
+        match end {
+            Interrupted::Stop => IntervalEnd::Run(Outcome::Stopped),
+            Interrupted::FgArrived {
+                at_ns,
+                after_ns,
+                collided,
+            } => {
+                self.end_idle(idle_start_ns, after_ns, at_ns, collided);
+                IntervalEnd::FgArrived
+            }
+        }
+    }
+
+    /// An FG arrival ends the interval: tell the policy how long it was
+    /// (the arrival taken halfway between the last look without it,
+    /// `after_ns`, and the first with it, `at_ns`).
+    fn end_idle(&mut self, idle_start_ns: u64, after_ns: u64, at_ns: u64, collided: bool) {
+        let arrival = after_ns + at_ns.saturating_sub(after_ns) / 2;
+        self.policy
+            .on_idle_end(arrival.saturating_sub(idle_start_ns), collided);
+    }
+}
+
+/// How an idle interval ended.
+enum IntervalEnd {
+    /// An FG arrival: the device is busy again.
+    FgArrived,
+    /// The run ends.
+    Run(Outcome),
+}
+
+/// What ended a wait, or followed a request, inside an idle interval.
+enum Interrupted {
+    Stop,
+    /// An FG arrival, seen between `after_ns` and `at_ns`; `collided`: it
+    /// came while one of our requests was in service, and waited for it.
+    FgArrived {
+        at_ns: u64,
+        after_ns: u64,
+        collided: bool,
+    },
 }
 
 #[cfg(test)]

@@ -50,6 +50,7 @@ pub use stat::{resolve_device, DiskStat, Inflight, ResolvedDevice, Sample, StatS
 use crate::clock::{monotonic_ns, thread_cpu_ns};
 use crate::error::{Error, Result};
 use serde::Serialize;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex};
@@ -516,10 +517,11 @@ impl Monitor {
             ..MonitorStats::default()
         }));
         let looks = Arc::new(Looks::default());
-        let (stop2, stats2, looks2) = (stop.clone(), stats.clone(), looks.clone());
+        let shared = (stop.clone(), stats.clone(), looks.clone());
+        let sampler = Sampler::new(reader, own, cfg, tx, shared, waker);
         let handle = std::thread::Builder::new()
             .name("fallow-monitor".into())
-            .spawn(move || sample_loop(reader, own, cfg, tx, stop2, stats2, &looks2, waker))
+            .spawn(move || sampler.run())
             .map_err(|e| Error::Monitor(format!("cannot start the thread: {e}")))?;
         Ok(Monitor {
             rx,
@@ -723,162 +725,238 @@ fn quiet(a: &OwnIo, b: &OwnIo) -> bool {
         && a.write_sectors == b.write_sectors
 }
 
-// the thread owns all of these; a struct would only rename them
-#[allow(clippy::too_many_arguments)]
-fn sample_loop(
-    mut reader: stat::StatReader,
+/// The monitor's thread: what it was given, and its state between
+/// samples ([`Sampler::run`]).
+struct Sampler {
+    reader: stat::StatReader,
     own: Vec<Arc<dyn OwnIoSource>>,
     cfg: MonitorConfig,
     tx: Sender<Event>,
     stop: Arc<AtomicBool>,
     stats: Arc<Mutex<MonitorStats>>,
-    looks: &Looks,
-    mut waker: Option<Waker>,
-) -> Result<()> {
-    if waker.is_some() {
-        // best effort: with the default slice only the tail is longer
-        let _ = perf::prefer_prompt_wakeups();
+    looks: Arc<Looks>,
+    waker: Option<Waker>,
+    det: Detector,
+    /// The thread's CPU time and the wall clock when it began, ns.
+    cpu0_ns: u64,
+    wall0_ns: u64,
+    /// When the next tick is due, ns.
+    next_ns: u64,
+    samples: u64,
+    late: u64,
+    skipped: u64,
+    skipped_in_a_row: u32,
+    /// Sleeps on the rings that a bio ended.
+    wakeups: u64,
+    /// The event-driven thread sleeps only after a sample that showed the
+    /// device idle with nothing in flight, its own or anyone's: a request
+    /// after that sample wakes it (the kernel keeps a wakeup pending until
+    /// the next poll), and one of fallow's own still in flight would not
+    /// wake it when the worker marks it done.
+    may_sleep: bool,
+}
+
+impl Sampler {
+    /// A sampler of `reader`'s device; [`Sampler::run`] starts it.
+    fn new(
+        reader: stat::StatReader,
+        own: Vec<Arc<dyn OwnIoSource>>,
+        cfg: MonitorConfig,
+        tx: Sender<Event>,
+        shared: (Arc<AtomicBool>, Arc<Mutex<MonitorStats>>, Arc<Looks>),
+        waker: Option<Waker>,
+    ) -> Sampler {
+        let (stop, stats, looks) = shared;
+        Sampler {
+            reader,
+            own,
+            cfg,
+            tx,
+            stop,
+            stats,
+            looks,
+            waker,
+            det: Detector::new(),
+            cpu0_ns: 0,
+            wall0_ns: 0,
+            next_ns: 0,
+            samples: 0,
+            late: 0,
+            skipped: 0,
+            skipped_in_a_row: 0,
+            wakeups: 0,
+            may_sleep: false,
+        }
     }
-    let mut det = Detector::new();
-    let mut wakeups = 0u64;
-    let (cpu0, wall0) = (thread_cpu_ns(), monotonic_ns());
-    let mut next = wall0;
-    let mut late = 0u64;
-    let mut skipped = 0u64;
-    let mut skipped_in_a_row = 0u32;
-    let publish = |det: &Detector, late: u64, skipped: u64, wakeups: u64| {
-        let t = det.totals();
-        let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
+
+    /// Sample at each tick (or sooner, when a look is wanted, or when the
+    /// rings wake an event-driven thread) until stopped or nobody listens.
+    fn run(mut self) -> Result<()> {
+        if self.waker.is_some() {
+            // best effort: with the default slice only the tail is longer
+            let _ = perf::prefer_prompt_wakeups();
+        }
+        (self.cpu0_ns, self.wall0_ns) = (thread_cpu_ns(), monotonic_ns());
+        self.next_ns = self.wall0_ns;
+        let result = loop {
+            if self.stop.load(Ordering::Relaxed) {
+                break Ok(());
+            }
+            let t0 = monotonic_ns();
+            // a sample a look asked for before the tick leaves the ticks alone
+            let tick = t0 >= self.next_ns;
+            if let ControlFlow::Break(r) = self.sample(t0) {
+                break r;
+            }
+            self.samples += 1;
+            // publishing takes a lock and a clock read: every 64 samples is enough
+            if self.samples % 64 == 0 {
+                self.publish();
+            }
+            if tick {
+                self.next_ns += self.cfg.interval_ns;
+                let now = monotonic_ns();
+                if now > self.next_ns + self.cfg.interval_ns {
+                    // a missed tick: count it, and do not try to catch up
+                    self.late += 1;
+                    self.next_ns = now;
+                }
+            }
+            match self.sleep_on_the_rings() {
+                Ok(true) => continue,
+                Ok(false) => self.sleep_to_the_tick(),
+                Err(e) => break Err(e),
+            }
+        };
+        // the bios queued since the last drain are in the rings still: a
+        // command that exits right after its last write would otherwise be
+        // reported a bio or two short (1,022 of 1,024 direct writes, seen)
+        if let Some(w) = self.waker.as_mut().filter(|w| w.attributor.is_some()) {
+            w.drain(&mut self.det);
+        }
+        self.publish();
+        result
+    }
+
+    /// One sample of the device's counters between two snapshots of
+    /// fallow's own I/O, begun at `t0`: its event sent, a quiet one told
+    /// to those waiting for a look.
+    fn sample(&mut self, t0: u64) -> ControlFlow<Result<()>> {
+        // with the command's bios attributed, count those queued so far
+        // before each own snapshot: its reads the device counts by the
+        // sample are then in `after`
+        let attributing = self.waker.as_ref().is_some_and(|w| w.attributor.is_some());
+        if let Some(w) = self.waker.as_mut().filter(|_| attributing) {
+            w.drain(&mut self.det);
+        }
+        let before = own_snapshot(&self.own);
+        let sample = self.reader.read();
+        if let Some(w) = self.waker.as_mut().filter(|_| attributing) {
+            w.drain(&mut self.det);
+        }
+        let after = own_snapshot(&self.own);
+        let t = monotonic_ns();
+        match sample {
+            Ok(s) => {
+                self.skipped_in_a_row = 0;
+                if s.stat.in_flight == 0 {
+                    if let Some(a) = self.waker.as_ref().and_then(|w| w.attributor.as_ref()) {
+                        a.bios.device_idle_at(t0);
+                    }
+                }
+                self.may_sleep = s.stat.in_flight == 0 && quiet(&before, &after);
+                if let Some(ev) = self.det.observe(t, &s, before, after) {
+                    if self.tx.send(ev).is_err() {
+                        return ControlFlow::Break(Ok(())); // nobody listens any more
+                    }
+                }
+                if quiet(&before, &after) {
+                    let mut q = self
+                        .looks
+                        .quiet_start_ns
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    *q = t0;
+                    self.looks.quiet.notify_all();
+                }
+            }
+            // sysfs does not fail transiently; a file being rewritten may
+            Err(e) if self.reader.source().sysfs => return ControlFlow::Break(Err(e)),
+            Err(e) => {
+                self.skipped += 1;
+                self.skipped_in_a_row += 1;
+                if self.skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW {
+                    return ControlFlow::Break(Err(e));
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// An event-driven thread, after a sample that may sleep, sleeps until
+    /// a bio on the device (or a look, or stop). `true`: it slept (or was
+    /// stopped), and samples again at once.
+    fn sleep_on_the_rings(&mut self) -> Result<bool> {
+        let Some(w) = &mut self.waker else {
+            return Ok(false);
+        };
+        if w.attributor.is_none() {
+            // the samples of the rings are not needed, only their wakeups
+            w.rings.discard();
+        }
+        if !self.may_sleep || self.det.busy() || self.looks.kick.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        self.publish();
+        if self.stop.load(Ordering::Relaxed) {
+            return Ok(true);
+        }
+        let Some(w) = &mut self.waker else {
+            return Ok(false);
+        };
+        match w.rings.wait(None)? {
+            perf::Woke::Timeout => {}
+            _ => self.wakeups += 1,
+        }
+        // a bio on the device: an arrival the next sample reports even if
+        // the counters do not show it yet (with attribution, only if it
+        // was not the command's)
+        w.drain(&mut self.det);
+        // sample now; the ticks start again from here
+        self.looks.kick.store(false, Ordering::SeqCst);
+        self.next_ns = monotonic_ns();
+        Ok(true)
+    }
+
+    /// Sleep to the next tick, or until a look is wanted (an unpark
+    /// between the check and the park makes the park return at once).
+    fn sleep_to_the_tick(&self) {
+        loop {
+            let now = monotonic_ns();
+            if now >= self.next_ns || self.looks.kick.swap(false, Ordering::SeqCst) {
+                break;
+            }
+            std::thread::park_timeout(Duration::from_nanos(self.next_ns - now));
+        }
+    }
+
+    /// The detector's totals and the thread's own counts, into the stats
+    /// [`Monitor::stats`] reads.
+    fn publish(&self) {
+        let t = self.det.totals();
+        let mut s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
         s.samples = t.samples;
-        s.late_samples = late;
-        s.skipped_samples = skipped;
+        s.late_samples = self.late;
+        s.skipped_samples = self.skipped;
         s.busy_periods = t.busy_periods;
         s.idle_intervals = t.idle_intervals;
         s.fg_requests = t.fg_requests;
         s.fg_read_bytes = t.fg_read_bytes;
         s.fg_write_bytes = t.fg_write_bytes;
-        s.wakeups = wakeups;
-        s.cpu_s = (thread_cpu_ns() - cpu0) as f64 / 1e9;
-        s.wall_s = (monotonic_ns() - wall0) as f64 / 1e9;
-    };
-    // the event-driven thread sleeps only after a sample that showed the
-    // device idle with nothing in flight, its own or anyone's: a request
-    // after that sample wakes it (the kernel keeps a wakeup pending until
-    // the next poll), and one of fallow's own still in flight would not
-    // wake it when the worker marks it done
-    let mut may_sleep = false;
-    let mut n = 0u64;
-    let result = loop {
-        if stop.load(Ordering::Relaxed) {
-            break Ok(());
-        }
-        let t0 = monotonic_ns();
-        // a sample a look asked for before the tick leaves the ticks alone
-        let tick = t0 >= next;
-        // with the command's bios attributed, count those queued so far
-        // before each own snapshot: its reads the device counts by the
-        // sample are then in `after`
-        let attributing = waker.as_ref().is_some_and(|w| w.attributor.is_some());
-        if let Some(w) = waker.as_mut().filter(|_| attributing) {
-            w.drain(&mut det);
-        }
-        let before = own_snapshot(&own);
-        let sample = reader.read();
-        if let Some(w) = waker.as_mut().filter(|_| attributing) {
-            w.drain(&mut det);
-        }
-        let after = own_snapshot(&own);
-        let t = monotonic_ns();
-        match sample {
-            Ok(s) => {
-                skipped_in_a_row = 0;
-                if s.stat.in_flight == 0 {
-                    if let Some(a) = waker.as_ref().and_then(|w| w.attributor.as_ref()) {
-                        a.bios.device_idle_at(t0);
-                    }
-                }
-                may_sleep = s.stat.in_flight == 0 && quiet(&before, &after);
-                if let Some(ev) = det.observe(t, &s, before, after) {
-                    if tx.send(ev).is_err() {
-                        break Ok(()); // nobody listens any more
-                    }
-                }
-                if quiet(&before, &after) {
-                    let mut q = looks
-                        .quiet_start_ns
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner());
-                    *q = t0;
-                    looks.quiet.notify_all();
-                }
-            }
-            // sysfs does not fail transiently; a file being rewritten may
-            Err(e) if reader.source().sysfs => break Err(e),
-            Err(e) => {
-                skipped += 1;
-                skipped_in_a_row += 1;
-                if skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW {
-                    break Err(e);
-                }
-            }
-        }
-        n += 1;
-        // publishing takes a lock and a clock read: every 64 samples is enough
-        if n % 64 == 0 {
-            publish(&det, late, skipped, wakeups);
-        }
-        if tick {
-            next += cfg.interval_ns;
-            let now = monotonic_ns();
-            if now > next + cfg.interval_ns {
-                // a missed tick: count it, and do not try to catch up
-                late += 1;
-                next = now;
-            }
-        }
-        if let Some(w) = &mut waker {
-            if w.attributor.is_none() {
-                // the samples of the rings are not needed, only their wakeups
-                w.rings.discard();
-            }
-            if may_sleep && !det.busy() && !looks.kick.load(Ordering::SeqCst) {
-                publish(&det, late, skipped, wakeups);
-                if stop.load(Ordering::Relaxed) {
-                    continue;
-                }
-                match w.rings.wait(None) {
-                    Ok(perf::Woke::Timeout) => {}
-                    Ok(_) => wakeups += 1,
-                    Err(e) => break Err(e),
-                }
-                // a bio on the device: an arrival the next sample reports
-                // even if the counters do not show it yet (with
-                // attribution, only if it was not the command's)
-                w.drain(&mut det);
-                // sample now; the ticks start again from here
-                looks.kick.store(false, Ordering::SeqCst);
-                next = monotonic_ns();
-                continue;
-            }
-        }
-        // sleep to the next tick, or until a look is wanted (an unpark
-        // between the check and the park makes the park return at once)
-        loop {
-            let now = monotonic_ns();
-            if now >= next || looks.kick.swap(false, Ordering::SeqCst) {
-                break;
-            }
-            std::thread::park_timeout(Duration::from_nanos(next - now));
-        }
-    };
-    // the bios queued since the last drain are in the rings still: a
-    // command that exits right after its last write would otherwise be
-    // reported a bio or two short (1,022 of 1,024 direct writes, seen)
-    if let Some(w) = waker.as_mut().filter(|w| w.attributor.is_some()) {
-        w.drain(&mut det);
+        s.wakeups = self.wakeups;
+        s.cpu_s = (thread_cpu_ns() - self.cpu0_ns) as f64 / 1e9;
+        s.wall_s = (monotonic_ns() - self.wall0_ns) as f64 / 1e9;
     }
-    publish(&det, late, skipped, wakeups);
-    result
 }
 
 #[cfg(test)]
