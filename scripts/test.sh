@@ -172,9 +172,8 @@ at_nice_19='echo 19 >"/proc/$$/autogroup" 2>/dev/null || true; exec "$@"'
 setsid nice -n 19 bash -c "$at_nice_19" bash \
     bash -c "$(declare -f fuzz_job); set -euo pipefail; fuzz_job" >"$LOGS/fuzz.out" 2>&1 &
 FUZZ_PID=$!
-# The venv and its packages now; the extension once the Rust tests and
-# their bench smoke runs have let go of target/ (cargo locks it for a whole
-# command), beside the live benchmarks below.
+# The venv and its packages now; the extension once the Rust tests have
+# let go of target/ (cargo locks it for a whole command).
 setsid nice -n 19 bash -c "$at_nice_19" bash bash scripts/dev-python.sh --no-build \
     >"$LOGS/python-build.out" 2>&1 &
 PYBUILD_PID=$!
