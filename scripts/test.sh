@@ -236,14 +236,12 @@ live_bench() {
 }
 
 # The live benchmarks run in the foreground, with nothing but the fuzz job
-# (nice 19) beside them. Run beside the bench smoke runs and pytest (a
-# rehearsal of 0aba6c1, 36 s shorter), the BG service they calibrate on
-# the plain loop device, where every request is CPU work, came out 42
-# times slower (a 5.6 ms base against 0.13 ms on an idle machine, a 6.4 ms
-# switch penalty against none); the tune then met no budget with any wait
-# and chose the longest (t=100s), and fallow scrubbed nothing on any plain
-# workload, where it had scrubbed 227-360 MB. What the smoke exercises
-# depends on the machine being quiet.
+# (nice 19) beside them (docs/testing.md). Beside the bench smoke runs and
+# pytest (rehearsal of 0aba6c1) the loop was 36 s shorter, but the BG
+# service they calibrate on the plain loop device came out slower (a
+# 5.6 ms base for 64 KiB, against 2.0 ms in the foreground in the loop and
+# 0.13 ms on an idle machine): why the loop slows it at all is not
+# established.
 step "live benchmark, quick: fallow scrub vs ionice -c3 vs a fixed rate on loop devices"
 live_bench FALLOW_LIVE_BENCH_JSON "$PWD/bench/out/live-quick.json" \
     "the live benchmark" "loop devices, FUSE, tracefs, fio"
