@@ -236,12 +236,11 @@ live_bench() {
 }
 
 # The live benchmarks run in the foreground, with nothing but the fuzz job
-# (nice 19) beside them (docs/testing.md). Beside the bench smoke runs and
-# pytest (rehearsal of 0aba6c1) the loop was 36 s shorter, but the BG
-# service they calibrate on the plain loop device came out slower (a
-# 5.6 ms base for 64 KiB, against 2.0 ms in the foreground in the loop and
-# 0.13 ms on an idle machine): why the loop slows it at all is not
-# established.
+# (nice 19) beside them. Beside the bench smoke runs and pytest (rehearsal
+# of 0aba6c1) the loop was 36 s shorter, but the latencies they measure on
+# the plain loop device before tuning came out further off what an idle
+# machine gives; in a loop from a fresh clone they are off either way, for
+# a cause not established (docs/testing.md).
 step "live benchmark, quick: fallow scrub vs ionice -c3 vs a fixed rate on loop devices"
 live_bench FALLOW_LIVE_BENCH_JSON "$PWD/bench/out/live-quick.json" \
     "the live benchmark" "loop devices, FUSE, tracefs, fio"
