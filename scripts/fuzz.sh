@@ -29,6 +29,7 @@ all=(msr spc plain blkparse hp_srt vscsi fallow_bin detect biosnoop bpftrace blk
 declare -A secs_of=()
 if [[ ${1:-} == --smoke ]]; then
     shift
+    (($# == 0)) || { echo "fuzz.sh: --smoke runs every target; name targets with SECONDS instead (fuzz.sh 20 $*)" >&2; exit 2; }
     targets=(fallow_bin detect every_format arrow parquet)
     for t in "${targets[@]}"; do secs_of[$t]=25; done
     for t in "${all[@]}"; do

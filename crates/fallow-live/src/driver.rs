@@ -544,13 +544,10 @@ impl Driver {
                 Decision::Start(s) if s.max_requests > 0 => s,
                 _ => {
                     // quiet until the next FG arrival
-                    match Self::wait(monitor, exec, None, stop)? {
-                        Wake::Stop => return Ok(IntervalEnd::Run(Outcome::Stopped)),
-                        Wake::Event(Event::Busy { at_ns, after_ns }) => {
-                            self.end_idle(idle_start, after_ns, at_ns, false);
-                            return Ok(IntervalEnd::FgArrived);
-                        }
-                        Wake::Deadline | Wake::Event(Event::Idle { .. }) => continue,
+                    let wake = Self::wait(monitor, exec, None, stop)?;
+                    match Interrupted::by(wake) {
+                        Some(end) => return Ok(self.interrupted(end, idle_start)),
+                        None => continue,
                     }
                 }
             };
@@ -641,26 +638,13 @@ impl Driver {
             if ready > 0 && waited_to > throttle_from {
                 self.report.throttled_s += (waited_to - throttle_from) as f64 / 1e9;
             }
-            match wake {
-                Wake::Stop => return Ok(Some(Interrupted::Stop)),
-                Wake::Event(Event::Busy { at_ns, after_ns }) => {
-                    return Ok(Some(Interrupted::FgArrived {
-                        at_ns,
-                        after_ns,
-                        collided: false,
-                    }))
-                }
-                Wake::Deadline | Wake::Event(Event::Idle { .. }) => {}
+            if let Some(end) = Interrupted::by(wake) {
+                return Ok(Some(end));
             }
         }
-        Ok(match monitor.try_recv()? {
-            Some(Event::Busy { at_ns, after_ns }) => Some(Interrupted::FgArrived {
-                at_ns,
-                after_ns,
-                collided: false,
-            }),
-            _ => None,
-        })
+        Ok(monitor
+            .try_recv()?
+            .and_then(|ev| Interrupted::by(Wake::Event(ev))))
     }
 
     /// Run one request of `size` bytes, timed (for the budget's meter, the
@@ -751,6 +735,22 @@ enum Interrupted {
         after_ns: u64,
         collided: bool,
     },
+}
+
+impl Interrupted {
+    /// What a wake with nothing of ours in service ends, if anything: the
+    /// stop flag, or an FG arrival (which then waited for nothing of ours).
+    fn by(wake: Wake) -> Option<Interrupted> {
+        match wake {
+            Wake::Stop => Some(Interrupted::Stop),
+            Wake::Event(Event::Busy { at_ns, after_ns }) => Some(Interrupted::FgArrived {
+                at_ns,
+                after_ns,
+                collided: false,
+            }),
+            Wake::Deadline | Wake::Event(Event::Idle { .. }) => None,
+        }
+    }
 }
 
 #[cfg(test)]
