@@ -83,7 +83,7 @@ command -v losetup >/dev/null || { apt-get update && apt-get install -y mount; }
 command -v fio >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y fio; } \
     || echo "no fio: the live benchmark will skip"
 # `fallow scrub btrfs:MNT` drives the kernel's btrfs scrub through btrfs-progs
-# (crates/fallow-cli/tests/integration/native_targets.rs makes a btrfs on a loop device); FITRIM's
+# (crates/fallow-cli/tests/integration/native.rs makes a btrfs on a loop device); FITRIM's
 # test uses mkfs.ext4 (e2fsprogs).
 if [ "$(id -u)" = 0 ] && ! command -v btrfs >/dev/null; then
     apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y btrfs-progs \
@@ -116,13 +116,34 @@ if [ "$(id -u)" = 0 ] && ! command -v ip >/dev/null; then
     apt-get update && apt-get install -y iproute2
 fi
 
-# Two jobs that need nothing from target/ start first and run beside the
-# test build and the Rust tests, at nice 19 so those keep the CPU they ask
-# for (docs/testing.md: the loop's time). The test build keeps about one core
-# busy (its dependency chain) and the Rust tests mostly wait (live tests on
-# loop devices and emulated disks, network namespaces), so the fuzz build
-# has a core for much of the time. Each job writes its own log, printed when
-# it is waited for below.
+step "rust: build the tests, linted as they compile (clippy -D warnings)"
+# Clippy lints the workspace's crates while the test build compiles them:
+# clippy-driver as the workspace's rustc wrapper and the lint levels in
+# CLIPPY_ARGS are all that `cargo clippy` sets before it runs `cargo check`
+# (rust-clippy's src/main.rs). A `cargo clippy` of its own was a second,
+# check-only build of every dependency: 240 s of CPU, where the lints cost
+# 41 s this way (docs/testing.md). The wrapper is part of each workspace
+# crate's hash, so every cargo below that builds in target/ runs with the
+# same two variables (`linted`), or it would compile the crates again. The
+# targets are those of `clippy --all-targets`: the test build compiles the
+# libraries (with and without cfg(test)), binaries, tests and examples, the
+# bench smoke runs the benches, the extension's build fallow-py.
+clippy_driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver) \
+    || { echo "no clippy-driver: rustup component add clippy" >&2; exit 1; }
+linted=(env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__)
+# --workspace includes fallow-py, which has no Rust tests: its features
+# then count in the build, and the extension's build below reuses it
+# (crates/fallow-py/Cargo.toml).
+"${linted[@]}" cargo test --workspace --locked --no-run
+
+# Two jobs that need nothing from the Rust tests run beside them, at nice 19
+# so the tests keep the CPU they ask for (docs/testing.md: the loop's time).
+# The Rust tests' run is mostly waiting (live tests on loop devices and
+# emulated disks, network namespaces), so the two cores are free for much of
+# it. They start after the test build, which keeps both cores busy (537 s of
+# CPU in 278 s on an idle machine): started beside it, the fuzz build had
+# reached only chrono when the build ended, 420 s in. Each job writes its
+# own log, printed when it is waited for below.
 step "background (nice 19): cargo-fuzz build of the fuzz targets, then their smoke runs; the Python packages"
 fuzz_job() {
     # The first build compiles every dependency with the sanitizer (373 s
@@ -166,71 +187,13 @@ PYBUILD_PID=$!
 # status (stop 29's CI: every test passed and the run still exited 1).
 trap 'kill -- "-$FUZZ_PID" "-$PYBUILD_PID" 2>/dev/null || true; rm -rf "$LOGS"' EXIT
 
-step "rust: build the tests, linted as they compile (clippy -D warnings)"
-# Clippy lints the workspace's crates while the test build compiles them:
-# clippy-driver as the workspace's rustc wrapper and the lint levels in
-# CLIPPY_ARGS are all that `cargo clippy` sets before it runs `cargo check`
-# (rust-clippy's src/main.rs). A `cargo clippy` of its own was a second,
-# check-only build of every dependency: 240 s of CPU, where the lints cost
-# 41 s this way (docs/testing.md). The wrapper is part of each workspace
-# crate's hash, so every cargo below that builds in target/ runs with the
-# same two variables (`linted`), or it would compile the crates again. The
-# targets are those of `clippy --all-targets`: the test build compiles the
-# libraries (with and without cfg(test)), binaries, tests and examples, the
-# bench smoke runs the benches, the extension's build fallow-py.
-clippy_driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver) \
-    || { echo "no clippy-driver: rustup component add clippy" >&2; exit 1; }
-linted=(env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__)
-# --workspace includes fallow-py, which has no Rust tests: its features
-# then count in the build, and the extension's build below reuses it
-# (crates/fallow-py/Cargo.toml).
-"${linted[@]}" cargo test --workspace --locked --no-run
-
 step "rust: tests ($IGNORED_MODE the tests marked #[ignore = \"needs …\"])"
 libtest_args=(--show-output)
 [[ $IGNORED_MODE == include ]] && libtest_args+=(--include-ignored)
-# Two lanes, since the tests mostly wait (the CLI's integration binary on an
-# idle machine: 374 s, 39 % of one core):
-# - the btrfs scrubs and FITRIM on loop devices (native_targets::) take a
-#   lock and run one at a time, about 2 minutes in all. In one libtest run
-#   with the rest they held both threads (one running, the other waiting
-#   for the lock, the tests being next to each other by name), so nothing
-#   ran beside them for 4 minutes. The peer's tests (peer::, network
-#   namespaces, 2 minutes) follow them. This lane calls the integration
-#   binary as cargo would (from its package's directory), found through
-#   the same selection as the build (--workspace), so nothing is built again.
-# - everything else, with three threads.
-# docs/testing.md (the loop's time) has the figures.
-lane_alone=(native_targets:: peer::)
-integration_bin=$("${linted[@]}" cargo test --workspace --locked --no-run --message-format=json 2>/dev/null \
-    | sed -n 's/.*"name":"integration".*"executable":"\([^"]*\)".*/\1/p' | tail -1)
-[[ -x $integration_bin ]] || { echo "cannot find the CLI's integration test binary" >&2; exit 1; }
-(cd crates/fallow-cli && exec setsid "$integration_bin" "${lane_alone[@]}" "${libtest_args[@]}") \
-    >"$LOGS/rust-alone.log" 2>&1 &
-ALONE_PID=$!
-trap 'kill -- "-$FUZZ_PID" "-$PYBUILD_PID" "-$ALONE_PID" 2>/dev/null || true; rm -rf "$LOGS"' EXIT
-skips=()
-for f in "${lane_alone[@]}"; do skips+=(--skip "$f"); done
-# A filter is a substring of a test's name, in every binary: a test of
-# another binary that one matched would run in neither lane (5 s).
-"${linted[@]}" cargo test --workspace --locked -- --list 2>&1 | awk -v filters="${lane_alone[*]}" '
-    BEGIN { n = split(filters, f, " ") }
-    /^ *(Running|Doc-tests) / { bin = $0; sub(/^ +/, "", bin) }
-    /: test$/ && bin !~ /tests\/integration\/main\.rs/ {
-        for (i = 1; i <= n; i++) if (index($0, f[i])) {
-            print "the second lane'"'"'s filter " f[i] " matches " $0 " of another binary (" bin "): rename one"
-            bad = 1
-        }
-    }
-    END { exit bad }' || exit 1
 rc=0
-"${linted[@]}" cargo test --workspace --locked --no-fail-fast -- "${skips[@]}" --test-threads=3 "${libtest_args[@]}" 2>&1 \
+"${linted[@]}" cargo test --workspace --locked --no-fail-fast -- "${libtest_args[@]}" 2>&1 \
     | tee "$LOGS/rust.log" || rc=$?
-alone_rc=0
-wait_for "rust: the integration tests of the second lane (${lane_alone[*]})" \
-    "$ALONE_PID" "$LOGS/rust-alone.log" || alone_rc=$?
 ((rc == 0)) || { summary; exit "$rc"; }
-((alone_rc == 0)) || { summary; exit "$alone_rc"; }
 
 step "python: the extension, in target/ (now that cargo has let go of it; the packages were installed in the background)"
 wait_for "python: set up .venv and its packages" "$PYBUILD_PID" "$LOGS/python-build.out"
