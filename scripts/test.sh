@@ -173,19 +173,26 @@ fuzz_job() {
 # nice to 19 as well (/proc/PID/autogroup; sched(7)).
 # (setsid, nice and bash exec each other: $! is the session's leader.)
 at_nice_19='echo 19 >"/proc/$$/autogroup" 2>/dev/null || true; exec "$@"'
-setsid nice -n 19 bash -c "$at_nice_19" bash \
-    bash -c "$(declare -f fuzz_job); set -euo pipefail; fuzz_job" >"$LOGS/fuzz.out" 2>&1 &
+# in_background LOG COMMAND...: COMMAND so, its output in LOG; $! is its
+# session's leader, which the EXIT trap ends with its process group.
+background_groups=()
+in_background() {
+    local log=$1
+    shift
+    setsid nice -n 19 bash -c "$at_nice_19" bash "$@" >"$log" 2>&1 &
+    background_groups+=("-$!")
+}
+# An early exit (a failed step below) must not leave them running. The
+# "|| true" matters: at the normal end the jobs are gone, kill fails, and
+# under set -e a failing command in an EXIT trap becomes the script's exit
+# status (stop 29's CI: every test passed and the run still exited 1).
+trap 'kill -- "${background_groups[@]}" 2>/dev/null || true; rm -rf "$LOGS"' EXIT
+in_background "$LOGS/fuzz.out" bash -c "$(declare -f fuzz_job); set -euo pipefail; fuzz_job"
 FUZZ_PID=$!
 # The venv and its packages now; the extension once the Rust tests have
 # let go of target/ (cargo locks it for a whole command).
-setsid nice -n 19 bash -c "$at_nice_19" bash bash scripts/dev-python.sh --no-build \
-    >"$LOGS/python-build.out" 2>&1 &
+in_background "$LOGS/python-build.out" bash scripts/dev-python.sh --no-build
 PYBUILD_PID=$!
-# An early exit (a failed step below) must not leave them running. The
-# "|| true" matters: at the normal end both jobs are gone, kill fails, and
-# under set -e a failing command in an EXIT trap becomes the script's exit
-# status (stop 29's CI: every test passed and the run still exited 1).
-trap 'kill -- "-$FUZZ_PID" "-$PYBUILD_PID" 2>/dev/null || true; rm -rf "$LOGS"' EXIT
 
 step "rust: tests ($IGNORED_MODE the tests marked #[ignore = \"needs …\"])"
 # libtest's threads stay at one a core, although the tests mostly wait:
@@ -265,11 +272,9 @@ rust_bench_job() {
 # waits on subprocesses), at nice 19 in their own autogroup as the fuzz job;
 # after the live benchmarks, so nothing computes beside their measurements
 # but the fuzz job. 37 s in the foreground before (docs/testing.md).
-setsid nice -n 19 bash -c "$at_nice_19" bash \
-    bash -c "$(declare -p linted); $(declare -f bench_smoke rust_bench_job); set -euo pipefail; rust_bench_job" \
-    >"$LOGS/rust-bench.out" 2>&1 &
+in_background "$LOGS/rust-bench.out" \
+    bash -c "$(declare -p linted); $(declare -f bench_smoke rust_bench_job); set -euo pipefail; rust_bench_job"
 RUST_BENCH_PID=$!
-trap 'kill -- "-$FUZZ_PID" "-$PYBUILD_PID" "-$RUST_BENCH_PID" 2>/dev/null || true; rm -rf "$LOGS"' EXIT
 
 step "python: lints"
 .venv/bin/ruff check python tests/python bench docs
