@@ -143,7 +143,10 @@ linted=(env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS=-D__CLIPPY_HACK
 # --workspace includes fallow-py, which has no Rust tests: its features
 # then count in the build, and the extension's build below reuses it
 # (crates/fallow-py/Cargo.toml).
-"${linted[@]}" cargo test --workspace --locked --no-run
+# The artifacts' JSON names the test executables (the `it` tests run by
+# themselves below); diagnostics are still rendered for people.
+"${linted[@]}" cargo test --workspace --locked --no-run --message-format=json-render-diagnostics \
+    >"$LOGS/build.json"
 
 # Two jobs that need nothing from the Rust tests run beside them, at nice 19
 # so the tests keep the CPU they ask for (docs/testing.md: the loop's time).
@@ -211,9 +214,48 @@ step "rust: tests ($IGNORED_MODE the tests marked #[ignore = \"needs …\"])"
 # read against 17 ms with the scrub (docs/testing.md).
 libtest_args=(--show-output)
 [[ $IGNORED_MODE == include ]] && libtest_args+=(--include-ignored)
+# fallow-core's `it` tests (30 s of two threads' CPU, simulations; no
+# timing bound in them) run by themselves in the background at nice 19 in
+# their own autogroup, beside the other binaries' tests; `cargo test`
+# skips them by exact name. They ran one after the CLI's integration binary
+# before, 30 s of the critical path. cargo holds the build directory for a
+# whole `cargo test`, so the binary is run directly, from its package's
+# directory as cargo runs it.
+it_exe=$(python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    t = m.get("target", {})
+    if (m.get("reason") == "compiler-artifact" and t.get("name") == "it" and t.get("kind") == ["test"]
+            and m["manifest_path"].endswith("/crates/fallow-core/Cargo.toml") and m.get("executable")):
+        print(m["executable"])
+' "$LOGS/build.json")
+[[ -x $it_exe ]] || { echo "test.sh: no executable for fallow-core's it tests in the build's JSON" >&2; exit 1; }
+mapfile -t it_tests < <("$it_exe" --list --format terse | sed -n 's/: test$//p')
+# A skip is by exact name, in every binary: no other test may share one.
+mapfile -t other_exes < <(python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m.get("profile", {}).get("test"):
+        if m["executable"] != sys.argv[2]:
+            print(m["executable"])
+' "$LOGS/build.json" "$it_exe")
+shared=$(for exe in "${other_exes[@]}"; do "$exe" --list --format terse 2>/dev/null; done \
+    | sed -n 's/: test$//p' | sort -u | comm -12 - <(printf '%s\n' "${it_tests[@]}" | sort -u))
+[[ -z $shared ]] || { echo "test.sh: tests of it and of other binaries share names: $shared" >&2; exit 1; }
+skip_it=(--exact)
+for t in "${it_tests[@]}"; do skip_it+=(--skip "$t"); done
+in_background 19 "$LOGS/rust-it.out" \
+    bash -c 'cd crates/fallow-core && exec "$@"' bash "$it_exe" "${libtest_args[@]}"
+IT_PID=$!
 rc=0
-"${linted[@]}" cargo test --workspace --locked --no-fail-fast -- "${libtest_args[@]}" 2>&1 \
+"${linted[@]}" cargo test --workspace --locked --no-fail-fast -- "${libtest_args[@]}" "${skip_it[@]}" 2>&1 \
     | tee "$LOGS/rust.log" || rc=$?
+it_rc=0
+wait_for "fallow-core's it tests" "$IT_PID" "$LOGS/rust-it.out" || it_rc=$?
+cp "$LOGS/rust-it.out" "$LOGS/rust-it.log" # its test result line counts in the closing line
+((rc != 0)) || rc=$it_rc
 ((rc == 0)) || { summary; exit "$rc"; }
 
 # The venv was set up beside the Rust tests; the extension is built beside
