@@ -293,11 +293,18 @@ live_bench() {
 # a fresh clone they are off either way, for a cause not established
 # (docs/testing.md). The btrfs benchmark (the emulated HDD, mostly waiting:
 # the machine was 8-16 % busy during it) has the Python steps beside it.
-step "background (nice 19): the Python extension, in target/, beside the quick live benchmark"
+step "background (nice 19): the Python extension, in target/, and docs/extending.md's recipes in a scratch copy, beside the quick live benchmark"
 # every crate but pyo3, numpy and the extension comes from the test build
 # (about 20 s of CPU; scripts/dev-python.sh says how)
 in_background 19 "$LOGS/python-ext.out" "${linted[@]}" bash scripts/dev-python.sh
 PYEXT_PID=$!
+# docs/extending.md's recipes followed in a scratch copy: the worked policy
+# and reader as one file and one line each, the CLI built from the copy in
+# target/ (the test build's dependencies; its cargo waits for the
+# extension's to let go of target/), and both checked where the recipes
+# say they appear (scripts/recipe-check.sh)
+in_background 19 "$LOGS/recipe.out" bash scripts/recipe-check.sh
+RECIPE_PID=$!
 
 step "live benchmark, quick: fallow scrub vs ionice -c3 vs a fixed rate on loop devices"
 live_bench FALLOW_LIVE_BENCH_JSON "$PWD/bench/out/live-quick.json" \
@@ -371,6 +378,11 @@ live_rc=0
 .venv/bin/python -m pytest -q -rs tests/python/test_live_bench.py 2>&1 \
     | tee "$LOGS/pytest-live-bench.log" || live_rc=$?
 ((rc != 0)) || rc=$live_rc
+
+step "docs/extending.md's recipes in a scratch copy (waiting for the background job)"
+recipe_rc=0
+wait_for "the recipes in a scratch copy" "$RECIPE_PID" "$LOGS/recipe.out" || recipe_rc=$?
+((rc != 0)) || rc=$recipe_rc
 
 step "bench smoke runs, Rust (waiting for the background job)"
 bench_rc=0
