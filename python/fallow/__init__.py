@@ -202,6 +202,8 @@ def analyze(
     device: int | str | None = None,
     service: str | None = None,
     seed: int = 1,
+    html: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
     **options: Any,
 ) -> dict[str, Any]:
     """What ``fallow analyze --json`` prints: the characterisation of one
@@ -213,6 +215,13 @@ def analyze(
             name); by default the busiest (the lowest id on a tie), as the
             CLI chooses.
         service, seed, **options: as :func:`characterize`'s.
+        html: also write ``fallow analyze --html``'s report to this path:
+            the CLI's page, byte for byte, written atomically. The path is
+            checked as the CLI checks it, before the analysis: never the
+            trace's own file or a device node, and not a file fallow did
+            not write unless ``overwrite`` (a ``ParameterError`` naming
+            ``html`` otherwise).
+        overwrite: let ``html`` replace a file fallow did not write.
 
     Returns:
         A plain dict: the keys of :func:`characterize`'s ``.data`` and
@@ -222,4 +231,4 @@ def analyze(
 
     The analysis runs in Rust with the GIL released.
     """
-    return _analyze(trace, device, service, seed, **options)
+    return _analyze(trace, device, service, seed, html=html, overwrite=overwrite, **options)

@@ -161,6 +161,8 @@ def analyze(
     ar_max_order: int = 10,
     rate_bin_s: float | None = None,
     curve_points: int = 200,
+    html: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]: ...
 
 # The keyword arguments are spelled once, in fallow/_options.py.

@@ -9,6 +9,9 @@ interpreter (``python -m fallow``: the command line inside the extension).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,6 +128,40 @@ def test_analyze_is_the_clis_json(cli_json):
     # the busiest device asked for by name gives the same report
     again = fallow.analyze(fallow.read_trace(path), device=py["trace"]["device"])
     assert again == py
+
+
+def test_analyze_html_is_the_clis_page(tmp_path):
+    # `fallow analyze --html` and `fallow.analyze(html=)` write one page,
+    # byte for byte: the CLI's renderer, reached through the library
+    path = str(REPO / "tests" / "data" / "cli" / "two_devices.csv")
+    cli_page, py_page = tmp_path / "cli.html", tmp_path / "py.html"
+    o = subprocess.run(
+        [sys.executable, "-m", "fallow", "analyze", path, "--html", str(cli_page)],
+        capture_output=True,
+        text=True,
+    )
+    assert o.returncode == 0, o.stderr
+    result = fallow.analyze(fallow.read_trace(path), html=py_page)
+    assert py_page.read_bytes() == cli_page.read_bytes()
+    page = py_page.read_text()
+    assert page.startswith("<!DOCTYPE html>") and result["findings"][0]["text"][:40] in page
+    # a page fallow wrote may be replaced; the trace itself, a device node
+    # or a file fallow did not write may not (checked before the analysis)
+    fallow.analyze(fallow.read_trace(path), html=py_page)
+    with pytest.raises(fallow.ParameterError, match="html") as e:
+        fallow.analyze(fallow.read_trace(path), html=path)
+    assert "input of this command" in str(e.value)
+    mine = tmp_path / "notes.html"
+    mine.write_text("mine")
+    with pytest.raises(fallow.ParameterError, match="html"):
+        fallow.analyze(fallow.read_trace(path), html=mine)
+    assert mine.read_text() == "mine"
+    fallow.analyze(fallow.read_trace(path), html=mine, overwrite=True)
+    assert mine.read_bytes() == cli_page.read_bytes()
+    fifo = tmp_path / "fifo.html"
+    os.mkfifo(fifo)
+    with pytest.raises(fallow.ParameterError, match="html"):
+        fallow.analyze(fallow.read_trace(path), html=fifo, overwrite=True)
 
 
 def test_scrub_plan_is_the_clis_json(cli_json):

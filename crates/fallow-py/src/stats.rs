@@ -71,8 +71,12 @@ fn options(
 /// `fallow analyze`: characterise one device (the busiest unless `device`
 /// names one) and state its headline findings. Returns the plain dict of
 /// `fallow analyze --json`: the characterisation's keys and `findings`.
+/// With `html`, also writes `fallow analyze --html`'s report there (the
+/// CLI's page, byte for byte; the path checked as the CLI checks it:
+/// never the trace's own file, a device node, or a file fallow did not
+/// write unless `overwrite`).
 #[pyfunction]
-#[pyo3(signature = (trace, device=None, service=None, seed=fallow_core::sim::DEFAULT_SEED, acf_max_lag=50, ar_max_order=10, rate_bin_s=None, curve_points=200))]
+#[pyo3(signature = (trace, device=None, service=None, seed=fallow_core::sim::DEFAULT_SEED, acf_max_lag=50, ar_max_order=10, rate_bin_s=None, curve_points=200, html=None, overwrite=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn analyze<'py>(
     py: Python<'py>,
@@ -84,7 +88,14 @@ pub fn analyze<'py>(
     ar_max_order: usize,
     rate_bin_s: Option<f64>,
     curve_points: usize,
+    html: Option<std::path::PathBuf>,
+    overwrite: bool,
 ) -> Result<Bound<'py, PyAny>> {
+    // checked before the work, as the CLI does
+    let guard = fallow_core::outpath::OutputGuard::new(overwrite).input(&trace.inner.report().path);
+    if let Some(p) = &html {
+        guard.check(p, fallow_core::outpath::OutputKind::HtmlReport, "html")?;
+    }
     let request = AnalyzeRequest {
         device: device.map(|d| d.0),
         options: options(
@@ -97,6 +108,12 @@ pub fn analyze<'py>(
         ),
     };
     let t = &trace.inner;
-    let a = without_gil(py, || fallow_core::analyze::analyze(t, &request))?;
+    let a = without_gil(py, || {
+        let a = fallow_core::analyze::analyze(t, &request)?;
+        if let Some(p) = &html {
+            fallow_cli::write_analysis_report(p, &a, &guard, "html")?;
+        }
+        Ok::<_, fallow_core::Error>(a)
+    })?;
     to_python(py, &a)
 }
