@@ -11,7 +11,7 @@ import numpy.typing as npt
 from typing_extensions import Unpack
 
 from fallow._options import (
-    InputOptions,
+    CompareOptions,
     ParetoOptions,
     RecommendOptions,
     SimulateOptions,
@@ -172,7 +172,7 @@ def simulate(
 def compare(
     trace: Trace | None = None,
     policies: Sequence[str] | None = None,
-    **options: Unpack[InputOptions],
+    **options: Unpack[CompareOptions],
 ) -> list[dict[str, Any]]: ...
 def tune(
     trace: Trace | None = None,

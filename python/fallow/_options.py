@@ -48,6 +48,13 @@ class SimulateOptions(InputOptions, total=False):
     retune_every: int | None
 
 
+class CompareOptions(InputOptions, total=False):
+    """:func:`fallow.compare`'s keywords: the input, and the threads the
+    line-up runs on (``fallow compare --threads``)."""
+
+    threads: int | None
+
+
 class TuneOptions(InputOptions, total=False):
     """:func:`fallow.tune`'s keywords: the search, and the input."""
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fallow import _fallow, _schema
-from fallow._options import InputOptions, SimulateOptions, given, keywords
+from fallow._options import CompareOptions, SimulateOptions, given, keywords
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -198,9 +198,11 @@ def simulate(
     return SimulationResult(_fallow.simulate(trace, policy, **given(options)))
 
 
-@keywords(InputOptions)
+@keywords(CompareOptions)
 def compare(
-    trace: Trace | None = None, policies: list[str] | None = None, **options: Unpack[InputOptions]
+    trace: Trace | None = None,
+    policies: list[str] | None = None,
+    **options: Unpack[CompareOptions],
 ) -> pd.DataFrame:
     """Run several policies on one input (prepared once) and tabulate them.
 
@@ -211,6 +213,9 @@ def compare(
         workload: as for :func:`simulate`.
         device, service, arrival_rate, ...: as for :func:`simulate` (the
             same defaults as ``fallow compare``: 1,000,000 synthetic requests).
+        threads: policies run side by side, each as it would alone (the
+            core's runner, as ``fallow compare``'s); default: one per core,
+            or ``FALLOW_THREADS``.
 
     Returns:
         A pandas DataFrame with one row per policy, in the order given, and

@@ -11,7 +11,7 @@ import pytest
 
 import fallow
 from fallow import _fallow
-from fallow._options import InputOptions, SimulateOptions, TuneOptions
+from fallow._options import CompareOptions, SimulateOptions, TuneOptions
 
 WORKLOAD = dict(workload="poisson:rate=20", requests=2_000, service="exp:5ms")
 
@@ -24,7 +24,7 @@ def kw_only(f) -> list[str]:
     ("function", "options"),
     [
         (fallow.simulate, SimulateOptions),
-        (fallow.compare, InputOptions),
+        (fallow.compare, CompareOptions),
         (fallow.tune, TuneOptions),
     ],
 )
@@ -46,7 +46,7 @@ def test_the_core_reads_every_documented_keyword() -> None:
 
     r = _fallow.simulate(None, "aggressive", **none_but(SimulateOptions, WORKLOAD))
     assert r["spec"] == "aggressive"
-    runs = _fallow.compare(None, ["aggressive"], **none_but(InputOptions, WORKLOAD))
+    runs = _fallow.compare(None, ["aggressive"], **none_but(CompareOptions, WORKLOAD))
     assert [run["spec"] for run in runs] == ["aggressive"]
     tuned = _fallow.tune(
         None, "fixed-wait", "50%", **none_but(TuneOptions, WORKLOAD | {"sizes": 65536})

@@ -18,11 +18,9 @@ use crate::table::{Cell, Column, CsvArg, Table};
 use anyhow::Result;
 use clap::Args;
 use fallow_core::outpath::OutputKind;
-use fallow_core::policy::Policy;
-use fallow_core::sim::{simulate, Prepared, SimConfig, SimResult};
+use fallow_core::sim::{LineupEvent, SimResult};
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 /// Arguments of `fallow compare`.
 #[derive(Debug, Args)]
@@ -91,7 +89,14 @@ pub fn run(args: CompareArgs) -> Result<()> {
     let input = prepare(&args.input)?;
     let threads = threads(args.threads);
     let bar = progress(policies.len(), input.prep.requests())?;
-    let results = run_all(&input.prep, policies, &cfg, threads, bar.as_ref());
+    let results = fallow_core::sim::run_lineup(&input.prep, policies, &cfg, threads, None, &|e| {
+        if let Some(b) = &bar {
+            match e {
+                LineupEvent::Started(spec) => b.set_message(spec.to_string()),
+                LineupEvent::Finished => b.inc(1),
+            }
+        }
+    });
     if let Some(b) = bar {
         b.finish();
     }
@@ -195,38 +200,6 @@ fn progress(policies: usize, requests: usize) -> Result<Option<Progress>> {
         b.steady_tick(std::time::Duration::from_millis(500));
     }
     Ok(bar)
-}
-
-/// Simulate every policy on `prep`, `threads` at a time; results in input order.
-pub fn run_all(
-    prep: &Prepared,
-    policies: Vec<(String, Box<dyn Policy>)>,
-    cfg: &SimConfig,
-    threads: usize,
-    bar: Option<&Progress>,
-) -> Vec<(String, fallow_core::Result<SimResult>)> {
-    // each policy is taken by the one worker that runs it
-    let specs: Vec<String> = policies.iter().map(|(s, _)| s.clone()).collect();
-    let policies: Vec<Mutex<Option<Box<dyn Policy>>>> = policies
-        .into_iter()
-        .map(|(_, p)| Mutex::new(Some(p)))
-        .collect();
-    let results = fallow_core::polled::map_indexed(policies.len(), threads, |i| {
-        let mut pol = policies[i]
-            .lock()
-            .expect("no panics while locked")
-            .take()
-            .expect("each policy runs once");
-        if let Some(b) = bar {
-            b.set_message(specs[i].clone());
-        }
-        let r = simulate(prep, pol.as_mut(), cfg);
-        if let Some(b) = bar {
-            b.inc(1);
-        }
-        r
-    });
-    specs.into_iter().zip(results).collect()
 }
 
 /// The comparison table, the baseline first.

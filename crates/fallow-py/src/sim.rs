@@ -218,26 +218,25 @@ pub fn compare<'py>(
 ) -> Result<Bound<'py, PyAny>> {
     let kw = Kwargs::new(options)?;
     let req = request(trace.as_deref(), &kw)?;
+    let threads = crate::tune::threads_arg(&kw)?;
     kw.finish()?;
     let cfg = req.config();
-    let mut lineup = sim::lineup(policies, &cfg.bg_service)?;
+    let lineup = sim::lineup(policies, &cfg.bg_service)?;
     for why in &lineup.skipped {
         py.import("warnings")?.call_method1("warn", (why,))?;
     }
     let cancel = Arc::new(AtomicBool::new(false));
+    // side by side, as `fallow compare` runs them (the core's one runner)
     let results = interruptible(py, cancel.clone(), || {
         let prep = req.prepare_cancellable(&cancel)?;
-        lineup
-            .policies
-            .iter_mut()
-            .map(|(_, p)| run(&prep, p.as_mut(), &cfg, &cancel))
+        sim::run_lineup(&prep, lineup.policies, &cfg, threads, Some(&cancel), &|_| {})
+            .into_iter()
+            .map(|(spec, r)| r.map(|r| (spec, r)))
             .collect::<fallow_core::Result<Vec<_>>>()
     })?;
-    let runs: Vec<Run<'_>> = lineup
-        .policies
+    let runs: Vec<Run<'_>> = results
         .iter()
-        .zip(&results)
-        .map(|((spec, _), result)| Run {
+        .map(|(spec, result)| Run {
             spec,
             result,
             retune: None,

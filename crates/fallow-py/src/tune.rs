@@ -193,7 +193,7 @@ pub fn recommend<'py>(
 }
 
 /// `threads=`: None (the core's default), else at least 1.
-fn threads_arg(kw: &Kwargs<'_>) -> Result<usize> {
+pub(crate) fn threads_arg(kw: &Kwargs<'_>) -> Result<usize> {
     match kw.get::<usize>("threads")? {
         None => Ok(tuning::default_threads()),
         Some(0) => Err(parameter("threads", "must be at least 1")),

@@ -29,7 +29,7 @@ mod request;
 
 // the BG side of a run's settings (SimConfig) lives with the service models
 pub use crate::service::{BgService, BgWork, Burst};
-pub use lineup::{default_specs, lineup, Lineup};
+pub use lineup::{default_specs, lineup, run_lineup, Lineup, LineupEvent};
 pub use metrics::{BgMetrics, FgMetrics, MeanFigures, SimResult, Totals};
 pub use parts::{simulate_split, Part, Split};
 pub use request::{
