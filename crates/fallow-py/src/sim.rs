@@ -229,10 +229,17 @@ pub fn compare<'py>(
     // side by side, as `fallow compare` runs them (the core's one runner)
     let results = interruptible(py, cancel.clone(), || {
         let prep = req.prepare_cancellable(&cancel)?;
-        sim::run_lineup(&prep, lineup.policies, &cfg, threads, Some(&cancel), &|_| {})
-            .into_iter()
-            .map(|(spec, r)| r.map(|r| (spec, r)))
-            .collect::<fallow_core::Result<Vec<_>>>()
+        sim::run_lineup(
+            &prep,
+            lineup.policies,
+            &cfg,
+            threads,
+            Some(&cancel),
+            &|_| {},
+        )
+        .into_iter()
+        .map(|(spec, r)| r.map(|r| (spec, r)))
+        .collect::<fallow_core::Result<Vec<_>>>()
     })?;
     let runs: Vec<Run<'_>> = results
         .iter()

@@ -122,7 +122,9 @@ mod tests {
         let finished = std::sync::atomic::AtomicUsize::new(0);
         let side_by_side = run_lineup(
             &prep,
-            lineup(Some(specs.clone()), &cfg.bg_service).unwrap().policies,
+            lineup(Some(specs.clone()), &cfg.bg_service)
+                .unwrap()
+                .policies,
             &cfg,
             3,
             None,
@@ -150,7 +152,9 @@ mod tests {
         let stop = AtomicBool::new(true);
         let stopped = run_lineup(
             &prep,
-            lineup(Some(specs.clone()), &cfg.bg_service).unwrap().policies,
+            lineup(Some(specs.clone()), &cfg.bg_service)
+                .unwrap()
+                .policies,
             &cfg,
             2,
             Some(&stop),
