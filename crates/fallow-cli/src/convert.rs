@@ -36,12 +36,8 @@ pub struct ConvertArgs {
     #[arg(value_name = "TRACE")]
     pub trace: PathBuf,
 
-    /// Output file: `.parquet` (zstd), `.arrow`/`.feather`/`.ipc` (Arrow IPC
-    /// file), `.arrows` (Arrow IPC stream) in the columns of docs/formats.md,
-    /// or else fallow's binary format (conventionally `.fbt`). Written to a
-    /// temporary file in the same directory and renamed into place, so it
-    /// is never left half-written.
-    #[arg(long, short = 'o', value_name = "OUT.fbt", help_heading = crate::atomic::OUTPUT_FILES)]
+    // the help lists the registry's writers (fallow_core::trace::Format::output_help)
+    #[arg(long, short = 'o', value_name = "OUT.fbt", help = fallow_core::trace::Format::output_help(), help_heading = crate::atomic::OUTPUT_FILES)]
     pub output: PathBuf,
 
     /// Split a multi-device trace into a directory (`-o DIR`), one

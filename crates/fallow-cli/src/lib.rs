@@ -134,7 +134,7 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
-    /// Convert a trace to fallow's binary format, which loads much faster.
+    /// Convert a trace to another format, chosen by the output's extension (fallow's binary format loads much faster).
     Convert(convert::ConvertArgs),
     /// Run `analyze` on a built-in synthetic bursty workload and write its HTML report.
     Demo(demo::DemoArgs),

@@ -206,6 +206,32 @@ impl Format {
             list.join(", ")
         )
     }
+
+    /// The help of an output trace's path (`fallow convert -o`), from the
+    /// registry's writers: which extensions write which format (a writer
+    /// added with its reader shows here with no other edit), and what any
+    /// other extension writes ([`writer_for`]).
+    pub fn output_help() -> String {
+        let list: Vec<String> = READERS
+            .iter()
+            .filter(|e| !e.writers.is_empty() && e.name != fallow_bin::READER.name)
+            .map(|e| {
+                let exts: Vec<String> = e
+                    .writers
+                    .iter()
+                    .flat_map(|w| w.extensions.iter().map(|x| format!("`.{x}`")))
+                    .collect();
+                format!("{} ({}: {})", exts.join(", "), e.name, e.summary)
+            })
+            .collect();
+        format!(
+            "Output file, its format chosen by the extension: {}; any other extension: {} \
+             (conventionally `.fbt`). Written to a temporary file in the same directory and \
+             renamed into place, so it is never left half-written.",
+            list.join("; "),
+            fallow_bin::READER.summary
+        )
+    }
 }
 
 impl PartialEq for Format {
@@ -1365,6 +1391,27 @@ impl<R: Read> Read for CountingReader<'_, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_output_help_names_each_writers_extensions_and_their_format() {
+        // `fallow convert -o`'s help once left out `.csv` and `.pq`
+        let help = Format::output_help();
+        for e in readers()
+            .iter()
+            .filter(|e| e.name != fallow_bin::READER.name)
+        {
+            for x in e.writers.iter().flat_map(|w| w.extensions) {
+                assert!(help.contains(&format!("`.{x}`")), "{x} in {help}");
+                assert_eq!(writer_for(Path::new(&format!("t.{x}"))).0.name(), e.name);
+            }
+        }
+        assert!(help.contains("`.csv` (msr: "), "{help}");
+        assert!(
+            help.contains("any other extension: fallow's binary cache"),
+            "{help}"
+        );
+        assert_eq!(writer_for(Path::new("t.bin")).0.name(), "fallow");
+    }
 
     #[test]
     fn devices_are_counted_by_id_over_runs_and_interleaving() {
