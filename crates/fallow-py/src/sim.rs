@@ -25,6 +25,16 @@ use std::sync::Arc;
 /// refuses any left over (as Python does for an unknown keyword).
 pub(crate) struct Kwargs<'py>(Option<Bound<'py, PyDict>>);
 
+/// `threads=`: None (the core's default: one per core, or
+/// `FALLOW_THREADS`), else at least 1.
+pub(crate) fn threads_arg(kw: &Kwargs<'_>) -> Result<usize> {
+    match kw.get::<usize>("threads")? {
+        None => Ok(fallow_core::tune::default_threads()),
+        Some(0) => Err(parameter("threads", "must be at least 1")),
+        Some(n) => Ok(n),
+    }
+}
+
 impl<'py> Kwargs<'py> {
     pub(crate) fn new(kw: Option<&Bound<'py, PyDict>>) -> Result<Self> {
         // a copy: the caller's dict is not ours to empty
@@ -218,7 +228,7 @@ pub fn compare<'py>(
 ) -> Result<Bound<'py, PyAny>> {
     let kw = Kwargs::new(options)?;
     let req = request(trace.as_deref(), &kw)?;
-    let threads = crate::tune::threads_arg(&kw)?;
+    let threads = threads_arg(&kw)?;
     kw.finish()?;
     let cfg = req.config();
     let lineup = sim::lineup(policies, &cfg.bg_service)?;

@@ -5,7 +5,7 @@
 
 use crate::errors::{interruptible, parameter, Result};
 use crate::json::to_python;
-use crate::sim::{request, Kwargs};
+use crate::sim::{request, threads_arg, Kwargs};
 use crate::trace::PyTrace;
 use fallow_core::policy;
 use fallow_core::tune::{self as tuning, Budget, SearchMode, TuneConfig};
@@ -66,11 +66,7 @@ pub fn tune<'py>(
         budgets: Budget::parse_list(budget)?,
         sizes: sizes_arg(kw.raw("sizes")?)?,
         max_delay_ns: kw.duration_ns("max_delay")?,
-        threads: match kw.get::<usize>("threads")? {
-            None => tuning::default_threads(),
-            Some(0) => return Err(parameter("threads", "must be at least 1")),
-            Some(n) => n,
-        },
+        threads: threads_arg(&kw)?,
         fast: true,
         search: SearchMode::parse(&kw.get::<String>("search")?.unwrap_or_else(|| "auto".into()))?,
         auto_limit_visits: tuning::AUTO_EXACT_LIMIT_VISITS,
@@ -190,15 +186,6 @@ pub fn recommend<'py>(
     })?;
     warn_skipped(py, &rec.skipped)?;
     to_python(py, &rec)
-}
-
-/// `threads=`: None (the core's default), else at least 1.
-pub(crate) fn threads_arg(kw: &Kwargs<'_>) -> Result<usize> {
-    match kw.get::<usize>("threads")? {
-        None => Ok(tuning::default_threads()),
-        Some(0) => Err(parameter("threads", "must be at least 1")),
-        Some(n) => Ok(n),
-    }
 }
 
 /// Candidates left out of a default line-up, as `UserWarning`s (as
