@@ -221,26 +221,27 @@ libtest_args=(--show-output)
 # before, 30 s of the critical path. cargo holds the build directory for a
 # whole `cargo test`, so the binary is run directly, from its package's
 # directory as cargo runs it.
-it_exe=$(python3 -c '
+# The test executables from the build's JSON, the `it` tests' first (the
+# script stops here if there is none), then every other one.
+mapfile -t test_exes < <(python3 -c '
 import json, sys
+it, others = [], []
 for line in open(sys.argv[1]):
     m = json.loads(line)
     t = m.get("target", {})
-    if (m.get("reason") == "compiler-artifact" and t.get("name") == "it" and t.get("kind") == ["test"]
-            and m["manifest_path"].endswith("/crates/fallow-core/Cargo.toml") and m.get("executable")):
-        print(m["executable"])
+    if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m.get("profile", {}).get("test"):
+        continue
+    is_it = t.get("name") == "it" and m["manifest_path"].endswith("/crates/fallow-core/Cargo.toml")
+    (it if is_it else others).append(m["executable"])
+if len(it) != 1:
+    sys.exit(f"test.sh: {len(it)} executables for fallow-core\x27s it tests in the build\x27s JSON, not 1")
+print("\n".join(it + others))
 ' "$LOGS/build.json")
-[[ -x $it_exe ]] || { echo "test.sh: no executable for fallow-core's it tests in the build's JSON" >&2; exit 1; }
+it_exe=${test_exes[0]:-}
+other_exes=("${test_exes[@]:1}")
+[[ -x $it_exe ]] || { echo "test.sh: no executable for fallow-core's it tests" >&2; exit 1; }
 mapfile -t it_tests < <("$it_exe" --list --format terse | sed -n 's/: test$//p')
 # A skip is by exact name, in every binary: no other test may share one.
-mapfile -t other_exes < <(python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m.get("profile", {}).get("test"):
-        if m["executable"] != sys.argv[2]:
-            print(m["executable"])
-' "$LOGS/build.json" "$it_exe")
 shared=$(for exe in "${other_exes[@]}"; do "$exe" --list --format terse 2>/dev/null; done \
     | sed -n 's/: test$//p' | sort -u | comm -12 - <(printf '%s\n' "${it_tests[@]}" | sort -u))
 [[ -z $shared ]] || { echo "test.sh: tests of it and of other binaries share names: $shared" >&2; exit 1; }
