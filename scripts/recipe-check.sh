@@ -164,16 +164,21 @@ if got != want:
     sys.exit(f"every-other params {got!r}, the key table gives {want!r}")
 print("recipe-check: fallow policies lists every-other:", got)
 '
-sim() { "$fallow" simulate --workload poisson --utilization 0.3 --requests 20000 --json "$@"; }
-defaults=$(sim --policy every-other | python3 -c 'import json,sys; d=json.load(sys.stdin); d.pop("spec"); print(json.dumps(d, sort_keys=True))')
-given=$(sim --policy every-other:t=100ms,n=10 | python3 -c 'import json,sys; d=json.load(sys.stdin); d.pop("spec"); print(json.dumps(d, sort_keys=True))')
+# one synthetic FG for simulate, tune and compare
+workload=(--workload poisson --utilization 0.3 --requests 20000)
+# simulate's JSON without the spec as given, keys sorted
+simulated() {
+    "$fallow" simulate "${workload[@]}" --json --policy "$1" \
+        | python3 -c 'import json,sys; d=json.load(sys.stdin); d.pop("spec"); print(json.dumps(d, sort_keys=True))'
+}
+defaults=$(simulated every-other)
+given=$(simulated every-other:t=100ms,n=10)
 [[ $defaults == "$given" ]] || fail "simulate: every-other alone differs from every-other:t=100ms,n=10"
 python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["bg"]["completed"] > 0, d["bg"]' "$defaults" \
     || fail "simulate: every-other did no BG work"
 echo "recipe-check: simulate runs every-other; with no keys it is every-other:t=100ms,n=10"
 # (each output is taken whole first: a fallow error stops here, not in the check)
-tuned=$("$fallow" tune --workload poisson --utilization 0.3 --requests 20000 --policy every-other \
-    --budget 5% --sizes 64KiB --json)
+tuned=$("$fallow" tune "${workload[@]}" --policy every-other --budget 5% --sizes 64KiB --json)
 python3 -c '
 import json, sys
 d = json.load(sys.stdin)
@@ -181,7 +186,7 @@ if (d["policy"], d["knob"]["name"]) != ("every-other", "t"):
     sys.exit(f"tune: policy {d['policy']}, knob {d['knob']['name']}, not every-other by t")
 print("recipe-check: tune searches every-other by its knob t")
 ' <<<"$tuned"
-compared=$("$fallow" compare --workload poisson --utilization 0.3 --requests 20000 --json)
+compared=$("$fallow" compare "${workload[@]}" --json)
 python3 -c '
 import json, sys
 if "every-other" not in json.dumps(json.load(sys.stdin)):
@@ -191,9 +196,14 @@ print("recipe-check: compare runs every-other with the others")
 
 # 6. The reader: detected, named by --format, analysed, converted.
 printf 't_us=500 dev=0 off=4096 len=4096 rw=R lat_us=250\nt_us=1500 dev=0 off=0 len=512 rw=W lat_us=100\n' >"$scratch/io.log"
-format=$("$fallow" analyze "$scratch/io.log" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["trace"]["format"])')
+# the format `fallow analyze ARGS` read the file as
+analyzed_as() {
+    "$fallow" analyze "$scratch/io.log" "$@" --json \
+        | python3 -c 'import json,sys; print(json.load(sys.stdin)["trace"]["format"])'
+}
+format=$(analyzed_as)
 [[ $format == logfmt ]] || fail "analyze detected $format, not logfmt"
-format=$("$fallow" analyze "$scratch/io.log" --format logfmt --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["trace"]["format"])')
+format=$(analyzed_as --format logfmt)
 [[ $format == logfmt ]] || fail "analyze --format logfmt read it as $format"
 echo "recipe-check: analyze detects logfmt and takes --format logfmt"
 "$fallow" convert "$scratch/io.log" -o "$scratch/io.csv"
