@@ -17,6 +17,7 @@ import inspect
 from typing import TYPE_CHECKING, Any, Callable, ForwardRef, TypedDict, TypeVar
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Sequence
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,9 +49,17 @@ class SimulateOptions(InputOptions, total=False):
     retune_every: int | None
 
 
-class CompareOptions(InputOptions, total=False):
-    """:func:`fallow.compare`'s keywords: the input, and the threads the
-    line-up runs on (``fallow compare --threads``)."""
+class PageOptions(TypedDict, total=False):
+    """Where to write the CLI's ``--html`` page as well (``html``), and
+    whether it may replace a file fallow did not write (``overwrite``)."""
+
+    html: str | os.PathLike[str] | None
+    overwrite: bool | None
+
+
+class CompareOptions(InputOptions, PageOptions, total=False):
+    """:func:`fallow.compare`'s keywords: the input, the threads the
+    line-up runs on (``fallow compare --threads``), and its page."""
 
     threads: int | None
 
@@ -64,9 +73,9 @@ class TuneOptions(InputOptions, total=False):
     search: str | None
 
 
-class ParetoOptions(InputOptions, total=False):
+class ParetoOptions(InputOptions, PageOptions, total=False):
     """:func:`fallow.pareto`'s keywords: the input (``bg_size`` is the
-    request size swept at), and the threads."""
+    request size swept at), the threads, and its page."""
 
     threads: int | None
 

@@ -188,6 +188,8 @@ def energy(
     bg: str | None = None,
     bg_wait: float | str | None = None,
     seed: int = 1,
+    html: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
 ) -> EnergyResult:
     """Simulate disk spin-down, alone and with peers serving requests while
     the disk sleeps (SARD), as ``fallow energy`` does.
@@ -237,6 +239,12 @@ def energy(
             ``"size"``) and ``bg_wait`` (``"100ms"``) shape it.
         seed: seed of the choice of local requests, the peer draws and the
             network contention.
+        html: also write ``fallow energy --html``'s page to this path (the
+            CLI's page, byte for byte, written atomically; checked before
+            the study as the CLI checks ``--html``: never the trace, the
+            power file, a device node or a FIFO, nor a file fallow did not
+            write unless ``overwrite=True``).
+        overwrite: let ``html`` replace a file fallow did not write.
 
     Returns:
         An :class:`EnergyResult`; ``.runs`` is the table as a DataFrame.
@@ -278,5 +286,7 @@ def energy(
             bg=bg,
             bg_wait=bg_wait,
             seed=seed,
+            html=html,
+            overwrite=overwrite,
         )
     )

@@ -216,6 +216,11 @@ def compare(
         threads: policies run side by side, each as it would alone (the
             core's runner, as ``fallow compare``'s); default: one per core,
             or ``FALLOW_THREADS``.
+        html: also write ``fallow compare --html``'s page to this path (the
+            CLI's page, byte for byte, written atomically; checked before
+            any work as the CLI checks ``--html``: never the trace's own
+            file, a device node or a FIFO, nor a file fallow did not write
+            unless ``overwrite=True``).
 
     Returns:
         A pandas DataFrame with one row per policy, in the order given, and

@@ -277,6 +277,8 @@ def pareto(
         bg_size: the request size swept at (default 64 KiB, as
             :func:`fallow.simulate`).
         threads: settings simulated at once (the result does not depend on it).
+        html, overwrite: also write ``fallow pareto --html``'s page there,
+            as :func:`fallow.compare` writes its page.
         workload, device, service, ...: the input and BG options of
             :func:`fallow.simulate`.
 

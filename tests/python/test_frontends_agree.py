@@ -164,6 +164,64 @@ def test_analyze_html_is_the_clis_page(tmp_path):
         fallow.analyze(fallow.read_trace(path), html=fifo, overwrite=True)
 
 
+def _cli_page(tmp_path, name, *args):
+    """The page of ``fallow ARGS --html tmp_path/NAME``, as bytes."""
+    page = tmp_path / name
+    o = subprocess.run(
+        [sys.executable, "-m", "fallow", *args, "--html", str(page)],
+        capture_output=True,
+        text=True,
+    )
+    assert o.returncode == 0, o.stderr
+    return page.read_bytes()
+
+
+def test_compare_pareto_and_energy_pages_are_the_clis(tmp_path):
+    # one renderer (fallow_report) and one description of the input behind
+    # `--html` and `html=`: the same bytes for a workload and for a trace
+    workload = ["--workload", "mmpp:cv=9,burst=1000", "--utilization", "0.3"]
+    workload += ["--requests", "20000", "--bg", "size", "--seed", "7"]
+    kw = dict(workload="mmpp:cv=9,burst=1000", utilization=0.3, requests=20_000)
+    kw.update(bg="size", seed=7)
+    lineup = ["aggressive", "fixed-wait:t=50ms"]
+    cli = _cli_page(
+        tmp_path, "c.html", "compare", *workload, *[a for p in lineup for a in ("--policy", p)]
+    )
+    fallow.compare(policies=lineup, html=tmp_path / "p.html", **kw)
+    assert (tmp_path / "p.html").read_bytes() == cli
+    assert b"synthetic workload" in cli and b"fixed-wait:t=50ms" in cli
+
+    cli = _cli_page(tmp_path, "c.html", "pareto", *workload, "--policy", "fixed-wait")
+    fallow.pareto(policies=["fixed-wait"], html=tmp_path / "p.html", **kw)
+    assert (tmp_path / "p.html").read_bytes() == cli
+
+    trace = str(REPO / "tests" / "data" / "cli" / "two_devices.csv")
+    cli = _cli_page(tmp_path, "c.html", "compare", trace, "--device", "3", "--policy", "aggressive")
+    t = fallow.read_trace(trace)
+    fallow.compare(t, ["aggressive"], device=3, html=tmp_path / "p.html")
+    assert (tmp_path / "p.html").read_bytes() == cli
+    assert b"two_devices.csv" in cli and b"device 3 of 2" in cli
+
+    energy = str(REPO / "tests" / "data" / "cli" / "energy.csv")
+    cli = _cli_page(tmp_path, "c.html", "energy", energy)
+    fallow.energy(energy, policy=None, html=tmp_path / "p.html")
+    assert (tmp_path / "p.html").read_bytes() == cli
+    # the paths are checked before any work, as the CLI checks them
+    for run in (
+        lambda: fallow.compare(t, ["aggressive"], device=3, html=trace),
+        lambda: fallow.pareto(t, ["fixed-wait"], device=3, html=trace),
+        lambda: fallow.energy(energy, html=energy),
+    ):
+        with pytest.raises(fallow.ParameterError, match="html") as e:
+            run()
+        assert "input of this command" in str(e.value)
+    mine = tmp_path / "notes.html"
+    mine.write_text("mine")
+    with pytest.raises(fallow.ParameterError, match="html"):
+        fallow.compare(policies=lineup, html=mine, **kw)
+    assert mine.read_text() == "mine"
+
+
 def test_scrub_plan_is_the_clis_json(cli_json):
     # one request (fallow_core::scrubplan::PlanRequest) behind both: with
     # the defaults, and with every setting given (the Monte Carlo seeded)

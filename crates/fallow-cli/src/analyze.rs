@@ -113,7 +113,7 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
     }
     let a = result?;
     warn_long_gaps(&a.characterization, &args.trace, trace.report());
-    crate::report::present(&a, args.json, args.html.as_deref(), None, None)
+    crate::output::present(&a, args.json, args.html.as_deref(), None, None)
 }
 
 /// `--device all`: every device in one streaming pass.
@@ -131,7 +131,7 @@ fn run_fleet(args: &AnalyzeArgs) -> Result<()> {
         args.seed,
     )?;
     if let Some(p) = &args.html {
-        crate::report::write_fleet(p, &fleet)?;
+        crate::atomic::written(p, fallow_report::fleet::write(p, &fleet))?;
         eprintln!("fallow: wrote the HTML fleet page to {}", p.display());
     }
     let how = match (args.json, args.csv) {

@@ -66,6 +66,12 @@ pub fn write_atomically(
     }
 }
 
+/// The result of a library's atomic write of `path` (a page of
+/// `fallow_report`), its error naming the file as [`write_atomically`]'s do.
+pub fn written(path: &Path, result: std::io::Result<()>) -> Result<()> {
+    result.with_context(|| format!("cannot write {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -106,7 +106,9 @@ pub fn run(args: CompareArgs) -> Result<()> {
         .collect::<Result<_, _>>()?;
 
     if let Some(path) = &args.html {
-        crate::report::write_compare(path, &input, &args.bg.describe(), &runs)?;
+        let written =
+            fallow_report::compare::write(path, &input.subject, &args.bg.describe(), &runs);
+        crate::atomic::written(path, written)?;
     }
     if args.json {
         let list: Vec<Run<'_>> = runs
@@ -206,8 +208,8 @@ fn progress(policies: usize, requests: usize) -> Result<Option<Progress>> {
 fn table(input: &Input, bg: &BgArgs, runs: &[(String, SimResult)]) -> String {
     let st = Style::for_stdout();
     let mut s = String::new();
-    let _ = writeln!(s, "{}", st.bold(&input.title));
-    for line in output::wrap(&input.detail, 96) {
+    let _ = writeln!(s, "{}", st.bold(&input.subject.title));
+    for line in output::wrap(&input.subject.detail, 96) {
         let _ = writeln!(s, "  {}", st.dim(&line));
     }
     let _ = writeln!(s, "  {}", st.dim(&bg.describe()));
@@ -230,7 +232,7 @@ fn table(input: &Input, bg: &BgArgs, runs: &[(String, SimResult)]) -> String {
             "Baseline: mean FG response {} over {} requests, FG utilisation {}.",
             secs(r.fg.baseline_mean_response_s),
             count(r.fg.requests),
-            pct(input.fg_utilization())
+            pct(input.subject.fg_utilization)
         );
     }
     s

@@ -11,9 +11,9 @@
 use crate::args::parse_budget;
 use crate::atomic::OverwriteArg;
 use crate::human::{bytes, count, num, pct, secs};
+use crate::output::present;
 use crate::output::Source;
 use crate::progress::TuningBar;
-use crate::report::{present, Decision};
 use crate::reproduce::shell_quote;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -24,6 +24,7 @@ use fallow_core::trace::{write_msr, MSR_HEADER};
 use fallow_core::tune::{self, Budget, SearchMode};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::{ServiceModel, Trace};
+use fallow_report::decision::Decision;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;

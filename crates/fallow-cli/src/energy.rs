@@ -5,7 +5,6 @@
 //! per figure, `--json`, and `--html` with the SARD paper's plots.
 
 use crate::atomic::OverwriteArg;
-use crate::energy_text::{bg_cells, describe_power, headlines, ratio};
 use crate::human::{bandwidth, bytes, count, joules, pct, secs};
 use crate::input::{self, ReadArgs};
 use crate::output::{self, describe_model, Style};
@@ -24,6 +23,7 @@ use fallow_core::outpath::OutputKind;
 use fallow_core::sim::BgService;
 use fallow_core::trace::DeviceSel;
 use fallow_core::ServiceModel;
+use fallow_report::energy_text::{bg_cells, describe_power, headlines, ratio};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -255,7 +255,7 @@ pub fn run(args: EnergyArgs) -> Result<()> {
     }
     let report = report?;
     if let Some(path) = &args.html {
-        crate::report::write_energy(path, &report)?;
+        crate::atomic::written(path, fallow_report::energy::write(path, &report))?;
     }
     if args.json {
         output::print(&output::json_text(&report)?)?;
@@ -263,7 +263,7 @@ pub fn run(args: EnergyArgs) -> Result<()> {
             eprintln!("fallow: wrote the HTML page to {}", path.display());
         }
     } else if args.csv.csv {
-        output::print(&crate::report::energy_runs_table(&report.runs).csv())?;
+        output::print(&crate::energy_table::runs_table(&report.runs).csv())?;
         if let Some(path) = &args.html {
             eprintln!("fallow: wrote the HTML page to {}", path.display());
         }

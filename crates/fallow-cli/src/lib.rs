@@ -34,7 +34,7 @@ mod convert;
 mod demo;
 mod emulate_disk;
 mod energy;
-mod energy_text;
+mod energy_table;
 mod error;
 mod human;
 mod input;
@@ -50,7 +50,6 @@ mod prepare;
 mod progress;
 mod recommend;
 mod record;
-mod report;
 mod reproduce;
 mod retune;
 mod run;
@@ -180,28 +179,6 @@ pub fn cli_command() -> clap::Command {
 }
 
 pub use atomic::OUTPUT_FILES;
-
-/// `fallow analyze --html`'s report of `analysis`, for the front ends that
-/// are not this command line (Python's `fallow.analyze(…, html=…)`): the
-/// same page, byte for byte. The path is checked by `guard` first (never
-/// one of the inputs, a device node or a file fallow did not write, unless
-/// the guard allows overwriting), under the parameter name `param`, and the
-/// page is written atomically.
-pub fn write_analysis_report(
-    path: &std::path::Path,
-    analysis: &fallow_core::analyze::Analysis,
-    guard: &fallow_core::outpath::OutputGuard,
-    param: &str,
-) -> fallow_core::Result<()> {
-    guard.check(path, fallow_core::outpath::OutputKind::HtmlReport, param)?;
-    let html = report::render(&analysis.characterization, &analysis.findings, None, None);
-    fallow_core::outpath::write_atomically(path, |w| w.write_all(html.as_bytes())).map_err(
-        |source| fallow_core::Error::Io {
-            path: path.to_path_buf(),
-            source,
-        },
-    )
-}
 
 /// Run the `fallow` command line `argv` (program name first) and return its
 /// exit status: what the `fallow` binary and the Python package's `fallow`

@@ -2,11 +2,12 @@
 //! without panicking when the reader goes away (`fallow analyze | head`).
 
 use crate::human::{count, counted, num, pct, requests, secs};
-use fallow_core::analyze::Finding;
-use fallow_core::period::CompletionSource;
-use fallow_core::{Characterization, ServiceModel};
+use fallow_core::analyze::{Analysis, Finding};
+use fallow_core::Characterization;
+pub use fallow_report::describe::{describe_input, describe_model, Source};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
+use std::path::Path;
 
 const WIDTH: usize = 100;
 
@@ -62,68 +63,35 @@ impl Style {
     }
 }
 
-/// What was analysed, when it is not a file (the demo's generated workload).
-pub struct Source {
-    /// Short name, used as the heading.
-    pub title: String,
-    /// One sentence on what the data is.
-    pub detail: String,
-}
-
-/// The one-line description of the input: file, format, device, completions.
-pub fn describe_input(c: &Characterization) -> String {
-    let t = &c.trace;
-    let mut parts = Vec::new();
-    if let Some(f) = t.format {
-        parts.push(format!("format {f}"));
+/// Print an analysis — the summary, or with `json` the report as JSON —
+/// and write its HTML page to `html` if asked (with the demo's `decision`
+/// first when there is one). `fallow analyze` and `fallow demo` show the
+/// core's [`Analysis`] through it.
+pub fn present(
+    a: &Analysis,
+    json: bool,
+    html: Option<&Path>,
+    source: Option<&Source>,
+    decision: Option<&fallow_report::decision::Decision>,
+) -> anyhow::Result<()> {
+    let (c, f) = (&a.characterization, &a.findings);
+    if let Some(path) = html {
+        let written = fallow_report::analysis::write(path, c, f, source, decision);
+        crate::atomic::written(path, written)?;
     }
-    let label = |d| fallow_core::trace::device_label(&t.devices, d);
-    match (t.device, t.devices.len()) {
-        (Some(d), 1) => parts.push(format!("device {}", label(d))),
-        (Some(d), n) => parts.push(format!("device {} of {n}", label(d))),
-        (None, _) => {}
+    if json {
+        print(&json_text(a)?)?;
+        if let Some(path) = html {
+            eprintln!("fallow: wrote the HTML report to {}", path.display());
+        }
+    } else {
+        let mut text = summary(c, f, source);
+        if let Some(path) = html {
+            text.push_str(&format!("\nHTML report: {}\n", path.display()));
+        }
+        print(&text)?;
     }
-    parts.push(match &t.completions {
-        CompletionSource::Recorded => "completion times recorded".to_string(),
-        CompletionSource::Modelled { model, seed } => {
-            format!(
-                "completion times modelled: {}, seed {seed}",
-                describe_model(model)
-            )
-        }
-    });
-    parts.join(" · ")
-}
-
-/// A service model in words (`disk model: 7200 rpm, seek 0.6–16 ms, 150 MB/s`);
-/// the core's canonical string when it does not parse.
-pub fn describe_model(model: &str) -> String {
-    match model.parse::<ServiceModel>() {
-        Ok(ServiceModel::Constant { ns }) => {
-            format!("constant {} per request", secs(ns as f64 / 1e9))
-        }
-        Ok(ServiceModel::Exponential { mean_ns }) => {
-            format!("exponential service, mean {}", secs(mean_ns as f64 / 1e9))
-        }
-        Ok(ServiceModel::Lognormal { mean_ns, cv }) => format!(
-            "lognormal service, mean {}, CV {}",
-            secs(mean_ns as f64 / 1e9),
-            num(cv)
-        ),
-        Ok(ServiceModel::Hyperexponential { mean_ns, cv }) => format!(
-            "hyperexponential service, mean {}, CV {}",
-            secs(mean_ns as f64 / 1e9),
-            num(cv)
-        ),
-        Ok(ServiceModel::Disk(d)) => format!(
-            "disk model ({} rpm, seek {}–{}, {} MB/s)",
-            num(d.rpm),
-            secs(d.track_to_track_ns / 1e9),
-            secs(d.full_stroke_ns / 1e9),
-            num(d.transfer_bytes_per_s / 1e6)
-        ),
-        Err(_) => model.to_string(),
-    }
+    Ok(())
 }
 
 /// The summary printed by `fallow analyze` and `fallow demo`.
@@ -336,20 +304,6 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn describes_models() {
-        let d = describe_model(
-            "disk:rpm=7200,seek=600000ns..16000000ns,rate=150000000B,capacity=1000000000000B",
-        )
-        .replace('\u{a0}', " ");
-        assert_eq!(d, "disk model (7200 rpm, seek 600 µs–16.0 ms, 150 MB/s)");
-        assert_eq!(
-            describe_model("exp:5000000ns").replace('\u{a0}', " "),
-            "exponential service, mean 5.00 ms"
-        );
-        assert_eq!(describe_model("???"), "???");
-    }
 
     #[test]
     fn wraps_words() {

@@ -117,8 +117,9 @@ pub fn run(args: ParetoArgs) -> Result<()> {
         b.finish();
     }
     if let Some(path) = &args.html {
-        crate::report::write_pareto(path, &input, &args.bg.describe(), &fronts)
-            .with_context(|| format!("writing {}", path.display()))?;
+        let written =
+            fallow_report::pareto::write(path, &input.subject, &args.bg.describe(), &fronts);
+        crate::atomic::written(path, written)?;
     }
     if args.json {
         output::print(&output::json_list_text(&fronts)?)
@@ -183,11 +184,11 @@ fn table(args: &ParetoArgs, input: &crate::prepare::Input, fronts: &[Front]) -> 
         "{}",
         st.bold(&format!(
             "{} · Pareto fronts at {} requests",
-            input.title,
+            input.subject.title,
             bytes(args.bg.bg_size)
         ))
     );
-    for line in output::wrap(&input.detail, 96) {
+    for line in output::wrap(&input.subject.detail, 96) {
         let _ = writeln!(s, "  {}", st.dim(&line));
     }
     let _ = writeln!(s, "  {}", st.dim(&args.bg.describe()));

@@ -4,39 +4,24 @@
 //! busy periods ready for many runs, and described in words.
 
 use crate::args::{BgArgs, InputArgs};
-use crate::human::{bytes, count, num, pct, secs};
 use crate::input;
-use crate::output::describe_model;
 use anyhow::{Context, Result};
 use fallow_core::policy;
 use fallow_core::sim::{self, Prepared, SimResult};
-use fallow_core::workload::ArrivalProcess;
+use fallow_report::describe::Subject;
+pub use fallow_report::describe::{describe_device, file_name};
 use serde::Serialize;
 
 /// A prepared input and how to describe it.
 pub struct Input {
     /// Busy periods and baseline response times, ready for many runs.
     pub prep: Prepared,
-    /// File name, or `synthetic workload`.
-    pub title: String,
-    /// One line on what the input is.
-    pub detail: String,
+    /// Its title, one line on it and its FG utilisation, as pages show them.
+    pub subject: Subject,
     /// The path of a trace, or the workload spec.
     pub source: String,
     /// The synthetic arrival process, exactly (parses back).
     pub arrivals: Option<String>,
-}
-
-impl Input {
-    /// Share of the span the device serves FG requests (no BG work).
-    pub fn fg_utilization(&self) -> f64 {
-        let span = self.prep.span_ns() as f64;
-        if span > 0.0 {
-            self.prep.periods().busy_total_ns() as f64 / span
-        } else {
-            0.0
-        }
-    }
 }
 
 /// Read (or generate) the FG requests and prepare them for simulation.
@@ -51,29 +36,8 @@ pub fn prepare(a: &InputArgs) -> Result<Input> {
         a,
         &selected.trace,
         file_name(path),
-        describe_device(&selected),
+        describe_device(&selected.devices, selected.device),
         path.display().to_string(),
-    )
-}
-
-/// The last part of a path, for titles.
-pub fn file_name(path: &std::path::Path) -> String {
-    path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    )
-}
-
-/// `device 0 of 2`.
-pub fn describe_device(selected: &input::Selected) -> String {
-    format!(
-        "device {}{}",
-        fallow_core::trace::device_label(&selected.devices, selected.device),
-        if selected.devices.len() > 1 {
-            format!(" of {}", selected.devices.len())
-        } else {
-            String::new()
-        }
     )
 }
 
@@ -94,24 +58,10 @@ pub fn prepare_trace(
         s.finish_and_clear();
     }
     let prep = prep?;
-    let mut parts = vec![device];
-    parts.push(format!(
-        "{} requests over {}",
-        count(prep.requests() as u64),
-        secs(prep.span_ns() as f64 / 1e9)
-    ));
-    parts.push(match &a.service {
-        Some(m) => format!(
-            "completions modelled: {}, seed {}",
-            describe_model(&m.to_string()),
-            a.seed
-        ),
-        None => "completion times recorded".into(),
-    });
+    let subject = Subject::of_trace(&prep, title, device, a.service.as_ref(), a.seed);
     Ok(Input {
         prep,
-        title,
-        detail: parts.join(" · "),
+        subject,
         source,
         arrivals: None,
     })
@@ -136,45 +86,16 @@ fn prepare_workload(a: &InputArgs, spec: &str) -> Result<Input> {
         s.finish_and_clear();
     }
     let prep = prep?;
-    let detail = format!(
-        "{} requests of {}, {} ({} req/s, inter-arrival CV {}), {}, {} writes, seed {}",
-        count(a.requests as u64),
-        bytes(a.request_size),
-        describe_arrivals(&arrivals),
-        num(arrivals.mean_rate_per_s()),
-        num(arrivals.interarrival_cv()),
-        describe_model(&service.to_string()),
-        pct(a.write_fraction),
-        a.seed
-    );
+    let sim::Input::Workload(w) = &req.input else {
+        unreachable!("a workload request")
+    };
+    let subject = Subject::of_workload(&prep, w, &arrivals, &service, a.seed);
     Ok(Input {
         prep,
-        title: "synthetic workload".into(),
-        detail,
+        subject,
         source: spec.to_string(),
         arrivals: Some(arrivals.to_string()),
     })
-}
-
-/// An arrival process in words: `two-state MMPP arrivals (59.7/s for ~16.8 s,
-/// 0.309/s for ~16.8 s)`.
-pub fn describe_arrivals(p: &ArrivalProcess) -> String {
-    match *p {
-        ArrivalProcess::Poisson { .. } => "Poisson arrivals".into(),
-        ArrivalProcess::Erlang { k, .. } => format!("Erlang-{k} inter-arrival times"),
-        ArrivalProcess::Lognormal { .. } => "lognormal inter-arrival times".into(),
-        ArrivalProcess::Hyperexponential { .. } => "hyperexponential inter-arrival times".into(),
-        ArrivalProcess::Mmpp2 {
-            rate_per_s,
-            switch_per_s,
-        } => format!(
-            "two-state MMPP arrivals ({}/s for ~{}, {}/s for ~{})",
-            num(rate_per_s[0]),
-            secs(1.0 / switch_per_s[0]),
-            num(rate_per_s[1]),
-            secs(1.0 / switch_per_s[1])
-        ),
-    }
 }
 
 /// Build a policy from its spec; a bad spec is the user's fault (exit 2).
@@ -210,10 +131,10 @@ impl InputInfo {
     pub fn new(input: &Input, bg: &BgArgs, seed: u64) -> InputInfo {
         InputInfo {
             source: input.source.clone(),
-            description: input.detail.clone(),
+            description: input.subject.detail.clone(),
             arrivals: input.arrivals.clone(),
             requests: input.prep.requests() as u64,
-            fg_utilization: input.fg_utilization(),
+            fg_utilization: input.subject.fg_utilization,
             bg: bg.describe(),
             bg_size_bytes: bg.bg_size,
             switch_penalty_s: bg.switch_penalty as f64 / 1e9,

@@ -187,10 +187,10 @@ fn table(
         "{}",
         st.bold(&format!(
             "{} · recommend for {}",
-            input.title, rec.budget_text
+            input.subject.title, rec.budget_text
         ))
     );
-    for line in output::wrap(&input.detail, 96) {
+    for line in output::wrap(&input.subject.detail, 96) {
         let _ = writeln!(s, "  {}", st.dim(&line));
     }
     let _ = writeln!(s, "  {}", st.dim(&args.bg.describe()));

@@ -124,8 +124,8 @@ pub fn prepare_then(
         format!("{} + {}", file_name(first_path), file_name(then)),
         format!(
             "{} then {} {} later",
-            describe_device(&first),
-            describe_device(&second),
+            describe_device(&first.devices, first.device),
+            describe_device(&second.devices, second.device),
             secs(gap_ns as f64 / 1e9)
         ),
         format!("{} + {}", first_path.display(), then.display()),

@@ -175,14 +175,14 @@ fn summary(spec: &str, input: &Input, bg: &BgArgs, r: &SimResult) -> String {
     let _ = writeln!(
         s,
         "{}{}",
-        st.bold(&format!("{} · {spec}", input.title)),
+        st.bold(&format!("{} · {spec}", input.subject.title)),
         if r.clairvoyant {
             "  (clairvoyant reference: an upper bound, not deployable)"
         } else {
             ""
         }
     );
-    for line in output::wrap(&input.detail, 96) {
+    for line in output::wrap(&input.subject.detail, 96) {
         let _ = writeln!(s, "  {}", st.dim(&line));
     }
     let _ = writeln!(s, "  {}", st.dim(&bg.describe()));
@@ -273,7 +273,7 @@ fn summary(spec: &str, input: &Input, bg: &BgArgs, r: &SimResult) -> String {
         s,
         "\nDevice utilisation {} with BG work ({} FG only), over {}.",
         pct(r.utilization),
-        pct(input.fg_utilization()),
+        pct(input.subject.fg_utilization),
         secs(r.span_s)
     );
     if !r.notes.is_empty() {

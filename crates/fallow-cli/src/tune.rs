@@ -295,9 +295,9 @@ fn table(
     let _ = writeln!(
         s,
         "{}",
-        st.bold(&format!("{} · tune {}", input.title, t.policy))
+        st.bold(&format!("{} · tune {}", input.subject.title, t.policy))
     );
-    for line in output::wrap(&input.detail, 96) {
+    for line in output::wrap(&input.subject.detail, 96) {
         let _ = writeln!(s, "  {}", st.dim(&line));
     }
     let _ = writeln!(s, "  {}", st.dim(&args.bg.describe()));

@@ -10,6 +10,7 @@
 use crate::conversion::{resolve, DeviceArg, Value};
 use crate::errors::{interruptible, parameter, without_gil, Result};
 use crate::json::to_python;
+use crate::page::Page;
 use crate::trace::PyTrace;
 use fallow_core::energy::{busiest_device, power_overrides, Options, PowerFile, PowerModel};
 use fallow_core::trace::ReadOptions;
@@ -67,7 +68,7 @@ fn power_arg(v: &Bound<'_, PyAny>, device: Option<u32>) -> Result<PowerModel> {
 /// peers serving requests while it sleeps (SARD). Returns the plain result:
 /// the JSON of `fallow energy --json`. See `fallow.energy` for the arguments.
 #[pyfunction]
-#[pyo3(signature = (trace, *, policy=None, device=None, local_fraction=None, peers=None, peer_prob=None, peer_prob_for=None, remote="asleep", files=false, user_data=None, service=None, power=None, net_latency=None, net_bandwidth=None, net_contention=0.2, bg_work=None, bg_size=None, bg=None, bg_wait=None, seed=fallow_core::sim::DEFAULT_SEED))]
+#[pyo3(signature = (trace, *, policy=None, device=None, local_fraction=None, peers=None, peer_prob=None, peer_prob_for=None, remote="asleep", files=false, user_data=None, service=None, power=None, net_latency=None, net_bandwidth=None, net_contention=0.2, bg_work=None, bg_size=None, bg=None, bg_wait=None, seed=fallow_core::sim::DEFAULT_SEED, html=None, overwrite=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn energy<'py>(
     py: Python<'py>,
@@ -91,6 +92,8 @@ pub fn energy<'py>(
     bg: Option<String>,
     bg_wait: Option<Value>,
     seed: u64,
+    html: Option<PathBuf>,
+    overwrite: bool,
 ) -> Result<Bound<'py, PyAny>> {
     // Every argument is checked before any work, as the CLI does.
     let q = |v: Option<Value>| v.map(|v| v.0);
@@ -143,6 +146,14 @@ pub fn energy<'py>(
             })?,
         ),
     };
+    let input = match &given {
+        Some(t) => t.inner.report().path.clone(),
+        None => path.clone(),
+    };
+    // the power file is an input too, when it is one
+    let power_path = power.as_ref().and_then(|v| v.extract::<PathBuf>().ok());
+    let inputs = [Some(input.as_path()), power_path.as_deref()];
+    let page = Page::checked(html, overwrite, inputs.into_iter().flatten())?;
     if files {
         if device.is_some() {
             let hint = "applies to block traces; a file-level trace is one disk";
@@ -154,7 +165,9 @@ pub fn energy<'py>(
         // Ctrl-C sets it; the study stops within a few thousand requests
         let cancel = Arc::new(AtomicBool::new(false));
         let report = interruptible(py, cancel.clone(), || {
-            req.run_files(&path, service_text, Some(&cancel))
+            let r = req.run_files(&path, service_text, Some(&cancel))?;
+            page.write(|p| fallow_report::energy::write(p, &r))?;
+            Ok(r)
         })?;
         return to_python(py, &report);
     }
@@ -171,7 +184,9 @@ pub fn energy<'py>(
     let id = device.unwrap_or(0);
     let cancel = Arc::new(AtomicBool::new(false));
     let report = interruptible(py, cancel.clone(), || {
-        req.run_block(&t, id, service_text, Some(&cancel))
+        let r = req.run_block(&t, id, service_text, Some(&cancel))?;
+        page.write(|p| fallow_report::energy::write(p, &r))?;
+        Ok(r)
     })?;
     to_python(py, &report)
 }

@@ -9,7 +9,8 @@
 //! `read_trace`), [`stats`] (`characterize`, `analyze`), [`workload`] (`synthetic`),
 //! [`sim`] (`simulate`, `compare`, `policies`), [`tune`] (`tune`, `pareto`, `recommend`),
 //! [`energy`] (`energy`), [`live`] (`scrub`), [`scrubplan`] (`scrub_plan`);
-//! [`conversion`] converts Python values into core types.
+//! [`conversion`] converts Python values into core types; [`page`] checks
+//! and writes the HTML pages (`html=`).
 //! [`errors`] is the one place where core errors become Python exceptions
 //! and holds the one helper that releases the GIL around long calls.
 //! Methods are thin: they convert arguments, call the core, convert results.
@@ -21,6 +22,7 @@ pub mod energy;
 pub mod errors;
 mod json;
 pub mod live;
+mod page;
 pub mod scrubplan;
 pub mod sim;
 pub mod stats;

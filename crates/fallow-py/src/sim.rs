@@ -10,10 +10,12 @@
 use crate::conversion::{DeviceArg, Value};
 use crate::errors::{interruptible, parameter, Result};
 use crate::json::to_python;
+use crate::page::Page;
 use crate::trace::PyTrace;
 use fallow_core::policy;
-use fallow_core::sim::{self, simulate_cancellable as run, SimResult};
+use fallow_core::sim::{self, simulate_cancellable as run, Prepared, SimResult};
 use fallow_core::tune::online::{default_every, OnlineConfig, OnlineTuner, Report, DEFAULT_WINDOW};
+use fallow_report::describe::{describe_device, file_name, Subject};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde::Serialize;
@@ -143,6 +145,42 @@ pub(crate) fn request<'a>(trace: Option<&'a PyTrace>, kw: &Kwargs<'_>) -> Result
     Ok(req)
 }
 
+/// `html=` and `overwrite=`, checked against the trace's file (if it has
+/// one) before any work.
+pub(crate) fn page_arg(trace: Option<&PyTrace>, kw: &Kwargs<'_>) -> Result<Page> {
+    let html = kw.get::<std::path::PathBuf>("html")?;
+    let overwrite = kw.get::<bool>("overwrite")?.unwrap_or(false);
+    let input = trace.map(|t| t.inner.report().path.as_path());
+    Page::checked(html, overwrite, input)
+}
+
+/// The input of `req` as a page describes it: the words of `fallow compare
+/// --html`'s header for the same trace (`trace`, before its device was
+/// selected) or workload.
+pub(crate) fn subject(
+    trace: Option<&PyTrace>,
+    req: &sim::Request<'_>,
+    prep: &Prepared,
+) -> fallow_core::Result<Subject> {
+    Ok(match (&req.input, trace) {
+        (sim::Input::Workload(w), _) => {
+            let s = req.synthetic()?.expect("a workload input");
+            Subject::of_workload(prep, w, &s.arrivals, &s.service, req.seed)
+        }
+        (sim::Input::Trace(one), Some(t)) => {
+            let (t, id) = (&t.inner, one.devices().first().map_or(0, |d| d.id));
+            let path = &t.report().path;
+            let title = match path.as_os_str().is_empty() {
+                true => "trace".to_string(),
+                false => file_name(path),
+            };
+            let device = describe_device(&t.devices(), id);
+            Subject::of_trace(prep, title, device, req.service.as_ref(), req.seed)
+        }
+        (sim::Input::Trace(_), None) => unreachable!("a trace input comes from a trace"),
+    })
+}
+
 /// A result with the spec it was run with (the JSON of `fallow compare`),
 /// and the knob's trajectory of a re-tuned run.
 #[derive(Serialize)]
@@ -227,8 +265,10 @@ pub fn compare<'py>(
     options: Option<&Bound<'py, PyDict>>,
 ) -> Result<Bound<'py, PyAny>> {
     let kw = Kwargs::new(options)?;
-    let req = request(trace.as_deref(), &kw)?;
+    let trace = trace.as_deref();
+    let req = request(trace, &kw)?;
     let threads = threads_arg(&kw)?;
+    let page = page_arg(trace, &kw)?;
     kw.finish()?;
     let cfg = req.config();
     let lineup = sim::lineup(policies, &cfg.bg_service)?;
@@ -239,7 +279,7 @@ pub fn compare<'py>(
     // side by side, as `fallow compare` runs them (the core's one runner)
     let results = interruptible(py, cancel.clone(), || {
         let prep = req.prepare_cancellable(&cancel)?;
-        sim::run_lineup(
+        let runs = sim::run_lineup(
             &prep,
             lineup.policies,
             &cfg,
@@ -249,7 +289,11 @@ pub fn compare<'py>(
         )
         .into_iter()
         .map(|(spec, r)| r.map(|r| (spec, r)))
-        .collect::<fallow_core::Result<Vec<_>>>()
+        .collect::<fallow_core::Result<Vec<_>>>()?;
+        let input = subject(trace, &req, &prep)?;
+        let bg = fallow_report::describe::bg_settings(&cfg);
+        page.write(|p| fallow_report::compare::write(p, &input, &bg, &runs))?;
+        Ok(runs)
     })?;
     let runs: Vec<Run<'_>> = results
         .iter()

@@ -4,6 +4,7 @@
 use crate::conversion::{DeviceArg, Parsed};
 use crate::errors::{without_gil, Result};
 use crate::json::to_python;
+use crate::page::Page;
 use crate::trace::PyTrace;
 use fallow_core::analyze::AnalyzeRequest;
 use fallow_core::{CharacterizeOptions, ServiceModel};
@@ -92,10 +93,7 @@ pub fn analyze<'py>(
     overwrite: bool,
 ) -> Result<Bound<'py, PyAny>> {
     // checked before the work, as the CLI does
-    let guard = fallow_core::outpath::OutputGuard::new(overwrite).input(&trace.inner.report().path);
-    if let Some(p) = &html {
-        guard.check(p, fallow_core::outpath::OutputKind::HtmlReport, "html")?;
-    }
+    let page = Page::checked(html, overwrite, [trace.inner.report().path.as_path()])?;
     let request = AnalyzeRequest {
         device: device.map(|d| d.0),
         options: options(
@@ -110,9 +108,8 @@ pub fn analyze<'py>(
     let t = &trace.inner;
     let a = without_gil(py, || {
         let a = fallow_core::analyze::analyze(t, &request)?;
-        if let Some(p) = &html {
-            fallow_cli::write_analysis_report(p, &a, &guard, "html")?;
-        }
+        let (c, f) = (&a.characterization, &a.findings);
+        page.write(|p| fallow_report::analysis::write(p, c, f, None, None))?;
         Ok::<_, fallow_core::Error>(a)
     })?;
     to_python(py, &a)

@@ -5,7 +5,7 @@
 
 use crate::errors::{interruptible, parameter, Result};
 use crate::json::to_python;
-use crate::sim::{request, threads_arg, Kwargs};
+use crate::sim::{page_arg, request, subject, threads_arg, Kwargs};
 use crate::trace::PyTrace;
 use fallow_core::policy;
 use fallow_core::tune::{self as tuning, Budget, SearchMode, TuneConfig};
@@ -101,8 +101,10 @@ pub fn pareto<'py>(
     options: Option<&Bound<'py, PyDict>>,
 ) -> Result<Bound<'py, PyAny>> {
     let kw = Kwargs::new(options)?;
+    let trace = trace.as_deref();
     let threads = threads_arg(&kw)?;
-    let req = request(trace.as_deref(), &kw)?;
+    let req = request(trace, &kw)?;
+    let page = page_arg(trace, &kw)?;
     kw.finish()?;
     let sim = req.config();
     let names = match policies {
@@ -126,7 +128,7 @@ pub fn pareto<'py>(
     let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let fronts = interruptible(py, cancel.clone(), || {
         let prep = req.prepare_cancellable(&cancel)?;
-        names
+        let fronts = names
             .iter()
             .map(|p| {
                 let progress = &|_, _| {};
@@ -140,7 +142,11 @@ pub fn pareto<'py>(
                     Some(&cancel),
                 )
             })
-            .collect::<fallow_core::Result<Vec<_>>>()
+            .collect::<fallow_core::Result<Vec<_>>>()?;
+        let input = subject(trace, &req, &prep)?;
+        let bg = fallow_report::describe::bg_settings(&sim);
+        page.write(|p| fallow_report::pareto::write(p, &input, &bg, &fronts))?;
+        Ok(fronts)
     })?;
     to_python(py, &fronts)
 }

@@ -2,10 +2,8 @@
 //! commands, and how they read in words.
 
 use super::{parse_duration, parse_size};
-use crate::human::{bytes, count, num, pct, secs};
 use clap::Args;
 use fallow_core::sim::{BgService, BgWork, SimConfig};
-use std::fmt::Write as _;
 
 /// The BG work and its device model.
 #[derive(Debug, Clone, Args)]
@@ -44,53 +42,9 @@ impl BgArgs {
         }
     }
 
-    /// One line: `exp:10ms BG service, 64 KiB requests, endless`.
+    /// One line: `BG service exponential, mean 10.0 ms, 64 KiB requests,
+    /// endless work` ([`fallow_report::describe::bg_settings`]).
     pub fn describe(&self) -> String {
-        let mut s = format!(
-            "BG service {}, {} requests, {}",
-            describe_bg(&self.bg),
-            bytes(self.bg_size),
-            describe_work(&self.bg_work)
-        );
-        if self.switch_penalty > 0 {
-            let _ = write!(
-                s,
-                ", switch penalty {}",
-                secs(self.switch_penalty as f64 / 1e9)
-            );
-        }
-        s
-    }
-}
-
-/// A BG service model in words.
-pub fn describe_bg(m: &BgService) -> String {
-    match *m {
-        BgService::Exponential { mean_ns } => {
-            format!("exponential, mean {}", secs(mean_ns as f64 / 1e9))
-        }
-        BgService::Constant { ns } => format!("constant {}", secs(ns as f64 / 1e9)),
-        BgService::SizeBased {
-            base_ns,
-            knee_bytes,
-            rate_bytes_per_s,
-        } => format!(
-            "{} up to {}, then {} MB/s",
-            secs(base_ns as f64 / 1e9),
-            bytes(knee_bytes),
-            num(rate_bytes_per_s / 1e6)
-        ),
-    }
-}
-
-/// How much BG work, in words.
-pub fn describe_work(w: &BgWork) -> String {
-    match *w {
-        BgWork::Endless => "endless work".into(),
-        BgWork::Requests(n) => format!("{} requests of work", count(n)),
-        BgWork::Bytes(b) => format!("{} of work", bytes(b)),
-        BgWork::PerFgWrite { ratio } => {
-            format!("work spawned by FG writes ({} of FG work)", pct(ratio))
-        }
+        fallow_report::describe::bg_settings(&self.config(0))
     }
 }

@@ -3,8 +3,8 @@
 //! class — as the "what to do" section that opens its HTML report, and as
 //! the lines it prints.
 
-use super::svg::{esc, series_style, Axis, Chart, Color, Layer, Marker, Point, Scale, Unit};
-use crate::human::{bytes, num, pct, secs, signed_pct};
+use crate::svg::{esc, series_style, Axis, Chart, Color, Layer, Marker, Point, Scale, Unit};
+use fallow_core::human::{bytes, num, pct, secs, signed_pct};
 use fallow_core::tune::recommend::Recommendation;
 use fallow_core::tune::Choice;
 use serde::Serialize;

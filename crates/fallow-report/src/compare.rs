@@ -3,26 +3,30 @@
 //! point per policy) and the FG response-time CCDFs next to the baseline.
 //! Same stylesheet and plotting module as the characterisation report.
 
-use super::svg::{
+use crate::describe::Subject;
+use crate::svg::{
     esc, series_style, Axis, Chart, Color, Dash, Layer, Marker, Point, Scale, Swatch, Unit,
 };
-use crate::human::{count, num, pct, secs, signed_pct};
-use crate::prepare::Input;
-use anyhow::Result;
+use fallow_core::human::{count, num, pct, secs, signed_pct};
 use fallow_core::sim::SimResult;
 use std::fmt::Write as _;
 use std::path::Path;
 
 /// Write the comparison page to `path` atomically.
-pub fn write(path: &Path, input: &Input, bg: &str, runs: &[(String, SimResult)]) -> Result<()> {
+pub fn write(
+    path: &Path,
+    input: &Subject,
+    bg: &str,
+    runs: &[(String, SimResult)],
+) -> std::io::Result<()> {
     let html = render(input, bg, runs);
-    crate::atomic::write_atomically(path, |w| Ok(w.write_all(html.as_bytes())?))
+    crate::page::write(path, &html)
 }
 
 /// The whole page.
-pub fn render(input: &Input, bg: &str, runs: &[(String, SimResult)]) -> String {
+pub fn render(input: &Subject, bg: &str, runs: &[(String, SimResult)]) -> String {
     let mut h = String::with_capacity(128 << 10);
-    super::open_page(
+    crate::page::open_page(
         &mut h,
         "policy comparison",
         &input.title,
@@ -65,14 +69,14 @@ pub fn render(input: &Input, bg: &str, runs: &[(String, SimResult)]) -> String {
         );
     }
     h.push_str("</div>\n</section>\n");
-    super::close_page(
+    crate::page::close_page(
         &mut h,
         "the same results as JSON: <code>fallow compare --json</code>.",
     );
     h
 }
 
-fn cards(input: &Input, runs: &[(String, SimResult)]) -> String {
+fn cards(input: &Subject, runs: &[(String, SimResult)]) -> String {
     let Some((_, first)) = runs.first() else {
         return String::new();
     };
@@ -84,7 +88,7 @@ fn cards(input: &Input, runs: &[(String, SimResult)]) -> String {
         ),
         (
             "FG utilisation",
-            pct(input.fg_utilization()),
+            pct(input.fg_utilization),
             "without BG work".to_string(),
         ),
         (

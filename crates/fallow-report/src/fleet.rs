@@ -4,10 +4,9 @@
 //! time, one labelled point per device. Same stylesheet and plotting
 //! module as the other reports.
 
-use super::svg::{esc, series_style, Axis, Chart, Color, Dash, Layer, Marker, Point, Scale, Unit};
-use crate::human::{count, pct, secs};
-use anyhow::Result;
+use crate::svg::{esc, series_style, Axis, Chart, Color, Dash, Layer, Marker, Point, Scale, Unit};
 use fallow_core::fleet::{DeviceRow, Fleet};
+use fallow_core::human::{count, pct, secs};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -15,9 +14,9 @@ use std::path::Path;
 pub const RANKED: usize = 5;
 
 /// Write the fleet page to `path` atomically.
-pub fn write(path: &Path, fleet: &Fleet) -> Result<()> {
+pub fn write(path: &Path, fleet: &Fleet) -> std::io::Result<()> {
     let html = render(fleet);
-    crate::atomic::write_atomically(path, |w| Ok(w.write_all(html.as_bytes())?))
+    crate::page::write(path, &html)
 }
 
 fn name(d: &DeviceRow) -> String {
@@ -38,7 +37,7 @@ pub fn by_idle(fleet: &Fleet) -> Vec<&DeviceRow> {
 /// The whole page.
 pub fn render(fleet: &Fleet) -> String {
     let mut h = String::with_capacity(64 << 10);
-    super::open_page(
+    crate::page::open_page(
         &mut h,
         "fleet",
         &fleet.path,
@@ -85,7 +84,7 @@ pub fn render(fleet: &Fleet) -> String {
     if !least.is_empty() {
         h.push_str(&table("Least idle time", &least));
     }
-    super::close_page(
+    crate::page::close_page(
         &mut h,
         "the same rows as JSON or CSV: <code>fallow analyze FILE --device all --json</code> or <code>--csv</code>.",
     );

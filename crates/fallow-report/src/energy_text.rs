@@ -2,8 +2,8 @@
 //! `fallow energy` and in its HTML report: the power model in one line and
 //! one headline per policy.
 
-use crate::human::{bytes, count, joules, pct, secs};
 use fallow_core::energy::{EnergyReport, EnergyRun, PowerModel};
+use fallow_core::human::{bytes, count, joules, pct, secs};
 
 /// The power model in one line, its figures as given.
 pub fn describe_power(p: &PowerModel, break_even_s: f64) -> String {

@@ -144,7 +144,7 @@ fn linear_label(v: f64, step: f64, unit: Unit) -> String {
             if v.abs() >= 10_000.0 && step >= 1000.0 {
                 si(v)
             } else if v.abs() >= 1000.0 && decimals_for(step) == 0 {
-                let c = crate::human::count(v.abs().round() as u64);
+                let c = fallow_core::human::count(v.abs().round() as u64);
                 if v < 0.0 {
                     format!("-{c}")
                 } else {
@@ -259,7 +259,7 @@ fn log_label(v: f64, unit: Unit) -> String {
 
 /// A round number without trailing zeros: 0.001 → `0.001`, 20 → `20`.
 fn trim_num(v: f64) -> String {
-    let s = format!("{:.6}", crate::human::round_sig(v, 6));
+    let s = format!("{:.6}", fallow_core::human::round_sig(v, 6));
     let s = s.trim_end_matches('0').trim_end_matches('.');
     s.to_string()
 }

@@ -5,18 +5,17 @@
 //! against the always-on disk — plus the tables. Same stylesheet and
 //! plotting module as the other reports.
 
-use super::svg::{esc, series_style, Axis, BarSeries, Chart, Color, Layer, Scale, Swatch, Unit};
 use crate::energy_text::{bg_cells, describe_power, headlines};
-use crate::human::{bytes, count, joules, pct, secs};
-use anyhow::Result;
+use crate::svg::{esc, series_style, Axis, BarSeries, Chart, Color, Layer, Scale, Swatch, Unit};
 use fallow_core::energy::{EnergyReport, EnergyRun};
+use fallow_core::human::{bytes, count, joules, pct, secs};
 use std::fmt::Write as _;
 use std::path::Path;
 
 /// Write the page to `path` atomically.
-pub fn write(path: &Path, report: &EnergyReport) -> Result<()> {
+pub fn write(path: &Path, report: &EnergyReport) -> std::io::Result<()> {
     let html = render(report);
-    crate::atomic::write_atomically(path, |w| Ok(w.write_all(html.as_bytes())?))
+    crate::page::write(path, &html)
 }
 
 /// Policies in order of first appearance, with their runs.
@@ -66,7 +65,7 @@ pub fn render(r: &EnergyReport) -> String {
         r.input.completions
     );
     let power = describe_power(&r.power, r.break_even_s);
-    super::open_page(
+    crate::page::open_page(
         &mut h,
         "disk energy and SARD",
         &name,
@@ -130,7 +129,7 @@ pub fn render(r: &EnergyReport) -> String {
     if r.bg.is_some() {
         h.push_str(&bg_table(r));
     }
-    super::close_page(
+    crate::page::close_page(
         &mut h,
         "the same results as JSON: <code>fallow energy --json</code>.",
     );

@@ -2,9 +2,9 @@
 //! a chart plus a title and a one-sentence caption saying how to read it.
 //! Figure numbers in comments refer to the source papers.
 
-use super::svg::{Axis, BarSeries, Chart, Color, Dash, Layer, Marker, Scale, Swatch, Unit};
-use crate::human::{corr, count, num, pct, prob, requests, secs};
+use crate::svg::{Axis, BarSeries, Chart, Color, Dash, Layer, Marker, Scale, Swatch, Unit};
 use fallow_core::analyze::{headline_wait_s, period_name};
+use fallow_core::human::{corr, count, num, pct, prob, requests, secs};
 use fallow_core::Characterization;
 
 /// A titled, captioned chart.

@@ -3,26 +3,25 @@
 //! clairvoyant references dashed and drawn wider. Same stylesheet and
 //! plotting module as the other reports.
 
-use super::svg::{
+use crate::describe::Subject;
+use crate::svg::{
     esc, series_style, Axis, Chart, Color, Dash, Layer, Marker, Point, Scale, Swatch, Unit,
 };
-use crate::human::{bytes, num, secs};
-use crate::prepare::Input;
-use anyhow::Result;
+use fallow_core::human::{bytes, num, secs};
 use fallow_core::tune::pareto::Front;
 use std::fmt::Write as _;
 use std::path::Path;
 
 /// Write the page to `path` atomically.
-pub fn write(path: &Path, input: &Input, bg: &str, fronts: &[Front]) -> Result<()> {
+pub fn write(path: &Path, input: &Subject, bg: &str, fronts: &[Front]) -> std::io::Result<()> {
     let html = render(input, bg, fronts);
-    crate::atomic::write_atomically(path, |w| Ok(w.write_all(html.as_bytes())?))
+    crate::page::write(path, &html)
 }
 
 /// The whole page.
-pub fn render(input: &Input, bg: &str, fronts: &[Front]) -> String {
+pub fn render(input: &Subject, bg: &str, fronts: &[Front]) -> String {
     let mut h = String::with_capacity(64 << 10);
-    super::open_page(
+    crate::page::open_page(
         &mut h,
         "Pareto fronts",
         &input.title,
@@ -37,7 +36,7 @@ pub fn render(input: &Input, bg: &str, fronts: &[Front]) -> String {
         esc("x: mean delay added to each foreground request; y: background throughput. One line per policy, one marker per setting on its front, labelled with its knob value (every setting's value, throughput and delay on hover).")
     );
     h.push_str(&table(fronts));
-    super::close_page(
+    crate::page::close_page(
         &mut h,
         "the same results as JSON: <code>fallow pareto --json</code>.",
     );
