@@ -15,6 +15,7 @@ use fallow_peer::keys::NodeKeys;
 use fallow_peer::manifest::hex;
 use fallow_peer::node::{Node, NodeConfig};
 use fallow_peer::proto::{Request, Response};
+use fallow_peer::settings::{PeerFlags, PeerSettings};
 use fallow_peer::transport::Transport;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -139,13 +140,24 @@ struct RotateArgs {
     retire: bool,
 }
 
-/// Flags shared by `serve` and `mount`.
+/// Flags shared by `serve` and `mount`. Each may come from the `[peer]`
+/// table of a config file instead (`--config`); a flag wins over the file,
+/// the file over the default (`fallow_peer::settings`).
 #[derive(Debug, Args)]
 struct NodeArgs {
+    /// A config file (TOML) whose `[peer]` table gives any of the flags
+    /// below (`listen = "10.0.0.2:7946"`, `peers = ["10.0.0.1:7946"]`,
+    /// `keys = "DIR"` relative to the file, `chunk_size = "128KiB"`, …); the
+    /// same file as `fallow scrub`'s, `run`'s and `spindown`'s, each
+    /// reading its own table.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+
     /// Address for the data channel (TCP) and gossip (UDP), same port; on
     /// 0.0.0.0 the node is known by its certificate's first address.
-    #[arg(long, value_name = "IP:PORT", default_value = "0.0.0.0:7946")]
-    listen: SocketAddr,
+    /// [default: 0.0.0.0:7946]
+    #[arg(long, value_name = "IP:PORT")]
+    listen: Option<SocketAddr>,
 
     /// The node's keys (`fallow peer keygen`); required off loopback.
     #[arg(long, value_name = "DIR")]
@@ -156,28 +168,33 @@ struct NodeArgs {
     peers: Vec<SocketAddr>,
 
     /// Chunk size of manifests and transfers (a multiple of 4 KiB).
-    #[arg(long, value_name = "SIZE", default_value = "128KiB", value_parser = parse_bytes)]
-    chunk_size: u64,
+    /// [default: 128KiB]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    chunk_size: Option<u64>,
 
-    /// How often page-cache residency is checked to update what is advertised.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
-    advertise_every: Duration,
+    /// How often page-cache residency is checked to update what is
+    /// advertised. [default: 2s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    advertise_every: Option<Duration>,
 
     /// Advertise a file when at least this share of its pages is in memory.
-    #[arg(long, value_name = "FRACTION", default_value_t = 1.0, value_parser = crate::args::parse_fraction)]
-    min_resident: f64,
+    /// [default: 1]
+    #[arg(long, value_name = "FRACTION", value_parser = crate::args::parse_fraction)]
+    min_resident: Option<f64>,
 
-    /// Re-walk and re-hash changed files this often (only while the disk spins).
-    #[arg(long, value_name = "DURATION", default_value = "5min", value_parser = parse_duration)]
-    rescan: Duration,
+    /// Re-walk and re-hash changed files this often (only while the disk
+    /// spins). [default: 5min]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    rescan: Option<Duration>,
 
-    /// Deadline of one request to a peer.
-    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = parse_duration)]
-    timeout: Duration,
+    /// Deadline of one request to a peer. [default: 500ms]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
 
     /// Expected number of members (tunes gossip relays and suspicion time).
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    fleet_size: u32,
+    /// [default: 100]
+    #[arg(long, value_name = "N")]
+    fleet_size: Option<u32>,
 
     /// TEST ONLY: corrupt every chunk served, to exercise verification.
     #[arg(long, hide_short_help = true)]
@@ -223,12 +240,14 @@ struct MountArgs {
     /// Where the disk's power state comes from:
     /// `emulated[:t=10s,spinup=9s,shutdown=4s,start=awake|asleep]`,
     /// `device:/dev/sdX[,t=10s]` (ATA CHECK POWER MODE) or `awake`.
-    #[arg(long, value_name = "SPEC", default_value = "emulated")]
-    disk_state: String,
+    /// [default: emulated]
+    #[arg(long, value_name = "SPEC")]
+    disk_state: Option<String>,
 
     /// Leave a peer that sent bytes failing verification out this long.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
-    quarantine: Duration,
+    /// [default: 60s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    quarantine: Option<Duration>,
 
     /// More directories to serve (not overlaid), `[NAME=]DIR`.
     #[arg(long = "dir", value_name = "[NAME=]DIR")]
@@ -363,22 +382,41 @@ fn transport(dir: Option<&PathBuf>) -> Result<Transport> {
     })
 }
 
-fn node_config(a: &NodeArgs, roots: Vec<Root>) -> Result<NodeConfig> {
-    Ok(NodeConfig {
-        keys: load_keys(a.keys.as_ref())?,
-        limits: Default::default(),
+/// The node's settings: the flags, then `--config`'s `[peer]`, then the
+/// defaults (`fallow_peer::settings`), each checked; those the file gave
+/// are said on stderr.
+fn settings(a: &NodeArgs, mount: Option<&MountArgs>) -> Result<PeerSettings> {
+    let flags = PeerFlags {
+        config: a.config.clone(),
         listen: a.listen,
-        seeds: a.peers.clone(),
-        roots,
-        chunk_bytes: chunk_bytes(a.chunk_size)?,
-        advertise_every: a.advertise_every.max(Duration::from_millis(10)),
+        keys: a.keys.clone(),
+        peers: a.peers.clone(),
+        chunk_size: a.chunk_size,
+        advertise_every: a.advertise_every,
         min_resident: a.min_resident,
-        rescan_every: Some(a.rescan.max(Duration::from_secs(1))),
-        fetch_timeout: a.timeout,
+        rescan: a.rescan,
+        timeout: a.timeout,
         fleet_size: a.fleet_size,
-        tamper: a.tamper,
-        serve_delay: a.serve_delay,
-    })
+        disk_state: mount.and_then(|m| m.disk_state.clone()),
+        quarantine: mount.and_then(|m| m.quarantine),
+    };
+    let s = flags.resolve().map_err(lift)?;
+    let from_file = s.from_file();
+    if !from_file.is_empty() {
+        eprintln!(
+            "fallow peer: from the config file: {}",
+            from_file.join(", ")
+        );
+    }
+    Ok(s)
+}
+
+/// The node's configuration: `s` over `roots`, with the test-only flags.
+fn node_config(a: &NodeArgs, s: &PeerSettings, roots: Vec<Root>) -> Result<NodeConfig> {
+    let mut cfg = s.node_config(roots).map_err(lift)?;
+    cfg.tamper = a.tamper;
+    cfg.serve_delay = a.serve_delay;
+    Ok(cfg)
 }
 
 /// Run `fallow peer`.
@@ -466,7 +504,8 @@ fn announce(node: &Node, what: &str) {
 }
 
 fn serve(a: ServeArgs) -> Result<()> {
-    let cfg = node_config(&a.node, roots(&a.dirs)?)?;
+    let s = settings(&a.node, None)?;
+    let cfg = node_config(&a.node, &s, roots(&a.dirs)?)?;
     let node = Node::start(cfg, None).map_err(lift)?;
     announce(&node, "serving");
     wait_for_signal(&node)?;
@@ -476,13 +515,15 @@ fn serve(a: ServeArgs) -> Result<()> {
 }
 
 fn mount(a: MountArgs) -> Result<()> {
-    let spec = DiskSpec::parse(&a.disk_state).map_err(lift)?;
+    let s = settings(&a.node, Some(&a))?;
+    let spec = DiskSpec::parse(&s.disk_state.value).map_err(lift)?;
     let disk = Arc::new(Disk::open(&spec).map_err(lift)?);
     let mut specs = vec![a.source.clone()];
     specs.extend(a.dirs.iter().cloned());
-    let cfg = node_config(&a.node, roots(&specs)?)?;
+    let cfg = node_config(&a.node, &s, roots(&specs)?)?;
     let node = Node::start(cfg, Some(disk)).map_err(lift)?;
-    let overlay = fallow_peer::overlay::Overlay::new(node.shared().clone(), 0, a.quarantine)
+    let quarantine = s.quarantine.value;
+    let overlay = fallow_peer::overlay::Overlay::new(node.shared().clone(), 0, quarantine)
         .context("the overlay needs the source root and a disk")?;
     let session =
         fallow_peer::fuse::mount(Arc::new(overlay), node.handle(), &a.mountpoint).map_err(lift)?;
@@ -491,7 +532,7 @@ fn mount(a: MountArgs) -> Result<()> {
         "fallow peer: mounted {} on {} (disk: {})",
         a.source,
         a.mountpoint.display(),
-        a.disk_state
+        s.disk_state.value
     );
     wait_for_signal(&node)?;
     eprintln!("fallow peer: unmounting and leaving");
@@ -651,4 +692,30 @@ fn bench(a: BenchArgs) -> Result<()> {
         r.latency_ratio, r.throughput_ratio
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use fallow_peer::settings::*;
+
+    /// The defaults `serve --help` and `mount --help` state are the library's.
+    #[test]
+    fn help_states_the_librarys_defaults() {
+        use clap::Args as _;
+        let mut cmd = super::MountArgs::augment_args(clap::Command::new("mount"));
+        let help = cmd.render_long_help().to_string();
+        for d in [
+            DEFAULT_LISTEN.to_string(),
+            DEFAULT_CHUNK_SIZE.to_string(),
+            DEFAULT_ADVERTISE_EVERY.to_string(),
+            DEFAULT_MIN_RESIDENT.to_string(),
+            DEFAULT_RESCAN.to_string(),
+            DEFAULT_TIMEOUT.to_string(),
+            DEFAULT_FLEET_SIZE.to_string(),
+            DEFAULT_DISK_STATE.to_string(),
+            DEFAULT_QUARANTINE.to_string(),
+        ] {
+            assert!(help.contains(&format!("[default: {d}]")), "{d} in\n{help}");
+        }
+    }
 }

@@ -102,6 +102,7 @@ pub mod quantity;
 pub mod registry;
 pub mod scrubplan;
 pub mod service;
+pub mod settings;
 pub mod sim;
 pub mod stats;
 pub mod trace;

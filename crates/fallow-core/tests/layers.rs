@@ -72,7 +72,10 @@ const RULES: &[Rules] = &[
                 &["error", "human", "stats"],
                 "errors; numbers for people; statistics of plain numbers",
             ),
-            (&["dist", "polled", "registry", "units"], ""),
+            (
+                &["dist", "polled", "registry", "settings", "units"],
+                "the config file and the one precedence of settings",
+            ),
             (
                 &["quantity", "scrubplan", "service", "trace"],
                 "a size or duration as given; scrub plans; FG and BG service models; traces and their readers",
@@ -150,7 +153,7 @@ const RULES: &[Rules] = &[
             (&["membership", "transport"], ""),
             (&["client", "server"], ""),
             (&["bench", "node"], ""),
-            (&["overlay"], ""),
+            (&["overlay", "settings"], ""),
             (&["fuse"], ""),
         ],
     },

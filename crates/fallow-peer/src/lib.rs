@@ -34,6 +34,9 @@
 //!   FUSE mount around it.
 //! - [`node`]: one node's tasks put together; [`metrics`]: its counters;
 //!   [`bench`]: remote fetches against local `O_DIRECT` reads.
+//! - [`settings`]: a node's settings from flags, the `[peer]` table of
+//!   fallow's config file and the defaults, by the one precedence of
+//!   `fallow_core::settings`.
 //!
 //! ## Example
 //! ```
@@ -79,6 +82,7 @@ pub mod peers;
 pub mod proto;
 pub mod seal;
 pub mod server;
+pub mod settings;
 mod sys;
 pub mod transport;
 

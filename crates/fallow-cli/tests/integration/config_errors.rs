@@ -190,3 +190,69 @@ fn an_output_from_the_config_is_named_by_its_key() {
         "mine\n"
     );
 }
+
+/// `fallow peer serve` reads the `[peer]` table of the same file format:
+/// its listen address, said on stderr with where it came from, a flag
+/// winning over it, and a bad key's value named by file, table and key.
+#[test]
+fn a_peer_takes_its_settings_from_the_peer_table() {
+    use std::io::Read as _;
+    // a free loopback port, then given back for the node to take
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let text = format!(
+        "[scrub]\nsize = \"1MiB\"\n[peer]\nlisten = \"127.0.0.1:{port}\"\nchunk_size = \"64KiB\"\n"
+    );
+    let (d, _target, cfg) = setup(&text);
+    let app = d.path().join("app");
+    std::fs::create_dir(&app).unwrap();
+    std::fs::write(app.join("f.bin"), vec![5u8; 100_000]).unwrap();
+    let dir = format!("app={}", app.display());
+    let mut node = common::fallow_cmd(&["peer", "serve", "--config", s(&cfg), "--dir", &dir])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        let o = fallow(&["peer", "status", "--peer", &addr, "--json"]);
+        if o.status.success() {
+            break common::json_of(&o);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no node on {addr}: {}",
+            common::stderr(&o)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&node),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    common::wait_exit(&mut node, std::time::Duration::from_secs(20));
+    let mut err = String::new();
+    node.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status["index"]["files"], 1, "{status}");
+    let said = format!("listen {addr} ({}: [peer] listen)", cfg.display());
+    assert!(err.contains(&said), "{said} in {err}");
+    assert!(err.contains("chunk_size 64KiB ("), "{err}");
+
+    // a bad value names the file, table and key; a flag's, the flag
+    let (_d, _t, cfg) = setup("[peer]\ntimeout = \"soon\"\n");
+    bad_input(
+        &["peer", "serve", "--config", s(&cfg), "--dir", &dir],
+        &[&format!("{}: [peer] timeout", cfg.display())],
+    );
+    bad_input(
+        &["peer", "serve", "--chunk-size", "6KiB", "--dir", &dir],
+        &["--chunk-size"],
+    );
+}

@@ -1,25 +1,26 @@
-//! The TOML config of the live commands (`fallow scrub`, `fallow run`,
-//! `fallow spindown`): its `[live]` and `[metrics]` tables, the policy's
+//! The live commands' tables of the config file (`fallow scrub`, `fallow
+//! run`, `fallow spindown`): `[live]` and `[metrics]`, the policy's
 //! precedence of flags, config, tune result and defaults, and what a
 //! `fallow tune --json` result says to run.
 //!
-//! A config file holds a `[live]` table (policy, tune result, monitor,
-//! interval, seed), a `[metrics]` table (`addr`) and one table per command
-//! (`[scrub]`, `[run]`, and `[spindown]`, read by
-//! `crate::spindown::settings`); each command reads its own strictly and
-//! ignores the other commands'. A key outside any table is an error, as is
-//! an unknown key in `[live]` or `[metrics]`, and a table no command reads
-//! (`[scrubb]`): a misspelt table would otherwise be ignored in silence.
+//! The file's format is fallow's one config format
+//! ([`fallow_core::settings::ConfigFile`]): `[live]` (policy, tune result,
+//! monitor, interval, seed, budget), `[metrics]` (`addr`) and one table
+//! per command (`[scrub]`, `[run]`, `[spindown]` read by
+//! `crate::spindown::settings`, `[peer]` read by `fallow peer`); each
+//! command reads its own strictly and skips the other commands'. A key
+//! outside any table is an error, as is an unknown key in `[live]` or
+//! `[metrics]`, and a table no command reads (`[scrubb]`): a misspelt
+//! table would otherwise be ignored in silence.
 
 use crate::error::{Error, Result};
+use fallow_core::settings::{ConfigFile, SHARED};
 use fallow_core::sim::BgService;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// Every table a config file may hold: the shared ones and one per live
-/// command. Another command's table is skipped; any other name is an error.
-pub const TABLES: [&str; 5] = ["live", "metrics", "scrub", "run", "spindown"];
+pub use fallow_core::settings::{relative_to, TABLES};
 
 /// `[live]`: settings shared by the live commands.
 #[derive(Debug, Default, Deserialize)]
@@ -59,6 +60,9 @@ pub struct Config<S> {
     pub metrics: MetricsSection,
     /// The command's table (its `Default` if absent).
     pub own: S,
+    /// The file as read (None without one): what settings resolved
+    /// through [`fallow_core::settings::Layers`] name as their origin.
+    pub file: Option<ConfigFile>,
 }
 
 /// Read `path`: `[live]`, `[metrics]` and the `command`'s table into `S`,
@@ -80,44 +84,14 @@ pub fn config_of<S: DeserializeOwned + Default>(
     table: toml::Table,
     command: &str,
 ) -> Result<Config<S>> {
-    let bad = |m: String| Error::Setting(format!("{}: {m}", path.display()));
+    let file = ConfigFile::of(path, table, command).map_err(setting)?;
     let mut cfg = Config {
         path: path.to_path_buf(),
-        live: LiveSection::default(),
-        metrics: MetricsSection::default(),
-        own: S::default(),
+        live: file.table(SHARED).map_err(setting)?,
+        metrics: file.table("metrics").map_err(setting)?,
+        own: file.table(command).map_err(setting)?,
+        file: Some(file),
     };
-    for (k, v) in table {
-        match (k.as_str(), v) {
-            ("live", toml::Value::Table(t)) => {
-                cfg.live = t
-                    .try_into()
-                    .map_err(|e: toml::de::Error| bad(format!("[live]: {}", one_line(&e))))?
-            }
-            ("metrics", toml::Value::Table(t)) => {
-                cfg.metrics = t
-                    .try_into()
-                    .map_err(|e: toml::de::Error| bad(format!("[metrics]: {}", one_line(&e))))?
-            }
-            (k, toml::Value::Table(t)) if k == command => {
-                cfg.own = t
-                    .try_into()
-                    .map_err(|e: toml::de::Error| bad(format!("[{command}]: {}", one_line(&e))))?
-            }
-            (k, toml::Value::Table(_)) if TABLES.contains(&k) => {} // another command's table
-            (k, toml::Value::Table(_)) => {
-                return Err(bad(format!(
-                    "unknown table [{k}]: a config holds [{}]",
-                    TABLES.join("], [")
-                )))
-            }
-            (k, _) => {
-                return Err(bad(format!(
-                    "top-level key `{k}`: settings go in a [live], [metrics] or [{command}] table"
-                )))
-            }
-        }
-    }
     cfg.live.tuned = cfg.live.tuned.map(|p| relative_to(path, p));
     Ok(cfg)
 }
@@ -178,12 +152,15 @@ impl Sources {
     }
 }
 
-/// A key's error on one line (toml puts "in `key`" on a line of its own).
-fn one_line(e: &toml::de::Error) -> String {
-    e.to_string()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
+/// A config error of the core's ([`ConfigFile`]) as this crate's, its
+/// message as it was: `FILE: [table]: why`.
+fn setting(e: fallow_core::Error) -> Error {
+    match e {
+        fallow_core::Error::InvalidParameter { name, message } => {
+            Error::Setting(format!("{name}: {message}"))
+        }
+        e => Error::Core(e),
+    }
 }
 
 impl<S> Config<S> {
@@ -260,15 +237,6 @@ pub fn choose_policy(
         _ => (default.to_string(), "default"),
     };
     Ok(PolicyChoice { spec, from, tuned })
-}
-
-/// A path from the config file `config`, relative to its directory.
-pub fn relative_to(config: &Path, p: PathBuf) -> PathBuf {
-    if p.is_relative() {
-        config.parent().unwrap_or(Path::new(".")).join(p)
-    } else {
-        p
-    }
 }
 
 /// What a `fallow tune --json` result says to run.

@@ -21,6 +21,7 @@ use crate::run_kinds::{FreezerKind, SLICE_RANGE_NS};
 use crate::scrub_order::Order;
 use crate::scrub_pace as pace;
 use crate::scrub_verify::VerifyMode;
+use fallow_core::settings::{ConfigFile, Layers, Resolved};
 use fallow_core::sim::BgService;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -328,26 +329,27 @@ pub const BUDGET_ENV: &str = "FALLOW_BUDGET";
 fn apply_budget(
     s: &mut Settings,
     a: &Flags,
-    file: &std::path::Path,
+    file: Option<&ConfigFile>,
     own: Option<&str>,
     live: Option<&str>,
 ) -> Result<()> {
-    let table = s.command.table();
     let env = std::env::var(BUDGET_ENV)
         .ok()
         .filter(|v| !v.trim().is_empty());
-    let (text, from) = match (&a.budget, env, own, live) {
-        (Some(b), ..) => (b.clone(), a.front.option("budget")),
-        (None, Some(e), ..) => (e, BUDGET_ENV.to_string()),
-        (None, None, Some(b), _) => (
-            b.to_string(),
-            format!("{}: [{table}] budget", file.display()),
-        ),
-        (None, None, None, Some(b)) => {
-            (b.to_string(), format!("{}: [live] budget", file.display()))
-        }
-        (None, None, None, None) => return Ok(()),
+    let given = Layers::of(file)
+        .flag(&a.front.option("budget"), a.budget.clone())
+        .env(BUDGET_ENV, env)
+        .own("budget", own.map(str::to_string))
+        .shared("budget", live.map(str::to_string))
+        .resolve();
+    let Some(Resolved {
+        value: text,
+        origin,
+    }) = given
+    else {
+        return Ok(());
     };
+    let from = origin.to_string();
     let budget: fallow_core::tune::Budget = text
         .parse()
         .map_err(|e: fallow_core::Error| Error::Setting(format!("{from}: {e}")))?;
@@ -371,9 +373,14 @@ fn apply_budget(
     Ok(())
 }
 
-/// The first of a flag's value, the command's table's and `[live]`'s.
+/// The first of a flag's value, the command's table's and `[live]`'s, by
+/// the one precedence ([`Layers::resolve`]).
 fn first<T>(flag: Option<T>, own: Option<T>, live: Option<T>) -> Option<T> {
-    flag.or(own).or(live)
+    let layers = Layers::of(None)
+        .flag("", flag)
+        .own("", own)
+        .shared("", live);
+    layers.resolve().map(|r| r.value)
 }
 
 /// Which scrub settings came from the config file, under the names
@@ -579,7 +586,7 @@ impl Settings {
         apply_budget(
             &mut s,
             a,
-            &cfg.path,
+            cfg.file.as_ref(),
             sc.budget.as_deref(),
             live.budget.as_deref(),
         )?;
@@ -680,7 +687,7 @@ impl Settings {
         apply_budget(
             &mut s,
             a,
-            &cfg.path,
+            cfg.file.as_ref(),
             own.budget.as_deref(),
             shared.budget.as_deref(),
         )?;
