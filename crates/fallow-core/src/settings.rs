@@ -236,9 +236,11 @@ impl ConfigFile {
                         TABLES.join("], [")
                     )))
                 }
-                _ => return Err(bad(format!(
+                _ => {
+                    return Err(bad(format!(
                     "top-level key `{k}`: settings go in a [live], [metrics] or [{command}] table"
-                ))),
+                )))
+                }
             }
         }
         Ok(ConfigFile {

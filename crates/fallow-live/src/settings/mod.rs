@@ -21,7 +21,7 @@ use crate::run_kinds::{FreezerKind, SLICE_RANGE_NS};
 use crate::scrub_order::Order;
 use crate::scrub_pace as pace;
 use crate::scrub_verify::VerifyMode;
-use fallow_core::settings::{ConfigFile, Layers, Resolved};
+use fallow_core::settings::{ConfigFile, Layers, Origin, Resolved};
 use fallow_core::sim::BgService;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -383,70 +383,26 @@ fn first<T>(flag: Option<T>, own: Option<T>, live: Option<T>) -> Option<T> {
     layers.resolve().map(|r| r.value)
 }
 
-/// Which scrub settings came from the config file, under the names
-/// fallow-live's errors give them (a flag, or `monitor`), so those errors
-/// name the file, table and key.
-fn scrub_sources(a: &Flags, cfg: &Config<ScrubSection>, policy_from: &str) -> Sources {
-    let (live, sc, p) = (&cfg.live, &cfg.own, cfg.path.as_path());
-    let mut s = Sources::default();
-    if policy_from == "config" {
-        let table = if sc.policy.is_some() { "scrub" } else { "live" };
-        s.note(&["--policy", "policy"], p, table, "policy");
-    }
-    let own: [(bool, &[&str], &str); 6] = [
-        (a.size.is_none() && sc.size.is_some(), &["--size"], "size"),
-        (
-            a.regions.is_none() && sc.regions.is_some(),
-            &["--regions"],
-            "regions",
-        ),
-        (
-            a.max_rate.is_none() && sc.max_rate.is_some(),
-            &["--max-rate"],
-            "max_rate",
-        ),
-        (
-            a.windows.is_empty() && sc.windows.is_some(),
-            &["--window"],
-            "windows",
-        ),
-        (
-            a.checkpoint.is_none() && sc.checkpoint.is_some(),
-            &["--checkpoint"],
-            "checkpoint",
-        ),
-        (a.log.is_none() && sc.log.is_some(), &["--log"], "log"),
-    ];
-    for (from_file, names, key) in own {
-        if from_file {
-            s.note(names, p, "scrub", key);
+/// A config error of the core's as this crate's, its message
+/// `FILE: [table] key: why` as the file's other errors.
+fn setting(e: fallow_core::Error) -> Error {
+    match e {
+        fallow_core::Error::InvalidParameter { name, message } => {
+            Error::Setting(format!("{name}: {message}"))
         }
+        e => Error::Core(e),
     }
-    // [scrub] overrides [live] for the keys both hold
-    let shared: [(bool, &[&str], &str, bool, bool); 2] = [
-        (
-            a.monitor.is_some(),
-            &["--monitor", "monitor"],
-            "monitor",
-            sc.monitor.is_some(),
-            live.monitor.is_some(),
-        ),
-        (
-            a.interval_ns.is_some(),
-            &["--interval", "monitor interval"],
-            "interval",
-            sc.interval.is_some(),
-            live.interval.is_some(),
-        ),
-    ];
-    for (flag, names, key, own, shared) in shared {
-        match (flag, own, shared) {
-            (false, true, _) => s.note(names, p, "scrub", key),
-            (false, false, true) => s.note(names, p, "live", key),
-            _ => {}
-        }
+}
+
+/// The value of `r`, if any, noting in `sources` under `names` (how
+/// fallow-live's later errors name the setting: a flag, or `monitor`) the
+/// file's table and key it came from, so those errors name them.
+fn noted<T>(sources: &mut Sources, names: &[&str], r: Option<Resolved<T>>) -> Option<T> {
+    let r = r?;
+    if let Origin::File { path, table, key } = &r.origin {
+        sources.note(names, path, table, key);
     }
-    s
+    Some(r.value)
 }
 
 impl Settings {
@@ -501,13 +457,9 @@ impl Settings {
             None => Config::default(),
         };
         let (live, sc) = (&cfg.live, &cfg.own);
-        let dur = |v: &Option<String>, key: &str| cfg.duration("scrub", key, v.as_deref());
-        let live_dur = |v: &Option<String>, key: &str| cfg.duration("live", key, v.as_deref());
-        let size_of = |v: &Option<String>, key: &str| -> Result<Option<u64>> {
-            v.as_deref()
-                .map(|s| parse_size(s).map_err(|e| cfg.bad("scrub", key, e)))
-                .transpose()
-        };
+        let file = cfg.file.as_ref();
+        let dur = |s: &String| fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string());
+        let size = |s: &String| parse_size(s);
         let choice = choose_policy(
             a.policy.as_deref(),
             a.tuned.as_deref(),
@@ -516,8 +468,20 @@ impl Settings {
             Command::Scrub.default_policy(),
         )?;
         let mut s = Settings::base(Command::Scrub, choice);
-        s.size = a.size.or(size_of(&sc.size, "size")?);
-        let regions = a.regions.or(sc.regions);
+        let mut sources = Sources::default();
+        if s.policy_from == "config" {
+            let table = if sc.policy.is_some() { "scrub" } else { "live" };
+            sources.note(&["--policy", "policy"], &cfg.path, table, "policy");
+        }
+        let given = Layers::of(file)
+            .flag("--size", a.size)
+            .own_parsed("size", sc.size.as_ref(), size)
+            .map_err(setting)?;
+        s.size = noted(&mut sources, &["--size"], given.resolve());
+        let given = Layers::of(file)
+            .flag("--regions", a.regions)
+            .own("regions", sc.regions);
+        let regions = noted(&mut sources, &["--regions"], given.resolve());
         s.order = match (a.order.or(sc.order), regions) {
             (Some(OrderChoice::Sequential), Some(_)) => {
                 return Err(match (a.order, a.regions) {
@@ -543,13 +507,22 @@ impl Settings {
             (None, None) => None,
         };
         // a file's value that fails names the file and key; a flag's, the flag
-        s.max_rate = match (&a.max_rate, &sc.max_rate) {
-            (Some(r), _) => Some(pace::parse_rate(r).map_err(|e| Error::Setting(e.to_string()))?),
-            (None, Some(r)) => {
-                Some(pace::parse_rate(r).map_err(|e| cfg.bad("scrub", "max_rate", e))?)
-            }
-            (None, None) => None,
-        };
+        let given = Layers::of(file)
+            .flag("--max-rate", a.max_rate.clone())
+            .own("max_rate", sc.max_rate.clone())
+            .resolve()
+            .map(|r| match pace::parse_rate(&r.value) {
+                Ok(rate) => Ok(Resolved {
+                    value: rate,
+                    origin: r.origin,
+                }),
+                Err(e) if matches!(r.origin, Origin::File { .. }) => {
+                    Err(Error::Setting(format!("{}: {e}", r.origin)))
+                }
+                Err(e) => Err(Error::Setting(e.to_string())),
+            })
+            .transpose()?;
+        s.max_rate = noted(&mut sources, &["--max-rate"], given);
         let parse_windows = |texts: &[String]| -> std::result::Result<pace::Windows, String> {
             texts
                 .iter()
@@ -557,32 +530,66 @@ impl Settings {
                 .collect::<std::result::Result<_, _>>()
                 .map(pace::Windows)
         };
-        s.windows = match (&a.windows[..], &sc.windows) {
-            ([], Some(w)) => parse_windows(w).map_err(|e| cfg.bad("scrub", "windows", e))?,
-            (w, _) => parse_windows(w).map_err(Error::Setting)?,
-        };
+        let flag = (!a.windows.is_empty()).then(|| a.windows.clone());
+        let given = Layers::of(file)
+            .flag("--window", flag)
+            .own("windows", sc.windows.clone())
+            .resolve();
+        let texts = noted(&mut sources, &["--window"], given).unwrap_or_default();
+        s.windows = parse_windows(&texts).map_err(|e| match sources.label("--window") {
+            Some(from) => Error::Setting(format!("{from}: {e}")),
+            None => Error::Setting(e),
+        })?;
         s.tuned_path = first(a.tuned.clone(), sc.tuned.clone(), live.tuned.clone());
-        s.max_bytes = a.max_bytes.or(size_of(&sc.max_bytes, "max_bytes")?);
-        s.checkpoint = a.checkpoint.clone().or(sc.checkpoint.clone());
-        s.checkpoint_interval_ns = a
-            .checkpoint_interval_ns
-            .or(dur(&sc.checkpoint_interval, "checkpoint_interval")?)
-            .unwrap_or(0);
-        s.log = a.log.clone().or(sc.log.clone());
-        s.retries = a.retries.or(sc.retries).unwrap_or(DEFAULT_RETRIES);
-        s.verify = a.verify.or(sc.verify_cmd).unwrap_or(VerifyMode::Off);
+        let given = Layers::of(file)
+            .flag("--max-bytes", a.max_bytes)
+            .own_parsed("max_bytes", sc.max_bytes.as_ref(), size)
+            .map_err(setting)?;
+        s.max_bytes = given.resolve().map(|r| r.value);
+        let given = Layers::of(file)
+            .flag("--checkpoint", a.checkpoint.clone())
+            .own("checkpoint", sc.checkpoint.clone());
+        s.checkpoint = noted(&mut sources, &["--checkpoint"], given.resolve());
+        let given = Layers::of(file)
+            .flag("--checkpoint-interval", a.checkpoint_interval_ns)
+            .own_parsed("checkpoint_interval", sc.checkpoint_interval.as_ref(), dur)
+            .map_err(setting)?;
+        s.checkpoint_interval_ns = given.or(0).value;
+        let given = Layers::of(file)
+            .flag("--log", a.log.clone())
+            .own("log", sc.log.clone());
+        s.log = noted(&mut sources, &["--log"], given.resolve());
+        let given = Layers::of(file)
+            .flag("--retries", a.retries)
+            .own("retries", sc.retries);
+        s.retries = given.or(DEFAULT_RETRIES).value;
+        let given = Layers::of(file)
+            .flag("--verify-cmd", a.verify)
+            .own("verify_cmd", sc.verify_cmd);
+        s.verify = given.or(VerifyMode::Off).value;
         s.buffered = a.buffered || sc.buffered.unwrap_or(false);
-        s.monitor = first(a.monitor.clone(), sc.monitor.clone(), live.monitor.clone())
-            .unwrap_or_else(|| "auto".into());
-        s.interval_ns = first(
-            a.interval_ns,
-            dur(&sc.interval, "interval")?,
-            live_dur(&live.interval, "interval")?,
-        )
-        .unwrap_or(DEFAULT_INTERVAL_NS);
+        let given = Layers::of(file)
+            .flag("--monitor", a.monitor.clone())
+            .own("monitor", sc.monitor.clone())
+            .shared("monitor", live.monitor.clone())
+            .resolve();
+        let monitor = noted(&mut sources, &["--monitor", "monitor"], given);
+        s.monitor = monitor.unwrap_or_else(|| "auto".into());
+        let given = Layers::of(file)
+            .flag("--interval", a.interval_ns)
+            .own_parsed("interval", sc.interval.as_ref(), dur)
+            .map_err(setting)?;
+        // [live]'s interval is parsed as the command's own is
+        let shared = match &live.interval {
+            Some(text) => Some(dur(text).map_err(|e| cfg.bad("live", "interval", e))?),
+            None => None,
+        };
+        let given = given.shared("interval", shared).resolve();
+        let interval = noted(&mut sources, &["--interval", "monitor interval"], given);
+        s.interval_ns = interval.unwrap_or(DEFAULT_INTERVAL_NS);
         s.seed = first(a.seed, sc.seed, live.seed).unwrap_or(fallow_core::sim::DEFAULT_SEED);
         s.metrics = cfg.metrics_addr(a.metrics.as_deref());
-        s.sources = scrub_sources(a, &cfg, s.policy_from);
+        s.sources = sources;
         apply_budget(
             &mut s,
             a,
