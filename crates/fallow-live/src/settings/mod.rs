@@ -607,6 +607,9 @@ impl Settings {
         };
         let (shared, own) = (&cfg.live, &cfg.own);
         let file = cfg.path.display().to_string();
+        let f = cfg.file.as_ref();
+        // where a value from the file came from, for errors found later
+        let from_file = |o: &Origin| matches!(o, Origin::File { .. }).then(|| o.to_string());
         let choice = choose_policy(
             a.policy.as_deref(),
             a.tuned.as_deref(),
@@ -625,29 +628,38 @@ impl Settings {
                 .map(|p| format!("{}: best.spec", p.display())),
             _ => None,
         };
-        s.net = match (&a.net, &own.net) {
-            (Some(n), _) => Some((n.clone(), None)),
-            (None, Some(n)) => Some((n.clone(), Some(format!("{file}: [run] net")))),
-            (None, None) => None,
-        };
+        let net = Layers::of(f)
+            .flag("--net", a.net.clone())
+            .own("net", own.net.clone());
+        s.net = net.resolve().map(|r| {
+            let from = from_file(&r.origin);
+            (r.value, from)
+        });
         // [live] monitor is what scrub watches; for run it names the disk,
         // with `auto` run's default and `none` no disk at all
-        s.disk = match (&a.device, &own.device, shared.monitor.as_deref()) {
-            (Some(d), ..) => Disk::Named {
-                spec: d.clone(),
-                from: None,
-            },
-            (None, Some(d), _) => Disk::Named {
-                spec: d.clone(),
-                from: Some(format!("{file}: [run] device")),
-            },
-            (None, None, Some("none")) => Disk::Unwatched,
-            (None, None, Some("auto") | None) if s.net.is_some() => Disk::Unwatched,
-            (None, None, Some("auto") | None) => Disk::CurrentDir,
-            (None, None, Some(m)) => Disk::Named {
-                spec: m.to_string(),
-                from: Some(format!("{file}: [live] monitor")),
-            },
+        let disk = Layers::of(f)
+            .flag("--device", a.device.clone())
+            .own("device", own.device.clone())
+            .shared("monitor", shared.monitor.clone())
+            .resolve();
+        s.disk = match disk {
+            Some(r) if !matches!(&r.origin, Origin::File { table, .. } if table == "live") => {
+                let from = from_file(&r.origin);
+                Disk::Named {
+                    spec: r.value,
+                    from,
+                }
+            }
+            Some(r) if r.value == "none" => Disk::Unwatched,
+            Some(r) if r.value != "auto" => {
+                let from = from_file(&r.origin);
+                Disk::Named {
+                    spec: r.value,
+                    from,
+                }
+            }
+            _ if s.net.is_some() => Disk::Unwatched,
+            _ => Disk::CurrentDir,
         };
         if s.disk == Disk::Unwatched && s.net.is_none() {
             return Err(cfg.bad(
@@ -656,9 +668,14 @@ impl Settings {
                 "`none` leaves fallow run nothing to watch: give --device or --net, or [run] device or net",
             ));
         }
-        s.freezer = match (&a.freezer, &own.freezer) {
-            (Some(f), _) => Some(f.parse::<FreezerKind>()?),
-            (None, Some(f)) => Some(
+        let freezer = Layers::of(f)
+            .flag("--freezer", a.freezer.clone())
+            .own("freezer", own.freezer.clone())
+            .resolve();
+        s.freezer = match freezer {
+            None => None,
+            Some(r) if matches!(r.origin, Origin::Flag(_)) => Some(r.value.parse::<FreezerKind>()?),
+            Some(Resolved { value: f, .. }) => Some(
                 FreezerKind::ALL
                     .into_iter()
                     .find(|k| k.name() == f.trim())
@@ -670,26 +687,35 @@ impl Settings {
                         )
                     })?,
             ),
-            (None, None) => None,
         };
-        // a flag's slice is checked where the command starts, naming --slice
-        let file_slice = cfg.duration("run", "slice", own.slice.as_deref())?;
-        if let (None, Some(ns)) = (a.slice_ns, file_slice) {
-            let (lo, hi) = SLICE_RANGE_NS;
-            if !(lo..=hi).contains(&ns) {
-                return Err(cfg.bad("run", "slice", format!("{ns} ns: use 1 ms to 60 s")));
-            }
-        }
+        let dur = |s: &str| fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string());
+        let (lo, hi) = SLICE_RANGE_NS;
+        let slice = Layers::of(f)
+            .flag(&a.front.option("slice"), a.slice_ns)
+            .own_parsed("slice", own.slice.as_deref(), dur)
+            .map_err(setting)?
+            .or(DEFAULT_SLICE_NS)
+            .try_map(|ns| match (lo..=hi).contains(&ns) {
+                true => Ok(ns),
+                false => Err(format!("{ns} ns: use 1 ms to 60 s")),
+            })
+            .map_err(setting)?;
+        s.slice_ns = slice.value;
         s.interval_ns = first(
             a.interval_ns,
             cfg.duration("run", "interval", own.interval.as_deref())?,
             cfg.duration("live", "interval", shared.interval.as_deref())?,
         )
         .unwrap_or(DEFAULT_INTERVAL_NS);
-        s.netns = a.netns.clone().or(own.netns.clone());
-        s.slice_ns = a.slice_ns.or(file_slice).unwrap_or(DEFAULT_SLICE_NS);
+        let netns = Layers::of(f)
+            .flag("--netns", a.netns.clone())
+            .own("netns", own.netns.clone());
+        s.netns = netns.resolve().map(|r| r.value);
         s.seed = first(a.seed, own.seed, shared.seed).unwrap_or(fallow_core::sim::DEFAULT_SEED);
-        s.report = a.report.clone().or(own.report.clone());
+        let report = Layers::of(f)
+            .flag("--report", a.report.clone())
+            .own("report", own.report.clone());
+        s.report = report.resolve().map(|r| r.value);
         s.metrics = cfg.metrics_addr(a.metrics.as_deref());
         apply_budget(
             &mut s,
@@ -803,6 +829,42 @@ mod tests {
             e.to_string(),
             "--regions goes with --order staggered, not sequential"
         );
+    }
+
+    #[test]
+    fn the_slice_is_checked_once_naming_where_it_came_from() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(d.path(), "f.toml", "[run]\nslice = \"100us\"\n");
+        let run = |flags: Flags| Settings::resolve(Command::Run, &flags);
+        let e = run(Flags {
+            config: Some(p.clone()),
+            ..Flags::default()
+        })
+        .unwrap_err();
+        let file = format!("{}: [run] slice: 100000 ns: use 1 ms to 60 s", p.display());
+        assert_eq!((e.to_string(), e.is_bad_input()), (file, true));
+        // a flag's value wins over the file's and is checked the same way,
+        // named as its front end spells it
+        for (front, name) in [(Front::Cli, "--slice"), (Front::Python, "slice=")] {
+            let e = run(Flags {
+                front,
+                config: Some(p.clone()),
+                slice_ns: Some(61_000_000_000),
+                ..Flags::default()
+            })
+            .unwrap_err();
+            let want = format!("{name}: 61000000000 ns: use 1 ms to 60 s");
+            assert_eq!(e.to_string(), want);
+        }
+        let s = run(Flags {
+            config: Some(p),
+            slice_ns: Some(5_000_000),
+            ..Flags::default()
+        })
+        .unwrap();
+        assert_eq!(s.slice_ns, 5_000_000);
+        let s = run(Flags::default()).unwrap();
+        assert_eq!(s.slice_ns, DEFAULT_SLICE_NS);
     }
 
     #[test]
