@@ -92,6 +92,7 @@ pub struct Layers<'f, T> {
     file: Option<&'f ConfigFile>,
     flag: Option<(T, String)>,
     env: Option<(T, String)>,
+    part: Option<(T, String, String)>,
     own: Option<(T, String)>,
     shared: Option<(T, String)>,
 }
@@ -103,6 +104,7 @@ impl<'f, T> Layers<'f, T> {
             file,
             flag: None,
             env: None,
+            part: None,
             own: None,
             shared: None,
         }
@@ -117,6 +119,14 @@ impl<'f, T> Layers<'f, T> {
     /// The environment variable `var`'s value, if set (already parsed).
     pub fn env(mut self, var: &str, value: Option<T>) -> Self {
         self.env = value.map(|v| (v, var.to_string()));
+        self
+    }
+
+    /// `key` of a part of the command's table that is more specific than
+    /// the table itself (one disk's `[[spindown.disk]]`), named `table`
+    /// and `key` in its origin, if the file has it.
+    pub fn part(mut self, table: &str, key: &str, value: Option<T>) -> Self {
+        self.part = value.map(|v| (v, table.to_string(), key.to_string()));
         self
     }
 
@@ -154,8 +164,8 @@ impl<'f, T> Layers<'f, T> {
     }
 
     /// The value of the highest layer that gives one: the flag, then the
-    /// environment, then the command's table, then `[live]`. This is the
-    /// one place the precedence is written.
+    /// environment, then a part of the command's table, then the table,
+    /// then `[live]`. This is the one place the precedence is written.
     pub fn resolve(self) -> Option<Resolved<T>> {
         let file = |table: &str, key: String| match self.file {
             Some(f) => f.origin(table, &key),
@@ -176,6 +186,12 @@ impl<'f, T> Layers<'f, T> {
             return Some(Resolved {
                 value,
                 origin: Origin::Env(var),
+            });
+        }
+        if let Some((value, table, key)) = self.part {
+            return Some(Resolved {
+                value,
+                origin: file(&table, key),
             });
         }
         let command = self.file.map_or("", |f| f.command.as_str()).to_string();
@@ -248,6 +264,16 @@ impl ConfigFile {
             command: command.to_string(),
             tables: table,
         })
+    }
+
+    /// A file read by other means (an older layout), for the origins of
+    /// the values taken from it.
+    pub fn named(path: &Path, command: &str) -> ConfigFile {
+        ConfigFile {
+            path: path.to_path_buf(),
+            command: command.to_string(),
+            tables: toml::Table::new(),
+        }
     }
 
     /// Table `name` into `S`, strictly (`S` denies unknown keys); `S`'s
@@ -325,6 +351,13 @@ mod tests {
             .or(0);
         assert_eq!(r.value, 2);
         assert_eq!(r.origin.to_string(), "/etc/f.toml: [live] x");
+        let r = all()
+            .flag("--x", None)
+            .env("FALLOW_X", None)
+            .part("peer.one", "x", Some(5));
+        let r = r.or(0);
+        assert_eq!(r.value, 5);
+        assert_eq!(r.origin.to_string(), "/etc/f.toml: [peer.one] x");
         let r = Layers::of(Some(&f)).or(7);
         assert_eq!((r.value, r.origin), (7, Origin::Default));
         // the order the layers are given in does not matter

@@ -17,6 +17,7 @@ use super::{DiskSpec, JobSpec, SpindownConfig, SpinupLimit, DEFAULT_POLICY, DEFA
 use crate::error::{Error, Result};
 use crate::settings::config::{config_of, TABLES};
 use fallow_core::energy::{PowerFile, PowerModel};
+use fallow_core::settings::{ConfigFile, Layers};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -141,8 +142,21 @@ fn duration(what: &str, s: &str) -> Result<u64> {
     fallow_core::units::parse_duration_ns(s).map_err(|e| bad(format!("{what} `{s}`: {e}")))
 }
 
-fn rate(what: &str, s: &str) -> Result<SpinupLimit> {
-    SpinupLimit::parse(s).map_err(|e| bad(format!("{what}: {e}")))
+/// The table of one disk's settings, as origins name it.
+const DISK_TABLE: &str = "spindown.disk";
+
+/// A duration setting's text, in ns; the message says what was given.
+fn ns_of(s: &str) -> std::result::Result<u64, String> {
+    fallow_core::units::parse_duration_ns(s).map_err(|e| format!("`{s}`: {e}"))
+}
+
+/// A setting's error, naming where its value came from (the core's
+/// `invalid ORIGIN: why`, as `ORIGIN: why`).
+fn checked(e: fallow_core::Error) -> Error {
+    match e {
+        fallow_core::Error::InvalidParameter { name, message } => bad(format!("{name}: {message}")),
+        e => Error::Core(e),
+    }
 }
 
 /// Read `[spindown]` of the config at `path`, or a file in the old layout
@@ -225,15 +239,34 @@ impl SpindownFlags {
                 "no disk given: name one or more DEV, or [[spindown.disk]] tables in --config",
             ));
         }
-        let poll_ns = match self.poll.as_deref().or(file.poll.as_deref()) {
-            Some(s) => duration("--poll", s)?,
+        // where a value came from, for its errors (`--poll`, `FILE:
+        // [spindown] poll`, `FILE: [spindown.disk] policy of /dev/sdb`)
+        let named = self
+            .config
+            .as_deref()
+            .map(|p| ConfigFile::named(p, "spindown"));
+        let f = named.as_ref();
+        let poll = Layers::of(f)
+            .flag("--poll", self.poll.clone())
+            .own("poll", file.poll.clone())
+            .resolve();
+        let poll_ns = match poll {
+            Some(r) => r.try_map(|s| ns_of(&s)).map_err(checked)?.value,
             None => DEFAULT_POLL_NS,
         };
-        let power_path = self.power.as_ref().or(file.power.as_ref());
+        let power_path = Layers::of(f)
+            .flag("--power", self.power.clone())
+            .own("power", file.power.clone())
+            .resolve();
         let power = match power_path {
-            Some(p) => PowerFile::read(p)
-                .and_then(|f| f.model(None))
-                .map_err(|e| bad(format!("--power: {e}")))?,
+            Some(r) => {
+                let model = |p: PathBuf| {
+                    PowerFile::read(&p)
+                        .and_then(|f| f.model(None))
+                        .map_err(|e| e.to_string())
+                };
+                r.try_map(model).map_err(checked)?.value
+            }
             None => PowerModel::default(),
         };
         let every = self.job_every.as_deref().unwrap_or(DEFAULT_JOB_EVERY);
@@ -243,21 +276,33 @@ impl SpindownFlags {
         let mut disks = Vec::new();
         for (i, dev) in devs.iter().enumerate() {
             let fd = file.disk.iter().find(|d| &d.dev == dev);
-            let policy = per_disk(&self.policies, &devs, dev)?
-                .map(str::to_string)
-                .or_else(|| fd.and_then(|d| d.policy.clone()))
-                .or_else(|| file.policy.clone())
-                .unwrap_or_else(|| DEFAULT_POLICY.to_string());
-            let max_spinups = match per_disk(&self.max_spinups, &devs, dev)? {
-                Some(s) => Some(rate("--max-spinups", s)?),
-                None => match fd
-                    .and_then(|d| d.max_spinups.as_deref())
-                    .or(file.max_spinups.as_deref())
-                {
-                    Some(s) => Some(rate("max_spinups in --config", s)?),
-                    None => None,
-                },
-            };
+            let policy = Layers::of(f)
+                .flag(
+                    "--policy",
+                    per_disk(&self.policies, &devs, dev)?.map(str::to_string),
+                )
+                .part(
+                    DISK_TABLE,
+                    &format!("policy of {dev}"),
+                    fd.and_then(|d| d.policy.clone()),
+                )
+                .own("policy", file.policy.clone())
+                .or(DEFAULT_POLICY.to_string())
+                .value;
+            let flag = per_disk(&self.max_spinups, &devs, dev)?.map(str::to_string);
+            let max_spinups = Layers::of(f)
+                .flag("--max-spinups", flag)
+                .part(
+                    DISK_TABLE,
+                    &format!("max_spinups of {dev}"),
+                    fd.and_then(|d| d.max_spinups.clone()),
+                )
+                .own("max_spinups", file.max_spinups.clone())
+                .resolve()
+                .map(|r| r.try_map(|s| SpinupLimit::parse(&s).map_err(|e| e.to_string())))
+                .transpose()
+                .map_err(checked)?
+                .map(|r| r.value);
             let mut jobs = Vec::new();
             if i == 0 {
                 jobs.extend(self.jobs.iter().map(|c| JobSpec {
@@ -286,11 +331,11 @@ impl SpindownFlags {
                 jobs,
             });
         }
-        let state = self
-            .state
-            .clone()
-            .or(file.state.clone())
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE));
+        let state = Layers::of(f)
+            .flag("--state", self.state.clone())
+            .own("state", file.state.clone())
+            .or(PathBuf::from(DEFAULT_STATE))
+            .value;
         let mut inputs: Vec<PathBuf> = self.config.iter().cloned().collect();
         inputs.extend(self.power.clone());
         inputs.extend(file.power.clone());
@@ -317,8 +362,16 @@ impl SpindownFlags {
         Ok(Resolved {
             config,
             devs,
-            log: self.log.clone().or(file.log),
-            metrics: self.metrics.clone().or(file.metrics),
+            log: Layers::of(f)
+                .flag("--log", self.log.clone())
+                .own("log", file.log)
+                .resolve()
+                .map(|r| r.value),
+            metrics: Layers::of(f)
+                .flag("--metrics", self.metrics.clone())
+                .own("metrics", file.metrics)
+                .resolve()
+                .map(|r| r.value),
             inputs,
             warnings: warning.into_iter().collect(),
         })
@@ -343,7 +396,9 @@ mod tests {
         assert_eq!(c.disk.len(), 2);
         assert_eq!(c.disk[1].jobs.len(), 1);
         assert_eq!(
-            rate("x", c.max_spinups.as_deref().unwrap()).unwrap().count,
+            SpinupLimit::parse(c.max_spinups.as_deref().unwrap())
+                .unwrap()
+                .count,
             50
         );
         for j in &c.disk[1].jobs {
@@ -444,6 +499,41 @@ mod tests {
         .resolve()
         .unwrap_err();
         assert!(e.to_string().contains("line 2"), "{e}");
+    }
+
+    /// A bad value from the file names the file, table and key it came
+    /// from (before, a file's poll was reported as `--poll` and a disk's
+    /// spin-up budget as `max_spinups in --config`).
+    #[test]
+    fn a_bad_value_from_the_file_names_its_table_and_key() {
+        let d = tempfile::tempdir().unwrap();
+        for (text, at) in [
+            ("[spindown]\npoll = \"soon\"\n", "[spindown] poll: `soon`"),
+            (
+                "[spindown]\nmax_spinups = \"lots\"\n",
+                "[spindown] max_spinups: ",
+            ),
+            (
+                "[[spindown.disk]]\ndev = \"a\"\nmax_spinups = \"9/fortnight\"\n",
+                "[spindown.disk] max_spinups of a: ",
+            ),
+            (
+                "[spindown]\npower = \"no-such-power.toml\"\n",
+                "[spindown] power: ",
+            ),
+        ] {
+            let cfg = write(d.path(), "bad.toml", text);
+            let e = SpindownFlags {
+                devs: vec!["a".into()],
+                config: Some(cfg.clone()),
+                ..SpindownFlags::default()
+            }
+            .resolve()
+            .unwrap_err();
+            let want = format!("{}: {at}", cfg.display());
+            assert!(e.to_string().starts_with(&want), "{want} in {e}");
+            assert!(e.is_bad_input(), "{e}");
+        }
     }
 
     #[test]
