@@ -64,6 +64,7 @@ from fallow._fallow import SCHEMA_VERSION as SCHEMA_VERSION
 from fallow._fallow import FallowError, ParameterError, Trace, TraceFormatError, synthetic
 from fallow._fallow import __version__ as __version__
 from fallow._fallow import analyze as _analyze
+from fallow._fallow import analyze_all_devices as _analyze_all_devices
 from fallow._fallow import characterize as _characterize
 from fallow._fallow import read_trace as _read_trace
 from fallow.analysis import Characterization
@@ -86,6 +87,7 @@ __all__ = [
     "TraceFormatError",
     "TuneResult",
     "analyze",
+    "analyze_all_devices",
     "characterize",
     "compare",
     "energy",
@@ -232,3 +234,47 @@ def analyze(
     The analysis runs in Rust with the GIL released.
     """
     return _analyze(trace, device, service, seed, html=html, overwrite=overwrite, **options)
+
+
+def analyze_all_devices(
+    path: str | os.PathLike[str],
+    *,
+    format: str | None = None,
+    skip_bad: bool = False,
+    service: str | None = None,
+    seed: int = 1,
+    html: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """What ``fallow analyze PATH --device all --json`` prints: every
+    device of a multi-device trace file in one streaming pass (nothing of
+    the file is kept in memory), one row each.
+
+    Args:
+        path: the trace file (a fleet trace of many devices; each device's
+            requests in arrival order, as in the MSR and Alibaba files).
+        format, skip_bad: as for :func:`read_trace`.
+        service: model completions with this service model (``"exp:5ms"``,
+            ``"disk"``) instead of the file's own.
+        seed: seed of the service model.
+        html: also write ``fallow analyze --device all --html``'s page
+            there: the CLI's page, byte for byte, the path checked as for
+            :func:`analyze`.
+        overwrite: let ``html`` replace a file fallow did not write.
+
+    Returns:
+        A plain dict: ``devices``, one row per device (``id``, ``name``,
+        ``requests``, ``utilization``, ``idle_mean_s``, ``idle_cv``, …),
+        and the file's totals.
+
+    The pass runs in Rust with the GIL released.
+    """
+    return _analyze_all_devices(
+        path,
+        format=format,
+        skip_bad=skip_bad,
+        service=service,
+        seed=seed,
+        html=html,
+        overwrite=overwrite,
+    )

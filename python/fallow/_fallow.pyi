@@ -164,6 +164,15 @@ def analyze(
     html: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]: ...
+def analyze_all_devices(
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    skip_bad: bool = False,
+    service: str | None = None,
+    seed: int = 1,
+    html: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]: ...
 
 # The keyword arguments are spelled once, in fallow/_options.py.
 def simulate(

@@ -222,6 +222,21 @@ def test_compare_pareto_and_energy_pages_are_the_clis(tmp_path):
     assert mine.read_text() == "mine"
 
 
+def test_analyze_all_devices_is_the_clis_json_and_page(cli_json, tmp_path):
+    # one streaming pass behind `--device all` and `analyze_all_devices`
+    path = str(REPO / "tests" / "data" / "cli" / "two_hosts.csv")
+    ref = cli_json("analyze", path, "--device", "all")
+    assert ref.pop("schema_version") == fallow.SCHEMA_VERSION
+    py = fallow.analyze_all_devices(path, html=tmp_path / "p.html")
+    assert py == ref
+    assert len(py["devices"]) >= 2
+    assert (tmp_path / "p.html").read_bytes() == _cli_page(
+        tmp_path, "c.html", "analyze", path, "--device", "all"
+    )
+    with pytest.raises(fallow.ParameterError, match="html"):
+        fallow.analyze_all_devices(path, html=path)
+
+
 def test_scrub_plan_is_the_clis_json(cli_json):
     # one request (fallow_core::scrubplan::PlanRequest) behind both: with
     # the defaults, and with every setting given (the Monte Carlo seeded)

@@ -6,7 +6,7 @@
 //! (python/fallow) wraps it with pandas frames, plots and Parquet interop.
 //!
 //! One file per area, mirroring the core: [`trace`] (the `Trace` class and
-//! `read_trace`), [`stats`] (`characterize`, `analyze`), [`workload`] (`synthetic`),
+//! `read_trace`), [`stats`] (`characterize`, `analyze`, `analyze_all_devices`), [`workload`] (`synthetic`),
 //! [`sim`] (`simulate`, `compare`, `policies`), [`tune`] (`tune`, `pareto`, `recommend`),
 //! [`energy`] (`energy`), [`live`] (`scrub`), [`scrubplan`] (`scrub_plan`);
 //! [`conversion`] converts Python values into core types; [`page`] checks
@@ -46,6 +46,7 @@ fn _fallow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace::read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(stats::characterize, m)?)?;
     m.add_function(wrap_pyfunction!(stats::analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::analyze_all_devices, m)?)?;
     m.add_function(wrap_pyfunction!(workload::synthetic, m)?)?;
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(sim::compare, m)?)?;

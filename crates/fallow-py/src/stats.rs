@@ -114,3 +114,36 @@ pub fn analyze<'py>(
     })?;
     to_python(py, &a)
 }
+
+/// `fallow analyze PATH --device all`: every device of the file at `path`
+/// in one streaming pass, one row each (`fallow_core::fleet`). Returns the
+/// plain dict of `fallow analyze PATH --device all --json`. With `html`,
+/// also writes the CLI's fleet page there, byte for byte (the path checked
+/// as for [`analyze`]).
+#[pyfunction]
+#[pyo3(signature = (path, format=None, skip_bad=false, service=None, seed=fallow_core::sim::DEFAULT_SEED, html=None, overwrite=false))]
+#[allow(clippy::too_many_arguments)]
+pub fn analyze_all_devices<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+    format: Option<Parsed<fallow_core::trace::Format>>,
+    skip_bad: bool,
+    service: Option<Parsed<ServiceModel>>,
+    seed: u64,
+    html: Option<std::path::PathBuf>,
+    overwrite: bool,
+) -> Result<Bound<'py, PyAny>> {
+    let page = Page::checked(html, overwrite, [path.as_path()])?;
+    let opts = fallow_core::trace::ReadOptions {
+        format: format.map(|f| f.0),
+        skip_bad,
+        ..Default::default()
+    };
+    let service = service.map(|s| s.0);
+    let fleet = without_gil(py, || {
+        let fleet = fallow_core::fleet::fleet_of(&path, &opts, service.as_ref(), seed)?;
+        page.write(|p| fallow_report::fleet::write(p, &fleet))?;
+        Ok::<_, fallow_core::Error>(fleet)
+    })?;
+    to_python(py, &fleet)
+}
