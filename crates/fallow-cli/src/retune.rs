@@ -14,9 +14,7 @@ use fallow_core::policy::Policy;
 use fallow_core::sim::Part;
 use fallow_core::trace::DeviceSel;
 use fallow_core::trace::Trace;
-use fallow_core::tune::online::{
-    default_every, OnlineConfig, OnlineTuner, Refit, Report, DEFAULT_WINDOW,
-};
+use fallow_core::tune::online::{OnlineConfig, OnlineTuner, Refit, Report, DEFAULT_WINDOW};
 use fallow_core::tune::Budget;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -84,13 +82,8 @@ impl Runner {
         let Some(budget) = args.retune else {
             return Ok(Runner::Plain(crate::prepare::build_policy(spec)?));
         };
-        let cfg = OnlineConfig {
-            budget,
-            window: args.window,
-            every: args.every.unwrap_or_else(|| default_every(args.window)),
-            switch_penalty_ns: bg.switch_penalty,
-            seed,
-        };
+        let window = Some(args.window);
+        let cfg = OnlineConfig::for_run(budget, window, args.every, &bg.config(seed));
         let t = OnlineTuner::new(spec, cfg).with_context(|| format!("--policy {spec} --retune"))?;
         Ok(Runner::Retuned(Box::new(t)))
     }

@@ -14,7 +14,7 @@ use crate::page::Page;
 use crate::trace::PyTrace;
 use fallow_core::policy;
 use fallow_core::sim::{self, simulate_cancellable as run, Prepared, SimResult};
-use fallow_core::tune::online::{default_every, OnlineConfig, OnlineTuner, Report, DEFAULT_WINDOW};
+use fallow_core::tune::online::{OnlineConfig, OnlineTuner, Report};
 use fallow_report::describe::{describe_device, file_name, Subject};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -214,23 +214,15 @@ pub fn simulate<'py>(
     let kw = Kwargs::new(options)?;
     let req = request(trace.as_deref(), &kw)?;
     let budget = kw.parsed("retune")?;
-    let window = kw.get("retune_window")?.unwrap_or(DEFAULT_WINDOW);
-    let every = kw
-        .get("retune_every")?
-        .unwrap_or_else(|| default_every(window));
+    let window = kw.get("retune_window")?;
+    let every = kw.get("retune_every")?;
     kw.finish()?;
     let cfg = req.config();
     let mut tuner = match budget {
-        Some(budget) => Some(OnlineTuner::new(
-            policy,
-            OnlineConfig {
-                budget,
-                window,
-                every,
-                switch_penalty_ns: cfg.switch_penalty_ns,
-                seed: cfg.seed,
-            },
-        )?),
+        Some(budget) => {
+            let online = OnlineConfig::for_run(budget, window, every, &cfg);
+            Some(OnlineTuner::new(policy, online)?)
+        }
         None => None,
     };
     // Ctrl-C sets it; the run stops within a few thousand busy periods

@@ -114,6 +114,26 @@ impl OnlineConfig {
             seed: crate::dist::DEFAULT_SEED,
         }
     }
+
+    /// `budget` re-tuned over a run with settings `sim` (its switch
+    /// penalty and seed): `window` intervals (default [`DEFAULT_WINDOW`]),
+    /// a refit every `every` (default [`default_every`] of the window).
+    /// What `fallow simulate --retune` and `fallow.simulate(retune=)` run.
+    pub fn for_run(
+        budget: Budget,
+        window: Option<usize>,
+        every: Option<usize>,
+        sim: &crate::sim::SimConfig,
+    ) -> OnlineConfig {
+        let window = window.unwrap_or(DEFAULT_WINDOW);
+        OnlineConfig {
+            budget,
+            window,
+            every: every.unwrap_or_else(|| default_every(window)),
+            switch_penalty_ns: sim.switch_penalty_ns,
+            seed: sim.seed,
+        }
+    }
 }
 
 /// One point of the knob's trajectory.
