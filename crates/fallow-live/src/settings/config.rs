@@ -152,9 +152,10 @@ impl Sources {
     }
 }
 
-/// A config error of the core's ([`ConfigFile`]) as this crate's, its
-/// message as it was: `FILE: [table]: why`.
-fn setting(e: fallow_core::Error) -> Error {
+/// A setting's error from the core ([`ConfigFile`], `Layers`) as this
+/// crate's, its message `ORIGIN: why` (`FILE: [table] key: why`,
+/// `--slice: why`) as the file's other errors.
+pub(crate) fn setting(e: fallow_core::Error) -> Error {
     match e {
         fallow_core::Error::InvalidParameter { name, message } => {
             Error::Setting(format!("{name}: {message}"))

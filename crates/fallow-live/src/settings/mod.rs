@@ -10,6 +10,7 @@
 
 pub mod config;
 
+use config::setting;
 pub use config::{
     choose_policy, read_config, read_tuned, relative_to, Config, MetricsAddr, PolicyChoice,
     Sources, TunedChoice,
@@ -381,17 +382,6 @@ fn first<T>(flag: Option<T>, own: Option<T>, live: Option<T>) -> Option<T> {
         .own("", own)
         .shared("", live);
     layers.resolve().map(|r| r.value)
-}
-
-/// A config error of the core's as this crate's, its message
-/// `FILE: [table] key: why` as the file's other errors.
-fn setting(e: fallow_core::Error) -> Error {
-    match e {
-        fallow_core::Error::InvalidParameter { name, message } => {
-            Error::Setting(format!("{name}: {message}"))
-        }
-        e => Error::Core(e),
-    }
 }
 
 /// The value of `r`, if any, noting in `sources` under `names` (how

@@ -15,7 +15,7 @@
 
 use super::{DiskSpec, JobSpec, SpindownConfig, SpinupLimit, DEFAULT_POLICY, DEFAULT_POLL_NS};
 use crate::error::{Error, Result};
-use crate::settings::config::{config_of, TABLES};
+use crate::settings::config::{config_of, setting, TABLES};
 use fallow_core::energy::{PowerFile, PowerModel};
 use fallow_core::settings::{ConfigFile, Layers};
 use serde::Deserialize;
@@ -150,15 +150,6 @@ fn ns_of(s: &str) -> std::result::Result<u64, String> {
     fallow_core::units::parse_duration_ns(s).map_err(|e| format!("`{s}`: {e}"))
 }
 
-/// A setting's error, naming where its value came from (the core's
-/// `invalid ORIGIN: why`, as `ORIGIN: why`).
-fn checked(e: fallow_core::Error) -> Error {
-    match e {
-        fallow_core::Error::InvalidParameter { name, message } => bad(format!("{name}: {message}")),
-        e => Error::Core(e),
-    }
-}
-
 /// Read `[spindown]` of the config at `path`, or a file in the old layout
 /// (keys at the top level, `[[disk]]`), with a warning for the latter.
 pub fn read_section(path: &Path) -> Result<(SpindownSection, Option<String>)> {
@@ -251,7 +242,7 @@ impl SpindownFlags {
             .own("poll", file.poll.clone())
             .resolve();
         let poll_ns = match poll {
-            Some(r) => r.try_map(|s| ns_of(&s)).map_err(checked)?.value,
+            Some(r) => r.try_map(|s| ns_of(&s)).map_err(setting)?.value,
             None => DEFAULT_POLL_NS,
         };
         let power_path = Layers::of(f)
@@ -265,7 +256,7 @@ impl SpindownFlags {
                         .and_then(|f| f.model(None))
                         .map_err(|e| e.to_string())
                 };
-                r.try_map(model).map_err(checked)?.value
+                r.try_map(model).map_err(setting)?.value
             }
             None => PowerModel::default(),
         };
@@ -301,7 +292,7 @@ impl SpindownFlags {
                 .resolve()
                 .map(|r| r.try_map(|s| SpinupLimit::parse(&s).map_err(|e| e.to_string())))
                 .transpose()
-                .map_err(checked)?
+                .map_err(setting)?
                 .map(|r| r.value);
             let mut jobs = Vec::new();
             if i == 0 {
