@@ -237,6 +237,37 @@ def test_analyze_all_devices_is_the_clis_json_and_page(cli_json, tmp_path):
         fallow.analyze_all_devices(path, html=path)
 
 
+def test_trace_write_is_fallow_convert(tmp_path):
+    # one writer per format (the registry's, through
+    # fallow_core::outpath::write_trace) behind `convert -o` and Trace.write
+    path = str(REPO / "tests" / "data" / "cli" / "two_devices.csv")
+    t = fallow.read_trace(path)
+    for ext, name in (("fbt", "fallow"), ("csv", "msr"), ("parquet", "parquet")):
+        cli = tmp_path / f"cli.{ext}"
+        o = subprocess.run(
+            [sys.executable, "-m", "fallow", "convert", path, "-o", str(cli)],
+            capture_output=True,
+            text=True,
+        )
+        assert o.returncode == 0, o.stderr
+        mine = tmp_path / f"py.{ext}"
+        assert t.write(mine) == name
+        assert mine.read_bytes() == cli.read_bytes(), ext
+        back = fallow.read_trace(str(mine))
+        assert (back.arrival_ns == t.arrival_ns).all(), ext
+    # the paths are checked as the CLI checks -o
+    with pytest.raises(fallow.ParameterError, match="path") as e:
+        t.write(path)
+    assert "input of this command" in str(e.value)
+    notes = tmp_path / "notes.csv"
+    notes.write_text("mine")
+    with pytest.raises(fallow.ParameterError, match="path"):
+        t.write(notes)
+    assert notes.read_text() == "mine"
+    t.write(notes, overwrite=True)
+    assert notes.read_bytes() == (tmp_path / "cli.csv").read_bytes()
+
+
 def test_scrub_plan_is_the_clis_json(cli_json):
     # one request (fallow_core::scrubplan::PlanRequest) behind both: with
     # the defaults, and with every setting given (the Monte Carlo seeded)

@@ -13,8 +13,6 @@ use crate::human::{bytes, count};
 use crate::input::{self, ReadArgs};
 use anyhow::Result;
 use clap::Args;
-use fallow_core::outpath::OutputKind;
-use fallow_core::trace::Format;
 use std::path::PathBuf;
 
 /// Arguments of `fallow convert`.
@@ -67,30 +65,19 @@ pub fn run(args: ConvertArgs) -> Result<()> {
         return run_partitioned(&args);
     }
     let guard = args.out.guard([args.trace.as_path()]);
-    // The format registry's writers, by the output's extension.
-    let (format, writer) = fallow_core::trace::writer_for(&args.output);
-    let columnar = format == Format::Arrow || format == Format::Parquet;
-    if columnar && !fallow_core::trace::COLUMNAR_ENABLED {
-        return Err(crate::BadInput(format!(
-            "-o {}: this fallow was built without the `arrow` cargo feature, so it cannot write \
-             Parquet or Arrow files (rebuild with default features, or write `.fbt`)",
-            args.output.display()
-        ))
-        .into());
-    }
-    let kind = if columnar {
-        OutputKind::ColumnarTrace
-    } else if format == Format::Fallow {
-        OutputKind::FallowBin
-    } else {
-        OutputKind::TextTrace // `.csv`: MSR CSV
-    };
-    crate::atomic::check(&guard, &args.output, kind, "-o")?;
+    // checked before the trace is read, as every output is
+    fallow_core::outpath::check_trace_output(&guard, &args.output, "-o")?;
     let trace = input::read(&args.trace, &args.read)?;
-    crate::atomic::write_atomically(&args.output, |w| {
-        (writer.write)(&trace, w)?;
-        Ok(())
-    })?;
+    match fallow_core::outpath::write_trace(&trace, &args.output, &guard, "-o") {
+        Ok(_) => {}
+        // a failed write is the machine's (exit 1), as every output's
+        Err(fallow_core::Error::Io { path, source }) => {
+            return Err(
+                anyhow::Error::new(source).context(format!("cannot write {}", path.display()))
+            )
+        }
+        Err(e) => return Err(e.into()),
+    }
     let in_size = std::fs::metadata(&args.trace).map(|m| m.len()).unwrap_or(0);
     let out_size = std::fs::metadata(&args.output)
         .map(|m| m.len())

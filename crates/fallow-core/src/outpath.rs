@@ -450,6 +450,74 @@ fn is_json_report(bytes: &[u8]) -> bool {
         || has(&["command", "policy_from", "driver", "monitor"])
 }
 
+/// What writing a trace to `path` is: the format its extension chooses
+/// (the registry's writers, [`crate::trace::writer_for`]) and the kind of
+/// output it makes. A Parquet or Arrow path without the `arrow` feature is
+/// refused, naming `param`.
+fn trace_output(path: &Path, param: &str) -> Result<(crate::trace::Format, OutputKind)> {
+    use crate::trace::Format;
+    let (format, _) = crate::trace::writer_for(path);
+    let columnar = format == Format::Arrow || format == Format::Parquet;
+    if columnar && !crate::trace::COLUMNAR_ENABLED {
+        return Err(Error::invalid(
+            param,
+            format!(
+                "{}: this fallow was built without the `arrow` cargo feature, so it cannot \
+                 write Parquet or Arrow files (rebuild with default features, or write `.fbt`)",
+                path.display()
+            ),
+        ));
+    }
+    let kind = if columnar {
+        OutputKind::ColumnarTrace
+    } else if format == Format::Fallow {
+        OutputKind::FallowBin
+    } else {
+        OutputKind::TextTrace // `.csv`: MSR CSV
+    };
+    Ok((format, kind))
+}
+
+/// Check `path` as the output of [`write_trace`] under `guard` (named
+/// `param` in errors), before the work that makes the trace.
+pub fn check_trace_output(guard: &OutputGuard, path: &Path, param: &str) -> Result<()> {
+    let (_, kind) = trace_output(path, param)?;
+    guard.check(path, kind, param)
+}
+
+/// Write `trace` to `path` atomically in the format its extension chooses
+/// (`.fbt` or any other: fallow's binary format; `.parquet`, `.arrow`, …:
+/// columnar; `.csv`: MSR CSV), the path checked under `guard` first.
+/// `fallow convert -o` and Python's `Trace.write` write through it.
+pub fn write_trace(
+    trace: &crate::trace::Trace,
+    path: &Path,
+    guard: &OutputGuard,
+    param: &str,
+) -> Result<crate::trace::Format> {
+    let (format, kind) = trace_output(path, param)?;
+    guard.check(path, kind, param)?;
+    let (_, writer) = crate::trace::writer_for(path);
+    // a writer's own error (a trace an MSR CSV cannot hold) is the error,
+    // not the I/O error it becomes inside the atomic write
+    let mut failure = None;
+    let written = write_atomically(path, |w| {
+        (writer.write)(trace, w).map_err(|e| {
+            let io = io::Error::other(e.to_string());
+            failure = Some(e);
+            io
+        })
+    });
+    match (written, failure) {
+        (Ok(()), _) => Ok(format),
+        (Err(_), Some(e)) => Err(e),
+        (Err(source), None) => Err(Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
 /// Replace `path` atomically with what `write` produces: a new temporary
 /// file in the same directory, fsync, rename over `path`, fsync the
 /// directory. Readers see the old file or the new one, never a mix; a

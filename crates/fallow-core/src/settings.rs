@@ -1,10 +1,10 @@
 //! How fallow's long-running commands take their settings: one config
 //! file format for all of them ([`ConfigFile`]) and one precedence
 //! ([`Layers::resolve`]): a flag over the environment over the config
-//! file (the command's own table over the shared `[live]`) over the
-//! default, each value kept with where it came from ([`Origin`]), so an
-//! error or a status line names the flag, variable, or file, table and
-//! key at fault.
+//! file (a part of the command's own table, such as one disk's, then the
+//! table, then the shared `[live]`) over the default, each value kept
+//! with where it came from ([`Origin`]), so an error or a status line
+//! names the flag, variable, or file, table and key at fault.
 //!
 //! A config file holds `[live]` and `[metrics]` (shared by the live
 //! commands) and one table per command: `[scrub]`, `[run]`, `[spindown]`,

@@ -192,6 +192,23 @@ impl PyTrace {
         to_python(py, self.inner.report())
     }
 
+    /// Write the trace to `path` in the format its extension chooses, as
+    /// `fallow convert -o` does (`.fbt` or any other: fallow's binary
+    /// format; `.parquet`, `.arrow`, …: columnar; `.csv`: MSR CSV),
+    /// atomically. The path is checked as the CLI checks `-o`: never the
+    /// trace's own file, a device node or a FIFO, nor a file fallow did
+    /// not write unless `overwrite`. Returns the format's name.
+    #[pyo3(signature = (path, overwrite=false))]
+    fn write(&self, py: Python<'_>, path: PathBuf, overwrite: bool) -> Result<&'static str> {
+        let guard =
+            fallow_core::outpath::OutputGuard::new(overwrite).input(&self.inner.report().path);
+        let t = &self.inner;
+        let format = without_gil(py, || {
+            fallow_core::outpath::write_trace(t, &path, &guard, "path")
+        })?;
+        Ok(format.name())
+    }
+
     /// Idle interval lengths in ns (uint64); see `idle_intervals`.
     #[pyo3(signature = (service=None, seed=fallow_core::sim::DEFAULT_SEED, device=None))]
     fn idle_intervals_ns<'py>(
