@@ -84,13 +84,21 @@ def python_sigint_handler():
     signal.signal(signal.SIGINT, found)
 
 
-def _interrupted_within(call, bound_s: float, after_s: float = 0.5) -> float:
-    """Run `call` with SIGINT sent `after_s` in; the latency of the
-    KeyboardInterrupt after the signal, asserting it came within `bound_s`
-    and that the call was still running when the signal was sent."""
+def _interrupted_within(
+    call, bound_s: float, after_s: float = 0.5, when: Callable[[], bool] | None = None
+) -> float:
+    """Run `call` with SIGINT sent `after_s` in (and then, with `when`, once
+    `when()` holds, polled every 10 ms for up to 60 s: a state the call must
+    have reached, which a loaded machine may delay past `after_s`); the
+    latency of the KeyboardInterrupt after the signal, asserting it came
+    within `bound_s` and that the call was still running when the signal
+    was sent."""
     sent = {}
 
     def interrupt():
+        deadline = time.monotonic() + 60
+        while when is not None and not when() and time.monotonic() < deadline:
+            time.sleep(0.01)
         sent["at"] = time.monotonic()
         os.kill(os.getpid(), signal.SIGINT)
 
@@ -111,8 +119,9 @@ def _interrupted_within(call, bound_s: float, after_s: float = 0.5) -> float:
 
 @pytest.fixture
 def interrupted_within(python_sigint_handler) -> Callable[..., float]:
-    """``interrupted_within(call, bound_s, after_s=0.5)``: run `call` under
-    Python's own SIGINT handler with SIGINT sent `after_s` in; the latency of
-    the KeyboardInterrupt, asserted within `bound_s`, the call still running
+    """``interrupted_within(call, bound_s, after_s=0.5, when=None)``: run
+    `call` under Python's own SIGINT handler with SIGINT sent `after_s` in
+    (and once `when()` holds, if given); the latency of the
+    KeyboardInterrupt, asserted within `bound_s`, the call still running
     when the signal was sent."""
     return _interrupted_within

@@ -3,6 +3,7 @@
 Each scrub reads a file in a temporary directory; its checkpoint and
 learned window are written there too."""
 
+import json
 import os
 
 import pytest
@@ -134,10 +135,21 @@ def test_sigint_stops_a_scrub_with_its_checkpoint_and_resume_finishes_it(
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(64 * MIB))
     checkpoint = tmp_path / "big.json"
+
+    def scrubbed_some() -> bool:
+        # the checkpoint is written as the scrub goes; SIGINT once it holds
+        # progress (a CI run at load once sent it 0.5 s in, before the
+        # first read: the test then resumed from 0)
+        try:
+            return json.loads(checkpoint.read_text())["scrubbed_bytes"] > 0
+        except (OSError, ValueError, KeyError):
+            return False
+
     # 64 MiB at 4 MiB/s: 16 s uninterrupted
     interrupted_within(
         lambda: fallow.live.scrub(big, max_rate="4MiB/s", checkpoint=checkpoint, buffered=True),
         1.0,
+        when=scrubbed_some,
     )
     assert checkpoint.is_file()
     r = fallow.live.scrub(big, checkpoint=checkpoint, resume=True, buffered=True)
