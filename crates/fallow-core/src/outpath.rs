@@ -454,9 +454,16 @@ fn is_json_report(bytes: &[u8]) -> bool {
 /// (the registry's writers, [`crate::trace::writer_for`]) and the kind of
 /// output it makes. A Parquet or Arrow path without the `arrow` feature is
 /// refused, naming `param`.
-fn trace_output(path: &Path, param: &str) -> Result<(crate::trace::Format, OutputKind)> {
+fn trace_output(
+    path: &Path,
+    param: &str,
+) -> Result<(
+    crate::trace::Format,
+    &'static crate::trace::Writer,
+    OutputKind,
+)> {
     use crate::trace::Format;
-    let (format, _) = crate::trace::writer_for(path);
+    let (format, writer) = crate::trace::writer_for(path);
     let columnar = format == Format::Arrow || format == Format::Parquet;
     if columnar && !crate::trace::COLUMNAR_ENABLED {
         return Err(Error::invalid(
@@ -475,13 +482,13 @@ fn trace_output(path: &Path, param: &str) -> Result<(crate::trace::Format, Outpu
     } else {
         OutputKind::TextTrace // `.csv`: MSR CSV
     };
-    Ok((format, kind))
+    Ok((format, writer, kind))
 }
 
 /// Check `path` as the output of [`write_trace`] under `guard` (named
 /// `param` in errors), before the work that makes the trace.
 pub fn check_trace_output(guard: &OutputGuard, path: &Path, param: &str) -> Result<()> {
-    let (_, kind) = trace_output(path, param)?;
+    let (_, _, kind) = trace_output(path, param)?;
     guard.check(path, kind, param)
 }
 
@@ -495,9 +502,8 @@ pub fn write_trace(
     guard: &OutputGuard,
     param: &str,
 ) -> Result<crate::trace::Format> {
-    let (format, kind) = trace_output(path, param)?;
+    let (format, writer, kind) = trace_output(path, param)?;
     guard.check(path, kind, param)?;
-    let (_, writer) = crate::trace::writer_for(path);
     // a writer's own error (a trace an MSR CSV cannot hold) is the error,
     // not the I/O error it becomes inside the atomic write
     let mut failure = None;

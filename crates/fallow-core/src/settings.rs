@@ -144,16 +144,8 @@ impl<'f, T> Layers<'f, T> {
         written: Option<S>,
         parse: impl FnOnce(S) -> std::result::Result<T, String>,
     ) -> Result<Self> {
-        let value = match written {
-            Some(w) => Some(parse(w).map_err(|m| {
-                let origin = match self.file {
-                    Some(f) => f.origin(&f.command, key),
-                    None => Origin::Default,
-                };
-                Error::invalid(origin.to_string(), m)
-            })?),
-            None => None,
-        };
+        let table = self.file.map_or(String::new(), |f| f.command.clone());
+        let value = self.parsed(&table, key, written, parse)?;
         Ok(self.own(key, value))
     }
 
@@ -161,6 +153,37 @@ impl<'f, T> Layers<'f, T> {
     pub fn shared(mut self, key: &str, value: Option<T>) -> Self {
         self.shared = value.map(|v| (v, key.to_string()));
         self
+    }
+
+    /// `key` of the shared `[live]` table as written, converted by `parse`;
+    /// a failure names the file, `[live]` and the key.
+    pub fn shared_parsed<S>(
+        self,
+        key: &str,
+        written: Option<S>,
+        parse: impl FnOnce(S) -> std::result::Result<T, String>,
+    ) -> Result<Self> {
+        let value = self.parsed(SHARED, key, written, parse)?;
+        Ok(self.shared(key, value))
+    }
+
+    /// `written` converted by `parse`, a failure naming `key` of `table`
+    /// in the file.
+    fn parsed<S>(
+        &self,
+        table: &str,
+        key: &str,
+        written: Option<S>,
+        parse: impl FnOnce(S) -> std::result::Result<T, String>,
+    ) -> Result<Option<T>> {
+        let Some(w) = written else { return Ok(None) };
+        parse(w).map(Some).map_err(|m| {
+            let origin = match self.file {
+                Some(f) => f.origin(table, key),
+                None => Origin::Default,
+            };
+            Error::invalid(origin.to_string(), m)
+        })
     }
 
     /// The value of the highest layer that gives one: the flag, then the
@@ -380,6 +403,34 @@ mod tests {
             e.to_string()
                 .starts_with("invalid /etc/f.toml: [peer] size: "),
             "{e}"
+        );
+        // text of the command's table and of [live], each named by its table
+        let bytes = |s: &str| crate::units::parse_bytes(s).map_err(|e| e.to_string());
+        let e = Layers::of(Some(&f))
+            .own_parsed("size", Some("huge"), bytes)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("invalid /etc/f.toml: [peer] size: "),
+            "{e}"
+        );
+        let e = Layers::of(Some(&f))
+            .own_parsed("size", Some("1KiB"), bytes)
+            .and_then(|l| l.shared_parsed("size", Some("huge"), bytes))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("invalid /etc/f.toml: [live] size: "),
+            "{e}"
+        );
+        let r = Layers::of(Some(&f))
+            .shared_parsed("size", Some("2KiB"), bytes)
+            .unwrap()
+            .or(0);
+        let origin = r.origin.to_string();
+        assert_eq!(
+            (r.value, origin.as_str()),
+            (2048, "/etc/f.toml: [live] size")
         );
     }
 

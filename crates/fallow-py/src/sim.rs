@@ -15,7 +15,7 @@ use crate::trace::PyTrace;
 use fallow_core::policy;
 use fallow_core::sim::{self, simulate_cancellable as run, Prepared, SimResult};
 use fallow_core::tune::online::{OnlineConfig, OnlineTuner, Report};
-use fallow_report::describe::{describe_device, file_name, Subject};
+use fallow_report::describe::{describe_device, trace_title, Subject};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde::Serialize;
@@ -169,11 +169,7 @@ pub(crate) fn subject(
         }
         (sim::Input::Trace(one), Some(t)) => {
             let (t, id) = (&t.inner, one.devices().first().map_or(0, |d| d.id));
-            let path = &t.report().path;
-            let title = match path.as_os_str().is_empty() {
-                true => "trace".to_string(),
-                false => file_name(path),
-            };
+            let title = trace_title(&t.report().path);
             let device = describe_device(&t.devices(), id);
             Subject::of_trace(prep, title, device, req.service.as_ref(), req.seed)
         }

@@ -36,11 +36,7 @@ pub fn render(
     let t = &c.trace;
     let name = match source {
         Some(src) => src.title.clone(),
-        None => Path::new(&t.path)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| "trace".into()),
+        None => crate::describe::trace_title(Path::new(&t.path)),
     };
     let mut h = String::with_capacity(256 << 10);
     let mut lines = vec![("sub", describe_input(c))];

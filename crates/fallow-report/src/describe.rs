@@ -100,6 +100,15 @@ pub fn file_name(path: &Path) -> String {
     )
 }
 
+/// A trace's title: its file's name, or `trace` for one with none (built
+/// in memory).
+pub fn trace_title(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "trace".into())
+}
+
 /// `device 0 of 2`: device `id` of a file with `devices`.
 pub fn describe_device(devices: &[DeviceCount], id: u32) -> String {
     format!(

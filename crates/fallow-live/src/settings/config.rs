@@ -165,16 +165,6 @@ pub(crate) fn setting(e: fallow_core::Error) -> Error {
 }
 
 impl<S> Config<S> {
-    /// A duration key of the file (`[table] key = "20ms"`), in ns.
-    pub fn duration(&self, table: &str, key: &str, v: Option<&str>) -> Result<Option<u64>> {
-        v.map(|s| {
-            fallow_core::units::parse_duration_ns(s).map_err(|e| {
-                Error::Setting(format!("{}: [{table}] {key}: {e}", self.path.display()))
-            })
-        })
-        .transpose()
-    }
-
     /// An error about `[table] key` of the file.
     pub fn bad(&self, table: &str, key: &str, why: impl std::fmt::Display) -> Error {
         Error::Setting(format!("{}: [{table}] {key}: {why}", self.path.display()))

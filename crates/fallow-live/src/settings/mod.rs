@@ -22,7 +22,7 @@ use crate::run_kinds::{FreezerKind, SLICE_RANGE_NS};
 use crate::scrub_order::Order;
 use crate::scrub_pace as pace;
 use crate::scrub_verify::VerifyMode;
-use fallow_core::settings::{ConfigFile, Layers, Origin, Resolved};
+use fallow_core::settings::{ConfigFile, Layers, Origin, Resolved, SHARED};
 use fallow_core::sim::BgService;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -568,13 +568,9 @@ impl Settings {
         let given = Layers::of(file)
             .flag("--interval", a.interval_ns)
             .own_parsed("interval", sc.interval.as_ref(), dur)
+            .and_then(|l| l.shared_parsed("interval", live.interval.as_ref(), dur))
             .map_err(setting)?;
-        // [live]'s interval is parsed as the command's own is
-        let shared = match &live.interval {
-            Some(text) => Some(dur(text).map_err(|e| cfg.bad("live", "interval", e))?),
-            None => None,
-        };
-        let given = given.shared("interval", shared).resolve();
+        let given = given.resolve();
         let interval = noted(&mut sources, &["--interval", "monitor interval"], given);
         s.interval_ns = interval.unwrap_or(DEFAULT_INTERVAL_NS);
         s.seed = first(a.seed, sc.seed, live.seed).unwrap_or(fallow_core::sim::DEFAULT_SEED);
@@ -632,22 +628,17 @@ impl Settings {
             .own("device", own.device.clone())
             .shared("monitor", shared.monitor.clone())
             .resolve();
+        // `none` and `auto` are words of [live] monitor; given as a
+        // device (flag or [run] device) they are names
+        let monitor_word = |r: &Resolved<String>, word: &str| {
+            r.value == word && matches!(&r.origin, Origin::File { table, .. } if table == SHARED)
+        };
         s.disk = match disk {
-            Some(r) if !matches!(&r.origin, Origin::File { table, .. } if table == "live") => {
-                let from = from_file(&r.origin);
-                Disk::Named {
-                    spec: r.value,
-                    from,
-                }
-            }
-            Some(r) if r.value == "none" => Disk::Unwatched,
-            Some(r) if r.value != "auto" => {
-                let from = from_file(&r.origin);
-                Disk::Named {
-                    spec: r.value,
-                    from,
-                }
-            }
+            Some(r) if monitor_word(&r, "none") => Disk::Unwatched,
+            Some(r) if !monitor_word(&r, "auto") => Disk::Named {
+                from: from_file(&r.origin),
+                spec: r.value,
+            },
             _ if s.net.is_some() => Disk::Unwatched,
             _ => Disk::CurrentDir,
         };
@@ -691,12 +682,12 @@ impl Settings {
             })
             .map_err(setting)?;
         s.slice_ns = slice.value;
-        s.interval_ns = first(
-            a.interval_ns,
-            cfg.duration("run", "interval", own.interval.as_deref())?,
-            cfg.duration("live", "interval", shared.interval.as_deref())?,
-        )
-        .unwrap_or(DEFAULT_INTERVAL_NS);
+        let interval = Layers::of(f)
+            .flag("--interval", a.interval_ns)
+            .own_parsed("interval", own.interval.as_deref(), dur)
+            .and_then(|l| l.shared_parsed("interval", shared.interval.as_deref(), dur))
+            .map_err(setting)?;
+        s.interval_ns = interval.or(DEFAULT_INTERVAL_NS).value;
         let netns = Layers::of(f)
             .flag("--netns", a.netns.clone())
             .own("netns", own.netns.clone());

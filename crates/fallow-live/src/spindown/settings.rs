@@ -139,7 +139,7 @@ fn bad(msg: impl Into<String>) -> Error {
 }
 
 fn duration(what: &str, s: &str) -> Result<u64> {
-    fallow_core::units::parse_duration_ns(s).map_err(|e| bad(format!("{what} `{s}`: {e}")))
+    ns_of(s).map_err(|e| bad(format!("{what} {e}")))
 }
 
 /// The table of one disk's settings, as origins name it.
