@@ -103,8 +103,8 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
         guardian: Some(crate::invocation::guardian()?),
     };
     let mut session = NativeSession::open(&t, &ncfg, &scfg, Arc::new(SystemControl::new()))
-        .map_err(|e| live_err(s.sources.rename(e)))
-        .with_context(|| format!("{t} (policy {} from {})", s.policy, s.policy_from))?;
+        .map_err(|e| live_err(s.provenance.rename(e)))
+        .with_context(|| format!("{t} (policy {} from {})", s.policy, s.policy_from()))?;
 
     if let Some(p) = &window_path {
         session.driver_mut().keep_window_in(p).map_err(live_err)?;
@@ -113,7 +113,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
     if let (Some(b), false) = (session.driver_mut().budget_report(), a.json) {
         eprintln!(
             "{}",
-            scrub_out::budget_start_line(&b, s.budget_from.as_deref())
+            scrub_out::budget_start_line(&b, s.budget_from().as_deref())
         );
     }
     if !a.json {
@@ -122,7 +122,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
             "fallow: {t} ({}) · policy {} ({}) · watching {} · {} so far",
             before.tool,
             s.policy,
-            s.policy_from,
+            s.policy_from(),
             match session.devices() {
                 d if d.is_empty() => "nothing".to_string(),
                 d => d.join(", "),
@@ -133,7 +133,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
     let stats = session.shared_stats();
     let progress = session.progress();
     let _exporter = scrub_out::metrics(
-        &s.metrics,
+        &s.metrics(),
         session.driver_mut(),
         stats,
         progress.clone(),
@@ -149,7 +149,7 @@ pub fn run(a: &ScrubArgs, t: NativeTarget, s: Settings) -> Result<()> {
             report: &out.report,
             devices: Some(&devices),
             policy: &s.policy,
-            policy_from: s.policy_from,
+            policy_from: s.policy_from(),
             outcome: out.drive.outcome,
             monitor: &out.monitor,
             monitor_cpu_fraction: out.monitor.cpu_fraction(),
@@ -174,7 +174,7 @@ fn summary(o: &NativeOutcome, s: &Settings, verbose: bool) -> String {
     let r = &o.report;
     let mut out = String::new();
     let _ = writeln!(out, "{} · {}", r.target, r.tool);
-    let _ = writeln!(out, "  policy {} ({})", s.policy, s.policy_from);
+    let _ = writeln!(out, "  policy {} ({})", s.policy, s.policy_from());
     let _ = writeln!(
         out,
         "  {} {} in total · this run {} in {} active of {} wall · {} requests · {}",

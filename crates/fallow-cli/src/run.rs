@@ -265,7 +265,7 @@ fn run(args: RunArgs) -> Result<i32> {
         frozen_io_warning(quiet),
     )
     .map_err(live)?;
-    let exporter = match &s.metrics {
+    let exporter = match &s.metrics() {
         Some(at) => {
             let stats = session.shared_stats();
             match crate::metrics_export::Exporter::start(at, session.driver_mut(), stats) {
@@ -286,7 +286,7 @@ fn run(args: RunArgs) -> Result<i32> {
         say(args.quiet, &line);
     }
     if let Some(b) = session.driver_mut().budget_report() {
-        let line = crate::scrub_out::budget_start_line(&b, s.budget_from.as_deref());
+        let line = crate::scrub_out::budget_start_line(&b, s.budget_from().as_deref());
         say(args.quiet, line.trim_start_matches("fallow: "));
     }
     if let Some(a) = exporter.as_ref().and_then(|e| e.addr()) {
@@ -466,7 +466,7 @@ fn write_report(path: &Path, args: &RunArgs, s: &Settings, out: &RunOutcome) -> 
         cgroup: out.cgroup.clone(),
         io_accounting: out.io_accounting.clone(),
         policy: s.policy.clone(),
-        policy_from: s.policy_from,
+        policy_from: s.policy_from(),
         netns: s.netns.clone(),
         slice_s: s.slice_ns as f64 / 1e9,
         end: out.end,
@@ -569,18 +569,21 @@ mod tests {
         crate::message(&e)
     }
 
-    fn named(spec: &str, from: Option<String>) -> Disk {
-        Disk::Named {
-            spec: spec.into(),
-            from,
-        }
+    /// A named disk and the file's key that named it.
+    fn named(spec: &str, from: Option<String>) -> (Disk, Option<String>) {
+        (Disk::Named(spec.into()), from)
+    }
+
+    /// The disk of `s`, and the file's key that named it.
+    fn disk(s: &Settings) -> (Disk, Option<String>) {
+        (s.disk.clone(), s.provenance.from_file("device"))
     }
 
     #[test]
     fn defaults_without_a_config() {
         let s = of(&[]).unwrap();
         assert_eq!(
-            (s.policy.as_str(), s.policy_from),
+            (s.policy.as_str(), s.policy_from()),
             ("fixed-wait", "default")
         );
         assert_eq!(s.disk, Disk::CurrentDir);
@@ -588,7 +591,7 @@ mod tests {
             (s.slice_ns, s.interval_ns, s.seed),
             (20_000_000, 1_000_000, 1)
         );
-        assert_eq!((s.freezer, &s.report, &s.metrics), (None, &None, &None));
+        assert_eq!((s.freezer, &s.report, s.metrics()), (None, &None, None));
         // --net alone watches no disk
         assert_eq!(of(&["--net", "eth0"]).unwrap().disk, Disk::Unwatched);
     }
@@ -607,9 +610,12 @@ mod tests {
         let file = |key: &str| Some(format!("{f}: {key}"));
         // the values clap would default (slice, interval, seed, policy) come from the file
         let s = of(&["--config", f]).unwrap();
-        assert_eq!((s.policy.as_str(), s.policy_from), ("aggressive", "config"));
-        assert_eq!(s.policy_source, file("[live] policy"));
-        assert_eq!(s.disk, named("/run/emu.stat", file("[live] monitor")));
+        assert_eq!(
+            (s.policy.as_str(), s.policy_from()),
+            ("aggressive", "config")
+        );
+        assert_eq!(s.policy_source(), file("[live] policy"));
+        assert_eq!(disk(&s), named("/run/emu.stat", file("[live] monitor")));
         assert_eq!(
             (s.slice_ns, s.interval_ns, s.seed),
             (50_000_000, 2_000_000, 7)
@@ -617,7 +623,7 @@ mod tests {
         assert_eq!(s.freezer, Some(FreezerKind::Signal));
         assert_eq!(s.netns.as_deref(), Some("bg"));
         assert_eq!(s.report, Some(d.path().join("r.json")));
-        assert_eq!(s.metrics.as_ref().unwrap().addr, "127.0.0.1:9464");
+        assert_eq!(s.metrics().unwrap().addr, "127.0.0.1:9464");
         // every flag beats the file
         let s = of(&[
             "--config",
@@ -643,10 +649,10 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            (s.policy.as_str(), s.policy_from),
+            (s.policy.as_str(), s.policy_from()),
             ("fixed-wait:t=1s", "--policy")
         );
-        assert_eq!(s.disk, named("sda", None));
+        assert_eq!(disk(&s), named("sda", None));
         assert_eq!(
             (s.slice_ns, s.interval_ns, s.seed),
             (30_000_000, 5_000_000, 3)
@@ -654,7 +660,7 @@ mod tests {
         assert_eq!(s.freezer, Some(FreezerKind::Cgroup2));
         assert_eq!(s.netns.as_deref(), Some("other"));
         assert_eq!(s.report, Some(PathBuf::from("x.json")));
-        assert_eq!(s.metrics.as_ref().unwrap().from, "--metrics");
+        assert_eq!(s.metrics().unwrap().from, "--metrics");
         // [run] repeats of [live] keys beat [live]; [run] device beats [live] monitor
         let p = write(
             d.path(),
@@ -665,8 +671,8 @@ mod tests {
         let g = p.to_str().unwrap();
         let s = of(&["--config", g]).unwrap();
         assert_eq!(s.policy, "random");
-        assert_eq!(s.policy_source, Some(format!("{g}: [run] policy")));
-        assert_eq!(s.disk, named("vda", Some(format!("{g}: [run] device"))));
+        assert_eq!(s.policy_source(), Some(format!("{g}: [run] policy")));
+        assert_eq!(disk(&s), named("vda", Some(format!("{g}: [run] device"))));
         assert_eq!((s.interval_ns, s.seed), (3_000_000, 8));
     }
 
@@ -681,8 +687,8 @@ mod tests {
         let s = of(&["--config", p.to_str().unwrap()]).unwrap();
         assert_eq!(s.disk, Disk::Unwatched);
         assert_eq!(
-            s.net,
-            Some(("eth0".into(), Some(format!("{}: [run] net", p.display()))))
+            (s.net.as_deref(), s.provenance.from_file("net")),
+            (Some("eth0"), Some(format!("{}: [run] net", p.display())))
         );
         let p = write(d.path(), "a.toml", "[live]\nmonitor = \"auto\"\n");
         assert_eq!(
@@ -698,7 +704,7 @@ mod tests {
         );
         // but a --device flag gives it a disk
         let s = of(&["--config", p.to_str().unwrap(), "--device", "sda"]).unwrap();
-        assert_eq!(s.disk, named("sda", None));
+        assert_eq!(disk(&s), named("sda", None));
     }
 
     #[test]
@@ -713,7 +719,7 @@ mod tests {
         let p = write(d.path(), "f.toml", "[run]\ntuned = \"t.json\"\n");
         let s = of(&["--config", p.to_str().unwrap()]).unwrap();
         assert_eq!(
-            (s.policy.as_str(), s.policy_from),
+            (s.policy.as_str(), s.policy_from()),
             ("fixed-wait:t=205ms", "tune result")
         );
         let p = write(d.path(), "g.toml", "[live]\npolicy = \"aggressive\"\n");
@@ -726,7 +732,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            (s.policy.as_str(), s.policy_from),
+            (s.policy.as_str(), s.policy_from()),
             ("fixed-wait:t=205ms", "tune result")
         );
         // the flags themselves still conflict
@@ -744,12 +750,12 @@ mod tests {
         );
         let s = of(&["--config", ex]).unwrap();
         assert_eq!(
-            (s.policy.as_str(), s.policy_from),
+            (s.policy.as_str(), s.policy_from()),
             ("fixed-wait:t=100ms", "config")
         );
-        assert_eq!(s.disk, named("sda", Some(format!("{ex}: [run] device"))));
+        assert_eq!(disk(&s), named("sda", Some(format!("{ex}: [run] device"))));
         assert_eq!((s.slice_ns, s.interval_ns), (20_000_000, 1_000_000));
-        assert_eq!(s.metrics.unwrap().addr, "127.0.0.1:9464");
+        assert_eq!(s.metrics().unwrap().addr, "127.0.0.1:9464");
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub fn run(args: ScrubArgs) -> Result<()> {
         resume,
         args.out.guard(args.config.as_deref()),
     );
-    let mut session = ScrubSession::open(&plan).map_err(|e| live_err(s.sources.rename(e)))?;
+    let mut session = ScrubSession::open(&plan).map_err(|e| live_err(s.provenance.rename(e)))?;
     let warnings = session.warnings().to_vec();
     if !args.json {
         for w in &warnings {
@@ -149,13 +149,13 @@ pub fn run(args: ScrubArgs) -> Result<()> {
     if let (Some(b), false) = (session.driver_mut().budget_report(), args.json) {
         eprintln!(
             "{}",
-            scrub_out::budget_start_line(&b, s.budget_from.as_deref())
+            scrub_out::budget_start_line(&b, s.budget_from().as_deref())
         );
     }
     let stats = session.shared_stats();
     let progress = session.progress();
     let _exporter = scrub_out::metrics(
-        &s.metrics,
+        &s.metrics(),
         session.driver_mut(),
         stats,
         progress.clone(),
@@ -171,7 +171,7 @@ pub fn run(args: ScrubArgs) -> Result<()> {
     let (report, mon, drive) = (&out.report, &out.monitor, &out.drive);
 
     if args.json {
-        scrub_out::print_doc(&out.doc(&s.policy, s.policy_from, &warnings))?;
+        scrub_out::print_doc(&out.doc(&s.policy, s.policy_from(), &warnings))?;
     } else {
         crate::output::print(&summary(report, &s, mon, drive, args.verbose))?;
     }
@@ -222,7 +222,9 @@ fn summary(
     let _ = writeln!(
         out,
         "  policy {} ({}) · monitor {}",
-        s.policy, s.policy_from, mon.source
+        s.policy,
+        s.policy_from(),
+        mon.source
     );
     let rate = if r.run_elapsed_s > 0.0 {
         format!(
@@ -313,7 +315,7 @@ mod tests {
         let cli = <Cli as clap::Parser>::parse_from(["scrub", "/dev/null", "--config", ex]);
         let s = settings(&cli.scrub).unwrap();
         assert_eq!(
-            (s.policy.as_str(), s.policy_from),
+            (s.policy.as_str(), s.policy_from()),
             ("fixed-wait:t=100ms", "config")
         );
         assert_eq!(s.windows.0.len(), 1);

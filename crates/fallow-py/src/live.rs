@@ -167,12 +167,12 @@ pub fn scrub<'py>(
         outputs.add_input(config);
     }
     let plan = ScrubPlan::from_settings(&s, target, resume, outputs);
-    let session = ScrubSession::open(&plan).map_err(|e| live_error(s.sources.rename(e)))?;
+    let session = ScrubSession::open(&plan).map_err(|e| live_error(s.provenance.rename(e)))?;
     let warnings = session.warnings().to_vec();
     // Ctrl-C sets it: the session stops at its next step, writes its
     // checkpoint (resume=True continues), and KeyboardInterrupt is raised
     let cancel = Arc::new(AtomicBool::new(false));
     let out =
         interruptible(py, cancel.clone(), || Ok(session.run(&cancel)))?.map_err(live_error)?;
-    to_python(py, &out.doc(&s.policy, s.policy_from, &warnings))
+    to_python(py, &out.doc(&s.policy, s.policy_from(), &warnings))
 }

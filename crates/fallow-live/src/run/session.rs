@@ -133,13 +133,14 @@ impl RunSession {
             ..DriverConfig::default()
         };
         let driver = Driver::from_spec(&s.policy, driver_cfg)
-            .map_err(|e| e.named(s.policy_source.as_deref()))?;
+            .map_err(|e| e.named(s.policy_source().as_deref()))?;
 
         // what to watch
         let disk = match &s.disk {
-            Disk::Named { spec, from } => {
-                Some(WatchedDisk::parse(spec).map_err(|e| e.named(from.as_deref()))?)
-            }
+            Disk::Named(spec) => Some(
+                WatchedDisk::parse(spec)
+                    .map_err(|e| e.named(s.provenance.from_file("device").as_deref()))?,
+            ),
             Disk::Unwatched => None,
             Disk::CurrentDir => Some(WatchedDisk::parse(".").map_err(|e| {
                 Error::Setting(format!(
@@ -148,7 +149,10 @@ impl RunSession {
             })?),
         };
         let net_source = match &s.net {
-            Some((n, from)) => Some(NetSource::parse(n).map_err(|e| e.named(from.as_deref()))?),
+            Some(n) => Some(
+                NetSource::parse(n)
+                    .map_err(|e| e.named(s.provenance.from_file("net").as_deref()))?,
+            ),
             None => None,
         };
         if s.netns.is_some() && s.net.is_none() {
@@ -203,7 +207,7 @@ impl RunSession {
             native,
             slice_ns: s.slice_ns,
             policy: s.policy.clone(),
-            policy_from: s.policy_from,
+            policy_from: s.policy_from(),
         })
     }
 

@@ -118,7 +118,7 @@ impl ScrubPlan {
         ScrubPlan {
             target,
             policy: s.policy.clone(),
-            policy_from: s.policy_from.to_string(),
+            policy_from: s.policy_from().to_string(),
             size: s.size,
             tuned_size: s.tuned_size,
             order: s.order,

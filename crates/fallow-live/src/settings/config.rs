@@ -14,7 +14,7 @@
 //! table would otherwise be ignored in silence.
 
 use crate::error::{Error, Result};
-use fallow_core::settings::{ConfigFile, SHARED};
+use fallow_core::settings::{ConfigFile, Layers, Origin, Resolved, SHARED};
 use fallow_core::sim::BgService;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -96,26 +96,72 @@ pub fn config_of<S: DeserializeOwned + Default>(
     Ok(cfg)
 }
 
-/// Where settings that came from the config file were written, by the
-/// parameter names fallow-live's errors use for them (`--size`, `monitor`),
-/// so an error about a value from the file names the file, the table and
-/// the key (`f.toml: [scrub] size: …`) rather than a flag never given.
+/// Where each setting of a live command came from: the one provenance
+/// record. Each setting resolved through [`Layers::resolve`] is kept here
+/// under its config key (`size`, `budget`, `policy`) with its [`Origin`];
+/// a setting not here has its default. Status lines and the JSON's
+/// `policy_from` read it, and errors found later (by a session, which
+/// names a setting by its flag: `--size`, `monitor interval`) are renamed
+/// through it to the file's table and key when that is where the value
+/// came from (`f.toml: [scrub] size: …`), never a flag not given.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Sources(std::collections::BTreeMap<String, String>);
+pub struct Provenance(std::collections::BTreeMap<&'static str, Origin>);
 
-impl Sources {
-    /// Note that the setting errors call `names` came from `[table] key`
-    /// of the file at `path`.
-    pub fn note(&mut self, names: &[&str], path: &Path, table: &str, key: &str) {
-        let label = format!("{}: [{table}] {key}", path.display());
-        for n in names {
-            self.0.insert(n.to_string(), label.clone());
+/// The names fallow-live's errors give a setting, and its config key.
+const ERROR_NAMES: [(&str, &str); 12] = [
+    ("--policy", "policy"),
+    ("policy", "policy"),
+    ("--size", "size"),
+    ("--regions", "regions"),
+    ("--max-rate", "max_rate"),
+    ("--window", "windows"),
+    ("--checkpoint", "checkpoint"),
+    ("--log", "log"),
+    ("--monitor", "monitor"),
+    ("monitor", "monitor"),
+    ("--interval", "interval"),
+    ("monitor interval", "interval"),
+];
+
+impl Provenance {
+    /// The value of `r`, if any, its origin kept under `key`.
+    pub fn take<T>(&mut self, key: &'static str, r: Option<Resolved<T>>) -> Option<T> {
+        let r = r?;
+        self.0.insert(key, r.origin);
+        Some(r.value)
+    }
+
+    /// The value of `r`, its origin kept under `key` (a default too).
+    pub fn take_or<T>(&mut self, key: &'static str, r: Resolved<T>) -> T {
+        self.take(key, Some(r)).expect("a value was given")
+    }
+
+    /// Where `key`'s value came from ([`Origin::Default`] if it was not given).
+    pub fn origin(&self, key: &str) -> &Origin {
+        self.0.get(key).unwrap_or(&Origin::Default)
+    }
+
+    /// `--budget`, `FALLOW_BUDGET`, `FILE: [table] key`: where `key`'s
+    /// value was given, if it was.
+    pub fn given(&self, key: &str) -> Option<String> {
+        match self.origin(key) {
+            Origin::Default => None,
+            o => Some(o.to_string()),
         }
     }
 
-    /// `FILE: [table] key` for parameter `name`, if its value came from the file.
-    pub fn label(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str)
+    /// `FILE: [table] key` for setting `key`, if its value came from the file.
+    pub fn from_file(&self, key: &str) -> Option<String> {
+        match self.origin(key) {
+            o @ Origin::File { .. } => Some(o.to_string()),
+            _ => None,
+        }
+    }
+
+    /// [`Provenance::from_file`] of the setting an error calls `name`.
+    fn label(&self, name: &str) -> Option<String> {
+        let (_, key) = ERROR_NAMES.iter().find(|(n, _)| *n == name)?;
+        self.from_file(key)
     }
 
     /// `e` with the parameter at fault renamed `FILE: [table] key` when its
@@ -130,12 +176,13 @@ impl Sources {
             | Error::Core(fallow_core::Error::InvalidParameter {
                 ref name,
                 ref message,
-            }) if self.label(name).is_some() => {
-                Error::Setting(format!("{}: {message}", self.label(name).unwrap_or(name)))
-            }
+            }) => match self.label(name) {
+                Some(label) => Error::Setting(format!("{label}: {message}")),
+                None => e,
+            },
             Error::Policy { spec, from, why } if from == "config" => Error::Policy {
                 spec,
-                from: self.label("--policy").map_or(from, str::to_string),
+                from: self.label("--policy").unwrap_or(from),
                 why,
             },
             Error::Context {
@@ -170,19 +217,14 @@ impl<S> Config<S> {
         Error::Setting(format!("{}: [{table}] {key}: {why}", self.path.display()))
     }
 
-    /// Where to serve metrics: `--metrics`, else `[metrics] addr`.
-    pub fn metrics_addr(&self, flag: Option<&str>) -> Option<MetricsAddr> {
-        match (flag, &self.metrics.addr) {
-            (Some(a), _) => Some(MetricsAddr {
-                addr: a.to_string(),
-                from: "--metrics".into(),
-            }),
-            (None, Some(a)) => Some(MetricsAddr {
-                addr: a.clone(),
-                from: format!("{}: [metrics] addr", self.path.display()),
-            }),
-            (None, None) => None,
-        }
+    /// Where to serve metrics: `--metrics`, else `[metrics] addr` (the
+    /// one table that gives it, so a part of the file's layers).
+    pub fn metrics_layers(&self, flag: Option<String>) -> Layers<'_, String> {
+        Layers::of(self.file.as_ref()).flag("--metrics", flag).part(
+            "metrics",
+            "addr",
+            self.metrics.addr.clone(),
+        )
     }
 }
 
@@ -195,39 +237,65 @@ pub struct MetricsAddr {
     pub from: String,
 }
 
-/// The policy to run, where it came from, and the tune result if one was named.
+/// A policy as one layer gives it (the flags, the command's table,
+/// `[live]`): its `policy`, else its tune result, whose best policy runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PolicyGiven {
+    /// A policy spec.
+    Spec(String),
+    /// A `fallow tune --json` result.
+    Tuned(PathBuf),
+}
+
+impl PolicyGiven {
+    /// A layer's `policy`, else its `tuned`: the key that gave it
+    /// (`policy` or `tuned`) and its value, if either is given.
+    pub fn of(
+        (policy, tuned): (Option<&String>, Option<&PathBuf>),
+    ) -> (&'static str, Option<PolicyGiven>) {
+        match (policy, tuned) {
+            (Some(p), _) => ("policy", Some(PolicyGiven::Spec(p.clone()))),
+            (None, t) => ("tuned", t.cloned().map(PolicyGiven::Tuned)),
+        }
+    }
+}
+
+/// The policy to run, and the tune result named (its path, read and checked).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyChoice {
     /// Policy spec.
     pub spec: String,
-    /// `--policy`, `config`, `tune result` or `default`.
-    pub from: &'static str,
-    /// The tune result named (by flag or file), read and checked.
-    pub tuned: Option<TunedChoice>,
+    /// The tune result named, by flag or file.
+    pub tuned: Option<(PathBuf, TunedChoice)>,
 }
 
-/// Choose the policy the same way for every live command. Flags beat the
-/// file and the file beats the defaults; within each, an explicit policy
-/// beats a tune result's (which then still gives its request size):
-/// `--policy`, `--tuned`, the file's `policy`, the file's `tuned`, the
-/// default. `file_policy`/`file_tuned` are the command's table's key, else
-/// `[live]`'s.
+/// Choose the policy the same way for every live command, by the one
+/// precedence ([`Layers::resolve`]): the highest layer's of `policy`, in
+/// which a policy beats a tune result ([`PolicyGiven::of`]), else
+/// `default`. The highest layer's tune result of `tuned` is read and
+/// checked even where a policy beat it: it still gives the request size
+/// and the BG model. Both origins are kept in `provenance` (`policy`,
+/// `tuned`).
 pub fn choose_policy(
-    flag_policy: Option<&str>,
-    flag_tuned: Option<&Path>,
-    file_policy: Option<&str>,
-    file_tuned: Option<&Path>,
+    policy: Layers<'_, PolicyGiven>,
+    tuned: Layers<'_, PathBuf>,
     default: &str,
+    provenance: &mut Provenance,
 ) -> Result<PolicyChoice> {
-    let tuned = flag_tuned.or(file_tuned).map(read_tuned).transpose()?;
-    let (spec, from) = match (flag_policy, flag_tuned, file_policy, &tuned) {
-        (Some(p), ..) => (p.to_string(), "--policy"),
-        (None, Some(_), _, Some(t)) => (t.spec.clone(), "tune result"),
-        (None, None, Some(p), _) => (p.to_string(), "config"),
-        (None, None, None, Some(t)) => (t.spec.clone(), "tune result"),
-        _ => (default.to_string(), "default"),
+    let tuned = provenance
+        .take("tuned", tuned.resolve())
+        .map(|p| read_tuned(&p).map(|t| (p, t)))
+        .transpose()?;
+    let spec = match provenance.take("policy", policy.resolve()) {
+        Some(PolicyGiven::Spec(spec)) => spec,
+        // the same layer gave `tuned`, so this is the tune result read above
+        Some(PolicyGiven::Tuned(p)) => match &tuned {
+            Some((_, t)) => t.spec.clone(),
+            None => read_tuned(&p)?.spec,
+        },
+        None => default.to_string(),
     };
-    Ok(PolicyChoice { spec, from, tuned })
+    Ok(PolicyChoice { spec, tuned })
 }
 
 /// What a `fallow tune --json` result says to run.
@@ -370,65 +438,20 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = write(d.path(), "f.toml", "[metrics]\naddr = \"127.0.0.1:9464\"\n");
         let cfg: Config<toml::Table> = read_config(&p, "run").unwrap();
+        let of = |l: Layers<String>| l.resolve().map(|r| (r.value, r.origin.to_string()));
+        let file = format!("{}: [metrics] addr", p.display());
         assert_eq!(
-            cfg.metrics_addr(None),
-            Some(MetricsAddr {
-                addr: "127.0.0.1:9464".into(),
-                from: format!("{}: [metrics] addr", p.display())
-            })
-        );
-        assert_eq!(
-            cfg.metrics_addr(Some("[::1]:0")),
-            Some(MetricsAddr {
-                addr: "[::1]:0".into(),
-                from: "--metrics".into()
-            })
-        );
-        assert_eq!(Config::<toml::Table>::default().metrics_addr(None), None);
-    }
-
-    #[test]
-    fn policy_precedence_flag_then_tuned_flag_then_file_then_tuned_file_then_default() {
-        let d = tempfile::tempdir().unwrap();
-        let t = write(
-            d.path(),
-            "t.json",
-            r#"{"budget_text": "1ms", "best": {"spec": "fixed-wait:t=205ms", "request_size_bytes": 4096}}"#,
-        );
-        let u = write(
-            d.path(),
-            "u.json",
-            r#"{"budget_text": "1ms", "best": {"spec": "aggressive", "request_size_bytes": 8192}}"#,
-        );
-        let pick = |fp: Option<&str>, ft: Option<&Path>, cp: Option<&str>, ct: Option<&Path>| {
-            let c = choose_policy(fp, ft, cp, ct, "dflt").unwrap();
-            (c.spec, c.from, c.tuned.map(|t| t.request_size_bytes))
-        };
-        let s = |x: &str| x.to_string();
-        assert_eq!(pick(None, None, None, None), (s("dflt"), "default", None));
-        assert_eq!(
-            pick(None, None, None, Some(&u)),
-            (s("aggressive"), "tune result", Some(8192))
-        );
-        // the file's policy beats the file's tune result, which still gives its size
-        assert_eq!(
-            pick(None, None, Some("random"), Some(&u)),
-            (s("random"), "config", Some(8192))
-        );
-        // a --tuned flag beats the file's policy and its tune result
-        assert_eq!(
-            pick(None, Some(&t), Some("random"), Some(&u)),
-            (s("fixed-wait:t=205ms"), "tune result", Some(4096))
+            of(cfg.metrics_layers(None)),
+            Some(("127.0.0.1:9464".into(), file))
         );
         assert_eq!(
-            pick(Some("fixed-wait:t=1s"), Some(&t), Some("random"), Some(&u)),
-            (s("fixed-wait:t=1s"), "--policy", Some(4096))
+            of(cfg.metrics_layers(Some("[::1]:0".into()))),
+            Some(("[::1]:0".into(), "--metrics".into()))
         );
-        // a named tune result that cannot be read is an error even when unused
-        let e = choose_policy(Some("x"), None, None, Some(Path::new("/no/t.json")), "d")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("/no/t.json"), "{e}");
+        assert_eq!(
+            of(Config::<toml::Table>::default().metrics_layers(None)),
+            None
+        );
     }
 
     #[test]

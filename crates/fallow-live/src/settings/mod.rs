@@ -1,10 +1,12 @@
 //! The settings of the live commands, one type for all: `fallow scrub`
 //! (a block target or a native one) and `fallow run`. A front end puts the
-//! flags it parsed into [`Flags`]; [`Settings::resolve`] applies the one
-//! precedence — flags, then the TOML config (`--config`: the command's
-//! table, then `[live]`), then a `fallow tune --json` result (`--tuned`:
-//! its best policy and request size), then the defaults — and checks every
-//! value, naming the flag, or the file, table and key, it came from.
+//! flags it parsed into [`Flags`]; [`Settings::resolve`] resolves each
+//! setting by the one precedence ([`Layers::resolve`]: flags, then the
+//! environment, then the TOML config's command table, then `[live]`, then
+//! the default; a tune result is the policy's value of the layer naming
+//! it) and checks every value, naming the flag, or the file, table and
+//! key, it came from. Each origin is kept in [`Settings::provenance`],
+//! the one record of where the settings came from.
 //!
 //! - [`config`]: reading the config file and the tune result.
 
@@ -13,7 +15,7 @@ pub mod config;
 use config::setting;
 pub use config::{
     choose_policy, read_config, read_tuned, relative_to, Config, MetricsAddr, PolicyChoice,
-    Sources, TunedChoice,
+    PolicyGiven, Provenance, TunedChoice,
 };
 
 use crate::budget::LiveBudget;
@@ -170,13 +172,9 @@ pub struct Flags {
 /// The disk `fallow run` watches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Disk {
-    /// As `--device` takes it; `from` names the config key it came from.
-    Named {
-        /// The device, node, file or stat file.
-        spec: String,
-        /// `FILE: [table] key`, or none for the flag.
-        from: Option<String>,
-    },
+    /// As `--device` takes it (the device, node, file or stat file);
+    /// where it was given is the provenance's `device`.
+    Named(String),
     /// The current directory's disk (the default without a network).
     CurrentDir,
     /// None: only the network is watched.
@@ -192,13 +190,9 @@ pub struct Settings {
     pub command: Command,
     /// The policy spec.
     pub policy: String,
-    /// `--policy`, `config`, `tune result` or `default`.
-    pub policy_from: &'static str,
-    /// Where a policy that is not `--policy` was written (for errors).
-    pub policy_source: Option<String>,
-    /// scrub: the config keys settings came from, so errors found later
-    /// (by the session) name the key rather than a flag never given.
-    pub sources: Sources,
+    /// Where each setting came from, by its config key (`policy`,
+    /// `budget`, `size`): the one record of it.
+    pub provenance: Provenance,
     /// The tune result named, if any.
     pub tuned_path: Option<PathBuf>,
     /// Its request size.
@@ -207,14 +201,12 @@ pub struct Settings {
     pub bg_service: Option<BgService>,
     /// The FG budget held live, if any ([`crate::budget`]).
     pub budget: Option<LiveBudget>,
-    /// Where the budget came from (`--budget`, `FALLOW_BUDGET`, `FILE: [table] budget`).
-    pub budget_from: Option<String>,
     /// Monitor sampling interval, ns.
     pub interval_ns: u64,
     /// Seed of the policy's random stream.
     pub seed: u64,
-    /// Where to serve metrics.
-    pub metrics: Option<MetricsAddr>,
+    /// Where to serve metrics (`HOST:PORT`).
+    pub metrics_addr: Option<String>,
     /// scrub: `auto`, `none`, a device or a stat file.
     pub monitor: String,
     /// scrub: request size, if given.
@@ -241,8 +233,8 @@ pub struct Settings {
     pub buffered: bool,
     /// run: the disk to watch.
     pub disk: Disk,
-    /// run: the interface to watch, and the config key it came from.
-    pub net: Option<(String, Option<String>)>,
+    /// run: the interface to watch.
+    pub net: Option<String>,
     /// run: the command's network namespace.
     pub netns: Option<String>,
     /// run: how to pause the command.
@@ -323,34 +315,32 @@ pub fn read_run_config(path: &std::path::Path) -> Result<Config<RunSection>> {
 /// The environment variable that gives the budget when `--budget` does not.
 pub const BUDGET_ENV: &str = "FALLOW_BUDGET";
 
-/// The budget: `--budget`, else [`BUDGET_ENV`], else the command's table's
-/// `budget`, else `[live]`'s; refused beside a tune result (it would fix
-/// the setting the budget refits). The default policy becomes `fixed-wait`
-/// with its wait left to the tuner.
-fn apply_budget(
-    s: &mut Settings,
+/// The budget's layers: `--budget`, else [`BUDGET_ENV`], else the
+/// command's table's `budget`, else `[live]`'s.
+fn budget_layers<'f>(
     a: &Flags,
-    file: Option<&ConfigFile>,
+    file: Option<&'f ConfigFile>,
     own: Option<&str>,
     live: Option<&str>,
-) -> Result<()> {
+) -> Layers<'f, String> {
     let env = std::env::var(BUDGET_ENV)
         .ok()
         .filter(|v| !v.trim().is_empty());
-    let given = Layers::of(file)
+    Layers::of(file)
         .flag(&a.front.option("budget"), a.budget.clone())
         .env(BUDGET_ENV, env)
         .own("budget", own.map(str::to_string))
         .shared("budget", live.map(str::to_string))
-        .resolve();
-    let Some(Resolved {
-        value: text,
-        origin,
-    }) = given
-    else {
+}
+
+/// The budget of `given`, refused beside a tune result (it would fix the
+/// setting the budget refits). The default policy becomes `fixed-wait`
+/// with its wait left to the tuner.
+fn apply_budget(s: &mut Settings, given: Layers<'_, String>) -> Result<()> {
+    let Some(text) = s.provenance.take("budget", given.resolve()) else {
         return Ok(());
     };
-    let from = origin.to_string();
+    let from = s.provenance.origin("budget").to_string();
     let budget: fallow_core::tune::Budget = text
         .parse()
         .map_err(|e: fallow_core::Error| Error::Setting(format!("{from}: {e}")))?;
@@ -366,33 +356,29 @@ fn apply_budget(
             t.display()
         )));
     }
-    if s.policy_from == "default" {
+    if s.provenance.origin("policy") == &Origin::Default {
         s.policy = "fixed-wait".into();
     }
     s.budget = Some(LiveBudget::new(budget));
-    s.budget_from = Some(from);
     Ok(())
 }
 
-/// The first of a flag's value, the command's table's and `[live]`'s, by
-/// the one precedence ([`Layers::resolve`]).
-fn first<T>(flag: Option<T>, own: Option<T>, live: Option<T>) -> Option<T> {
-    let layers = Layers::of(None)
-        .flag("", flag)
-        .own("", own)
-        .shared("", live);
-    layers.resolve().map(|r| r.value)
-}
-
-/// The value of `r`, if any, noting in `sources` under `names` (how
-/// fallow-live's later errors name the setting: a flag, or `monitor`) the
-/// file's table and key it came from, so those errors name them.
-fn noted<T>(sources: &mut Sources, names: &[&str], r: Option<Resolved<T>>) -> Option<T> {
-    let r = r?;
-    if let Origin::File { path, table, key } = &r.origin {
-        sources.note(names, path, table, key);
-    }
-    Some(r.value)
+/// The policy's layers: at each (the flags, the command's table,
+/// `[live]`) its `policy` beats its tune result, and each beats the
+/// layers below ([`choose_policy`]).
+fn policy_layers<'f>(
+    file: Option<&'f ConfigFile>,
+    a: &Flags,
+    own: (Option<&String>, Option<&PathBuf>),
+    shared: (Option<&String>, Option<&PathBuf>),
+) -> Layers<'f, PolicyGiven> {
+    let (flag, flag_value) = PolicyGiven::of((a.policy.as_ref(), a.tuned.as_ref()));
+    let (own, own_value) = PolicyGiven::of(own);
+    let (shared, shared_value) = PolicyGiven::of(shared);
+    Layers::of(file)
+        .flag(&a.front.option(flag), flag_value)
+        .own(own, own_value)
+        .shared(shared, shared_value)
 }
 
 impl Settings {
@@ -404,22 +390,66 @@ impl Settings {
         }
     }
 
-    /// The defaults of every key not given.
-    fn base(command: Command, choice: PolicyChoice) -> Settings {
-        Settings {
+    /// `--policy`, `config`, `tune result` or `default`: where the policy
+    /// came from, in the JSON's `policy_from` word.
+    pub fn policy_from(&self) -> &'static str {
+        let p = self.provenance.origin("policy");
+        match p {
+            Origin::Default => "default",
+            // the layer that gave the policy gave it as its tune result
+            _ if p == self.provenance.origin("tuned") => "tune result",
+            Origin::File { .. } => "config",
+            Origin::Flag(_) | Origin::Env(_) => "--policy",
+        }
+    }
+
+    /// Where a policy no flag gave was written, for its errors:
+    /// `FILE: [run] policy`, or `TUNED: best.spec`.
+    pub fn policy_source(&self) -> Option<String> {
+        match self.policy_from() {
+            "config" => self.provenance.from_file("policy"),
+            "tune result" => self
+                .tuned_path
+                .as_deref()
+                .map(|p| format!("{}: best.spec", p.display())),
+            _ => None,
+        }
+    }
+
+    /// Where the budget was given: `--budget`, `FALLOW_BUDGET`, `FILE: [table] budget`.
+    pub fn budget_from(&self) -> Option<String> {
+        self.provenance.given("budget")
+    }
+
+    /// Where to serve metrics, and where that was given (for its errors).
+    pub fn metrics(&self) -> Option<MetricsAddr> {
+        self.metrics_addr.clone().map(|addr| MetricsAddr {
+            addr,
+            from: self.provenance.origin("metrics").to_string(),
+        })
+    }
+
+    /// The defaults of every key not given, and the policy of `policy`
+    /// (else the command's default) with the tune result of `tuned`.
+    fn base(
+        command: Command,
+        policy: Layers<'_, PolicyGiven>,
+        tuned: Layers<'_, PathBuf>,
+    ) -> Result<Settings> {
+        let mut provenance = Provenance::default();
+        let choice = choose_policy(policy, tuned, command.default_policy(), &mut provenance)?;
+        let tuned = choice.tuned.as_ref();
+        Ok(Settings {
             command,
-            policy: choice.spec,
-            policy_from: choice.from,
-            policy_source: None,
-            sources: Sources::default(),
-            tuned_path: None,
-            tuned_size: choice.tuned.as_ref().map(|t| t.request_size_bytes),
-            bg_service: choice.tuned.as_ref().and_then(|t| t.bg_service),
+            policy: choice.spec.clone(),
+            provenance,
+            tuned_path: tuned.map(|(p, _)| p.clone()),
+            tuned_size: tuned.map(|(_, t)| t.request_size_bytes),
+            bg_service: tuned.and_then(|(_, t)| t.bg_service),
             budget: None,
-            budget_from: None,
             interval_ns: DEFAULT_INTERVAL_NS,
             seed: fallow_core::sim::DEFAULT_SEED,
-            metrics: None,
+            metrics_addr: None,
             monitor: "auto".into(),
             size: None,
             order: None,
@@ -438,7 +468,7 @@ impl Settings {
             freezer: None,
             slice_ns: DEFAULT_SLICE_NS,
             report: None,
-        }
+        })
     }
 
     fn scrub(a: &Flags) -> Result<Settings> {
@@ -450,45 +480,44 @@ impl Settings {
         let file = cfg.file.as_ref();
         let dur = |s: &String| fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string());
         let size = |s: &String| parse_size(s);
-        let choice = choose_policy(
-            a.policy.as_deref(),
-            a.tuned.as_deref(),
-            sc.policy.as_deref().or(live.policy.as_deref()),
-            sc.tuned.as_deref().or(live.tuned.as_deref()),
-            Command::Scrub.default_policy(),
+        let mut s = Settings::base(
+            Command::Scrub,
+            policy_layers(
+                file,
+                a,
+                (sc.policy.as_ref(), sc.tuned.as_ref()),
+                (live.policy.as_ref(), live.tuned.as_ref()),
+            ),
+            Layers::of(file)
+                .flag(&a.front.option("tuned"), a.tuned.clone())
+                .own("tuned", sc.tuned.clone())
+                .shared("tuned", live.tuned.clone()),
         )?;
-        let mut s = Settings::base(Command::Scrub, choice);
-        let mut sources = Sources::default();
-        if s.policy_from == "config" {
-            let table = if sc.policy.is_some() { "scrub" } else { "live" };
-            sources.note(&["--policy", "policy"], &cfg.path, table, "policy");
-        }
+        let p = &mut s.provenance;
         let given = Layers::of(file)
             .flag("--size", a.size)
             .own_parsed("size", sc.size.as_ref(), size)
             .map_err(setting)?;
-        s.size = noted(&mut sources, &["--size"], given.resolve());
+        s.size = p.take("size", given.resolve());
         let given = Layers::of(file)
-            .flag("--regions", a.regions)
+            .flag(&a.front.option("regions"), a.regions)
             .own("regions", sc.regions);
-        let regions = noted(&mut sources, &["--regions"], given.resolve());
-        s.order = match (a.order.or(sc.order), regions) {
+        let regions = p.take("regions", given.resolve());
+        let given = Layers::of(file)
+            .flag(&a.front.option("order"), a.order)
+            .own("order", sc.order);
+        s.order = match (p.take("order", given.resolve()), regions) {
             (Some(OrderChoice::Sequential), Some(_)) => {
-                return Err(match (a.order, a.regions) {
-                    (Some(_), Some(_)) => Error::Setting(format!(
-                        "{} goes with {} staggered, not sequential",
-                        a.front.option("regions"),
-                        a.front.option("order")
-                    )),
-                    (_, None) => cfg.bad(
-                        "scrub",
-                        "regions",
-                        "goes with order staggered, not sequential",
-                    ),
-                    (None, Some(_)) => {
-                        cfg.bad("scrub", "order", "sequential does not go with --regions")
+                let (order, regions) = (p.origin("order"), p.origin("regions"));
+                return Err(Error::Setting(match (order, regions) {
+                    (_, Origin::File { .. }) => {
+                        format!("{regions}: goes with order staggered, not sequential")
                     }
-                })
+                    (Origin::File { .. }, _) => {
+                        format!("{order}: sequential does not go with {regions}")
+                    }
+                    _ => format!("{regions} goes with {order} staggered, not sequential"),
+                }));
             }
             (Some(OrderChoice::Sequential), None) => Some(Order::Sequential),
             (Some(OrderChoice::Staggered), r) | (None, r @ Some(_)) => Some(Order::Staggered {
@@ -512,7 +541,7 @@ impl Settings {
                 Err(e) => Err(Error::Setting(e.to_string())),
             })
             .transpose()?;
-        s.max_rate = noted(&mut sources, &["--max-rate"], given);
+        s.max_rate = p.take("max_rate", given);
         let parse_windows = |texts: &[String]| -> std::result::Result<pace::Windows, String> {
             texts
                 .iter()
@@ -525,64 +554,61 @@ impl Settings {
             .flag("--window", flag)
             .own("windows", sc.windows.clone())
             .resolve();
-        let texts = noted(&mut sources, &["--window"], given).unwrap_or_default();
-        s.windows = parse_windows(&texts).map_err(|e| match sources.label("--window") {
+        let texts = p.take("windows", given).unwrap_or_default();
+        s.windows = parse_windows(&texts).map_err(|e| match p.from_file("windows") {
             Some(from) => Error::Setting(format!("{from}: {e}")),
             None => Error::Setting(e),
         })?;
-        s.tuned_path = first(a.tuned.clone(), sc.tuned.clone(), live.tuned.clone());
         let given = Layers::of(file)
             .flag("--max-bytes", a.max_bytes)
             .own_parsed("max_bytes", sc.max_bytes.as_ref(), size)
             .map_err(setting)?;
-        s.max_bytes = given.resolve().map(|r| r.value);
+        s.max_bytes = p.take("max_bytes", given.resolve());
         let given = Layers::of(file)
             .flag("--checkpoint", a.checkpoint.clone())
             .own("checkpoint", sc.checkpoint.clone());
-        s.checkpoint = noted(&mut sources, &["--checkpoint"], given.resolve());
+        s.checkpoint = p.take("checkpoint", given.resolve());
         let given = Layers::of(file)
             .flag("--checkpoint-interval", a.checkpoint_interval_ns)
             .own_parsed("checkpoint_interval", sc.checkpoint_interval.as_ref(), dur)
             .map_err(setting)?;
-        s.checkpoint_interval_ns = given.or(0).value;
+        s.checkpoint_interval_ns = p.take_or("checkpoint_interval", given.or(0));
         let given = Layers::of(file)
             .flag("--log", a.log.clone())
             .own("log", sc.log.clone());
-        s.log = noted(&mut sources, &["--log"], given.resolve());
+        s.log = p.take("log", given.resolve());
         let given = Layers::of(file)
             .flag("--retries", a.retries)
             .own("retries", sc.retries);
-        s.retries = given.or(DEFAULT_RETRIES).value;
+        s.retries = p.take_or("retries", given.or(DEFAULT_RETRIES));
         let given = Layers::of(file)
             .flag("--verify-cmd", a.verify)
             .own("verify_cmd", sc.verify_cmd);
-        s.verify = given.or(VerifyMode::Off).value;
-        s.buffered = a.buffered || sc.buffered.unwrap_or(false);
+        s.verify = p.take_or("verify_cmd", given.or(VerifyMode::Off));
+        let given = Layers::of(file)
+            .flag("--buffered", a.buffered.then_some(true))
+            .own("buffered", sc.buffered);
+        s.buffered = p.take_or("buffered", given.or(false));
         let given = Layers::of(file)
             .flag("--monitor", a.monitor.clone())
             .own("monitor", sc.monitor.clone())
-            .shared("monitor", live.monitor.clone())
-            .resolve();
-        let monitor = noted(&mut sources, &["--monitor", "monitor"], given);
-        s.monitor = monitor.unwrap_or_else(|| "auto".into());
+            .shared("monitor", live.monitor.clone());
+        s.monitor = p.take_or("monitor", given.or("auto".into()));
         let given = Layers::of(file)
             .flag("--interval", a.interval_ns)
             .own_parsed("interval", sc.interval.as_ref(), dur)
             .and_then(|l| l.shared_parsed("interval", live.interval.as_ref(), dur))
             .map_err(setting)?;
-        let given = given.resolve();
-        let interval = noted(&mut sources, &["--interval", "monitor interval"], given);
-        s.interval_ns = interval.unwrap_or(DEFAULT_INTERVAL_NS);
-        s.seed = first(a.seed, sc.seed, live.seed).unwrap_or(fallow_core::sim::DEFAULT_SEED);
-        s.metrics = cfg.metrics_addr(a.metrics.as_deref());
-        s.sources = sources;
-        apply_budget(
-            &mut s,
-            a,
-            cfg.file.as_ref(),
-            sc.budget.as_deref(),
-            live.budget.as_deref(),
-        )?;
+        s.interval_ns = p.take_or("interval", given.or(DEFAULT_INTERVAL_NS));
+        let given = Layers::of(file)
+            .flag("--seed", a.seed)
+            .own("seed", sc.seed)
+            .shared("seed", live.seed);
+        s.seed = p.take_or("seed", given.or(fallow_core::sim::DEFAULT_SEED));
+        let given = cfg.metrics_layers(a.metrics.clone());
+        s.metrics_addr = p.take("metrics", given.resolve());
+        let budget = budget_layers(a, file, sc.budget.as_deref(), live.budget.as_deref());
+        apply_budget(&mut s, budget)?;
         Ok(s)
     }
 
@@ -592,35 +618,25 @@ impl Settings {
             None => Config::default(),
         };
         let (shared, own) = (&cfg.live, &cfg.own);
-        let file = cfg.path.display().to_string();
         let f = cfg.file.as_ref();
-        // where a value from the file came from, for errors found later
-        let from_file = |o: &Origin| matches!(o, Origin::File { .. }).then(|| o.to_string());
-        let choice = choose_policy(
-            a.policy.as_deref(),
-            a.tuned.as_deref(),
-            own.policy.as_deref().or(shared.policy.as_deref()),
-            own.tuned.as_deref().or(shared.tuned.as_deref()),
-            Command::Run.default_policy(),
+        let mut s = Settings::base(
+            Command::Run,
+            policy_layers(
+                f,
+                a,
+                (own.policy.as_ref(), own.tuned.as_ref()),
+                (shared.policy.as_ref(), shared.tuned.as_ref()),
+            ),
+            Layers::of(f)
+                .flag(&a.front.option("tuned"), a.tuned.clone())
+                .own("tuned", own.tuned.clone())
+                .shared("tuned", shared.tuned.clone()),
         )?;
-        let mut s = Settings::base(Command::Run, choice);
-        s.tuned_path = first(a.tuned.clone(), own.tuned.clone(), shared.tuned.clone());
-        s.policy_source = match s.policy_from {
-            "config" if own.policy.is_some() => Some(format!("{file}: [run] policy")),
-            "config" => Some(format!("{file}: [live] policy")),
-            "tune result" => s
-                .tuned_path
-                .as_deref()
-                .map(|p| format!("{}: best.spec", p.display())),
-            _ => None,
-        };
+        let p = &mut s.provenance;
         let net = Layers::of(f)
             .flag("--net", a.net.clone())
             .own("net", own.net.clone());
-        s.net = net.resolve().map(|r| {
-            let from = from_file(&r.origin);
-            (r.value, from)
-        });
+        s.net = p.take("net", net.resolve());
         // [live] monitor is what scrub watches; for run it names the disk,
         // with `auto` run's default and `none` no disk at all
         let disk = Layers::of(f)
@@ -635,10 +651,7 @@ impl Settings {
         };
         s.disk = match disk {
             Some(r) if monitor_word(&r, "none") => Disk::Unwatched,
-            Some(r) if !monitor_word(&r, "auto") => Disk::Named {
-                from: from_file(&r.origin),
-                spec: r.value,
-            },
+            Some(r) if !monitor_word(&r, "auto") => Disk::Named(p.take_or("device", r)),
             _ if s.net.is_some() => Disk::Unwatched,
             _ => Disk::CurrentDir,
         };
@@ -681,30 +694,29 @@ impl Settings {
                 false => Err(format!("{ns} ns: use 1 ms to 60 s")),
             })
             .map_err(setting)?;
-        s.slice_ns = slice.value;
+        s.slice_ns = p.take_or("slice", slice);
         let interval = Layers::of(f)
             .flag("--interval", a.interval_ns)
             .own_parsed("interval", own.interval.as_deref(), dur)
             .and_then(|l| l.shared_parsed("interval", shared.interval.as_deref(), dur))
             .map_err(setting)?;
-        s.interval_ns = interval.or(DEFAULT_INTERVAL_NS).value;
+        s.interval_ns = p.take_or("interval", interval.or(DEFAULT_INTERVAL_NS));
         let netns = Layers::of(f)
             .flag("--netns", a.netns.clone())
             .own("netns", own.netns.clone());
-        s.netns = netns.resolve().map(|r| r.value);
-        s.seed = first(a.seed, own.seed, shared.seed).unwrap_or(fallow_core::sim::DEFAULT_SEED);
+        s.netns = p.take("netns", netns.resolve());
+        let seed = Layers::of(f)
+            .flag("--seed", a.seed)
+            .own("seed", own.seed)
+            .shared("seed", shared.seed);
+        s.seed = p.take_or("seed", seed.or(fallow_core::sim::DEFAULT_SEED));
         let report = Layers::of(f)
             .flag("--report", a.report.clone())
             .own("report", own.report.clone());
-        s.report = report.resolve().map(|r| r.value);
-        s.metrics = cfg.metrics_addr(a.metrics.as_deref());
-        apply_budget(
-            &mut s,
-            a,
-            cfg.file.as_ref(),
-            own.budget.as_deref(),
-            shared.budget.as_deref(),
-        )?;
+        s.report = p.take("report", report.resolve());
+        s.metrics_addr = p.take("metrics", cfg.metrics_layers(a.metrics.clone()).resolve());
+        let budget = budget_layers(a, f, own.budget.as_deref(), shared.budget.as_deref());
+        apply_budget(&mut s, budget)?;
         Ok(s)
     }
 }
@@ -771,15 +783,28 @@ mod tests {
         let s = of(Command::Scrub, Flags::default());
         assert_eq!((s.interval_ns, s.seed), (2_000_000, 8));
         assert_eq!(
-            (s.policy.as_str(), s.policy_from),
+            (s.policy.as_str(), s.policy_from()),
             ("fixed-wait:t=100ms", "default")
         );
         let r = of(Command::Run, Flags::default());
         assert_eq!((r.interval_ns, r.seed), (3_000_000, 7));
         assert_eq!(
-            (r.policy.as_str(), r.policy_from),
+            (r.policy.as_str(), r.policy_from()),
             ("fixed-wait", "default")
         );
+        // each value's origin is kept, the defaults' too
+        let file = |key: &str| format!("{}: [{key}", p.display());
+        assert!(r
+            .provenance
+            .origin("interval")
+            .to_string()
+            .starts_with(&file("run] interval")));
+        assert!(r
+            .provenance
+            .origin("seed")
+            .to_string()
+            .starts_with(&file("live] seed")));
+        assert_eq!(r.provenance.origin("slice"), &Origin::Default);
         let flags = Flags {
             interval_ns: Some(5_000_000),
             seed: Some(3),
@@ -871,18 +896,18 @@ mod tests {
         };
         let s = of(Command::Scrub, None);
         assert_eq!(s.budget.unwrap().budget.to_string(), "3%");
-        assert!(s.budget_from.unwrap().ends_with("f.toml: [scrub] budget"));
+        assert!(s.budget_from().unwrap().ends_with("f.toml: [scrub] budget"));
         // the default policy leaves its wait to the tuner
         assert_eq!(
-            (s.policy.as_str(), s.policy_from),
+            (s.policy.as_str(), s.policy_from()),
             ("fixed-wait", "default")
         );
         let r = of(Command::Run, None);
         assert_eq!(r.budget.unwrap().budget.to_string(), "2ms");
-        assert!(r.budget_from.unwrap().ends_with("f.toml: [live] budget"));
+        assert!(r.budget_from().unwrap().ends_with("f.toml: [live] budget"));
         let s = of(Command::Scrub, Some("5%"));
         assert_eq!(s.budget.unwrap().budget, "5%".parse().unwrap());
-        assert_eq!(s.budget_from.as_deref(), Some("--budget"));
+        assert_eq!(s.budget_from().as_deref(), Some("--budget"));
         assert_eq!(s.budget.unwrap().window, crate::budget::LIVE_WINDOW);
         // no budget anywhere: none, and the usual default policy
         let s = Settings::resolve(Command::Scrub, &Flags::default()).unwrap();
@@ -936,5 +961,130 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.starts_with("budget=\"5%\" and the tune result"), "{e}");
+    }
+
+    /// The policy by the one precedence: a higher layer beats a lower one
+    /// (flags, the command's table, `[live]`, the default), and within a
+    /// layer a policy beats a tune result, which still gives its size.
+    #[test]
+    fn policy_precedence_by_layer_then_policy_before_tune_result() {
+        let d = tempfile::tempdir().unwrap();
+        let t = write(
+            d.path(),
+            "t.json",
+            r#"{"budget_text": "1ms", "best": {"spec": "fixed-wait:t=205ms", "request_size_bytes": 4096}}"#,
+        );
+        write(
+            d.path(),
+            "u.json",
+            r#"{"budget_text": "1ms", "best": {"spec": "aggressive", "request_size_bytes": 8192}}"#,
+        );
+        let pick = |name: &str, toml: &str, policy: Option<&str>, tuned: Option<&Path>| {
+            let p = write(d.path(), name, toml);
+            let s = Settings::resolve(
+                Command::Scrub,
+                &Flags {
+                    config: Some(p),
+                    policy: policy.map(str::to_string),
+                    tuned: tuned.map(Path::to_path_buf),
+                    ..Flags::default()
+                },
+            )
+            .unwrap();
+            let from = s.policy_from();
+            (s.policy, from, s.tuned_size, s.provenance.given("policy"))
+        };
+        let at = |name: &str, key: &str| Some(format!("{}: {key}", d.path().join(name).display()));
+        let x = |s: &str| s.to_string();
+        assert_eq!(
+            pick("a.toml", "", None, None),
+            (x("fixed-wait:t=100ms"), "default", None, None)
+        );
+        assert_eq!(
+            pick("b.toml", "[scrub]\ntuned = \"u.json\"\n", None, None),
+            (
+                x("aggressive"),
+                "tune result",
+                Some(8192),
+                at("b.toml", "[scrub] tuned")
+            )
+        );
+        // the file's policy beats its tune result, which still gives its size
+        assert_eq!(
+            pick(
+                "c.toml",
+                "[scrub]\npolicy = \"random\"\ntuned = \"u.json\"\n",
+                None,
+                None
+            ),
+            (
+                x("random"),
+                "config",
+                Some(8192),
+                at("c.toml", "[scrub] policy")
+            )
+        );
+        // the command's table beats [live], whichever key each gives
+        assert_eq!(
+            pick(
+                "e.toml",
+                "[live]\npolicy = \"random\"\n[scrub]\ntuned = \"u.json\"\n",
+                None,
+                None
+            ),
+            (
+                x("aggressive"),
+                "tune result",
+                Some(8192),
+                at("e.toml", "[scrub] tuned")
+            )
+        );
+        assert_eq!(
+            pick(
+                "f.toml",
+                "[live]\ntuned = \"u.json\"\n[scrub]\npolicy = \"random\"\n",
+                None,
+                None
+            ),
+            (
+                x("random"),
+                "config",
+                Some(8192),
+                at("f.toml", "[scrub] policy")
+            )
+        );
+        // a --tuned flag beats the file's policy and tune result
+        let both = "[scrub]\npolicy = \"random\"\ntuned = \"u.json\"\n";
+        assert_eq!(
+            pick("g.toml", both, None, Some(&t)),
+            (
+                x("fixed-wait:t=205ms"),
+                "tune result",
+                Some(4096),
+                Some(x("--tuned"))
+            )
+        );
+        // --policy beats everything; --tuned still gives the size
+        assert_eq!(
+            pick("h.toml", both, Some("fixed-wait:t=1s"), Some(&t)),
+            (
+                x("fixed-wait:t=1s"),
+                "--policy",
+                Some(4096),
+                Some(x("--policy"))
+            )
+        );
+        // a named tune result that cannot be read is an error even when unused
+        let e = Settings::resolve(
+            Command::Run,
+            &Flags {
+                policy: Some("aggressive".into()),
+                tuned: Some("/no/t.json".into()),
+                ..Flags::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("/no/t.json"), "{e}");
     }
 }
