@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import os
     from collections.abc import Sequence
 
+    from fallow._fallow import Trace
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -42,11 +44,15 @@ class InputOptions(TypedDict, total=False):
 
 
 class SimulateOptions(InputOptions, total=False):
-    """:func:`fallow.simulate`'s keywords: the input, and online re-tuning."""
+    """:func:`fallow.simulate`'s keywords: the input, online re-tuning, and
+    a second trace played after the first."""
 
     retune: str | None
     retune_window: int | None
     retune_every: int | None
+    then: Trace | None
+    then_device: int | str | None
+    gap: float | str | None
 
 
 class PageOptions(TypedDict, total=False):

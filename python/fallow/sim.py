@@ -138,6 +138,27 @@ class SimulationResult:
         return _pd().DataFrame(rows, columns=["time_s", "intervals", "knob", "value", "early"])
 
     @property
+    def parts(self) -> pd.DataFrame:
+        """A ``then=`` run's figures for each trace over its own span (the
+        gap belongs to the second): ``source``, ``requests``, ``span_s``,
+        ``baseline_mean_response_s``, ``mean_added_delay_s``, ``slowdown``,
+        ``delayed_requests``, ``collisions``, ``bg_bytes``,
+        ``bg_throughput_bytes_per_s``; empty for a run without ``then``."""
+        columns = [
+            "source",
+            "requests",
+            "span_s",
+            "baseline_mean_response_s",
+            "mean_added_delay_s",
+            "slowdown",
+            "delayed_requests",
+            "collisions",
+            "bg_bytes",
+            "bg_throughput_bytes_per_s",
+        ]
+        return _pd().DataFrame(self.data.get("parts") or [], columns=columns)
+
+    @property
     def ccdf(self) -> pd.DataFrame:
         """FG response-time CCDF with BG work: ``response_s``, ``p_greater``."""
         return _pd().DataFrame(self.data["fg"]["ccdf"], columns=["response_s", "p_greater"])
@@ -187,6 +208,13 @@ def simulate(
             ``retune_window`` (2000 idle intervals), ``retune_every`` (a
             quarter of the window); the result then has ``retune`` (budget,
             knob, window, every, final_spec, history: the knob's trajectory).
+        then, then_device, gap: a second :class:`fallow.Trace` played after
+            ``trace`` on the same device, starting ``gap`` (1 s) after it
+            ends (``fallow simulate --then TRACE2 --then-device ID --gap``;
+            Busy Bee §5.3's concatenated traces): one device whose
+            workload changes. ``then_device`` picks its device as
+            ``device`` does the first's. The result then has ``parts``,
+            each part's figures over its own span (:attr:`SimulationResult.parts`).
 
     Returns:
         A :class:`SimulationResult`.

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -123,6 +124,74 @@ def test_hand_calculation_on_a_tiny_trace():
     )
     assert r2.mean_added_delay_s == pytest.approx(0.034 / 6, abs=1e-12)
     assert list(r.ccdf.columns) == ["response_s", "p_greater"]
+
+
+def test_then_plays_a_second_trace_by_hand_and_as_the_cli(cli_json):
+    # the tiny trace then itself 1 s later (crates/fallow-cli/tests/
+    # integration/retune.rs has it by hand): the first part is the trace
+    # alone (20 ms added over 6 requests, 4 delayed, 2 collisions, 3 BG
+    # requests in 150 ms); in the second, 30 ms over 6, 2 delayed, 1
+    # collision, 52 BG requests in 1.15 s
+    root = Path(__file__).resolve().parents[2]
+    tiny = str(root / "tests" / "data" / "cli" / "tiny.csv")
+    t = fallow.read_trace(tiny)
+    args = {"bg": "const:20ms", "bg_size": "64KiB"}
+    r = fallow.simulate(t, "fixed-wait:t=10ms", then=t, gap="1s", **args)
+    parts = r.parts
+    assert list(parts["requests"]) == [6, 6]
+    assert parts["mean_added_delay_s"].tolist() == pytest.approx([0.020 / 6, 0.030 / 6], abs=1e-12)
+    assert list(parts["delayed_requests"]) == [4, 2]
+    assert list(parts["collisions"]) == [2, 1]
+    assert list(parts["bg_bytes"]) == [3 * 65536, 52 * 65536]
+    assert parts["span_s"].tolist() == pytest.approx([0.150, 1.150], abs=1e-9)
+    assert list(parts["source"]) == [tiny, tiny]
+    # the CLI's document, figure for figure (the same core run)
+    cli = cli_json(
+        "simulate",
+        tiny,
+        "--then",
+        tiny,
+        "--gap",
+        "1s",
+        "--policy",
+        "fixed-wait:t=10ms",
+        "--bg",
+        "const:20ms",
+        "--bg-size",
+        "64KiB",
+    )
+    assert r["parts"] == cli["parts"]
+    assert r["fg"] == cli["fg"] and r["bg"] == cli["bg"]
+    # the gap's default is the CLI's (1 s), and re-tuning goes with it
+    assert fallow.simulate(t, "fixed-wait:t=10ms", then=t, **args)["parts"] == r["parts"]
+    tuned = fallow.simulate(t, "fixed-wait", then=t, retune="1ms", retune_window=4, **args)
+    cli = cli_json(
+        "simulate",
+        tiny,
+        "--then",
+        tiny,
+        "--policy",
+        "fixed-wait",
+        "--retune",
+        "1ms",
+        "--window",
+        "4",
+        "--bg",
+        "const:20ms",
+        "--bg-size",
+        "64KiB",
+    )
+    assert tuned["parts"] == cli["parts"] and tuned["retune"] == cli["retune"]
+    # no parts without then=; then= needs a trace; gap= needs then=
+    assert fallow.simulate(t, "fixed-wait:t=10ms", **args).parts.empty
+    with pytest.raises(fallow.ParameterError, match="then"):
+        fallow.simulate(
+            workload="poisson", arrival_rate=10, policy="aggressive", requests=10, then=t
+        )
+    with pytest.raises(fallow.ParameterError, match="gap"):
+        fallow.simulate(t, "aggressive", gap="1s")
+    with pytest.raises(fallow.ParameterError, match="gap"):
+        fallow.simulate(t, "aggressive", then=t, gap=0)
 
 
 def test_compare_frame():

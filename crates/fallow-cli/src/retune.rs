@@ -10,11 +10,10 @@ use crate::output::{self, Style};
 use crate::prepare::{describe_device, file_name, prepare_trace, Input};
 use anyhow::{Context, Result};
 use clap::Args;
-use fallow_core::policy::Policy;
-use fallow_core::sim::Part;
+use fallow_core::sim::SourcedPart;
 use fallow_core::trace::DeviceSel;
 use fallow_core::trace::Trace;
-use fallow_core::tune::online::{OnlineConfig, OnlineTuner, Refit, Report, DEFAULT_WINDOW};
+use fallow_core::tune::online::{OnlineConfig, Refit, Report, Runner, DEFAULT_WINDOW};
 use fallow_core::tune::Budget;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -55,9 +54,9 @@ pub struct RetuneArgs {
     pub then_device: Option<DeviceSel>,
 
     /// Idle time between the end of TRACE and the first request of the
-    /// --then trace: ns, us, ms, s; a bare number is seconds.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_gap, requires = "then")]
-    pub gap: u64,
+    /// --then trace: ns, us, ms, s; a bare number is seconds. [default: 1s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_gap, requires = "then")]
+    pub gap: Option<u64>,
 }
 
 fn parse_gap(s: &str) -> Result<u64, String> {
@@ -68,33 +67,17 @@ fn parse_gap(s: &str) -> Result<u64, String> {
     }
 }
 
-/// The policy a run uses: as given, or wrapped by the online tuner.
-pub enum Runner {
-    /// `--policy` as given.
-    Plain(Box<dyn Policy>),
-    /// `--policy` re-tuned online (`--retune`).
-    Retuned(Box<OnlineTuner>),
-}
-
-impl Runner {
-    /// Build `spec`, wrapped in the online tuner with `--retune`.
-    pub fn new(spec: &str, args: &RetuneArgs, bg: &BgArgs, seed: u64) -> Result<Runner> {
-        let Some(budget) = args.retune else {
-            return Ok(Runner::Plain(crate::prepare::build_policy(spec)?));
-        };
-        let window = Some(args.window);
-        let cfg = OnlineConfig::for_run(budget, window, args.every, &bg.config(seed));
-        let t = OnlineTuner::new(spec, cfg).with_context(|| format!("--policy {spec} --retune"))?;
-        Ok(Runner::Retuned(Box::new(t)))
-    }
-
-    /// The policy to simulate.
-    pub fn policy(&mut self) -> &mut dyn Policy {
-        match self {
-            Runner::Plain(p) => p.as_mut(),
-            Runner::Retuned(t) => t.as_mut(),
-        }
-    }
+/// The policy a run uses: `spec`, wrapped in the online tuner with
+/// `--retune` (errors name the flags).
+pub fn runner(spec: &str, args: &RetuneArgs, bg: &BgArgs, seed: u64) -> Result<Runner> {
+    let retune = args.retune.map(|budget| {
+        OnlineConfig::for_run(budget, Some(args.window), args.every, &bg.config(seed))
+    });
+    let flags = match retune {
+        Some(_) => format!("--policy {spec} --retune"),
+        None => format!("--policy {spec}"),
+    };
+    Runner::new(spec, retune).with_context(|| flags)
 }
 
 /// TRACE then TRACE2 as one input, and the number of FG requests of TRACE.
@@ -107,10 +90,7 @@ pub fn prepare_then(
     let first_path = a.trace.as_ref().expect("clap: --then requires TRACE");
     let first = input::select_device(input::read(first_path, &a.read)?, a.device.clone())?;
     let second = input::select_device(input::read(then, &a.read)?, then_device)?;
-    let mut tail = second.trace.clone();
-    // one device: the second trace's requests land on the first's
-    tail.set_device(first.device);
-    let both = Trace::concat(&first.trace, &tail, gap_ns)?;
+    let both = Trace::then(&first.trace, &second.trace, gap_ns)?;
     let input = prepare_trace(
         a,
         &both,
@@ -134,17 +114,7 @@ pub struct Extra<'a> {
     pub retune: Option<Report>,
     /// Figures of each part of a `--then` run.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub parts: Option<Vec<PartInfo<'a>>>,
-}
-
-/// One part of a `--then` run.
-#[derive(Debug, Serialize)]
-pub struct PartInfo<'a> {
-    /// The trace the part comes from.
-    pub source: String,
-    /// Its figures.
-    #[serde(flatten)]
-    pub part: &'a Part,
+    pub parts: Option<Vec<SourcedPart<'a>>>,
 }
 
 /// The sources of the two parts of a `--then` run.
@@ -154,7 +124,7 @@ pub fn part_sources(a: &InputArgs, then: &Path) -> [String; 2] {
 }
 
 /// Terminal lines on the re-tuning and the parts.
-pub fn summary(retune: Option<&Report>, parts: Option<&[PartInfo<'_>]>) -> String {
+pub fn summary(retune: Option<&Report>, parts: Option<&[SourcedPart<'_>]>) -> String {
     let st = Style::for_stdout();
     let mut s = String::new();
     if let Some(r) = retune {
@@ -231,5 +201,38 @@ fn truncate(s: &str, n: usize) -> String {
     } else {
         let head: String = s.chars().take(n - 1).collect();
         head + "…"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--gap`'s help states the library's default, which the run uses.
+    #[test]
+    fn the_gap_help_states_the_default() {
+        use clap::CommandFactory;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            retune: RetuneArgs,
+            #[arg(long)]
+            trace: Option<String>,
+            #[arg(long)]
+            workload: Option<String>,
+        }
+        let cmd = Cli::command();
+        let help = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "gap")
+            .and_then(|a| a.get_help())
+            .map(|h| h.to_string())
+            .unwrap();
+        let stated = help
+            .split("[default: ")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches(']');
+        assert_eq!(parse_gap(stated), Ok(fallow_core::trace::DEFAULT_GAP_NS));
     }
 }

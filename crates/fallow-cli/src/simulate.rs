@@ -11,10 +11,12 @@ use crate::input;
 use crate::output::{self, Style};
 use crate::prepare::{prepare, Input, InputInfo, Run};
 use crate::progress::Progress;
-use crate::retune::{self, Runner};
+use crate::retune;
 use anyhow::{Context, Result};
 use clap::Args;
-use fallow_core::sim::{simulate, simulate_split, SimResult};
+use fallow_core::sim::{simulate, simulate_split, SimResult, SourcedPart};
+use fallow_core::trace::DEFAULT_GAP_NS;
+use fallow_core::tune::online::Runner;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -63,14 +65,14 @@ pub struct SimulateArgs {
 pub fn run(args: SimulateArgs) -> Result<()> {
     let seed = args.input.seed;
     // a bad policy fails before any reading
-    let mut runner = Runner::new(&args.policy, &args.retune, &args.bg, seed)?;
+    let mut runner = retune::runner(&args.policy, &args.retune, &args.bg, seed)?;
     let (input, first) = match &args.retune.then {
         Some(then) => {
             let (input, n) = retune::prepare_then(
                 &args.input,
                 then,
                 args.retune.then_device.clone(),
-                args.retune.gap,
+                args.retune.gap.unwrap_or(DEFAULT_GAP_NS),
             )?;
             (input, Some(n))
         }
@@ -110,11 +112,13 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let result = match first {
         // the first part again, on its own, with a fresh policy (see
         // `fallow_core::sim::simulate_split`)
-        Some(n) => Runner::new(&args.policy, &args.retune, &args.bg, seed).and_then(|mut fresh| {
-            simulate_split(&input.prep, n, runner.policy(), fresh.policy(), &cfg)
-                .map(|s| (s.whole, Some(s.parts)))
-                .context("--then")
-        }),
+        Some(n) => {
+            retune::runner(&args.policy, &args.retune, &args.bg, seed).and_then(|mut fresh| {
+                simulate_split(&input.prep, n, runner.policy(), fresh.policy(), &cfg)
+                    .map(|s| (s.whole, Some(s.parts)))
+                    .context("--then")
+            })
+        }
         None => simulate(&input.prep, runner.policy(), &cfg)
             .map(|r| (r, None))
             .map_err(Into::into),
@@ -129,17 +133,10 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         bar.finish();
     }
     let (r, parts) = result?;
-    let retune = match &runner {
-        Runner::Retuned(t) => Some(t.report()),
-        Runner::Plain(_) => None,
-    };
-    let parts: Option<Vec<retune::PartInfo<'_>>> = parts.as_ref().map(|p| {
+    let retune = runner.report();
+    let parts = parts.as_ref().map(|p| {
         let then = args.retune.then.as_ref().expect("parts come from --then");
-        retune::part_sources(&args.input, then)
-            .into_iter()
-            .zip(p)
-            .map(|(source, part)| retune::PartInfo { source, part })
-            .collect()
+        SourcedPart::pair(p, retune::part_sources(&args.input, then))
     });
     if args.json {
         #[derive(Serialize)]

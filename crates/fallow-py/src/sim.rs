@@ -13,8 +13,10 @@ use crate::json::to_python;
 use crate::page::Page;
 use crate::trace::PyTrace;
 use fallow_core::policy;
-use fallow_core::sim::{self, simulate_cancellable as run, Prepared, SimResult};
-use fallow_core::tune::online::{OnlineConfig, OnlineTuner, Report};
+use fallow_core::sim::{self, simulate_cancellable as run, Prepared, SimResult, SourcedPart};
+use fallow_core::trace::DEFAULT_GAP_NS;
+use fallow_core::tune::online::{OnlineConfig, Report, Runner};
+use fallow_core::Trace;
 use fallow_report::describe::{describe_device, trace_title, Subject};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -186,12 +188,17 @@ struct Run<'a> {
     result: &'a SimResult,
     #[serde(skip_serializing_if = "Option::is_none")]
     retune: Option<Report>,
+    /// `then=`: each part's figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parts: Option<Vec<SourcedPart<'a>>>,
 }
 
 /// Simulate one policy over a trace (one device) or a synthetic workload.
 /// Returns the plain result (the keys of `fallow simulate --json`, plus
-/// `spec`). The keyword arguments: those of [`request`], and `retune`,
-/// `retune_window`, `retune_every`; see `fallow.simulate`.
+/// `spec`). The keyword arguments: those of [`request`], `retune`,
+/// `retune_window`, `retune_every`, and `then`, `then_device`, `gap` (a
+/// second trace played after the first, `fallow simulate --then`); see
+/// `fallow.simulate`.
 #[pyfunction]
 #[pyo3(signature = (trace=None, policy="", **options))]
 pub fn simulate<'py>(
@@ -206,38 +213,101 @@ pub fn simulate<'py>(
             "give a policy such as policy=\"fixed-wait:t=100ms\" (see fallow.policies())",
         ));
     }
-    let mut pol = policy::build(policy)?;
     let kw = Kwargs::new(options)?;
-    let req = request(trace.as_deref(), &kw)?;
+    let mut req = request(trace.as_deref(), &kw)?;
     let budget = kw.parsed("retune")?;
     let window = kw.get("retune_window")?;
     let every = kw.get("retune_every")?;
+    let then = then_arg(&kw, &req)?;
     kw.finish()?;
     let cfg = req.config();
-    let mut tuner = match budget {
-        Some(budget) => {
-            let online = OnlineConfig::for_run(budget, window, every, &cfg);
-            Some(OnlineTuner::new(policy, online)?)
+    // the policy as run, and (with `then`) a fresh one built the same way
+    // for the first part alone (`sim::simulate_split`)
+    let retune = budget.map(|b| OnlineConfig::for_run(b, window, every, &cfg));
+    let mut pol = Runner::new(policy, retune.clone())?;
+    let mut fresh = then
+        .as_ref()
+        .map(|_| Runner::new(policy, retune))
+        .transpose()?;
+    let first_requests = match (&then, &req.input) {
+        (Some(t), sim::Input::Trace(first)) => {
+            let n = first.len();
+            req.input = sim::Input::Trace(Cow::Owned(Trace::then(first, &t.trace, t.gap_ns)?));
+            Some(n)
         }
-        None => None,
+        _ => None,
     };
     // Ctrl-C sets it; the run stops within a few thousand busy periods
     let cancel = Arc::new(AtomicBool::new(false));
-    let r = interruptible(py, cancel.clone(), || {
+    let (r, parts) = interruptible(py, cancel.clone(), || {
         let prep = req.prepare_cancellable(&cancel)?;
-        match &mut tuner {
-            Some(t) => run(&prep, t, &cfg, &cancel),
-            None => run(&prep, pol.as_mut(), &cfg, &cancel),
+        match (first_requests, fresh.as_mut()) {
+            (Some(n), Some(fresh)) => {
+                let split = sim::simulate_split(&prep, n, pol.policy(), fresh.policy(), &cfg)?;
+                Ok((split.whole, Some(split.parts)))
+            }
+            _ => run(&prep, pol.policy(), &cfg, &cancel).map(|r| (r, None)),
         }
     })?;
+    let first_source = trace
+        .as_deref()
+        .map_or(String::new(), |t| trace_source(&t.inner));
     to_python(
         py,
         &Run {
             spec: policy,
             result: &r,
-            retune: tuner.as_ref().map(OnlineTuner::report),
+            retune: pol.report(),
+            parts: parts
+                .as_ref()
+                .zip(then.as_ref())
+                .map(|(p, t)| SourcedPart::pair(p, [first_source, t.source.clone()])),
         },
     )
+}
+
+/// How a part's `source` names the trace it came from: its file, as the
+/// CLI names it.
+fn trace_source(t: &Trace) -> String {
+    t.report().path.display().to_string()
+}
+
+/// `then=`: the second trace (one device's requests) and its source.
+struct Then {
+    trace: fallow_core::Trace,
+    source: String,
+    gap_ns: u64,
+}
+
+/// `then=` (a `fallow.Trace`), `then_device=` and `gap=` (default 1 s),
+/// as `fallow simulate --then TRACE2 --then-device ID --gap DURATION`.
+fn then_arg(kw: &Kwargs<'_>, req: &sim::Request<'_>) -> Result<Option<Then>> {
+    let then: Option<PyRef<'_, PyTrace>> = kw.get("then")?;
+    let device: Option<DeviceArg> = kw.get("then_device")?;
+    let gap_ns = kw.duration_ns("gap")?;
+    let Some(t) = then else {
+        for (name, given) in [("then_device", device.is_some()), ("gap", gap_ns.is_some())] {
+            if given {
+                return Err(parameter(name, "goes with then= (a second trace)"));
+            }
+        }
+        return Ok(None);
+    };
+    if !matches!(req.input, sim::Input::Trace(_)) {
+        return Err(parameter(
+            "then",
+            "follows a trace, not a synthetic workload",
+        ));
+    }
+    let t = &t.inner;
+    let trace = t
+        .one_device(t.sim_device(device.as_ref().map(|d| &d.0))?)?
+        .into_owned();
+    Ok(Some(Then {
+        trace,
+        source: trace_source(t),
+        gap_ns: gap_ns.unwrap_or(DEFAULT_GAP_NS),
+    }))
 }
 
 /// Run several policies on one input, prepared once; returns a list of
@@ -289,6 +359,7 @@ pub fn compare<'py>(
             spec,
             result,
             retune: None,
+            parts: None,
         })
         .collect();
     to_python(py, &runs)

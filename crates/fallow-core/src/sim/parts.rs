@@ -41,6 +41,29 @@ pub struct Part {
     pub bg_throughput_bytes_per_s: f64,
 }
 
+/// A part of a run and the trace it came from: an element of the
+/// `parts` list of `fallow simulate --then --json` and Python's
+/// `simulate(then=)`.
+#[derive(Debug, Serialize)]
+pub struct SourcedPart<'a> {
+    /// The trace the part comes from.
+    pub source: String,
+    /// Its figures.
+    #[serde(flatten)]
+    pub part: &'a Part,
+}
+
+impl SourcedPart<'_> {
+    /// The two parts of a [`Split`], each with the trace it came from.
+    pub fn pair(parts: &[Part; 2], sources: [String; 2]) -> Vec<SourcedPart<'_>> {
+        sources
+            .into_iter()
+            .zip(parts)
+            .map(|(source, part)| SourcedPart { source, part })
+            .collect()
+    }
+}
+
 /// A run and its two parts.
 #[derive(Debug, Clone)]
 pub struct Split {

@@ -6,6 +6,10 @@ use super::{ReadReport, Trace};
 use crate::error::{Error, Result};
 use std::path::PathBuf;
 
+/// The idle time between the two traces of [`Trace::then`] when none is
+/// given (`--gap`, Python's `gap=`): long enough to end any busy period.
+pub const DEFAULT_GAP_NS: u64 = 1_000_000_000;
+
 impl Trace {
     /// `a`, then `b` shifted so that its first request arrives `gap_ns`
     /// after `a` ends (its last arrival or completion). Devices keep their
@@ -92,6 +96,25 @@ impl Trace {
     /// follow another device of another trace as one device).
     pub fn set_device(&mut self, id: u32) {
         self.device.iter_mut().for_each(|d| *d = id);
+    }
+
+    /// One device whose workload changes: `first` (one device's requests)
+    /// then `second`'s (one device's too) moved onto `first`'s device,
+    /// starting `gap_ns` after `first` ends (`fallow simulate --then`,
+    /// Python's `then=`). The first part is `first.len()` requests
+    /// ([`crate::sim::simulate_split`]).
+    pub fn then(first: &Trace, second: &Trace, gap_ns: u64) -> Result<Trace> {
+        if gap_ns == 0 {
+            return Err(Error::invalid(
+                "gap",
+                "must be positive, so the two traces stay apart",
+            ));
+        }
+        let mut tail = second.clone();
+        if let Some(&d) = first.device.first() {
+            tail.set_device(d);
+        }
+        Trace::concat(first, &tail, gap_ns)
     }
 }
 

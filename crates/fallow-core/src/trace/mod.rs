@@ -17,6 +17,7 @@ mod builder;
 mod bytes;
 mod columnar;
 mod concat;
+pub use concat::DEFAULT_GAP_NS;
 mod detect;
 pub mod devnum;
 mod fallow_bin;

@@ -136,6 +136,41 @@ impl OnlineConfig {
     }
 }
 
+/// The policy a simulation runs: as given, or wrapped in the online tuner
+/// (`fallow simulate --retune`, Python's `simulate(retune=)`).
+pub enum Runner {
+    /// The policy as given.
+    Plain(Box<dyn Policy>),
+    /// The policy with its knob re-fitted online.
+    Retuned(Box<OnlineTuner>),
+}
+
+impl Runner {
+    /// `spec`, wrapped in the online tuner when `retune` is given.
+    pub fn new(spec: &str, retune: Option<OnlineConfig>) -> Result<Runner> {
+        Ok(match retune {
+            Some(cfg) => Runner::Retuned(Box::new(OnlineTuner::new(spec, cfg)?)),
+            None => Runner::Plain(policy::build(spec)?),
+        })
+    }
+
+    /// The policy to simulate.
+    pub fn policy(&mut self) -> &mut dyn Policy {
+        match self {
+            Runner::Plain(p) => p.as_mut(),
+            Runner::Retuned(t) => t.as_mut(),
+        }
+    }
+
+    /// The re-tuning's report (None for a policy as given).
+    pub fn report(&self) -> Option<Report> {
+        match self {
+            Runner::Plain(_) => None,
+            Runner::Retuned(t) => Some(t.report()),
+        }
+    }
+}
+
 /// One point of the knob's trajectory.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Refit {
