@@ -15,7 +15,7 @@
 
 use super::{DiskSpec, JobSpec, SpindownConfig, SpinupLimit, DEFAULT_POLICY, DEFAULT_POLL_NS};
 use crate::error::{Error, Result};
-use crate::settings::config::{config_of, setting, TABLES};
+use crate::settings::config::{config_of, relative_to, setting, TABLES};
 use fallow_core::energy::{PowerFile, PowerModel};
 use fallow_core::settings::{ConfigFile, Layers};
 use serde::Deserialize;
@@ -173,16 +173,27 @@ pub fn read_section(path: &Path) -> Result<(SpindownSection, Option<String>)> {
         .any(|(k, v)| v.is_table() && TABLES.contains(&k.as_str()));
     if table.is_empty() || shared {
         let cfg = config_of::<SpindownSection>(path, table, "spindown")?;
-        return Ok((cfg.own, None));
+        return Ok((relative_paths(path, cfg.own), None));
     }
     // the layout before the shared one: strict, with the line of an error
     let section: SpindownSection = toml::from_str(&text).map_err(with_line)?;
+    let section = relative_paths(path, section);
     let warning = format!(
         "{}: settings at the top level are the old layout; put them in a [spindown] table \
          ([[disk]] becomes [[spindown.disk]]), so one file can serve fallow scrub, run and spindown",
         path.display()
     );
     Ok((section, Some(warning)))
+}
+
+/// The file's paths (`power`, `log`, `state`) relative to the file, as
+/// every command's config paths are: a service started from `/` reads the
+/// same files as a shell in the file's directory.
+fn relative_paths(file: &Path, mut s: SpindownSection) -> SpindownSection {
+    for p in [&mut s.power, &mut s.log, &mut s.state] {
+        *p = p.take().map(|x| relative_to(file, x));
+    }
+    s
 }
 
 /// `[DEV=]VALUE` flags: the value for `dev`, the last matching one winning
@@ -404,7 +415,8 @@ mod tests {
     #[test]
     fn the_old_layout_reads_with_a_warning_and_shared_files_serve_every_command() {
         let d = tempfile::tempdir().unwrap();
-        let keys = "poll = \"1s\"\npolicy = \"timeout:t=20min\"\nmax_spinups = \"9/day\"\n";
+        let keys = "poll = \"1s\"\npolicy = \"timeout:t=20min\"\nmax_spinups = \"9/day\"\n\
+                    state = \"st.json\"\nlog = \"l.jsonl\"\n";
         let disk = "dev = \"/dev/sdb\"\npolicy = \"adaptive\"\n";
         let old = write(d.path(), "old.toml", &format!("{keys}[[disk]]\n{disk}"));
         let new = write(
@@ -428,6 +440,11 @@ mod tests {
         assert_eq!(a.config, b.config);
         assert_eq!(a.devs, ["/dev/sdc", "/dev/sdb"]);
         assert_eq!(a.config.poll_ns, 1_000_000_000);
+        // the file's paths are relative to the file, in either layout
+        for r in [&a, &b] {
+            assert_eq!(r.config.state_file, Some(d.path().join("st.json")));
+            assert_eq!(r.log, Some(d.path().join("l.jsonl")));
+        }
         let policies: Vec<&str> = a.config.disks.iter().map(|d| d.policy.as_str()).collect();
         assert_eq!(policies, ["timeout:t=20min", "adaptive"]);
         assert!(b.warnings.is_empty());
