@@ -238,6 +238,7 @@ pub fn simulate<'py>(
         _ => None,
     };
     // Ctrl-C sets it; the run stops within a few thousand busy periods
+    // (a `then=` run's two runs are not cancellable: it stops once they end)
     let cancel = Arc::new(AtomicBool::new(false));
     let (r, parts) = interruptible(py, cancel.clone(), || {
         let prep = req.prepare_cancellable(&cancel)?;
