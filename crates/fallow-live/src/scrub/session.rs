@@ -6,7 +6,7 @@
 //! the [`ScrubOutcome`]; it says nothing itself between the two but what
 //! [`ScrubSession::on_event`] and [`ScrubSession::warnings`] give it.
 
-use super::{checkpoint, Checkpoint, Order, Resume, ScrubEvent, Target, TargetKind, Windows};
+use super::{checkpoint, Checkpoint, Order, Resume, ScrubEvent, Target, TargetKind};
 use super::{ScrubConfig, ScrubReport, Scrubber, SgVerifier, Verifier, VerifyMode};
 use crate::driver::{DriveReport, Driver, DriverConfig};
 use crate::error::{Error, Result};
@@ -14,7 +14,6 @@ use crate::monitor::{Monitor, MonitorConfig, MonitorStats, OwnCounters, SharedSt
 use crate::progress::{Progress, ProgressProbe, Publishing};
 use crate::settings::Settings;
 use fallow_core::outpath::OutputGuard;
-use fallow_core::sim::BgService;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -39,44 +38,9 @@ pub const REFIT_MAX_SIZE: u64 = 4 << 20;
 pub struct ScrubPlan {
     /// The device or file.
     pub target: PathBuf,
-    /// The policy spec.
-    pub policy: String,
-    /// Where it came from (`--policy`, `config`, `tune result`, `default`).
-    pub policy_from: String,
-    /// Request size, if given.
-    pub size: Option<u64>,
-    /// The tune result's request size, if one was named.
-    pub tuned_size: Option<u64>,
-    /// Visiting order, if given.
-    pub order: Option<Order>,
-    /// The BG service model of the tune result, if any.
-    pub bg_service: Option<BgService>,
-    /// Seed of the policy's random stream.
-    pub seed: u64,
-    /// Hold an FG budget (`--budget`): the policy is refitted live.
-    pub budget: Option<crate::budget::LiveBudget>,
-    /// Rate ceiling, bytes/s.
-    pub max_rate: Option<f64>,
-    /// Daily windows.
-    pub windows: Windows,
-    /// Stop this run after this many bytes.
-    pub max_bytes: Option<u64>,
-    /// The checkpoint; `None`: [`checkpoint::default_path`], its directory made.
-    pub checkpoint: Option<PathBuf>,
-    /// Least time between checkpoint writes, ns.
-    pub checkpoint_interval_ns: u64,
-    /// Per-request JSON log.
-    pub log: Option<PathBuf>,
-    /// Extra attempts of a failing request and sector.
-    pub retries: u32,
-    /// SCSI VERIFY or reads.
-    pub verify: VerifyMode,
-    /// Through the page cache instead of `O_DIRECT`.
-    pub buffered: bool,
-    /// `auto`, `none`, a device name or a stat-format file.
-    pub monitor: String,
-    /// Monitor sampling interval, ns.
-    pub interval_ns: u64,
+    /// The settings, resolved (the block scrub's keys; `fallow run`'s keep
+    /// their defaults).
+    pub settings: Settings,
     /// Continue, restart, or neither.
     pub resume: Resume,
     /// Files no output may be (the target is added by the scrubber).
@@ -117,25 +81,7 @@ impl ScrubPlan {
         }
         ScrubPlan {
             target,
-            policy: s.policy.clone(),
-            policy_from: s.policy_from().to_string(),
-            size: s.size,
-            tuned_size: s.tuned_size,
-            order: s.order,
-            bg_service: s.bg_service,
-            seed: s.seed,
-            budget: s.budget,
-            max_rate: s.max_rate,
-            windows: s.windows.clone(),
-            max_bytes: s.max_bytes,
-            checkpoint: s.checkpoint.clone(),
-            checkpoint_interval_ns: s.checkpoint_interval_ns,
-            log: s.log.clone(),
-            retries: s.retries,
-            verify: s.verify,
-            buffered: s.buffered,
-            monitor: s.monitor.clone(),
-            interval_ns: s.interval_ns,
+            settings: s.clone(),
             resume,
             outputs,
         }
@@ -175,7 +121,7 @@ pub fn budget_window_path(checkpoint: &std::path::Path) -> PathBuf {
 /// The checkpoint file: `--checkpoint`, else the default path for the
 /// target, its directory made.
 fn checkpoint_path(plan: &ScrubPlan) -> Result<PathBuf> {
-    match &plan.checkpoint {
+    match &plan.settings.checkpoint {
         Some(p) => Ok(p.clone()),
         None => checkpoint::default_path_made(&plan.target, "the checkpoint"),
     }
@@ -191,7 +137,7 @@ fn read_path(
     warnings: &mut Vec<String>,
 ) -> Result<(Box<dyn Verifier + Send>, &'static str)> {
     let reads: Box<dyn Verifier + Send> = Box::new(target.reader(own)?);
-    if plan.verify == VerifyMode::Off {
+    if plan.settings.verify == VerifyMode::Off {
         return Ok((reads, "read"));
     }
     let start = match (&target.device, target.kind) {
@@ -200,7 +146,7 @@ fn read_path(
     };
     match SgVerifier::probe(target.file(), start, target.granule_bytes) {
         Ok(v) => Ok((Box::new(v), "scsi-verify")),
-        Err(why) if plan.verify == VerifyMode::Required => Err(Error::Setting(format!(
+        Err(why) if plan.settings.verify == VerifyMode::Required => Err(Error::Setting(format!(
             "--verify-cmd=required: {}: {why}",
             target.path.display()
         ))),
@@ -228,10 +174,10 @@ fn start_monitor(
     warnings: &mut Vec<String>,
 ) -> Result<Monitor> {
     let mcfg = MonitorConfig {
-        interval_ns: plan.interval_ns,
+        interval_ns: plan.settings.interval_ns,
     };
     let start = |src: &StatSource| Monitor::start(src, vec![own.clone()], mcfg);
-    Ok(match plan.monitor.as_str() {
+    Ok(match plan.settings.monitor.as_str() {
         "none" => Monitor::without_device(),
         "auto" => match &target.device {
             Some(d) => start(&d.stat_source()?)?,
@@ -275,15 +221,15 @@ impl ScrubSession {
     /// watch) is in [`ScrubSession::warnings`].
     pub fn open(plan: &ScrubPlan) -> Result<ScrubSession> {
         let policy_err = |e: Error| Error::Policy {
-            spec: plan.policy.clone(),
-            from: plan.policy_from.clone(),
+            spec: plan.settings.policy.clone(),
+            from: plan.settings.policy_from().to_string(),
             why: Box::new(e),
         };
         drop(
             Driver::from_spec(
-                &plan.policy,
+                &plan.settings.policy,
                 DriverConfig {
-                    budget: plan.budget,
+                    budget: plan.settings.budget,
                     ..DriverConfig::default()
                 },
             )
@@ -291,9 +237,9 @@ impl ScrubSession {
         );
         let mut warnings = Vec::new();
 
-        let target = Target::open(&plan.target, !plan.buffered)?;
+        let target = Target::open(&plan.target, !plan.settings.buffered)?;
         if let Some(r) = &target.buffered_reason {
-            if !plan.buffered {
+            if !plan.settings.buffered {
                 warnings.push(format!(
                     "{}: {r}; reading through the page cache, dropping it around each read",
                     target.path.display()
@@ -313,21 +259,25 @@ impl ScrubSession {
         // powers of two from the segment (REFIT_MIN_SIZE on a fresh pass,
         // the checkpoint's on a resumed one) to REFIT_MAX_SIZE: a request
         // reads whole segments
-        let refit_size = plan.budget.is_some() && plan.size.is_none() && plan.tuned_size.is_none();
+        let refit_size = plan.settings.budget.is_some()
+            && plan.settings.size.is_none()
+            && plan.settings.tuned_size.is_none();
         let size = plan
+            .settings
             .size
             .or(existing.as_ref().map(|c| c.request_size_bytes))
-            .or(plan.tuned_size)
+            .or(plan.settings.tuned_size)
             .unwrap_or(if refit_size {
                 REFIT_MIN_SIZE
             } else {
                 DEFAULT_SIZE
             });
-        let budget = plan.budget.map(|b| crate::budget::LiveBudget {
+        let budget = plan.settings.budget.map(|b| crate::budget::LiveBudget {
             sizes: (refit_size && size <= REFIT_MAX_SIZE).then_some((size, REFIT_MAX_SIZE)),
             ..b
         });
         let order = plan
+            .settings
             .order
             .or(existing.as_ref().map(|c| c.order))
             .unwrap_or(Order::Sequential);
@@ -346,13 +296,13 @@ impl ScrubSession {
             ScrubConfig {
                 request_size_bytes: size,
                 order,
-                retries: plan.retries,
-                max_rate_bytes_per_s: plan.max_rate,
-                windows: plan.windows.clone(),
-                max_bytes: plan.max_bytes,
+                retries: plan.settings.retries,
+                max_rate_bytes_per_s: plan.settings.max_rate,
+                windows: plan.settings.windows.clone(),
+                max_bytes: plan.settings.max_bytes,
                 checkpoint_path,
-                checkpoint_interval_ns: plan.checkpoint_interval_ns,
-                log_path: plan.log.clone(),
+                checkpoint_interval_ns: plan.settings.checkpoint_interval_ns,
+                log_path: plan.settings.log.clone(),
                 outputs: plan.outputs.clone(),
             },
             plan.resume,
@@ -360,28 +310,29 @@ impl ScrubSession {
 
         let monitor = start_monitor(plan, &target, own.clone(), &mut warnings)?;
         let mut driver = Driver::from_spec(
-            &plan.policy,
+            &plan.settings.policy,
             DriverConfig {
                 bg_size_bytes: size,
                 initial_bg_service: plan
+                    .settings
                     .bg_service
                     .unwrap_or(DriverConfig::default().initial_bg_service),
-                seed: plan.seed,
+                seed: plan.settings.seed,
                 budget,
             },
         )?;
-        if plan.budget.is_some() {
+        if plan.settings.budget.is_some() {
             driver.keep_window_in(&window_path)?;
         }
         let to_read = target
             .size_bytes
             .saturating_sub(scrubber.resumed_from_bytes())
-            .min(plan.max_bytes.unwrap_or(u64::MAX));
+            .min(plan.settings.max_bytes.unwrap_or(u64::MAX));
         warnings.extend(crate::scrub_pace::cannot_finish_within_a_year(
             to_read,
-            &plan.policy,
-            plan.max_rate,
-            &plan.windows,
+            &plan.settings.policy,
+            plan.settings.max_rate,
+            &plan.settings.windows,
         ));
         let progress = ProgressProbe::default();
         progress.set(Progress::of_scrub(&scrubber.report()));
