@@ -238,13 +238,13 @@ pub fn simulate<'py>(
         _ => None,
     };
     // Ctrl-C sets it; the run stops within a few thousand busy periods
-    // (a `then=` run's two runs are not cancellable: it stops once they end)
     let cancel = Arc::new(AtomicBool::new(false));
     let (r, parts) = interruptible(py, cancel.clone(), || {
         let prep = req.prepare_cancellable(&cancel)?;
         match (first_requests, fresh.as_mut()) {
             (Some(n), Some(fresh)) => {
-                let split = sim::simulate_split(&prep, n, pol.policy(), fresh.policy(), &cfg)?;
+                let (p, f) = (pol.policy(), fresh.policy());
+                let split = sim::simulate_split_cancellable(&prep, n, p, f, &cfg, &cancel)?;
                 Ok((split.whole, Some(split.parts)))
             }
             _ => run(&prep, pol.policy(), &cfg, &cancel).map(|r| (r, None)),

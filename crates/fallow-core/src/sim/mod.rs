@@ -31,7 +31,7 @@ mod request;
 pub use crate::service::{BgService, BgWork, Burst};
 pub use lineup::{default_specs, lineup, run_lineup, Lineup, LineupEvent};
 pub use metrics::{BgMetrics, FgMetrics, MeanFigures, SimResult, Totals};
-pub use parts::{simulate_split, Part, SourcedPart, Split};
+pub use parts::{simulate_split, simulate_split_cancellable, Part, SourcedPart, Split};
 pub use request::{
     Defaults, Input, Request, Workload, DEFAULT_BG_SERVICE, DEFAULT_BG_SIZE_BYTES, DEFAULT_BG_WORK,
     DEFAULT_REQUESTS, DEFAULT_REQUEST_SIZE_BYTES, DEFAULT_RETUNE_WINDOW, DEFAULT_SEED,

@@ -13,10 +13,11 @@
 //! first. The idle gap between the parts (and the BG work done in it)
 //! belongs to the second part.
 
-use super::{simulate, BgWork, Prepared, SimConfig, SimResult};
+use super::{simulate_until, BgWork, Prepared, SimConfig, SimResult};
 use crate::error::{Error, Result};
 use crate::policy::Policy;
 use serde::Serialize;
+use std::sync::atomic::AtomicBool;
 
 /// What one part of a run cost the foreground and got done.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -88,6 +89,30 @@ pub fn simulate_split(
     fresh: &mut dyn Policy,
     cfg: &SimConfig,
 ) -> Result<Split> {
+    split_until(prep, first_requests, policy, fresh, cfg, None)
+}
+
+/// [`simulate_split`] that stops with [`Error::Interrupted`] soon after
+/// `cancel` is set (as [`super::simulate_cancellable`] does).
+pub fn simulate_split_cancellable(
+    prep: &Prepared,
+    first_requests: usize,
+    policy: &mut dyn Policy,
+    fresh: &mut dyn Policy,
+    cfg: &SimConfig,
+    cancel: &AtomicBool,
+) -> Result<Split> {
+    split_until(prep, first_requests, policy, fresh, cfg, Some(cancel))
+}
+
+fn split_until(
+    prep: &Prepared,
+    first_requests: usize,
+    policy: &mut dyn Policy,
+    fresh: &mut dyn Policy,
+    cfg: &SimConfig,
+    cancel: Option<&AtomicBool>,
+) -> Result<Split> {
     if policy.clairvoyant() || fresh.clairvoyant() {
         return Err(Error::invalid(
             "split",
@@ -104,8 +129,8 @@ pub fn simulate_split(
         ));
     }
     let first_prep = prep.prefix(first_requests)?;
-    let whole = simulate(prep, policy, cfg)?;
-    let first = simulate(&first_prep, fresh, cfg)?;
+    let whole = simulate_until(prep, policy, cfg, cancel)?;
+    let first = simulate_until(&first_prep, fresh, cfg, cancel)?;
     let a = part_of(&first);
     let n = whole.fg.requests.saturating_sub(first.fg.requests);
     // sums, not means, subtract
@@ -171,7 +196,7 @@ fn part_of(r: &SimResult) -> Part {
 mod tests {
     use super::*;
     use crate::policy;
-    use crate::sim::BgService;
+    use crate::sim::{simulate, BgService};
     use crate::trace::{Op, Trace};
 
     const MS: u64 = 1_000_000;
@@ -278,6 +303,25 @@ mod tests {
         assert!((x.span_s - 0.120).abs() < 1e-12);
         assert!((y.span_s - 0.140).abs() < 1e-12); // the gap belongs to the second
         assert_eq!(s.whole.bg.bytes, x.bg_bytes + y.bg_bytes);
+    }
+
+    #[test]
+    fn a_split_run_stops_when_cancelled_and_runs_the_same_when_not() {
+        let a = small();
+        let both = Trace::then(&a, &a, 20 * MS).unwrap();
+        let prep = Prepared::new(&both, None, 1).unwrap();
+        let cfg = cfg(BgService::Constant { ns: 20 * MS });
+        let build = || policy::build("fixed-wait:t=25ms").unwrap();
+        let (mut p, mut q) = (build(), build());
+        let set = AtomicBool::new(true);
+        let r = simulate_split_cancellable(&prep, 5, p.as_mut(), q.as_mut(), &cfg, &set);
+        assert!(matches!(r, Err(Error::Interrupted)), "{r:?}");
+        let (mut p, mut q) = (build(), build());
+        let unset = AtomicBool::new(false);
+        let s = simulate_split_cancellable(&prep, 5, p.as_mut(), q.as_mut(), &cfg, &unset).unwrap();
+        let (mut p, mut q) = (build(), build());
+        let plain = simulate_split(&prep, 5, p.as_mut(), q.as_mut(), &cfg).unwrap();
+        assert_eq!(s.parts, plain.parts);
     }
 
     #[test]

@@ -157,6 +157,17 @@ mod tests {
     }
 
     #[test]
+    fn then_puts_the_second_on_the_first_device_and_needs_a_gap() {
+        let a = trace(vec![0, 30], Some(vec![10, 45]), 2);
+        let b = trace(vec![0, 20], Some(vec![5, 21]), 3);
+        let c = Trace::then(&a, &b, 100).unwrap();
+        assert_eq!(c.arrival_ns(), [0, 30, 145, 165]);
+        assert_eq!(c.device(), [2, 2, 2, 2]);
+        let e = Trace::then(&a, &b, 0).unwrap_err().to_string();
+        assert!(e.contains("gap") && e.contains("positive"), "{e}");
+    }
+
+    #[test]
     fn completions_only_when_both_have_them() {
         let a = trace(vec![0, 30], Some(vec![10, 45]), 0);
         let b = trace(vec![0, 20], None, 0);
