@@ -363,22 +363,28 @@ fn apply_budget(s: &mut Settings, given: Layers<'_, String>) -> Result<()> {
     Ok(())
 }
 
-/// The policy's layers: at each (the flags, the command's table,
-/// `[live]`) its `policy` beats its tune result, and each beats the
-/// layers below ([`choose_policy`]).
+/// The policy's layers and the tune result's, from the flags, the
+/// command's table and `[live]` (each a `policy` and a `tuned`): at each
+/// layer a `policy` beats a tune result, and each layer beats the layers
+/// below ([`choose_policy`]).
 fn policy_layers<'f>(
     file: Option<&'f ConfigFile>,
     a: &Flags,
     own: (Option<&String>, Option<&PathBuf>),
     shared: (Option<&String>, Option<&PathBuf>),
-) -> Layers<'f, PolicyGiven> {
+) -> (Layers<'f, PolicyGiven>, Layers<'f, PathBuf>) {
+    let tuned = Layers::of(file)
+        .flag(&a.front.option("tuned"), a.tuned.clone())
+        .own("tuned", own.1.cloned())
+        .shared("tuned", shared.1.cloned());
     let (flag, flag_value) = PolicyGiven::of((a.policy.as_ref(), a.tuned.as_ref()));
     let (own, own_value) = PolicyGiven::of(own);
     let (shared, shared_value) = PolicyGiven::of(shared);
-    Layers::of(file)
+    let policy = Layers::of(file)
         .flag(&a.front.option(flag), flag_value)
         .own(own, own_value)
-        .shared(shared, shared_value)
+        .shared(shared, shared_value);
+    (policy, tuned)
 }
 
 impl Settings {
@@ -433,8 +439,7 @@ impl Settings {
     /// (else the command's default) with the tune result of `tuned`.
     fn base(
         command: Command,
-        policy: Layers<'_, PolicyGiven>,
-        tuned: Layers<'_, PathBuf>,
+        (policy, tuned): (Layers<'_, PolicyGiven>, Layers<'_, PathBuf>),
     ) -> Result<Settings> {
         let mut provenance = Provenance::default();
         let choice = choose_policy(policy, tuned, command.default_policy(), &mut provenance)?;
@@ -488,10 +493,6 @@ impl Settings {
                 (sc.policy.as_ref(), sc.tuned.as_ref()),
                 (live.policy.as_ref(), live.tuned.as_ref()),
             ),
-            Layers::of(file)
-                .flag(&a.front.option("tuned"), a.tuned.clone())
-                .own("tuned", sc.tuned.clone())
-                .shared("tuned", live.tuned.clone()),
         )?;
         let p = &mut s.provenance;
         let given = Layers::of(file)
@@ -627,10 +628,6 @@ impl Settings {
                 (own.policy.as_ref(), own.tuned.as_ref()),
                 (shared.policy.as_ref(), shared.tuned.as_ref()),
             ),
-            Layers::of(f)
-                .flag(&a.front.option("tuned"), a.tuned.clone())
-                .own("tuned", own.tuned.clone())
-                .shared("tuned", shared.tuned.clone()),
         )?;
         let p = &mut s.provenance;
         let net = Layers::of(f)
