@@ -363,6 +363,32 @@ fn apply_budget(s: &mut Settings, given: Layers<'_, String>) -> Result<()> {
     Ok(())
 }
 
+/// The monitor's interval (ns) and the seed, which every command's table
+/// may repeat from `[live]` (`own`: the command's table's `interval` and
+/// `seed`), their origins kept in `p`.
+fn interval_and_seed(
+    p: &mut Provenance,
+    file: Option<&ConfigFile>,
+    a: &Flags,
+    (own_interval, own_seed): (Option<&str>, Option<u64>),
+    live: &config::LiveSection,
+) -> Result<(u64, u64)> {
+    let dur = |s: &str| fallow_core::units::parse_duration_ns(s).map_err(|e| e.to_string());
+    let interval = Layers::of(file)
+        .flag("--interval", a.interval_ns)
+        .own_parsed("interval", own_interval, dur)
+        .and_then(|l| l.shared_parsed("interval", live.interval.as_deref(), dur))
+        .map_err(setting)?;
+    let seed = Layers::of(file)
+        .flag("--seed", a.seed)
+        .own("seed", own_seed)
+        .shared("seed", live.seed);
+    Ok((
+        p.take_or("interval", interval.or(DEFAULT_INTERVAL_NS)),
+        p.take_or("seed", seed.or(fallow_core::sim::DEFAULT_SEED)),
+    ))
+}
+
 /// The policy's layers and the tune result's, from the flags, the
 /// command's table and `[live]` (each a `policy` and a `tuned`): at each
 /// layer a `policy` beats a tune result, and each layer beats the layers
@@ -595,17 +621,8 @@ impl Settings {
             .own("monitor", sc.monitor.clone())
             .shared("monitor", live.monitor.clone());
         s.monitor = p.take_or("monitor", given.or("auto".into()));
-        let given = Layers::of(file)
-            .flag("--interval", a.interval_ns)
-            .own_parsed("interval", sc.interval.as_ref(), dur)
-            .and_then(|l| l.shared_parsed("interval", live.interval.as_ref(), dur))
-            .map_err(setting)?;
-        s.interval_ns = p.take_or("interval", given.or(DEFAULT_INTERVAL_NS));
-        let given = Layers::of(file)
-            .flag("--seed", a.seed)
-            .own("seed", sc.seed)
-            .shared("seed", live.seed);
-        s.seed = p.take_or("seed", given.or(fallow_core::sim::DEFAULT_SEED));
+        (s.interval_ns, s.seed) =
+            interval_and_seed(p, file, a, (sc.interval.as_deref(), sc.seed), live)?;
         let given = cfg.metrics_layers(a.metrics.clone());
         s.metrics_addr = p.take("metrics", given.resolve());
         let budget = budget_layers(a, file, sc.budget.as_deref(), live.budget.as_deref());
@@ -692,21 +709,12 @@ impl Settings {
             })
             .map_err(setting)?;
         s.slice_ns = p.take_or("slice", slice);
-        let interval = Layers::of(f)
-            .flag("--interval", a.interval_ns)
-            .own_parsed("interval", own.interval.as_deref(), dur)
-            .and_then(|l| l.shared_parsed("interval", shared.interval.as_deref(), dur))
-            .map_err(setting)?;
-        s.interval_ns = p.take_or("interval", interval.or(DEFAULT_INTERVAL_NS));
+        (s.interval_ns, s.seed) =
+            interval_and_seed(p, f, a, (own.interval.as_deref(), own.seed), shared)?;
         let netns = Layers::of(f)
             .flag("--netns", a.netns.clone())
             .own("netns", own.netns.clone());
         s.netns = p.take("netns", netns.resolve());
-        let seed = Layers::of(f)
-            .flag("--seed", a.seed)
-            .own("seed", own.seed)
-            .shared("seed", shared.seed);
-        s.seed = p.take_or("seed", seed.or(fallow_core::sim::DEFAULT_SEED));
         let report = Layers::of(f)
             .flag("--report", a.report.clone())
             .own("report", own.report.clone());
