@@ -29,6 +29,7 @@ use crate::budget::{BudgetReport, Control, LatencyWatch, LiveBudget};
 use crate::clock::monotonic_ns;
 use crate::error::{Error, Result};
 use crate::monitor::{Event, Monitor};
+use crate::service_fit::ServiceFit;
 use fallow_core::policy::{Ctx, Decision, Policy};
 use fallow_core::sim::BgService;
 use rand::SeedableRng;
@@ -209,9 +210,9 @@ pub struct Driver {
     cfg: DriverConfig,
     rng: Pcg64Mcg,
     measured_ns: Option<f64>,
-    /// With a refitted size: measured service time over the initial
-    /// model's for the request's size (a moving average, as `measured_ns`).
-    measured_scale: Option<f64>,
+    /// With a refitted size: the initial model fitted to the service
+    /// times measured per size ([`ServiceFit`]).
+    service_fit: Option<ServiceFit>,
     report: DriveReport,
     observer: Option<Box<dyn DriveObserver>>,
     budget: Option<Control>,
@@ -257,12 +258,13 @@ impl Driver {
             wall_s: 0.0,
             budget: None,
         };
+        let service_fit = ServiceFit::new(cfg.initial_bg_service);
         Ok(Driver {
             policy,
             rng: Pcg64Mcg::seed_from_u64(cfg.seed),
             cfg,
             measured_ns: None,
-            measured_scale: None,
+            service_fit,
             report,
             observer: None,
             budget: None,
@@ -324,30 +326,16 @@ impl Driver {
     }
 
     /// The BG service model the policy (and the tuner's window runs) see.
-    /// With a refitted size, the initial size-based model scaled to what
-    /// was measured (`base · k` and `rate / k`, `k` the measured time over
-    /// the model's at the sizes run): the sizes' relative cost is the
-    /// model's shape, their level the device's. Otherwise the measured
-    /// mean, whatever the size.
+    /// With a refitted size, the initial size-based model fitted to the
+    /// times measured per size ([`ServiceFit`]: each size's time the
+    /// device's once two sizes are measured, the model scaled by the
+    /// measured over modelled time before). Otherwise the measured mean,
+    /// whatever the size.
     fn service(&self) -> BgService {
-        if let (
-            true,
-            Some(k),
-            BgService::SizeBased {
-                base_ns,
-                knee_bytes,
-                rate_bytes_per_s,
-            },
-        ) = (
-            self.refits_size(),
-            self.measured_scale,
-            self.cfg.initial_bg_service,
-        ) {
-            return BgService::SizeBased {
-                base_ns: ((base_ns as f64 * k).round() as u64).max(1),
-                knee_bytes,
-                rate_bytes_per_s: rate_bytes_per_s / k,
-            };
+        if self.refits_size() {
+            if let Some(svc) = self.service_fit.as_ref().and_then(ServiceFit::service) {
+                return svc;
+            }
         }
         match self.measured_ns {
             Some(ns) => BgService::Constant {
@@ -681,13 +669,10 @@ impl Driver {
             Some(m) => m + SERVICE_EWMA * (took - m),
             None => took,
         });
-        let model = self.cfg.initial_bg_service.mean_ns(size);
-        if self.refits_size() && model > 0.0 {
-            let k = took / model;
-            self.measured_scale = Some(match self.measured_scale {
-                Some(m) => m + SERVICE_EWMA * (k - m),
-                None => k,
-            });
+        if self.refits_size() {
+            if let Some(fit) = &mut self.service_fit {
+                fit.record(size, took);
+            }
         }
         Ok((step, t1))
     }

@@ -89,6 +89,7 @@ pub mod scrub;
 pub mod scrub_order;
 pub mod scrub_pace;
 pub mod scrub_verify;
+pub mod service_fit;
 pub mod settings;
 pub mod spindown;
 
