@@ -122,7 +122,10 @@ const RULES: &[Rules] = &[
     Rules {
         krate: "fallow-live",
         layers: &[
-            (&["clock", "error", "scrub_order", "scrub_verify"], ""),
+            (
+                &["clock", "error", "scrub_order", "scrub_verify", "service_fit"],
+                "",
+            ),
             (
                 &["monitor", "run_kinds", "scrub_pace"],
                 "the I/O monitor; values the settings hold",
