@@ -104,8 +104,10 @@ impl ServiceFit {
     /// The model to run the window with: `None` before any request (the
     /// initial model then stands); the least-squares line through the
     /// sizes measured at least [`MIN_FIT_REQUESTS`] times, one point per
-    /// size, when two of them lie beyond the knee apart and the line has a
-    /// positive base and slope; else the initial model scaled by the
+    /// size (each at `size − knee`, so every size at or under the knee is
+    /// the same point), when two of them differ there (64 KiB and 512 KiB
+    /// do; 32 KiB and 64 KiB do not) and the line has a positive base and
+    /// slope; else the initial model scaled by the
     /// measured over modelled time (`base·k`, `rate/k`).
     pub fn service(&self) -> Option<BgService> {
         if self.scale.n == 0 {
