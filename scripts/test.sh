@@ -158,9 +158,11 @@ linted=(env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS=-D__CLIPPY_HACK
 # own log, printed when it is waited for below.
 step "background (nice 19): cargo-fuzz build of the fuzz targets, then their smoke runs; the Python packages"
 fuzz_job() {
-    # The first build compiles every dependency with the sanitizer (373 s
-    # and 703 s of CPU on an idle 2-core machine, most of it one chain:
-    # arrow-select, parquet, fallow-core); later runs reuse it.
+    # The first build compiles every dependency with the coverage
+    # instrumentation and no sanitizer (fuzz/README.md, "The sanitizer":
+    # 820 CPU-s from nothing against AddressSanitizer's 1,146, the same
+    # afternoon; most of it one chain: arrow-select, parquet, fallow-core);
+    # later runs reuse it.
     if ! cargo +nightly --version >/dev/null 2>&1; then
         echo "skip: fuzz smoke needs a nightly toolchain (rustup toolchain install nightly) and cargo-fuzz"
         return 0
@@ -171,7 +173,7 @@ fuzz_job() {
     fi
     bash scripts/fuzz.sh --build
     # every trace reader with overflow checks, for the time its coverage
-    # needs (scripts/fuzz.sh --smoke: 10 s or 25 s), two at a time, in the
+    # needs (scripts/fuzz.sh --smoke: 5 s or 10 s), two at a time, in the
     # CPU the foreground leaves
     FUZZ_PARALLEL=2 bash scripts/fuzz.sh --smoke
 }

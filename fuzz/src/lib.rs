@@ -4,7 +4,60 @@
 //! fallow's binary cache unchanged.
 
 use fallow_core::trace::{read_from, write_fallow_bin, Format, ReadOptions};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::Write;
 use std::path::Path;
+
+/// The largest single allocation a target may make: libFuzzer's default
+/// `-malloc_limit_mb` (its `-rss_limit_mb`, 2048 MB). A larger one from an
+/// input of at most 4 KiB is a size taken from the input and not bounded.
+pub const MALLOC_LIMIT_BYTES: usize = 2048 << 20;
+
+/// The system allocator, with libFuzzer's malloc limit checked here.
+/// libFuzzer checks that limit in a sanitizer's malloc hooks, and the loop's
+/// build has no sanitizer (`-s none`: fuzz/README.md, "The sanitizer"), so
+/// without this an unbounded `Vec::with_capacity(n)` whose pages are never
+/// touched would pass unseen. Over the limit it aborts, which libFuzzer
+/// reports as a crash with the input saved.
+pub struct BoundedAlloc;
+
+#[cold]
+fn over_the_limit(bytes: usize) -> ! {
+    // no allocation here: stderr is unbuffered and the numbers format in place
+    let _ = writeln!(
+        std::io::stderr(),
+        "==fallow-fuzz== malloc({bytes}) over the malloc limit ({MALLOC_LIMIT_BYTES} bytes): a size from the input is not bounded"
+    );
+    std::process::abort()
+}
+
+// SAFETY: every call goes to `System` unchanged once the size is checked.
+unsafe impl GlobalAlloc for BoundedAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if layout.size() > MALLOC_LIMIT_BYTES {
+            over_the_limit(layout.size())
+        }
+        System.alloc(layout)
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if layout.size() > MALLOC_LIMIT_BYTES {
+            over_the_limit(layout.size())
+        }
+        System.alloc_zeroed(layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if new_size > MALLOC_LIMIT_BYTES {
+            over_the_limit(new_size)
+        }
+        System.realloc(ptr, layout, new_size)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: BoundedAlloc = BoundedAlloc;
 
 /// Read `data` as `format` (`None`: detect it) and check the round trip.
 pub fn read_as(format: Option<Format>, data: &[u8]) {
