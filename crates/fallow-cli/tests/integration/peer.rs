@@ -525,15 +525,28 @@ fn three_peers_serve_reads_through_fuse_with_verification_and_fallback() {
     assert_eq!(n(&s, &["disk", "spinups"]), 0, "the disk never woke");
     assert_eq!(n(&s, &["disk", "spinups_avoided"]), 1);
     assert_eq!(s["disk"]["asleep"], true);
-    // both peers served (chunks alternate between holders)
+    // both peers served (chunks alternate between holders). A peer may
+    // still answer "not cached" for a chunk it advertised: the page cache
+    // can drop a warmed page at any time (this machine's kernel pages out
+    // cold memory by region with DAMON: a 9 MB file read once lost pages
+    // within 3 minutes with 23 GB free; a loop on a loaded machine saw 1
+    // such chunk of 79). What must hold is that every such answer reached the
+    // node, which took the chunk from the other peer: no read fell back
+    // (above) and the counts agree.
+    let mut refused_not_cached = 0;
     for i in [2, 3] {
         let p = f.status(i).unwrap();
         assert!(
             n(&p, &["metrics", "served", "chunks"]) > 0,
             "peer {i} served nothing"
         );
-        assert_eq!(n(&p, &["metrics", "served", "not_cached"]), 0);
+        refused_not_cached += n(&p, &["metrics", "served", "not_cached"]);
     }
+    assert_eq!(
+        n(&s, &["metrics", "chunks", "not_cached"]),
+        refused_not_cached,
+        "the node counts every not-cached answer the peers gave"
+    );
 
     // 2. paths outside the whitelist are refused, by a peer and by the
     //    mount node alike
