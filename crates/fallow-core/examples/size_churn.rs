@@ -17,9 +17,11 @@
 //! changes cost or gain.
 //!
 //! ```text
-//! cargo run --release -p fallow-core --example size_churn
-//! cargo run --release -p fallow-core --example size_churn -- --requests 20000 --seeds 5
+//! cargo run -p fallow-core --example size_churn -- --requests 20000 --seeds 3
 //! ```
+//!
+//! (the dev profile builds fallow-core at opt-level 2: 1.5 min on 2
+//! cores; docs/live.md has the figures and what they show).
 
 use fallow_core::sim::{simulate, BgService, BgWork, Prepared, SimConfig};
 use fallow_core::tune::online::{OnlineConfig, OnlineTuner};
