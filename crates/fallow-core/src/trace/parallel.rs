@@ -544,8 +544,12 @@ mod tests {
 
     impl TempFile {
         fn new(name: &str, bytes: &[u8]) -> Self {
-            let path =
-                std::env::temp_dir().join(format!("fallow-parallel-{}-{name}", std::process::id()));
+            // numbered: tests run side by side, and two of them cut the
+            // same text the same way (one removed the other's file)
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let path = std::env::temp_dir()
+                .join(format!("fallow-parallel-{}-{n}-{name}", std::process::id()));
             std::fs::write(&path, bytes).unwrap();
             TempFile(path)
         }
