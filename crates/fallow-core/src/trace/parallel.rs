@@ -539,26 +539,15 @@ mod tests {
     use crate::trace::read_trace_tuned;
     use std::path::PathBuf;
 
-    /// A file in the temporary directory, removed when dropped.
-    struct TempFile(PathBuf);
-
-    impl TempFile {
-        fn new(name: &str, bytes: &[u8]) -> Self {
-            // numbered: tests run side by side, and two of them cut the
-            // same text the same way (one removed the other's file)
-            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let path = std::env::temp_dir()
-                .join(format!("fallow-parallel-{}-{n}-{name}", std::process::id()));
-            std::fs::write(&path, bytes).unwrap();
-            TempFile(path)
-        }
-    }
-
-    impl Drop for TempFile {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
+    /// `bytes` in a file named `name` in a directory of its own, removed
+    /// with the directory when it is dropped (tests run side by side and
+    /// two of them cut the same text: a shared directory made them remove
+    /// each other's file).
+    fn temp_file(name: &str, bytes: &[u8]) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        (dir, path)
     }
 
     fn split(threads: usize, chunk_bytes: u64) -> Parallelism {
@@ -576,8 +565,8 @@ mod tests {
     }
 
     fn ranges_of(text: &[u8], par: Parallelism) -> Vec<Range<u64>> {
-        let f = TempFile::new(&format!("cut-{}-{}", text.len(), par.chunk_bytes), text);
-        cut(&File::open(&f.0).unwrap(), text.len() as u64, par).unwrap()
+        let (_dir, path) = temp_file("cut", text);
+        cut(&File::open(&path).unwrap(), text.len() as u64, par).unwrap()
     }
 
     #[test]
@@ -623,13 +612,13 @@ mod tests {
         header.resize(len, b'x');
         text[start..start + len].copy_from_slice(&header);
         let line = text[..start].iter().filter(|&&b| b == b'\n').count() + 1;
-        let f = TempFile::new("late-header", &text);
+        let (_dir, path) = temp_file("late-header", &text);
         for skip_bad in [false, true] {
             let opts = ReadOptions {
                 skip_bad,
                 ..Default::default()
             };
-            let read = |par| read_trace_tuned(&f.0, &opts, &mut |_| {}, par);
+            let read = |par| read_trace_tuned(&path, &opts, &mut |_| {}, par);
             let (seq, par) = (read(Parallelism::sequential()), read(par));
             match (seq, par) {
                 (Ok(seq), Ok(par)) if skip_bad => {
