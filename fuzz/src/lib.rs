@@ -21,6 +21,14 @@ pub const MALLOC_LIMIT_BYTES: usize = 2048 << 20;
 /// reports as a crash with the input saved.
 pub struct BoundedAlloc;
 
+/// Abort over [`MALLOC_LIMIT_BYTES`].
+#[inline]
+fn check(bytes: usize) {
+    if bytes > MALLOC_LIMIT_BYTES {
+        over_the_limit(bytes)
+    }
+}
+
 #[cold]
 fn over_the_limit(bytes: usize) -> ! {
     // no allocation here: stderr is unbuffered and the numbers format in place
@@ -34,21 +42,15 @@ fn over_the_limit(bytes: usize) -> ! {
 // SAFETY: every call goes to `System` unchanged once the size is checked.
 unsafe impl GlobalAlloc for BoundedAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if layout.size() > MALLOC_LIMIT_BYTES {
-            over_the_limit(layout.size())
-        }
+        check(layout.size());
         System.alloc(layout)
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if layout.size() > MALLOC_LIMIT_BYTES {
-            over_the_limit(layout.size())
-        }
+        check(layout.size());
         System.alloc_zeroed(layout)
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size > MALLOC_LIMIT_BYTES {
-            over_the_limit(new_size)
-        }
+        check(new_size);
         System.realloc(ptr, layout, new_size)
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {

@@ -19,7 +19,8 @@
 //! three runs each): the refits chose 2 or 4 MiB at 1–6 of 32 refits
 //! (before: 6–11) and 256 KiB–1 MiB more often; BG throughput and the FG's slowdown did not move beyond the
 //! runs' spread, and the refits still change the size at about half of
-//! them, so that switching has another cause.
+//! them: the window's sampling noise, which a stationary workload in the
+//! simulator shows as well (`fallow-core`'s `examples/size_churn.rs`).
 
 use fallow_core::sim::BgService;
 use std::collections::BTreeMap;
