@@ -110,6 +110,8 @@ fn kib(b: u64) -> String {
 fn main() {
     let requests: usize = arg("--requests", 20_000);
     let seeds: u64 = arg("--seeds", 5);
+    // fallow_live::budget::size_ladder(64 KiB, 4 MiB): the sizes the live
+    // driver refits among (this crate cannot import fallow-live)
     let ladder: Vec<u64> = (0..7).map(|k| (64u64 << 10) << k).collect();
     println!(
         "stationary FG: Poisson {ARRIVALS_PER_S}/s, lognormal {} ms (cv 0.4), {requests} requests; \
@@ -128,6 +130,7 @@ fn main() {
         "BG MB/s, held at mode",
         "slowdown"
     );
+    // the live driver's window (fallow_live::budget::LIVE_WINDOW), and four times it
     for window in [400usize, 1600] {
         let mut refits = 0;
         let mut changes = 0;
