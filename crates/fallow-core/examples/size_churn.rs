@@ -20,8 +20,8 @@
 //! cargo run -p fallow-core --example size_churn -- --requests 20000 --seeds 3
 //! ```
 //!
-//! (the dev profile builds fallow-core at opt-level 2: 1.5 min on 2
-//! cores; docs/live.md has the figures and what they show).
+//! (the dev profile builds fallow-core at opt-level 2: 9 s on 2 cores;
+//! docs/live.md has the figures and what they show).
 
 use fallow_core::sim::{simulate, BgService, BgWork, Prepared, SimConfig};
 use fallow_core::tune::online::{OnlineConfig, OnlineTuner};

@@ -50,6 +50,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
+use std::sync::OnceLock;
 
 /// Settings of a run besides the policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,9 +92,21 @@ pub struct Prepared {
     arrival_ns: Vec<u64>,
     is_write: Vec<bool>,
     baseline_hist: Histogram<u64>,
+    /// The baseline's buckets and figures, computed once by the first run
+    /// that needs them (every run reports the baseline's, and a run that
+    /// delayed nothing has them as its own).
+    baseline_figures: OnceLock<BaselineFigures>,
     baseline_sum_ns: u128,
     span_ns: u64,
     busy_total_ns: u64,
+}
+
+/// The baseline's distribution: its histogram's buckets, which a run's
+/// delayed requests change, and its figures.
+#[derive(Debug, Clone)]
+struct BaselineFigures {
+    buckets: metrics::Buckets,
+    distribution: metrics::Distribution,
 }
 
 impl Prepared {
@@ -169,6 +182,7 @@ impl Prepared {
             arrival_ns: arrival_ns.to_vec(),
             is_write: trace.op().iter().map(|&o| o == Op::Write).collect(),
             baseline_hist,
+            baseline_figures: OnceLock::new(),
             baseline_sum_ns,
             span_ns,
         })
@@ -182,6 +196,18 @@ impl Prepared {
     /// Number of FG requests.
     pub fn requests(&self) -> usize {
         self.baseline_rt_ns.len()
+    }
+
+    /// The baseline's buckets and figures (computed by the first caller).
+    fn baseline_figures(&self) -> &BaselineFigures {
+        self.baseline_figures.get_or_init(|| {
+            let buckets = metrics::buckets(&self.baseline_hist);
+            let distribution = metrics::Distribution::of(&self.baseline_hist, &buckets);
+            BaselineFigures {
+                buckets,
+                distribution,
+            }
+        })
     }
 
     /// Mean FG response time without BG work, ns.
@@ -320,6 +346,7 @@ impl Prepared {
             baseline_rt_ns,
             arrival_ns,
             baseline_hist,
+            baseline_figures: OnceLock::new(),
             baseline_sum_ns,
             span_ns: t,
         })
@@ -369,6 +396,7 @@ impl Prepared {
             arrival_ns: self.arrival_ns[..n].to_vec(),
             is_write: self.is_write[..n].to_vec(),
             baseline_hist,
+            baseline_figures: OnceLock::new(),
             baseline_sum_ns,
         })
     }
@@ -387,19 +415,6 @@ fn new_histogram() -> Histogram<u64> {
     // `saturating_record` clamps to the current bounds and never resizes,
     // so an auto-sized `Histogram::new(3)` (bounds 1..2) would hold only 2s.
     let mut h = Histogram::new_with_bounds(1, 1 << 52, 3).expect("valid bounds");
-    h.auto(true);
-    h
-}
-
-/// A histogram of the same precision as [`new_histogram`] that starts at
-/// the smallest size and grows to what is recorded: a run's delayed
-/// requests, often none (a 2-request trace, a conservative setting). A
-/// run that allocated and zeroed two 350 KB histograms spent most of its
-/// time there on small traces (`recommend` runs thousands of runs). The
-/// same significant digits map each value to the same bucket at any size,
-/// so the figures are unchanged.
-fn small_histogram() -> Histogram<u64> {
-    let mut h = Histogram::new_with_bounds(1, 2, 3).expect("valid bounds");
     h.auto(true);
     h
 }
@@ -516,8 +531,8 @@ struct Run<'a> {
     supply: Supply,
     /// The counts the mean figures come from.
     t: Totals,
-    delayed_old: Histogram<u64>,
-    delayed_new: Histogram<u64>,
+    /// How the delayed requests change the baseline's buckets.
+    delayed: metrics::BucketDelta,
     // arrival-driven BG work
     bg_response_sum_ns: u128,
     bg_response_count: u64,
@@ -552,8 +567,7 @@ impl<'a> Run<'a> {
             rng: Pcg64Mcg::seed_from_u64(cfg.seed),
             supply,
             t: Totals::default(),
-            delayed_old: small_histogram(),
-            delayed_new: small_histogram(),
+            delayed: metrics::BucketDelta::default(),
             bg_response_sum_ns: 0,
             bg_response_count: 0,
             bg_spawned: 0,
@@ -634,8 +648,7 @@ impl<'a> Run<'a> {
         self.t.delayed_requests += reqs.len() as u64;
         self.t.added_ns += d as u128 * reqs.len() as u128;
         for &rt in &self.prep.baseline_rt_ns[reqs] {
-            record(&mut self.delayed_old, rt);
-            record(&mut self.delayed_new, rt + d);
+            self.delayed.moved(rt, rt.saturating_add(d));
         }
     }
 
@@ -848,21 +861,17 @@ impl<'a> Run<'a> {
     fn finish(self, policy: &dyn Policy) -> SimResult {
         let prep = self.prep;
         let t = &self.t;
-        // with-BG histogram = baseline − delayed requests' old values + their
-        // new values; the baseline itself when nothing was delayed
-        let with_bg;
-        let hist = if self.delayed_old.is_empty() {
-            &prep.baseline_hist
-        } else {
-            let mut h = prep.baseline_hist.clone();
-            h.subtract(&self.delayed_old)
-                .expect("delayed requests are a subset of the baseline");
-            h.add(&self.delayed_new).expect("auto-resizing histogram");
-            with_bg = h;
-            &with_bg
-        };
+        // the with-BG distribution = the baseline's buckets with the delayed
+        // requests moved; the baseline's own when nothing was delayed
+        let base = prep.baseline_figures();
+        let with_bg = self
+            .delayed
+            .apply(&prep.baseline_hist, &base.buckets)
+            .map(|b| metrics::Distribution::of(&prep.baseline_hist, &b));
+        let dist = with_bg.as_ref().unwrap_or(&base.distribution);
         let f = prep.figures(t);
-        let q = |h: &Histogram<u64>, p: f64| h.value_at_quantile(p) as f64 / 1e9;
+        let s = |ns: u64| ns as f64 / 1e9;
+        let [p50, p90, p99, p999] = dist.quantiles_ns.map(s);
         SimResult {
             policy: policy.name().to_string(),
             clairvoyant: policy.clairvoyant(),
@@ -872,16 +881,16 @@ impl<'a> Run<'a> {
                 baseline_mean_response_s: prep.baseline_mean_ns() / 1e9,
                 slowdown: f.slowdown,
                 mean_added_delay_s: f.mean_added_delay_s,
-                p50_response_s: q(hist, 0.5),
-                p90_response_s: q(hist, 0.9),
-                p99_response_s: q(hist, 0.99),
-                p999_response_s: q(hist, 0.999),
-                baseline_p99_response_s: q(&prep.baseline_hist, 0.99),
+                p50_response_s: p50,
+                p90_response_s: p90,
+                p99_response_s: p99,
+                p999_response_s: p999,
+                baseline_p99_response_s: s(base.distribution.p99_ns()),
                 collision_rate: f.collision_rate,
                 delayed_requests: t.delayed_requests,
                 collisions: t.collisions,
-                ccdf: metrics::ccdf(hist),
-                baseline_ccdf: metrics::ccdf(&prep.baseline_hist),
+                ccdf: dist.ccdf.clone(),
+                baseline_ccdf: base.distribution.ccdf.clone(),
             },
             bg: BgMetrics {
                 completed: t.bg_completed,
