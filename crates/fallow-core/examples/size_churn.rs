@@ -25,7 +25,7 @@
 
 use fallow_core::sim::{simulate, BgService, BgWork, Prepared, SimConfig};
 use fallow_core::tune::online::{OnlineConfig, OnlineTuner};
-use fallow_core::tune::Budget;
+use fallow_core::tune::{tune, Budget, SearchMode, TuneConfig};
 use fallow_core::workload::{ArrivalProcess, SyntheticWorkload};
 use fallow_core::ServiceModel;
 use std::collections::BTreeMap;
@@ -63,8 +63,13 @@ struct Run {
 }
 
 fn run(prep: &Prepared, window: usize, sizes: &[u64], seed: u64) -> Run {
+    run_at(prep, window, sizes, seed, "5%")
+}
+
+/// [`run`] at another budget.
+fn run_at(prep: &Prepared, window: usize, sizes: &[u64], seed: u64, budget: &str) -> Run {
     let cfg = OnlineConfig {
-        budget: "5%".parse::<Budget>().expect("a budget"),
+        budget: budget.parse::<Budget>().expect("a budget"),
         window,
         every: EVERY,
         switch_penalty_ns: SWITCH_PENALTY_NS,
@@ -97,6 +102,63 @@ fn run(prep: &Prepared, window: usize, sizes: &[u64], seed: u64) -> Run {
         throughput_bytes_per_s: r.bg.throughput_bytes_per_s,
         slowdown: r.fg.slowdown,
     }
+}
+
+/// The stationary FG of `requests` requests drawn with `seed`, prepared.
+fn fg(requests: usize, seed: u64) -> Prepared {
+    let trace = SyntheticWorkload {
+        arrivals: ArrivalProcess::Poisson {
+            rate_per_s: ARRIVALS_PER_S,
+        },
+        requests,
+        service: ServiceModel::Lognormal {
+            mean_ns: FG_MEAN_NS,
+            cv: 0.4,
+        },
+        request_size_bytes: 4096,
+        capacity_bytes: 1 << 40,
+        write_fraction: 0.0,
+        seed,
+    }
+    .generate()
+    .expect("a valid workload");
+    Prepared::new(&trace, None, 1).expect("a trace with completions")
+}
+
+/// The offline answer: `fixed-wait` tuned exactly on `prep` at the 5 %
+/// budget over `sizes` (`fallow tune --policy fixed-wait --budget 5%
+/// --search exact`), as the live bench's (a) and (b) are: its spec and size.
+fn offline(prep: &Prepared, sizes: &[u64], seed: u64) -> (String, u64) {
+    let mut cfg = TuneConfig::new(vec!["5%".parse().expect("a budget")]);
+    cfg.sizes = sizes.to_vec();
+    cfg.search = SearchMode::Exact;
+    let sim = SimConfig {
+        bg_service: BG,
+        bg_work: BgWork::Endless,
+        bg_size_bytes: sizes[0],
+        switch_penalty_ns: SWITCH_PENALTY_NS,
+        seed,
+    };
+    let t = tune(prep, "fixed-wait", &sim, &cfg, &|_, _| {}).expect("the tune runs");
+    let best = t.budgets[0]
+        .best
+        .as_ref()
+        .expect("a setting meets 5 % on this FG");
+    (best.spec.clone(), best.request_size_bytes)
+}
+
+/// BG MB/s and slowdown of `spec` at `size` on `prep`.
+fn fixed(prep: &Prepared, spec: &str, size: u64, seed: u64) -> (f64, f64) {
+    let mut policy = fallow_core::policy::build(spec).expect("a tuned spec builds");
+    let sim = SimConfig {
+        bg_service: BG,
+        bg_work: BgWork::Endless,
+        bg_size_bytes: size,
+        switch_penalty_ns: SWITCH_PENALTY_NS,
+        seed,
+    };
+    let r = simulate(prep, policy.as_mut(), &sim).expect("the simulation runs");
+    (r.bg.throughput_bytes_per_s / 1e6, r.fg.slowdown)
 }
 
 fn kib(b: u64) -> String {
@@ -138,23 +200,7 @@ fn main() {
         let (mut tp, mut sd) = (Vec::new(), Vec::new());
         let (mut tp_held, mut sd_held) = (Vec::new(), Vec::new());
         for seed in 1..=seeds {
-            let trace = SyntheticWorkload {
-                arrivals: ArrivalProcess::Poisson {
-                    rate_per_s: ARRIVALS_PER_S,
-                },
-                requests,
-                service: ServiceModel::Lognormal {
-                    mean_ns: FG_MEAN_NS,
-                    cv: 0.4,
-                },
-                request_size_bytes: 4096,
-                capacity_bytes: 1 << 40,
-                write_fraction: 0.0,
-                seed,
-            }
-            .generate()
-            .expect("a valid workload");
-            let prep = Prepared::new(&trace, None, 1).expect("a trace with completions");
+            let prep = fg(requests, seed);
             let r = run(&prep, window, &ladder, seed);
             refits += r.refits;
             changes += r.changes;
@@ -191,4 +237,48 @@ fn main() {
             list(&sd_held, &|x| format!("{:+.1}%", x * 100.0)),
         );
     }
+    // the online tuner against the offline answer it stands in for: tuned
+    // on the same trace (in sample, the best a fixed setting can do there)
+    // and on another draw of the same FG (out of sample, as a recording
+    // tuned before the run); and the online tuner held to a lower budget
+    // (a live run whose controller holds it under its budget)
+    println!();
+    println!(
+        "{:>4} | {:>24} | {:>12} | {:>24} | {:>12} | {:>12} | {:>12} | {:>12}",
+        "seed",
+        "offline, in sample",
+        "MB/s, sd",
+        "offline, out of sample",
+        "MB/s, sd",
+        "online 5 %",
+        "online 4 %",
+        "online 3 %"
+    );
+    for seed in 1..=seeds {
+        let prep = fg(requests, seed);
+        let other = fg(requests, seed + 1000);
+        let (spec_in, size_in) = offline(&prep, &ladder, seed);
+        let (tp_in, sd_in) = fixed(&prep, &spec_in, size_in, seed);
+        let (spec_out, size_out) = offline(&other, &ladder, seed);
+        let (tp_out, sd_out) = fixed(&prep, &spec_out, size_out, seed);
+        let online = |budget: &str| {
+            let r = run_at(&prep, 400, &ladder, seed, budget);
+            let tp = r.throughput_bytes_per_s / 1e6;
+            format!("{:.2} {:+.1}%", tp / tp_in, r.slowdown * 100.0)
+        };
+        println!(
+            "{seed:>4} | {:>24} | {:>12} | {:>24} | {:>12} | {:>12} | {:>12} | {:>12}",
+            format!("{spec_in} {}", kib(size_in)),
+            format!("{tp_in:.2} {:+.1}%", sd_in * 100.0),
+            format!("{spec_out} {}", kib(size_out)),
+            format!("{:.2} {:+.1}%", tp_out / tp_in, sd_out * 100.0),
+            online("5%"),
+            online("4%"),
+            online("3%"),
+        );
+    }
+    println!(
+        "(MB/s: the offline in-sample setting's; every other column is its BG throughput \
+         over that, then its FG slowdown)"
+    );
 }
