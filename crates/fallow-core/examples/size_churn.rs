@@ -77,13 +77,7 @@ fn run_at(prep: &Prepared, window: usize, sizes: &[u64], seed: u64, budget: &str
     };
     let mut tuner = OnlineTuner::new("fixed-wait", cfg).expect("fixed-wait is tunable");
     tuner.set_sizes(sizes).expect("sizes");
-    let sim = SimConfig {
-        bg_service: BG,
-        bg_work: BgWork::Endless,
-        bg_size_bytes: sizes[0],
-        switch_penalty_ns: SWITCH_PENALTY_NS,
-        seed,
-    };
+    let sim = sim_at(sizes[0], seed);
     let r = simulate(prep, &mut tuner, &sim).expect("the simulation runs");
     let chosen: Vec<u64> = tuner
         .history()
@@ -125,6 +119,18 @@ fn fg(requests: usize, seed: u64) -> Prepared {
     Prepared::new(&trace, None, 1).expect("a trace with completions")
 }
 
+/// A run on the emulated HDD's BG model at `size`, with the live driver's
+/// switch penalty.
+fn sim_at(size: u64, seed: u64) -> SimConfig {
+    SimConfig {
+        bg_service: BG,
+        bg_work: BgWork::Endless,
+        bg_size_bytes: size,
+        switch_penalty_ns: SWITCH_PENALTY_NS,
+        seed,
+    }
+}
+
 /// The offline answer: `fixed-wait` tuned exactly on `prep` at the 5 %
 /// budget over `sizes` (`fallow tune --policy fixed-wait --budget 5%
 /// --search exact`), as the live bench's (a) and (b) are: its spec and size.
@@ -132,13 +138,7 @@ fn offline(prep: &Prepared, sizes: &[u64], seed: u64) -> (String, u64) {
     let mut cfg = TuneConfig::new(vec!["5%".parse().expect("a budget")]);
     cfg.sizes = sizes.to_vec();
     cfg.search = SearchMode::Exact;
-    let sim = SimConfig {
-        bg_service: BG,
-        bg_work: BgWork::Endless,
-        bg_size_bytes: sizes[0],
-        switch_penalty_ns: SWITCH_PENALTY_NS,
-        seed,
-    };
+    let sim = sim_at(sizes[0], seed);
     let t = tune(prep, "fixed-wait", &sim, &cfg, &|_, _| {}).expect("the tune runs");
     let best = t.budgets[0]
         .best
@@ -150,13 +150,7 @@ fn offline(prep: &Prepared, sizes: &[u64], seed: u64) -> (String, u64) {
 /// BG MB/s and slowdown of `spec` at `size` on `prep`.
 fn fixed(prep: &Prepared, spec: &str, size: u64, seed: u64) -> (f64, f64) {
     let mut policy = fallow_core::policy::build(spec).expect("a tuned spec builds");
-    let sim = SimConfig {
-        bg_service: BG,
-        bg_work: BgWork::Endless,
-        bg_size_bytes: size,
-        switch_penalty_ns: SWITCH_PENALTY_NS,
-        seed,
-    };
+    let sim = sim_at(size, seed);
     let r = simulate(prep, policy.as_mut(), &sim).expect("the simulation runs");
     (r.bg.throughput_bytes_per_s / 1e6, r.fg.slowdown)
 }
