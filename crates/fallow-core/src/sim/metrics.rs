@@ -1,7 +1,7 @@
 //! What a simulation run reports (docs/simulation.md, "Metrics").
 //! Field names are the stable JSON keys of `fallow simulate --json`.
 
-use super::record;
+use super::{record, small_histogram};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -285,13 +285,7 @@ impl BucketDelta {
                 return;
             }
             None => {
-                // 3 significant digits from 1 ns, as the baseline's
-                let new = || {
-                    let mut h = Histogram::new_with_bounds(1, 2, 3).expect("valid bounds");
-                    h.auto(true);
-                    h
-                };
-                let (mut left, mut entered) = (new(), new());
+                let (mut left, mut entered) = (small_histogram(), small_histogram());
                 for (old, new) in std::mem::take(&mut self.few) {
                     record(&mut left, old);
                     record(&mut entered, new);
@@ -396,12 +390,7 @@ mod tests {
     /// built the old way: the baseline cloned, the delayed requests' old
     /// values subtracted and their new ones added.
     fn by_hdrhistogram(base: &Histogram<u64>, moves: &[(u64, u64)]) -> Distribution {
-        let small = || {
-            let mut h = Histogram::<u64>::new_with_bounds(1, 2, 3).unwrap();
-            h.auto(true);
-            h
-        };
-        let (mut old, mut new) = (small(), small());
+        let (mut old, mut new) = (small_histogram(), small_histogram());
         for &(o, n) in moves {
             old.record(o).unwrap();
             new.record(n).unwrap();
@@ -434,8 +423,7 @@ mod tests {
             (100_000, FEW_MOVES + 1000, 3_000_000),
             (200, 100, 0),
         ] {
-            let mut base = Histogram::<u64>::new_with_bounds(1, 2, 3).unwrap();
-            base.auto(true);
+            let mut base = small_histogram();
             let rts: Vec<u64> = (0..values)
                 .map(|i| match i % 97 {
                     0 => 0,

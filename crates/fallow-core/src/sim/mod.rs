@@ -313,9 +313,8 @@ impl Prepared {
         let mut baseline_rt_ns = Vec::with_capacity(requests);
         let mut arrival_ns = Vec::with_capacity(requests);
         // sized to the window's response times, not 41 days: a refit runs
-        // dozens of simulations whose fixed cost is walking this histogram
-        let mut baseline_hist = Histogram::new_with_bounds(1, 2, 3).expect("valid bounds");
-        baseline_hist.auto(true);
+        // dozens of simulations on it
+        let mut baseline_hist = small_histogram();
         let mut baseline_sum_ns = 0u128;
         let mut t = 0u64;
         for (j, (&len, &n)) in busy_len_ns.iter().zip(busy_requests).enumerate() {
@@ -415,6 +414,15 @@ fn new_histogram() -> Histogram<u64> {
     // `saturating_record` clamps to the current bounds and never resizes,
     // so an auto-sized `Histogram::new(3)` (bounds 1..2) would hold only 2s.
     let mut h = Histogram::new_with_bounds(1, 1 << 52, 3).expect("valid bounds");
+    h.auto(true);
+    h
+}
+
+/// A histogram of the same layout as [`new_histogram`] (so the same
+/// values share a bucket) that starts at the smallest size and grows to
+/// what is recorded: a window's response times, a run's delayed requests.
+fn small_histogram() -> Histogram<u64> {
+    let mut h = Histogram::new_with_bounds(1, 2, 3).expect("valid bounds");
     h.auto(true);
     h
 }
