@@ -382,11 +382,18 @@ def make_plain(work: Path, size: int, cleanup: Cleanup) -> dict:
 
 
 def make_emu(
-    fallow: Path, work: Path, size: int, cleanup: Cleanup, image: Path | None = None
+    fallow: Path,
+    work: Path,
+    size: int,
+    cleanup: Cleanup,
+    image: Path | None = None,
+    draws: str = "in-order",
 ) -> dict:
     """`fallow emulate-disk` over a sparse image (its timing is the model's,
     not the image's), or over `image` as it is, then a loop device over
-    MOUNT/disk."""
+    MOUNT/disk. `draws="per-request"`: each request's rotational position
+    is a function of the request, so runs issuing the same FG requests can
+    be paired request by request (`paired_halves`)."""
     if image is None:
         image = work / "emu.img"
         with open(image, "wb") as f:
@@ -398,7 +405,10 @@ def make_emu(
     mnt.mkdir(exist_ok=True)
     logf = work / "emu.log"
     r = run(
-        [str(fallow), "emulate-disk", str(image), str(mnt), "--json", "--log", str(logf)],
+        [
+            *(str(fallow), "emulate-disk", str(image), str(mnt), "--json"),
+            *("--log", str(logf), "--draws", draws),
+        ],
         "fallow emulate-disk",
     )
     info = json.loads(r.stdout)
@@ -425,6 +435,7 @@ def make_emu(
         "direct_io": direct,
         "image_bytes": size,
         "model": info.get("model"),
+        "draws": info.get("draws"),
     }
 
 
@@ -534,6 +545,8 @@ def fg_command(dev: str, workload: str, args, out: Path) -> list[str]:
         f"--output={out}.json",
         f"--write_lat_log={out}",
         "--log_avg_msec=0",
+        # each read's offset: the budget bench pairs runs request by request
+        "--log_offset=1",
     ]
 
 
@@ -665,8 +678,8 @@ def replay(
     request is queued at its arrival time for the replay's worker
     (REPLAY_WORKERS), and its latency runs from that arrival to its
     completion (queueing included, as the trace's response times do).
-    Writes `OUT_clat.1.log` in fio's latency-log format (`t_ms,
-    latency_ns, dir, bytes, prio`) and `OUT.json`."""
+    Writes `OUT_clat.1.log` in fio's latency-log format with offsets
+    (`t_ms, latency_ns, dir, bytes, offset, prio`) and `OUT.json`."""
     events = load_msr_cut(trace, runtime_s, device_bytes(dev), start_s)
     fd = os.open(dev, os.O_RDONLY | os.O_DIRECT)
     jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -710,8 +723,8 @@ def replay(
     if errors:
         raise BenchError(errors[0])
     with open(f"{out}_clat.1.log", "w") as f:
-        for (at_ns, _, size), lat in zip(events, lat_ns):
-            f.write(f"{at_ns // 1_000_000}, {lat}, 0, {size}, 0\n")
+        for (at_ns, off, size), lat in zip(events, lat_ns):
+            f.write(f"{at_ns // 1_000_000}, {lat}, 0, {size}, {off}, 0\n")
     Path(f"{out}.json").write_text(
         json.dumps(
             {
@@ -1208,6 +1221,82 @@ def slowdown_ci95(half: dict, alones: list[dict]) -> float:
     return 1.96 * r * math.sqrt(half["var_s2"] / (n * m * m) + var_m0 / (m0 * m0))
 
 
+def read_lat_log(out: Path) -> list[tuple[float, int, int, int]]:
+    """The FG's latency log in issue order (fio's psync job and the
+    replay's one worker serve one read at a time): (t_ms, latency_ns,
+    bytes, offset) per read."""
+    reads = []
+    for logf in sorted(out.parent.glob(f"{out.name}_clat.*.log")):
+        for n, line in enumerate(logf.read_text().splitlines(), 1):
+            f = line.split(",")
+            if len(f) < 6:
+                raise BenchError(f"{logf}:{n}: no offset (fio --log_offset=1 writes 6 fields)")
+            reads.append((float(f[0]), int(f[1]), int(f[3]), int(f[4])))
+    return reads
+
+
+# Batches per half for the paired slowdown's interval: consecutive reads
+# share a queue, so their differences are not independent; batch means of
+# ~30 reads are (docs/live.md, "Paired with FG alone").
+PAIRED_BATCHES = 20
+# Student's t, 97.5 % quantile, 19 degrees of freedom: the interval over
+# 20 batch means (1.96 covered 90 % in the skewed simulation of
+# tests/python/test_live_bench.py)
+PAIRED_T95 = 2.093
+
+
+def paired_halves(run: Path, alones: list[Path], runtime_s: float) -> list[dict] | None:
+    """Each half's FG mean slowdown, read by read: the k-th read of `run`
+    against the k-th read of each FG-alone round in `alones`, which on the
+    emulated disk with per-request draws is the same request at the same
+    rotational position. A read the BG work left alone differs only by the
+    machine's jitter; the slowdown is Σ(run − alone) / Σ alone over the
+    half's pairs (the halves cut at the first alone round's times), its
+    95 % interval from PAIRED_BATCHES batch means (the ratio estimator's
+    variance). None when the runs did not issue the same reads (another
+    seed, another device)."""
+    mine = read_lat_log(run)
+    base = [read_lat_log(a) for a in alones]
+    n = min(len(mine), *(len(b) for b in base))
+    for b in base:
+        for k in range(n):
+            if (mine[k][2], mine[k][3]) != (b[k][2], b[k][3]):
+                return None
+    out = []
+    for half in (0, 1):
+        ks = [k for k in range(n) if (base[0][k][0] < runtime_s * 500) == (half == 0)]
+        if len(ks) < 2 * PAIRED_BATCHES:
+            return None
+        alone_ns = [sum(b[k][1] for b in base) / len(base) for k in ks]
+        diff_ns = [mine[k][1] - a for k, a in zip(ks, alone_ns)]
+        s, ci = paired_slowdown(alone_ns, diff_ns)
+        out.append(
+            {
+                "pairs": len(ks),
+                "slowdown": s,
+                "ci95": ci,
+                # reads slower than alone by more than the machine's jitter
+                "reads_slowed": sum(1 for d in diff_ns if d > 1_000_000),
+            }
+        )
+    return out
+
+
+def paired_slowdown(alone: list[float], diff: list[float]) -> tuple[float, float]:
+    """Σ diff / Σ alone over pairs in issue order, and its 95 % half-width
+    from PAIRED_BATCHES consecutive batches (the ratio estimator's
+    variance, Σ_b (D_b − s·A_b)² · B/(B−1) / (Σ A)², times Student's t)."""
+    total_alone = sum(alone)
+    s = sum(diff) / total_alone
+    size = len(alone) // PAIRED_BATCHES
+    resid = 0.0
+    for j in range(PAIRED_BATCHES):
+        lo, hi = j * size, (len(alone) if j == PAIRED_BATCHES - 1 else (j + 1) * size)
+        resid += (sum(diff[lo:hi]) - s * sum(alone[lo:hi])) ** 2
+    var = resid * PAIRED_BATCHES / (PAIRED_BATCHES - 1) / total_alone**2
+    return s, PAIRED_T95 * math.sqrt(var)
+
+
 def budget_fraction(budget: str) -> float | None:
     """A slowdown budget (`5%`) as a fraction; None for a delay budget."""
     b = budget.strip()
@@ -1451,6 +1540,12 @@ def bench_budget_workload(
         runs["budget" + sfx] = one(
             "budget" + sfx, f"fallow scrub --budget {budget}", f"budget:{budget}"
         )
+        if args.budget_watch_run:
+            runs["watch" + sfx] = one(
+                "watch" + sfx,
+                "fallow scrub --budget 0.01%: monitoring, no setting met, no BG read",
+                "budget:0.01%",
+            )
         if args.budget_only:
             continue
         runs["a" + sfx] = one(
@@ -1474,6 +1569,16 @@ def bench_budget_workload(
             if all("var_s2" in a["halves"][i] for a in alones) and "var_s2" in h:
                 h["mean_slowdown_ci95"] = slowdown_ci95(h, [a["halves"][i] for a in alones])
         r["fg"]["mean_slowdown"] = r["fg"]["mean_s"] / base_fg - 1
+    # read by read against FG alone (per-request draws): the same figure
+    # without the request-to-request variance; an alone round against the
+    # first one is the method's noise floor
+    alone_outs = [wdir / tag for tag in runs if tag.startswith("alone")]
+    if device.get("draws") == "per-request":
+        for tag, r in runs.items():
+            against = alone_outs[:1] if tag.startswith("alone") else alone_outs
+            if tag == "alone":
+                continue
+            r["paired"] = paired_halves(wdir / tag, against, rt)
     out["runs"] = runs
     out["trajectory"] = {}
     for tag, r in runs.items():
@@ -1551,6 +1656,14 @@ def budget_table(d: dict, budget: str) -> str:
                         part += f" ({verdict})"
                     parts.append(part)
                 lines.append(f"    {'':<4}95 % intervals per half: " + "; ".join(parts))
+            if r.get("paired"):
+                parts = []
+                for x in r["paired"]:
+                    part = f"{x['slowdown'] * 100:+.2f} % ± {x['ci95'] * 100:.2f}"
+                    if frac is not None and tag.startswith("budget"):
+                        part += f" ({budget_half_verdict(x['slowdown'], x['ci95'], frac)})"
+                    parts.append(part + f", {x['reads_slowed']} of {x['pairs']} reads slowed")
+                lines.append(f"    {'':<4}paired read by read with FG alone: " + "; ".join(parts))
         # time outside the block layer: fio's mean over the block layer's
         # mean of the same reads, FG alone (the recording) and budgeted
         # (the driver's measurement over every FG read)
@@ -2750,6 +2863,14 @@ def main() -> int:
         action="store_true",
         help="with --live-budget: FG alone and the budgeted runs only (no offline tuning)",
     )
+    ap.add_argument(
+        "--budget-watch-run",
+        action="store_true",
+        help="with --live-budget: in each round, also `fallow scrub --budget 0.01%%`, which"
+        " monitors and times the FG as a budgeted run does and finds no setting that"
+        " meets so small a budget, so reads nothing: what fallow's presence costs the FG"
+        " without BG reads (paired with FG alone)",
+    )
     ap.add_argument("--seed", type=int, default=1, help="fio's and the measurements' seed")
     ap.add_argument(
         "--workdir",
@@ -2897,7 +3018,10 @@ def main() -> int:
             if name == "plain":
                 device = make_plain(work, plain_mib * MIB, cleanup)
             else:
-                device = make_emu(fallow, work, emu_mib * MIB, cleanup)
+                # the budget's runs are paired with FG alone request by
+                # request (docs/live.md, "The benchmark")
+                draws = "per-request" if args.live_budget else "in-order"
+                device = make_emu(fallow, work, emu_mib * MIB, cleanup, draws=draws)
             device["service"] = measure_service(
                 device["device"], device["image_bytes"], args.quick, rng
             )

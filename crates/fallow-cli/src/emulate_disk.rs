@@ -13,7 +13,7 @@ use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::Args;
 use fallow_core::outpath::OutputKind;
-use fallow_core::service::{DiskModel, ServiceModel};
+use fallow_core::service::{DiskModel, Draws, ServiceModel};
 use fallow_core::units::parse_bytes;
 use fallow_emu::{EmuConfig, Emulator, FailRanges};
 use std::io::{BufRead, BufReader, Write};
@@ -102,6 +102,18 @@ pub struct EmulateDiskArgs {
     #[arg(long, value_name = "N", default_value_t = fallow_core::sim::DEFAULT_SEED)]
     pub seed: u64,
 
+    /// How the model's random part (the hdd's rotational position) is
+    /// drawn: `in-order`, one stream in the order requests come (the
+    /// simulator's), or `per-request`, from the seed, offset and size of
+    /// each request, so two runs that issue the same requests (fio with one
+    /// --randseed) draw the same times for them and differ only by what
+    /// else ran: a paired comparison of an FG alone and beside BG work
+    /// (bench/live_bench.py --live-budget). The same request twice in one
+    /// run takes the same time twice.
+    #[arg(long, value_name = "HOW", default_value_t = Draws::InOrder,
+          value_parser = |s: &str| s.parse::<Draws>())]
+    pub draws: Draws,
+
     /// FUSE threads: requests that can wait in the emulator's queue at once
     /// (and show as in_flight in the stat file).
     #[arg(long, value_name = "N", default_value_t = 8)]
@@ -123,7 +135,8 @@ pub struct EmulateDiskArgs {
     pub detached_child: bool,
 
     /// Print the ready line as JSON (disk, mountpoint, image, size_bytes,
-    /// model, power_file, stat, power_model, stat_file, fail_bytes, pid).
+    /// model, seed, draws, power_file, stat, power_model, stat_file, fail_bytes,
+    /// pid).
     #[arg(long)]
     pub json: bool,
 
@@ -255,6 +268,7 @@ pub fn run(args: EmulateDiskArgs) -> Result<()> {
         fail: fail.clone(),
         stat_file: args.stat_file.clone(),
         seed: args.seed,
+        draws: args.draws,
         threads: args.threads,
         read_only: args.read_only,
     };
@@ -281,6 +295,8 @@ pub fn run(args: EmulateDiskArgs) -> Result<()> {
             "image": args.image.canonicalize().unwrap_or(args.image.clone()),
             "size_bytes": emu.size_bytes(),
             "model": model.as_ref().map(|m| m.to_string()),
+            "seed": args.seed,
+            "draws": args.draws.to_string(),
             "power_file": emu.power_path(),
             "stat": emu.mountpoint().join(fallow_emu::STAT_FILE_NAME),
             "power_model": power.name,

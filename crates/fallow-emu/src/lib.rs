@@ -58,7 +58,7 @@ pub use server::{Op, Server, ServiceRecord};
 pub use stat::{DiskStats, STAT_FIELDS};
 
 use fallow_core::energy::PowerModel;
-use fallow_core::service::{DiskModel, ServiceModel};
+use fallow_core::service::{DiskModel, Draws, ServiceModel};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -81,6 +81,10 @@ pub struct EmuConfig {
     pub stat_file: Option<PathBuf>,
     /// Seed of the model's random stream (rotational positions).
     pub seed: u64,
+    /// How the model's random part is drawn: in the order requests come
+    /// (the simulator's), or per request, so two runs issuing the same
+    /// requests can be compared request by request.
+    pub draws: Draws,
     /// FUSE worker threads (1 to [`MAX_THREADS`]): how many requests can be waiting in the
     /// server's queue at once (more wait in the kernel, uncounted).
     pub threads: usize,
@@ -102,6 +106,7 @@ impl EmuConfig {
             fail: FailRanges::none(),
             stat_file: None,
             seed: fallow_core::sim::DEFAULT_SEED,
+            draws: Draws::InOrder,
             threads: 8,
             read_only: false,
             power: PowerModel::default(),
@@ -205,6 +210,7 @@ impl Emulator {
         let server = Arc::new(Server::with_power(
             config.model.as_ref(),
             config.seed,
+            config.draws,
             config.fail.clone(),
             config.power.clone(),
         ));

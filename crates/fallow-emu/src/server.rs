@@ -12,7 +12,7 @@ use crate::fail::FailRanges;
 use crate::power::{Power, PowerCounters};
 use crate::stat::{Counters, DiskStats, Kind};
 use fallow_core::energy::PowerModel;
-use fallow_core::service::{ServiceModel, ServiceSampler};
+use fallow_core::service::{Draws, ServiceModel, ServiceSampler};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -84,13 +84,14 @@ impl Server {
     /// A server drawing service times from `model` (none: no added delay),
     /// failing reads that overlap `fail`.
     pub fn new(model: Option<&ServiceModel>, seed: u64, fail: FailRanges) -> Self {
-        Self::with_power(model, seed, fail, PowerModel::default())
+        Self::with_power(model, seed, Draws::InOrder, fail, PowerModel::default())
     }
 
     /// [`Server::new`] with the power states and energy of `power`.
     pub fn with_power(
         model: Option<&ServiceModel>,
         seed: u64,
+        draws: Draws,
         fail: FailRanges,
         power: PowerModel,
     ) -> Self {
@@ -98,7 +99,7 @@ impl Server {
             power: Power::new(power),
             tickets: Mutex::new(Tickets::default()),
             turn: Condvar::new(),
-            sampler: Mutex::new(model.map(|m| m.sampler(seed))),
+            sampler: Mutex::new(model.map(|m| m.sampler_drawing(seed, draws))),
             fail,
             counters: Counters::new(),
             log: Mutex::new(VecDeque::new()),
@@ -281,6 +282,40 @@ mod tests {
         assert_eq!((s.read_ios, s.read_sectors, s.in_flight), (20, 160, 0));
         // summed response times exceed busy time when requests queued
         assert!(s.read_ns > s.io_ns, "{s:?}");
+    }
+
+    /// `Draws::PerRequest` reaches the server's sampler: a second server
+    /// that serves other reads between the same ones times those alike.
+    #[test]
+    fn per_request_draws_time_the_same_reads_alike_between_others() {
+        let model: ServiceModel = "exp:50us".parse().unwrap();
+        let times = |draws, between: bool| {
+            let server = Server::with_power(
+                Some(&model),
+                9,
+                draws,
+                FailRanges::none(),
+                PowerModel::default(),
+            );
+            for k in 0..12u64 {
+                if between {
+                    server
+                        .serve(Op::Read, (1 << 30) + k, 512, || Ok(()))
+                        .unwrap();
+                }
+                server.serve(Op::Read, k << 20, 4096, || Ok(())).unwrap();
+            }
+            let log = server.log();
+            log.iter()
+                .filter(|r| r.offset_bytes < 1 << 30)
+                .map(|r| r.model_ns)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            times(Draws::PerRequest, false),
+            times(Draws::PerRequest, true)
+        );
+        assert_ne!(times(Draws::InOrder, false), times(Draws::InOrder, true));
     }
 
     #[test]

@@ -65,6 +65,19 @@ fn bad_input_exits_2_with_the_culprit_named() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--fail: range `9-1`"), "{}", stderr(&o));
+    let o = fallow(&[
+        "emulate-disk",
+        img.to_str().unwrap(),
+        d,
+        "--draws",
+        "random",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--draws") && stderr(&o).contains("in-order or per-request"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 fn stat(path: &Path) -> Vec<u64> {
@@ -118,10 +131,14 @@ fn emulated_disk_loop_device_record_and_analyze() {
         "0.5..8",
         "--stat-file",
         stat_file.to_str().unwrap(),
+        "--draws",
+        "per-request",
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let ready: Value = serde_json::from_slice(&o.stdout).expect("one JSON line");
+    // the detached server was started with the flag, and says so
+    assert_eq!(ready["draws"], "per-request");
     cleanup.pids.push(ready["pid"].as_u64().unwrap() as u32);
     let disk = ready["disk"].as_str().unwrap().to_string();
     assert_eq!(Path::new(&disk), mnt.canonicalize().unwrap().join("disk"));

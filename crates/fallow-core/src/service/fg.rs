@@ -101,13 +101,69 @@ impl DiskModel {
     }
 }
 
+/// How a [`ServiceSampler`] draws the random part of each service time (a
+/// disk's rotational position; the whole time of the exponential,
+/// lognormal and hyperexponential models).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Draws {
+    /// One seeded stream, in the order the requests come: the simulator's.
+    #[default]
+    InOrder,
+    /// A function of the seed and the request (offset and size): two runs
+    /// that issue the same requests draw the same times for them, whatever
+    /// else runs in between. A paired comparison of two such runs (the FG
+    /// alone against the FG beside BG work, on the emulated disk) then
+    /// differs only by what the BG work did: its queueing and the head
+    /// positions it left. The same request twice in one run draws the
+    /// same time twice.
+    PerRequest,
+}
+
+impl Draws {
+    /// The names `fallow emulate-disk --draws` takes.
+    pub const NAMES: [&'static str; 2] = ["in-order", "per-request"];
+}
+
+impl fmt::Display for Draws {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Draws::InOrder => Self::NAMES[0],
+            Draws::PerRequest => Self::NAMES[1],
+        })
+    }
+}
+
+impl FromStr for Draws {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "in-order" => Ok(Draws::InOrder),
+            "per-request" => Ok(Draws::PerRequest),
+            _ => Err(Error::invalid(
+                "draws",
+                format!(
+                    "`{s}` is not a way to draw service times: give {}",
+                    Self::NAMES.join(" or ")
+                ),
+            )),
+        }
+    }
+}
+
 impl ServiceModel {
     /// A sampler with its own seeded random stream.
     pub fn sampler(&self, seed: u64) -> ServiceSampler {
+        self.sampler_drawing(seed, Draws::InOrder)
+    }
+
+    /// A sampler drawing as `draws` says, from `seed`.
+    pub fn sampler_drawing(&self, seed: u64, draws: Draws) -> ServiceSampler {
         ServiceSampler {
             model: self.clone(),
             rng: Pcg64Mcg::seed_from_u64(seed),
             head_bytes: 0,
+            seed,
+            draws,
         }
     }
 
@@ -137,11 +193,28 @@ pub struct ServiceSampler {
     model: ServiceModel,
     rng: Pcg64Mcg,
     head_bytes: u64,
+    seed: u64,
+    draws: Draws,
+}
+
+/// The seed of one request's draws under [`Draws::PerRequest`]: the
+/// sampler's seed, offset and size through SplitMix64's finaliser, so
+/// requests a sector apart draw unrelated times.
+fn request_seed(seed: u64, offset_bytes: u64, size_bytes: u32) -> u64 {
+    let mix = |mut z: u64| {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    mix(mix(seed ^ mix(offset_bytes)).wrapping_add(u64::from(size_bytes)))
 }
 
 impl ServiceSampler {
     /// Service time of the next request, ns (at least 1).
     pub fn service_ns(&mut self, offset_bytes: u64, size_bytes: u32) -> u64 {
+        if self.draws == Draws::PerRequest {
+            self.rng = Pcg64Mcg::seed_from_u64(request_seed(self.seed, offset_bytes, size_bytes));
+        }
         let ns = match &self.model {
             ServiceModel::Constant { ns } => *ns as f64,
             ServiceModel::Exponential { mean_ns } => Exp::new(1.0 / *mean_ns as f64)
@@ -352,6 +425,81 @@ impl FromStr for ServiceModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Per-request draws give a request the time it had in a run without
+    /// the requests slipped in between, once the head is where it was;
+    /// in-order draws do not (the slipped-in requests take the stream's
+    /// next values).
+    #[test]
+    fn per_request_draws_pair_two_runs_request_by_request() {
+        let disk = ServiceModel::Disk(DiskModel::default());
+        let expo = "exp:5ms".parse::<ServiceModel>().unwrap();
+        let fg: Vec<(u64, u32)> = (0..200u64)
+            .map(|i| ((i * 7_919 % 1_000) << 30, 4096))
+            .collect();
+        for model in [&disk, &expo] {
+            for draws in [Draws::InOrder, Draws::PerRequest] {
+                let mut alone = model.sampler_drawing(7, draws);
+                let mut beside = model.sampler_drawing(7, draws);
+                let (mut same, mut paired) = (0, 0);
+                for (i, &(off, size)) in fg.iter().enumerate() {
+                    let t_alone = alone.service_ns(off, size);
+                    if i % 3 == 1 {
+                        // a BG read elsewhere, then one at the FG's last
+                        // position: the head is back where FG alone left it
+                        beside.service_ns(1 << 39, 1 << 20);
+                        let (prev, prev_size) = fg[i - 1];
+                        beside.service_ns(prev, prev_size);
+                    }
+                    let t_beside = beside.service_ns(off, size);
+                    if i % 3 == 1 {
+                        paired += 1;
+                        same += usize::from(t_alone == t_beside);
+                    }
+                }
+                match draws {
+                    Draws::PerRequest => assert_eq!(same, paired, "{model:?}"),
+                    Draws::InOrder => assert!(same < paired / 10, "{model:?}: {same} of {paired}"),
+                }
+            }
+        }
+        assert_eq!("per-request".parse::<Draws>().unwrap(), Draws::PerRequest);
+        assert_eq!(Draws::InOrder.to_string(), "in-order");
+        let e = "random".parse::<Draws>().unwrap_err().to_string();
+        assert!(e.contains("in-order or per-request"), "{e}");
+    }
+
+    /// Per-request draws keep the model's distribution: the disk's mean
+    /// service time over random requests is its closed form.
+    #[test]
+    fn per_request_draws_keep_the_disk_models_mean() {
+        let model = ServiceModel::Disk(DiskModel::default());
+        let mut rng = Pcg64Mcg::seed_from_u64(11);
+        let n = 200_000;
+        let offsets: Vec<u64> = (0..n)
+            .map(|_| rng.random_range(0..1_000_000_000_000u64))
+            .collect();
+        // mean and variance of the times over the same requests
+        let moments = |draws| {
+            let mut s = model.sampler_drawing(3, draws);
+            let t: Vec<f64> = offsets
+                .iter()
+                .map(|&o| s.service_ns(o, 4096) as f64)
+                .collect();
+            let mean = t.iter().sum::<f64>() / n as f64;
+            let var = t.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
+            (mean, var)
+        };
+        let (mean, var) = moments(Draws::PerRequest);
+        let want = model.mean_ns(4096);
+        assert!((mean / want - 1.0).abs() < 0.01, "{mean} vs {want}");
+        // a rotation that did not vary, or varied less, would show here
+        let (_, var_in_order) = moments(Draws::InOrder);
+        assert!(
+            (var / var_in_order - 1.0).abs() < 0.03,
+            "{var} vs {var_in_order}"
+        );
+    }
 
     #[test]
     fn service_times_are_bounded() {

@@ -13,5 +13,5 @@ pub use bg::{
     BatchGaps, BgService, BgWork, Burst, Schedule, ScheduledBurst, MAX_SPAWNED_BG_REQUESTS,
 };
 pub use fg::{
-    fcfs_completions, fcfs_completions_cancellable, DiskModel, ServiceModel, ServiceSampler,
+    fcfs_completions, fcfs_completions_cancellable, DiskModel, Draws, ServiceModel, ServiceSampler,
 };

@@ -290,6 +290,12 @@ pub struct EventMonitorConfig {
     pub ring_pages: usize,
     /// Also read the writeback tracepoints to attribute flusher I/O.
     pub attribution: bool,
+    /// Wake the reader at each block event (the driver's monitor: an FG
+    /// arrival must be seen at once), or only when a ring is half full,
+    /// for a reader that reads on a timer ([`crate::budget::LatencyWatch`]):
+    /// each wake-up is a thread scheduled on the two cores the FG's own
+    /// read path needs (docs/live.md, "What fallow's presence costs").
+    pub prompt: bool,
 }
 
 impl Default for EventMonitorConfig {
@@ -297,6 +303,7 @@ impl Default for EventMonitorConfig {
         EventMonitorConfig {
             ring_pages: 64,
             attribution: true,
+            prompt: true,
         }
     }
 }
@@ -465,7 +472,7 @@ impl EventMonitor {
             let tp = Tracepoint::load(&root, "block", name)?;
             opens.push(TpOpen {
                 id: tp.id,
-                wake: true,
+                wake: cfg.prompt,
                 filter: Some(filter.clone()),
             });
             block.push(BlockTp {
