@@ -509,6 +509,16 @@ impl OnlineTuner {
         Ok(())
     }
 
+    /// Keep only the newest `idle_intervals` idle intervals of the window
+    /// (and the busy periods between and around them): a live run that
+    /// sees its FG change forgets the old FG's intervals, which would
+    /// otherwise fit the new FG's refits to gaps it does not have.
+    pub fn keep_newest(&mut self, idle_intervals: usize) {
+        let drop = self.idle.len().saturating_sub(idle_intervals);
+        self.idle.drain(..drop);
+        self.busy.drain(..drop.min(self.busy.len()));
+    }
+
     /// The budget the refits fit to from now on (a live run tightens it
     /// when the slowdown it measures is over the budget it was given).
     pub fn set_budget(&mut self, budget: Budget) {
@@ -1305,6 +1315,14 @@ mod tests {
         c.seed_window(&busy, &idle_w).unwrap();
         assert_eq!(c.window().1, idle_w[26..].to_vec());
         assert_eq!(c.window().0, busy[26..].to_vec());
+        // keeping the newest intervals keeps the busy periods around them,
+        // as a window that short would
+        let mut d = tuner("1ms", 40, 10);
+        d.seed_window(&busy, &idle_w).unwrap();
+        d.keep_newest(4);
+        assert_eq!(d.window(), c.window());
+        d.keep_newest(10);
+        assert_eq!(d.window(), c.window());
         // inconsistent lengths are refused by name
         let e = c
             .seed_window(&busy[..3], &idle_w[..3])
