@@ -83,7 +83,12 @@
 //! budget beyond its confidence interval the knob also steps one coarse
 //! value more conservative at once ([`OnlineTuner::back_off`]); otherwise
 //! the tuner refits at the next decision with the new model budget. Each
-//! step is reported ([`ControlStep`]: predicted against measured).
+//! step is reported ([`ControlStep`]: predicted against measured). The
+//! model budget's baseline is the newest [`BASELINE_READS`] reads' clean
+//! mean; when that moves past [`FG_CHANGE_RATIO`] of the reads' before
+//! them the FG has changed, and what was learned on the old one (the
+//! controller's share above the start's, the window's older intervals)
+//! is dropped.
 
 //! ## A budget the device cannot meet
 //! When no value of the ladder meets the budget on the window (the FG
@@ -181,9 +186,9 @@ pub const BASELINE_READS: usize = 100;
 /// [`BASELINE_READS`] idle intervals. The changing FG's bursty half
 /// loosened it to 4 × (its long waits met no read, where the model
 /// predicted they would), and 45 s into the sequential half a refit at
-/// that share chose a wait of 152 ms: +58 % for 7 s. Its clean means, at the block layer:
-/// 13.7 ms, then 5.6 ms (2.4 ×). A clean mean over 100 reads is known to
-/// about ±5 %, so 1.5 × is no noise.
+/// that share chose a wait of 152 ms: +58 % for 7 s. Its clean means, at
+/// the block layer: 13.7 ms, then 5.6 ms (2.4 ×). A clean mean over 100
+/// reads is known to about ±5 %, so 1.5 × is no noise.
 pub const FG_CHANGE_RATIO: f64 = 1.5;
 /// The reads before the newest [`BASELINE_READS`] that a change of FG is
 /// judged against ([`FG_CHANGE_RATIO`]); after one, the next is looked for
@@ -786,9 +791,11 @@ pub struct BudgetReport {
     pub refits: u64,
     /// Back-offs taken.
     pub backoffs: u64,
-    /// Times the clean mean moved past [`FG_CHANGE_RATIO`] of the one the
-    /// controller last stepped on, and its share was brought back to at
-    /// most [`START_SCALE`].
+    /// Times the FG changed: the newest [`BASELINE_READS`] reads' clean
+    /// mean moved past [`FG_CHANGE_RATIO`] of the [`FG_CHANGE_READS`]
+    /// reads' before them. Each brought the controller's share back to at
+    /// most [`START_SCALE`] and cut the refits' window to its newest
+    /// intervals.
     pub fg_changes: u64,
     /// The controller's steps: predicted against measured at each setting
     /// (the newest [`MAX_REPORTED_STEPS`]).
