@@ -98,7 +98,17 @@ fn sys_err(what: &str, e: std::io::Error) -> Error {
     Error::io("perf_event_open", what.to_string(), e)
 }
 
-fn open_one(tp: &TpOpen, cpu: i32, cgroup: bool) -> std::io::Result<OwnedFd> {
+/// Bytes of a ring of `data_pages` pages.
+fn ring_bytes(data_pages: usize) -> usize {
+    // SAFETY: sysconf reads a constant of the system.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+    data_pages * page
+}
+
+/// Open `tp` on `cpu`. Without `tp.wake` the reader is woken when its ring
+/// holds `watermark_bytes` (for the ring's owner; the others write into
+/// the owner's ring and its watermark counts).
+fn open_one(tp: &TpOpen, cpu: i32, cgroup: bool, watermark_bytes: u32) -> std::io::Result<OwnedFd> {
     let mut attr = PerfEventAttr {
         type_: PERF_TYPE_TRACEPOINT,
         size: std::mem::size_of::<PerfEventAttr>() as u32,
@@ -116,10 +126,11 @@ fn open_one(tp: &TpOpen, cpu: i32, cgroup: bool) -> std::io::Result<OwnedFd> {
     if tp.wake {
         attr.wakeup = 1; // wakeup_events
     } else {
-        // wakeup_watermark: no wakeup per sample; the buffer owner's
-        // half-full watermark still wakes the reader before it overflows
+        // wakeup_watermark: no wakeup per sample; half a ring wakes the
+        // reader before it overflows (a watermark past the ring's size is
+        // the whole ring to the kernel: samples would be lost first)
         attr.flags |= ATTR_WATERMARK;
-        attr.wakeup = u32::MAX;
+        attr.wakeup = watermark_bytes.max(1);
     }
     // SAFETY: `attr` is a valid, fully initialised perf_event_attr whose
     // `size` field is its true size; the kernel reads it and nothing else.
@@ -236,8 +247,7 @@ unsafe impl Send for Ring {}
 
 impl Ring {
     fn map(fd: &OwnedFd, data_pages: usize) -> std::io::Result<Ring> {
-        // SAFETY: sysconf reads a constant of the system.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let page = ring_bytes(1);
         let len = (1 + data_pages) * page;
         // SAFETY: a shared read-write mapping of a perf descriptor, the
         // layout perf_event_open(2) documents; checked for MAP_FAILED.
@@ -400,7 +410,7 @@ impl PerfRings {
         let cpus = online_cpus()?;
         // PERF_SAMPLE_CGROUP is 5.7+: try it, fall back without
         let with_cgroup = cgroup
-            && match open_one(&tps[0], cpus[0], true) {
+            && match open_one(&tps[0], cpus[0], true, 1) {
                 Ok(_) => true,
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => false,
                 Err(e) => return Err(sys_err("cannot open a tracepoint event", e)),
@@ -412,7 +422,8 @@ impl PerfRings {
         for &cpu in &cpus {
             let mut owner: Option<OwnedFd> = None;
             for tp in tps {
-                let fd = open_one(tp, cpu, with_cgroup)
+                let half = u32::try_from(ring_bytes(data_pages) / 2).unwrap_or(u32::MAX);
+                let fd = open_one(tp, cpu, with_cgroup, half)
                     .map_err(|e| sys_err(&format!("cpu {cpu}, tracepoint {}", tp.id), e))?;
                 if let Some(f) = &tp.filter {
                     let c = std::ffi::CString::new(f.as_str())
