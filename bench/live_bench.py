@@ -1177,12 +1177,8 @@ def fg_halves(out: Path, runtime_s: float) -> list[dict]:
     the replay arrival times, ms from the start): per half, requests,
     bytes, mean and p99 latency."""
     halves: list[list[tuple[float, int]]] = [[], []]
-    for logf in sorted(out.parent.glob(f"{out.name}_clat.*.log")):
-        for line in logf.read_text().splitlines():
-            fields = line.split(",")
-            if len(fields) >= 4:
-                t_ms, lat_ns, size = float(fields[0]), int(fields[1]), int(fields[3])
-                halves[0 if t_ms < runtime_s * 500 else 1].append((lat_ns / 1e9, size))
+    for t_ms, lat_ns, size, _ in read_lat_log(out):
+        halves[0 if t_ms < runtime_s * 500 else 1].append((lat_ns / 1e9, size))
     result = []
     for h in halves:
         lats = sorted(x for x, _ in h)
@@ -1221,17 +1217,19 @@ def slowdown_ci95(half: dict, alones: list[dict]) -> float:
     return 1.96 * r * math.sqrt(half["var_s2"] / (n * m * m) + var_m0 / (m0 * m0))
 
 
-def read_lat_log(out: Path) -> list[tuple[float, int, int, int]]:
+def read_lat_log(out: Path) -> list[tuple[float, int, int, int | None]]:
     """The FG's latency log in issue order (fio's psync job and the
     replay's one worker serve one read at a time): (t_ms, latency_ns,
-    bytes, offset) per read."""
+    bytes, offset) per read; the offset None where the log has none (fio
+    writes it with --log_offset=1, as its sixth field). Lines of fewer
+    than 4 fields are skipped."""
     reads = []
     for logf in sorted(out.parent.glob(f"{out.name}_clat.*.log")):
-        for n, line in enumerate(logf.read_text().splitlines(), 1):
+        for line in logf.read_text().splitlines():
             f = line.split(",")
-            if len(f) < 6:
-                raise BenchError(f"{logf}:{n}: no offset (fio --log_offset=1 writes 6 fields)")
-            reads.append((float(f[0]), int(f[1]), int(f[3]), int(f[4])))
+            if len(f) >= 4:
+                off = int(f[4]) if len(f) >= 6 else None
+                reads.append((float(f[0]), int(f[1]), int(f[3]), off))
     return reads
 
 
@@ -1257,6 +1255,12 @@ def paired_halves(run: Path, alones: list[Path], runtime_s: float) -> list[dict]
     seed, another device)."""
     mine = read_lat_log(run)
     base = [read_lat_log(a) for a in alones]
+    for path, reads in [(run, mine), *zip(alones, base)]:
+        k = next((k for k, r in enumerate(reads, 1) if r[3] is None), None)
+        if k is not None:
+            raise BenchError(
+                f"{path}_clat.*.log: read {k} has no offset (fio --log_offset=1 writes 6 fields)"
+            )
     n = min(len(mine), *(len(b) for b in base))
     for b in base:
         for k in range(n):

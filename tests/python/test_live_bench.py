@@ -614,6 +614,16 @@ def test_paired_halves_by_hand(tmp_path):
     offs[150] += 4096
     _lat_log(tmp_path / "r_clat.1.log", run, offs)
     assert mod.paired_halves(tmp_path / "r", [tmp_path / "a1"], 0.2) is None
+    # a log without offsets (fio's 5 fields) is refused, naming the read;
+    # the halves' figures read it as before
+    (tmp_path / "a1_clat.1.log").write_text(
+        "".join(f"{k}, 10000000, 0, 4096, 0\n" for k in range(200))
+    )
+    with pytest.raises(mod.BenchError, match="read 1 has no offset"):
+        mod.paired_halves(tmp_path / "r", [tmp_path / "a1"], 0.2)
+    halves = mod.fg_halves(tmp_path / "a1", 0.2)
+    assert [h["requests"] for h in halves] == [100, 100]
+    assert abs(halves[0]["mean_s"] - 0.01) < 1e-15 and halves[0]["bytes"] == 100 * 4096
 
 
 def test_the_paired_interval_covers_the_true_slowdown_95_percent_of_the_time():

@@ -973,8 +973,12 @@ impl Control {
             self.fg_changes += 1;
             // the old FG's intervals would fit the refits to gaps the new
             // one does not have: keep about as many as the new FG's reads
-            // so far (an interval a read, for an FG of single reads)
+            // so far (an interval a read, for an FG of single reads); the
+            // epoch's reads span two FGs: measure the new one afresh, and
+            // refit at the next decision to the budget set below
             self.tuner().keep_newest(BASELINE_READS);
+            self.tuner().request_refit();
+            self.meter().new_epoch();
         }
         if let Some(r) = &newest {
             let ns = (r.baseline_mean_s * 1e9) as u64;
@@ -984,11 +988,7 @@ impl Control {
             self.tuner().set_budget(b);
         }
         if fg_changed {
-            // the epoch's reads span two FGs: measure the new one afresh,
-            // and refit to its budget at the next decision
-            self.meter().new_epoch();
-            self.tuner().request_refit();
-            return;
+            return; // no step on an epoch just begun
         }
         let Some(m) = self.meter().current() else {
             return;

@@ -120,33 +120,38 @@ pub enum Draws {
 }
 
 impl Draws {
+    /// Every way, in the order of [`Draws::NAMES`].
+    pub const ALL: [Draws; 2] = [Draws::InOrder, Draws::PerRequest];
     /// The names `fallow emulate-disk --draws` takes.
     pub const NAMES: [&'static str; 2] = ["in-order", "per-request"];
+
+    /// The name of this way, as `--draws` takes it.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
 }
 
 impl fmt::Display for Draws {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Draws::InOrder => Self::NAMES[0],
-            Draws::PerRequest => Self::NAMES[1],
-        })
+        f.write_str(self.name())
     }
 }
 
 impl FromStr for Draws {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "in-order" => Ok(Draws::InOrder),
-            "per-request" => Ok(Draws::PerRequest),
-            _ => Err(Error::invalid(
-                "draws",
-                format!(
-                    "`{s}` is not a way to draw service times: give {}",
-                    Self::NAMES.join(" or ")
-                ),
-            )),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "draws",
+                    format!(
+                        "`{s}` is not a way to draw service times: give {}",
+                        Self::NAMES.join(" or ")
+                    ),
+                )
+            })
     }
 }
 
@@ -464,7 +469,9 @@ mod tests {
             }
         }
         assert_eq!("per-request".parse::<Draws>().unwrap(), Draws::PerRequest);
+        assert_eq!("in-order".parse::<Draws>().unwrap(), Draws::InOrder);
         assert_eq!(Draws::InOrder.to_string(), "in-order");
+        assert_eq!(Draws::PerRequest.to_string(), "per-request");
         let e = "random".parse::<Draws>().unwrap_err().to_string();
         assert!(e.contains("in-order or per-request"), "{e}");
     }

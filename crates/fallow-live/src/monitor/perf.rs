@@ -98,11 +98,10 @@ fn sys_err(what: &str, e: std::io::Error) -> Error {
     Error::io("perf_event_open", what.to_string(), e)
 }
 
-/// Bytes of a ring of `data_pages` pages.
-fn ring_bytes(data_pages: usize) -> usize {
+/// The system's page size, bytes.
+fn page_bytes() -> usize {
     // SAFETY: sysconf reads a constant of the system.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-    data_pages * page
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize
 }
 
 /// Open `tp` on `cpu`. Without `tp.wake` the reader is woken when its ring
@@ -247,7 +246,7 @@ unsafe impl Send for Ring {}
 
 impl Ring {
     fn map(fd: &OwnedFd, data_pages: usize) -> std::io::Result<Ring> {
-        let page = ring_bytes(1);
+        let page = page_bytes();
         let len = (1 + data_pages) * page;
         // SAFETY: a shared read-write mapping of a perf descriptor, the
         // layout perf_event_open(2) documents; checked for MAP_FAILED.
@@ -419,10 +418,11 @@ impl PerfRings {
         let mut ring_fds = Vec::new();
         let mut rings = Vec::new();
         let mut filtered = true;
+        // the watermark of a ring whose events do not wake its reader
+        let half = u32::try_from(data_pages * page_bytes() / 2).unwrap_or(u32::MAX);
         for &cpu in &cpus {
             let mut owner: Option<OwnedFd> = None;
             for tp in tps {
-                let half = u32::try_from(ring_bytes(data_pages) / 2).unwrap_or(u32::MAX);
                 let fd = open_one(tp, cpu, with_cgroup, half)
                     .map_err(|e| sys_err(&format!("cpu {cpu}, tracepoint {}", tp.id), e))?;
                 if let Some(f) = &tp.filter {
