@@ -173,13 +173,15 @@ pub fn budget_lines(d: &DriveReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "  budget {}: setting {} · started at {} · {} refits, {} back-offs (refits fit to {})",
+        "  budget {}: setting {} · started at {} · {} refits, {} back-offs (refits fit to {}, switch penalty {}, {})",
         b.budget,
         b.setting,
         b.start,
         count(b.refits),
         count(b.backoffs),
-        b.model_budget
+        b.model_budget,
+        secs(b.switch_penalty_s),
+        b.switch_penalty_from
     );
     let m = b.measured.as_ref().or(b.measured_recent.as_ref());
     match (m, b.measure.as_str()) {
