@@ -193,8 +193,8 @@ pub const BASELINE_READS: usize = 100;
 /// of the [`FG_CHANGE_READS`] reads before them, or less by as much, is
 /// another FG: the controller's share is brought back to at most
 /// [`START_SCALE`], since what it learned of the model's error was
-/// learned on the FG before, and the refits' window keeps only the newest
-/// [`BASELINE_READS`] idle intervals. The changing FG's bursty half
+/// learned on the FG before, and the refits' window keeps only the
+/// newest [`CHANGE_KEEP_READS`] reads' busy periods. The changing FG's bursty half
 /// loosened it to 4 × (its long waits met no read, where the model
 /// predicted they would), and 45 s into the sequential half a refit at
 /// that share chose a wait of 152 ms: +58 % for 7 s. Its clean means, at
@@ -205,6 +205,18 @@ pub const FG_CHANGE_RATIO: f64 = 1.5;
 /// judged against ([`FG_CHANGE_RATIO`]); after one, the next is looked for
 /// once this many and [`BASELINE_READS`] more reads have come.
 pub const FG_CHANGE_READS: usize = 300;
+/// FG reads whose busy periods (and the idle intervals between) the
+/// refits' window keeps when the FG changes. When the change is seen, a
+/// third at least of the newest [`BASELINE_READS`] reads are the new
+/// FG's if its clean mean fell (the mix of old mean `b` and new `a`
+/// crosses `b / 1.5` at a share `(b / 3) / (b − a)` ≥ 1/3), and
+/// `(b / 2) / (a − b)` of them if it rose (31 % for the emulated HDD's
+/// 5.0 → 13 ms): a quarter of them are the new FG's in both. Kept as
+/// intervals, 100 of them reached back over the changing FG's whole
+/// bursty half (an interval a burst of 20 reads), and its 0.5–2 s gaps
+/// held the refits at a 1.7 s wait until 43 s after the switch was seen
+/// (docs/live.md).
+pub const CHANGE_KEEP_READS: u64 = (BASELINE_READS / 4) as u64;
 /// First FG reads after BG work the switch penalty is measured on (the
 /// newest; [`FgMeter::switch_penalty_s`]).
 pub const PENALTY_READS: usize = 50;
@@ -869,8 +881,8 @@ pub struct BudgetReport {
     /// Times the FG changed: the newest [`BASELINE_READS`] reads' clean
     /// mean moved past [`FG_CHANGE_RATIO`] of the [`FG_CHANGE_READS`]
     /// reads' before them. Each brought the controller's share back to at
-    /// most [`START_SCALE`] and cut the refits' window to its newest
-    /// intervals.
+    /// most [`START_SCALE`] and cut the refits' window to the newest
+    /// [`CHANGE_KEEP_READS`] reads' busy periods.
     pub fg_changes: u64,
     /// The controller's steps: predicted against measured at each setting
     /// (the newest [`MAX_REPORTED_STEPS`]).
@@ -1077,11 +1089,11 @@ impl Control {
             self.integral.scale = self.integral.scale.min(START_SCALE);
             self.fg_changes += 1;
             // the old FG's intervals would fit the refits to gaps the new
-            // one does not have: keep about as many as the new FG's reads
-            // so far (an interval a read, for an FG of single reads); the
-            // epoch's reads span two FGs: measure the new one afresh, and
-            // refit at the next decision to the budget set below
-            self.tuner().keep_newest(BASELINE_READS);
+            // one does not have: keep what the new FG's newest reads made
+            // (CHANGE_KEEP_READS); the epoch's reads span two FGs: measure
+            // the new one afresh, and refit at the next decision to the
+            // budget set below
+            self.tuner().keep_newest_reads(CHANGE_KEEP_READS);
             self.tuner().request_refit();
             self.meter().new_epoch();
         }
@@ -1894,11 +1906,25 @@ mod tests {
         assert_eq!(c.report().fg_changes, 0);
         let loosened = c.integral.scale;
         assert!(loosened > START_SCALE, "{loosened}");
+        // the refits' window as the driver would have it by then: bursts
+        // of 20 reads (an interval each), then single reads
+        let busy: Vec<(u64, u32)> = (0..150)
+            .map(|k| if k < 50 { (260 * MS, 20) } else { (6 * MS, 1) })
+            .collect();
+        let idle: Vec<(u64, bool)> = (0..149).map(|k| ((k % 7 + 1) * 90 * MS, false)).collect();
+        c.tuner().seed_window(&busy, &idle).unwrap();
         // 80 more: all 5.6 ms, 17 times less than the 300 before them:
         // another FG, and the share loosened on the old one is dropped
         reads(&mut c, &mut t, 80, 5_600_000);
         assert_eq!(c.report().fg_changes, 1);
         assert!(c.integral.scale <= START_SCALE, "{}", c.integral.scale);
+        // and the window keeps the newest CHANGE_KEEP_READS reads' busy
+        // periods, none of the bursts (as 100 intervals would have)
+        let keep = CHANGE_KEEP_READS as usize;
+        assert_eq!(
+            c.tuner().window(),
+            (busy[150 - keep..].to_vec(), idle[150 - keep..].to_vec())
+        );
         assert!(
             (budget_ns(&c) - want(&c, 5.6e6)).abs() <= 1.0,
             "{}",

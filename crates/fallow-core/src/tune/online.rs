@@ -519,6 +519,28 @@ impl OnlineTuner {
         self.busy.drain(..drop.min(self.busy.len()));
     }
 
+    /// Keep only the newest busy periods that hold `reads` FG requests
+    /// (the first that reaches the count included) and the idle intervals
+    /// between and after them. What a live run keeps when its FG changes
+    /// is counted in the new FG's reads, not in intervals: a bursty FG has
+    /// one interval a burst (20 reads), so the newest 100 intervals at a
+    /// switch to single reads reached back over the whole bursty half, and
+    /// its gaps held the refits at a 1.7 s wait for 40 s after the switch
+    /// was seen (docs/live.md).
+    pub fn keep_newest_reads(&mut self, reads: u64) {
+        let (mut held, mut periods) = (0u64, 0usize);
+        for &(_, n) in self.busy.iter().rev() {
+            if held >= reads {
+                break;
+            }
+            held += u64::from(n);
+            periods += 1;
+        }
+        // busy periods lead idle intervals by one once a busy period ended
+        let lead = self.busy.len().saturating_sub(self.idle.len());
+        self.keep_newest(periods.saturating_sub(lead));
+    }
+
     /// The budget the refits fit to from now on (a live run tightens it
     /// when the slowdown it measures is over the budget it was given).
     pub fn set_budget(&mut self, budget: Budget) {
@@ -1323,6 +1345,37 @@ mod tests {
         assert_eq!(d.window(), c.window());
         d.keep_newest(10);
         assert_eq!(d.window(), c.window());
+        // kept by reads: bursts of 20 requests, then single reads; the
+        // newest 5 reads are the single ones' 5 busy periods (4 idle
+        // intervals between), 25 reach into the bursts by one period
+        let bursty_then_single = |t: &mut OnlineTuner| {
+            let busy: Vec<(u64, u32)> = (0..10)
+                .map(|k| if k < 4 { (260 * MS, 20) } else { (5 * MS, 1) })
+                .collect();
+            let idle: Vec<(u64, bool)> = (0..9).map(|k| ((k + 1) * 100 * MS, false)).collect();
+            t.seed_window(&busy, &idle).unwrap();
+            (busy, idle)
+        };
+        let mut e = tuner("1ms", 40, 10);
+        let (busy, idle) = bursty_then_single(&mut e);
+        e.keep_newest_reads(5);
+        assert_eq!(e.window(), (busy[5..].to_vec(), idle[5..].to_vec()));
+        e = tuner("1ms", 40, 10);
+        bursty_then_single(&mut e);
+        e.keep_newest_reads(25);
+        assert_eq!(e.window(), (busy[3..].to_vec(), idle[3..].to_vec()));
+        // more reads than the window holds: all of it
+        e = tuner("1ms", 40, 10);
+        bursty_then_single(&mut e);
+        e.keep_newest_reads(1_000);
+        assert_eq!(e.window(), (busy.clone(), idle.clone()));
+        // after an idle interval with no busy period yet, that interval stays
+        e.on_idle_end(7 * MS, false);
+        e.keep_newest_reads(2);
+        assert_eq!(
+            e.window(),
+            (busy[8..].to_vec(), vec![idle[8], (7 * MS, false)])
+        );
         // inconsistent lengths are refused by name
         let e = c
             .seed_window(&busy[..3], &idle_w[..3])
