@@ -98,7 +98,8 @@
 //! model budget's baseline is the newest [`BASELINE_READS`] reads' clean
 //! mean; when that moves past [`FG_CHANGE_RATIO`] of the reads' before
 //! them the FG has changed, and what was learned on the old one (the
-//! controller's share above the start's, the window's older intervals)
+//! controller's share above the start's, the window's older intervals,
+//! what its overlapped reads cost, on which a quiet epoch's bound rests)
 //! is dropped.
 
 //! ## A budget the device cannot meet
@@ -1082,7 +1083,18 @@ impl Control {
             return;
         }
         self.last_check_ns = Some(now_ns);
-        let recent = self.meter().recent();
+        // what overlapped reads cost lately, for a quiet epoch's bound: on
+        // this FG only, once it changed (the bursty FG's collisions, each
+        // one read's delay at the block layer, had a sequential FG's first
+        // quiet step loosen the share ×2; docs/live.md)
+        let recent = match self.fg_changed_at {
+            Some(at) => {
+                let m = self.meter();
+                let since = m.given().saturating_sub(at);
+                m.newest(usize::try_from(since).unwrap_or(usize::MAX))
+            }
+            None => self.meter().recent(),
+        };
         let newest = self.meter().newest(BASELINE_READS);
         let fg_changed = self.fg_changed(newest.as_ref());
         if fg_changed {
@@ -2141,6 +2153,48 @@ mod tests {
             p.step_on_interval(f64::NAN, 0.0, 0.05),
             MAX_STEP_DOWN
         ));
+    }
+
+    #[test]
+    fn a_quiet_step_after_a_change_of_fg_forgets_the_old_fgs_collisions() {
+        let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
+        let mut t = 0;
+        // 400 reads of 95 ms, every 20th overlapping a BG request and 1 ms
+        // slower for it; no check yet
+        for k in 0..400u64 {
+            let mut m = c.meter();
+            if k % 20 == 0 {
+                m.bg_start(t);
+                m.bg_end(t + 2 * MS);
+                m.fg(t + MS, t + 97 * MS);
+            } else {
+                m.fg(t, t + 95 * MS);
+            }
+            t += 100 * MS;
+        }
+        // 100 reads of 5.6 ms: another FG; the epoch restarts
+        for _ in 0..100 {
+            c.meter().fg(t, t + 5_600_000);
+            t += 100 * MS;
+        }
+        c.check(t);
+        assert_eq!(c.report().fg_changes, 1);
+        assert!(c.report().control.is_empty());
+        // 80 clean reads of the new FG: a quiet step whose bound is 3/80
+        // of them costing one clean read more each (none of this FG's
+        // reads overlapped yet), not what the old FG's overlapped reads
+        // cost over a clean mean of both FGs' reads (0.45 of one)
+        for _ in 0..80 {
+            c.meter().fg(t, t + 5_600_000);
+            t += 100 * MS;
+        }
+        c.check(t);
+        let r = c.report();
+        assert_eq!(r.control.len(), 1, "{r:?}");
+        let step = &r.control[0];
+        assert_eq!((step.fg_reads, step.overlapped), (80, 0));
+        assert!(close(step.measured_ci95, 3.0 / 80.0), "{step:?}");
+        assert!(close(step.factor, 4.0 / 3.0), "{step:?}");
     }
 
     #[test]
