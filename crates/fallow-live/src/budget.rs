@@ -195,9 +195,9 @@ pub const BASELINE_READS: usize = 100;
 /// another FG: the controller's share is brought back to at most
 /// [`START_SCALE`], since what it learned of the model's error was
 /// learned on the FG before, and the refits' window keeps only the
-/// newest [`CHANGE_KEEP_READS`] reads' busy periods. The changing FG's bursty half
-/// loosened it to 4 × (its long waits met no read, where the model
-/// predicted they would), and 45 s into the sequential half a refit at
+/// newest [`CHANGE_KEEP_READS`] reads' busy periods. The changing FG's
+/// bursty half loosened it to 4 × (its long waits met no read, where the
+/// model predicted they would), and 45 s into the sequential half a refit at
 /// that share chose a wait of 152 ms: +58 % for 7 s. Its clean means, at
 /// the block layer: 13.7 ms, then 5.6 ms (2.4 ×). A clean mean over 100
 /// reads is known to about ±5 %, so 1.5 × is no noise.
@@ -215,7 +215,7 @@ pub const FG_CHANGE_READS: usize = 300;
 /// 5.0 → 13 ms): a quarter of them are the new FG's in both. Kept as
 /// intervals, 100 of them reached back over the changing FG's whole
 /// bursty half (an interval a burst of 20 reads), and its 0.5–2 s gaps
-/// held the refits at a 1.7 s wait until 43 s after the switch was seen
+/// held the refits at a 1.7 s wait for 35 s after the switch was seen
 /// (docs/live.md).
 pub const CHANGE_KEEP_READS: u64 = (BASELINE_READS / 4) as u64;
 /// First FG reads after BG work the switch penalty is measured on (the

@@ -525,7 +525,7 @@ impl OnlineTuner {
     /// is counted in the new FG's reads, not in intervals: a bursty FG has
     /// one interval a burst (20 reads), so the newest 100 intervals at a
     /// switch to single reads reached back over the whole bursty half, and
-    /// its gaps held the refits at a 1.7 s wait for 40 s after the switch
+    /// its gaps held the refits at a 1.7 s wait for 35 s after the switch
     /// was seen (docs/live.md).
     pub fn keep_newest_reads(&mut self, reads: u64) {
         let (mut held, mut periods) = (0u64, 0usize);
