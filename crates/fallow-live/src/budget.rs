@@ -680,6 +680,12 @@ impl FgMeter {
         self.given
     }
 
+    /// FG reads given after the `from_given`-th (all kept or not; 0: every
+    /// one, as [`FgMeter::recent`] counts them).
+    pub fn reads_since(&self, from_given: u64) -> usize {
+        usize::try_from(self.given.saturating_sub(from_given)).unwrap_or(usize::MAX)
+    }
+
     /// The switch penalty measured, s (module docs): over the newest
     /// [`PENALTY_READS`] first reads after BG work among the reads given
     /// after the `from_given`-th, what they took once BG work ended beyond
@@ -689,13 +695,12 @@ impl FgMeter {
     /// first reads that came after BG work had stopped pay their seek back
     /// too, and are charged to the collisions rather than left out.
     pub fn switch_penalty_s(&self, baseline_s: f64, from_given: u64) -> Option<f64> {
-        let reads = self.given.saturating_sub(from_given);
         let (mut extra_s, mut firsts, mut collisions) = (0.0, 0, 0);
         for a in self
             .samples
             .iter()
             .rev()
-            .take(reads.min(usize::MAX as u64) as usize)
+            .take(self.reads_since(from_given))
             .filter_map(|s| s.after_bg)
             .take(PENALTY_READS)
         {
@@ -1083,18 +1088,6 @@ impl Control {
             return;
         }
         self.last_check_ns = Some(now_ns);
-        // what overlapped reads cost lately, for a quiet epoch's bound: on
-        // this FG only, once it changed (the bursty FG's collisions, each
-        // one read's delay at the block layer, had a sequential FG's first
-        // quiet step loosen the share ×2; docs/live.md)
-        let recent = match self.fg_changed_at {
-            Some(at) => {
-                let m = self.meter();
-                let since = m.given().saturating_sub(at);
-                m.newest(usize::try_from(since).unwrap_or(usize::MAX))
-            }
-            None => self.meter().recent(),
-        };
         let newest = self.meter().newest(BASELINE_READS);
         let fg_changed = self.fg_changed(newest.as_ref());
         if fg_changed {
@@ -1150,6 +1143,14 @@ impl Control {
             // rule of three, 95 %), not that it is 0: an 80-read quiet
             // epoch at a setting that overlaps 3.5 % of reads happens one
             // time in 17, and each such epoch used to loosen the budget ×2
+            // what overlapped reads cost lately: on this FG only, once it
+            // changed (the bursty FG's collisions, each one read's delay at
+            // the block layer, had a sequential FG's first quiet step
+            // loosen the share ×2; docs/live.md)
+            let recent = {
+                let meter = self.meter();
+                meter.newest(meter.reads_since(self.fg_changed_at.unwrap_or(0)))
+            };
             ci = self.quiet_bound(&m, recent.as_ref());
         }
         let predicted = self.predicted();

@@ -259,13 +259,14 @@ impl Detector {
             || fg.in_flight > 0
             || awaited > 0
             || new_pending > 0;
-        // the arrival of a busy period that starts here: an announced bio
-        // that is someone else's, known to the tracepoint's time, before
-        // `announced_still` forgets it because the counters show it now
-        let arrival_ns = self
-            .announced_ns
-            .filter(|_| self.announced_fg || own_still(&own, own_after, &prev));
-        let announced = self.announced_still(t_ns, counted_active, &own, own_after, &prev);
+        // a bio announced since the sample before is someone else's if it
+        // is known to be, or if nothing of fallow's moved meanwhile
+        let someone_elses = self.announced_fg || own_still(&own, own_after, &prev);
+        // the arrival of a busy period that starts here: such a bio, known
+        // to the tracepoint's time, before `announced_still` forgets it
+        // because the counters show it now
+        let arrival_ns = self.announced_ns.filter(|_| someone_elses);
+        let announced = self.announced_still(t_ns, counted_active, someone_elses);
         let active = counted_active || announced;
         let arrived = fg.new_read > 0
             || fg.new_write > 0
@@ -419,23 +420,13 @@ impl Detector {
         (awaited, new_pending)
     }
 
-    /// Whether an announced bio still counts as FG activity: if nothing of
-    /// fallow's moved since the last sample (or it is known to be someone
-    /// else's), until the counters take over or the hold runs out. Forgets
-    /// the announcement otherwise.
-    fn announced_still(
-        &mut self,
-        t_ns: u64,
-        counted_active: bool,
-        own: &OwnMotion,
-        own_after: OwnIo,
-        prev: &Prev,
-    ) -> bool {
-        let own_still = own_still(own, own_after, prev);
+    /// Whether an announced bio still counts as FG activity: if it is
+    /// `someone_elses` (nothing of fallow's moved since the last sample, or
+    /// it is known to be someone else's), until the counters take over or
+    /// the hold runs out. Forgets the announcement otherwise.
+    fn announced_still(&mut self, t_ns: u64, counted_active: bool, someone_elses: bool) -> bool {
         let announced = self.announced_ns.is_some_and(|a| {
-            (own_still || self.announced_fg)
-                && !counted_active
-                && t_ns.saturating_sub(a) < ANNOUNCE_HOLD_NS
+            someone_elses && !counted_active && t_ns.saturating_sub(a) < ANNOUNCE_HOLD_NS
         });
         if !announced {
             self.announced_ns = None;
