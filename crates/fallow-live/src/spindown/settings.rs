@@ -275,80 +275,17 @@ impl SpindownFlags {
         let deadline = self.job_deadline.as_deref().unwrap_or(DEFAULT_JOB_DEADLINE);
         let every_ns = duration("--job-every", every)?;
         let deadline_ns = duration("--job-deadline", deadline)?;
-        let mut disks = Vec::new();
-        for (i, dev) in devs.iter().enumerate() {
-            let fd = file.disk.iter().find(|d| &d.dev == dev);
-            let policy = Layers::of(f)
-                .flag(
-                    "--policy",
-                    per_disk(&self.policies, &devs, dev)?.map(str::to_string),
-                )
-                .part(
-                    DISK_TABLE,
-                    &format!("policy of {dev}"),
-                    fd.and_then(|d| d.policy.clone()),
-                )
-                .own("policy", file.policy.clone())
-                .or(DEFAULT_POLICY.to_string())
-                .value;
-            let flag = per_disk(&self.max_spinups, &devs, dev)?.map(str::to_string);
-            let max_spinups = Layers::of(f)
-                .flag("--max-spinups", flag)
-                .part(
-                    DISK_TABLE,
-                    &format!("max_spinups of {dev}"),
-                    fd.and_then(|d| d.max_spinups.clone()),
-                )
-                .own("max_spinups", file.max_spinups.clone())
-                .resolve()
-                .map(|r| r.try_map(|s| SpinupLimit::parse(&s).map_err(|e| e.to_string())))
-                .transpose()
-                .map_err(setting)?
-                .map(|r| r.value);
-            let mut jobs = Vec::new();
-            if i == 0 {
-                jobs.extend(self.jobs.iter().map(|c| JobSpec {
-                    command: c.clone(),
-                    every_ns,
-                    deadline_ns,
-                }));
-            }
-            for j in fd.map_or(&[][..], |d| &d.jobs[..]) {
-                jobs.push(JobSpec {
-                    command: j.command.clone(),
-                    every_ns: match &j.every {
-                        Some(s) => duration("job every", s)?,
-                        None => every_ns,
-                    },
-                    deadline_ns: match &j.deadline {
-                        Some(s) => duration("job deadline", s)?,
-                        None => deadline_ns,
-                    },
-                });
-            }
-            disks.push(DiskSpec {
-                target: dev.clone(),
-                policy,
-                max_spinups,
-                jobs,
-            });
-        }
+        let disks = devs
+            .iter()
+            .enumerate()
+            .map(|(i, dev)| self.disk(f, &file, &devs, (i, dev), (every_ns, deadline_ns)))
+            .collect::<Result<Vec<_>>>()?;
         let state = Layers::of(f)
             .flag("--state", self.state.clone())
             .own("state", file.state.clone())
             .or(PathBuf::from(DEFAULT_STATE))
             .value;
-        let mut inputs: Vec<PathBuf> = self.config.iter().cloned().collect();
-        inputs.extend(self.power.clone());
-        inputs.extend(file.power.clone());
-        for d in &devs {
-            let p = PathBuf::from(d);
-            inputs.push(p.join("disk"));
-            if !d.starts_with('/') && !d.starts_with('.') {
-                inputs.push(Path::new("/dev").join(d));
-            }
-            inputs.push(p);
-        }
+        let inputs = self.inputs(&file, &devs);
         let config = SpindownConfig {
             disks,
             poll_ns,
@@ -377,6 +314,92 @@ impl SpindownFlags {
             inputs,
             warnings: warning.into_iter().collect(),
         })
+    }
+
+    /// Disk `i` of `devs`, `dev`: its policy, spin-up limit and jobs, each
+    /// by the one precedence (a flag, its `[[spindown.disk]]` table, then
+    /// `[spindown]`), the jobs of `--job` going to the first disk.
+    fn disk(
+        &self,
+        f: Option<&ConfigFile>,
+        file: &SpindownSection,
+        devs: &[String],
+        (i, dev): (usize, &String),
+        (every_ns, deadline_ns): (u64, u64),
+    ) -> Result<DiskSpec> {
+        let fd = file.disk.iter().find(|d| &d.dev == dev);
+        let policy = Layers::of(f)
+            .flag(
+                "--policy",
+                per_disk(&self.policies, devs, dev)?.map(str::to_string),
+            )
+            .part(
+                DISK_TABLE,
+                &format!("policy of {dev}"),
+                fd.and_then(|d| d.policy.clone()),
+            )
+            .own("policy", file.policy.clone())
+            .or(DEFAULT_POLICY.to_string())
+            .value;
+        let flag = per_disk(&self.max_spinups, devs, dev)?.map(str::to_string);
+        let max_spinups = Layers::of(f)
+            .flag("--max-spinups", flag)
+            .part(
+                DISK_TABLE,
+                &format!("max_spinups of {dev}"),
+                fd.and_then(|d| d.max_spinups.clone()),
+            )
+            .own("max_spinups", file.max_spinups.clone())
+            .resolve()
+            .map(|r| r.try_map(|s| SpinupLimit::parse(&s).map_err(|e| e.to_string())))
+            .transpose()
+            .map_err(setting)?
+            .map(|r| r.value);
+        let mut jobs = Vec::new();
+        if i == 0 {
+            jobs.extend(self.jobs.iter().map(|c| JobSpec {
+                command: c.clone(),
+                every_ns,
+                deadline_ns,
+            }));
+        }
+        for j in fd.map_or(&[][..], |d| &d.jobs[..]) {
+            jobs.push(JobSpec {
+                command: j.command.clone(),
+                every_ns: match &j.every {
+                    Some(s) => duration("job every", s)?,
+                    None => every_ns,
+                },
+                deadline_ns: match &j.deadline {
+                    Some(s) => duration("job deadline", s)?,
+                    None => deadline_ns,
+                },
+            });
+        }
+        Ok(DiskSpec {
+            target: dev.clone(),
+            policy,
+            max_spinups,
+            jobs,
+        })
+    }
+
+    /// The files the status and the log must never overwrite
+    /// ([`Resolved::inputs`]): the config, the power files, each DEV path
+    /// and its `disk` and `/dev/` forms.
+    fn inputs(&self, file: &SpindownSection, devs: &[String]) -> Vec<PathBuf> {
+        let mut inputs: Vec<PathBuf> = self.config.iter().cloned().collect();
+        inputs.extend(self.power.clone());
+        inputs.extend(file.power.clone());
+        for d in devs {
+            let p = PathBuf::from(d);
+            inputs.push(p.join("disk"));
+            if !d.starts_with('/') && !d.starts_with('.') {
+                inputs.push(Path::new("/dev").join(d));
+            }
+            inputs.push(p);
+        }
+        inputs
     }
 }
 
