@@ -468,18 +468,24 @@ pub enum Verdict {
 }
 
 impl Measured {
+    /// In `budget`'s unit (a fraction, or seconds): the measurement, the
+    /// half-width of its 95 % interval, and the budget's limit.
+    pub fn against(&self, budget: &Budget) -> (f64, f64, f64) {
+        match *budget {
+            Budget::Slowdown { fraction } => (self.slowdown, self.slowdown_ci95, fraction),
+            Budget::AddedDelay { ns } => {
+                (self.added_delay_s, self.added_delay_ci95_s, ns as f64 / 1e9)
+            }
+        }
+    }
+
     /// This measurement against `budget`; `Unknown` below [`MIN_CLEAN`]
     /// clean or [`MIN_OVERLAPPED`] overlapped reads.
     pub fn verdict(&self, budget: &Budget) -> Verdict {
         if self.fg_reads - self.overlapped < MIN_CLEAN || self.overlapped < MIN_OVERLAPPED {
             return Verdict::Unknown;
         }
-        let (value, ci, limit) = match *budget {
-            Budget::Slowdown { fraction } => (self.slowdown, self.slowdown_ci95, fraction),
-            Budget::AddedDelay { ns } => {
-                (self.added_delay_s, self.added_delay_ci95_s, ns as f64 / 1e9)
-            }
-        };
+        let (value, ci, limit) = self.against(budget);
         if value - ci > limit {
             Verdict::Over
         } else if value + ci <= limit / 2.0 {
@@ -1145,10 +1151,7 @@ impl Control {
             return;
         }
         // one controller step per measurement: the epoch restarts after it
-        let (measured, mut ci, limit) = match self.cfg.budget {
-            Budget::Slowdown { fraction } => (m.slowdown, m.slowdown_ci95, fraction),
-            Budget::AddedDelay { ns } => (m.added_delay_s, m.added_delay_ci95_s, ns as f64 / 1e9),
-        };
+        let (measured, mut ci, limit) = m.against(&self.cfg.budget);
         if m.overlapped < MIN_OVERLAPPED {
             // none of N reads overlapped says the share is below 3/N (the
             // rule of three, 95 %), not that it is 0: an 80-read quiet
@@ -1251,24 +1254,20 @@ impl Control {
     fn few_overlapped_bound(&self, m: &Measured, recent: Option<&Measured>) -> f64 {
         let k = m.overlapped.min(MIN_OVERLAPPED - 1);
         let share = POISSON_UPPER95[k] / m.fg_reads.max(1) as f64;
-        let slowdown = matches!(self.cfg.budget, Budget::Slowdown { .. });
         // what one overlapped read of `r` cost, in the budget's unit
-        let per_read = |r: &Measured| {
-            let total = if slowdown {
-                r.slowdown
-            } else {
-                r.added_delay_s
-            };
-            total * r.fg_reads as f64 / r.overlapped as f64
-        };
-        let costs = [Some(m), recent]
+        let per_read =
+            |r: &Measured| r.against(&self.cfg.budget).0 * r.fg_reads as f64 / r.overlapped as f64;
+        let cost = [Some(m), recent]
             .into_iter()
             .flatten()
             .filter(|r| r.overlapped > 0)
             .map(per_read)
-            .fold(None, |a: Option<f64>, c| Some(a.map_or(c, |a| a.max(c))));
-        let none_seen = if slowdown { 1.0 } else { m.baseline_mean_s };
-        share * costs.unwrap_or(none_seen).max(0.0)
+            .reduce(f64::max);
+        let none_seen = match self.cfg.budget {
+            Budget::Slowdown { .. } => 1.0,
+            Budget::AddedDelay { .. } => m.baseline_mean_s,
+        };
+        share * cost.unwrap_or(none_seen).max(0.0)
     }
 
     /// What the newest refit predicted for the value in use, in the
@@ -2177,6 +2176,14 @@ mod tests {
         ));
     }
 
+    /// A BG request of 2 ms from `t`, and an FG read submitted 1 ms into
+    /// it that completes `done_ns` after `t`: an overlapped read.
+    fn read_over_bg(m: &mut FgMeter, t: u64, done_ns: u64) {
+        m.bg_start(t);
+        m.bg_end(t + 2 * MS);
+        m.fg(t + MS, t + done_ns);
+    }
+
     #[test]
     fn a_quiet_step_after_a_change_of_fg_forgets_the_old_fgs_collisions() {
         let mut c = Control::new("fixed-wait", LiveBudget::new("5%".parse().unwrap()), 1).unwrap();
@@ -2186,9 +2193,7 @@ mod tests {
         for k in 0..400u64 {
             let mut m = c.meter();
             if k % 20 == 0 {
-                m.bg_start(t);
-                m.bg_end(t + 2 * MS);
-                m.fg(t + MS, t + 97 * MS);
+                read_over_bg(&mut m, t, 97 * MS);
             } else {
                 m.fg(t, t + 95 * MS);
             }
@@ -2265,9 +2270,7 @@ mod tests {
         for k in 0..82u64 {
             let mut m = c.meter();
             if k == 20 || k == 60 {
-                m.bg_start(t);
-                m.bg_end(t + 2 * MS);
-                m.fg(t + MS, t + 17 * MS);
+                read_over_bg(&mut m, t, 17 * MS);
             } else {
                 m.fg(t, t + 10 * MS);
             }
